@@ -1,0 +1,24 @@
+# Two commands from a fresh clone: `make demo` and `make test`. Everything else is set up on the way.
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+STAMP   := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: demo test bench lint clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/neuron-prof demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,73 @@
+"""The `neuron-prof` command line. One module per subcommand, loaded only when that command runs.
+
+Each module `neuron_prof/cli/_<name>.py` defines `command`, a `click.Command` whose docstring is its help.
+Register it in `COMMANDS` below. Heavy imports (torch, textual, plotly) go inside the command's function.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+import click
+
+from neuron_prof._version import __version__
+from neuron_prof.errors import NeuronProfError
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    # name: (module, one-line help shown in `neuron-prof --help` without importing the module)
+    "demo": ("neuron_prof.cli._demo", "Train a small transformer under the profiler and write trace.json/.pftrace."),
+    "run": ("neuron_prof.cli._run", "Profile a Python script with no code change."),
+    "convert": ("neuron_prof.cli._convert", "Convert a trace between .json(.gz) and .pftrace."),
+    "summary": ("neuron_prof.cli._summary", "Print totals and ranked findings for a trace."),
+    "tui": ("neuron_prof.cli._tui", "Open the terminal UI on one or more traces."),
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        cmd = importlib.import_module(entry[0]).command
+        assert isinstance(cmd, click.Command)
+        return cmd
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="neuron-prof")
+def cli() -> None:
+    """neuron-prof: profile PyTorch on AWS Trainium (and read any torch.profiler trace)."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (0 ok, 1 a check failed, 2 bad input or usage)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        rv = cli.main(args=args, prog_name="neuron-prof", standalone_mode=False)
+    except NeuronProfError as e:
+        click.echo(f"neuron-prof: error: {e}", err=True)
+        return e.exit_code
+    except click.exceptions.Exit as e:
+        return int(e.exit_code)
+    except click.ClickException as e:
+        e.show()
+        return 2
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        return 130
+    except KeyboardInterrupt:
+        click.echo("Interrupted.", err=True)
+        return 130
+    return int(rv) if isinstance(rv, int) else 0

@@ -1,0 +1,44 @@
+"""Loaders: trace files into the model. `load(path)` picks the reader from the file's content.
+
+Readers: Chrome/Kineto JSON (`.json`, `.json.gz`, any torch.profiler trace: CUDA, ROCm, MTIA, CPU)
+and neuron-prof's own `.pftrace`. Every reader returns a finished Trace or raises TraceLoadError.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from neuron_prof.errors import TraceLoadError
+from neuron_prof.model import Trace
+
+__all__ = ["load"]
+
+
+def load(path: str | os.PathLike[str]) -> Trace:
+    """Load a trace file (.json, .json.gz, .pftrace) into a Trace.
+
+    Raises:
+        TraceLoadError: the file is missing, unreadable, or not a trace (the message says which).
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise TraceLoadError(p, "is a directory, not a trace file")
+    try:
+        with open(p, "rb") as f:
+            head = f.read(4)
+    except FileNotFoundError:
+        raise TraceLoadError(p, "no such file") from None
+    except PermissionError:
+        raise TraceLoadError(p, "permission denied") from None
+    except OSError as e:
+        raise TraceLoadError(p, f"cannot read: {e.strerror or e}") from None
+    if not head:
+        raise TraceLoadError(p, "empty file")
+    if head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"[") or p.name.lower().endswith((".json", ".json.gz")):
+        from neuron_prof.loaders.kineto_json import load_kineto_json
+
+        return load_kineto_json(p)
+    from neuron_prof.loaders.pftrace import load_pftrace
+
+    return load_pftrace(p)

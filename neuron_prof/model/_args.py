@@ -1,0 +1,98 @@
+"""Event arguments stored columnar: one bytes blob of orjson documents plus an offsets array.
+
+A million events with a dict each would cost hundreds of MB of Python objects; here each costs its
+JSON bytes plus 8 bytes of offset, and a dict is only built when someone asks for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import orjson
+
+_OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+
+
+def dumps_args(args: dict[str, Any]) -> bytes:
+    """Serialise one args dict the way the store keeps it (tolerates numpy values and non-str keys)."""
+    try:
+        return orjson.dumps(args, option=_OPTS)
+    except (TypeError, orjson.JSONEncodeError):
+        return orjson.dumps({str(k): _safe(v) for k, v in args.items()}, option=_OPTS)
+
+
+def _safe(v: Any) -> Any:
+    try:
+        orjson.dumps(v, option=_OPTS)
+        return v
+    except (TypeError, orjson.JSONEncodeError):
+        return repr(v)
+
+
+class ArgsStore:
+    """Immutable store of argument dicts addressed by index (``-1`` means no args)."""
+
+    __slots__ = ("_blob", "_offsets")
+
+    def __init__(self, blob: bytes, offsets: np.ndarray) -> None:
+        self._blob = blob
+        self._offsets = offsets
+
+    @classmethod
+    def empty(cls) -> ArgsStore:
+        return cls(b"", np.zeros(1, dtype=np.int64))
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def get(self, i: int) -> dict[str, Any]:
+        """The args dict at index `i`; ``{}`` for ``-1``."""
+        if i < 0:
+            return {}
+        o = self._offsets
+        return orjson.loads(self._blob[o[i]: o[i + 1]])  # type: ignore[no-any-return]
+
+    def raw(self, i: int) -> bytes:
+        """The args at `i` as JSON bytes (``b"{}"`` for ``-1``)."""
+        if i < 0:
+            return b"{}"
+        o = self._offsets
+        return self._blob[o[i]: o[i + 1]]
+
+    @property
+    def nbytes(self) -> int:
+        return len(self._blob) + self._offsets.nbytes
+
+
+class ArgsBuilder:
+    """Appends args and hands out indices; ``build()`` returns the ArgsStore."""
+
+    __slots__ = ("_parts", "_lengths")
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+        self._lengths: list[int] = []
+
+    def add(self, args: dict[str, Any] | None) -> int:
+        if not args:
+            return -1
+        b = dumps_args(args)
+        self._parts.append(b)
+        self._lengths.append(len(b))
+        return len(self._parts) - 1
+
+    def add_raw(self, raw: bytes) -> int:
+        """Add args already serialised as a JSON object."""
+        self._parts.append(raw)
+        self._lengths.append(len(raw))
+        return len(self._parts) - 1
+
+    def __len__(self) -> int:
+        return len(self._parts)
+
+    def build(self) -> ArgsStore:
+        offsets = np.zeros(len(self._lengths) + 1, dtype=np.int64)
+        if self._lengths:
+            np.cumsum(np.asarray(self._lengths, dtype=np.int64), out=offsets[1:])
+        return ArgsStore(b"".join(self._parts), offsets)

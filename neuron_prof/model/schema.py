@@ -1,0 +1,137 @@
+"""The trace model's vocabulary: track kinds, categories and argument keys, defined once.
+
+Producers (loaders, capture, probes) and consumers (analysis, exporters, tui) use these names,
+never string literals of their own, so a probe and the analysis that reads it cannot drift apart.
+
+Probe event conventions (slices unless noted; all times Unix ns):
+
+* ``compile`` track: one slice per compile. name = op (eager) or graph/frame name (torch.compile).
+  args: ``compile_kind`` ("eager" | "torch.compile" | "backward"), ``signature``, ``cache`` ("miss" | "hit" |
+  "disk"), ``call_site`` ("file.py:LINE"), ``module``, ``compile_id``, ``recompile_reason``, ``phases``
+  (dict name -> ns), ``step``. Graph breaks and "recompile limit hit" are instants on the same track.
+* ``fallback`` track: one slice per fallen-back call. name = op. args: ``shapes``, ``dtypes``,
+  ``copy_bytes`` (host<->device bytes forced), ``call_site``, ``module``, ``stack``.
+* ``sync`` track: one slice per host wait on the device. name = what waited (``aten::item``, ...).
+  args: ``sync_kind`` ("item" | "cpu" | "synchronize" | "print" | ...), ``call_site``, ``module``.
+* ``device`` tracks (one per device queue/stream): device executions. args: ``seq`` (links to the host
+  op), ``stream``; flows from the launching host op.
+* ``collective`` track: one slice per collective. name = op ("all_reduce"). args: ``bytes_in``,
+  ``bytes_out``, ``dtype``, ``group``, ``ranks``, ``world_size``, ``seq``, ``algbw_gbps``, ``busbw_gbps``.
+* ``dtype`` track: instants "float64 -> float32" with ``call_site``, ``shape``, ``op``.
+* ``memory`` tracks: counters in bytes ("neuron:0 allocated", "neuron:0 reserved", "host allocated").
+* ``findings`` track: instants, one per finding, args = the finding's dict.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+FORMAT_VERSION: Final = 1
+"""Version of the neuron-prof additions to the trace (metadata key ``neuron_prof``)."""
+
+META_KEY: Final = "neuron_prof"
+"""Top-level key (JSON) / metadata track (pftrace) holding neuron-prof's own metadata."""
+
+
+class TrackKind:
+    """What a track holds. Stable strings: they are written into trace files."""
+
+    THREAD: Final = "thread"  # host thread (CPU ops, python functions, annotations)
+    DEVICE: Final = "device"  # a device queue / stream (kernels, memcpy, neuron executions)
+    COMPILE: Final = "compile"
+    FALLBACK: Final = "fallback"
+    SYNC: Final = "sync"
+    COLLECTIVE: Final = "collective"
+    DTYPE: Final = "dtype"
+    MEMORY: Final = "memory"  # counter track, bytes
+    COUNTER: Final = "counter"  # other counter track
+    FINDINGS: Final = "findings"
+    ASYNC: Final = "async"  # async (b/e) spans from JSON
+    OTHER: Final = "other"
+
+    ALL: Final = (THREAD, DEVICE, COMPILE, FALLBACK, SYNC, COLLECTIVE, DTYPE, MEMORY, COUNTER, FINDINGS,
+                  ASYNC, OTHER)
+    COUNTERS: Final = (MEMORY, COUNTER)
+
+
+class ProcessKind:
+    HOST: Final = "host"
+    DEVICE: Final = "device"
+
+
+class Cat:
+    """Categories neuron-prof writes (Kineto's own are kept as they come)."""
+
+    COMPILE: Final = "neuron_prof.compile"
+    FALLBACK: Final = "neuron_prof.fallback"
+    SYNC: Final = "neuron_prof.sync"
+    DEVICE: Final = "neuron_prof.device"
+    COLLECTIVE: Final = "neuron_prof.collective"
+    DTYPE: Final = "neuron_prof.dtype"
+    FINDING: Final = "neuron_prof.finding"
+    MEMORY: Final = "neuron_prof.memory"
+
+
+class Arg:
+    """Argument keys of probe events (see the module docstring)."""
+
+    COMPILE_KIND: Final = "compile_kind"
+    SIGNATURE: Final = "signature"
+    CACHE: Final = "cache"
+    CALL_SITE: Final = "call_site"
+    MODULE: Final = "module"
+    STACK: Final = "stack"
+    COMPILE_ID: Final = "compile_id"
+    RECOMPILE_REASON: Final = "recompile_reason"
+    PHASES: Final = "phases"
+    STEP: Final = "step"
+    SHAPES: Final = "shapes"
+    DTYPES: Final = "dtypes"
+    COPY_BYTES: Final = "copy_bytes"
+    SYNC_KIND: Final = "sync_kind"
+    SEQ: Final = "seq"
+    STREAM: Final = "stream"
+    BYTES_IN: Final = "bytes_in"
+    BYTES_OUT: Final = "bytes_out"
+    DTYPE: Final = "dtype"
+    GROUP: Final = "group"
+    RANKS: Final = "ranks"
+    WORLD_SIZE: Final = "world_size"
+    ALGBW: Final = "algbw_gbps"
+    BUSBW: Final = "busbw_gbps"
+    SHAPE: Final = "shape"
+    OP: Final = "op"
+
+
+class KinetoCat:
+    """Kineto categories the loaders and analyses look at."""
+
+    CPU_OP: Final = "cpu_op"
+    PYTHON: Final = "python_function"
+    USER_ANNOTATION: Final = "user_annotation"
+    GPU_USER_ANNOTATION: Final = "gpu_user_annotation"
+    KERNEL: Final = "kernel"
+    GPU_MEMCPY: Final = "gpu_memcpy"
+    GPU_MEMSET: Final = "gpu_memset"
+    CUDA_RUNTIME: Final = "cuda_runtime"
+    CUDA_DRIVER: Final = "cuda_driver"
+    CPU_INSTANT: Final = "cpu_instant_event"
+    PRIVATEUSE1_DRIVER: Final = "privateuse1_driver"
+    DEVICE_CATS: Final = (KERNEL, GPU_MEMCPY, GPU_MEMSET, "mtia_ccp_events", PRIVATEUSE1_DRIVER)
+
+
+class Meta:
+    """Keys of ``Trace.metadata`` that neuron-prof itself sets."""
+
+    SOURCE: Final = "source"  # path the trace was loaded from
+    SOURCE_FORMAT: Final = "source_format"  # "kineto_json" | "pftrace" | "capture"
+    CLOCK: Final = "clock"  # "unix" | "relative" (no Unix base known)
+    RANK: Final = "rank"
+    WORLD_SIZE: Final = "world_size"
+    BACKEND: Final = "backend"  # adapter that captured it: "cpu" | "cuda" | "neuron" | ...
+    PROBE_ERRORS: Final = "probe_errors"  # list of {"probe", "error"}
+    OVERHEAD_NS: Final = "profiler_overhead_ns"
+    WARNINGS: Final = "load_warnings"
+    KINETO: Final = "kineto"  # Kineto's own top-level keys (deviceProperties, distributedInfo, ...)
+    WALL: Final = "wall_ns"  # (start, end) of the profiled region when known
+    STEPS: Final = "steps"  # list of [step, start_ns, end_ns]

@@ -1,0 +1,1 @@
+"""The Textual terminal UI (`neuron-prof tui`)."""
