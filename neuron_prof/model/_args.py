@@ -64,6 +64,18 @@ class ArgsStore:
     def nbytes(self) -> int:
         return len(self._blob) + self._offsets.nbytes
 
+    @classmethod
+    def concat(cls, stores: list[ArgsStore]) -> tuple[ArgsStore, list[int]]:
+        """One store holding all of `stores`; returns it and each store's index offset."""
+        bases, offs, blob_base = [], [np.zeros(1, dtype=np.int64)], 0
+        n = 0
+        for st in stores:
+            bases.append(n)
+            offs.append(st._offsets[1:] + blob_base)
+            blob_base += len(st._blob)
+            n += len(st)
+        return cls(b"".join(st._blob for st in stores), np.concatenate(offs)), bases
+
 
 class ArgsBuilder:
     """Appends args and hands out indices; ``build()`` returns the ArgsStore."""

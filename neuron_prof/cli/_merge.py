@@ -1,0 +1,62 @@
+"""`neuron-prof merge`: several ranks' traces onto one timeline."""
+
+from __future__ import annotations
+
+import re
+
+import click
+
+from neuron_prof.errors import UsageError
+
+_UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000, "": 1}
+_DUR = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s|)\s*$")
+
+
+def parse_rank_durations(items: tuple[str, ...], option: str) -> dict[int, int]:
+    """["1=5s", "2=-250ms"] -> {1: 5_000_000_000, 2: -250_000_000} (plain numbers are ns)."""
+    out: dict[int, int] = {}
+    for item in items:
+        rank, sep, dur = item.partition("=")
+        m = _DUR.match(dur)
+        if not sep or not rank.strip().isdigit() or not m:
+            raise UsageError(f"{option} {item!r}: expected RANK=DURATION, e.g. 1=250ms, 2=-3s, 0=1500ns")
+        out[int(rank)] = round(float(m.group(1)) * _UNITS[m.group(2)])
+    return out
+
+
+@click.command("merge")
+@click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="merged.json, merged.json.gz or merged.pftrace")
+@click.option("--offset", "offsets", multiple=True, metavar="RANK=DURATION",
+              help="Use this clock offset for a rank instead of the estimate (e.g. 1=-2.5ms). Repeatable.")
+@click.option("--skew", "skews", multiple=True, metavar="RANK=DURATION",
+              help="Testing aid: shift a rank's clock by this much before alignment (an artificial clock "
+                   "offset that the alignment must then recover). Repeatable.")
+def command(traces: tuple[str, ...], output: str, offsets: tuple[str, ...], skews: tuple[str, ...]) -> int:
+    """Merge one trace per rank onto one timeline, aligning clocks from the collectives.
+
+    Ranks come from each trace's metadata (distributedInfo) or its file name (trace.rank3.json).
+    Prints the offset applied to each rank and its uncertainty, and the stragglers found.
+    """
+    from neuron_prof.analysis._stragglers import straggler_findings
+    from neuron_prof.exporters import format_for, write_trace
+    from neuron_prof.loaders import load
+    from neuron_prof.merge import merge_traces
+
+    fmt = format_for(output)
+    user = parse_rank_durations(offsets, "--offset")
+    skew = parse_rank_durations(skews, "--skew")
+    merged, alignment = merge_traces([load(p) for p in traces], offsets_ns=user, skew_ns=skew)
+    stragglers = straggler_findings(merged)
+    merged = merged.replace(findings=tuple(f.to_dict() for f in stragglers))
+    write_trace(merged, output, fmt)
+    click.echo(f"merged {len(traces)} rank(s) -> {output}  ({len(merged.slices):,} slices)")
+    click.echo(f"clock offsets against rank {alignment.reference_rank}:")
+    for r, o in sorted(alignment.offsets.items()):
+        unc = "unknown" if o.uncertainty_ns is None else f"±{o.uncertainty_ns / 1e3:.1f} µs"
+        note = f"  ({o.note})" if o.note else ""
+        click.echo(f"  rank {r}: {o.offset_ns / 1e6:+.3f} ms  [{o.method}, {o.matched} collectives, {unc}]{note}")
+    for f in stragglers:
+        click.echo(f"straggler: {f.title}")
+    return 0

@@ -1,0 +1,80 @@
+"""Clock alignment of ranks from their collectives: ranks leave a collective at nearly the same moment.
+
+For every rank r against the reference rank (the lowest), offset_r = median over matched collectives of
+(end_ref - end_r). The residuals after the shift give the uncertainty. When the collectives do not agree
+(too few, or the residuals are far larger than the collectives themselves, as in sampled traces whose
+collectives do not correspond), clocks that are already Unix time are kept as recorded and the report says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from neuron_prof.analysis._collective_match import RankCollectives, match
+
+MIN_MATCHES = 2
+"""Fewer matched collectives than this and the estimate is not trusted."""
+TOLERANCE_NS = 100_000
+"""Residuals below this (or a quarter of the median collective) count as agreement."""
+
+
+@dataclass(frozen=True)
+class RankOffset:
+    rank: int
+    offset_ns: int
+    """Added to every timestamp of this rank."""
+    method: str
+    """"collectives", "user", "recorded" (kept as is) or "reference"."""
+    matched: int = 0
+    uncertainty_ns: int | None = None
+    """90th percentile of |residual| after alignment; None when unknown."""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Alignment:
+    reference_rank: int
+    offsets: dict[int, RankOffset] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"reference_rank": self.reference_rank,
+                "offsets": {str(r): vars(o) for r, o in sorted(self.offsets.items())}}
+
+
+def estimate_offsets(per_rank: dict[int, RankCollectives], user: dict[int, int] | None = None) -> Alignment:
+    """Offsets for every rank in `per_rank` (user-given offsets win)."""
+    user = user or {}
+    ranks, mat = match(per_rank)
+    ref = ranks[0] if ranks else 0
+    out: dict[int, RankOffset] = {ref: RankOffset(ref, int(user.get(ref, 0)), "user" if ref in user else "reference",
+                                                  len(mat), 0)}
+    for j, r in enumerate(ranks[1:], start=1):
+        if r in user:
+            out[r] = RankOffset(r, int(user[r]), "user", len(mat), None, "given by the user")
+            continue
+        if len(mat) < MIN_MATCHES:
+            out[r] = RankOffset(r, 0, "recorded", len(mat), None,
+                                f"only {len(mat)} collective(s) matched rank {ref}; clock kept as recorded")
+            continue
+        end_ref = per_rank[ref].end_ns[mat[:, 0]]
+        end_r = per_rank[r].end_ns[mat[:, j]]
+        deltas = (end_ref - end_r).astype(np.int64)
+        off = int(np.median(deltas))
+        resid = np.abs(deltas - off)
+        dur = np.median(per_rank[r].end_ns[mat[:, j]] - per_rank[r].start_ns[mat[:, j]])
+        tol = max(TOLERANCE_NS, 0.25 * float(dur))
+        if float(np.median(resid)) > tol:
+            out[r] = RankOffset(r, 0, "recorded", len(mat), None,
+                                f"collectives disagree (median residual {np.median(resid) / 1e6:.3f} ms): "
+                                "clock kept as recorded")
+            continue
+        inliers = resid <= max(tol, 3 * float(np.median(resid)))
+        off = int(np.median(deltas[inliers]))
+        unc = int(np.percentile(np.abs(deltas[inliers] - off), 90))
+        out[r] = RankOffset(r, off, "collectives", int(inliers.sum()), unc)
+    for r, v in user.items():
+        if r not in out:
+            out[r] = RankOffset(r, int(v), "user", 0, None, "given by the user")
+    return Alignment(ref, out)

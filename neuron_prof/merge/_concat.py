@@ -1,0 +1,95 @@
+"""Concatenate per-rank traces into one Trace: one process group per rank, clocks shifted, ids kept disjoint."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from neuron_prof.model import ArgsStore, StringTable, Trace
+from neuron_prof.model._tables import CounterTable, FlowTable, InstantTable, SliceTable
+
+PID_STRIDE = 10_000_000
+"""Merged pid = rank * PID_STRIDE + original pid (Linux pids stay below 2**22)."""
+FLOW_RANK_SHIFT = 48
+"""Merged flow id = (rank << 48) | original id, unique across ranks."""
+
+
+def _merged_pid(rank: int, pid: int | str, index: int) -> int:
+    if isinstance(pid, int) and 0 <= pid < PID_STRIDE - 100_000:
+        return rank * PID_STRIDE + pid
+    return rank * PID_STRIDE + PID_STRIDE - 100_000 + index
+
+
+def concat_ranks(traces: list[Trace], ranks: list[int], shifts: list[int]) -> tuple[Trace, list[int]]:
+    """One Trace holding every rank; returns it and each input's slice-row offset in the result."""
+    strings = StringTable()
+    processes, tracks = [], []
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("s_ts", "s_dur", "s_track", "s_name", "s_cat", "s_args",
+                                                          "i_ts", "i_track", "i_name", "i_cat", "i_args",
+                                                          "c_ts", "c_track", "c_val",
+                                                          "f_src", "f_dst", "f_id", "f_cat", "f_name")}
+    args_store, arg_bases = ArgsStore.concat([t.args for t in traces])
+    slice_base = 0
+    slice_bases: list[int] = []
+    for t, rank, shift, arg_base in zip(traces, ranks, shifts, arg_bases):
+        smap = np.array([strings.intern(s) for s in t.strings.as_list()], dtype=np.int32)
+        proc_base, track_base = len(processes), len(tracks)
+        for i, p in enumerate(t.processes):
+            name = p.name if p.name.startswith(f"rank {rank}") else f"rank {rank}: {p.name}"
+            processes.append(dataclasses.replace(p, pid=_merged_pid(rank, p.pid, i), name=name, rank=rank,
+                                                 sort_index=rank * 1000 + (p.sort_index or 0) % 1000))
+        for tr in t.tracks:
+            tracks.append(dataclasses.replace(tr, process=tr.process + proc_base))
+        s, ins, c, f = t.slices, t.instants, t.counters, t.flows
+        cols["s_ts"].append(s.ts_ns + shift)
+        cols["s_dur"].append(s.dur_ns)
+        cols["s_track"].append(s.track + track_base)
+        cols["s_name"].append(smap[s.name])
+        cols["s_cat"].append(smap[s.cat])
+        cols["s_args"].append(np.where(s.args >= 0, s.args + arg_base, -1))
+        cols["i_ts"].append(ins.ts_ns + shift)
+        cols["i_track"].append(ins.track + track_base)
+        cols["i_name"].append(smap[ins.name])
+        cols["i_cat"].append(smap[ins.cat])
+        cols["i_args"].append(np.where(ins.args >= 0, ins.args + arg_base, -1))
+        cols["c_ts"].append(c.ts_ns + shift)
+        cols["c_track"].append(c.track + track_base)
+        cols["c_val"].append(c.value)
+        cols["f_src"].append(f.src + slice_base)
+        cols["f_dst"].append(f.dst + slice_base)
+        cols["f_id"].append((np.int64(rank) << FLOW_RANK_SHIFT) | (f.flow_id & ((1 << FLOW_RANK_SHIFT) - 1)))
+        cols["f_cat"].append(smap[f.cat])
+        cols["f_name"].append(smap[f.name])
+        slice_bases.append(slice_base)
+        slice_base += len(s)
+
+    def cat(k: str, dt: type) -> np.ndarray:
+        return np.concatenate(cols[k]).astype(dt) if cols[k] else np.zeros(0, dtype=dt)
+
+    merged = Trace(
+        strings=strings, processes=tuple(processes), tracks=tuple(tracks),
+        slices=SliceTable(cat("s_ts", np.int64), cat("s_dur", np.int64), cat("s_track", np.int32),
+                          cat("s_name", np.int32), cat("s_cat", np.int32), cat("s_args", np.int64)),
+        instants=InstantTable(cat("i_ts", np.int64), cat("i_track", np.int32), cat("i_name", np.int32),
+                              cat("i_cat", np.int32), cat("i_args", np.int64)),
+        counters=CounterTable(cat("c_ts", np.int64), cat("c_track", np.int32), cat("c_val", np.float64)),
+        flows=FlowTable(cat("f_src", np.int64), cat("f_dst", np.int64), cat("f_id", np.int64),
+                        cat("f_cat", np.int32), cat("f_name", np.int32)),
+        args=args_store,
+    )
+    return merged, slice_bases
+
+
+def add_flows(trace: Trace, src: np.ndarray, dst: np.ndarray, first_id: int, cat: str, name: str) -> Trace:
+    """A new Trace with flows src[i] -> dst[i] appended (ids first_id, first_id+1, ...)."""
+    if not len(src):
+        return trace
+    cid, nid = trace.strings.intern(cat), trace.strings.intern(name)
+    f = trace.flows
+    n = len(src)
+    flows = FlowTable(np.concatenate([f.src, src]), np.concatenate([f.dst, dst]),
+                      np.concatenate([f.flow_id, first_id + np.arange(n, dtype=np.int64)]),
+                      np.concatenate([f.cat, np.full(n, cid, dtype=np.int32)]),
+                      np.concatenate([f.name, np.full(n, nid, dtype=np.int32)]))
+    return trace.replace(flows=flows)
