@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "convert": ("neuron_prof.cli._convert", "Convert a trace between .json(.gz) and .pftrace."),
     "summary": ("neuron_prof.cli._summary", "Print totals and ranked findings for a trace."),
     "tui": ("neuron_prof.cli._tui", "Open the terminal UI on one or more traces."),
+    "export": ("neuron_prof.cli._export", "Export a trace as Parquet tables (or json/pftrace)."),
     "merge": ("neuron_prof.cli._merge", "Merge per-rank traces onto one timeline, aligning clocks."),
 }
 
