@@ -24,3 +24,11 @@ def kineto_traces() -> list[Path]:
 def kineto_trace(request: pytest.FixtureRequest) -> Path:
     """Each real Kineto trace in turn."""
     return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_index_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Columnar index files go to a temporary folder, never beside ../shared or into ~/.cache."""
+    import os
+
+    os.environ["NEURON_PROF_CACHE_DIR"] = str(tmp_path_factory.mktemp("nprof-cache"))

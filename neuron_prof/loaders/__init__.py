@@ -35,10 +35,18 @@ def load(path: str | os.PathLike[str]) -> Trace:
         raise TraceLoadError(p, f"cannot read: {e.strerror or e}") from None
     if not head:
         raise TraceLoadError(p, "empty file")
+    from neuron_prof.loaders import _cache
+
+    cached = _cache.load_cached(p)
+    if cached is not None:
+        return cached
     if head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"[") or p.name.lower().endswith((".json", ".json.gz")):
         from neuron_prof.loaders.kineto_json import load_kineto_json
 
-        return load_kineto_json(p)
-    from neuron_prof.loaders.pftrace import load_pftrace
+        trace = load_kineto_json(p)
+    else:
+        from neuron_prof.loaders.pftrace import load_pftrace
 
-    return load_pftrace(p)
+        trace = load_pftrace(p)
+    _cache.save_cached(p, trace)
+    return trace
