@@ -1,0 +1,81 @@
+"""A real 2- and 4-process gloo job on 127.0.0.1: per-rank traces, merge recovers an artificial clock offset
+and names the delayed rank and its cause."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from neuron_prof import load
+from neuron_prof.cli import main
+
+WORKER = Path(__file__).with_name("_dist_worker.py")
+SKEW_S = 3
+BOUND_NS = 2_000_000  # gloo on loopback: ranks leave an all_reduce within a few hundred µs of each other
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _run_job(tmp: Path, world: int, delayed: int, steps: int = 6) -> list[Path]:
+    port = _free_port()
+    out = tmp / "run" / "trace.json"
+    env = {**os.environ, "WORLD_SIZE": str(world), "PYTHONPATH": str(Path(__file__).parents[1]),
+           "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen([sys.executable, str(WORKER), str(out), str(port), str(delayed), str(steps)],
+                              env={**env, "RANK": str(r)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+             for r in range(world)]
+    logs = [p.communicate(timeout=240)[0].decode(errors="replace") for p in procs]
+    assert all(p.returncode == 0 for p in procs), "\n".join(logs)
+    files = [tmp / "run" / f"trace.rank{r}.json" for r in range(world)]
+    for r, f in enumerate(files):
+        assert f.exists(), logs[r]
+        assert f.with_suffix("").with_suffix(".pftrace").exists() or (tmp / "run" / f"trace.rank{r}.pftrace").exists()
+    return files
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world,delayed,skewed", [(2, 1, 0), (4, 2, 3)])
+def test_merge_real_gloo_job(tmp_path: Path, capsys: pytest.CaptureFixture[str], world: int, delayed: int,
+                             skewed: int) -> None:
+    files = _run_job(tmp_path, world, delayed)
+    for r, f in enumerate(files):
+        t = load(f)
+        assert t.rank == r and t.metadata.get("world_size") == world
+    merged_path = tmp_path / "merged.pftrace"
+    assert main(["merge", *map(str, files), "-o", str(merged_path), "--skew", f"{skewed}={SKEW_S}s"]) == 0
+    out = capsys.readouterr().out
+    merged = load(merged_path)
+    align = merged.metadata["alignment"]["offsets"]
+    ref = merged.metadata["alignment"]["reference_rank"]
+    assert ref == 0
+    for r in range(1, world):
+        o = align[str(r)]
+        assert o["method"] == "collectives", out
+        # the skewed rank's offset undoes the skew (relative to the reference rank), the others stay near 0
+        expect = (-SKEW_S * 10**9 if r == skewed else 0) + (SKEW_S * 10**9 if skewed == ref else 0)
+        assert abs(o["offset_ns"] - expect) < BOUND_NS, (r, o)
+        assert o["uncertainty_ns"] < BOUND_NS
+    stragglers = [f for f in merged.findings if f["kind"] == "straggler"]
+    assert stragglers, out
+    top = stragglers[0]
+    assert top["rank"] == delayed and top["count"] >= 4
+    assert top["evidence"]["cause"]["cause"] == "data loading" and top["evidence"]["cause"]["detail"] == "load_batch"
+    # every other rank waited ~30 ms per step for the delayed one
+    for r, wait in top["evidence"]["wait_ns_by_rank"].items():
+        assert wait > top["count"] * 20_000_000, (r, wait)
+    # the merged trace has one process group per rank, and passes the Perfetto import checks
+    assert sorted({p.rank for p in merged.processes}) == list(range(world))
+    from tests.conftest import PFTRACE_CHECK
+
+    if PFTRACE_CHECK.exists():
+        res = subprocess.run([sys.executable, str(PFTRACE_CHECK), str(merged_path)], capture_output=True, text=True)
+        assert res.returncode == 0, res.stdout + res.stderr
