@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tui": ("neuron_prof.cli._tui", "Open the terminal UI on one or more traces."),
     "export": ("neuron_prof.cli._export", "Export a trace as Parquet tables (or json/pftrace)."),
     "merge": ("neuron_prof.cli._merge", "Merge per-rank traces onto one timeline, aligning clocks."),
+    "open": ("neuron_prof.cli._open", "Serve a trace once on 127.0.0.1 and print its Perfetto UI link."),
 }
 
 

@@ -1,0 +1,110 @@
+"""`neuron-prof open`: serve one trace on 127.0.0.1 and print the link that opens it in the Perfetto UI."""
+
+from __future__ import annotations
+
+import errno
+import socket
+from pathlib import Path
+
+import click
+
+from neuron_prof.errors import TraceLoadError, UsageError
+
+JSON_WARN_BYTES = 256 * 1024 * 1024
+"""Above this much JSON the browser tab (2-4x the file in memory, ~2 GB cap) is likely to fail."""
+
+
+def choose_file(trace: Path, exact: bool) -> tuple[Path, str | None]:
+    """The file to serve and a note saying why, preferring the .pftrace beside a JSON trace."""
+    from neuron_prof.exporters import JSON_SUFFIXES, pftrace_path_for
+
+    if not trace.exists():
+        raise TraceLoadError(trace, "no such file")
+    if not trace.is_file():
+        raise TraceLoadError(trace, "is not a regular file")
+    if exact or not trace.name.lower().endswith(JSON_SUFFIXES):
+        return trace, None
+    pf = pftrace_path_for(trace)
+    if pf.is_file() and pf.stat().st_size > 0:
+        return pf, (f"serving {pf.name} (the native Perfetto trace beside {trace.name}: smaller and faster "
+                    f"to open; --exact serves the JSON)")
+    return trace, None
+
+
+def size_warning(file: Path) -> str | None:
+    """A warning when a JSON trace is too large for a browser tab."""
+    from neuron_prof._open_server import json_size_estimate
+    from neuron_prof.exporters import JSON_SUFFIXES
+
+    if not file.name.lower().endswith(JSON_SUFFIXES):
+        return None
+    n = json_size_estimate(file)
+    if n < JSON_WARN_BYTES:
+        return None
+    pf = file.name
+    for suf in (".json.gz", ".json"):
+        if pf.lower().endswith(suf):
+            pf = pf[: -len(suf)] + ".pftrace"
+            break
+    return (f"{file.name} holds about {n / 1e6:,.0f} MB of JSON: the Perfetto UI keeps 2-4x that in browser "
+            f"memory and may fail. Convert it first (`neuron-prof convert {file.name} {pf}`, about 0.3x the "
+            f"size) or open it with `trace_processor_shell --httpd`.")
+
+
+def _bind(file: Path, port: int | None):  # type: ignore[no-untyped-def]
+    """A TraceServer on `port`, or on 9001 falling back to a free port (with a note) when 9001 is busy."""
+    from neuron_prof._open_server import PERFETTO_PORT, TraceServer
+
+    try:
+        return TraceServer(file, port=PERFETTO_PORT if port is None else port), None
+    except OSError as e:
+        if e.errno != errno.EADDRINUSE:
+            raise UsageError(f"cannot listen on 127.0.0.1:{port}: {e.strerror or e}") from None
+        if port is not None:
+            raise UsageError(f"port {port} on 127.0.0.1 is already in use (try --port 0 for a free one)") from None
+    srv = TraceServer(file, port=0)
+    return srv, (f"127.0.0.1:{PERFETTO_PORT} is in use (a trace_processor_shell --httpd?); serving on port "
+                 f"{srv.port}. ui.perfetto.dev only fetches from port {PERFETTO_PORT}: stop the other server "
+                 f"and run again, or download the file from {srv.url} and drag it into the UI.")
+
+
+@click.command("open")
+@click.argument("trace", type=click.Path(path_type=Path))
+@click.option("--port", type=click.IntRange(0, 65535), default=None,
+              help="Port on 127.0.0.1 (default 9001, the only one the Perfetto UI may fetch from; 0 = any free).")
+@click.option("--exact", is_flag=True, help="Serve TRACE as given even when a .pftrace lies beside it.")
+@click.option("--timeout", type=float, default=None, metavar="SECONDS",
+              help="Give up after this many seconds without a complete download (default: wait).")
+@click.option("--browser", is_flag=True, help="Also open the link in the default web browser.")
+def command(trace: Path, port: int | None, exact: bool, timeout: float | None, browser: bool) -> int:
+    """Serve TRACE once on 127.0.0.1 and print the link that opens it in the Perfetto UI.
+
+    Only that one file is served, only to the Perfetto UI (https://ui.perfetto.dev) or a local
+    client; the server stops by itself once the UI has fetched the whole file (or on Ctrl-C).
+    """
+    file, note = choose_file(trace, exact)
+    if note:
+        click.echo(note)
+    warning = size_warning(file)
+    if warning:
+        click.echo(f"warning: {warning}", err=True)
+    srv, busy = _bind(file, port)
+    if busy:
+        click.echo(f"warning: {busy}", err=True)
+    with srv:
+        size = file.stat().st_size
+        click.echo(f"Serving {file.name} ({size / 1e6:,.1f} MB) at {srv.url}")
+        click.echo(f"Open in the Perfetto UI:\n  {srv.deep_link}")
+        click.echo(f"On a remote machine, forward the port first: ssh -L {srv.port}:127.0.0.1:{srv.port} "
+                   f"{socket.gethostname()}")
+        click.echo("Waiting for the download (Ctrl-C to stop)...")
+        if browser:
+            import webbrowser
+
+            webbrowser.open_new_tab(srv.deep_link)
+        fetched = srv.wait(timeout)
+    if not fetched:
+        click.echo(f"No complete download within {timeout:g} s; stopped.", err=True)
+        return 1
+    click.echo(f"Sent {srv.bytes_sent:,} bytes; server stopped.")
+    return 0
