@@ -12,7 +12,8 @@ __all__ = ["Probe", "default_probes"]
 
 def default_probes(kind: str) -> list[Probe]:
     """Fresh default probes for backend `kind` ("cpu", "cuda", "neuron")."""
+    from neuron_prof.backends.probes.collectives import CollectivesProbe
     from neuron_prof.backends.probes.compile import CompileProbe
 
-    probes: list[Probe] = [CompileProbe()]
+    probes: list[Probe] = [CompileProbe(), CollectivesProbe()]
     return probes

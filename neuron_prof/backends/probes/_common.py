@@ -53,7 +53,7 @@ def step_of(ts_ns: int, ctx: CaptureContext) -> int | None:
 DTYPE_BYTES = {
     "float64": 8, "double": 8, "float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2,
     "c10::BFloat16": 2, "c10::Half": 2, "int64": 8, "long": 8, "long int": 8, "int32": 4, "int": 4, "int16": 2,
-    "short": 2, "int8": 1, "uint8": 1, "unsigned char": 1, "signed char": 1, "bool": 1, "complex64": 8,
+    "short": 2, "int8": 1, "uint8": 1, "byte": 1, "char": 1, "unsigned char": 1, "signed char": 1, "bool": 1, "complex64": 8,
     "complex128": 16, "c10::complex<float>": 8, "c10::complex<double>": 16, "float8_e4m3fn": 1,
     "float8_e5m2": 1, "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1,
 }
