@@ -1,0 +1,131 @@
+"""Where a capture's traces go, and writing them so that one failing file never costs the others.
+
+Each file is written to a hidden temporary sibling and renamed into place, so a full disk or a crash
+mid-write leaves either the old file or the new one, never half of one. When nothing could be written
+where the user asked, the JSON goes to the temporary directory instead and the message says where.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from neuron_prof.model import Trace
+
+_JSON_SUFFIXES = (".json.gz", ".json")
+
+
+def split_suffix(path: Path) -> tuple[str, str]:
+    """("trace", ".json.gz") for trace.json.gz; the suffix is "" when the name has no trace suffix."""
+    name = path.name
+    low = name.lower()
+    for suf in (*_JSON_SUFFIXES, ".pftrace"):
+        if low.endswith(suf):
+            return name[: -len(suf)], name[-len(suf):]
+    return name, ""
+
+
+def rank_path(output: Path, rank: int | None, world_size: int | None) -> Path:
+    """`run/trace.json` -> `run/trace.rank3.json` in a job of more than one rank; unchanged otherwise."""
+    if rank is None or not world_size or world_size <= 1:
+        return output
+    stem, suf = split_suffix(output)
+    return output.with_name(f"{stem}.rank{rank}{suf}")
+
+
+def planned_paths(output: str | os.PathLike[str], rank: int | None, world_size: int | None,
+                  pftrace: bool) -> list[Path]:
+    """The files a capture writes: the JSON (or whatever `output` names) and, if wanted, the .pftrace beside it."""
+    from neuron_prof.exporters import pftrace_path_for
+
+    main = rank_path(Path(output), rank, world_size)
+    paths = [main]
+    if pftrace and split_suffix(main)[1] in _JSON_SUFFIXES:
+        paths.append(pftrace_path_for(main))
+    return paths
+
+
+@dataclass
+class WriteReport:
+    """What happened to each output file."""
+
+    written: list[Path] = field(default_factory=list)
+    failed: list[tuple[Path, str]] = field(default_factory=list)
+    fallback: Path | None = None
+    """Where the JSON went when nothing could be written where asked."""
+    write_ns: int = 0
+
+
+def _describe(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    return f"{type(e).__name__}: {e}"
+
+
+def write_atomic(trace: Trace, path: Path) -> None:
+    """Write `trace` to `path` through a temporary sibling and a rename. Raises what the exporter raises."""
+    from neuron_prof.exporters import format_for, write_trace
+
+    fmt = format_for(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stem, suf = split_suffix(path)
+    tmp = path.with_name(f".{stem}.partial-{os.getpid()}{suf}")
+    try:
+        write_trace(trace, tmp, fmt=fmt)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise
+
+
+def write_all(trace: Trace, paths: list[Path]) -> WriteReport:
+    """Write every path, each on its own; if none succeeds, write the JSON into the temp directory."""
+    rep = WriteReport()
+    t0 = time.perf_counter_ns()
+    for p in paths:
+        try:
+            write_atomic(trace, p)
+            rep.written.append(p)
+        except Exception as e:  # noqa: BLE001  (an exporter failure must never reach the user's program)
+            rep.failed.append((p, _describe(e)))
+    if paths and not rep.written:
+        stem, _ = split_suffix(paths[0])
+        fb = Path(tempfile.gettempdir()) / f"neuron-prof-{stem}-{os.getpid()}-{int(time.time())}.json"
+        try:
+            write_atomic(trace, fb)
+            rep.fallback = fb
+            rep.written.append(fb)
+        except Exception as e:  # noqa: BLE001
+            rep.failed.append((fb, _describe(e)))
+    rep.write_ns = time.perf_counter_ns() - t0
+    return rep
+
+
+def _size(p: Path) -> str:
+    try:
+        n = p.stat().st_size
+    except OSError:
+        return "?"
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def where_message(rep: WriteReport, n_events: int) -> str:
+    """One or two lines saying where the traces went and how to open them."""
+    if not rep.written:
+        return "neuron-prof: no trace could be written (see the warning above)"
+    files = ", ".join(f"{p} ({_size(p)})" for p in rep.written)
+    first = str(rep.written[0])
+    return (f"neuron-prof: {n_events:,} events -> {files}\n"
+            f"neuron-prof: open with `neuron-prof tui {first}` or drop the file on https://ui.perfetto.dev")

@@ -1,0 +1,364 @@
+"""Session: one profiled region. torch.profiler plus the backend's probes, merged and written at the end.
+
+    with neuron_prof.profile("trace.json") as prof:      # or @neuron_prof.profile("trace.json")
+        for batch in data:
+            train_step(batch)
+            prof.step()
+    prof.trace                                           # the Trace, also written to trace.json + trace.pftrace
+
+Promises (issue 10): nothing the profiler does raises into the user's program. A failing probe, converter
+or exporter is recorded in the trace's metadata (`probe_errors`) and reported once, after the block, as a
+CaptureWarning. An exception, KeyboardInterrupt or SIGTERM inside the block still writes the trace of
+what was captured; the exception is then re-raised and the signal re-delivered.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from neuron_prof.backends.base import CaptureContext
+from neuron_prof.capture import _env, _outputs
+from neuron_prof.capture._signals import SignalGuard
+from neuron_prof.model import Meta, TraceBuilder
+
+if TYPE_CHECKING:
+    from neuron_prof.model import Trace
+
+CAPTURE_TIMINGS = "capture_timings_ns"
+"""Metadata key: {phase: ns} of the profiler's own work (start, stop, export, parse, contribute, build)."""
+CAPTURE_EXIT = "capture_exit"
+"""Metadata key: how the block ended: "ok", "exception: ValueError: ...", "KeyboardInterrupt", "SIGTERM", "atexit"."""
+PROCESS_GROUP = "process_group"
+"""Metadata key: torch.distributed facts (backend, group name and ranks, local rank) when initialised."""
+
+_ACTIVE: Session | None = None
+_ACTIVE_LOCK = threading.Lock()
+
+
+class CaptureWarning(UserWarning):
+    """Something in the profiler failed; the user's program was not affected. Issued once per session."""
+
+
+def current_session() -> Session | None:
+    """The session now recording in this process, if any (for `step()` under the decorator form)."""
+    return _ACTIVE
+
+
+class Session(contextlib.ContextDecorator):
+    """A profiled region: a context manager, a decorator, or `start()`/`stop()` by hand.
+
+    Args:
+        output: where the trace goes (.json, .json.gz or .pftrace); None keeps it in memory only.
+        backend: adapter name ("cpu", "cuda", "neuron"); None picks from `hint` or what is available.
+        schedule: a torch.profiler schedule callable; or give `wait`/`warmup`/`active`/`repeat`/`skip_first`.
+        record_shapes, with_stack, with_modules, profile_memory: torch.profiler options (all on by default;
+            with_stack also turns on per-op call stacks).
+        pftrace: also write the native Perfetto .pftrace beside a JSON output.
+        quiet: do not print where the traces went (failures are still reported).
+        hint: a module, tensor or device that tells which backend to use.
+        profiler_kwargs: more torch.profiler.profile arguments (they win over ours and the backend's).
+        **options: options for the backend's probes (e.g. probes=["compile"], deep_fallback=True).
+    """
+
+    def __init__(self, output: str | os.PathLike[str] | None = "trace.json", *, backend: str | None = None,
+                 schedule: Callable[[int], Any] | None = None, wait: int | None = None, warmup: int | None = None,
+                 active: int | None = None, repeat: int | None = None, skip_first: int | None = None,
+                 record_shapes: bool = True, with_stack: bool = True, with_modules: bool = True,
+                 profile_memory: bool = True, pftrace: bool = True, quiet: bool = False, hint: object = None,
+                 profiler_kwargs: dict[str, Any] | None = None, **options: Any) -> None:
+        self.output = Path(output) if output is not None else None
+        self.backend_name = backend
+        self.pftrace = pftrace
+        self.quiet = quiet
+        self.hint = hint
+        self._schedule_args = (schedule, wait, warmup, active, repeat, skip_first)
+        self._flags = {"record_shapes": record_shapes, "with_stack": with_stack, "with_modules": with_modules,
+                       "profile_memory": profile_memory}
+        self._profiler_kwargs = dict(profiler_kwargs or {})
+        self.options = options
+        self.trace: Trace | None = None
+        """The captured Trace, set when the session ends (None while recording or if conversion failed)."""
+        self.paths: list[Path] = []
+        """Files written by the last run of this session."""
+        self.context = CaptureContext()
+        self._reset()
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    def _reset(self) -> None:
+        self.context = CaptureContext(options=dict(self.options), host_pid=os.getpid(),
+                                      main_tid=threading.get_native_id())
+        self.trace = None
+        self.paths = []
+        self._prof: Any = None
+        self._backend: Any = None
+        self._collector: Any = None
+        self._builder: TraceBuilder | None = None
+        self._recording = False
+        self._finished = False
+        self._step = 0
+        self._step_start = 0
+        self._timings: dict[str, int] = {}
+        self._pg_info: dict[str, Any] | None = None
+        self._signals = SignalGuard(self._on_signal)
+
+    @property
+    def recording(self) -> bool:
+        return self._recording
+
+    def __enter__(self) -> Session:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool:
+        if exc_type is None:
+            reason = "ok"
+        elif issubclass(exc_type, KeyboardInterrupt):
+            reason = "KeyboardInterrupt"
+        elif issubclass(exc_type, SystemExit):
+            reason = f"SystemExit: {exc.code if exc is not None else ''}"
+        else:
+            reason = f"exception: {exc_type.__name__}: {exc}"
+        self.stop(reason)
+        return False  # the user's exception, if any, goes on unchanged
+
+    def start(self) -> Session:
+        """Start recording. Never raises: if the profiler cannot start, the block runs unprofiled."""
+        global _ACTIVE
+        self._reset()
+        with _ACTIVE_LOCK:
+            if _ACTIVE is not None:
+                warnings.warn("neuron-prof: a profile() session is already recording; this nested one records "
+                              "nothing (its block runs normally)", CaptureWarning, stacklevel=_user_stacklevel())
+                self._finished = True
+                return self
+            _ACTIVE = self
+        ctx = self.context
+        t0 = time.perf_counter_ns()
+        self._builder = TraceBuilder()
+        backend_opts = self._open_backend()
+        prof = self._make_profiler(backend_opts)
+        self._guard("backend", "start", lambda: self._backend.start(ctx) if self._backend is not None else None)
+        ctx.start_ns = time.time_ns()
+        self._step_start = ctx.start_ns
+        t1 = time.perf_counter_ns()
+        if prof is not None and self._guard("torch.profiler", "start", prof.start):
+            self._prof = prof
+        self._timings["profiler_start"] = time.perf_counter_ns() - t1
+        self._recording = True
+        self._signals.install()
+        atexit.register(self._atexit)
+        self._timings["start"] = time.perf_counter_ns() - t0
+        return self
+
+    def step(self) -> None:
+        """Mark the end of one training step (and the start of the next); a ProfilerStep#N span in the trace."""
+        if not self._recording:
+            return
+        now = time.time_ns()
+        self.context.steps.append((self._step, self._step_start, now))
+        self._step += 1
+        self._step_start = now
+        if self._prof is not None:
+            self._guard("torch.profiler", "step", self._prof.step)
+
+    def stop(self, reason: str = "ok") -> Trace | None:
+        """Stop recording, build the Trace, write the files. Never raises. Returns the Trace (or None)."""
+        global _ACTIVE
+        if self._finished:
+            return self.trace
+        self._finished = True
+        try:
+            self._finish(reason)
+        finally:
+            self._recording = False
+            self._signals.restore()
+            atexit.unregister(self._atexit)
+            with _ACTIVE_LOCK:
+                if _ACTIVE is self:
+                    _ACTIVE = None
+        return self.trace
+
+    # ---- pieces ------------------------------------------------------------------------------
+    def _open_backend(self) -> dict[str, Any]:
+        from neuron_prof.backends import get_backend
+
+        def _open() -> None:
+            self._backend = get_backend(self.backend_name, hint=self.hint)
+
+        if not self._guard("backend", "select", _open) or self._backend is None:
+            return {}
+        opts: dict[str, Any] = {}
+
+        def _opts() -> None:
+            opts.update(self._backend.profiler_options() or {})
+
+        self._guard(getattr(self._backend, "name", "backend"), "profiler_options", _opts)
+        return opts
+
+    def _make_profiler(self, backend_opts: dict[str, Any]) -> Any:
+        from neuron_prof.capture._kineto import KinetoCollector, make_schedule, profiler_kwargs
+
+        out: list[Any] = []
+
+        def _make() -> None:
+            import torch.profiler
+
+            assert self._builder is not None
+            source = str(self.output) if self.output is not None else "<capture>"
+            tmpdir = str(self.output.parent) if self.output is not None and self.output.parent.is_dir() else None
+            self._collector = KinetoCollector(self._builder, source, self._record_error, tmpdir)
+            kw = profiler_kwargs(**self._flags, backend_options=backend_opts, extra=self._profiler_kwargs)
+            kw["schedule"] = make_schedule(*self._schedule_args)
+            kw["on_trace_ready"] = self._collector
+            out.append(torch.profiler.profile(**kw))
+
+        self._guard("torch.profiler", "create", _make)
+        return out[0] if out else None
+
+    def _finish(self, reason: str) -> None:
+        ctx = self.context
+        ctx.end_ns = time.time_ns()
+        c = self._collector
+        conv_in_loop = c.export_ns + c.parse_ns if c is not None else 0
+        t0 = time.perf_counter_ns()
+        if self._prof is not None:
+            self._guard("torch.profiler", "stop", self._prof.stop)
+        t1 = time.perf_counter_ns()
+        conv_at_stop = (c.export_ns + c.parse_ns if c is not None else 0) - conv_in_loop
+        # stop() runs on_trace_ready (our conversion) for the last cycle: that is after the region, not in it.
+        self._timings["profiler_stop"] = t1 - t0 - conv_at_stop
+        self._timings["convert_in_loop"] = conv_in_loop
+        if self._backend is not None:
+            self._guard(getattr(self._backend, "name", "backend"), "stop", lambda: self._backend.stop(ctx))
+        self._timings["stop"] = time.perf_counter_ns() - t1 + (t1 - t0)
+        self._fill_rank()
+        builder = self._builder if self._builder is not None else TraceBuilder()
+        self._set_metadata(builder, reason)
+        if self._backend is not None:
+            t2 = time.perf_counter_ns()
+            self._guard(getattr(self._backend, "name", "backend"), "contribute",
+                        lambda: self._backend.contribute(builder, ctx))
+            self._timings["contribute"] = time.perf_counter_ns() - t2
+        # After contribute: the backend may have rewritten probe_errors; keep every error exactly once.
+        builder.metadata[Meta.PROBE_ERRORS] = _dedup(list(builder.metadata.get(Meta.PROBE_ERRORS) or []) + ctx.errors)
+        t3 = time.perf_counter_ns()
+        try:
+            self.trace = builder.build()
+        except Exception as e:  # noqa: BLE001
+            self._record_error("build", e)
+            self.trace = None
+        self._timings["build"] = time.perf_counter_ns() - t3
+        report = None
+        if self.trace is not None and self.output is not None:
+            paths = _outputs.planned_paths(self.output, ctx.rank, ctx.world_size, self.pftrace)
+            report = _outputs.write_all(self.trace, paths)
+            self.paths = list(report.written)
+        self._report(report)
+
+    def _fill_rank(self) -> None:
+        ctx = self.context
+        info = _env.distributed_info()
+        if info is not None:
+            ctx.rank, ctx.world_size = info["rank"], info["world_size"]
+            self._pg_info = info
+        else:
+            ctx.rank, ctx.world_size = _env.env_rank()
+            self._pg_info = None
+
+    def _set_metadata(self, builder: TraceBuilder, reason: str) -> None:
+        ctx = self.context
+        c = self._collector
+        if c is not None:
+            self._timings["export"] = c.export_ns
+            self._timings["parse"] = c.parse_ns
+        md = builder.metadata
+        md.setdefault(Meta.SOURCE_FORMAT, "capture")
+        md[Meta.CLOCK] = "unix"
+        md[Meta.WALL] = [ctx.start_ns, ctx.end_ns]
+        md[Meta.STEPS] = [list(s) for s in ctx.steps]
+        md[Meta.BACKEND] = getattr(self._backend, "name", None)
+        md[Meta.RANK] = ctx.rank
+        md[Meta.WORLD_SIZE] = ctx.world_size
+        if self._pg_info is not None:
+            md[PROCESS_GROUP] = self._pg_info
+        md.update(_env.host_metadata())
+        # torch.profiler's own start and stop. The backend adds its probes' costs to this in contribute().
+        # Conversions of earlier cycles (a schedule with repeat) ran inside step(), in the user's loop.
+        md[Meta.OVERHEAD_NS] = int(sum(self._timings.get(k, 0) for k in ("profiler_start", "profiler_stop",
+                                                                           "convert_in_loop")))
+        md[CAPTURE_TIMINGS] = dict(self._timings)
+        md[CAPTURE_EXIT] = reason
+        md["profiler_cycles"] = c.cycles if c is not None else 0
+        if ctx.rank is not None:
+            # Tag the host process with its rank so merged views can tell ranks apart.
+            for p in list(builder.processes):
+                if p.pid == ctx.host_pid:
+                    builder.process(p.pid, rank=ctx.rank)
+
+    def _report(self, report: _outputs.WriteReport | None) -> None:
+        ctx = self.context
+        problems = [f"{e['probe']} ({e['phase']}): {e['error']}" for e in _dedup(ctx.errors)]
+        if report is not None:
+            problems += [f"could not write {p}: {why}" for p, why in report.failed]
+            if report.fallback is not None:
+                problems.append(f"the trace was saved to {report.fallback} instead")
+        if problems:
+            msg = "neuron-prof: the profiler had problems (your program was not affected):\n  " + "\n  ".join(problems)
+            with contextlib.suppress(Exception):
+                warnings.warn(msg, CaptureWarning, stacklevel=_user_stacklevel())
+        if report is not None and not self.quiet:
+            n = self.trace.n_events if self.trace is not None else 0
+            with contextlib.suppress(Exception):
+                print(_outputs.where_message(report, n), file=sys.stderr, flush=True)
+
+    def _record_error(self, probe: str, e: BaseException, phase: str = "collect") -> None:
+        self.context.errors.append({"probe": probe, "phase": phase, "error": f"{type(e).__name__}: {e}"})
+
+    def _guard(self, probe: str, phase: str, fn: Callable[[], Any]) -> bool:
+        """Run fn; an Exception becomes a recorded error. Returns whether it succeeded."""
+        try:
+            fn()
+            return True
+        except Exception as e:  # noqa: BLE001  (never raised into the user's program)
+            self._record_error(probe, e, phase)
+            return False
+
+    def _on_signal(self, name: str) -> None:
+        self.stop(name)
+
+    def _atexit(self) -> None:
+        # start() without stop(): the interpreter is exiting (sys.exit, end of script); save what we have.
+        self.stop("atexit")
+
+
+def _user_stacklevel() -> int:
+    """Stack level of the first frame outside neuron-prof's capture and contextlib (the user's `with`)."""
+    here = os.path.dirname(__file__)
+    f = sys._getframe(1)
+    level = 1
+    while f is not None and (f.f_code.co_filename.startswith(here) or f.f_code.co_filename == contextlib.__file__):
+        f = f.f_back  # type: ignore[assignment]
+        level += 1
+    return level
+
+
+def _dedup(errors: list[dict[str, str]]) -> list[dict[str, str]]:
+    seen: set[tuple[str, ...]] = set()
+    out = []
+    for e in errors:
+        key = tuple(str(e.get(k, "")) for k in ("probe", "phase", "error"))
+        if key not in seen:
+            seen.add(key)
+            out.append(e)
+    return out

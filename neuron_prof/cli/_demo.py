@@ -1,0 +1,33 @@
+"""`neuron-prof demo`: train a small GPT-style transformer under the profiler and say where the traces are."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command()
+@click.option("-o", "--output", default="trace.json", show_default=True,
+              help="Trace file; the .pftrace is written beside it.")
+@click.option("--steps", default=12, show_default=True, type=click.IntRange(1, 10_000), help="Training steps.")
+@click.option("--device", type=click.Choice(["cpu", "neuron"]), default=None,
+              help="Where to train (default: the emulated neuron device when available, else cpu).")
+@click.option("-q", "--quiet", is_flag=True, default=False, help="Print only the file names.")
+def command(output: str, steps: int, device: str | None, quiet: bool) -> int:
+    """Train a tiny GPT (2 layers, d_model 64, byte vocabulary) for a few steps under neuron_prof.profile().
+
+    Writes OUTPUT (Chrome/Kineto JSON) and the .pftrace beside it, then prints wall time, step times,
+    the busiest ops and how to open the traces.
+    """
+    from rich.console import Console
+
+    from neuron_prof.demo import run_demo
+    from neuron_prof.demo._summary import print_summary
+
+    result = run_demo(output, steps=steps, device=device, quiet=True)
+    console = Console(stderr=False, highlight=False)
+    if quiet:
+        for p in result.paths:
+            click.echo(str(p))
+    else:
+        print_summary(result, console)
+    return 0 if result.paths else 1

@@ -1,0 +1,88 @@
+"""`neuron-prof run`: profile a Python script (or `-m module`) with no change to its code."""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+from pathlib import Path
+
+import click
+
+from neuron_prof.errors import UsageError
+
+EMULATE_ENV = "NEURON_PROF_EMULATE"
+
+
+def _exit_code(e: SystemExit) -> int:
+    """The exit status Python itself would give for this SystemExit."""
+    code = e.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    click.echo(str(code), err=True)  # sys.exit("message") prints the message and exits 1
+    return 1
+
+
+def _enable_emulator() -> None:
+    try:
+        import neuron_prof.emulator as emu
+    except ImportError:
+        raise UsageError("--emulate-neuron: the emulated neuron device (neuron_prof.emulator) is not installed") from None
+    emu.enable()
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("-o", "--output", default="trace.json", show_default=True,
+              help="Trace file (.json, .json.gz or .pftrace); a .pftrace is also written beside a JSON.")
+@click.option("--backend", default=None, help="Backend adapter: cpu, cuda or neuron (default: detected).")
+@click.option("--emulate-neuron", is_flag=True, default=False,
+              help=f"Run on the emulated neuron device (also when {EMULATE_ENV}=1).")
+@click.option("-m", "module", default=None, metavar="MODULE", help="Run a module, like `python -m MODULE`.")
+@click.option("--no-pftrace", is_flag=True, default=False, help="Write only the JSON.")
+@click.option("-q", "--quiet", is_flag=True, default=False, help="Do not print where the traces went.")
+@click.argument("script_and_args", nargs=-1, type=click.UNPROCESSED)
+def command(output: str, backend: str | None, emulate_neuron: bool, module: str | None, no_pftrace: bool,
+            quiet: bool, script_and_args: tuple[str, ...]) -> int:
+    """Profile a Python script with no code change.
+
+    \b
+    neuron-prof run train.py --epochs 1            # -> trace.json, trace.pftrace
+    neuron-prof run -o run1/t.json -m mypkg.train  # a module, like python -m
+
+    The script sees the same sys.argv, sys.path[0] and __name__ == "__main__" as under python;
+    its exit code and exceptions pass through. The trace is written even when it fails.
+    """
+    import neuron_prof
+
+    if module is None and not script_and_args:
+        raise UsageError("run: give a script to profile (neuron-prof run SCRIPT [ARGS...]) or -m MODULE")
+    if module is None:
+        script = Path(script_and_args[0])
+        if not script.is_file():
+            raise UsageError(f"{script}: no such script")
+        argv = [str(script), *script_and_args[1:]]
+    else:
+        argv = [module, *script_and_args]
+    if emulate_neuron or os.environ.get(EMULATE_ENV, "").strip() not in ("", "0", "false", "no"):
+        _enable_emulator()
+
+    saved_argv = sys.argv[:]
+    sys.argv = argv
+    # What python puts first on sys.path: the script's folder, or the working directory for -m.
+    path0 = str(Path(argv[0]).resolve().parent) if module is None else os.getcwd()
+    sys.path.insert(0, path0)
+    try:
+        with neuron_prof.profile(output, backend=backend, pftrace=not no_pftrace, quiet=quiet):
+            if module is None:
+                runpy.run_path(argv[0], run_name="__main__")
+            else:
+                runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as e:
+        return _exit_code(e)
+    finally:
+        sys.argv = saved_argv
+        if sys.path and sys.path[0] == path0:
+            sys.path.pop(0)
+    return 0
