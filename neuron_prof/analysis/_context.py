@@ -1,0 +1,138 @@
+"""Context: what every analysis needs from a Trace, computed once and shared (masks, steps, args)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from neuron_prof.analysis._callsite import call_site_of
+from neuron_prof.analysis._steps import Steps, make_steps
+from neuron_prof.model import Arg, Meta, Trace, TrackKind
+
+WARNING_SHARE = 0.02
+"""A finding costing this share of the profiled wall time is a warning..."""
+CRITICAL_SHARE = 0.10
+"""...and this share makes it critical."""
+
+
+def severity_for(share: float, floor: str = "info") -> str:
+    """Severity from the share of wall time a problem costs, never below `floor`."""
+    sev = "critical" if share >= CRITICAL_SHARE else "warning" if share >= WARNING_SHARE else "info"
+    order = ("info", "warning", "critical")
+    return order[max(order.index(sev), order.index(floor))]
+
+
+class Context:
+    """Shared, lazily computed views of one Trace for the analyses."""
+
+    def __init__(self, trace: Trace, warmup_steps: int | None = None) -> None:
+        self.trace = trace
+        self._warmup_steps = warmup_steps
+        self._args_cache: dict[bytes, dict[str, Any]] = {}
+        self._memo: dict[str, Any] = {}
+
+    def memo(self, key: str, fn: Callable[[], Any]) -> Any:
+        """`fn()` computed once per context (analyses share parsed probe events this way)."""
+        if key not in self._memo:
+            self._memo[key] = fn()
+        return self._memo[key]
+
+    # ---- time ---------------------------------------------------------------------------------
+    @cached_property
+    def window(self) -> tuple[int, int]:
+        """(start, end) of the profiled region (Unix ns)."""
+        w = self.trace.metadata.get(Meta.WALL)
+        if isinstance(w, (list, tuple)) and len(w) == 2 and int(w[1]) > int(w[0]):
+            return int(w[0]), int(w[1])
+        return self.trace.time_range()
+
+    @cached_property
+    def wall_ns(self) -> int:
+        a, b = self.window
+        return max(b - a, 0)
+
+    def share(self, ns: float) -> float:
+        """`ns` as a fraction (0-1) of the profiled wall time."""
+        return float(min(max(ns / self.wall_ns, 0.0), 1.0)) if self.wall_ns > 0 else 0.0
+
+    # ---- tracks and rows ------------------------------------------------------------------------
+    @cached_property
+    def _slice_kind(self) -> np.ndarray:
+        codes = np.array([TrackKind.ALL.index(t.kind) if t.kind in TrackKind.ALL else len(TrackKind.ALL)
+                          for t in self.trace.tracks] or [0], dtype=np.int16)
+        return codes[self.trace.slices.track] if len(self.trace.slices) else np.zeros(0, dtype=np.int16)
+
+    def rows(self, *kinds: str) -> np.ndarray:
+        """Slice rows on tracks of these kinds, in table order."""
+        codes = [TrackKind.ALL.index(k) for k in kinds]
+        return np.flatnonzero(np.isin(self._slice_kind, codes))
+
+    def cat_rows(self, rows: np.ndarray, cats: Iterable[str], keep: bool = True) -> np.ndarray:
+        """The rows of `rows` whose category is (keep=True) or is not (keep=False) in `cats`."""
+        ids = self.trace.name_ids(*cats)
+        m = np.isin(self.trace.slices.cat[rows], ids)
+        return rows[m if keep else ~m]
+
+    def name_rows(self, rows: np.ndarray, names: Iterable[str]) -> np.ndarray:
+        """The rows of `rows` whose name is one of `names`."""
+        return rows[np.isin(self.trace.slices.name[rows], self.trace.name_ids(*names))]
+
+    # ---- args -----------------------------------------------------------------------------------
+    def args(self, args_idx: int) -> dict[str, Any]:
+        """Args dict by ArgsStore index, parsed once per distinct JSON document."""
+        if args_idx < 0:
+            return {}
+        raw = self.trace.args.raw(int(args_idx))
+        d = self._args_cache.get(raw)
+        if d is None:
+            d = self.trace.args.get(int(args_idx))
+            self._args_cache[raw] = d
+        return d
+
+    def slice_args(self, row: int) -> dict[str, Any]:
+        return self.args(int(self.trace.slices.args[row]))
+
+    def instant_args(self, row: int) -> dict[str, Any]:
+        return self.args(int(self.trace.instants.args[row]))
+
+    def call_site(self, args: dict[str, Any]) -> str:
+        return call_site_of(args)
+
+    def module(self, args: dict[str, Any]) -> str:
+        m = args.get(Arg.MODULE)
+        return m if isinstance(m, str) else ""
+
+    # ---- steps -----------------------------------------------------------------------------------
+    @cached_property
+    def compile_miss_ts(self) -> np.ndarray:
+        """Start times of compiles that were not served from a cache."""
+        rows = self.rows(TrackKind.COMPILE)
+        keep = [r for r in rows if str(self.slice_args(int(r)).get(Arg.CACHE, "miss")) == "miss"]
+        return self.trace.slices.ts_ns[np.asarray(keep, dtype=np.int64)]
+
+    @cached_property
+    def steps(self) -> Steps:
+        return make_steps(self.trace, self.compile_miss_ts, self._warmup_steps)
+
+    def step_split(self, ts: np.ndarray, cost: np.ndarray) -> dict[str, Any]:
+        """Evidence on how a cost spreads over warm-up and steady steps (empty without steps)."""
+        st = self.steps
+        if not len(st):
+            return {}
+        k = st.step_index(ts)
+        cost = np.asarray(cost, dtype=np.float64)
+        warm = (k >= 0) & (k < st.warmup)
+        steady = k >= st.warmup
+        n_steady = len(st) - st.warmup
+        hit = np.unique(k[k >= 0])
+        return {
+            "steps": [int(st.ids[i]) for i in hit[:50]],
+            "warmup_ns": int(cost[warm].sum()), "steady_ns": int(cost[steady].sum()),
+            "steady_count": int(steady.sum()),
+            "steady_per_step_ns": int(cost[steady].sum() / n_steady) if n_steady else 0,
+            "steady_steps_hit": int(len(np.unique(k[steady]))),
+            "steady_steps": int(n_steady),
+        }

@@ -1,0 +1,89 @@
+"""CPU-fallback hot spots: per call site, the ops that ran on the host instead of the device.
+
+Reads the ``fallback`` track (one slice per fallen-back call; args shapes, dtypes, copy_bytes,
+call_site, module, stack).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from neuron_prof.analysis._context import Context, severity_for
+from neuron_prof.analysis._finding import Finding
+from neuron_prof.analysis._fmt import fmt_ns
+from neuron_prof.analysis._registry import register
+from neuron_prof.model import Arg, Trace, TrackKind
+
+# Known replacements for ops that commonly fall back (names without "aten::" and overload).
+ALTERNATIVES: dict[str, str] = {
+    "nonzero": "use a mask with torch.where instead of data-dependent indices",
+    "masked_select": "use torch.where(mask, x, 0) and reduce, keeping shapes static",
+    "unique": "avoid data-dependent output shapes in the step; precompute on CPU outside the loop",
+    "bincount": "use a one-hot sum or scatter_add_ into a fixed-size tensor",
+    "histc": "use bucketize + scatter_add_ into a fixed-size tensor",
+    "index_put": "use scatter_ / index_copy_ with static shapes",
+    "_linalg_svd": "compute SVD deliberately on CPU outside the step, or avoid it",
+    "linalg_qr": "compute QR deliberately on CPU outside the step, or avoid it",
+    "_linalg_eigh": "compute eigh deliberately on CPU outside the step, or avoid it",
+    "sort": "use topk with a fixed k where possible",
+    "argsort": "use topk with a fixed k where possible",
+    "cumsum": "express the prefix sum as a matmul with a triangular ones matrix for short sequences",
+    "repeat_interleave": "use expand + reshape with static repeat counts",
+    "multinomial": "sample with torch.rand and cumsum/searchsorted comparisons on device",
+    "_local_scalar_dense": "keep the value on device instead of calling .item()",
+    "std_mean": "compute mean and var separately (x.mean(), ((x - m)**2).mean())",
+    "embedding_dense_backward": "use a dense one-hot matmul for small vocabularies",
+}
+
+
+def alternative_for(op: str) -> str:
+    """A known alternative for a fallen-back op, "" when none is known."""
+    base = op.split("|")[-1].removeprefix("aten::").split(".")[0]
+    return ALTERNATIVES.get(base, "")
+
+
+@register("cpu_fallback")
+def cpu_fallback(trace: Trace, ctx: Context) -> list[Finding]:
+    """One finding per (call site, op) whose fallbacks cost host time."""
+    rows = ctx.rows(TrackKind.FALLBACK)
+    if not len(rows):
+        return []
+    sl = trace.slices
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    meta: dict[tuple[str, str], dict[str, Any]] = {}
+    copies: dict[tuple[str, str], int] = defaultdict(int)
+    for r in rows:
+        a = ctx.slice_args(int(r))
+        key = (ctx.call_site(a), trace.slice_name(int(r)))
+        groups[key].append(int(r))
+        copies[key] += int(a.get(Arg.COPY_BYTES, 0) or 0)
+        m = meta.setdefault(key, {"module": ctx.module(a), "shapes": set(), "dtypes": set()})
+        if len(m["shapes"]) < 10 and a.get(Arg.SHAPES) is not None:
+            m["shapes"].add(str(a.get(Arg.SHAPES)))
+        if a.get(Arg.DTYPES) is not None:
+            m["dtypes"].add(str(a.get(Arg.DTYPES)))
+    out = []
+    for (site, op), rs in groups.items():
+        idx = np.asarray(rs, dtype=np.int64)
+        ts, dur = sl.ts_ns[idx], sl.dur_ns[idx]
+        cost = int(dur.sum())
+        share = ctx.share(cost)
+        split = ctx.step_split(ts, dur)
+        alt = alternative_for(op)
+        advice = f"{op} runs on the host and forces device<->host copies. "
+        advice += (f"Replace it: {alt}." if alt else
+                   "Replace it with ops the device supports, or move it out of the step loop.")
+        advice += " List fallbacks with torch_neuronx.get_fallback_ops(); TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1 makes failing registered ops raise."
+        m = meta[(site, op)]
+        per_step = split.get("steady_per_step_ns")
+        title = f"CPU fallback: {op} ran on the host {len(rs)} times at {site or 'unknown site'} ({fmt_ns(cost)}"
+        title += f", {fmt_ns(per_step)} per steady step)" if per_step else ")"
+        ev = {"op": op, "host_ns": cost, "copy_bytes": copies[(site, op)], "shapes": sorted(m["shapes"]),
+              "dtypes": sorted(m["dtypes"]), "alternative": alt, "rows": rs[:200], **split}
+        out.append(Finding(kind="cpu_fallback", severity=severity_for(share, "warning"), title=title,
+                           cost_ns=cost, share=share, count=len(rs), call_site=site, module=m["module"],
+                           advice=advice, evidence=ev, ts_ns=int(ts.min())))
+    return out

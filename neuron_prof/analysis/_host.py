@@ -1,0 +1,81 @@
+"""Host-side helpers shared by analyses: the nesting of host slices and "what was the host doing at t"."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from neuron_prof.analysis._context import Context
+from neuron_prof.analysis._nesting import Nesting, nesting
+from neuron_prof.model import KinetoCat, TrackKind
+
+
+def host_nesting(ctx: Context) -> Nesting:
+    """Nesting of every slice on host thread tracks (computed once per context)."""
+    return ctx.memo("host_nesting", lambda: nesting(ctx.trace, ctx.rows(TrackKind.THREAD)))  # type: ignore[no-any-return]
+
+
+def _sorted_host(ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def build() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        n = host_nesting(ctx)
+        sl = ctx.trace.slices
+        o = np.argsort(sl.ts_ns[n.rows], kind="stable")
+        rows = n.rows[o]
+        return rows, sl.ts_ns[rows], sl.end_ns[rows], n.depth[o]
+    return ctx.memo("sorted_host", build)  # type: ignore[no-any-return]
+
+
+def host_stack_at(ctx: Context, t: int, max_len: int = 12) -> list[int]:
+    """Host slice rows covering time `t`, outermost first (all threads)."""
+    rows, ts, end, depth = _sorted_host(ctx)
+    k = np.searchsorted(ts, t, side="right")
+    cand = np.flatnonzero(end[:k] > t)
+    cand = cand[np.argsort(depth[cand], kind="stable")]
+    return [int(rows[i]) for i in cand[-max_len:]]
+
+
+def host_work_in(ctx: Context, lo: int, hi: int, top: int = 3) -> list[dict[str, object]]:
+    """The innermost host slices overlapping [lo, hi), largest overlap first: what the host did meanwhile."""
+    rows, ts, end, depth = _sorted_host(ctx)
+    k = np.searchsorted(ts, hi, side="left")
+    cand = np.flatnonzero(end[:k] > lo)
+    if not len(cand):
+        return []
+    ov = np.minimum(end[cand], hi) - np.maximum(ts[cand], lo)
+    # prefer the deepest slices (the actual work, not the step annotation around it)
+    trace = ctx.trace
+    score = np.lexsort((-ov, -depth[cand]))
+    out: list[dict[str, object]] = []
+    seen: set[str] = set()
+    for i in cand[score]:
+        name = trace.slice_name(int(rows[i]))
+        if name in seen or name.startswith("ProfilerStep#"):
+            continue
+        seen.add(name)
+        a = ctx.slice_args(int(rows[i]))
+        out.append({"name": name, "row": int(rows[i]), "overlap_ns": int(min(end[i], hi) - max(ts[i], lo)),
+                    "call_site": ctx.call_site(a)})
+        if len(out) >= top:
+            break
+    return out
+
+
+def call_site_up(ctx: Context, row: int, max_up: int = 30) -> tuple[str, str]:
+    """(call site, nearest enclosing cpu_op name) walking up from a host slice through its parents."""
+    n = host_nesting(ctx)
+    pos = ctx.memo("host_pos", lambda: {int(r): i for i, r in enumerate(n.rows)})
+    trace = ctx.trace
+    cpu_op = trace.strings.get(KinetoCat.CPU_OP)
+    site, op = "", ""
+    r = row
+    for _ in range(max_up):
+        if r < 0:
+            break
+        if not site:
+            site = ctx.call_site(ctx.slice_args(r))
+        if not op and cpu_op is not None and int(trace.slices.cat[r]) == cpu_op and r != row:
+            op = trace.slice_name(r)
+        if site and op:
+            break
+        i = pos.get(r)
+        r = int(n.parent[i]) if i is not None else -1
+    return site, op

@@ -1,0 +1,91 @@
+"""Device idle gaps: stretches with no device work between busy periods, and what the host did meanwhile."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from neuron_prof.analysis._context import Context
+from neuron_prof.analysis._finding import Finding
+from neuron_prof.analysis._fmt import fmt_ns
+from neuron_prof.analysis._host import host_work_in
+from neuron_prof.analysis._intervals import merge, overlap_ns
+from neuron_prof.analysis._registry import register
+from neuron_prof.model import KinetoCat, Trace, TrackKind
+
+MIN_GAP_NS = 100_000
+"""Gaps shorter than 100 µs are launch latency, not a diagnosis."""
+WARNING_IDLE = 0.25
+CRITICAL_IDLE = 0.50
+
+_PROBE_KINDS = (TrackKind.COMPILE, TrackKind.FALLBACK, TrackKind.SYNC, TrackKind.COLLECTIVE)
+
+
+def device_rows(ctx: Context) -> np.ndarray:
+    """Rows of device work: slices on device tracks, without the GPU copies of user annotations."""
+    rows = ctx.rows(TrackKind.DEVICE)
+    return ctx.cat_rows(rows, (KinetoCat.GPU_USER_ANNOTATION,), keep=False)
+
+
+def _probe_work(ctx: Context, lo: int, hi: int) -> list[dict[str, object]]:
+    """Compile/fallback/sync/collective probe slices overlapping [lo, hi)."""
+    trace = ctx.trace
+    sl = trace.slices
+    out = []
+    for kind in _PROBE_KINDS:
+        rows = ctx.rows(kind)
+        if not len(rows):
+            continue
+        ov = overlap_ns(sl.ts_ns[rows], sl.dur_ns[rows], lo, hi)
+        for i in np.argsort(-ov)[:2]:
+            if ov[i] > 0:
+                r = int(rows[i])
+                out.append({"name": f"{kind}: {trace.slice_name(r)}", "row": r, "overlap_ns": int(ov[i]),
+                            "call_site": ctx.call_site(ctx.slice_args(r))})
+    return sorted(out, key=lambda d: -int(d["overlap_ns"]))  # type: ignore[call-overload]
+
+
+@register("device_idle")
+def device_idle(trace: Trace, ctx: Context) -> list[Finding]:
+    """One finding per device: total idle time in gaps >= MIN_GAP_NS, the largest gaps and host activity."""
+    rows = device_rows(ctx)
+    if len(rows) < 2:
+        return []
+    sl = trace.slices
+    proc = np.array([t.process for t in trace.tracks], dtype=np.int64)[sl.track[rows]]
+    out = []
+    for p in np.unique(proc):
+        rs = rows[proc == p]
+        s, e = merge(sl.ts_ns[rs], sl.dur_ns[rs])
+        if len(s) < 2:
+            continue
+        gap_lo, gap_hi = e[:-1], s[1:]
+        g = gap_hi - gap_lo
+        big = np.flatnonzero(g >= MIN_GAP_NS)
+        if not len(big):
+            continue
+        idle = int(g[big].sum())
+        busy = int((e - s).sum())
+        share = ctx.share(idle)
+        top = big[np.argsort(-g[big], kind="stable")[:10]]
+        gaps = []
+        for i in top:
+            lo, hi = int(gap_lo[i]), int(gap_hi[i])
+            host = _probe_work(ctx, lo, hi) or host_work_in(ctx, lo, hi)
+            gaps.append({"start_ns": lo, "dur_ns": hi - lo, "host": host})
+        first = gaps[0]
+        doing = ", ".join(str(h["name"]) for h in first["host"][:2]) or "nothing recorded"  # type: ignore[index]
+        name = trace.processes[int(p)].name
+        title = (f"Device idle: {name} sat idle {fmt_ns(idle)} in {len(big)} gaps >= "
+                 f"{MIN_GAP_NS // 1000} µs (largest {fmt_ns(int(first['dur_ns']))}; host: {doing})")  # type: ignore[call-overload]
+        site = next((str(h["call_site"]) for gp in gaps for h in gp["host"] if h.get("call_site")), "")  # type: ignore[attr-defined]
+        advice = ("The device waited for the host. Look at what the host did in the largest gaps: compiles "
+                  "(warm up, cache), CPU fallbacks, sync points (.item()), data loading (DataLoader workers, "
+                  "pin_memory, prefetch) or Python overhead (torch.compile the step, larger batches).")
+        sev = "critical" if share >= CRITICAL_IDLE else "warning" if share >= WARNING_IDLE else "info"
+        ev = {"device": name, "gaps": int(len(big)), "idle_ns": idle, "busy_ns": busy,
+              "active_span_ns": int(e[-1] - s[0]), "largest": gaps,
+              **ctx.step_split(gap_lo[big], g[big])}
+        out.append(Finding(kind="device_idle", severity=sev, title=title, cost_ns=idle, share=share,
+                           count=int(len(big)), call_site=site, advice=advice, evidence=ev,
+                           ts_ns=int(first["start_ns"])))  # type: ignore[call-overload]
+    return out

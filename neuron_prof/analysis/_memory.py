@@ -1,0 +1,104 @@
+"""Memory peak: the highest point of each memory counter, what was allocating before it and what ran at it.
+
+Reads ``memory`` counter tracks (bytes); Kineto ``[memory]`` instants ("Total Allocated") when a
+loader kept them as instants.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from neuron_prof.analysis._context import Context
+from neuron_prof.analysis._finding import Finding
+from neuron_prof.analysis._fmt import fmt_bytes
+from neuron_prof.analysis._host import host_stack_at
+from neuron_prof.analysis._registry import register
+from neuron_prof.model import Meta, Trace, TrackKind
+
+NEAR_CAPACITY = 0.90
+
+
+def _series(trace: Trace, ctx: Context) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(name, ts, bytes) per memory series."""
+    out = []
+    c = trace.counters
+    for t in trace.track_ids(TrackKind.MEMORY):
+        m = c.track == t
+        if m.any():
+            o = np.argsort(c.ts_ns[m], kind="stable")
+            out.append((trace.tracks[int(t)].name, c.ts_ns[m][o], c.value[m][o]))
+    if out:
+        return out
+    mem = trace.strings.get("[memory]")
+    if mem is None:
+        return out
+    rows = np.flatnonzero(trace.instants.name == mem)
+    by_dev: dict[str, tuple[list[int], list[float]]] = {}
+    for r in rows:
+        a = ctx.instant_args(int(r))
+        if "Total Allocated" not in a:
+            continue
+        key = f"{a.get('Device Type', '?')}:{a.get('Device Id', '?')} allocated"
+        ts, v = by_dev.setdefault(key, ([], []))
+        ts.append(int(trace.instants.ts_ns[r]))
+        v.append(float(a["Total Allocated"]))
+    for k, (ts, v) in by_dev.items():
+        o = np.argsort(ts, kind="stable")
+        out.append((k, np.asarray(ts, dtype=np.int64)[o], np.asarray(v)[o]))
+    return out
+
+
+def _capacity(trace: Trace) -> int | None:
+    kin = trace.metadata.get(Meta.KINETO)
+    props = kin.get("deviceProperties") if isinstance(kin, dict) else None
+    if isinstance(props, list):
+        mems = [int(p.get("totalGlobalMem", 0)) for p in props if isinstance(p, dict)]
+        if any(mems):
+            return max(mems)
+    cap = trace.metadata.get("device_memory_bytes")
+    return int(cap) if isinstance(cap, (int, float)) and cap > 0 else None
+
+
+@register("memory_peak")
+def memory_peak(trace: Trace, ctx: Context) -> list[Finding]:
+    """One finding per memory series: the peak, the biggest allocations leading to it, the ops at it."""
+    cap = _capacity(trace)
+    out = []
+    for name, ts, v in _series(trace, ctx):
+        if not len(v) or v.max() <= 0:
+            continue
+        i = int(np.argmax(v))
+        peak, t_peak = float(v[i]), int(ts[i])
+        # the climb to the peak: from the last minimum before it
+        lo = int(np.argmin(v[: i + 1]))
+        delta = np.diff(v[lo: i + 1])
+        grows = np.argsort(-delta)[:5]
+        allocs: list[dict[str, Any]] = []
+        for j in grows:
+            if delta[j] <= 0:
+                continue
+            t = int(ts[lo + j + 1])
+            stack = host_stack_at(ctx, t)
+            op = trace.slice_name(stack[-1]) if stack else ""
+            site = next((s for s in (ctx.call_site(ctx.slice_args(r)) for r in reversed(stack)) if s), "")
+            allocs.append({"bytes": int(delta[j]), "ts_ns": t, "op": op, "call_site": site})
+        at_peak = [trace.slice_name(r) for r in host_stack_at(ctx, t_peak)]
+        frac = peak / cap if cap else None
+        sev = "warning" if frac is not None and frac >= NEAR_CAPACITY else "info"
+        title = f"Memory peak: {name} reached {fmt_bytes(peak)}"
+        if frac is not None:
+            title += f" ({frac:.0%} of {fmt_bytes(cap or 0)})"
+        if at_peak:
+            title += f" during {at_peak[-1]}"
+        advice = ("To lower the peak: smaller micro-batches with gradient accumulation, activation checkpointing "
+                  "(torch.utils.checkpoint) on the largest blocks, bf16 activations, and freeing tensors held "
+                  "across steps (losses kept for logging, cached outputs).")
+        site = next((str(a["call_site"]) for a in allocs if a["call_site"]), "")
+        ev = {"series": name, "peak_bytes": int(peak), "capacity_bytes": cap, "peak_share": frac,
+              "start_bytes": int(v[0]), "end_bytes": int(v[-1]), "largest_allocations": allocs,
+              "ops_at_peak": at_peak}
+        out.append(Finding(kind="memory_peak", severity=sev, title=title, cost_ns=0, share=0.0, count=1,
+                           call_site=site, advice=advice, evidence=ev, ts_ns=t_peak))
+    return out

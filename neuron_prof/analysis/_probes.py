@@ -1,0 +1,47 @@
+"""Probe errors and profiler overhead, from the trace's metadata (capture records them, never raises)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from neuron_prof.analysis._context import Context
+from neuron_prof.analysis._finding import Finding
+from neuron_prof.analysis._fmt import fmt_ns
+from neuron_prof.analysis._registry import register
+from neuron_prof.model import Meta, Trace
+
+OVERHEAD_WARNING = 0.05
+
+
+@register("probe_error")
+def probe_error(trace: Trace, ctx: Context) -> list[Finding]:
+    """One finding per probe that failed during capture: its data is missing from the trace."""
+    errs = trace.metadata.get(Meta.PROBE_ERRORS) or []
+    by_probe: dict[str, list[str]] = defaultdict(list)
+    for e in errs if isinstance(errs, list) else []:
+        if isinstance(e, dict):
+            by_probe[str(e.get("probe", "?"))].append(str(e.get("error", "")))
+        else:
+            by_probe["?"].append(str(e))
+    return [Finding(kind="probe_error", severity="warning",
+                    title=f"Probe {probe} failed {len(msgs)} time{'s' if len(msgs) != 1 else ''}: {msgs[0][:120]}",
+                    cost_ns=0, share=0.0, count=len(msgs),
+                    advice=(f"The {probe} data is missing or partial in this trace; the program itself ran on. "
+                            "Report the error with the neuron-prof and torch versions."),
+                    evidence={"probe": probe, "errors": msgs[:20]})
+            for probe, msgs in by_probe.items()]
+
+
+@register("profiler_overhead")
+def profiler_overhead(trace: Trace, ctx: Context) -> list[Finding]:
+    """Time the profiler itself added (capture measures it), so users can discount it."""
+    ns = trace.metadata.get(Meta.OVERHEAD_NS)
+    if not isinstance(ns, (int, float)) or ns <= 0:
+        return []
+    share = ctx.share(ns)
+    return [Finding(kind="profiler_overhead", severity="warning" if share >= OVERHEAD_WARNING else "info",
+                    title=f"Profiler overhead: {fmt_ns(ns)} ({share:.1%} of the profiled time)",
+                    cost_ns=int(ns), share=share, count=1,
+                    advice=("Timings include this overhead. Profile fewer steps or turn off deep options "
+                            "(record_shapes, with_stack, profile_memory) for timing-sensitive runs."),
+                    evidence={"overhead_ns": int(ns)})]

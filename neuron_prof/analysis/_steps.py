@@ -1,0 +1,113 @@
+"""Training steps and the warm-up/steady-state split.
+
+Steps come from metadata ``steps`` ([step, start_ns, end_ns] rows, written by capture) or from
+Kineto's ``ProfilerStep#N`` annotations. The first steps usually pay compiles and cache fills; the
+rest show what costs every step. By default the warm-up is the leading steps that contain a
+compile-cache miss (at least one step when there are three or more).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from neuron_prof.model import Meta, Trace, TrackKind
+
+_STEP_RX = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+@dataclass(frozen=True, eq=False)
+class Steps:
+    """Step windows sorted by start. Arrays have one entry per step."""
+
+    ids: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    warmup: int
+    """How many leading steps are warm-up."""
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def dur_ns(self) -> np.ndarray:
+        return self.end_ns - self.start_ns
+
+    @property
+    def steady(self) -> slice:
+        return slice(self.warmup, len(self))
+
+    def step_index(self, ts_ns: np.ndarray) -> np.ndarray:
+        """Index (into these arrays) of the step containing each timestamp; -1 outside every step."""
+        ts_ns = np.asarray(ts_ns, dtype=np.int64)
+        if not len(self):
+            return np.full(len(ts_ns), -1, dtype=np.int64)
+        k = np.searchsorted(self.start_ns, ts_ns, side="right") - 1
+        ok = (k >= 0) & (ts_ns < self.end_ns[np.maximum(k, 0)])
+        return np.where(ok, k, -1)
+
+    def summary(self) -> dict[str, object]:
+        """JSON-ready description (used in totals)."""
+        d = self.dur_ns
+        steady = d[self.steady]
+        return {
+            "count": len(self), "warmup": self.warmup,
+            "ids": [int(x) for x in self.ids],
+            "warmup_step_ns": int(d[: self.warmup].mean()) if self.warmup else None,
+            "steady_step_ns": int(np.median(steady)) if len(steady) else None,
+            "steady_step_ns_mean": int(steady.mean()) if len(steady) else None,
+        }
+
+
+def find_steps(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ids, start_ns, end_ns) of the steps recorded in the trace, sorted by start."""
+    meta = trace.metadata.get(Meta.STEPS)
+    if isinstance(meta, (list, tuple)) and meta:
+        try:
+            arr = np.asarray([[int(r[0]), int(r[1]), int(r[2])] for r in meta], dtype=np.int64)
+            o = np.argsort(arr[:, 1], kind="stable")
+            return arr[o, 0], arr[o, 1], arr[o, 2]
+        except (TypeError, ValueError, IndexError):
+            pass
+    # ProfilerStep#N annotations on host threads (Kineto writes a GPU copy too: ignore device tracks)
+    ids: dict[int, list[int]] = {}
+    host = np.isin(trace.slices.track, trace.track_ids(TrackKind.THREAD))
+    for sid in range(len(trace.strings)):
+        m = _STEP_RX.match(trace.strings[sid])
+        if not m:
+            continue
+        rows = np.flatnonzero((trace.slices.name == sid) & host)
+        if len(rows):
+            s = int(trace.slices.ts_ns[rows].min())
+            e = int(trace.slices.end_ns[rows].max())
+            cur = ids.setdefault(int(m.group(1)), [s, e])
+            cur[0], cur[1] = min(cur[0], s), max(cur[1], e)
+    if not ids:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, z
+    items = sorted(ids.items(), key=lambda kv: kv[1][0])
+    return (np.array([k for k, _ in items], dtype=np.int64), np.array([v[0] for _, v in items], dtype=np.int64),
+            np.array([v[1] for _, v in items], dtype=np.int64))
+
+
+def make_steps(trace: Trace, miss_ts: np.ndarray, warmup_steps: int | None = None) -> Steps:
+    """Steps with the warm-up chosen from `warmup_steps` or from compile misses at `miss_ts`."""
+    ids, start, end = find_steps(trace)
+    n = len(ids)
+    if warmup_steps is not None:
+        w = max(0, min(int(warmup_steps), n))
+    elif n == 0:
+        w = 0
+    else:
+        k = np.searchsorted(start, np.asarray(miss_ts, dtype=np.int64), side="right") - 1
+        k = k[(k >= 0) & (k < n)]
+        # leading steps with a cache miss; a later stray miss does not make everything warm-up
+        hit = np.zeros(n, dtype=bool)
+        hit[k] = True
+        w = int(np.argmin(hit)) if not hit.all() else n
+        if n >= 3:
+            w = max(w, 1)
+        w = min(w, n - 1) if n >= 2 else 0
+    return Steps(ids=ids, start_ns=start, end_ns=end, warmup=w)

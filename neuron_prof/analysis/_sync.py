@@ -1,0 +1,70 @@
+"""Sync points: the host waiting for the device (``sync`` track probes, CUDA/HIP synchronize calls)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from neuron_prof.analysis._context import Context, severity_for
+from neuron_prof.analysis._finding import Finding
+from neuron_prof.analysis._fmt import fmt_ns
+from neuron_prof.analysis._host import call_site_up
+from neuron_prof.analysis._intervals import merge
+from neuron_prof.analysis._registry import register
+from neuron_prof.model import Arg, Trace, TrackKind
+
+RUNTIME_SYNC_NAMES = (
+    "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
+    "hipStreamSynchronize", "hipDeviceSynchronize", "hipEventSynchronize",
+)
+"""Host runtime calls that block until the device catches up (Kineto cuda_runtime/cuda_sync rows)."""
+
+
+@register("sync_point")
+def sync_point(trace: Trace, ctx: Context) -> list[Finding]:
+    """One finding per call site (or waiting op) where the host waited for the device."""
+    sl = trace.slices
+    probe = ctx.rows(TrackKind.SYNC)
+    runtime = ctx.name_rows(ctx.rows(TrackKind.THREAD), RUNTIME_SYNC_NAMES)
+    if len(probe) and len(runtime):
+        # a probe's sync slice already covers the runtime call it made: count the wait once
+        s, e = merge(sl.ts_ns[probe], sl.dur_ns[probe])
+        k = np.searchsorted(s, sl.ts_ns[runtime], side="right") - 1
+        inside = (k >= 0) & (sl.ts_ns[runtime] < e[np.maximum(k, 0)])
+        runtime = runtime[~inside]
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    kinds: dict[tuple[str, str], str] = {}
+    modules: dict[tuple[str, str], str] = {}
+    for r in probe:
+        a = ctx.slice_args(int(r))
+        key = (ctx.call_site(a), trace.slice_name(int(r)))
+        groups[key].append(int(r))
+        kinds[key] = str(a.get(Arg.SYNC_KIND, "") or "")
+        modules.setdefault(key, ctx.module(a))
+    for r in runtime:
+        site, op = call_site_up(ctx, int(r))
+        key = (site, op or trace.slice_name(int(r)))
+        groups[key].append(int(r))
+        kinds.setdefault(key, "synchronize")
+    out = []
+    for (site, what), rs in groups.items():
+        idx = np.asarray(rs, dtype=np.int64)
+        ts, dur = sl.ts_ns[idx], sl.dur_ns[idx]
+        cost = int(dur.sum())
+        share = ctx.share(cost)
+        split = ctx.step_split(ts, dur)
+        per = ""
+        if split.get("steady_steps"):
+            per = f", {split['steady_count'] / split['steady_steps']:.1f} per steady step"
+        title = f"Sync point: {what} at {site or 'unknown site'} waited {fmt_ns(cost)} ({len(rs)} times{per})"
+        advice = (f"{what} blocks the host until the device has finished all queued work, so the host cannot run "
+                  "ahead. Keep values on the device (accumulate losses/metrics in tensors) and read them every "
+                  "N steps; avoid .item(), .cpu(), .tolist() and printing device tensors inside the step loop; "
+                  "use non_blocking=True copies.")
+        ev = {"what": what, "sync_kind": kinds.get((site, what), ""), "wait_ns": cost,
+              "max_wait_ns": int(dur.max()), "rows": rs[:200], **split}
+        out.append(Finding(kind="sync_point", severity=severity_for(share), title=title, cost_ns=cost, share=share,
+                           count=len(rs), call_site=site, module=modules.get((site, what), ""), advice=advice,
+                           evidence=ev, ts_ns=int(ts.min())))
+    return out
