@@ -1,0 +1,140 @@
+"""TUI layer 1: the view shaping functions, and the demo-like trace other TUI tests use.
+
+`demo_like_trace()` follows neuron_prof/model/schema.py: compile, fallback, sync, collective, device and
+memory tracks with the probe args. Its numbers are chosen so expected values are easy to state here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from neuron_prof.model import Arg, Cat, ProcessKind, Trace, TraceBuilder, TrackKind
+from neuron_prof.tui import _shape
+from neuron_prof.tui._lanes import build_lanes
+
+T0 = 1_700_000_000_000_000_000
+MS = 1_000_000
+STEP_MS = 20
+N_STEPS = 10
+# op names that are also Textual/Rich markup: shown literally or it is a bug (and a security one for @click)
+MARKUP_NAMES = ("[bold]", "[/]", "void k<T>(T*) [with T = float]", "[@click=app.quit]x[/]")
+COMPILE_OP = "aten::matmul"
+COMPILE_MS = 450  # the top compile stall: one first-call compile of aten::matmul
+FALLBACK_SITE = "model.py:88"
+FALLBACK_OP = "aten::_unique2"
+
+
+def demo_like_trace(rank: int | None = 0, *, slow: float = 1.0) -> Trace:
+    """A small training trace with the demo's problems: a big first-call compile, recompiles with
+    reasons, CPU fallbacks at two call sites, syncs, a collective per step, memory counters."""
+    b = TraceBuilder()
+    host = b.process(100 + (rank or 0), name=f"host rank {rank}", rank=rank)
+    main = b.thread_track(100 + (rank or 0), 1, "MainThread")
+    dev_p = b.process(f"neuron{rank}", name=f"neuron:{rank}", kind=ProcessKind.DEVICE)
+    queue = b.track(dev_p, "queue 0", TrackKind.DEVICE)
+    comp = b.track(host, "compile", TrackKind.COMPILE)
+    fb = b.track(host, "fallback", TrackKind.FALLBACK)
+    sync = b.track(host, "sync", TrackKind.SYNC)
+    coll = b.track(host, "collectives", TrackKind.COLLECTIVE)
+    mem = b.track(dev_p, "neuron:0 allocated", TrackKind.MEMORY, unit="bytes")
+    steps = []
+    t = T0
+    for step in range(N_STEPS):
+        dur = (COMPILE_MS + STEP_MS if step == 0 else STEP_MS) * MS
+        dur = int(dur * slow)
+        b.add_slice(main, t, dur, f"ProfilerStep#{step}", "user_annotation")
+        steps.append([step, t, t + dur])
+        c = t + MS
+        if step == 0:
+            b.add_slice(comp, c, COMPILE_MS * MS, COMPILE_OP, Cat.COMPILE,
+                        {Arg.COMPILE_KIND: "eager", Arg.SIGNATURE: "(f32[8,128], f32[128,128])", Arg.CACHE: "miss",
+                         Arg.CALL_SITE: "train.py:42", Arg.MODULE: "model.mlp"})
+            c += COMPILE_MS * MS
+        if step in (3, 6):
+            b.add_slice(comp, c, 30 * MS, "forward_graph", Cat.COMPILE,
+                        {Arg.COMPILE_KIND: "torch.compile", Arg.SIGNATURE: f"seq={64 * step}", Arg.CACHE: "miss",
+                         Arg.CALL_SITE: "train.py:50", Arg.RECOMPILE_REASON: f"tensor 'x' size mismatch at index 1. "
+                                                                             f"expected {64 * (step - 3) or 64}, actual {64 * step}"})
+            c += 30 * MS
+        b.add_slice(main, c, 4 * MS, "aten::linear", "cpu_op")
+        b.add_slice(main, c + MS, 2 * MS, "aten::addmm", "cpu_op")
+        for k, name in enumerate(MARKUP_NAMES):
+            b.add_slice(main, c + 5 * MS + k * 100_000, 50_000, name, "cpu_op")
+        b.add_slice(queue, c + 2 * MS, 3 * MS, "neuron_exec:matmul", Cat.DEVICE)
+        # two fallback sites: model.py:88 costs 3 ms a step, data.py:12 1 ms every other step
+        b.add_slice(fb, c + 6 * MS, 3 * MS, FALLBACK_OP, Cat.FALLBACK,
+                    {Arg.CALL_SITE: FALLBACK_SITE, Arg.MODULE: "model.head", Arg.COPY_BYTES: 4096,
+                     Arg.STACK: ["train.py:60 in step", "model.py:88 in forward"]})
+        if step % 2 == 0:
+            b.add_slice(fb, c + 10 * MS, MS, "aten::nonzero", Cat.FALLBACK, {Arg.CALL_SITE: "data.py:12"})
+        b.add_slice(sync, c + 12 * MS, MS // 2, "aten::item", Cat.SYNC, {Arg.SYNC_KIND: "item",
+                                                                       Arg.CALL_SITE: "train.py:70"})
+        b.add_slice(coll, c + 13 * MS, 2 * MS, "all_reduce", Cat.COLLECTIVE,
+                    {Arg.BYTES_IN: 8 * MS, Arg.DTYPE: "float32", Arg.GROUP: "default", Arg.WORLD_SIZE: 2})
+        b.add_counter(mem, c, (1 + step % 3) * 1e8)
+        t += dur
+    b.add_counter(mem, t, 0.0)
+    b.metadata.update({"steps": steps, "wall_ns": [T0, t], "source": f"demo-rank{rank}.json"})
+    if rank is not None:
+        b.metadata["rank"] = rank
+    return b.build()
+
+
+def test_compile_table_groups_by_signature_and_ranks_by_cost() -> None:
+    tab = _shape.compile_table(demo_like_trace())
+    assert list(tab["name"][:1]) == [COMPILE_OP]
+    assert tab["total_ns"][0] == COMPILE_MS * MS
+    # forward_graph compiled twice with two signatures: two rows of 30 ms, each with its reason
+    fg = np.flatnonzero(tab["name"] == "forward_graph")
+    assert len(fg) == 2 and set(tab["total_ns"][fg]) == {30 * MS}
+    assert "size mismatch" in tab["reasons"][fg[0]]
+
+
+def test_fallback_table_by_call_site() -> None:
+    tab = _shape.fallback_table(demo_like_trace())
+    assert list(tab["call_site"]) == [FALLBACK_SITE, "data.py:12"]
+    assert list(tab["count"]) == [N_STEPS, N_STEPS // 2]
+    assert tab["total_ns"][0] == N_STEPS * 3 * MS
+    assert tab["copy_bytes"][0] == N_STEPS * 4096
+    wall = N_STEPS * STEP_MS * MS + COMPILE_MS * MS
+    assert abs(tab["share"][0] - N_STEPS * 3 * MS / wall) < 1e-12
+
+
+def test_op_table_self_time() -> None:
+    trace = demo_like_trace()
+    from neuron_prof.tui._data import prepare
+
+    data = prepare([trace])
+    ops = data.rank.ops
+    i = int(np.flatnonzero(ops["name"] == "aten::linear")[0])
+    # aten::linear lasts 4 ms with a 2 ms aten::addmm inside: self 2 ms per call
+    assert ops["total_ns"][i] == N_STEPS * 4 * MS
+    assert ops["self_ns"][i] == N_STEPS * 2 * MS
+    assert ops["count"][i] == N_STEPS
+
+
+def test_collective_table_bandwidth() -> None:
+    tab = _shape.collective_table([demo_like_trace(0), demo_like_trace(1)])
+    assert sorted(tab["rank"]) == [0, 1]
+    # 8 MB in 2 ms is 4 GB/s
+    assert np.allclose(tab["gbps"], 8 * MS / (2 * MS))
+    assert list(tab["count"]) == [N_STEPS, N_STEPS]
+
+
+def test_lane_binning_is_exact() -> None:
+    trace = demo_like_trace()
+    from neuron_prof.tui._data import prepare
+
+    rank = prepare([trace]).rank
+    origin = trace.time_range()[0]
+    lanes = build_lanes(trace, rank.depth, origin)
+    fb = next(lane for lane in lanes if lane.kind == TrackKind.FALLBACK)
+    # over the whole trace in one cell, the busy fill is the fallback time over the wall
+    wall = trace.time_range()
+    fill, _ = fb.bin(0, wall[1] - origin, 1)
+    total = (N_STEPS * 3 + N_STEPS // 2) * MS
+    assert abs(fill[0] - total / (wall[1] - wall[0])) < 1e-9
+    # a cell inside the first fallback call is full and shows that call
+    s0 = int(fb.starts[0])
+    fill, rows = fb.bin(s0, s0 + MS, 4)
+    assert np.allclose(fill, 1.0) and trace.slice_name(int(rows[0])) == FALLBACK_OP

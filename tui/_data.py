@@ -1,0 +1,171 @@
+"""What the TUI shows, computed once off the UI thread: traces, findings and the per-view tables.
+
+`prepare(sources, progress)` runs in the App's worker. It accepts paths (loaded with
+`neuron_prof.loaders.load`) or ready Traces, so tests and benchmarks can hand in a built Trace.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from neuron_prof.analysis import Finding
+from neuron_prof.analysis._nesting import nesting
+from neuron_prof.model import Trace
+from neuron_prof.tui import _shape
+from neuron_prof.tui._lanes import Lane, build_lanes
+
+Source = str | os.PathLike[str] | Trace
+Progress = Callable[[float, str], None]
+"""progress(fraction done 0-1, what is happening now)."""
+
+
+def analyse(trace: Trace) -> tuple[dict[str, Any], list[Finding], list[str]]:
+    """(totals, findings most costly first, warnings) from neuron_prof.analysis.
+
+    Findings stored in the trace file win over recomputed ones (they are what `summary` printed). A
+    failing analysis is reported on the overview, not raised: the timeline and tables stay usable.
+    """
+    from neuron_prof.analysis import report
+
+    try:
+        rep = report(trace)
+    except Exception as e:  # noqa: BLE001 - shown to the user
+        return {"wall_ns": trace.wall_ns}, [], [f"analysis failed: {type(e).__name__}: {e}"]
+    found = [Finding.from_dict(d) for d in trace.findings] if trace.findings else list(rep.findings)
+    return rep.totals, found, []
+
+
+@dataclass
+class RankData:
+    """One loaded trace (one rank) and what its views show."""
+
+    trace: Trace
+    source: str
+    findings: list[Finding]
+    warnings: list[str]
+    depth: np.ndarray
+    self_ns: np.ndarray
+    totals: dict[str, Any]
+    """The analysis' totals (summary --json "totals")."""
+    origin: int
+    """Start of the trace (ns): times are shown relative to it."""
+    span: tuple[int, int]
+
+    @cached_property
+    def compiles(self) -> _shape.Table:
+        return _shape.compile_table(self.trace)
+
+    @cached_property
+    def fallbacks(self) -> _shape.Table:
+        return _shape.fallback_table(self.trace)
+
+    @cached_property
+    def ops(self) -> _shape.Table:
+        return _shape.op_table(self.trace, self.self_ns)
+
+    @cached_property
+    def steps(self) -> np.ndarray:
+        return _shape.step_times(self.trace)
+
+    @cached_property
+    def lanes(self) -> list[Lane]:
+        return build_lanes(self.trace, self.depth, self.origin)
+
+    @cached_property
+    def memory(self) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        return _shape.memory_series(self.trace)
+
+    def calls(self, name_id: int) -> _shape.Table:
+        return _shape.calls_table(self.trace, name_id, self.self_ns)
+
+    @property
+    def rank_label(self) -> str:
+        r = self.trace.rank
+        return f"rank {r}" if r is not None else os.path.basename(self.source) or "trace"
+
+
+@dataclass
+class TuiData:
+    """Every loaded rank, in the order given; `current` is the one the views show."""
+
+    ranks: list[RankData]
+    current: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def rank(self) -> RankData:
+        return self.ranks[self.current]
+
+    @cached_property
+    def collectives(self) -> _shape.Table:
+        return _shape.collective_table([r.trace for r in self.ranks])
+
+    @cached_property
+    def rank_table(self) -> _shape.Table:
+        return _shape.rank_table([(r.trace, r.totals) for r in self.ranks])
+
+
+def _rank(trace: Trace, source: str) -> RankData:
+    nest = nesting(trace, np.arange(len(trace.slices), dtype=np.int64))
+    totals, found, warnings = analyse(trace)
+    warnings = [*map(str, trace.metadata.get("load_warnings") or []), *warnings]
+    span = trace.time_range()
+    # the analysis counts depth from 1 (top level); lanes count from 0
+    return RankData(trace=trace, source=source, findings=found, warnings=warnings, depth=nest.depth - 1,
+                    self_ns=nest.self_ns, totals=totals, origin=span[0], span=span)
+
+
+def prepare(sources: Sequence[Source], progress: Progress | None = None,
+            cancelled: Callable[[], bool] = lambda: False) -> TuiData:
+    """Load every source and compute what the first screens need. Raises TraceLoadError on a bad file."""
+    from neuron_prof.loaders import load
+
+    report: Progress = progress or (lambda f, s: None)
+    timings: dict[str, float] = {}
+    ranks: list[RankData] = []
+    n = max(len(sources), 1)
+    for i, src in enumerate(sources):
+        if cancelled():
+            break
+        name = "trace" if isinstance(src, Trace) else os.fspath(src)
+        report(i / n, f"loading {os.path.basename(name)}")
+        t = time.perf_counter()
+        trace = src if isinstance(src, Trace) else load(src)
+        timings[f"load {i}"] = time.perf_counter() - t
+        report((i + 0.6) / n, f"analysing {os.path.basename(name)}")
+        t = time.perf_counter()
+        rank = _rank(trace, str(trace.metadata.get("source", name)))
+        # the overview and timeline are what a user sees first: build them here, not on the UI thread
+        _ = rank.lanes, rank.steps
+        timings[f"analyse {i}"] = time.perf_counter() - t
+        ranks.append(rank)
+    # several ranks: order by rank number when every trace has one
+    if all(r.trace.rank is not None for r in ranks):
+        ranks.sort(key=lambda r: r.trace.rank)  # type: ignore[arg-type, return-value]
+    report(1.0, "ready")
+    return TuiData(ranks=ranks, timings=timings)
+
+
+def finding_target(f: Finding, rank: RankData) -> tuple[int | None, int | None]:
+    """(time, track) on the timeline where a finding is best looked at."""
+    ev: dict[str, Any] = f.evidence or {}
+    track = None
+    rows = ev.get("slices") or ev.get("rows") or ev.get("slice_rows")
+    if isinstance(rows, list) and rows and isinstance(rows[0], int) and 0 <= rows[0] < len(rank.trace.slices):
+        track = int(rank.trace.slices.track[rows[0]])
+        if f.ts_ns is None:
+            return int(rank.trace.slices.ts_ns[rows[0]]), track
+    if track is None:
+        kind = {"first_call_compile": "compile", "recompile": "compile", "shape_churn": "compile",
+                "cpu_fallback": "fallback", "sync_point": "sync", "collective": "collective",
+                "memory_peak": "memory", "dtype_demotion": "dtype"}.get(f.kind)
+        if kind is not None:
+            track = rank.trace.find_track(kind)
+    return f.ts_ns, track

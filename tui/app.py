@@ -1,0 +1,176 @@
+"""NeuronProfApp: the thin App. It maps views to screens, loads traces in a worker and routes jumps.
+
+    app = NeuronProfApp(["trace.json"])          # paths or ready Traces
+    app.run()
+
+Loading and analysis run in a thread worker that posts `Progress`, `Loaded` or `Failed`; the UI
+stays on a progress bar meanwhile and `q` quits at any time.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.message import Message
+
+from neuron_prof.errors import NeuronProfError
+from neuron_prof.tui._data import Source, TuiData, prepare
+from neuron_prof.tui.screens._base import VIEWS
+from neuron_prof.tui.screens.collectives import CollectivesScreen
+from neuron_prof.tui.screens.compile import CompileScreen
+from neuron_prof.tui.screens.fallback import FallbackScreen
+from neuron_prof.tui.screens.help import HelpScreen
+from neuron_prof.tui.screens.loading import LoadingScreen
+from neuron_prof.tui.screens.memory import MemoryScreen
+from neuron_prof.tui.screens.ops import OpsScreen
+from neuron_prof.tui.screens.overview import OverviewScreen
+from neuron_prof.tui.screens.ranks import RanksScreen
+from neuron_prof.tui.screens.timeline import TimelineScreen
+
+VIEW_NAMES = tuple(v for v, _ in VIEWS)
+
+
+class NeuronProfApp(App[int]):
+    """The terminal UI over one or more traces (one per rank)."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "neuron-prof"
+    MODES: ClassVar[dict[str, Any]] = {
+        "loading": LoadingScreen, "overview": OverviewScreen, "compile": CompileScreen,
+        "fallback": FallbackScreen, "ops": OpsScreen, "timeline": TimelineScreen, "memory": MemoryScreen,
+        "collectives": CollectivesScreen, "ranks": RanksScreen,
+    }
+    DEFAULT_MODE = "loading"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *(Binding(str(i + 1), f"view('{v}')", label, show=False) for i, (v, label) in enumerate(VIEWS)),
+        Binding("tab", "cycle(1)", "Next view", show=False, priority=True),
+        Binding("shift+tab", "cycle(-1)", "Previous view", show=False, priority=True),
+        Binding("o", "perfetto", "Perfetto"),
+        Binding("question_mark", "help", "Help"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    class Progress(Message):
+        def __init__(self, fraction: float, what: str) -> None:
+            super().__init__()
+            self.fraction = fraction
+            self.what = what
+
+    class Loaded(Message):
+        def __init__(self, data: TuiData) -> None:
+            super().__init__()
+            self.data = data
+
+    class Failed(Message):
+        def __init__(self, error: BaseException) -> None:
+            super().__init__()
+            self.error = error
+
+    def __init__(self, sources: Sequence[Source], *, start_view: str = "overview") -> None:
+        super().__init__()
+        self.sources = list(sources)
+        self.start_view = start_view
+        self.data: TuiData = TuiData(ranks=[])
+        self.data_version = 0
+        """Bumped when another rank is chosen: screens built for an older version recompose."""
+        self.pending_jump: tuple[int, int | None] | None = None
+        """(time, track) the timeline centres on when it is next shown."""
+        self.error: str | None = None
+        self.loader = None
+
+    # ---- loading -----------------------------------------------------------------------------
+    def on_mount(self) -> None:
+        self.title = "neuron-prof " + " ".join(
+            os.path.basename(os.fspath(s)) for s in self.sources if not hasattr(s, "slices"))
+        self.loader = self._load()
+
+    @work(thread=True, exit_on_error=False, name="load")
+    def _load(self) -> None:
+        from textual.worker import get_current_worker
+
+        worker = get_current_worker()
+        try:
+            data = prepare(self.sources, lambda f, s: self.post_message(self.Progress(f, s)),
+                           cancelled=lambda: worker.is_cancelled)
+        except Exception as e:  # noqa: BLE001 - every failure ends the app with its message
+            self.post_message(self.Failed(e))
+            return
+        self.post_message(self.Loaded(data))
+
+    def on_neuron_prof_app_progress(self, message: Progress) -> None:
+        if isinstance(self.screen, LoadingScreen):
+            self.screen.set_progress(message.fraction, message.what)
+
+    def on_neuron_prof_app_loaded(self, message: Loaded) -> None:
+        self.data = message.data
+        if not self.data.ranks:
+            self.exit(2, message="neuron-prof: error: no trace loaded")
+            return
+        self.switch_mode(self.start_view)
+
+    def on_neuron_prof_app_failed(self, message: Failed) -> None:
+        e = message.error
+        self.error = str(e) if isinstance(e, NeuronProfError) else f"{type(e).__name__}: {e}"
+        self.exit(e.exit_code if isinstance(e, NeuronProfError) else 1, message=f"neuron-prof: error: {self.error}")
+
+    @property
+    def ready(self) -> bool:
+        return bool(self.data.ranks)
+
+    # ---- navigation ----------------------------------------------------------------------------
+    def show_view(self, view: str, focus_key: str | None = None) -> None:
+        """Switch to `view`; highlight the row matching `focus_key` (a call site or name) there."""
+        if not self.ready or view not in VIEW_NAMES:
+            return
+        self.switch_mode(view)
+        if focus_key:
+            screen = self.screen
+            self.call_after_refresh(lambda: getattr(screen, "focus_key", lambda k: None)(focus_key))
+
+    def action_view(self, view: str) -> None:
+        self.show_view(view)
+
+    def action_cycle(self, step: int) -> None:
+        if not self.ready:
+            return
+        cur = self.current_mode
+        i = VIEW_NAMES.index(cur) if cur in VIEW_NAMES else 0
+        self.show_view(VIEW_NAMES[(i + step) % len(VIEW_NAMES)])
+
+    def jump(self, ts_ns: int, track: int | None = None) -> None:
+        """Show the timeline centred on `ts_ns` with `track`'s lane selected."""
+        self.pending_jump = (ts_ns, track)
+        if self.current_mode == "timeline":
+            screen = self.screen
+            getattr(screen, "_apply_pending_jump", lambda: None)()
+        else:
+            self.show_view("timeline")
+
+    def select_rank(self, index: int) -> None:
+        """Make loaded trace `index` the one the views show."""
+        if index != self.data.current and 0 <= index < len(self.data.ranks):
+            self.data.current = index
+            self.data_version += 1
+            if hasattr(self.screen, "recompose"):
+                self.call_later(self.screen.recompose)
+
+    # ---- help and hand-off ---------------------------------------------------------------------
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def perfetto_hint(self) -> str:
+        """How to open the shown trace in the Perfetto UI."""
+        if not self.ready:
+            return "Loading: the Perfetto hint comes once the trace is open."
+        src = self.data.rank.source
+        return (f"Open in the Perfetto UI: run `neuron-prof open {src}` (serves it to https://ui.perfetto.dev "
+                f"from this machine), or copy the file and drag it onto https://ui.perfetto.dev.")
+
+    def action_perfetto(self) -> None:
+        self.notify(self.perfetto_hint(), title="Perfetto UI", timeout=15, markup=False)

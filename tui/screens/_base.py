@@ -1,0 +1,157 @@
+"""ViewScreen: what every view shares: the view tabs, a footer, `/` filter, `t` jump and rank changes.
+
+A subclass implements `compose_body()` and, when it has a main table, sets `self.table`; the timeline
+jump target of the highlighted row comes from `jump_target()` (columns ``ts_ns`` and ``track``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Footer, Input, Static, Tab, Tabs
+
+from neuron_prof.tui._data import RankData, TuiData
+from neuron_prof.tui.widgets.virtual_table import VirtualTable
+
+if TYPE_CHECKING:
+    from neuron_prof.tui.app import NeuronProfApp
+
+VIEWS: tuple[tuple[str, str], ...] = (
+    ("overview", "1 Overview"), ("compile", "2 Compile stalls"), ("fallback", "3 Fallback hot spots"),
+    ("ops", "4 Ops"), ("timeline", "5 Timeline"), ("memory", "6 Memory"), ("collectives", "7 Collectives"),
+    ("ranks", "8 Ranks"),
+)
+
+
+class ViewScreen(Screen[None]):
+    """Base of the eight views."""
+
+    VIEW: ClassVar[str] = ""
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("slash", "filter", "Filter"),
+        Binding("t", "jump", "Timeline jump"),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table: VirtualTable | None = None
+        self._version = -1
+
+    @property
+    def np_app(self) -> NeuronProfApp:
+        return self.app  # type: ignore[return-value]
+
+    @property
+    def data(self) -> TuiData:
+        return self.np_app.data
+
+    @property
+    def rank(self) -> RankData:
+        return self.data.rank
+
+    def compose(self) -> ComposeResult:
+        self._version = self.np_app.data_version
+        tabs = Tabs(*(Tab(label, id=f"tab-{v}") for v, label in VIEWS), active=f"tab-{self.VIEW}", id="views")
+        tabs.can_focus = False
+        yield tabs
+        yield from self.compose_body()
+        yield Input(placeholder="filter (enter: keep, esc: clear)", id="filter", classes="-hidden")
+        yield Footer()
+
+    def compose_body(self) -> Iterable[Widget]:
+        raise NotImplementedError
+
+    def on_screen_resume(self) -> None:
+        if self._version != self.np_app.data_version:
+            # another rank was chosen in the Ranks view: rebuild from the new data
+            self.call_later(self.recompose)
+        tabs = self.query_one("#views", Tabs)
+        tabs.active = f"tab-{self.VIEW}"
+        if self.table is not None and self.focused is None:
+            self.table.focus()
+
+    def on_tabs_tab_activated(self, event: Tabs.TabActivated) -> None:
+        event.stop()
+        if event.tab is not None and event.tab.id and event.tab.id != f"tab-{self.VIEW}":
+            self.np_app.show_view(event.tab.id.removeprefix("tab-"))
+
+    # ---- filter -----------------------------------------------------------------------------
+    def action_filter(self) -> None:
+        if self.table is None:
+            return
+        box = self.query_one("#filter", Input)
+        box.remove_class("-hidden")
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "filter" and self.table is not None:
+            self.table.filter(event.value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "filter" and self.table is not None:
+            self.table.focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        if self.table is not None and (box.value or not box.has_class("-hidden")):
+            box.value = ""
+            box.add_class("-hidden")
+            self.table.filter("")
+            self.table.focus()
+
+    def focus_key(self, key: str) -> bool:
+        """Highlight the first row whose call site or name equals `key` (drill-in from a finding)."""
+        t = self.table
+        if t is None or not key:
+            return False
+        for col in ("call_site", "name"):
+            if col in t.data:
+                hits = [i for i, r in enumerate(t.order) if str(t.data[col][r]) == key]
+                if hits:
+                    t.move_to(hits[0])
+                    return True
+        return False
+
+    # ---- timeline jump ------------------------------------------------------------------------
+    def jump_target(self) -> tuple[int | None, int | None]:
+        """(time ns, track) of the highlighted row; (None, None) when nothing is highlighted."""
+        t = self.table
+        if t is None or t.row < 0 or "ts_ns" not in t.data:
+            return None, None
+        track = int(t.value("track")) if "track" in t.data else None
+        return int(t.value("ts_ns")), track
+
+    def action_jump(self) -> None:
+        ts, track = self.jump_target()
+        if ts is None:
+            self.notify("Nothing here to show on the timeline.", severity="warning", markup=False)
+            return
+        self.np_app.jump(ts, track)
+
+
+def detail(*parts: tuple[str, object]) -> list[tuple[str, str]]:
+    """(label, value) pairs for a detail pane, dropping empty values."""
+    return [(k, str(v)) for k, v in parts if v not in (None, "")]
+
+
+class Detail(Static):
+    """A detail pane: labels in bold, trace strings literal."""
+
+    def show(self, rows: list[tuple[str, str]]) -> None:
+        from rich.text import Text
+
+        from neuron_prof.tui._fmt import printable
+
+        t = Text()
+        for i, (k, v) in enumerate(rows):
+            if i:
+                t.append("\n")
+            t.append(f"{k}: ", style="bold")
+            t.append(printable(v))
+        self.update(t)

@@ -1,0 +1,42 @@
+"""Help: every key, in a modal."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+KEYS = (
+    ("1-8, tab, shift+tab", "switch view: overview, compile stalls, fallback hot spots, ops, timeline, memory, "
+                            "collectives, ranks"),
+    ("↑ ↓ pgup pgdn home end", "move in a table"),
+    ("enter", "drill in: a finding opens its view, an op lists its calls, a rank becomes the shown rank"),
+    ("t", "jump to the highlighted row's place and time on the timeline"),
+    ("/", "filter the table (enter keeps the filter, esc clears it)"),
+    ("s", "sort the table by the next numeric column"),
+    ("timeline ← →", "move the cursor one cell;  shift+← →: pan;  + -: zoom;  0: whole trace"),
+    ("timeline ↑ ↓", "select a lane;  n / N: next / previous slice on it"),
+    ("o", "how to open this trace in the Perfetto UI"),
+    ("?", "this help"),
+    ("q", "quit"),
+)
+
+
+class HelpScreen(ModalScreen[None]):
+    """The key reference; any of esc, q or ? closes it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        t = Text()
+        t.append("neuron-prof keys\n\n", style="bold")
+        for k, v in KEYS:
+            t.append(f"{k:>24}  ", style="bold cyan")
+            t.append(v + "\n")
+        with VerticalScroll(id="help"):
+            yield Static(t)

@@ -1,0 +1,80 @@
+"""Ops: host and device ops by self time (filter with `/`); enter lists every call of an op."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Footer, Static
+
+from neuron_prof.tui._data import RankData
+from neuron_prof.tui._fmt import fmt_int, fmt_ns, fmt_ts, printable
+from neuron_prof.tui.screens._base import ViewScreen
+from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
+
+
+class OpsScreen(ViewScreen):
+    """Every op name with its self and total time; `s` changes the sort column."""
+
+    VIEW = "ops"
+
+    def compose_body(self) -> Iterable[Widget]:
+        cols = [Column("name", "op", 0), Column("where", "on", 6),
+                Column("self_ns", "self", 10, fmt_ns, right=True), Column("total_ns", "total", 10, fmt_ns, right=True),
+                Column("count", "calls", 9, fmt_int, right=True), Column("avg_ns", "mean", 10, fmt_ns, right=True)]
+        self.table = VirtualTable(cols, self.rank.ops, filter_key="name", id="ops")
+        self.table.sort_key = "self_ns"
+        yield self.table
+
+    def on_mount(self) -> None:
+        if self.table is not None:
+            self.table.focus()
+
+    def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
+        t = event.table
+        self.app.push_screen(CallsScreen(self.rank, int(t.value("name_id")), str(t.value("name"))))
+
+
+class CallsScreen(Screen[None]):
+    """Every call of one op, longest first (a virtual table: a million calls page like ten)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,backspace", "app.pop_screen", "Back"),
+        Binding("t", "jump", "Timeline jump"),
+    ]
+
+    def __init__(self, rank: RankData, name_id: int, name: str) -> None:
+        super().__init__()
+        self.rank = rank
+        self.op_name = name
+        data = rank.calls(name_id)
+        tracks = rank.trace.tracks
+        origin = rank.origin
+        cols = [Column("ts_ns", "start", 16, lambda v: fmt_ts(v, origin), right=True),
+                Column("dur_ns", "duration", 10, fmt_ns, right=True),
+                Column("self_ns", "self", 10, fmt_ns, right=True),
+                Column("track", "track", 0, lambda v: tracks[int(v)].name)]
+        self.table = VirtualTable(cols, data, filter_key="track", id="calls")
+
+    def compose(self) -> ComposeResult:
+        title = Text("calls of ", style="bold")
+        title.append(printable(self.op_name))
+        title.append(f"  ({len(self.table.order):,})", style="dim")
+        yield Static(title, id="calls-title")
+        yield self.table
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.table.focus()
+
+    def action_jump(self) -> None:
+        if self.table.row >= 0:
+            self.app.jump(int(self.table.value("ts_ns")), int(self.table.value("track")))  # type: ignore[attr-defined]
+
+    def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
+        self.action_jump()

@@ -1,0 +1,136 @@
+"""Overview: wall time, device busy share, probe totals, step-time sparkline and the findings by cost."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+from rich.text import Text
+from textual.widget import Widget
+from textual.widgets import Static
+
+from neuron_prof.analysis import Finding
+from neuron_prof.tui._data import RankData, finding_target
+from neuron_prof.tui._fmt import fmt_int, fmt_ns, fmt_share, printable
+from neuron_prof.tui.screens._base import Detail, ViewScreen, detail
+from neuron_prof.tui.widgets.plot import sparkline
+from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
+
+SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+# where `enter` on a finding leads
+KIND_VIEW = {"first_call_compile": "compile", "recompile": "compile", "shape_churn": "compile",
+             "cpu_fallback": "fallback", "collective": "collectives", "straggler": "ranks",
+             "memory_peak": "memory"}
+
+
+def summary_text(rank: RankData, width: int = 100) -> Text:
+    """The totals block (the analysis' totals): every time with its share of the wall time."""
+    tot = rank.totals
+    wall = max(int(tot.get("wall_ns") or 0), 1)
+    t = Text()
+    t.append("source ", style="dim")
+    t.append(printable(rank.source))
+    t.append("\n")
+    t.append("wall ", style="dim")
+    t.append(fmt_ns(int(tot.get("wall_ns") or 0)), style="bold")
+    t.append("   events ", style="dim")
+    t.append(fmt_int(rank.trace.n_events))
+    t.append("   device busy ", style="dim")
+    busy = tot.get("device_busy_share")
+    t.append("n/a (no device track)" if busy is None else fmt_share(float(busy)), style="bold")
+    t.append("\n")
+    for kind, label, style in (("compile", "compile", "red"), ("fallback", "CPU fallback", "#e6a04e"),
+                               ("sync", "sync", "yellow"), ("collective", "collectives", "cyan")):
+        ns, n = int(tot.get(f"{kind}_ns") or 0), int(tot.get(f"{kind}_count") or 0)
+        t.append(f"{label} ", style="dim")
+        t.append(f"{fmt_ns(ns)} ({fmt_share(ns / wall)}, {fmt_int(n)}x)", style=style if n else "")
+        t.append("   ")
+    steps = rank.steps
+    t.append("\n")
+    t.append("steps ", style="dim")
+    if len(steps):
+        info = tot.get("steps") or {}
+        steady = info.get("steady_step_ns") if isinstance(info, dict) else None
+        t.append(f"{len(steps)}  median {fmt_ns(float(np.median(steps)))}  max {fmt_ns(float(steps.max()))}")
+        if steady:
+            t.append(f"  steady {fmt_ns(steady)}")
+        t.append("  ")
+        t.append(sparkline(steps, max(10, min(len(steps), width - 60))), style="green")
+    else:
+        t.append("none marked (no ProfilerStep# or step metadata)")
+    for w in rank.warnings:
+        t.append("\n")
+        t.append("note ", style="dim yellow")
+        t.append(printable(w))
+    return t
+
+
+def findings_table(findings: list[Finding], rank: RankData) -> dict[str, np.ndarray]:
+    """The findings as table columns (already ranked by cost)."""
+    def obj(vals: list[object]) -> np.ndarray:
+        a = np.empty(len(vals), dtype=object)
+        a[:] = vals
+        return a
+
+    targets = [finding_target(f, rank) for f in findings]
+    return {
+        "severity": obj([f.severity for f in findings]), "kind": obj([f.kind for f in findings]),
+        "title": obj([f.title for f in findings]),
+        "cost_ns": np.array([int(f.cost_ns or 0) for f in findings], dtype=np.int64),
+        "share": np.array([float(f.share or 0) for f in findings], dtype=np.float64),
+        "count": np.array([int(f.count or 0) for f in findings], dtype=np.int64),
+        "call_site": obj([f.call_site for f in findings]),
+        "ts_ns": np.array([t[0] if t[0] is not None else -1 for t in targets], dtype=np.int64),
+        "track": np.array([t[1] if t[1] is not None else -1 for t in targets], dtype=np.int64),
+        "index": np.arange(len(findings), dtype=np.int64),
+    }
+
+
+class OverviewScreen(ViewScreen):
+    """Totals and the ranked findings; enter opens the finding's view, t its place on the timeline."""
+
+    VIEW = "overview"
+
+    def compose_body(self) -> Iterable[Widget]:
+        rank = self.rank
+        yield Static(summary_text(rank, self.app.size.width), id="summary")
+        cols = [Column("severity", "sev", 8), Column("kind", "kind", 18), Column("title", "finding", 0),
+                Column("cost_ns", "cost", 10, fmt_ns, right=True), Column("share", "share", 7, fmt_share, right=True),
+                Column("count", "count", 7, fmt_int, right=True), Column("call_site", "call site", 28)]
+        self.table = VirtualTable(cols, findings_table(rank.findings, rank), filter_key="title", id="findings")
+        yield self.table
+        yield Detail(id="detail")
+
+    def on_mount(self) -> None:
+        if self.table is not None:
+            self.table.focus()
+            self._show(self.table.row)
+
+    def _show(self, row: int) -> None:
+        pane = self.query_one("#detail", Detail)
+        if row < 0:
+            pane.show([("findings", "none: nothing costly was found" if not self.rank.warnings
+                        else "not computed (see the notes above)")])
+            return
+        f = self.rank.findings[row]
+        ev = ", ".join(f"{k}={v}" for k, v in (f.evidence or {}).items() if not isinstance(v, (list, dict)))
+        pane.show(detail(("finding", f.title), ("advice", f.advice), ("call site", f.call_site),
+                         ("module", f.module), ("evidence", ev)))
+
+    def on_virtual_table_row_highlighted(self, event: VirtualTable.RowHighlighted) -> None:
+        self._show(event.row)
+
+    def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
+        f = self.rank.findings[event.row]
+        view = KIND_VIEW.get(f.kind)
+        if view is not None:
+            self.np_app.show_view(view, focus_key=f.call_site or f.title)
+        else:
+            self.action_jump()
+
+    def jump_target(self) -> tuple[int | None, int | None]:
+        t = self.table
+        if t is None or t.row < 0:
+            return None, None
+        ts, track = int(t.value("ts_ns")), int(t.value("track"))
+        return (ts if ts >= 0 else None), (track if track >= 0 else None)

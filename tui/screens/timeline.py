@@ -1,0 +1,98 @@
+"""Timeline: lanes for host threads, device queues, compile, fallback, sync, collectives and memory.
+
+Keys: ←/→ move the cursor, shift+←/→ pan, +/- zoom around the cursor, 0 whole trace, ↑/↓ lane,
+n/N next/previous slice on the lane. Other views jump here with `t`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rich.text import Text
+from textual.widget import Widget
+from textual.widgets import Static
+
+from neuron_prof.tui._fmt import fmt_bytes, fmt_ns, fmt_ts, printable
+from neuron_prof.tui.screens._base import ViewScreen
+from neuron_prof.tui.widgets.timeline import LABEL_W, Timeline
+
+
+class TimelineScreen(ViewScreen):
+    """The trace on one time axis, with a cursor that the status line describes."""
+
+    VIEW = "timeline"
+
+    def compose_body(self) -> Iterable[Widget]:
+        rank = self.rank
+        tr = rank.trace
+        self.timeline = Timeline(rank.lanes, tr.slices.name, tr.strings, rank.span, origin=rank.origin,
+                                 id="timeline")
+        yield Static(id="axis")
+        yield self.timeline
+        yield Static(id="status")
+
+    def on_mount(self) -> None:
+        self.timeline.focus()
+        self._apply_pending_jump()
+        self._update()
+
+    def on_screen_resume(self) -> None:
+        super().on_screen_resume()
+        self._apply_pending_jump()
+
+    def _apply_pending_jump(self) -> None:
+        target = self.np_app.pending_jump
+        if target is not None and self.is_mounted:
+            self.np_app.pending_jump = None
+            self.timeline.jump(*target)
+            self.timeline.focus()
+
+    def on_timeline_cursor_moved(self, _event: Timeline.CursorMoved) -> None:
+        self._update()
+
+    def on_resize(self) -> None:
+        self._update()
+
+    def _update(self) -> None:
+        tl = self.timeline
+        origin = 0  # the timeline's times are already relative to the trace start
+        # axis: the window's start, middle and end relative to the trace start
+        width = max(tl.size.width or self.app.size.width, LABEL_W + 20)
+        cells = width - LABEL_W - 1
+        left = fmt_ts(tl.t0, origin)
+        mid = fmt_ts((tl.t0 + tl.t1) / 2, origin)
+        right = fmt_ts(tl.t1, origin)
+        axis = " " * (LABEL_W + 1) + left
+        pad = max(1, cells // 2 - len(left) - len(mid) // 2)
+        axis += " " * pad + mid
+        axis += " " * max(1, width - len(axis) - len(right)) + right
+        self.query_one("#axis", Static).update(Text(axis, style="dim"))
+        status = Text()
+        status.append("cursor ", style="dim")
+        status.append(fmt_ts(tl.cursor_ns, origin), style="bold")
+        status.append(f"  window {fmt_ns(tl.t1 - tl.t0)}  ", style="dim")
+        lane, row = tl.under_cursor()
+        if lane is not None:
+            status.append(printable(lane.label), style="bold")
+            status.append(": ")
+            if lane.is_counter:
+                v = lane.value_at(tl.cursor_ns)
+                status.append(fmt_bytes(v) if v is not None else "-")
+            elif row >= 0:
+                tr = self.rank.trace
+                status.append(printable(tr.slice_name(row)))
+                status.append(f"  {fmt_ns(int(tr.slices.dur_ns[row]))} at "
+                              f"{fmt_ts(int(tr.slices.ts_ns[row]), self.rank.origin)}",
+                              style="dim")
+            else:
+                status.append("idle", style="dim")
+        self.query_one("#status", Static).update(status)
+
+    def jump_target(self) -> tuple[int | None, int | None]:
+        return None, None
+
+    def action_jump(self) -> None:
+        """Already here: `t` centres the window on the cursor."""
+        tl = self.timeline
+        w = tl.t1 - tl.t0
+        tl.set_window(tl.cursor_ns - w / 2, tl.cursor_ns + w / 2)

@@ -1,0 +1,253 @@
+"""VirtualTable: a table over numpy columns that renders only the visible lines.
+
+`DataTable` measures every row before the first paint (19 s + 88 s at 1M rows, textual-facts.md);
+this widget keeps the columns as arrays plus an `order` index (sort and filter) and builds the
+Segments of a line in `render_line`, so first paint and each key cost the same at 100 or 10M rows.
+
+Cells are Segments of plain text: a trace string is never parsed as markup here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from rich.segment import Segment
+from rich.style import Style
+from textual.binding import Binding, BindingType
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from neuron_prof.tui._fmt import printable
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: `key` into the data, a title, a width in cells (0: take the rest) and a formatter."""
+
+    key: str
+    title: str
+    width: int = 12
+    fmt: Callable[[Any], str] = str
+    right: bool = False
+    """Right-align (numbers)."""
+
+
+def _cell(text: str, width: int, right: bool) -> str:
+    text = printable(text).replace("\n", " ").replace("\t", " ")
+    if len(text) > width:
+        return text[: max(0, width - 1)] + "…" if width > 0 else ""
+    return text.rjust(width) if right else text.ljust(width)
+
+
+class VirtualTable(ScrollView, can_focus=True):
+    """A scrollable table of any number of rows; line 0 is the header."""
+
+    DEFAULT_CSS = """
+    VirtualTable { height: 1fr; background: $surface; overflow-x: hidden; }
+    VirtualTable:focus { background-tint: $foreground 4%; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up,k", "cursor(-1)", "Up", show=False),
+        Binding("down,j", "cursor(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home", "cursor_to(0)", "Top", show=False),
+        Binding("end", "cursor_to(-1)", "Bottom", show=False),
+        Binding("enter", "select", "Drill in"),
+        Binding("s", "cycle_sort", "Sort"),
+    ]
+
+    class RowHighlighted(Message):
+        """The cursor moved to data row `row` (an index into the columns, -1 when empty)."""
+
+        def __init__(self, table: VirtualTable, row: int) -> None:
+            super().__init__()
+            self.table = table
+            self.row = row
+
+        @property
+        def control(self) -> VirtualTable:
+            return self.table
+
+    class RowSelected(RowHighlighted):
+        """Enter was pressed on data row `row`."""
+
+    def __init__(self, columns: list[Column], data: dict[str, np.ndarray] | None = None, *,
+                 filter_key: str | None = None, name: str | None = None, id: str | None = None,
+                 classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self.columns = columns
+        self.filter_key = filter_key or columns[0].key
+        self.data: dict[str, np.ndarray] = {}
+        self.order = np.zeros(0, dtype=np.int64)
+        """Data rows in display order (after sort and filter)."""
+        self.cursor = 0
+        """Position in `order` of the highlighted row."""
+        self.sort_key: str | None = None
+        self.filter_text = ""
+        self._uniq: tuple[np.ndarray, np.ndarray] | None = None
+        self.set_data(data if data is not None else {c.key: np.zeros(0) for c in columns})
+
+    # ---- data ---------------------------------------------------------------------------------
+    @property
+    def n_rows(self) -> int:
+        return len(next(iter(self.data.values()))) if self.data else 0
+
+    def set_data(self, data: dict[str, np.ndarray]) -> None:
+        """Replace the rows (kept in the given order until sorted)."""
+        self.data = data
+        self._uniq = None
+        self.order = np.arange(self.n_rows, dtype=np.int64)
+        self.cursor = 0
+        if self.filter_text:
+            self.filter(self.filter_text)
+        self._resize()
+
+    def sort_by(self, key: str, descending: bool = True) -> None:
+        """Order the visible rows by column `key` (stable)."""
+        col = self.data[key][self.order]
+        if col.dtype == object:
+            o = np.argsort(np.array([str(v).lower() for v in col]), kind="stable")
+        else:
+            o = np.argsort(-col if descending else col, kind="stable")
+        self.order = self.order[o]
+        self.sort_key = key
+        self.move_to(0)
+        self.refresh()
+
+    def filter(self, text: str) -> None:
+        """Show only rows whose filter column contains `text` (case-insensitive); "" shows all."""
+        self.filter_text = text
+        n = self.n_rows
+        if not text:
+            order = np.arange(n, dtype=np.int64)
+        else:
+            # match each distinct string once, then map back: cheap at a million rows
+            if self._uniq is None:
+                col = self.data[self.filter_key]
+                self._uniq = np.unique(np.array([str(v) for v in col], dtype=object), return_inverse=True)
+            uniq, inv = self._uniq
+            q = text.lower()
+            hit = np.fromiter((q in str(u).lower() for u in uniq), dtype=bool, count=len(uniq))
+            order = np.flatnonzero(hit[inv]).astype(np.int64)
+        if self.sort_key is not None and len(order):
+            col = self.data[self.sort_key][order]
+            if col.dtype != object:
+                order = order[np.argsort(-col, kind="stable")]
+        self.order = order
+        self.cursor = 0
+        self._resize()
+        self._post_highlight()
+
+    @property
+    def row(self) -> int:
+        """The highlighted data row, or -1 when the table is empty."""
+        return int(self.order[self.cursor]) if len(self.order) else -1
+
+    def value(self, key: str, row: int | None = None) -> Any:
+        """The value of column `key` at data row `row` (default: the highlighted row)."""
+        r = self.row if row is None else row
+        return self.data[key][r] if r >= 0 else None
+
+    def visible_text(self, key: str) -> list[str]:
+        """The formatted cells of column `key` in display order (tests and summaries)."""
+        col = next(c for c in self.columns if c.key == key)
+        return [printable(col.fmt(self.data[key][r])) for r in self.order]
+
+    # ---- layout and rendering -----------------------------------------------------------------------
+    def _resize(self) -> None:
+        # columns shrink to the width, so only vertical scrolling exists
+        self.virtual_size = Size(self.size.width, len(self.order) + 1)
+        self.refresh()
+
+    def _widths(self) -> list[int]:
+        fixed = sum(c.width for c in self.columns if c.width) + len(self.columns) - 1
+        rest = max(10, self.size.width - fixed)
+        return [c.width or rest for c in self.columns]
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        base = self.rich_style
+        widths = self._widths()
+        if y == 0:
+            cells = []
+            for c, w in zip(self.columns, widths):
+                title = c.title + ("▼" if c.key == self.sort_key else "")
+                cells.append(_cell(title, w, c.right))
+            text = " ".join(cells)
+            style = base + Style(bold=True, underline=True)
+            return Strip([Segment(text, style)]).crop_extend(0, width, base)
+        pos = self.scroll_offset.y + y - 1
+        if pos >= len(self.order):
+            return Strip.blank(width, base)
+        r = int(self.order[pos])
+        cells = [_cell(c.fmt(self.data[c.key][r]), w, c.right) for c, w in zip(self.columns, widths)]
+        style = base
+        if pos == self.cursor:
+            style = base + (Style(reverse=True) if self.has_focus else Style(bgcolor="grey30"))
+        return Strip([Segment(" ".join(cells), style)]).crop_extend(0, width, style)
+
+    def on_resize(self) -> None:
+        self._resize()
+
+    def on_focus(self) -> None:
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self.refresh()
+
+    # ---- cursor -------------------------------------------------------------------------------------
+    def move_to(self, pos: int) -> None:
+        """Put the cursor on display position `pos` (clamped) and keep it in view."""
+        n = len(self.order)
+        old = self.cursor
+        self.cursor = max(0, min(pos, n - 1)) if n else 0
+        page = max(1, self.size.height - 1)
+        top = self.scroll_offset.y
+        if self.cursor < top:
+            self.scroll_to(y=self.cursor, animate=False, immediate=True)
+            self.refresh()
+        elif self.cursor >= top + page:
+            self.scroll_to(y=self.cursor - page + 1, animate=False, immediate=True)
+            self.refresh()
+        else:
+            # only the two changed lines repaint: the rest of the screen is untouched
+            self.refresh_line(old + 1)
+            self.refresh_line(self.cursor + 1)
+        if old != self.cursor or n:
+            self._post_highlight()
+
+    def _post_highlight(self) -> None:
+        self.post_message(self.RowHighlighted(self, self.row))
+
+    def action_cursor(self, delta: int) -> None:
+        self.move_to(self.cursor + delta)
+
+    def action_page(self, direction: int) -> None:
+        self.move_to(self.cursor + direction * max(1, self.size.height - 2))
+
+    def action_cursor_to(self, pos: int) -> None:
+        self.move_to(pos if pos >= 0 else len(self.order) - 1)
+
+    def action_select(self) -> None:
+        if len(self.order):
+            self.post_message(self.RowSelected(self, self.row))
+
+    def action_cycle_sort(self) -> None:
+        """Sort by the next numeric column (descending)."""
+        keys = [c.key for c in self.columns if self.data[c.key].dtype != object]
+        if not keys:
+            return
+        i = keys.index(self.sort_key) + 1 if self.sort_key in keys else 0
+        self.sort_by(keys[i % len(keys)])
+
+    def on_click(self, event: Any) -> None:
+        y = event.y
+        if y >= 1:
+            self.move_to(self.scroll_offset.y + y - 1)
