@@ -87,11 +87,11 @@ def compute_totals(trace: Trace, *, warmup_steps: int | None = None) -> dict[str
     return _totals(trace, Context(trace, warmup_steps))
 
 
-def report(trace: Trace, *, warmup_steps: int | None = None) -> Report:
-    """Totals and findings computed over one shared context."""
+def report(trace: Trace, *, warmup_steps: int | None = None, context: Context | None = None) -> Report:
+    """Totals and findings computed over one shared context (pass `context` to share it further)."""
     from neuron_prof.analysis._totals import compute_totals as _totals
 
-    ctx = Context(trace, warmup_steps)
+    ctx = context or Context(trace, warmup_steps)
     findings = _run(trace, ctx)
     totals = _totals(trace, ctx)
     totals["findings_by_severity"] = {s: sum(f.severity == s for f in findings) for s in SEVERITIES}

@@ -21,6 +21,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("neuron_prof.cli._run", "Profile a Python script with no code change."),
     "convert": ("neuron_prof.cli._convert", "Convert a trace between .json(.gz) and .pftrace."),
     "summary": ("neuron_prof.cli._summary", "Print totals and ranked findings for a trace."),
+    "check": ("neuron_prof.cli._check", "CI gate: exit 1 when a trace breaks fallback, compile or recompile limits."),
+    "diff": ("neuron_prof.cli._diff", "Compare two traces: step time, ops, findings, new fallbacks and compiles."),
     "tui": ("neuron_prof.cli._tui", "Open the terminal UI on one or more traces."),
     "export": ("neuron_prof.cli._export", "Export a trace as Parquet tables (or json/pftrace)."),
     "merge": ("neuron_prof.cli._merge", "Merge per-rank traces onto one timeline, aligning clocks."),

@@ -1,0 +1,116 @@
+"""Diff of two traces: step time, totals, per-op self time, per finding kind, and the fallbacks and
+compiles that appeared or disappeared.
+
+    d = diff(load("base.json"), load("new.json"))
+    d["step"]["delta_ns"], d["ops"][0], d["fallbacks"]["appeared"]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from neuron_prof.analysis import Report, report
+from neuron_prof.analysis._compile import compiles
+from neuron_prof.analysis._context import Context
+from neuron_prof.analysis._host import host_nesting
+from neuron_prof.model import KinetoCat, Trace, TrackKind
+
+_TOTAL_KEYS = ("wall_ns", "host_busy_ns", "device_busy_ns", "compile_ns", "compile_miss_count", "fallback_ns",
+               "fallback_count", "sync_ns", "sync_count", "collective_ns", "collective_count")
+
+
+def op_self_times(trace: Trace, ctx: Context | None = None) -> dict[str, tuple[int, int]]:
+    """name -> (count, self ns) over host ops (cpu_op and runtime calls when present) and device work."""
+    ctx = ctx or Context(trace)
+    n = host_nesting(ctx)
+    rows, self_ns = n.rows, n.self_ns
+    keep_cats = ctx.cat_rows(rows, (KinetoCat.CPU_OP, KinetoCat.CUDA_RUNTIME, KinetoCat.CUDA_DRIVER))
+    if len(ctx.cat_rows(rows, (KinetoCat.CPU_OP,))):
+        m = np.isin(rows, keep_cats)
+        rows, self_ns = rows[m], self_ns[m]
+    out: dict[str, tuple[int, int]] = {}
+    for rs, vals in ((rows, self_ns), (ctx.rows(TrackKind.DEVICE), None)):
+        if not len(rs):
+            continue
+        v = trace.slices.dur_ns[rs] if vals is None else vals
+        uniq, inv = np.unique(trace.slices.name[rs], return_inverse=True)
+        s = np.bincount(inv, weights=v)
+        c = np.bincount(inv)
+        for i, sid in enumerate(uniq):
+            name = trace.s(int(sid))
+            pc, ps = out.get(name, (0, 0))
+            out[name] = (pc + int(c[i]), ps + int(s[i]))
+    return out
+
+
+def _change(a: float | None, b: float | None) -> dict[str, Any]:
+    d: dict[str, Any] = {"base": a, "new": b}
+    if a is not None and b is not None:
+        d["delta"] = b - a
+        d["ratio"] = (b / a) if a else None
+    return d
+
+
+def _fallback_keys(rep: Report) -> dict[str, dict[str, Any]]:
+    return {f"{f.evidence.get('op', '')} @ {f.call_site or '?'}": {"op": f.evidence.get("op", ""),
+                                                                     "call_site": f.call_site, "count": f.count,
+                                                                     "cost_ns": f.cost_ns}
+            for f in rep.findings if f.kind == "cpu_fallback"}
+
+
+def _compile_keys(trace: Trace, ctx: Context) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for c in compiles(trace, ctx):
+        if c.cache != "miss":
+            continue
+        key = f"{c.name} {c.signature}" if c.kind == "eager" or not c.frame else f"{c.name} (frame {c.frame})"
+        d = out.setdefault(key, {"name": c.name, "kind": c.kind, "count": 0, "ns": 0, "call_site": c.call_site})
+        d["count"] += 1
+        d["ns"] += c.dur
+    return out
+
+
+def _appeared(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    return {"appeared": [{"key": k, **b[k]} for k in b if k not in a],
+            "disappeared": [{"key": k, **a[k]} for k in a if k not in b]}
+
+
+def diff(base: Trace, new: Trace, *, warmup_steps: int | None = None, top: int = 20) -> dict[str, Any]:
+    """What got faster or slower from `base` to `new` (JSON-ready; renderers in exporters.summary)."""
+    cb, cn = Context(base, warmup_steps), Context(new, warmup_steps)
+    rb, rn = report(base, context=cb), report(new, context=cn)
+    sb, sn = rb.totals["steps"], rn.totals["steps"]
+    step = _change(sb.get("steady_step_ns"), sn.get("steady_step_ns"))
+    totals = {k: _change(rb.totals.get(k), rn.totals.get(k)) for k in _TOTAL_KEYS}
+    totals["device_busy_share"] = _change(rb.totals.get("device_busy_share"), rn.totals.get("device_busy_share"))
+    # per op: self time per step when both have steps (runs of different lengths compare), else per profile
+    nb, nn = max(sb.get("count") or 0, 0), max(sn.get("count") or 0, 0)
+    per_step = nb > 0 and nn > 0
+    ob, on = op_self_times(base, cb), op_self_times(new, cn)
+    ops = []
+    for name in set(ob) | set(on):
+        (c0, s0), (c1, s1) = ob.get(name, (0, 0)), on.get(name, (0, 0))
+        if per_step:
+            s0, s1 = s0 / nb, s1 / nn
+        ops.append({"name": name, "base_ns": int(s0), "new_ns": int(s1), "delta_ns": int(s1 - s0),
+                    "base_count": c0, "new_count": c1})
+    ops.sort(key=lambda o: (-abs(o["delta_ns"]), o["name"]))
+    kinds = {}
+    for k in sorted({f.kind for f in rb.findings} | {f.kind for f in rn.findings}):
+        fb = [f for f in rb.findings if f.kind == k]
+        fn = [f for f in rn.findings if f.kind == k]
+        kinds[k] = {"base_cost_ns": sum(f.cost_ns for f in fb), "new_cost_ns": sum(f.cost_ns for f in fn),
+                    "base_count": sum(f.count for f in fb), "new_count": sum(f.count for f in fn),
+                    "base_findings": len(fb), "new_findings": len(fn)}
+        kinds[k]["delta_cost_ns"] = kinds[k]["new_cost_ns"] - kinds[k]["base_cost_ns"]
+    return {
+        "schema": "neuron-prof.diff", "version": 1,
+        "step": step, "totals": totals,
+        "ops_unit": "ns per step" if per_step else "ns per profile",
+        "ops": ops[:top],
+        "finding_kinds": kinds,
+        "fallbacks": _appeared(_fallback_keys(rb), _fallback_keys(rn)),
+        "compiles": _appeared(_compile_keys(base, cb), _compile_keys(new, cn)),
+    }
