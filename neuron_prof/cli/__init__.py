@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("neuron_prof.cli._export", "Export a trace as Parquet tables (or json/pftrace)."),
     "merge": ("neuron_prof.cli._merge", "Merge per-rank traces onto one timeline, aligning clocks."),
     "open": ("neuron_prof.cli._open", "Serve a trace once on 127.0.0.1 and print its Perfetto UI link."),
+    "report": ("neuron_prof.cli._report", "Write a self-contained HTML report (findings and plots) for a trace."),
 }
 
 

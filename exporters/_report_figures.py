@@ -1,0 +1,175 @@
+"""Plotly figures for the HTML report, as plain figure dicts (data, layout, config).
+
+Plain dicts, not plotly.graph_objects: building and validating graph objects costs seconds on big traces,
+and the page only needs the JSON. tests/test_report.py validates every dict with plotly.graph_objects.
+
+Plotly renders a subset of HTML inside text, tick labels and hover labels, so every trace string is
+HTML-escaped here (`_t`) before it enters a figure: a name like `<b>` shows as the literal text `<b>`.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from neuron_prof.exporters._report_data import Collectives, Series, Utilisation, Waterfall
+
+Figure = dict[str, Any]
+MAX_LINES = 16
+MAX_POINTS = 5000
+_SEVERITY_COLOURS = {"critical": "#c0392b", "warning": "#e67e22", "info": "#2e86c1"}
+_PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+            "#bcbd22", "#17becf"]
+CONFIG: Figure = {"displaylogo": False, "responsive": True, "scrollZoom": False,
+                  "modeBarButtonsToRemove": ["sendDataToCloud", "lasso2d", "select2d"]}
+
+
+def _t(s: object, limit: int = 0) -> str:
+    """Trace text made safe for plotly's HTML-ish labels (cut to `limit` characters first)."""
+    s = str(s)
+    if limit and len(s) > limit:
+        s = s[: limit - 1] + "…"
+    return html.escape(s, quote=True)
+
+
+def _nums(a: np.ndarray, digits: int = 6) -> list[float | None]:
+    """JSON-safe numbers (NaN/inf become gaps)."""
+    out = np.round(np.asarray(a, dtype=np.float64), digits)
+    return [None if not math.isfinite(x) else x for x in out.tolist()]
+
+
+def _layout(height: int, xtitle: str, ytitle: str, **extra: Any) -> Figure:
+    lay: Figure = {
+        "height": height, "margin": {"l": 70, "r": 20, "t": 20, "b": 50},
+        "font": {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12},
+        "paper_bgcolor": "white", "plot_bgcolor": "#fbfbfb", "hovermode": "closest",
+        "xaxis": {"title": {"text": xtitle}, "zeroline": False, "gridcolor": "#e5e5e5"},
+        "yaxis": {"title": {"text": ytitle}, "zeroline": False, "gridcolor": "#e5e5e5", "automargin": True},
+        "legend": {"orientation": "h", "y": -0.18},
+    }
+    lay.update(extra)
+    return lay
+
+
+def _fig(data: list[Figure], layout: Figure) -> Figure:
+    return {"data": data, "layout": layout, "config": CONFIG}
+
+
+def findings_cost(findings: Sequence[dict[str, Any]], top: int = 15) -> Figure | None:
+    """Horizontal bars: the costliest findings, coloured by severity."""
+    rows = [f for f in findings if (f.get("cost_ns") or 0) > 0][:top]
+    if not rows:
+        return None
+    rows = rows[::-1]  # plotly draws the first category at the bottom
+    labels = [f"{i}. {_t(f.get('title', ''), 70)}" for i, f in zip(range(len(rows), 0, -1), rows)]
+    data = [{"type": "bar", "orientation": "h", "y": labels, "x": [f["cost_ns"] / 1e6 for f in rows],
+             "marker": {"color": [_SEVERITY_COLOURS.get(str(f.get("severity")), "#7f8c8d") for f in rows]},
+             "customdata": [[_t(f.get("kind", "")), _t(f.get("severity", ""))] for f in rows],
+             "hovertemplate": "%{y}<br>%{customdata[0]} (%{customdata[1]})<br>%{x:.3f} ms<extra></extra>"}]
+    return _fig(data, _layout(120 + 26 * len(rows), "time cost (ms)", "", showlegend=False))
+
+
+def compile_waterfall(w: Waterfall) -> Figure | None:
+    """Each compile as a bar from its start to its end, first at the top."""
+    n = len(w.name)
+    if not n:
+        return None
+    labels = [f"#{i + 1} {_t(name, 50)}" for i, name in enumerate(w.name)]
+    data = []
+    for k, group in enumerate(sorted(set(w.group))):
+        idx = [i for i in range(n) if w.group[i] == group]
+        data.append({"type": "bar", "orientation": "h", "name": _t(group),
+                     "y": [labels[i] for i in idx], "x": _nums(w.dur_ms[idx]), "base": _nums(w.start_ms[idx]),
+                     "marker": {"color": _PALETTE[k % len(_PALETTE)]},
+                     "customdata": [[_t(w.detail[i], 200), round(float(w.dur_ms[i]), 3)] for i in idx],
+                     "hovertemplate": "%{y}<br>%{customdata[1]} ms<br>%{customdata[0]}<extra></extra>"})
+    lay = _layout(min(2400, 140 + 18 * n), "time since trace start (ms)", "", barmode="overlay")
+    lay["yaxis"].update({"autorange": "reversed", "categoryorder": "array", "categoryarray": labels,
+                         "tickfont": {"size": 10}})
+    return _fig(data, lay)
+
+
+def hot_spots(findings: Sequence[dict[str, Any]], top: int = 20) -> Figure | None:
+    """Fallback time per call site (from the cpu_fallback findings)."""
+    rows = sorted(findings, key=lambda f: -(f.get("cost_ns") or 0))[:top][::-1]
+    if not rows:
+        return None
+    labels = [f"{i}. {_t(f.get('call_site') or f.get('title', ''), 60)}"
+              for i, f in zip(range(len(rows), 0, -1), rows)]
+    data = [{"type": "bar", "orientation": "h", "y": labels, "x": [(f.get("cost_ns") or 0) / 1e6 for f in rows],
+             "marker": {"color": "#e67e22"},
+             "customdata": [[_t(f.get("title", ""), 120), int(f.get("count") or 0)] for f in rows],
+             "hovertemplate": "%{customdata[0]}<br>%{customdata[1]} calls, %{x:.3f} ms<extra></extra>"}]
+    return _fig(data, _layout(120 + 26 * len(rows), "time in CPU fallbacks (ms)", "", showlegend=False))
+
+
+def utilisation(u: Utilisation) -> Figure | None:
+    """Busy fraction of each device per time bin (mean and range when there are many devices)."""
+    if not u.busy:
+        return None
+    x = _nums(u.t_ms)
+    data: list[Figure] = []
+    if len(u.busy) <= MAX_LINES:
+        for k, (name, b) in enumerate(u.busy.items()):
+            data.append({"type": "scatter", "mode": "lines", "name": _t(name, 40), "x": x, "y": _nums(b * 100, 3),
+                         "line": {"width": 1.5, "color": _PALETTE[k % len(_PALETTE)], "shape": "hvh"},
+                         "hovertemplate": f"{_t(name, 40)}<br>%{{x:.2f}} ms: %{{y:.1f}}% busy<extra></extra>"})
+    else:
+        m = np.vstack(list(u.busy.values())) * 100
+        data += [{"type": "scatter", "mode": "lines", "name": "max", "x": x, "y": _nums(m.max(0), 3),
+                  "line": {"width": 0.5, "color": "#9ecae1"}},
+                 {"type": "scatter", "mode": "lines", "name": "min", "x": x, "y": _nums(m.min(0), 3),
+                  "fill": "tonexty", "line": {"width": 0.5, "color": "#9ecae1"}},
+                 {"type": "scatter", "mode": "lines", "name": f"mean of {len(u.busy)} devices", "x": x,
+                  "y": _nums(m.mean(0), 3), "line": {"width": 2, "color": "#08519c"}}]
+    lay = _layout(360, "time since trace start (ms)", "busy (% of each bin)")
+    lay["yaxis"]["range"] = [0, 105]
+    return _fig(data, lay)
+
+
+def _byte_unit(peak: float) -> tuple[str, float]:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if peak >= scale:
+            return unit, float(scale)
+    return "bytes", 1.0
+
+
+def memory(series: Sequence[Series]) -> Figure | None:
+    """Memory counters over time, as steps (a counter holds its value until the next sample)."""
+    if not series:
+        return None
+    unit, scale = _byte_unit(max(s.peak for s in series))
+    data = [{"type": "scatter", "mode": "lines", "name": _t(s.name, 50), "x": _nums(s.t_ms),
+             "y": _nums(s.value / scale, 4), "line": {"shape": "hv", "width": 1.5,
+                                                      "color": _PALETTE[k % len(_PALETTE)]},
+             "hovertemplate": f"{_t(s.name, 50)}<br>%{{x:.3f}} ms: %{{y:.2f}} {unit}<extra></extra>"}
+            for k, s in enumerate(series)]
+    return _fig(data, _layout(380, "time since trace start (ms)", unit))
+
+
+def collective_bandwidth(c: Collectives) -> Figure | None:
+    """One point per collective: bandwidth (or duration, when sizes are unknown) over time, per op."""
+    n = len(c.op)
+    if not n:
+        return None
+    have_bw = bool(np.isfinite(c.gbps).any())
+    y_all = c.gbps if have_bw else c.dur_ms
+    keep = np.arange(n) if n <= MAX_POINTS else np.linspace(0, n - 1, MAX_POINTS).astype(np.int64)
+    ops = np.array(c.op, dtype=object)
+    data = []
+    for k, op in enumerate(sorted(set(ops[keep].tolist()))):
+        idx = keep[ops[keep] == op]
+        data.append({"type": "scatter", "mode": "markers", "name": _t(op, 40), "x": _nums(c.start_ms[idx]),
+                     "y": _nums(y_all[idx], 4), "marker": {"size": 6, "color": _PALETTE[k % len(_PALETTE)],
+                                                           "opacity": 0.8},
+                     "customdata": [[int(c.rank[i]), _nums(c.nbytes[i:i + 1], 0)[0], round(float(c.dur_ms[i]), 4)]
+                                    for i in idx.tolist()],
+                     "hovertemplate": (f"{_t(op, 40)} on rank %{{customdata[0]}}<br>%{{customdata[1]}} bytes in "
+                                       "%{customdata[2]} ms<br>%{y:.3f}" + (" GB/s" if have_bw else " ms")
+                                       + "<extra></extra>")})
+    ytitle = "algorithm bandwidth (GB/s)" if have_bw else "duration (ms): no message sizes in this trace"
+    return _fig(data, _layout(380, "time since trace start (ms)", ytitle))

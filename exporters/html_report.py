@@ -1,0 +1,219 @@
+"""The HTML report: one self-contained, offline, printable page of findings and plots for a trace.
+
+    from neuron_prof.exporters.html_report import write_html_report
+    write_html_report(trace, "report.html", findings=analyze(trace))
+
+Sections (each always present; an empty one says why): overview, findings, compile-time waterfall,
+CPU-fallback hot spots, device utilisation, memory over time, collective bandwidth. plotly.js is
+embedded once, inline; nothing is fetched when the page opens.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from neuron_prof._version import __version__
+from neuron_prof.errors import ExportError
+from neuron_prof.exporters import _report_data as data
+from neuron_prof.exporters import _report_figures as figs
+from neuron_prof.exporters._report_html import Raw, empty, esc, note, page, plot_div, table
+from neuron_prof.model import Meta, Trace, TrackKind
+
+_SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
+
+
+def _as_dicts(findings: Sequence[Any] | None, trace: Trace) -> list[dict[str, Any]]:
+    """Findings as dicts (Finding objects or dicts accepted), most costly first."""
+    src = trace.findings if findings is None else findings
+    out = [f.to_dict() if hasattr(f, "to_dict") else dict(f) for f in src]
+    out.sort(key=lambda f: (-(f.get("cost_ns") or 0), _SEVERITY_ORDER.get(str(f.get("severity")), 3)))
+    return out
+
+
+def _ms(ns: Any) -> str:
+    return f"{(ns or 0) / 1e6:,.3f}"
+
+
+def _findings_section(findings: list[dict[str, Any]], figures: dict[str, Any]) -> str:
+    if not findings:
+        return empty("No findings: the analysis found nothing in this trace that costs time.")
+    fig = figs.findings_cost(findings)
+    parts = []
+    if fig is not None:
+        figures["fig-findings"] = fig
+        parts.append(plot_div("fig-findings"))
+    rows = []
+    for i, f in enumerate(findings, 1):
+        sev = str(f.get("severity", ""))
+        badge = Raw(f'<span class="sev sev-{sev if sev in _SEVERITY_ORDER else "other"}">{esc(sev)}</span>')
+        where = " · ".join(str(f[k]) for k in ("call_site", "module") if f.get(k))
+        ev = f.get("evidence") or {}
+        advice = esc(f.get("advice", ""))
+        if ev:
+            import orjson
+
+            pretty = orjson.dumps(ev, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,
+                                  default=str).decode()
+            advice += f"<details><summary>evidence</summary><pre>{esc(pretty[:20000])}</pre></details>"
+        rows.append((i, badge, f.get("kind", ""), f.get("title", ""), _ms(f.get("cost_ns")),
+                     f"{100 * float(f.get('share') or 0):.1f}%", f.get("count", ""), where, Raw(advice)))
+    parts.append(table(["#", "severity", "kind", "finding", "cost (ms)", "share", "count", "where", "advice"],
+                       rows, num=(0, 4, 5, 6)))
+    return "".join(parts)
+
+
+def _compile_section(trace: Trace, figures: dict[str, Any]) -> str:
+    w = data.compile_waterfall(trace)
+    if not w.total:
+        return empty("No compile events in this trace (no compile track: captured without the compile probe, "
+                     "or a trace from another tool).")
+    figures["fig-compile"] = figs.compile_waterfall(w)
+    cap = f" Showing the {len(w.name)} longest." if len(w.name) < w.total else ""
+    return note(f"{w.total:,} compiles, {w.total_ms:,.3f} ms in total. Each bar runs from the compile's start to "
+                f"its end on the trace's time axis.{cap}") + plot_div("fig-compile")
+
+
+def _fallback_section(trace: Trace, findings: list[dict[str, Any]], figures: dict[str, Any]) -> str:
+    hot = [f for f in findings if f.get("kind") == "cpu_fallback"]
+    n_slices = len(trace.slices_on(TrackKind.FALLBACK))
+    if not hot:
+        if n_slices:
+            return empty(f"{n_slices:,} CPU fallback calls are recorded, but no cpu_fallback findings were made "
+                         "for them (the trace was not analysed?).")
+        return empty("No CPU fallbacks in this trace.")
+    figures["fig-fallback"] = figs.hot_spots(hot)
+    rows = [(i, f.get("call_site") or "(unknown)", f.get("module", ""), f.get("title", ""), f.get("count", ""),
+             _ms(f.get("cost_ns")), f.get("advice", "")) for i, f in enumerate(hot, 1)]
+    return (note(f"{len(hot)} hot spot(s) over {n_slices:,} fallback calls: call sites whose fallbacks cost the most.")
+            + plot_div("fig-fallback")
+            + table(["#", "call site", "module", "finding", "calls", "time (ms)", "advice"], rows, num=(0, 4, 5)))
+
+
+def _utilisation_section(trace: Trace, figures: dict[str, Any]) -> str:
+    u = data.device_utilisation(trace)
+    if not u.busy:
+        return empty("No device activity in this trace (no device tracks: a CPU-only run).")
+    figures["fig-util"] = figs.utilisation(u)
+    rows = [(name, f"{100 * m:.1f}%") for name, m in sorted(u.mean_busy.items(), key=lambda kv: -kv[1])]
+    return (note(f"Share of each {u.bin_ms:,.3f} ms bin in which the device ran anything on any of its queues "
+                 f"({u.n_tracks} device track(s)).") + plot_div("fig-util")
+            + table(["device", "busy over the whole trace"], rows[:64], num=(1,)))
+
+
+def _memory_section(trace: Trace, figures: dict[str, Any]) -> str:
+    series, total = data.memory_series(trace)
+    if not series:
+        return empty("No memory counters in this trace (record with profile_memory=True or the memory probe).")
+    figures["fig-memory"] = figs.memory(series)
+    cap = f" Showing the {len(series)} with the highest peaks of {total}." if len(series) < total else ""
+    rows = [(s.name, f"{s.peak / 2**20:,.2f}", f"{s.n_samples:,}") for s in series]
+    return (note(f"Memory counters over time.{cap}") + plot_div("fig-memory")
+            + table(["counter", "peak (MiB)", "samples"], rows, num=(1, 2)))
+
+
+def _collective_section(trace: Trace, figures: dict[str, Any]) -> str:
+    c = data.collectives(trace)
+    if not c.op:
+        return empty("No collectives in this trace.")
+    figures["fig-coll"] = figs.collective_bandwidth(c)
+    rows = [(d["op"], f"{d['count']:,}", f"{d['total_ms']:,.3f}",
+             f"{d['bytes'] / 2**20:,.2f}" if d["bytes"] else "", "" if d["median_gbps"] != d["median_gbps"]
+             else f"{d['median_gbps']:,.3f}") for d in c.per_op]
+    cap = f" (every {len(c.op) // figs.MAX_POINTS + 1}th drawn)" if len(c.op) > figs.MAX_POINTS else ""
+    return (note(f"{len(c.op):,} collectives{cap}, found as {c.source.replace('_', ' ')} events. Bandwidth is "
+                 "message bytes / duration (algorithm bandwidth).") + plot_div("fig-coll")
+            + table(["op", "count", "time (ms)", "MiB moved", "median GB/s"], rows, num=(1, 2, 3, 4)))
+
+
+def _kv(rows: Sequence[tuple[str, str]]) -> str:
+    return table(["", ""], rows, cls="kv").replace("<thead><tr><th></th><th></th></tr></thead>", "")
+
+
+def _glance(totals: dict[str, Any]) -> str:
+    """Totals from neuron_prof.analysis (the numbers `neuron-prof summary` prints)."""
+    def ms_count(key: str, count: str) -> str:
+        return f"{_ms(totals.get(key))} ms in {totals.get(count, 0):,}"
+
+    share = totals.get("device_busy_share")
+    rows = [("device busy", "no device activity" if share is None else f"{100 * share:.1f}% of the wall time"),
+            ("compile", ms_count("compile_ns", "compile_count")
+             + f" compiles ({totals.get('compile_miss_count', 0):,} cache misses)"),
+            ("CPU fallbacks", ms_count("fallback_ns", "fallback_count") + " calls"),
+            ("host waits on the device", ms_count("sync_ns", "sync_count") + " sync points"),
+            ("collectives", ms_count("collective_ns", "collective_count") + " calls")]
+    parts = ["<h3>At a glance</h3>", _kv(rows)]
+    for key, label in (("top_ops", "Top host ops by self time"), ("top_device_ops", "Top device ops")):
+        ops = totals.get(key) or []
+        if ops:
+            timed = "self_ns" if key == "top_ops" else "total_ns"
+            parts.append(f"<h3>{esc(label)}</h3>" + table(
+                ["op", "calls", "self (ms)" if timed == "self_ns" else "time (ms)", "total (ms)"],
+                [(o.get("name", ""), f"{o.get('count', 0):,}", _ms(o.get(timed)), _ms(o.get("total_ns")))
+                 for o in ops[:10]], num=(1, 2, 3)))
+    return "".join(parts)
+
+
+def _overview_section(trace: Trace, totals: dict[str, Any] | None) -> str:
+    parts = [_kv(data.overview(trace))]
+    if totals:
+        parts.append(_glance(totals))
+    warns = [str(w) for w in trace.metadata.get(Meta.WARNINGS) or []]
+    probe_errors = trace.metadata.get(Meta.PROBE_ERRORS) or []
+    if warns:
+        parts.append("<h3>Load warnings</h3><ul class=\"warn\">" + "".join(f"<li>{esc(w)}</li>" for w in warns[:50])
+                     + "</ul>")
+    if probe_errors:
+        items = [f"{e.get('probe', '?')}: {e.get('error', '')}" if isinstance(e, dict) else str(e)
+                 for e in probe_errors]
+        parts.append("<h3>Probe errors</h3><ul class=\"warn\">" + "".join(f"<li>{esc(i)}</li>" for i in items[:50])
+                     + "</ul>")
+    return "".join(parts)
+
+
+def render_html_report(trace: Trace, findings: Sequence[Any] | None = None, totals: dict[str, Any] | None = None,
+                       title: str | None = None) -> str:
+    """The report as one HTML string.
+
+    Args:
+        trace: the trace.
+        findings: Finding objects or dicts (default: trace.findings).
+        totals: neuron_prof.analysis totals (`report(trace).totals`); the "at a glance" table when given.
+        title: page title (default: from the trace's file name).
+    """
+    import plotly.offline
+
+    fl = _as_dicts(findings, trace)
+    figures: dict[str, Any] = {}
+    sections = [
+        ("overview", "Overview", _overview_section(trace, totals)),
+        ("findings", f"Findings ({len(fl)})", _findings_section(fl, figures)),
+        ("compile", "Compile-time waterfall", _compile_section(trace, figures)),
+        ("fallback", "CPU-fallback hot spots", _fallback_section(trace, fl, figures)),
+        ("utilisation", "Device utilisation", _utilisation_section(trace, figures)),
+        ("memory", "Memory over time", _memory_section(trace, figures)),
+        ("collectives", "Collective bandwidth", _collective_section(trace, figures)),
+    ]
+    source = str(trace.metadata.get(Meta.SOURCE) or "")
+    name = title or f"neuron-prof report: {os.path.basename(source) or 'trace'}"
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return page(name, f"{source}  ·  generated {now}", sections, figures, plotly.offline.get_plotlyjs(),
+                f"neuron-prof {__version__} · plotly.js embedded: this page works offline.")
+
+
+def write_html_report(trace: Trace, path: str | os.PathLike[str], findings: Sequence[Any] | None = None,
+                      totals: dict[str, Any] | None = None, title: str | None = None) -> Path:
+    """Write the report to `path` (via a temporary file, so a failure leaves no half page). Returns the path."""
+    p = Path(path)
+    text = render_html_report(trace, findings, totals, title)
+    tmp = p.with_name(f".{p.name}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, p)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise ExportError(f"{p}: cannot write the report: {e.strerror or e}") from None
+    return p

@@ -1,0 +1,215 @@
+"""HTML report: section numbers checked against independent sums, escaping, self-containment, CLI.
+
+The browser half (console errors, drawn plots, screenshot, print) is in tests/test_report_browser.py.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+from neuron_prof.analysis import Finding
+from neuron_prof.exporters import _report_data as data
+from neuron_prof.exporters._report_html import json_for_script
+from neuron_prof.exporters.html_report import render_html_report, write_html_report
+from neuron_prof.model import Arg, Cat, Meta, ProcessKind, Trace, TraceBuilder, TrackKind
+
+XSS = ['<script>alert(1)</script>', '"><img src=x onerror="window.__xss=1">', "</script><script>window.__xss=2</script>",
+       "<svg onload=window.__xss=3>", "&lt;b&gt;entity&lt;/b&gt;", "<!--", "]]>"]
+MS = 1_000_000
+T0 = 1_767_000_000_000_000_000  # Unix ns
+
+
+def demo_like_trace(names: list[str] | None = None) -> Trace:
+    """A trace shaped like `neuron-prof demo`'s: host ops, compiles, fallbacks, two device queues,
+    memory counters, collectives and findings. `names` (e.g. XSS) are worked into every string field."""
+    n = names or ["aten::mm", "aten::gelu", "aten::layer_norm"]
+    b = TraceBuilder()
+    b.process(1, name=f"host {n[0]}", kind=ProcessKind.HOST, rank=0)
+    b.process(100, name=f"neuron:0 {n[-1]}", kind=ProcessKind.DEVICE)
+    host = b.thread_track(1, 1, f"main {n[1 % len(n)]}")
+    comp = b.track(0, "compile", TrackKind.COMPILE)
+    fb = b.track(0, "fallback", TrackKind.FALLBACK)
+    coll = b.track(0, "collectives", TrackKind.COLLECTIVE)
+    q0 = b.track(1, "queue 0", TrackKind.DEVICE)
+    q1 = b.track(1, f"queue 1 {n[0]}", TrackKind.DEVICE)
+    mem = b.track(1, f"neuron:0 allocated {n[0]}", TrackKind.MEMORY, unit="bytes")
+    for step in range(10):
+        base = T0 + step * 100 * MS
+        for i in range(6):
+            b.add_slice(host, base + i * 10 * MS, 8 * MS, n[i % len(n)], "cpu_op")
+        # device: queue 0 busy [base, base+40ms) as two overlapping slices, queue 1 busy [base+30, base+50)
+        b.add_slice(q0, base, 30 * MS, n[0], Cat.DEVICE)
+        b.add_slice(q0, base + 20 * MS, 20 * MS, n[1 % len(n)], Cat.DEVICE)
+        b.add_slice(q1, base + 30 * MS, 20 * MS, n[2 % len(n)], Cat.DEVICE)
+        b.add_slice(fb, base + 60 * MS, 2 * MS, n[step % len(n)], Cat.FALLBACK,
+                    {Arg.CALL_SITE: f"train.py:{40 + step % 2} {n[0]}", Arg.COPY_BYTES: 4096})
+        b.add_slice(coll, base + 70 * MS, 5 * MS, "all_reduce", Cat.COLLECTIVE,
+                    {Arg.BYTES_IN: 50_000_000, Arg.GROUP: "0", Arg.SEQ: step})
+        b.add_counter(mem, base, float(2**30 + step * 2**20))
+        b.add_counter(mem, base + 50 * MS, float(2**29))
+    for k in range(4):
+        b.add_slice(comp, T0 + k * 25 * MS, (4 + k) * MS, n[k % len(n)], Cat.COMPILE,
+                    {Arg.COMPILE_KIND: "eager", Arg.CACHE: "miss" if k < 3 else "hit",
+                     Arg.SIGNATURE: f"f32[{k}] {n[-1]}", Arg.CALL_SITE: f"model.py:{k} {n[0]}"})
+    b.metadata.update({Meta.SOURCE: f"/tmp/{n[0]}.json", Meta.SOURCE_FORMAT: "capture", Meta.BACKEND: "neuron",
+                       Meta.CLOCK: "unix", Meta.WARNINGS: [f"odd event {n[0]}"],
+                       Meta.PROBE_ERRORS: [{"probe": "memory", "error": f"boom {n[-1]}"}]})
+    b.findings.extend([
+        Finding("cpu_fallback", "critical", f"{n[0]} fell back to CPU", cost_ns=10 * MS, share=0.1, count=5,
+                call_site=f"train.py:40 {n[0]}", advice=f"use {n[1 % len(n)]}",
+                evidence={"ops": n}).to_dict(),
+        Finding("cpu_fallback", "warning", f"{n[1 % len(n)]} fell back", cost_ns=8 * MS, share=0.08, count=5,
+                call_site=f"train.py:41 {n[0]}").to_dict(),
+        Finding("first_call_compile", "warning", f"compile of {n[-1]}", cost_ns=22 * MS, share=0.02, count=4,
+                advice=n[-1]).to_dict(),
+    ])
+    return b.build()
+
+
+def _figures(page: str) -> dict[str, dict]:
+    m = re.search(r'<script type="application/json" id="np-figures">(.*?)</script>', page, re.S)
+    assert m is not None
+    return orjson.loads(m.group(1))
+
+
+def test_sections_numbers_match_independent_sums() -> None:
+    tr = demo_like_trace()
+    # device utilisation: queue 0 busy 40 ms and queue 1 busy [30, 50) per 100 ms step -> union 50 ms
+    u = data.device_utilisation(tr, bins=50)
+    (name, busy), = u.busy.items()
+    span = tr.time_range()[1] - tr.time_range()[0]
+    assert u.mean_busy[name] == pytest.approx(10 * 50 * MS / span)
+    # bins are 1/50 of the span; the binned busy time adds up to the union
+    assert busy.sum() * u.bin_ms * MS == pytest.approx(10 * 50 * MS, rel=1e-9)
+    # compile waterfall: 4 compiles, total 4+5+6+7 ms, in start order
+    w = data.compile_waterfall(tr)
+    assert w.total == 4 and w.total_ms == pytest.approx(22.0)
+    assert list(w.dur_ms) == [4.0, 5.0, 6.0, 7.0] and list(w.start_ms) == [0.0, 25.0, 50.0, 75.0]
+    assert w.group == ["eager · miss"] * 3 + ["eager · hit"]
+    # memory: one series, peak = 1 GiB + 9 MiB, 20 samples
+    series, total = data.memory_series(tr)
+    assert total == 1 and series[0].peak == 2**30 + 9 * 2**20 and series[0].n_samples == 20
+    # collectives: 10 all_reduce of 50 MB in 5 ms -> 10 GB/s each
+    c = data.collectives(tr)
+    assert len(c.op) == 10 and np.allclose(c.gbps, 50_000_000 / (5 * MS))
+    assert c.per_op[0]["count"] == 10 and c.per_op[0]["total_ms"] == pytest.approx(50.0)
+
+
+def test_busy_before_and_downsampling() -> None:
+    from neuron_prof.analysis._intervals import merge
+
+    s, e = merge(np.array([0, 5, 20, 21]), np.array([10, 3, 5, 1]))
+    assert s.tolist() == [0, 20] and e.tolist() == [10, 25]
+    assert data.busy_before(s, e, np.array([-1, 0, 5, 10, 15, 22, 30])).tolist() == [0, 0, 5, 10, 10, 12, 15]
+    v = np.sin(np.linspace(0, 50, 100_000))
+    v[12_345] = 7.0  # a single-sample spike must survive downsampling
+    keep = data.downsample_minmax(v, 1000)
+    assert len(keep) <= 1000 and 12_345 in keep and np.all(np.diff(keep) > 0)
+    assert v[keep].min() == v.min()
+
+
+def test_report_is_self_contained_and_has_every_section(tmp_path: Path) -> None:
+    out = write_html_report(demo_like_trace(), tmp_path / "r.html")
+    page = out.read_text()
+    # plotly.js inline exactly once; no external script, stylesheet or image
+    assert page.count("plotly.js v") == 1
+    assert not re.search(r"<(script|link|img|iframe)[^>]+(src|href)\s*=", page[:2000] + page[-200_000:])
+    assert "Content-Security-Policy" in page and "default-src 'none'" in html.unescape(page[:1000])
+    for sid in ("overview", "findings", "compile", "fallback", "utilisation", "memory", "collectives"):
+        assert f'<section id="{sid}">' in page
+    figs = _figures(page)
+    assert set(figs) == {"fig-findings", "fig-compile", "fig-fallback", "fig-util", "fig-memory", "fig-coll"}
+    # the hot spots are the two cpu_fallback findings, by cost
+    hot = figs["fig-fallback"]["data"][0]
+    assert hot["x"] == [8.0, 10.0]
+    assert "@media print" in page and "@page" in page
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_every_figure_is_valid_plotly() -> None:
+    import plotly.graph_objects as go
+
+    figs = _figures(render_html_report(demo_like_trace(XSS)))
+    assert len(figs) == 6
+    for f in figs.values():
+        go.Figure(data=f["data"], layout=f["layout"])  # raises on an unknown property or bad value
+
+
+def test_trace_strings_are_escaped_everywhere() -> None:
+    page = render_html_report(demo_like_trace(XSS))
+    # only the page's own tags exist: 3 script elements, no injected element or handler
+    assert page.count("<script") == 3 and page.lower().count("</script>") == 3
+    for bad in ("<img", "<svg", "onerror=\"window", "<script>alert", "<!--"):
+        assert bad not in page.replace(page[page.index("<script>") : page.index("</script>")], "")
+    # the strings are there, escaped, in the tables ...
+    assert html.escape(XSS[0]) in page and html.escape(XSS[1]) in page
+    # ... and in the figure JSON they are escaped for plotly's HTML-ish labels
+    figs = _figures(page)
+    labels = orjson.dumps(figs).decode()
+    assert "<script>" not in labels and "&lt;script&gt;alert(1)&lt;/script&gt;" in labels
+    assert "&amp;lt;b&amp;gt;entity" in page  # an entity in a name stays literal text
+
+
+def test_json_for_script_cannot_close_the_script() -> None:
+    s = json_for_script({"a": "</script><script>x()</script>", "b": "<!-- & -->"})
+    assert "<" not in s and ">" not in s and "&" not in s
+    assert orjson.loads(s) == {"a": "</script><script>x()</script>", "b": "<!-- & -->"}
+
+
+def test_empty_sections_say_so() -> None:
+    b = TraceBuilder()
+    t = b.thread_track(1, 1, "main")
+    b.add_slice(t, T0, MS, "aten::add", "cpu_op")
+    page = render_html_report(b.build())
+    for msg in ("No findings", "No compile events in this trace", "No CPU fallbacks in this trace",
+                "No device activity in this trace", "No memory counters in this trace", "No collectives in this trace"):
+        assert msg in page
+    assert _figures(page) == {}
+
+
+def test_empty_trace_renders() -> None:
+    page = render_html_report(TraceBuilder().build())
+    assert "No collectives in this trace" in page
+
+
+def test_findings_table_lists_every_finding_most_costly_first() -> None:
+    page = render_html_report(demo_like_trace())
+    body = page[page.index('<section id="findings">'): page.index('<section id="compile">')]
+    titles = re.findall(r"<td>(aten::\S+ fell[^<]*|compile of [^<]*)</td>", body)
+    assert titles == ["compile of aten::layer_norm", "aten::mm fell back to CPU", "aten::gelu fell back"]
+    assert "22.000" in body and "evidence" in body
+
+
+def test_cli_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from neuron_prof.cli import main
+
+    pytest.importorskip("neuron_prof.loaders.kineto_json")
+    src = tmp_path / "t.json"
+    src.write_bytes(orjson.dumps({"traceEvents": [
+        {"ph": "X", "name": "<b>op</b>", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 1.0, "dur": 5.0}]}))
+    out = tmp_path / "out.html"
+    assert main(["report", str(src), "-o", str(out)]) == 0
+    page = out.read_text()
+    assert "&lt;b&gt;op&lt;/b&gt;" in page or "No device activity" in page
+    assert str(out) in capsys.readouterr().out
+    assert main(["report", str(tmp_path / "missing.json"), "-o", str(out)]) == 2
+    assert main(["report", str(src), "-o", str(tmp_path / "no" / "dir" / "r.html")]) == 2
+
+
+def test_totals_from_the_analysis_show_at_a_glance() -> None:
+    from neuron_prof.analysis import report
+
+    tr = demo_like_trace()
+    rep = report(tr)
+    page = render_html_report(tr, findings=rep.findings, totals=rep.totals)
+    glance = page[page.index("At a glance"): page.index('<section id="findings">')]
+    # 4 compiles of 4+5+6+7 ms, 3 of them misses; 10 fallbacks of 2 ms; 10 collectives of 5 ms
+    assert "22.000 ms in 4 compiles (3 cache misses)" in glance
+    assert "20.000 ms in 10 calls" in glance and "50.000 ms in 10 calls" in glance
+    assert "Top host ops by self time" in glance
