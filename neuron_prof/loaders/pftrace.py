@@ -1,0 +1,354 @@
+"""Read a native Perfetto TrackEvent trace (.pftrace) into the model.
+
+Parsed with the perfetto package's `Trace` proto. Files neuron-prof wrote carry a "neuron_prof" metadata
+instant (see neuron_prof.exporters.perfetto) from which processes, tracks (kinds, original pids/tids, overlap
+lanes folded back), flows, trace.metadata and trace.findings are restored exactly; other TrackEvent files are
+read by the same rules with kinds inferred from the descriptors. Slices come from BEGIN/END pairs per track.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from neuron_prof.errors import TraceFormatError, TraceLoadError
+from neuron_prof.model import Trace, TraceBuilder, Track, TrackKind
+from neuron_prof.model.schema import FORMAT_VERSION, META_KEY, Meta
+
+__all__ = ["load_pftrace"]
+
+_B, _E, _I, _C = 1, 2, 3, 4
+_CLEARED = 1
+_FLOW_LOW = (1 << 40) - 1
+# Probe track names as the writer shows them -> kinds (for files without our metadata)
+_LABEL_KIND = {"compile": TrackKind.COMPILE, "CPU fallback": TrackKind.FALLBACK, "sync": TrackKind.SYNC,
+               "collectives": TrackKind.COLLECTIVE, "dtype": TrackKind.DTYPE, "findings": TrackKind.FINDINGS}
+
+
+def load_pftrace(path: str | os.PathLike[str]) -> Trace:
+    """Load a .pftrace file.
+
+    Raises:
+        TraceLoadError: unreadable file. TraceFormatError: not a Perfetto trace with TrackEvent data.
+    """
+    from google.protobuf.message import DecodeError
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace as TraceProto
+
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise TraceLoadError(p, f"cannot read: {e.strerror or e}") from None
+    proto = TraceProto()
+    try:
+        proto.ParseFromString(data)
+    except (DecodeError, ValueError, RuntimeError):
+        raise TraceFormatError(p, "not a Perfetto trace (protobuf decoding failed)") from None
+    del data
+    r = _Reader(p)
+    r.read(proto)
+    if not r.n_events and not r.descriptors:
+        raise TraceFormatError(p, "not a Perfetto trace (no track events or track descriptors)")
+    return r.build()
+
+
+class _Seq:
+    __slots__ = ("names", "cats", "dan", "dsv")
+
+    def __init__(self) -> None:
+        self.names: dict[int, int] = {}  # iid -> model string id
+        self.cats: dict[int, int] = {}
+        self.dan: dict[int, str] = {}
+        self.dsv: dict[int, str] = {}
+
+
+class _Reader:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.b = TraceBuilder()
+        self.descriptors: dict[int, Any] = {}
+        self.meta: dict[str, Any] | None = None
+        self.seqs: dict[int, _Seq] = {}
+        self.ts: list[int] = []
+        self.uuid: list[int] = []
+        self.typ: list[int] = []
+        self.name: list[int] = []
+        self.cat: list[int] = []
+        self.args: list[int] = []
+        self.value: list[float] = []
+        self.flow_ev: list[int] = []  # event index of each flow endpoint
+        self.flow_id: list[int] = []
+        self.n_events = 0
+        self.warnings: list[str] = []
+
+    # ---- pass over the packets ---------------------------------------------------------------------
+    def read(self, proto: Any) -> None:
+        intern = self.b.strings.intern
+        add_args = self.b.args.add
+        seqs = self.seqs
+        for p in proto.packet:
+            sid = p.trusted_packet_sequence_id
+            seq = seqs.get(sid)
+            if seq is None or p.sequence_flags & _CLEARED or p.incremental_state_cleared:
+                seq = seqs[sid] = _Seq()
+            if p.HasField("interned_data"):
+                idd = p.interned_data
+                for e in idd.event_names:
+                    seq.names[e.iid] = intern(e.name)
+                for e in idd.event_categories:
+                    seq.cats[e.iid] = intern(e.name)
+                for e in idd.debug_annotation_names:
+                    seq.dan[e.iid] = e.name
+                for e in idd.debug_annotation_string_values:
+                    seq.dsv[e.iid] = e.str.decode("utf-8", "replace")
+            if p.HasField("track_descriptor"):
+                d = p.track_descriptor
+                self.descriptors[d.uuid] = d
+                continue
+            if not p.HasField("track_event"):
+                continue
+            te = p.track_event
+            typ = te.type
+            if typ not in (_B, _E, _I, _C):
+                continue
+            if te.HasField("name_iid"):
+                name = seq.names.get(te.name_iid, 0)
+            else:
+                name = intern(te.name) if te.HasField("name") else 0
+            args = -1
+            if len(te.debug_annotations):
+                d_args = {_da_name(a, seq): _da_value(a, seq) for a in te.debug_annotations}
+                if typ == _I and META_KEY in d_args and self.meta is None and isinstance(d_args[META_KEY], str):
+                    self._read_meta(d_args[META_KEY])
+                    continue
+                args = add_args(d_args)
+            self.ts.append(p.timestamp)
+            self.uuid.append(te.track_uuid)
+            self.typ.append(typ)
+            self.name.append(name)
+            cats = te.category_iids
+            if len(cats):
+                self.cat.append(seq.cats.get(cats[0], 0))
+            else:
+                self.cat.append(intern(te.categories[0]) if len(te.categories) else 0)
+            self.args.append(args)
+            if typ == _C:
+                self.value.append(te.double_counter_value if te.HasField("double_counter_value")
+                                  else float(te.counter_value))
+            if len(te.flow_ids) or len(te.terminating_flow_ids):
+                ev = len(self.ts) - 1
+                for f in list(te.flow_ids) + list(te.terminating_flow_ids):
+                    self.flow_ev.append(ev)
+                    self.flow_id.append(f)
+        self.n_events = len(self.ts)
+
+    def _read_meta(self, text: str) -> None:
+        try:
+            m = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            self.warnings.append("neuron_prof metadata is not JSON; ignored")
+            return
+        if not isinstance(m, dict) or int(m.get("format_version", 0)) > FORMAT_VERSION:
+            self.warnings.append("neuron_prof metadata of a newer format; tracks inferred instead")
+            return
+        self.meta = m
+
+    # ---- tracks --------------------------------------------------------------------------------------
+    def _tracks_from_meta(self, m: dict[str, Any]) -> dict[int, int]:
+        b = self.b
+        for pr in m["processes"]:
+            b.process(pr["pid"], pr["name"], kind=pr["kind"], rank=pr["rank"], sort_index=pr["sort_index"],
+                      labels=pr["labels"])
+        umap: dict[int, int] = {}
+        for i, t in enumerate(m["tracks"]):
+            b.tracks.append(Track(process=t["process"], name=t["name"], kind=t["kind"], tid=t["tid"],
+                                  sort_index=t["sort_index"], unit=t["unit"]))
+            for u in [t["uuid"], *t["lanes"], t.get("counter_uuid")]:
+                if u is not None:
+                    umap[int(u)] = i
+        return umap
+
+    def _tracks_from_descriptors(self) -> dict[int, int]:
+        b, ds = self.b, self.descriptors
+        umap: dict[int, int] = {}
+        for u, d in ds.items():  # processes first: threads and custom tracks hang below them
+            if d.HasField("process"):
+                b.process(d.process.pid, d.process.process_name or None)
+        for u, d in ds.items():
+            if d.HasField("process"):
+                continue
+            if d.HasField("thread"):
+                umap[u] = b.thread_track(d.thread.pid, d.thread.tid, d.thread.thread_name or None)
+                continue
+            pid = self._owner_pid(u)
+            proc = b.process(pid if pid is not None else "perfetto", None if pid is not None else "Perfetto")
+            if d.HasField("counter"):
+                bytes_ = d.counter.unit == 3
+                kind = TrackKind.MEMORY if bytes_ else TrackKind.COUNTER
+                umap[u] = b.track(proc, d.name or f"counter {u}", kind, unit="bytes" if bytes_ else d.counter.unit_name)
+            elif d.name or u:
+                umap[u] = b.track(proc, d.name or f"track {u}", _LABEL_KIND.get(d.name, TrackKind.OTHER))
+        return umap
+
+    def _owner_pid(self, u: int) -> int | None:
+        seen = set()
+        d = self.descriptors.get(u)
+        while d is not None and d.uuid not in seen:
+            seen.add(d.uuid)
+            if d.HasField("process"):
+                return int(d.process.pid)
+            if d.HasField("thread"):
+                return int(d.thread.pid)
+            d = self.descriptors.get(d.parent_uuid) if d.parent_uuid else None
+        return None
+
+    # ---- events -> tables ----------------------------------------------------------------------------------
+    def build(self) -> Trace:
+        b, m = self.b, self.meta
+        umap = self._tracks_from_meta(m) if m is not None else self._tracks_from_descriptors()
+        skip = {int(m.get("findings_uuid") or 0)} - {0} if m is not None else set()
+        ts = np.asarray(self.ts, np.int64)
+        uu = np.asarray(self.uuid, np.uint64)
+        typ = np.asarray(self.typ, np.int8)
+        # events on tracks nobody declared go to one "unknown" track
+        known = np.array(sorted(umap), np.uint64)
+        unk = ~np.isin(uu, known) & ~np.isin(uu, np.array(sorted(skip), np.uint64))
+        if unk.any():
+            proc = b.process("perfetto", "Perfetto")
+            for u in np.unique(uu[unk]).tolist():
+                umap[int(u)] = b.track(proc, f"track {u}", TrackKind.OTHER)
+        tr = np.full(len(uu), -1, np.int64)
+        for u, i in umap.items():
+            tr[uu == np.uint64(u)] = i
+        name = np.asarray(self.name, np.int32)
+        cat = np.asarray(self.cat, np.int32)
+        args = np.asarray(self.args, np.int64)
+        slice_of_event = self._slices(ts, tr, typ, name, cat, args)
+        ins = np.flatnonzero((typ == _I) & (tr >= 0))
+        b.i_ts, b.i_track, b.i_name = ts[ins].tolist(), tr[ins].tolist(), name[ins].tolist()
+        b.i_cat, b.i_args = cat[ins].tolist(), args[ins].tolist()
+        cnt = np.flatnonzero(typ == _C)
+        keep = tr[cnt] >= 0
+        b.c_ts, b.c_track = ts[cnt][keep].tolist(), tr[cnt][keep].tolist()
+        b.c_value = np.asarray(self.value, np.float64)[keep].tolist()
+        self._flows(ts, slice_of_event)
+        if m is not None:
+            b.metadata.update(m.get("metadata") or {})
+            b.findings.extend(m.get("findings") or [])
+        b.metadata[Meta.SOURCE] = str(self.path)
+        b.metadata[Meta.SOURCE_FORMAT] = "pftrace"
+        if self.warnings:
+            b.metadata[Meta.WARNINGS] = list(b.metadata.get(Meta.WARNINGS) or []) + self.warnings
+        return b.build()
+
+    def _slices(self, ts: np.ndarray, tr: np.ndarray, typ: np.ndarray, name: np.ndarray, cat: np.ndarray,
+                args: np.ndarray) -> np.ndarray:
+        """Pair BEGIN/END per track into slices; returns the slice row of each BEGIN event (-1 elsewhere)."""
+        n = len(ts)
+        bi = np.flatnonzero(typ == _B)
+        ei = np.flatnonzero(typ == _E)
+        nxt = np.minimum(bi + 1, max(n - 1, 0))
+        # neuron-prof writes each END right after its BEGIN: pair them without a walk
+        if len(bi) == len(ei) and (len(bi) == 0 or (np.all(bi + 1 < n) and np.all(typ[nxt] == _E)
+                                                     and np.all(tr[nxt] == tr[bi]))):
+            end = ts[nxt] if len(bi) else ts[:0]
+        else:
+            bi, end = self._pair_walk(ts, tr, typ)
+        keep = tr[bi] >= 0
+        bi, end = bi[keep], end[keep]
+        b = self.b
+        b.s_ts, b.s_dur = ts[bi].tolist(), (end - ts[bi]).tolist()
+        b.s_track, b.s_name, b.s_cat, b.s_args = tr[bi].tolist(), name[bi].tolist(), cat[bi].tolist(), args[bi].tolist()
+        row = np.full(n, -1, np.int64)
+        row[bi] = np.arange(len(bi))
+        return row
+
+    def _pair_walk(self, ts: np.ndarray, tr: np.ndarray, typ: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """General files: sort BEGIN/END by (track, ts, file order) and match with a stack per track."""
+        idx = np.flatnonzero((typ == _B) | (typ == _E))
+        o = idx[np.lexsort((idx, ts[idx], tr[idx]))]
+        begins: list[int] = []
+        ends: list[int] = []
+        stack: list[int] = []
+        cur = None
+        last_ts = int(ts.max()) if len(ts) else 0
+        unmatched = 0
+        for i, t, ty, tk in zip(o.tolist(), ts[o].tolist(), typ[o].tolist(), tr[o].tolist()):
+            if tk != cur:
+                for s in stack:  # left open: close at the end of the trace
+                    begins.append(s)
+                    ends.append(last_ts)
+                stack = []
+                cur = tk
+            if ty == _B:
+                stack.append(i)
+            elif stack:
+                begins.append(stack.pop())
+                ends.append(t)
+            else:
+                unmatched += 1
+        for s in stack:
+            begins.append(s)
+            ends.append(last_ts)
+        if unmatched:
+            self.warnings.append(f"{unmatched} slice ends without a begin were ignored")
+        bi = np.asarray(begins, np.int64)
+        o2 = np.argsort(bi, kind="stable")
+        return bi[o2], np.asarray(ends, np.int64)[o2]
+
+    def _flows(self, ts: np.ndarray, slice_of_event: np.ndarray) -> None:
+        if not self.flow_id:
+            return
+        fm = (self.meta or {}).get("flows") or {}
+        combos = fm.get("combos") or []
+        src_later = {int(x) & ((1 << 64) - 1) for x in fm.get("src_later") or []}
+        by_model = fm.get("ids") == "model"
+        ends: dict[int, list[int]] = {}
+        for ev, fid in zip(self.flow_ev, self.flow_id):
+            if slice_of_event[ev] >= 0:
+                ends.setdefault(fid, []).append(ev)
+        b = self.b
+        for fid, evs in ends.items():
+            if len(evs) < 2:
+                continue
+            evs.sort(key=lambda e: (ts[e], e))
+            if fid in src_later and len(evs) == 2:
+                evs.reverse()
+            if combos:
+                c = (fid >> 40) & 0xFF
+                cat, nm = combos[c] if c < len(combos) else ("", "")
+                model_id = fid & _FLOW_LOW if by_model else None
+            else:
+                cat, nm, model_id = "", "", fid - (1 << 64) if fid >= 1 << 63 else fid
+            for a, z in zip(evs, evs[1:]):
+                b.add_flow(int(slice_of_event[a]), int(slice_of_event[z]), model_id, cat, nm)
+
+
+def _da_name(a: Any, seq: _Seq) -> str:
+    if a.name_iid:
+        return seq.dan.get(a.name_iid, f"iid {a.name_iid}")
+    return a.name
+
+
+def _da_value(a: Any, seq: _Seq) -> Any:
+    if len(a.dict_entries):
+        return {_da_name(x, seq): _da_value(x, seq) for x in a.dict_entries}
+    if len(a.array_values):
+        return [_da_value(x, seq) for x in a.array_values]
+    k = a.WhichOneof("value")
+    if k is None:
+        return None
+    if k == "string_value_iid":
+        return seq.dsv.get(a.string_value_iid)
+    if k == "legacy_json_value":
+        try:
+            return orjson.loads(a.legacy_json_value)
+        except orjson.JSONDecodeError:
+            return a.legacy_json_value
+    v = getattr(a, k)
+    return v
+
