@@ -152,3 +152,347 @@ def one(findings: list[Finding], kind: str, **match: Any) -> Finding:
 
 
 WALL = STEP0 + (N_STEPS - 1) * STEP
+
+
+def brute_plan(sizes: list[int], counts: list[int], k: int) -> tuple[int, list[int]]:
+    """Least padded waste over every choice of k buckets among the sizes (the largest always included)."""
+    xs = sorted(set(sizes))
+    cnt = {s: 0 for s in xs}
+    for s, c in zip(sizes, counts, strict=True):
+        cnt[s] += c
+    best: tuple[int, list[int]] | None = None
+    for comb in itertools.combinations(xs[:-1], min(k, len(xs)) - 1):
+        b = [*comb, xs[-1]]
+        w = sum(cnt[x] * (min(v for v in b if v >= x) - x) for x in xs)
+        if best is None or w < best[0]:
+            best = (w, b)
+    assert best is not None
+    return best
+
+
+# ---- the contract ------------------------------------------------------------------------------
+def test_findings_follow_the_contract(findings: list[Finding]) -> None:
+    assert findings, "the problem workload must produce findings"
+    for f in findings:
+        assert f.kind in KINDS and f.severity in SEVERITIES
+        assert 0.0 <= f.share <= 1.0 and f.cost_ns >= 0 and f.count >= 1
+        assert f.title and f.advice
+        assert f.share == pytest.approx(f.cost_ns / WALL)
+        assert Finding.from_dict(f.to_dict()) == f
+    costs = [f.cost_ns for f in findings]
+    assert costs == sorted(costs, reverse=True), "most costly first"
+
+
+def test_every_built_in_problem_is_its_own_finding(findings: list[Finding]) -> None:
+    kinds = {f.kind for f in findings}
+    assert kinds >= {"first_call_compile", "recompile", "shape_churn", "cpu_fallback", "dtype_demotion",
+                     "sync_point", "device_idle", "memory_peak", "collective", "probe_error", "profiler_overhead"}
+
+
+def test_clean_workload_has_nothing_at_warning_or_above() -> None:
+    found = analyze(Workload(problems=False).build())
+    assert [f.title for f in found if f.severity != "info"] == []
+    assert {f.kind for f in found} <= {"collective", "memory_peak"}
+
+
+# ---- compiles ------------------------------------------------------------------------------------
+def test_first_call_compile_names_ops_sites_and_steps(findings: list[Finding]) -> None:
+    f = one(findings, "first_call_compile")
+    # aten::mm 20 ms + aten::add 20 ms + the first graph 5 ms, back to back in step 0
+    assert f.cost_ns == 45 * MS and f.count == 3
+    assert f.call_site == "train.py:42"  # aten::mm ties aten::add at 20 ms; first by cost then order
+    assert f.severity == "critical"  # 45 / 120 ms
+    ops = {o["op"]: o for o in f.evidence["ops"]}
+    assert ops["aten::mm"]["call_site"] == "train.py:42" and ops["aten::add"]["call_site"] == "train.py:43"
+    assert ops["aten::mm"]["signatures"] == ["aten::mm(f32[8, 128], f32[128, 64])"]
+    assert f.evidence["steps"] == [0] and f.evidence["warmup_ns"] == 45 * MS and f.evidence["steady_ns"] == 0
+    assert "TORCH_NEURONX_NEFF_CACHE_DIR" in f.advice and "warm-up" in f.advice
+    assert f.ts_ns == T0 + 1 * MS
+
+
+def test_recompile_counts_reasons_and_cost(findings: list[Finding]) -> None:
+    f = one(findings, "recompile")
+    assert f.count == len(FRAME_SIZES) - 1 and f.cost_ns == 5 * 3 * MS
+    assert f.call_site == "train.py:30" and f.module == "model"
+    assert f.evidence["dims"] == {"L['x'] dim 0": 5}
+    assert f.evidence["reasons"][0]["reason"].startswith("0/0: tensor 'L['x']' size mismatch at index 0")
+    # recompiles happen in steps 2..6, all after the one warm-up step
+    assert f.evidence["steps"] == [2, 3, 4, 5, 6] and f.evidence["steady_ns"] == 15 * MS
+
+
+def test_shape_churn_bucket_plan_matches_brute_force(findings: list[Finding]) -> None:
+    f = one(findings, "shape_churn")
+    assert f.count == len(FRAME_SIZES)
+    assert f.evidence["values"] == sorted(FRAME_SIZES)
+    assert f.evidence["counts"] == [[s, c] for s, c in zip(FRAME_SIZES, FRAME_CALLS, strict=True)]
+    total = sum(s * c for s, c in zip(FRAME_SIZES, FRAME_CALLS, strict=True))
+    # the fewest buckets with at most 10% padding, found by brute force
+    for k in range(1, len(FRAME_SIZES) + 1):
+        waste, buckets = brute_plan(FRAME_SIZES, FRAME_CALLS, k)
+        if waste <= 0.10 * total:
+            break
+    plan = f.evidence["plan"]
+    assert plan["k"] == k and plan["waste"] == waste and plan["buckets"] == buckets
+    assert f"{len(FRAME_SIZES)} compiles -> {k} buckets {buckets}" in f.title
+    # bucketing saves (6 - k) of the 6 compiles' 5 + 5*3 ms
+    assert f.cost_ns == int(20 * MS * (len(FRAME_SIZES) - k) / len(FRAME_SIZES))
+    assert str(buckets) in f.advice
+
+
+def test_eager_shape_churn_from_signatures() -> None:
+    b = TraceBuilder()
+    host = b.process(1, "host")
+    comp = b.track(host, "compile", TrackKind.COMPILE)
+    main = b.thread_track(1, 1, "main")
+    seqs = [7, 13, 64, 64, 100, 128, 31]
+    t = T0
+    for n in sorted(set(seqs)):
+        b.add_slice(comp, t, MS, "aten::bmm", Cat.COMPILE,
+                    {Arg.COMPILE_KIND: "eager", Arg.CACHE: "miss", Arg.CALL_SITE: "attn.py:9",
+                     Arg.SIGNATURE: f"aten::bmm(bf16[4, {n}, 64], bf16[4, 64, {n}])"})
+        t += 2 * MS
+    for n in seqs:  # host calls with Kineto "Input Dims": 64 occurs twice
+        b.add_slice(main, t, 1000, "aten::bmm", KinetoCat.CPU_OP, {"Input Dims": [[4, n, 64], [4, 64, n]]})
+        t += 2000
+    f = one(analyze(b.build()), "shape_churn")
+    assert f.evidence["dimension"] == "input 0 dim 1"
+    assert f.evidence["values"] == [7, 13, 31, 64, 100, 128]
+    assert dict(map(tuple, f.evidence["counts"]))[64] == 2
+    sizes = [s for s, _ in f.evidence["counts"]]
+    counts = [c for _, c in f.evidence["counts"]]
+    assert f.evidence["plan"]["waste"] == brute_plan(sizes, counts, f.evidence["plan"]["k"])[0]
+    assert f.call_site == "attn.py:9"
+
+
+# ---- fallback, dtype, sync -------------------------------------------------------------------------
+def test_cpu_fallback_hot_spot(findings: list[Finding]) -> None:
+    f = one(findings, "cpu_fallback")
+    assert f.call_site == "model.py:88" and f.module == "model.router"
+    assert f.count == N_STEPS - 1 and f.cost_ns == (N_STEPS - 1) * 2 * MS
+    assert f.evidence["op"] == "aten::nonzero" and f.evidence["copy_bytes"] == (N_STEPS - 1) * 4096
+    assert f.evidence["steady_per_step_ns"] == 2 * MS and f.evidence["steady_steps_hit"] == N_STEPS - 1
+    assert "torch.where" in f.advice  # the known alternative
+
+
+def test_dtype_demotion(findings: list[Finding]) -> None:
+    f = one(findings, "dtype_demotion")
+    assert f.call_site == "data.py:12" and f.count == 2 and f.severity == "warning"
+    assert f.evidence["from"] == "float64" and f.evidence["to"] == "float32"
+    assert f.evidence["ops"] == ["aten::_to_copy"] and f.ts_ns == step_start(1) + 200_000
+
+
+def test_sync_point_per_step(findings: list[Finding]) -> None:
+    f = one(findings, "sync_point")
+    assert f.call_site == "train.py:57" and f.count == N_STEPS - 1
+    assert f.cost_ns == (N_STEPS - 1) * 500_000
+    assert f.evidence["sync_kind"] == "item" and f.evidence["steady_steps_hit"] == N_STEPS - 1
+    assert "1.0 per steady step" in f.title and ".item()" in f.advice
+
+
+def test_runtime_synchronize_gets_the_users_call_site() -> None:
+    """CUDA traces: cudaStreamSynchronize under aten::item, call site from Kineto's "Call stack"."""
+    b = TraceBuilder()
+    main = b.thread_track(7, 7, "main")
+    for i in range(3):
+        s = T0 + i * MS
+        b.add_slice(main, s, 400_000, "aten::item", KinetoCat.CPU_OP,
+                    {"Call stack": stack("/work/loop.py(77): train_step", "/work/loop.py(101): main")})
+        b.add_slice(main, s + 10_000, 300_000, "aten::_local_scalar_dense", KinetoCat.CPU_OP)
+        b.add_slice(main, s + 20_000, 250_000, "cudaStreamSynchronize", KinetoCat.CUDA_RUNTIME)
+    f = one(analyze(b.build()), "sync_point")
+    assert f.call_site == "/work/loop.py:77" and f.count == 3 and f.cost_ns == 3 * 250_000
+    assert f.evidence["what"] == "aten::_local_scalar_dense"
+
+
+def test_probe_sync_and_its_runtime_call_count_once() -> None:
+    b = TraceBuilder()
+    host = b.process(1, "host")
+    main = b.thread_track(1, 1, "main")
+    sync = b.track(host, "sync", TrackKind.SYNC)
+    b.add_slice(sync, T0, MS, "aten::item", Cat.SYNC, {Arg.CALL_SITE: "a.py:1", Arg.SYNC_KIND: "item"})
+    b.add_slice(main, T0 + 100, MS // 2, "cudaStreamSynchronize", KinetoCat.CUDA_RUNTIME)
+    fs = [f for f in analyze(b.build()) if f.kind == "sync_point"]
+    assert len(fs) == 1 and fs[0].cost_ns == MS and fs[0].count == 1
+
+
+# ---- device, memory, collectives, probes ------------------------------------------------------------
+def test_device_idle_gaps_and_host_activity(findings: list[Finding]) -> None:
+    f = one(findings, "device_idle")
+    # gaps: step0 end (T0+50ms) -> step1 +1 ms, then 6 gaps of 5 ms (+6 ms -> next step +1 ms)
+    assert f.count == 7 and f.cost_ns == 1 * MS + 6 * 5 * MS
+    assert f.severity == "warning"  # 31 / 120 ms
+    top = f.evidence["largest"][0]
+    assert top["dur_ns"] == 5 * MS
+    assert top["host"][0]["name"] == "fallback: aten::nonzero" and top["host"][0]["overlap_ns"] == 2 * MS
+    assert f.evidence["busy_ns"] == 4 * MS + (N_STEPS - 1) * 5 * MS
+
+
+def test_memory_peak_names_the_allocation(findings: list[Finding]) -> None:
+    f = one(findings, "memory_peak")
+    assert f.evidence["peak_bytes"] == 6 * GIB and f.ts_ns == step_start(5) + 3 * MS
+    first = f.evidence["largest_allocations"][0]
+    assert first["bytes"] == 3 * GIB and first["op"] == "aten::bmm"
+    assert first["call_site"] == "/home/u/model.py:120" == f.call_site
+    assert f.evidence["ops_at_peak"][-1] == "aten::bmm" and f.evidence["capacity_bytes"] == 32 * GIB
+    assert f.severity == "info"
+
+
+def test_memory_near_capacity_is_a_warning() -> None:
+    w = Workload()
+    w.b.metadata["device_memory_bytes"] = 0
+    tr = w.build()
+    tr = tr.replace(metadata={**tr.metadata, "device_memory_bytes": int(6.5 * GIB)})
+    f = one(analyze(tr), "memory_peak")
+    assert f.severity == "warning" and f.evidence["peak_share"] == pytest.approx(6 / 6.5)
+
+
+def test_collective_time_bandwidth_and_slow_outlier(findings: list[Finding]) -> None:
+    f = one(findings, "collective")
+    assert f.count == N_STEPS - 1 and f.evidence["op"] == "allreduce"
+    assert f.evidence["total_ns"] == 6 * 500_000 + 2 * MS == f.cost_ns  # nothing overlaps it
+    assert f.evidence["algbw_gbps_median"] == pytest.approx((64 << 20) / 500_000)
+    slow = f.evidence["slow"]
+    assert len(slow) == 1 and slow[0]["dur_ns"] == 2 * MS and slow[0]["median_ns"] == 500_000
+
+
+def test_collective_overlapped_by_compute_is_not_exposed() -> None:
+    f = one(analyze(Workload(problems=False).build()), "collective")
+    assert f.evidence["exposed_ns"] == 0 and f.cost_ns == 0 and f.severity == "info"
+
+
+def test_probe_errors_and_overhead(findings: list[Finding]) -> None:
+    e = one(findings, "probe_error")
+    assert e.evidence["probe"] == "memory" and "boom" in e.title and e.severity == "warning"
+    o = one(findings, "profiler_overhead")
+    assert o.cost_ns == int(1.2 * MS) and o.severity == "info"
+
+
+# ---- steps, totals, annotate, registry, robustness --------------------------------------------------
+def test_warmup_is_the_steps_with_compile_misses(workload: Trace) -> None:
+    rep = report(workload)
+    st = rep.totals["steps"]
+    assert st["count"] == N_STEPS and st["warmup"] == 1
+    assert st["warmup_step_ns"] == STEP0 and st["steady_step_ns"] == STEP
+    assert report(workload, warmup_steps=3).totals["steps"]["warmup"] == 3
+
+
+def test_steps_from_profiler_step_annotations() -> None:
+    w = Workload(problems=False)
+    tr = w.build()
+    tr = tr.replace(metadata={k: v for k, v in tr.metadata.items() if k != Meta.STEPS})
+    st = report(tr).totals["steps"]
+    assert st["count"] == N_STEPS and st["ids"] == list(range(N_STEPS)) and st["steady_step_ns"] == STEP
+
+
+def test_totals(workload: Trace) -> None:
+    t = report(workload).totals
+    assert t["wall_ns"] == WALL
+    assert t["device_busy_ns"] == 4 * MS + (N_STEPS - 1) * 5 * MS
+    assert t["device_busy_share"] == pytest.approx(t["device_busy_ns"] / WALL)
+    assert t["compile_ns"] == 45 * MS + 15 * MS and t["compile_miss_count"] == 8
+    assert t["fallback_ns"] == 14 * MS and t["sync_count"] == N_STEPS - 1
+    assert t["collective_ns"] == 5 * MS
+    top = {o["name"]: o for o in t["top_ops"]}
+    assert top["aten::nonzero"]["self_ns"] == 14 * MS and top["aten::nonzero"]["count"] == N_STEPS - 1
+    assert t["findings_by_severity"]["critical"] >= 2
+
+
+def test_self_time_subtracts_direct_children_only() -> None:
+    b = TraceBuilder()
+    main = b.thread_track(1, 1, "main")
+    other = b.thread_track(1, 2, "worker")
+    b.add_slice(main, 0, 100, "outer", KinetoCat.CPU_OP)
+    b.add_slice(main, 10, 50, "mid", KinetoCat.CPU_OP)
+    b.add_slice(main, 20, 10, "leaf", KinetoCat.CPU_OP)
+    b.add_slice(main, 60, 0, "zero", KinetoCat.CPU_OP)  # zero-length at mid's end: inside the one starting there
+    b.add_slice(main, 60, 30, "next", KinetoCat.CPU_OP)  # back to back with mid
+    b.add_slice(other, 0, 1000, "outer", KinetoCat.CPU_OP)  # same name on another thread: no nesting across
+    from neuron_prof.analysis._nesting import nesting
+
+    tr = b.build()
+    n = nesting(tr, np.arange(6))
+    assert n.depth.tolist() == [1, 2, 3, 3, 2, 1]
+    assert n.parent.tolist() == [-1, 0, 1, 4, 0, -1]
+    assert n.self_ns.tolist() == [100 - 50 - 30, 40, 10, 0, 30, 1000]
+
+
+def test_annotate_stores_findings(workload: Trace, findings: list[Finding]) -> None:
+    tr = annotate(workload)
+    assert tr.findings == tuple(f.to_dict() for f in findings)
+    assert annotate(workload, findings[:1]).findings == (findings[0].to_dict(),)
+    assert workload.findings == ()
+
+
+def test_registry_adds_an_analysis(workload: Trace) -> None:
+    from neuron_prof.analysis import ANALYSES, register
+
+    @register("straggler_test")
+    def fake(trace: Trace, ctx: Any) -> list[Finding]:
+        return [Finding(kind="straggler", severity="info", title="rank 1 late", cost_ns=WALL, share=1.0, count=1)]
+
+    try:
+        found = analyze(workload)
+        assert found[0].title == "rank 1 late"
+    finally:
+        del ANALYSES["straggler_test"]
+
+
+def test_a_failing_analysis_is_reported_not_raised(workload: Trace) -> None:
+    from neuron_prof.analysis import ANALYSES, register
+
+    @register("broken_test")
+    def broken(trace: Trace, ctx: Any) -> list[Finding]:
+        raise RuntimeError("bug")
+
+    try:
+        found = analyze(workload)
+    finally:
+        del ANALYSES["broken_test"]
+    f = next(x for x in found if x.evidence.get("probe") == "analysis:broken_test")
+    assert "bug" in f.title and f.severity == "warning"
+    assert {"cpu_fallback", "first_call_compile"} <= {x.kind for x in found}
+
+
+def test_empty_trace() -> None:
+    tr = TraceBuilder().build()
+    assert analyze(tr) == []
+    assert report(tr).totals["wall_ns"] == 0
+
+
+def test_analysis_imports_no_torch() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, neuron_prof.analysis as a, neuron_prof.analysis._diff; a._load();"
+            "bad=[m for m in sys.modules if m.split('.')[0] in ('torch','textual','plotly')]; print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_scales_to_a_million_events() -> None:
+    """Vectorised: 1M host slices + 200k device slices analyse in seconds."""
+    rng = np.random.default_rng(0)
+    n = 1_000_000
+    b = TraceBuilder()
+    host = b.thread_track(1, 1, "main")
+    dev_p = b.process("gpu", "gpu 0", ProcessKind.DEVICE)
+    dev = b.track(dev_p, "stream 7", TrackKind.DEVICE)
+    names = [b.strings.intern(f"aten::op{i}") for i in range(50)]
+    cat = b.strings.intern(KinetoCat.CPU_OP)
+    ts = np.arange(n, dtype=np.int64) * 1000 + T0
+    b.s_ts = ts.tolist()
+    b.s_dur = rng.integers(100, 900, n).tolist()
+    b.s_track = [host] * n
+    b.s_name = [names[i % 50] for i in range(n)]
+    b.s_cat = [cat] * n
+    b.s_args = [-1] * n
+    kname = b.strings.intern("kernel")
+    for i in range(0, 200_000):
+        b.add_slice_ids(dev, T0 + i * 5000 + (10_000_000 if i % 1000 == 0 else 0), 2000, kname, kname, -1)
+    tr = b.build()
+    t = time.perf_counter()
+    rep = report(tr)
+    took = time.perf_counter() - t
+    assert took < 30, took
+    assert rep.totals["top_ops"][0]["count"] == n // 50
+    assert any(f.kind == "device_idle" for f in rep.findings)

@@ -228,7 +228,7 @@ def _churn_finding(ctx: Context, subject: str, what: str, dim: str, sizes: list[
     advice = (f"Pad {dim} up to the buckets {list(plan.buckets)} (e.g. with torch.nn.functional.pad or a "
               f"collate_fn) so only {plan.k} signature{'s' if plan.k != 1 else ''} compile; this costs "
               f"{plan.waste_share:.0%} extra padded elements.")
-    ev = {"subject": subject, "dimension": dim, "values": distinct[:200], "counts": [[int(s), int(c)] for s, c in zip(sizes, counts)],
+    ev = {"subject": subject, "dimension": dim, "values": distinct[:200], "counts": sorted([int(s), int(c)] for s, c in zip(sizes, counts, strict=True)),
           "plan": plan.to_dict(), "plans": [p.to_dict() for p in table],
           "compile_ns": compile_ns, "rows": [c.row for c in cs[:200]]}
     return Finding(kind="shape_churn", severity=severity_for(share, "warning"), title=title, cost_ns=saved,
