@@ -13,6 +13,7 @@ import os
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from rich.text import Text
 from textual import work
 from textual.app import App
 from textual.binding import Binding, BindingType
@@ -109,14 +110,15 @@ class NeuronProfApp(App[int]):
     def on_neuron_prof_app_loaded(self, message: Loaded) -> None:
         self.data = message.data
         if not self.data.ranks:
-            self.exit(2, message="neuron-prof: error: no trace loaded")
+            self.exit(return_code=2, message=Text("neuron-prof: error: no trace loaded"))
             return
         self.switch_mode(self.start_view)
 
     def on_neuron_prof_app_failed(self, message: Failed) -> None:
         e = message.error
         self.error = str(e) if isinstance(e, NeuronProfError) else f"{type(e).__name__}: {e}"
-        self.exit(e.exit_code if isinstance(e, NeuronProfError) else 1, message=f"neuron-prof: error: {self.error}")
+        self.exit(return_code=e.exit_code if isinstance(e, NeuronProfError) else 1,
+                  message=Text(f"neuron-prof: error: {self.error}"))
 
     @property
     def ready(self) -> bool:
