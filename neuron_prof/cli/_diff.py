@@ -31,12 +31,10 @@ def command(base: Path, new: Path, as_json: bool, markdown: bool, top: int, warm
     if as_json and markdown:
         raise UsageError("choose one of --json and --markdown")
     d = diff(load(base), load(new), warmup_steps=warmup_steps, top=top)
-    out = click.get_binary_stream("stdout")
     if as_json:
-        out.write(orjson.dumps(d, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+        click.echo(orjson.dumps(d, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE), nl=False)
     elif markdown:
-        out.write(diff_markdown(d, str(base), str(new)).encode())
+        click.echo(diff_markdown(d, str(base), str(new)), nl=False)
     else:
-        out.write(diff_text(d, str(base), str(new)).encode())
-    out.flush()
+        click.echo(diff_text(d, str(base), str(new)), nl=False)
     return 0

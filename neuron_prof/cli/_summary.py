@@ -24,6 +24,8 @@ def command(trace_path: Path, as_json: bool, markdown: bool, warmup_steps: int |
     neuron-prof summary trace.json --json | jq '.findings[0]'
     neuron-prof summary trace.json --markdown >> "$GITHUB_STEP_SUMMARY"
     """
+    import sys
+
     from neuron_prof.analysis import report
     from neuron_prof.errors import UsageError
     from neuron_prof.exporters.summary import summary_json, summary_markdown, summary_text
@@ -37,12 +39,11 @@ def command(trace_path: Path, as_json: bool, markdown: bool, warmup_steps: int |
     elif markdown:
         data = summary_markdown(rep, source=str(trace_path), top=top).encode()
     else:
-        color = output is None and click.get_text_stream("stdout").isatty()
+        color = output is None and sys.stdout.isatty()
         data = summary_text(rep, source=str(trace_path), color=color, top=top,
                             width=click.get_terminal_size()[0] if color else 120).encode()
     if output is not None:
         output.write_bytes(data)
     else:
-        click.get_binary_stream("stdout").write(data)
-        click.get_binary_stream("stdout").flush()
+        click.echo(data, nl=False)
     return 0

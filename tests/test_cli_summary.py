@@ -1,0 +1,91 @@
+"""`neuron-prof summary`: text, --json (stable schema) and --markdown, in-process and as a subprocess."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from neuron_prof.analysis import KINDS, SEVERITIES, analyze
+from neuron_prof.cli import main
+from neuron_prof.exporters import write_trace
+from tests.test_analysis import WALL, Workload
+
+FINDING_KEYS = {"kind", "severity", "title", "cost_ns", "share", "count", "call_site", "module", "advice",
+                "evidence", "ts_ns", "rank"}
+TOTAL_KEYS = {"wall_ns", "start_ns", "end_ns", "events", "rank", "steps", "host_busy_ns", "device_busy_ns",
+              "device_busy_share", "devices", "compile_ns", "compile_count", "compile_miss_count", "fallback_ns",
+              "fallback_count", "sync_ns", "sync_count", "collective_ns", "collective_count", "top_ops",
+              "top_device_ops", "findings_by_severity", "findings_by_kind"}
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("summary")
+    return {"problem": write_trace(Workload(True).build(), d / "problem.pftrace"),
+            "clean": write_trace(Workload(False).build(), d / "clean.pftrace")}
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    rc = main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_json_schema(traces: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run(capsys, "summary", str(traces["problem"]), "--json")
+    assert rc == 0
+    doc = orjson.loads(out)
+    assert doc["schema"] == "neuron-prof.summary" and doc["version"] == 1
+    assert set(doc["totals"]) == TOTAL_KEYS
+    assert doc["totals"]["wall_ns"] == WALL
+    for f in doc["findings"]:
+        assert set(f) == FINDING_KEYS
+        assert f["kind"] in KINDS and f["severity"] in SEVERITIES and 0 <= f["share"] <= 1
+    # the same findings as analysing the in-memory trace (the file round trip loses nothing we use)
+    expect = [f.to_dict() for f in analyze(Workload(True).build())]
+    strip = lambda fs: [{k: v for k, v in f.items() if k != "evidence"} for f in fs]  # noqa: E731
+    assert strip(doc["findings"]) == strip(orjson.loads(orjson.dumps(expect)))
+    fb = next(f for f in doc["findings"] if f["kind"] == "cpu_fallback")
+    assert fb["call_site"] == "model.py:88" and fb["count"] == 7
+
+
+def test_text(traces: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run(capsys, "summary", str(traces["problem"]))
+    assert rc == 0
+    assert "Wall time 120.0 ms" in out and "steady step 10.0 ms median" in out
+    assert "first_call_compile" in out and "model.py:88" in out and "What to do" in out
+    assert "[120, 256, 512]" in out  # the bucket plan
+    assert "\x1b[" not in out  # no colour when not a terminal
+    rc, out, _ = run(capsys, "summary", str(traces["clean"]))
+    assert rc == 0 and "critical" not in out.split("Findings:")[1].split("\n")[0].replace("0 critical", "")
+
+
+def test_markdown(traces: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run(capsys, "summary", str(traces["problem"]), "--markdown")
+    assert rc == 0
+    assert out.startswith("## neuron-prof summary")
+    assert "| # | severity | kind |" in out and "### What to do" in out
+    rows = [ln for ln in out.splitlines() if ln.startswith("| ") and ln[2].isdigit()]
+    assert len(rows) == len(analyze(Workload(True).build()))
+    assert all(ln.count(" | ") == 7 for ln in rows)  # pipes inside titles are escaped
+
+
+def test_output_file_and_errors(traces: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_file = tmp_path / "s.json"
+    rc, out, _ = run(capsys, "summary", str(traces["problem"]), "--json", "-o", str(out_file))
+    assert rc == 0 and out == "" and orjson.loads(out_file.read_bytes())["findings"]
+    rc, _, err = run(capsys, "summary", str(tmp_path / "missing.json"))
+    assert rc == 2 and "missing.json" in err and "Traceback" not in err
+    rc, _, err = run(capsys, "summary", str(traces["problem"]), "--json", "--markdown")
+    assert rc == 2 and "--json" in err
+
+
+def test_subprocess_smoke(traces: dict[str, Path]) -> None:
+    p = subprocess.run([sys.executable, "-m", "neuron_prof", "summary", str(traces["problem"]), "--json"],
+                       capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert orjson.loads(p.stdout)["findings"][0]["kind"] == "first_call_compile"
