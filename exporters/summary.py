@@ -146,7 +146,7 @@ def _signed_ns(ns: float) -> str:
 
 def _rel(ch: dict[str, Any]) -> str:
     r = ch.get("ratio")
-    return f" ({(r - 1):+.1%})" if isinstance(r, (int, float)) and r not in (None,) and ch.get("base") else ""
+    return f", {(r - 1):+.1%}" if isinstance(r, (int, float)) and ch.get("base") else ""
 
 
 _DIFF_TOTALS = (("wall_ns", "wall"), ("device_busy_ns", "device busy"), ("compile_ns", "compile"),

@@ -61,7 +61,7 @@ def test_step_time_change() -> None:
 def test_cli_text_json_markdown(traces: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diff", str(traces["problem"]), str(traces["slower"])]) == 0
     out = capsys.readouterr().out
-    assert "Steady step 10.0 ms -> 12.0 ms (+2.0 ms (+20.0%))" in out
+    assert "Steady step 10.0 ms -> 12.0 ms (+2.0 ms, +20.0%)" in out
     assert main(["diff", str(traces["problem"]), str(traces["clean"])]) == 0
     out = capsys.readouterr().out
     assert "fallback disappeared: aten::nonzero @ model.py:88" in out and "Findings per kind" in out
