@@ -1,0 +1,139 @@
+"""An emulated Trainium device: a pure-Python PrivateUse1 "neuron" backend that behaves like TorchNeuron.
+
+    from neuron_prof.emulator import enable, EmulatorConfig
+    torch_neuronx = enable()                      # or enable(EmulatorConfig.fast()) in tests
+    model.to("neuron"); torch.compile(model, backend="neuron"); torch.neuron.synchronize()
+
+Call enable() once per process (PyTorch cannot undo a PrivateUse1 registration); later calls return the
+same module. `neuron-prof run` calls enable_from_env() when NEURON_PROF_EMULATE=1. Other variables:
+NEURON_PROF_EMULATE_CACHE_DIR (on-disk NEFF cache), NEURON_PROF_EMULATE_COMPILE_SCALE (multiplies compile
+costs; 0 disables them), NEURON_PROF_EMULATE_DEVICE_SCALE (multiplies modelled device durations).
+
+What the profiler may use is only the torch_neuronx-shaped module enable() returns (also published as
+sys.modules["torch_neuronx"]) and torch.neuron; ground_truth() is for tests. See _api.py for the module.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import threading
+import types
+from typing import Any
+
+from neuron_prof.emulator._config import EmulatorConfig
+from neuron_prof.errors import EmulatorError
+
+__all__ = ["EmulatorConfig", "config", "enable", "enable_from_env", "ground_truth", "is_enabled", "reconfigure",
+           "torch_neuronx_module"]
+
+_lock = threading.Lock()
+_module: types.ModuleType | None = None
+
+
+def is_enabled() -> bool:
+    """True once enable() has registered the emulated device in this process."""
+    return _module is not None
+
+
+def torch_neuronx_module() -> types.ModuleType | None:
+    """The torch_neuronx-shaped module, or None before enable()."""
+    return _module
+
+
+def enable(config: EmulatorConfig | None = None) -> types.ModuleType:
+    """Register device "neuron" (emulated) and return the torch_neuronx-shaped module.
+
+    Raises EmulatorError when the real torch-neuronx is loaded or installed, or when PrivateUse1 is already
+    taken by another backend. Idempotent: a second call returns the first module (its config is ignored).
+    """
+    global _module
+    with _lock:
+        if _module is not None:
+            return _module
+        real = sys.modules.get("torch_neuronx")
+        if real is not None:
+            raise EmulatorError("the real torch_neuronx is loaded: use the real device, not the emulator")
+        try:
+            spec = importlib.util.find_spec("torch_neuronx")
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None:
+            raise EmulatorError(f"torch_neuronx is installed ({spec.origin}): use the real device, not the emulator")
+        import torch
+
+        taken = torch._C._get_privateuse1_backend_name()
+        if taken != "privateuseone":
+            raise EmulatorError(f"PrivateUse1 is already registered as {taken!r} in this process")
+        _module = _install(config or EmulatorConfig())
+        return _module
+
+
+def enable_from_env() -> types.ModuleType | None:
+    """enable(EmulatorConfig.from_env()) when NEURON_PROF_EMULATE=1; otherwise None."""
+    if os.environ.get("NEURON_PROF_EMULATE", "") not in ("1", "true", "yes"):
+        return None
+    return enable(EmulatorConfig.from_env())
+
+
+def ground_truth() -> Any:
+    """The emulator's own event log (GroundTruth). Tests only: the profiler must never read it."""
+    from neuron_prof.emulator import _state
+
+    if _state.RUNTIME is None:
+        raise EmulatorError("the emulator is not enabled")
+    return _state.RUNTIME.gt
+
+
+def _install(cfg: EmulatorConfig) -> types.ModuleType:
+    from neuron_prof.emulator import _state
+    from neuron_prof.emulator._api import build_module
+    from neuron_prof.emulator._device import build_device_module, register
+
+    _state.RUNTIME = _state.Runtime(cfg)
+    device_module = build_device_module()
+    register(device_module, cfg.num_devices)
+    mod = build_module(device_module)
+    from neuron_prof.emulator import _c10d, _dynamo_backend
+
+    _dynamo_backend.register()
+    _c10d.register()
+    if cfg.install_torch_neuronx:
+        sys.modules["torch_neuronx"] = mod
+        for sub in ("_C", "profiling"):
+            sys.modules[f"torch_neuronx.{sub}"] = getattr(mod, sub)
+    return mod
+
+
+def reconfigure(config: EmulatorConfig) -> None:
+    """Swap the running emulator's cost model, capacities and fallback sets (tests and demos).
+
+    `num_devices` cannot change after enable(). A new cache_dir starts a new (empty) in-memory cache.
+    """
+    from neuron_prof.emulator import _dispatch, _state
+    from neuron_prof.emulator._compile_cache import CompileCache
+
+    rt = _state.RUNTIME
+    if rt is None:
+        raise EmulatorError("the emulator is not enabled")
+    if config.num_devices != rt.cfg.num_devices:
+        raise EmulatorError("num_devices cannot change after enable()")
+    if config.cache_dir != rt.cfg.cache_dir:
+        rt.cache = CompileCache(config.cache_dir, config.disk_load_ms, rt.gt)
+    rt.cache.disk_load_ms = config.disk_load_ms
+    for mem in rt.memory:
+        mem.capacity = config.memory_capacity_bytes
+    rt.activity.max_events = config.max_device_events
+    rt.gt.enabled = config.ground_truth
+    rt.cfg = config
+    _dispatch._INFO.clear()  # op infos cache the fallback decisions
+
+
+def config() -> EmulatorConfig:
+    """The running emulator's configuration."""
+    from neuron_prof.emulator import _state
+
+    if _state.RUNTIME is None:
+        raise EmulatorError("the emulator is not enabled")
+    return _state.RUNTIME.cfg

@@ -1,0 +1,159 @@
+"""First-call compile of each (op or graph, shapes, dtypes, static args) signature, and the NEFF cache.
+
+Lookup order as in TorchNeuron: in memory, then the on-disk cache directory, then "neuronx-cc" (here: the
+host sleeps for the modelled compile time). Entries, stats and metric samples have the shapes of
+torch_neuronx._C._get_compilation_cache_entries / _get_compilation_cache_stats / _neuron_metric_data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from neuron_prof.emulator._groundtruth import GroundTruth
+
+_SAMPLES = 1024  # the runtime's metric ring buffer
+
+
+class _Entry:
+    __slots__ = ("cache_key", "neff_size_bytes", "access_count", "compilation_time_ms")
+
+    def __init__(self, cache_key: str, neff_size_bytes: int, compilation_time_ms: int) -> None:
+        self.cache_key = cache_key
+        self.neff_size_bytes = neff_size_bytes
+        self.access_count = 1
+        self.compilation_time_ms = compilation_time_ms
+
+
+class CompileCache:
+    """NEFF cache shared by eager ops and torch.compile graphs."""
+
+    def __init__(self, cache_dir: str | None, disk_load_ms: float, gt: GroundTruth) -> None:
+        self.cache_dir = Path(cache_dir) if cache_dir else None
+        if self.cache_dir is not None:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self.disk_load_ms = disk_load_ms
+        self.gt = gt
+        self._by_sig: dict[Any, _Entry] = {}
+        self._lock = threading.Lock()
+        self.counters = {"CompilationCache.InMemoryHits": 0, "CompilationCache.InMemoryMisses": 0,
+                         "CompilationCache.PersistentHits": 0, "CompilationCache.PersistentMisses": 0,
+                         "CompilationCache.Evictions": 0, "CompilationCache.TotalCompilations": 0}
+        self.samples: dict[str, deque[tuple[int, float]]] = {
+            "CompilationCache.CompilationTime": deque(maxlen=_SAMPLES),
+            "CompilationCache.MemoryUsage": deque(maxlen=_SAMPLES)}
+        self._time_acc_ns = 0.0
+
+    def get(self, sig: Any) -> bool:
+        """Fast path: True (and one more access) when `sig` is already compiled in memory."""
+        e = self._by_sig.get(sig)
+        if e is None:
+            return False
+        e.access_count += 1
+        self.counters["CompilationCache.InMemoryHits"] += 1
+        return True
+
+    @staticmethod
+    def _digest(sig: Any) -> str:
+        return hashlib.blake2b(repr(sig).encode(), digest_size=8).hexdigest()
+
+    def key_for(self, sig: Any, name: str) -> str:
+        """The cache_key `sig` gets: the op or graph name, then a digest of the signature."""
+        return f"{name}_{self._digest(sig)}"
+
+    def compile(self, sig: Any, name: str, cost_ms: float, neff_size_bytes: int, device: int = 0) -> _Entry:
+        """Miss path: load `sig` from disk or compile it (the host blocks); returns its entry."""
+        digest = self._digest(sig)
+        key = f"{name}_{digest}"
+        t0 = time.time_ns()
+        self.counters["CompilationCache.InMemoryMisses"] += 1
+        path = self.cache_dir / f"{digest}.neff" if self.cache_dir is not None else None
+        if path is not None and path.exists():
+            self.counters["CompilationCache.PersistentHits"] += 1
+            if self.disk_load_ms > 0:
+                time.sleep(self.disk_load_ms / 1e3)
+            entry = _Entry(key, neff_size_bytes, 0)  # like the real cache: loaded from disk = 0 ms
+            source = "disk"
+        else:
+            if path is not None:
+                self.counters["CompilationCache.PersistentMisses"] += 1
+            if cost_ms > 0:
+                time.sleep(cost_ms / 1e3)
+            elapsed_ns = time.time_ns() - t0
+            self.counters["CompilationCache.TotalCompilations"] += 1
+            self._time_acc_ns += elapsed_ns
+            self.samples["CompilationCache.CompilationTime"].append((time.monotonic_ns(), float(elapsed_ns)))
+            entry = _Entry(key, neff_size_bytes, int(round(elapsed_ns / 1e6)))
+            source = "compile"
+            if path is not None:
+                tmp = path.with_suffix(f".tmp{os.getpid()}")
+                tmp.write_bytes(key.encode() + b"\n" + bytes(64))
+                os.replace(tmp, path)
+        with self._lock:
+            self._by_sig[sig] = entry
+            mem = sum(e.neff_size_bytes for e in self._by_sig.values())
+        self.samples["CompilationCache.MemoryUsage"].append((time.monotonic_ns(), float(mem)))
+        self.gt.add("compile", name, t0, time.time_ns(), device, detail={"cache_key": key, "source": source})
+        return entry
+
+    # --- the torch_neuronx._C shapes -------------------------------------------------------------------
+
+    def entries(self) -> list[dict[str, Any]]:
+        with self._lock:
+            es = list(self._by_sig.values())
+        return [{"cache_key": e.cache_key, "neff_size_bytes": e.neff_size_bytes, "access_count": e.access_count,
+                 "compilation_time_ms": e.compilation_time_ms} for e in es]
+
+    def stats(self) -> dict[str, Any]:
+        c = self.counters
+        hits = c["CompilationCache.InMemoryHits"] + c["CompilationCache.PersistentHits"]
+        misses = c["CompilationCache.InMemoryMisses"] + c["CompilationCache.PersistentMisses"]
+        with self._lock:
+            mem = sum(e.neff_size_bytes for e in self._by_sig.values())
+            n = len(self._by_sig)
+        max_bytes = 4 << 30
+        return {
+            "total_entries": n,
+            "in_memory_hits": c["CompilationCache.InMemoryHits"],
+            "in_memory_misses": c["CompilationCache.InMemoryMisses"],
+            "persistent_hits": c["CompilationCache.PersistentHits"],
+            "persistent_misses": c["CompilationCache.PersistentMisses"],
+            "cache_hits": hits,
+            "cache_misses": misses,
+            "hit_rate": hits / (hits + misses) if hits + misses else 0.0,
+            "memory_usage_bytes": mem,
+            # Faithful to the real binding: it sums ns samples and divides by 1000, so this "ms" is really µs.
+            "total_compilation_time_ms": self._time_acc_ns / 1000.0,
+            "evictions_performed": c["CompilationCache.Evictions"],
+            "total_compilations": c["CompilationCache.TotalCompilations"],
+            "max_cache_size_bytes": max_bytes,
+            "max_cache_entries": 100_000,
+            "memory_utilization_ratio": mem / max_bytes,
+        }
+
+    def all_keys(self) -> set[str]:
+        with self._lock:
+            return {e.cache_key for e in self._by_sig.values()}
+
+    def clear(self, memory_only: bool = False) -> None:
+        """Drop the in-memory cache (and, unless memory_only, the files of the disk cache)."""
+        with self._lock:
+            self._by_sig.clear()
+        if not memory_only and self.cache_dir is not None:
+            for p in self.cache_dir.glob("*.neff"):
+                p.unlink(missing_ok=True)
+
+    def metric_data(self, name: str) -> dict[str, Any] | None:
+        """Like _C._neuron_metric_data: accumulator, total_samples, samples [{timestamp_ns (steady), value}]."""
+        s = self.samples.get(name)
+        if s is None or not s:
+            return None
+        samples = list(s)
+        acc = sum(v for _, v in samples)
+        return {"accumulator": acc, "total_samples": len(samples), "repr": f"{acc / 1e6:.3f}ms",
+                "samples": [{"timestamp_ns": t, "value": v} for t, v in samples]}

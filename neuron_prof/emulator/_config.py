@@ -1,0 +1,111 @@
+"""Configuration of the emulated Trainium device: cost models, capacities, fallback sets.
+
+Defaults model one logical NeuronCore (LNC=2) of a Trn2 chip, i.e. a quarter of the chip's public
+figures (667 dense BF16 TFLOPS, 2.9 TB/s HBM, 96 GiB HBM). Compile costs are scaled down from the real
+neuronx-cc (seconds per op) so a demo shows stalls without taking minutes; `EmulatorConfig.fast()` zeroes
+them for tests.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+
+GiB = 1 << 30
+
+# Ops the TorchNeuron beta runs on the host: linear algebra with no device kernel, sort/unique-style ops with
+# data-dependent output shapes, and sparse / nested tensor constructors (not in the first release).
+DEFAULT_FALLBACK_OPS: frozenset[str] = frozenset({
+    "aten::linalg_qr", "aten::_linalg_svd", "aten::_linalg_eigh", "aten::linalg_eig", "aten::linalg_inv_ex",
+    "aten::linalg_cholesky_ex", "aten::linalg_lu_factor_ex", "aten::_linalg_det", "aten::_linalg_slogdet",
+    "aten::linalg_solve_triangular", "aten::triangular_solve", "aten::geqrf",
+    "aten::sort", "aten::sort.stable", "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive",
+    "aten::kthvalue", "aten::median", "aten::median.dim", "aten::nanmedian", "aten::nanmedian.dim",
+    "aten::mode", "aten::bincount", "aten::histc", "aten::searchsorted.Tensor",
+    "aten::_to_sparse", "aten::_to_sparse.sparse_dim", "aten::_to_sparse_csr", "aten::to_sparse",
+    "aten::_nested_tensor_from_tensor_list", "aten::_nested_from_padded",
+})
+
+# Like the real backend, these linear-algebra fallbacks go to the CPU without being recorded anywhere.
+DEFAULT_SILENT_FALLBACK_OPS: frozenset[str] = frozenset({
+    "aten::linalg_qr", "aten::_linalg_svd", "aten::_linalg_eigh", "aten::linalg_eig", "aten::geqrf",
+})
+
+# Ops with no int64 kernel: called with int64 operands they fall back to the host.
+DEFAULT_INT64_FALLBACK_OPS: frozenset[str] = frozenset({
+    "aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::cumprod",
+})
+
+
+@dataclass(frozen=True)
+class EmulatorConfig:
+    """Everything the emulated device models. All times are host-real (the host really blocks)."""
+
+    num_devices: int = 1
+    memory_capacity_bytes: int = 24 * GiB
+    """Per device; allocating past it raises torch.OutOfMemoryError."""
+    reserve_granularity_bytes: int = 2 << 20
+    """The caching allocator reserves in segments of this size."""
+
+    # First-call compile (host blocks): eager op = base + per operand + per GFLOP, graph = base + per FX node.
+    eager_compile_base_ms: float = 12.0
+    eager_compile_ms_per_operand: float = 1.5
+    eager_compile_ms_per_gflop: float = 4.0
+    graph_compile_base_ms: float = 150.0
+    graph_compile_ms_per_node: float = 1.5
+    disk_load_ms: float = 0.2
+    """Host time to load a NEFF from the on-disk cache (a warm run pays only this)."""
+    cache_dir: str | None = None
+    """On-disk NEFF cache directory; None keeps the cache in memory only."""
+
+    # Roofline device model.
+    peak_flops_bf16: float = 167e12
+    peak_flops_fp32: float = 42e12
+    peak_flops_vector: float = 2.5e12
+    """Elementwise / reduction throughput (vector + scalar engines)."""
+    hbm_bytes_per_s: float = 725e9
+    host_link_bytes_per_s: float = 24e9
+    """Host<->device copies (fallback inputs/outputs, .cpu(), .to("neuron"))."""
+    op_launch_us: float = 12.0
+    """Fixed device cost per eager op (NEFF load + launch)."""
+    graph_launch_us: float = 30.0
+    device_time_scale: float = 1.0
+    """Multiplies every modelled device duration (a demo can slow the device down)."""
+
+    fallback_ops: frozenset[str] = DEFAULT_FALLBACK_OPS
+    silent_fallback_ops: frozenset[str] = DEFAULT_SILENT_FALLBACK_OPS
+    int64_fallback_ops: frozenset[str] = DEFAULT_INT64_FALLBACK_OPS
+    max_device_events: int = 1_000_000
+    """Ring buffer of device activity per process (the runtime's default per NeuronCore); oldest dropped."""
+    ground_truth: bool = True
+    """Keep the test-only ground-truth log."""
+    install_torch_neuronx: bool = True
+    """Publish the torch_neuronx-shaped module as sys.modules["torch_neuronx"]."""
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def fast(cls, **overrides: object) -> EmulatorConfig:
+        """No compile cost and no launch overhead: for tests that only need correct numbers."""
+        base = cls(eager_compile_base_ms=0.0, eager_compile_ms_per_operand=0.0, eager_compile_ms_per_gflop=0.0,
+                   graph_compile_base_ms=0.0, graph_compile_ms_per_node=0.0, disk_load_ms=0.0)
+        return replace(base, **overrides)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_env(cls) -> EmulatorConfig:
+        """Defaults, adjusted by NEURON_PROF_EMULATE_* variables (see emulator/__init__.py)."""
+        cfg = cls(cache_dir=os.environ.get("NEURON_PROF_EMULATE_CACHE_DIR") or None)
+        scale = os.environ.get("NEURON_PROF_EMULATE_COMPILE_SCALE")
+        if scale:
+            cfg = cfg.with_compile_scale(float(scale))
+        dev_scale = os.environ.get("NEURON_PROF_EMULATE_DEVICE_SCALE")
+        if dev_scale:
+            cfg = replace(cfg, device_time_scale=float(dev_scale))
+        return cfg
+
+    def with_compile_scale(self, scale: float) -> EmulatorConfig:
+        """All compile costs multiplied by `scale` (0 disables them)."""
+        return replace(self, eager_compile_base_ms=self.eager_compile_base_ms * scale,
+                       eager_compile_ms_per_operand=self.eager_compile_ms_per_operand * scale,
+                       eager_compile_ms_per_gflop=self.eager_compile_ms_per_gflop * scale,
+                       graph_compile_base_ms=self.graph_compile_base_ms * scale,
+                       graph_compile_ms_per_node=self.graph_compile_ms_per_node * scale)

@@ -1,0 +1,255 @@
+"""Executing one aten op on the emulated device.
+
+    execute(func, args, kwargs)
+      unwrap device tensors -> signature (op, shapes, dtypes, static args; float scalars are runtime values)
+      sync ops (.item(), .cpu(), cross-device copies) -> the host waits for the device first
+      fallback ops -> _fallback.run_on_host (host compute + copies, tracked like TorchNeuron)
+      first call of a signature -> NEFF compile (host blocks), then cached
+      run on CPU, rewrap, model the device duration and queue it on the device clock
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Any, NamedTuple
+
+import torch
+
+from neuron_prof.emulator import _state
+from neuron_prof.emulator._tensor import NeuronTensor
+from neuron_prof.emulator._timing import (
+    KIND_COPY_D2H,
+    KIND_COPY_H2D,
+    STREAM_DMA,
+    copy_duration_ns,
+    device_duration_ns,
+    op_cost,
+)
+
+aten = torch.ops.aten
+_seq_nr = torch._C._autograd._get_sequence_nr
+_F64 = torch.float64
+_NO_DEVICE_WORK = {"aten::empty.memory_format", "aten::empty_strided", "aten::detach", "aten::view",
+                   "aten::_unsafe_view", "aten::alias", "aten::lift_fresh", "aten::t", "aten::transpose.int",
+                   "aten::permute", "aten::expand", "aten::as_strided", "aten::unsqueeze", "aten::squeeze.dim",
+                   "aten::slice.Tensor", "aten::select.int", "aten::split.Tensor", "aten::split_with_sizes",
+                   "aten::unbind.int", "aten::set_.source_Storage_storage_offset", "aten::empty_like",
+                   "aten::_reshape_alias", "aten::squeeze.dims", "aten::new_empty", "aten::new_empty_strided"}
+_SYNC_OPS = {"aten::_local_scalar_dense", "aten::equal", "aten::is_nonzero"}
+
+
+class OpInfo(NamedTuple):
+    name: str
+    """"aten::add.Tensor"; the default overload is left out ("aten::mm")."""
+    base: str
+    """"add": the op's short name, used by the cost model."""
+    fallback: bool
+    silent: bool
+    int64_fallback: bool
+    device_work: bool
+    sync: bool
+
+
+_INFO: dict[Any, OpInfo] = {}
+
+
+def op_info(func: Any) -> OpInfo:
+    info = _INFO.get(func)
+    if info is None:
+        schema = func._schema
+        ov = schema.overload_name
+        name = schema.name + (f".{ov}" if ov and ov != "default" else "")
+        base = schema.name.split("::")[-1]
+        cfg = _state.RUNTIME.cfg  # type: ignore[union-attr]
+        fb = name in cfg.fallback_ops or schema.name in cfg.fallback_ops
+        info = OpInfo(name, base, fb, fb and (name in cfg.silent_fallback_ops or schema.name in cfg.silent_fallback_ops),
+                      name in cfg.int64_fallback_ops or schema.name in cfg.int64_fallback_ops,
+                      name not in _NO_DEVICE_WORK, name in _SYNC_OPS)
+        _INFO[func] = info
+    return info
+
+
+class _Unwrapped:
+    """Operands of one call, unwrapped, with what the signature and cost model need."""
+
+    __slots__ = ("ins", "sig", "ids", "dev", "f64", "i64", "target_dev")
+
+    def __init__(self) -> None:
+        self.ins: list[torch.Tensor] = []
+        self.sig: list[Any] = []
+        self.ids: dict[int, Any] = {}
+        self.dev = -1
+        self.f64 = False
+        self.i64 = False
+        self.target_dev = -1
+
+    def unwrap(self, x: Any) -> Any:
+        if isinstance(x, NeuronTensor):
+            e = x._elem
+            self.ins.append(e)
+            self.ids[id(e)] = x
+            self.sig.append((e.shape, e.dtype))
+            if self.dev < 0:
+                self.dev = x._dev
+            dt = e.dtype
+            if dt is _F64:
+                self.f64 = True
+            elif dt is torch.int64:
+                self.i64 = True
+            return e
+        t = type(x)
+        if t is list or t is tuple:
+            return t(self.unwrap(v) for v in x)
+        if isinstance(x, torch.Tensor):  # a plain CPU tensor mixed in (e.g. a 0-dim scalar)
+            self.ids[id(x)] = x
+            self.sig.append(("host", x.shape, x.dtype))
+            return x
+        if t is float:  # runtime scalars share one NEFF (the real cache key ignores their value)
+            self.sig.append(float)
+            return x
+        if t is torch.device:
+            if x.type == "neuron":
+                self.target_dev = x.index or 0
+                self.sig.append("neuron")
+                return torch.device("cpu")
+        self.sig.append(x)
+        return x
+
+
+def _wrap(o: Any, u: _Unwrapped, dev: int, outs: list[torch.Tensor]) -> Any:
+    if isinstance(o, torch.Tensor):
+        w = u.ids.get(id(o))
+        if w is not None:  # in-place / out= ops return their input: hand back the same wrapper
+            outs.append(o)
+            return w
+        if o.dtype is _F64:
+            _demote_f64(o)
+        outs.append(o)
+        return NeuronTensor(o, dev)
+    t = type(o)
+    if t is list or t is tuple:
+        return t(_wrap(v, u, dev, outs) for v in o)
+    return o
+
+
+def _demote_f64(t: torch.Tensor) -> None:
+    """float64 lives on the device at float32 precision (TorchNeuron computes it as float32)."""
+    if type(t) is torch.Tensor:
+        with torch.no_grad():
+            t.copy_(t.to(torch.float32))
+
+
+def _warn_f64(name: str, dev: int) -> None:
+    rt = _state.RUNTIME
+    assert rt is not None
+    now = time.time_ns()
+    rt.gt.add("f64", name, now, now, dev)
+    if name not in rt.warned_f64:
+        rt.warned_f64.add(name)
+        warnings.warn(f"neuron: float64 is not supported on Neuron devices; {name} computed in float32",
+                      UserWarning, stacklevel=4)
+
+
+def sync_point(dev: int, reason: str) -> int:
+    """The host waits for device `dev` (or every device when dev < 0); returns ns waited."""
+    rt = _state.RUNTIME
+    if rt is None:
+        return 0
+    t0 = time.time_ns()
+    waited = rt.sync_all() if dev < 0 else rt.clocks[dev].wait()
+    rt.gt.add("sync", reason, t0, time.time_ns(), max(dev, 0), detail=waited)
+    return waited
+
+
+def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run one aten op with device-tensor operands (see the module docstring)."""
+    rt = _state.RUNTIME
+    assert rt is not None
+    info = op_info(func)
+    u = _Unwrapped()
+    uargs = u.unwrap(args)
+    ukwargs = {k: u.unwrap(v) for k, v in kwargs.items()} if kwargs else kwargs
+    dev = u.dev if u.dev >= 0 else max(u.target_dev, 0)
+
+    if func is aten._to_copy.default and u.target_dev < 0 and _to_host(kwargs):
+        return _copy_to_host(rt, info, uargs, ukwargs, u, dev)
+    if func is aten.copy_.default:
+        dst, src = args[0], args[1]
+        if not isinstance(dst, NeuronTensor):
+            return _copy_to_host(rt, info, uargs, ukwargs, u, dev, dst=dst)
+        if not isinstance(src, NeuronTensor):
+            return copy_from_host(dst, src)
+    if info.sync:
+        sync_point(dev, "item" if info.base == "_local_scalar_dense" else info.base)
+    if info.fallback or (u.i64 and info.int64_fallback):
+        from neuron_prof.emulator._fallback import run_on_host
+
+        return run_on_host(rt, func, info, uargs, ukwargs, u, dev)
+    local = rt.local
+    cfg = rt.cfg
+    if not local.in_graph and info.device_work:
+        sig = (func, *u.sig)
+        if not rt.cache.get(sig):
+            flops, nbytes, _, _ = op_cost(info.base, u.ins, ())
+            cost = (cfg.eager_compile_base_ms + cfg.eager_compile_ms_per_operand * len(u.ins)
+                    + cfg.eager_compile_ms_per_gflop * flops / 1e9)
+            rt.cache.compile(sig, info.name, cost, 8192 + 1024 * len(u.ins), dev)
+    t0 = time.time_ns()
+    seq = _seq_nr()
+    out = func(*uargs, **ukwargs)
+    outs: list[torch.Tensor] = []
+    res = _wrap(out, u, dev, outs)
+    rt.executed_names.add(info.name)
+    if u.f64 or (outs and outs[0].dtype is _F64):
+        _warn_f64(info.name, dev)
+    if info.device_work:
+        flops, nbytes, matrix, lowp = op_cost(info.base, u.ins, outs)
+        dur = device_duration_ns(cfg, flops, nbytes, matrix, lowp)
+        if local.in_graph:
+            local.graph_ns += dur - int(cfg.op_launch_us * 1e3 * cfg.device_time_scale)
+        else:
+            start, end, _ = rt.clocks[dev].submit(info.name, dur, seq_nr=seq)
+            rt.gt.add("exec", info.name, t0, time.time_ns(), dev, start, end)
+    return res
+
+
+def _to_host(kwargs: dict[str, Any]) -> bool:
+    d = kwargs.get("device")
+    return d is not None and torch.device(d).type == "cpu"
+
+
+def _copy_to_host(rt: _state.Runtime, info: OpInfo, uargs: Any, ukwargs: Any, u: _Unwrapped, dev: int,
+                  dst: Any = None) -> Any:
+    """Device -> host (.cpu(), .to("cpu"), cpu_tensor.copy_(dev_tensor)): a sync point plus a DMA."""
+    sync_point(dev, "copy_to_host")
+    nbytes = sum(t.numel() * t.element_size() for t in u.ins)
+    t0 = time.time_ns()
+    start, end, _ = rt.clocks[dev].submit("copy_d2h", copy_duration_ns(rt.cfg, nbytes), STREAM_DMA, KIND_COPY_D2H,
+                                          seq_nr=_seq_nr())
+    rt.clocks[dev].wait()
+    out = torch.ops.aten.copy_.default(*uargs, **ukwargs) if dst is not None else \
+        torch.ops.aten._to_copy.default(*uargs, **ukwargs)
+    rt.gt.add("copy", "d2h", t0, time.time_ns(), dev, start, end, detail=nbytes)
+    return dst if dst is not None else out
+
+
+def copy_from_host(dst: NeuronTensor, src: torch.Tensor) -> NeuronTensor:
+    """Host -> device into an existing device tensor: an async DMA on the device queue."""
+    rt = _state.RUNTIME
+    assert rt is not None
+    t0 = time.time_ns()
+    with torch.no_grad():
+        dst._elem.copy_(src)
+    if dst.dtype is _F64:
+        _demote_f64(dst._elem)
+    nbytes = dst._elem.numel() * dst._elem.element_size()
+    start, end, _ = rt.clocks[dst._dev].submit("copy_h2d", copy_duration_ns(rt.cfg, nbytes), STREAM_DMA,
+                                               KIND_COPY_H2D, seq_nr=_seq_nr())
+    rt.gt.add("copy", "h2d", t0, time.time_ns(), dst._dev, start, end, detail=nbytes)
+    return dst
+
+
+def execute_factory(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A factory called with device="neuron" (no device operand): run it on CPU and wrap the result."""
+    return execute(func, args, kwargs)

@@ -1,0 +1,42 @@
+"""The emulator's own log of what really happened: executions, compiles, fallbacks, syncs, copies.
+
+For tests only. The profiler never reads it (it learns everything through the torch_neuronx-shaped API
+and torch.profiler), so comparing a capture with this log is a real check of the profiler.
+Records are plain tuples appended under a lock; `records()` turns them into dicts on demand.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+KINDS = ("exec", "compile", "fallback", "sync", "copy", "graph", "graph_compile", "collective", "f64")
+
+_FIELDS = ("kind", "name", "host_start_ns", "host_end_ns", "device", "device_start_ns", "device_end_ns", "detail")
+
+
+class GroundTruth:
+    """Append-only, thread-safe log of emulator events (Unix ns)."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self._rows: list[tuple[Any, ...]] = []
+        self._lock = threading.Lock()
+
+    def add(self, kind: str, name: str, host_start_ns: int, host_end_ns: int, device: int = 0,
+            device_start_ns: int = 0, device_end_ns: int = 0, detail: Any = None) -> None:
+        """Record one event; `detail` is kind-specific (e.g. the cache key of a compile, waited ns of a sync)."""
+        if self.enabled:
+            row = (kind, name, host_start_ns, host_end_ns, device, device_start_ns, device_end_ns, detail)
+            with self._lock:
+                self._rows.append(row)
+
+    def records(self, kind: str | None = None) -> list[dict[str, Any]]:
+        """Every record (or those of one kind) as dicts with the keys of _FIELDS."""
+        with self._lock:
+            rows = list(self._rows)
+        return [dict(zip(_FIELDS, r)) for r in rows if kind is None or r[0] == kind]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._rows.clear()

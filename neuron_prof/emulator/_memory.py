@@ -1,0 +1,137 @@
+"""Device memory accounting from live tensors, shaped like TorchNeuron's caching allocator stats.
+
+Every device tensor's storage is counted once while any wrapper on it is alive (views share it); a
+weakref finalizer releases it. `reserved` models the caching allocator: it grows in segments and only
+shrinks on empty_cache(). Allocating past the configured capacity raises torch.OutOfMemoryError.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+
+def _round_up(n: int, g: int) -> int:
+    return -(-n // g) * g if g > 0 else n
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.2f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.2f} GiB"
+
+
+class _Stat:
+    __slots__ = ("current", "peak", "allocated", "freed")
+
+    def __init__(self) -> None:
+        self.current = self.peak = self.allocated = self.freed = 0
+
+    def add(self, n: int) -> None:
+        self.current += n
+        self.allocated += n
+        if self.current > self.peak:
+            self.peak = self.current
+
+    def sub(self, n: int) -> None:
+        self.current -= n
+        self.freed += n
+
+    def as_dict(self) -> dict[str, int]:
+        return {"current": self.current, "peak": self.peak, "allocated": self.allocated, "freed": self.freed}
+
+
+class DeviceMemory:
+    """Allocated / reserved / active bytes of one emulated device."""
+
+    def __init__(self, index: int, capacity: int, granularity: int) -> None:
+        self.index = index
+        self.capacity = capacity
+        self.granularity = granularity
+        self.allocated = _Stat()
+        self.reserved = _Stat()
+        self.active = _Stat()
+        self.num_ooms = 0
+        self.num_tensor_frees = 0
+        self.allocation_requests = 0
+        self._live: dict[int, list[int]] = {}  # storage data_ptr -> [nbytes, wrapper count]
+        self._lock = threading.Lock()
+
+    def track(self, owner: object, storage_key: int, nbytes: int) -> None:
+        """Count a storage (once, however many tensors view it) until `owner` is garbage collected.
+
+        The owner is the host tensor inside the device tensor, not the device tensor itself: a weakref on
+        the latter would break Module.to(), which swaps parameters with torch.utils.swap_tensors.
+        """
+        if nbytes <= 0:
+            return
+        with self._lock:
+            entry = self._live.get(storage_key)
+            if entry is None:
+                self.allocation_requests += 1
+                if self.allocated.current + nbytes > self.capacity:
+                    self.num_ooms += 1
+                    raise _oom(self, nbytes)
+                self._live[storage_key] = [nbytes, 1]
+                self.allocated.add(nbytes)
+                self.active.add(nbytes)
+                want = _round_up(self.allocated.current, self.granularity)
+                if want > self.reserved.current:
+                    self.reserved.add(want - self.reserved.current)
+            else:
+                entry[1] += 1
+        weakref.finalize(owner, self._release, storage_key)
+
+    def _release(self, storage_key: int) -> None:
+        with self._lock:
+            entry = self._live.get(storage_key)
+            if entry is None:
+                return
+            entry[1] -= 1
+            if entry[1] == 0:
+                del self._live[storage_key]
+                self.allocated.sub(entry[0])
+                self.active.sub(entry[0])
+                self.num_tensor_frees += 1
+
+    def empty_cache(self) -> None:
+        with self._lock:
+            want = _round_up(self.allocated.current, self.granularity)
+            if want < self.reserved.current:
+                self.reserved.sub(self.reserved.current - want)
+
+    def reset_peak(self) -> None:
+        with self._lock:
+            for s in (self.allocated, self.reserved, self.active):
+                s.peak = s.current
+
+    def reset_accumulated(self) -> None:
+        with self._lock:
+            for s in (self.allocated, self.reserved, self.active):
+                s.allocated = s.current
+                s.freed = 0
+            self.num_ooms = self.num_tensor_frees = self.allocation_requests = 0
+
+    def stats(self) -> dict[str, Any]:
+        """Nested like torch_neuronx._C._get_memory_stats(device_index)."""
+        with self._lock:
+            return {
+                "allocated_bytes": self.allocated.as_dict(),
+                "reserved_bytes": self.reserved.as_dict(),
+                "active_bytes": self.active.as_dict(),
+                "num_alloc_retries": 0,
+                "num_ooms": self.num_ooms,
+                "num_tensor_frees": self.num_tensor_frees,
+                "allocation_requests": self.allocation_requests,
+            }
+
+
+def _oom(mem: DeviceMemory, nbytes: int) -> Exception:
+    import torch
+
+    return torch.OutOfMemoryError(
+        f"Neuron out of memory. Tried to allocate {format_bytes(nbytes)} on neuron:{mem.index} "
+        f"(capacity {format_bytes(mem.capacity)}; {format_bytes(mem.allocated.current)} already allocated)")

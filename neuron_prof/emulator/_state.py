@@ -1,0 +1,43 @@
+"""The one emulated runtime per process: config, device clocks, memory, NEFF cache, op tracking."""
+
+from __future__ import annotations
+
+import threading
+
+from neuron_prof.emulator._compile_cache import CompileCache
+from neuron_prof.emulator._config import EmulatorConfig
+from neuron_prof.emulator._groundtruth import GroundTruth
+from neuron_prof.emulator._memory import DeviceMemory
+from neuron_prof.emulator._timing import Activity, DeviceClock
+
+
+class _Local(threading.local):
+    in_graph: bool = False
+    """True while a torch.compile graph runs: its ops pay no eager compile and no per-op device record."""
+    graph_ns: int = 0
+    """Device ns accumulated by the ops of the running graph."""
+
+
+class Runtime:
+    """State of the emulated Neuron runtime (process-global, created once by enable())."""
+
+    def __init__(self, cfg: EmulatorConfig) -> None:
+        self.cfg = cfg
+        self.gt = GroundTruth(cfg.ground_truth)
+        self.activity = Activity(cfg.max_device_events)
+        self.clocks = [DeviceClock(i, self.activity) for i in range(cfg.num_devices)]
+        self.memory = [DeviceMemory(i, cfg.memory_capacity_bytes, cfg.reserve_granularity_bytes)
+                       for i in range(cfg.num_devices)]
+        self.cache = CompileCache(cfg.cache_dir, cfg.disk_load_ms, self.gt)
+        self.fallback_names: set[str] = set()
+        self.executed_names: set[str] = set()
+        self.warned_f64: set[str] = set()
+        self.current_device = 0
+        self.local = _Local()
+
+    def sync_all(self) -> int:
+        """Wait for every device; returns the ns waited."""
+        return sum(c.wait() for c in self.clocks)
+
+
+RUNTIME: Runtime | None = None

@@ -1,0 +1,67 @@
+"""The device tensor: a wrapper subclass on device "neuron:i" holding a CPU tensor with the values.
+
+Every aten op on it goes through __torch_dispatch__ into _dispatch.execute (unwrap, compile on first call,
+run on CPU, model the device time, rewrap). Printing is a sync point, as on a real async device.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from neuron_prof.emulator import _state
+
+_DEVICES: list[torch.device] = []
+
+
+def set_devices(n: int) -> None:
+    _DEVICES[:] = [torch.device("neuron", i) for i in range(n)]
+
+
+class NeuronTensor(torch.Tensor):
+    """A tensor on the emulated Trainium device."""
+
+    _elem: torch.Tensor
+    _dev: int
+
+    @staticmethod
+    def __new__(cls, elem: torch.Tensor, dev: int = 0) -> NeuronTensor:
+        r = torch.Tensor._make_wrapper_subclass(
+            cls, elem.size(), strides=elem.stride(), storage_offset=elem.storage_offset(), dtype=elem.dtype,
+            layout=elem.layout, device=_DEVICES[dev], requires_grad=elem.requires_grad)
+        r._elem = elem
+        r._dev = dev
+        # Fake/functional tensors appear while torch.compile traces: they own no device memory.
+        if type(elem) is torch.Tensor and _state.RUNTIME is not None:
+            st = elem.untyped_storage()
+            _state.RUNTIME.memory[dev].track(elem, st.data_ptr(), st.nbytes())
+        return r
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @classmethod
+    @torch._disable_dynamo
+    def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        from neuron_prof.emulator._dispatch import execute
+
+        return execute(func, args, kwargs or {})
+
+    def __tensor_flatten__(self) -> tuple[list[str], int]:
+        return ["_elem"], self._dev
+
+    @staticmethod
+    def __tensor_unflatten__(inner: dict[str, torch.Tensor], ctx: int, outer_size: Any, outer_stride: Any) -> Any:
+        return NeuronTensor(inner["_elem"], ctx)
+
+    def __repr__(self, *, tensor_contents: Any = None) -> str:
+        from neuron_prof.emulator._dispatch import sync_point
+
+        sync_point(self._dev, "print")
+        body = torch._tensor_str._str(self._elem.detach())
+        extra = f", device='{_DEVICES[self._dev]}'"
+        if self.grad_fn is not None:
+            extra += f", grad_fn=<{type(self.grad_fn).__name__}>"
+        elif self.requires_grad:
+            extra += ", requires_grad=True"
+        return body[:-1] + extra + ")"

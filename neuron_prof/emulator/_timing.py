@@ -1,0 +1,155 @@
+"""The device's timing: a roofline cost per op, a device clock that runs apart from the host, and the
+activity buffer the runtime publishes.
+
+The host issues work and goes on; each device keeps `free_at_ns`, the Unix ns when its queue drains. An op
+issued at host time h starts at max(h, free_at) and lasts its modelled duration. A sync point sleeps the host
+until free_at. Device durations come from the model, never from the CPU time the emulation itself takes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from neuron_prof.emulator._config import EmulatorConfig
+
+STREAM_COMPUTE = 0
+STREAM_DMA = 1
+STREAM_COLLECTIVE = 2
+
+KIND_OP, KIND_GRAPH, KIND_COPY_H2D, KIND_COPY_D2H, KIND_COLLECTIVE = 0, 1, 2, 3, 4
+KIND_NAMES = ("op", "graph", "copy_h2d", "copy_d2h", "collective")
+
+_MATMUL = {"mm", "addmm", "_addmm_activation", "bmm", "baddbmm"}
+_LOWP = (torch.bfloat16, torch.float16)
+
+
+def _nbytes(ts: Sequence[torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in ts)
+
+
+def op_cost(base: str, ins: Sequence[torch.Tensor], outs: Sequence[torch.Tensor]) -> tuple[float, int, bool, bool]:
+    """(FLOPs, bytes moved, runs on the matrix engine, low precision) of one aten op, from its operands."""
+    nbytes = _nbytes(ins) + _nbytes(outs)
+    lowp = bool(ins) and ins[-1].dtype in _LOWP
+    try:
+        if base in _MATMUL and len(ins) >= 2 and ins[-1].dim() >= 2:
+            a, b = ins[-2], ins[-1]
+            batch = a.shape[0] if a.dim() == 3 else 1
+            return 2.0 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1], nbytes, True, lowp
+        if base.startswith("_scaled_dot_product") and len(ins) >= 3 and ins[1].dim() >= 2:
+            q, k = ins[0], ins[1]
+            f = 4.0 * q.numel() * k.shape[-2]
+            return (f * 2.5 if base.endswith("backward") else f), nbytes, True, lowp
+        if base.startswith("convolution") and len(ins) >= 2 and outs:
+            w = ins[1] if base == "convolution" else ins[2]
+            per_out = w.numel() // max(1, w.shape[0])
+            return 2.0 * outs[0].numel() * per_out * (2 if base.endswith("backward") else 1), nbytes, True, lowp
+    except (IndexError, RuntimeError):
+        pass
+    elems = max([t.numel() for t in outs] + [t.numel() for t in ins] + [1])
+    return float(elems), nbytes, False, lowp
+
+
+def device_duration_ns(cfg: EmulatorConfig, flops: float, nbytes: int, matrix: bool, lowp: bool,
+                       launch_us: float | None = None) -> int:
+    """Roofline duration: launch + max(compute time, memory time), scaled."""
+    peak = (cfg.peak_flops_bf16 if lowp else cfg.peak_flops_fp32) if matrix else cfg.peak_flops_vector
+    body_s = max(flops / peak, nbytes / cfg.hbm_bytes_per_s)
+    launch = cfg.op_launch_us if launch_us is None else launch_us
+    return int(cfg.device_time_scale * (launch * 1e3 + body_s * 1e9))
+
+
+def copy_duration_ns(cfg: EmulatorConfig, nbytes: int) -> int:
+    return int(cfg.device_time_scale * (2e3 + nbytes / cfg.host_link_bytes_per_s * 1e9))
+
+
+class Activity:
+    """Columnar ring buffer of device activity, as the runtime reports it (see emulator/__init__.py)."""
+
+    COLUMNS = ("device", "stream_id", "kind", "start_ns", "end_ns", "nrt_sequence_id", "seq_nr", "th_id",
+               "host_ns")
+
+    def __init__(self, max_events: int) -> None:
+        self.max_events = max_events
+        self.names: list[str] = []
+        self.cols: dict[str, list[int]] = {c: [] for c in self.COLUMNS}
+        self.next_seq = 1
+        self.dropped = 0
+        self.lock = threading.Lock()
+
+    def append(self, name: str, device: int, stream: int, kind: int, start: int, end: int, seq_nr: int,
+               th_id: int, host_ns: int) -> int:
+        """Caller holds self.lock. Returns the nrt_sequence_id given to the event."""
+        seq = self.next_seq
+        self.next_seq += 1
+        self.names.append(name)
+        c = self.cols
+        for key, v in (("device", device), ("stream_id", stream), ("kind", kind), ("start_ns", start),
+                       ("end_ns", end), ("nrt_sequence_id", seq), ("seq_nr", seq_nr), ("th_id", th_id),
+                       ("host_ns", host_ns)):
+            c[key].append(v)
+        if len(self.names) > self.max_events + self.max_events // 8:
+            self._trim()
+        return seq
+
+    def _trim(self) -> None:
+        drop = len(self.names) - self.max_events
+        self.dropped += drop
+        del self.names[:drop]
+        for v in self.cols.values():
+            del v[:drop]
+
+    def snapshot(self, clear: bool = False) -> dict[str, Any]:
+        """Columns as numpy int64 arrays plus `name` (list[str]) and `kind_names`."""
+        import numpy as np
+
+        with self.lock:
+            if len(self.names) > self.max_events:
+                self._trim()
+            out: dict[str, Any] = {k: np.asarray(v, dtype=np.int64) for k, v in self.cols.items()}
+            out["name"] = list(self.names)
+            out["kind_names"] = KIND_NAMES
+            out["dropped"] = self.dropped
+            if clear:
+                self.names.clear()
+                for v in self.cols.values():
+                    v.clear()
+        return out
+
+
+class DeviceClock:
+    """One device's queue: when it is free, and how the host waits for it."""
+
+    def __init__(self, index: int, activity: Activity) -> None:
+        self.index = index
+        self.free_at_ns = 0
+        self.activity = activity
+
+    def submit(self, name: str, dur_ns: int, stream: int = STREAM_COMPUTE, kind: int = KIND_OP,
+               seq_nr: int = -1, host_ns: int | None = None) -> tuple[int, int, int]:
+        """Queue `dur_ns` of work issued now; returns (start_ns, end_ns, nrt_sequence_id)."""
+        now = time.time_ns() if host_ns is None else host_ns
+        tid = threading.get_native_id()
+        with self.activity.lock:
+            start = self.free_at_ns if self.free_at_ns > now else now
+            end = start + dur_ns
+            self.free_at_ns = end
+            seq = self.activity.append(name, self.index, stream, kind, start, end, seq_nr, tid, now)
+        return start, end, seq
+
+    def wait(self) -> int:
+        """Block the host until the device has drained its queue; returns the ns the host waited."""
+        target = self.free_at_ns
+        now = time.time_ns()
+        if target <= now:
+            return 0
+        start = now
+        while now < target:
+            time.sleep((target - now) / 1e9)
+            now = time.time_ns()
+        return now - start
