@@ -18,16 +18,13 @@ def command(output: str, steps: int, device: str | None, quiet: bool) -> int:
     Writes OUTPUT (Chrome/Kineto JSON) and the .pftrace beside it, then prints wall time, step times,
     the busiest ops and how to open the traces.
     """
-    from rich.console import Console
-
     from neuron_prof.demo import run_demo
     from neuron_prof.demo._summary import print_summary
 
     result = run_demo(output, steps=steps, device=device, quiet=True)
-    console = Console(stderr=False, highlight=False)
     if quiet:
         for p in result.paths:
             click.echo(str(p))
     else:
-        print_summary(result, console)
+        print_summary(result)
     return 0 if result.paths else 1

@@ -1,0 +1,132 @@
+"""Capture overhead: step time of a CPU transformer training loop with no profiler, with bare
+torch.profiler (the same options neuron-prof uses) and with neuron_prof.profile() (default probes);
+then what the end of a session costs (conversion into the model, JSON and .pftrace writes).
+
+    python -m bench.bench_capture                 # 3 rounds x 12 steps, TinyGPT at seq 64, batch 16
+    python -m bench.bench_capture --rounds 5 --steps 20
+
+The three modes run interleaved, round after round, so that load from other processes hits them
+alike; the table reports the median step time over every measured step of every round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def _workload(seq: int, batch: int) -> Callable[[], None]:
+    import torch
+    from torch.nn import functional as F
+
+    from neuron_prof.demo import GPTConfig, TinyGPT
+
+    torch.manual_seed(0)
+    model = TinyGPT(GPTConfig(max_seq=seq))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.randint(0, 256, (batch, seq))
+    y = torch.randint(0, 256, (batch, seq))
+
+    def step() -> None:
+        loss = F.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+def _timed_steps(step: Callable[[], None], n: int, marker: Callable[[], None] | None) -> list[float]:
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        step()
+        if marker is not None:
+            marker()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def _bare_profiler() -> Any:
+    import torch
+    from torch.profiler import ProfilerAction, ProfilerActivity
+
+    return torch.profiler.profile(
+        activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=True, with_modules=True,
+        profile_memory=True, experimental_config=torch._C._profiler._ExperimentalConfig(verbose=True),
+        schedule=lambda _s: ProfilerAction.RECORD)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--seq", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=16)
+    args = ap.parse_args(argv)
+
+    import torch
+
+    import neuron_prof
+
+    step = _workload(args.seq, args.batch)
+    _timed_steps(step, 5, None)  # warm up allocator and kernels
+    # One throw-away session so that one-time imports (torch._dynamo for the compile probe, Kineto init)
+    # are not charged to the first measured round.
+    with neuron_prof.profile(None, quiet=True) as s:
+        step()
+    times: dict[str, list[float]] = {"none": [], "torch.profiler": [], "neuron_prof": []}
+    ends: list[dict[str, float]] = []
+    tmp = Path(tempfile.mkdtemp(prefix="bench-capture-"))
+    for _ in range(args.rounds):
+        times["none"] += _timed_steps(step, args.steps, None)[1:]
+        p = _bare_profiler()
+        p.start()
+        times["torch.profiler"] += _timed_steps(step, args.steps, p.step)[1:]
+        t0 = time.perf_counter()
+        p.stop()
+        bare_stop = time.perf_counter() - t0
+        s = neuron_prof.profile(tmp / "t.json", quiet=True).start()
+        times["neuron_prof"] += _timed_steps(step, args.steps, s.step)[1:]
+        t0 = time.perf_counter()
+        s.stop()
+        end_s = time.perf_counter() - t0
+        tm = s.trace.metadata.get("capture_timings_ns", {}) if s.trace is not None else {}
+        ends.append({"end": end_s, "bare_stop": bare_stop, "export": tm.get("export", 0) / 1e9,
+                     "parse": tm.get("parse", 0) / 1e9, "contribute": tm.get("contribute", 0) / 1e9,
+                     "build": tm.get("build", 0) / 1e9,
+                     "events": float(s.trace.n_events if s.trace is not None else 0),
+                     "json_mb": (tmp / "t.json").stat().st_size / 1e6,
+                     "pftrace_mb": (tmp / "t.pftrace").stat().st_size / 1e6})
+    _print(times, ends, args, torch.__version__)
+
+
+def _print(times: dict[str, list[float]], ends: list[dict[str, float]], args: argparse.Namespace,
+           torch_version: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    med = {k: statistics.median(v) for k, v in times.items()}
+    t = Table(title=f"Step time, TinyGPT seq {args.seq} batch {args.batch}, {args.rounds}x{args.steps - 1} "
+                    f"steps (torch {torch_version})", title_justify="left")
+    for c in ("mode", "median ms", "vs none", "vs torch.profiler"):
+        t.add_column(c, justify="left" if c == "mode" else "right")
+    for k, v in med.items():
+        t.add_row(k, f"{v * 1e3:.2f}", f"{v / med['none']:.3f}x", f"{v / med['torch.profiler']:.3f}x")
+    con = Console()
+    con.print(t)
+    e = {k: statistics.median(d[k] for d in ends) for k in ends[0]}
+    con.print(f"end of session (median of {len(ends)}): {e['end']:.2f} s for {e['events']:,.0f} events "
+              f"(bare torch.profiler stop {e['bare_stop']:.2f} s); export {e['export']:.2f} s, parse "
+              f"{e['parse']:.2f} s, probes contribute {e['contribute']:.2f} s, build {e['build']:.2f} s; "
+              f"files: JSON {e['json_mb']:.1f} MB, pftrace {e['pftrace_mb']:.1f} MB; conversion "
+              f"{e['events'] / max(e['export'] + e['parse'], 1e-9):,.0f} events/s")
+
+
+if __name__ == "__main__":
+    main()
