@@ -77,6 +77,8 @@ class Utilisation:
     busy: dict[str, np.ndarray]
     """Device name -> busy fraction (0-1) per bin: any of its queues running something."""
     mean_busy: dict[str, float]
+    process_of: dict[str, int]
+    """Device name -> index into Trace.processes."""
     bin_ms: float
     n_tracks: int
 
@@ -95,6 +97,7 @@ def device_utilisation(trace: Trace, bins: int = 300) -> Utilisation:
     width = float(edges[1] - edges[0])
     busy: dict[str, np.ndarray] = {}
     mean: dict[str, float] = {}
+    process_of: dict[str, int] = {}
     procs = sorted({trace.tracks[int(i)].process for i in dev})
     names = _unique_names([trace.processes[p].name for p in procs])
     for p, name in zip(procs, names):
@@ -106,7 +109,9 @@ def device_utilisation(trace: Trace, bins: int = 300) -> Utilisation:
         cum = busy_before(s, e, edges)
         busy[name] = np.clip(np.diff(cum) / width, 0.0, 1.0)
         mean[name] = float((e - s).sum()) / max(t1 - t0, 1)
+        process_of[name] = p
     return Utilisation(t_ms=((edges[:-1] + edges[1:]) / 2 - t0) / NS_PER_MS, busy=busy, mean_busy=mean,
+                       process_of=process_of,
                        bin_ms=width / NS_PER_MS, n_tracks=len(dev))
 
 

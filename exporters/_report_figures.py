@@ -33,7 +33,9 @@ def _t(s: object, limit: int = 0) -> str:
     s = str(s)
     if limit and len(s) > limit:
         s = s[: limit - 1] + "…"
-    return html.escape(s, quote=True)
+    # quote=False: plotly decodes only a few named entities (&lt; &gt; &amp; ...) and would show "&quot;"
+    # literally; quotes are harmless once "<" is escaped, since no tag (and so no attribute) can form.
+    return html.escape(s, quote=False)
 
 
 def _nums(a: np.ndarray, digits: int = 6) -> list[float | None]:

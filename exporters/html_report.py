@@ -148,12 +148,18 @@ def _glance(totals: dict[str, Any]) -> str:
     parts = ["<h3>At a glance</h3>", _kv(rows)]
     for key, label in (("top_ops", "Top host ops by self time"), ("top_device_ops", "Top device ops")):
         ops = totals.get(key) or []
-        if ops:
-            timed = "self_ns" if key == "top_ops" else "total_ns"
+        if not ops:
+            continue
+        if key == "top_ops":
             parts.append(f"<h3>{esc(label)}</h3>" + table(
-                ["op", "calls", "self (ms)" if timed == "self_ns" else "time (ms)", "total (ms)"],
-                [(o.get("name", ""), f"{o.get('count', 0):,}", _ms(o.get(timed)), _ms(o.get("total_ns")))
+                ["op", "calls", "self (ms)", "total (ms)"],
+                [(o.get("name", ""), f"{o.get('count', 0):,}", _ms(o.get("self_ns")), _ms(o.get("total_ns")))
                  for o in ops[:10]], num=(1, 2, 3)))
+        else:
+            parts.append(f"<h3>{esc(label)}</h3>" + table(
+                ["op", "calls", "time (ms)"],
+                [(o.get("name", ""), f"{o.get('count', 0):,}", _ms(o.get("total_ns"))) for o in ops[:10]],
+                num=(1, 2)))
     return "".join(parts)
 
 

@@ -213,3 +213,40 @@ def test_totals_from_the_analysis_show_at_a_glance() -> None:
     assert "22.000 ms in 4 compiles (3 cache misses)" in glance
     assert "20.000 ms in 10 calls" in glance and "50.000 ms in 10 calls" in glance
     assert "Top host ops by self time" in glance
+
+
+def _union_brute(iv: list[tuple[int, int]]) -> int:
+    """Covered length of intervals, by a plain sweep (independent of the numpy code)."""
+    total, cur_s, cur_e = 0, None, None
+    for s, e in sorted(iv):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    return total + (cur_e - cur_s if cur_e is not None else 0)
+
+
+def test_report_on_real_kineto_traces(kineto_trace: Path) -> None:
+    pytest.importorskip("neuron_prof.loaders.kineto_json", reason="the Kineto JSON loader has not landed")
+    from neuron_prof.analysis import Context, report
+    from neuron_prof.analysis._idle import device_rows
+    from neuron_prof.loaders import load
+
+    tr = load(kineto_trace)
+    rep = report(tr)
+    page = render_html_report(tr, rep.findings, rep.totals)
+    for sid in ("overview", "findings", "compile", "fallback", "utilisation", "memory", "collectives"):
+        assert f'<section id="{sid}">' in page
+    # the utilisation section's busy share per device equals an independent sweep over the same rows
+    u = data.device_utilisation(tr)
+    rows = device_rows(Context(tr))
+    span = tr.time_range()[1] - tr.time_range()[0]
+    procs = {tr.tracks[int(t)].process for t in tr.slices.track[rows]}
+    assert len(u.mean_busy) == len(procs)
+    for p in procs:
+        iv = [(int(tr.slices.ts_ns[r]), int(tr.slices.ts_ns[r] + tr.slices.dur_ns[r])) for r in rows
+              if tr.tracks[int(tr.slices.track[r])].process == p]
+        name = next(n for n, q in u.process_of.items() if q == p)
+        assert u.mean_busy[name] == pytest.approx(_union_brute(iv) / span)
