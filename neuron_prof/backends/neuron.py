@@ -1,8 +1,16 @@
 """torch-neuronx adapter, written to the documented API (shared/design/torch-neuronx-facts.md).
 
 The adapter receives a module object: the real ``torch_neuronx`` or a look-alike registered under the
-same name in ``sys.modules``. It cannot tell them apart and never tries to; every call is probed with
-``getattr`` because APIs differ between releases (see `_compat`).
+same name in ``sys.modules`` (the emulated device does this). It cannot tell them apart and never tries to;
+every API is looked up with ``getattr`` (`_compat`) because releases differ. Signals used:
+
+* names-only fallback list (``get_fallback_ops``) → per-call fallback events joined with op spans;
+* compilation cache entries → eager first-call compile events (else stalls inferred from the trace);
+* Dynamo compilation metrics (+ ``get_dynamo_metrics`` phases) → torch.compile events;
+* ``torch.neuron.memory_stats`` (nested or flat) → memory counters, polled;
+* device activity when the runtime gives it (``profiling.get_device_activity``; Kineto ``privateuse1_driver``
+  events stay as Kineto wrote them) → device tracks with launch flows;
+* sync points, float64 demotions and collectives measured around the Python calls.
 """
 
 from __future__ import annotations
@@ -13,18 +21,19 @@ import sys
 from types import ModuleType
 from typing import Any
 
+from neuron_prof.backends import _compat
 from neuron_prof.backends._adapter import ProbeBackend
 from neuron_prof.backends.base import CaptureContext
 from neuron_prof.backends.probes._probe import Probe
 
 MODULE_NAME = "torch_neuronx"
+DEVICE = "neuron"
 
 
 def find_neuron_module() -> ModuleType | None:
     """The torch_neuronx module of this process: already imported (``import torch`` autoloads it), else importable.
 
-    A look-alike (e.g. the emulated device) registers itself as ``sys.modules["torch_neuronx"]`` and is found
-    the same way.
+    A look-alike registers itself as ``sys.modules["torch_neuronx"]`` and is found the same way.
     """
     mod = sys.modules.get(MODULE_NAME)
     if mod is not None:
@@ -47,9 +56,49 @@ class NeuronBackend(ProbeBackend):
         self.module = module if module is not None else find_neuron_module()
 
     def default_probes(self, ctx: CaptureContext) -> list[Probe]:
-        from neuron_prof.backends.probes import default_probes
+        from neuron_prof.backends.probes.collectives import CollectivesProbe
+        from neuron_prof.backends.probes.compile import CompileProbe
+        from neuron_prof.backends.probes.compile_cache import CompileCacheProbe
+        from neuron_prof.backends.probes.device import DeviceActivityProbe
+        from neuron_prof.backends.probes.dtype import DtypeProbe
+        from neuron_prof.backends.probes.fallback import FallbackProbe
+        from neuron_prof.backends.probes.memory import MemoryProbe
+        from neuron_prof.backends.probes.stalls import StallProbe
+        from neuron_prof.backends.probes.sync import SyncProbe
 
-        return default_probes("neuron")
+        mod = self.module
+        sync = self._sync
+        probes: list[Probe] = [NeuronDynamoProbe(mod)]
+        if _compat.cache_entries(mod) is not None:
+            probes.append(CompileCacheProbe(lambda: _compat.cache_entries(mod), sync=sync))
+        else:
+            probes.append(StallProbe())
+        device: DeviceActivityProbe | None = None
+        feed = getattr(getattr(mod, "profiling", None), "get_device_activity", None)
+        if callable(feed):
+            device = DeviceActivityProbe(feed, DEVICE, sync=sync)
+            probes.append(device)
+        if callable(getattr(mod, "get_fallback_ops", None)):
+            clear = getattr(mod, "clear_op_tracking", None)
+            probes.append(FallbackProbe(lambda: _compat.fallback_ops(mod), clear if callable(clear) else None, sync,
+                                        d2h=(lambda: device.d2h_hosts) if device is not None else None))
+        probes += [SyncProbe(DEVICE), DtypeProbe(DEVICE),
+                   MemoryProbe(DEVICE, lambda: _compat.device_count(DEVICE), self._memory), CollectivesProbe()]
+        _ = CompileProbe  # torch.compile records come through NeuronDynamoProbe (a CompileProbe)
+        return probes
+
+    def _sync(self) -> None:
+        _compat.synchronize(self.module, DEVICE)
+
+    def _memory(self, d: int) -> tuple[int | None, int | None] | None:
+        import torch
+
+        dev_mod = getattr(torch, DEVICE, None) or self.module
+        fn = getattr(dev_mod, "memory_stats", None)
+        if not callable(fn):
+            return None
+        alloc, res, _, _ = _compat.memory_current(fn(d))
+        return alloc, res
 
     def profiler_options(self) -> dict[str, Any]:
         from torch.profiler import ProfilerActivity
@@ -63,3 +112,44 @@ class NeuronBackend(ProbeBackend):
         except Exception:  # noqa: BLE001
             pass
         return {"activities": acts}
+
+
+from neuron_prof.backends.probes.compile import CompileProbe  # noqa: E402
+
+
+class NeuronDynamoProbe(CompileProbe):
+    """torch.compile events with torch_neuronx's own phases (``get_dynamo_metrics``) joined by time."""
+
+    def __init__(self, module: Any) -> None:
+        super().__init__()
+        self.module = module
+        self._n_before = 0
+
+    def start(self, ctx: CaptureContext) -> None:
+        super().start(ctx)
+        self._n_before = len(_compat.dynamo_metrics(self.module) or ())
+
+    def stop(self, ctx: CaptureContext) -> None:
+        super().stop(ctx)
+        recs = (_compat.dynamo_metrics(self.module) or [])[self._n_before:]
+        for r in recs:
+            ts = _to_us(r.get("timestamp"))
+            for m in self.records:
+                start = getattr(m, "start_time_us", None) or 0
+                dur = getattr(m, "duration_us", None) or 0
+                if ts is not None and start <= ts <= start + dur + 1000:
+                    cid = str(getattr(m, "compile_id", ""))
+                    self.extra_phases[cid] = {k.removesuffix("_us"): int(v) * 1000 for k, v in r.items()
+                                              if k.startswith("torch_neuronx_") and isinstance(v, (int, float))}
+                    break
+
+
+def _to_us(ts: Any) -> int | None:
+    """Record timestamps as Unix s, ms, µs or ns → µs."""
+    if not isinstance(ts, (int, float)) or ts <= 0:
+        return None
+    for scale in (1e6, 1e3, 1.0, 1e-3):
+        v = ts * scale
+        if 1e15 <= v < 1e17:  # Unix µs in years 2001..2286
+            return int(v)
+    return None

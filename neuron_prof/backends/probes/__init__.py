@@ -1,6 +1,7 @@
-"""Probes: one signal source each (compile, collectives, sync, memory, fallback, stalls, dtype).
+"""Probes: one signal source each (compile, collectives, sync, memory, fallback, stalls, dtype, device).
 
-`default_probes(kind)` returns fresh instances of the probes that make sense for a backend kind.
+`default_probes(kind)` returns fresh instances of the backend-independent probes for a backend kind;
+adapters add the ones that need their backend's API (see neuron.py, cuda.py).
 """
 
 from __future__ import annotations
@@ -16,4 +17,8 @@ def default_probes(kind: str) -> list[Probe]:
     from neuron_prof.backends.probes.compile import CompileProbe
 
     probes: list[Probe] = [CompileProbe(), CollectivesProbe()]
+    if kind != "cpu":
+        from neuron_prof.backends.probes.sync import SyncProbe
+
+        probes.append(SyncProbe(kind))
     return probes

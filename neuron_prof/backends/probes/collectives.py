@@ -209,7 +209,7 @@ class CollectivesProbe(Probe):
     # ---- trace --------------------------------------------------------------------------------
     def contribute(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView) -> None:
         kineto = _kineto_collectives(view)
-        if not self.records and not kineto["rpc"]:
+        if not self.records and not len(kineto["rpc"]):
             return
         track = probe_track(builder, ctx, TrackKind.COLLECTIVE)
         used: set[int] = set()

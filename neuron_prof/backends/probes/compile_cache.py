@@ -1,0 +1,126 @@
+"""Eager first-call compile stalls from a backend's compilation-cache entries (torch-neuronx's NEFF cache).
+
+Source: ``_get_compilation_cache_entries()`` → ``{cache_key, neff_size_bytes, access_count,
+compilation_time_ms}``; an eager op's key starts with the op name. Entries that appear during the capture
+are this capture's compiles (0 ms: loaded from the disk cache). The entry says nothing about *when* or
+*where*: each is placed on the first not-yet-claimed call of its op in the profiler's op spans that lasted at
+least as long as the compile (the host blocks on it), which gives time, call site and module path.
+Keys that name no host op (graphs) are placed on the first ``Torch-Compiled Region`` / ``CompiledFunction``
+span that can hold them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from neuron_prof.backends._compat import op_key, split_fused
+from neuron_prof.backends.probes._common import probe_track, step_of
+from neuron_prof.backends.probes._hostops import top_level_same_key
+from neuron_prof.backends.probes._probe import Probe
+from neuron_prof.model import Arg, Cat, KinetoCat, TrackKind
+
+if TYPE_CHECKING:
+    from neuron_prof.backends.base import CaptureContext
+    from neuron_prof.backends.probes._view import HostView
+    from neuron_prof.model import TraceBuilder
+
+_KEY_OP = re.compile(r"^[A-Za-z0-9_:.|]+?(?=_[0-9a-f]{6,}$|$|[^A-Za-z0-9_:.|])")
+_GRAPH_SPANS = ("Torch-Compiled Region", "CompiledFunction")
+UNPLACED = "compile_cache_unplaced"
+
+
+def key_op(cache_key: str) -> str:
+    """The op (or fused ops) a cache key starts with: "aten::mm_3fa2..." -> "aten::mm"."""
+    m = _KEY_OP.match(cache_key)
+    return m.group(0) if m else cache_key
+
+
+class CompileCacheProbe(Probe):
+    """New cache entries during the capture → one compile event each, placed on the op call that paid for it."""
+
+    name = "compile_cache"
+
+    def __init__(self, entries: Callable[[], list[dict[str, Any]] | None],
+                 sync: Callable[[], Any] | None = None) -> None:
+        super().__init__()
+        self._entries, self._sync = entries, sync
+        self._before: dict[str, int] = {}
+        self.new: list[dict[str, Any]] = []
+        self.hits = 0
+
+    def start(self, ctx: CaptureContext) -> None:
+        self._before = {str(e.get("cache_key")): int(e.get("access_count") or 0) for e in self._entries() or ()}
+
+    def stop(self, ctx: CaptureContext) -> None:
+        if self._sync is not None:
+            self._sync()  # compiles run on a background thread: let them finish
+        after = self._entries() or []
+        self.new = [e for e in after if str(e.get("cache_key")) not in self._before]
+        self.hits = sum(max(0, int(e.get("access_count") or 0) - self._before.get(str(e.get("cache_key")), 0))
+                        for e in after if str(e.get("cache_key")) in self._before)
+
+    def contribute(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView) -> None:
+        placed, unplaced = place(view, self.new)
+        builder.metadata["compile_cache"] = {"new_entries": len(self.new), "hits_on_old_entries": self.hits,
+                                             "unplaced": len(unplaced)}
+        if unplaced:
+            builder.metadata[UNPLACED] = [str(e.get("cache_key")) for e in unplaced]
+        if not placed:
+            return
+        track = probe_track(builder, ctx, TrackKind.COMPILE)
+        for row, e, kind in placed:
+            ms = float(e.get("compilation_time_ms") or 0)
+            dur = int(ms * 1e6) if ms > 0 else 0
+            cache = "miss" if ms > 0 else "disk"
+            a = view.args(row) if row >= 0 else {}
+            site, module = view.site_and_module(row, a) if row >= 0 else ("", "")
+            ts = int(view.ts[row])
+            s = builder.add_slice(track, ts, dur, key_op(str(e.get("cache_key"))), Cat.COMPILE, {
+                k: v for k, v in {
+                    Arg.COMPILE_KIND: kind, Arg.SIGNATURE: str(e.get("cache_key")), Arg.CACHE: cache,
+                    Arg.CALL_SITE: site, Arg.MODULE: module, "neff_size_bytes": e.get("neff_size_bytes"),
+                    Arg.STEP: step_of(ts, ctx), "host_op_ns": int(view.dur[row])}.items() if v not in (None, "")})
+            builder.add_flow(row, s, cat=Cat.COMPILE, name="compile")
+
+
+def place(view: HostView, entries: list[dict[str, Any]]) -> tuple[list[tuple[int, dict[str, Any], str]],
+                                                                   list[dict[str, Any]]]:
+    """(row, entry, compile kind) for each entry placed on a host op span, and the entries left unplaced."""
+    ops = view.cat_rows(KinetoCat.CPU_OP)
+    by_key: dict[str, np.ndarray] = {}
+    if len(ops):
+        keys_wanted = {k for e in entries for k in split_fused(key_op(str(e.get("cache_key"))))}
+        cand = top_level_same_key(view, view.name_rows(lambda s: op_key(s) in keys_wanted, ops))
+        for r in cand:
+            by_key.setdefault(op_key(view.name_of(int(r))), []).append(int(r))  # type: ignore[attr-defined]
+    graphs = view.name_rows(lambda s: s.startswith(_GRAPH_SPANS), ops) if len(ops) else np.empty(0, np.int64)
+    claimed: set[int] = set()
+    placed: list[tuple[int, dict[str, Any], str]] = []
+    unplaced: list[dict[str, Any]] = []
+    for e in entries:
+        need = int(float(e.get("compilation_time_ms") or 0) * 1e6)
+        parts = split_fused(key_op(str(e.get("cache_key"))))
+        rows = [r for p in parts for r in by_key.get(p, [])]
+        kind = "eager"
+        if not rows:
+            rows, kind = [int(r) for r in graphs], "torch.compile"
+        row = _first_fit(view, sorted(set(rows), key=lambda r: int(view.ts[r])), need, claimed)
+        if row < 0:
+            unplaced.append(e)
+            continue
+        claimed.add(row)
+        placed.append((row, e, kind))
+    return placed, unplaced
+
+
+def _first_fit(view: HostView, rows: list[int], need_ns: int, claimed: set[int]) -> int:
+    """The first unclaimed row long enough to hold the compile (compile times are whole ms: allow 1 ms)."""
+    free = [r for r in rows if r not in claimed]
+    for r in free:
+        if view.dur[r] >= need_ns - 1_000_000:
+            return r
+    return max(free, key=lambda r: int(view.dur[r])) if free else -1

@@ -1,0 +1,247 @@
+"""CPU-fallback probe: one event per fallen-back call, reconstructed from a names-only report.
+
+A backend such as torch-neuronx says only *which* op names fell back (deduplicated, no counts, times or call
+sites). Per-call events are rebuilt by joining those names with the profiler's own op spans:
+
+* every top-level Kineto op whose name matches a reported name (formats mixed: ``aten::x.overload``, bare
+  names, fused ``a|b``) is a candidate;
+* evidence that a call really ran on the host: copy ops nested inside it (real boxed CPU fallback:
+  ``aten::_to_cpu``/``aten::copy_``) or device-to-host DMA the device timeline shows issued from inside it;
+  when some calls of a name have evidence, only those count, otherwise every call does;
+* shapes, dtypes and input bytes come from ``Input Dims``/``Input type``, call site and module from the
+  ``Call stack`` (or enclosing python spans).
+
+`DeepFallbackProbe` is the opt-in dispatch-level mode for backends that report nothing: a TorchDispatchMode
+records each op on a non-CPU tensor (~6–10 µs per op) and marks as fallbacks the ops with no kernel for the
+device's dispatch key.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from neuron_prof.backends._compat import op_key, split_fused
+from neuron_prof.backends.probes._common import probe_track, step_of
+from neuron_prof.backends.probes._hostops import COPY_OPS, SYNC_OPS, shapes_dtypes, tensor_bytes, top_level_same_key
+from neuron_prof.backends.probes._probe import Probe
+from neuron_prof.backends.probes.callsite import frame_call_site
+from neuron_prof.backends.probes._view import CALL_STACK
+from neuron_prof.model import Arg, Cat, KinetoCat, TrackKind
+
+if TYPE_CHECKING:
+    from neuron_prof.backends.base import CaptureContext
+    from neuron_prof.backends.probes._view import HostView
+    from neuron_prof.model import TraceBuilder
+
+UNMATCHED = "fallback_unmatched"
+"""Metadata key: reported fallback names with no op span in the trace (e.g. inside a compiled graph)."""
+
+
+class FallbackProbe(Probe):
+    """Per-call CPU-fallback events from a names-only report joined with Kineto's op spans."""
+
+    name = "fallback"
+
+    def __init__(self, report: Callable[[], list[str] | None], clear: Callable[[], Any] | None = None,
+                 sync: Callable[[], Any] | None = None, d2h: Callable[[], list[tuple[Any, int]]] | None = None) -> None:
+        super().__init__()
+        self._report, self._clear, self._sync = report, clear, sync
+        self._d2h = d2h
+        """(host thread id, host ns) of device-to-host transfers, from the device timeline when there is one."""
+        self.names: list[str] = []
+        self._before: set[str] = set()
+
+    def start(self, ctx: CaptureContext) -> None:
+        # The report is cumulative since the last clear: clear it so it names only this capture's fallbacks.
+        if self._clear is not None and ctx.options.get("clear_op_tracking", True):
+            self._clear()
+        else:
+            self._before = set(self._report() or ())
+
+    def stop(self, ctx: CaptureContext) -> None:
+        if self._sync is not None:
+            self._sync()  # the report is complete only after the device drained
+        got = self._report() or []
+        self.names = sorted(set(got) - self._before) if self._before else sorted(set(got))
+
+    def contribute(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView) -> None:
+        events, unmatched = reconstruct(view, self.names, self._d2h() if self._d2h else None)
+        if unmatched:
+            builder.metadata[UNMATCHED] = unmatched
+        if not events:
+            return
+        track = probe_track(builder, ctx, TrackKind.FALLBACK)
+        for row, args in events:
+            args[Arg.STEP] = step_of(int(view.ts[row]), ctx)
+            s = builder.add_slice(track, int(view.ts[row]), int(view.dur[row]), view.name_of(row), Cat.FALLBACK,
+                                  {k: v for k, v in args.items() if v not in (None, "")})
+            builder.add_flow(row, s, cat=Cat.FALLBACK, name="fallback")
+
+
+def reconstruct(view: HostView, names: list[str], d2h_hosts: list[tuple[Any, int]] | None = None,
+                silent: bool = True) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]:
+    """(row, args) per fallen-back call, and the reported names no op span matched.
+
+    With device-to-host transfer points (`d2h_hosts`), top-level ops that forced one but are not in the report
+    are also returned, marked ``silent`` (backends send some ops to the CPU without recording them).
+    """
+    keys: dict[str, str] = {}
+    for n in names:
+        for k in split_fused(n):
+            keys.setdefault(k, n)
+    ops = view.cat_rows(KinetoCat.CPU_OP)
+    if not len(ops):
+        return [], sorted(names)
+    cand = top_level_same_key(view, view.name_rows(lambda s: op_key(s) in keys, ops))
+    copies = view.name_rows(lambda s: op_key(s) in COPY_OPS, ops)
+    d2h = _d2h_rows(view, d2h_hosts or [])
+    evidence: dict[int, int] = {}  # row -> copy bytes (>= 0) when it has evidence
+    for r in cand:
+        r = int(r)
+        nested = _nested(view, r, copies)
+        if len(nested) or r in d2h:
+            evidence[r] = sum(tensor_bytes(view.args(int(c)), first_only=True) for c in _outermost(view, nested))
+    with_ev = {op_key(view.name_of(r)) for r in evidence}
+    out: list[tuple[int, dict[str, Any]]] = []
+    matched: set[str] = set()
+    for r in cand:
+        r = int(r)
+        k = op_key(view.name_of(r))
+        if k in with_ev and r not in evidence:
+            continue  # this name has calls with host-copy evidence; this one had none: it ran on CPU tensors
+        matched.add(keys[k])
+        out.append((r, _event_args(view, r, evidence.get(r), reported=keys[k])))
+    if silent and d2h:
+        seen = {r for r, _ in out}
+        for r in sorted(d2h):
+            k = op_key(view.name_of(r))
+            if r in seen or k in COPY_OPS or k in SYNC_OPS or k in keys:
+                continue
+            out.append((r, {**_event_args(view, r, None, reported=""), "silent": True}))
+    out.sort(key=lambda e: int(view.ts[e[0]]))
+    return out, sorted(set(names) - matched)
+
+
+def _event_args(view: HostView, row: int, copy_bytes: int | None, reported: str) -> dict[str, Any]:
+    a = view.args(row)
+    shapes, dtypes = shapes_dtypes(a)
+    site, module = view.site_and_module(row, a)
+    in_bytes = tensor_bytes(a)
+    return {Arg.SHAPES: shapes, Arg.DTYPES: dtypes, Arg.CALL_SITE: site, Arg.MODULE: module,
+            Arg.COPY_BYTES: copy_bytes if copy_bytes else in_bytes, "input_bytes": in_bytes,
+            "reported_as": reported, Arg.STACK: a.get(CALL_STACK)}
+
+
+def _nested(view: HostView, row: int, rows: np.ndarray) -> np.ndarray:
+    if not len(rows):
+        return rows
+    m = (view.track[rows] == view.track[row]) & (view.ts[rows] >= view.ts[row]) & (view.end[rows] <= view.end[row])
+    return rows[m & (rows != row)]
+
+
+def _outermost(view: HostView, rows: np.ndarray) -> list[int]:
+    out: list[int] = []
+    last_end = -1
+    for r in rows[np.argsort(view.ts[rows], kind="stable")]:
+        if view.ts[r] >= last_end:
+            out.append(int(r))
+            last_end = int(view.end[r])
+    return out
+
+
+def _d2h_rows(view: HostView, hosts: list[tuple[Any, int]]) -> set[int]:
+    """Top-level host ops that issued a device-to-host transfer."""
+    if not hosts:
+        return set()
+    from neuron_prof.backends.probes._hostops import ThreadOps
+
+    ops = ThreadOps(view)
+    out: set[int] = set()
+    for tid, t in hosts:
+        r = ops.innermost(tid, t)
+        # a transfer issued inside a copy op (aten::to -> aten::_to_copy -> ...) belongs to the op around it
+        while r >= 0 and op_key(view.name_of(r)) in COPY_OPS:
+            parent = ops.innermost(tid, int(view.ts[r]) - 1)
+            if parent < 0 or view.end[parent] < view.end[r]:
+                break
+            r = parent
+        if r >= 0:
+            out.add(r)
+    return out
+
+
+class DeepFallbackProbe(Probe):
+    """Opt-in dispatch-level recorder: every op on a non-CPU tensor, fallbacks marked from the dispatch table."""
+
+    name = "deep_fallback"
+
+    def __init__(self, device_type: str, report: Callable[[], list[str] | None] | None = None) -> None:
+        super().__init__()
+        self.device_type = device_type
+        self._report = report
+        self._mode: Any = None
+        self.records: list[tuple[str, int, int, list[Any], list[str], str]] = []
+        self.ops_seen = 0
+
+    def start(self, ctx: CaptureContext) -> None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        probe = self
+
+        class _Recorder(TorchDispatchMode):
+            def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+                kwargs = kwargs or {}
+                t0 = time.time_ns()
+                out = func(*args, **kwargs)
+                t1 = time.time_ns()
+                probe._record(func, args, t0, t1)
+                probe.overhead_ns += time.time_ns() - t1
+                return out
+
+        self._mode = _Recorder()
+        self._mode.__enter__()
+
+    def _record(self, func: Any, args: Any, t0: int, t1: int) -> None:
+        import torch
+
+        ts = [a for a in args if isinstance(a, torch.Tensor)]
+        if not ts or all(t.device.type == "cpu" for t in ts):
+            return
+        self.ops_seen += 1
+        self.records.append((str(func._schema.name), t0, t1, [list(t.shape) for t in ts],
+                             [str(t.dtype).removeprefix("torch.") for t in ts], frame_call_site(3)))
+
+    def stop(self, ctx: CaptureContext) -> None:
+        if self._mode is not None:
+            self._mode.__exit__(None, None, None)
+            self._mode = None
+
+    def contribute(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView) -> None:
+        reported = {k for n in (self._report() or []) for k in split_fused(n)} if self._report else None
+        fell = {name for name, *_ in self.records if _is_fallback(name, self.device_type, reported)}
+        track = probe_track(builder, ctx, TrackKind.FALLBACK)
+        for name, t0, t1, shapes, dtypes, site in self.records:
+            if name in fell:
+                builder.add_slice(track, t0, t1 - t0, name, Cat.FALLBACK,
+                                  {Arg.SHAPES: shapes, Arg.DTYPES: dtypes, Arg.CALL_SITE: site, "deep": True,
+                                   Arg.STEP: step_of(t0, ctx)})
+        builder.metadata["deep_fallback"] = {"ops_recorded": self.ops_seen, "overhead_ns": self.overhead_ns,
+                                             "overhead_ns_per_op": self.overhead_ns // max(self.ops_seen, 1)}
+
+
+def _is_fallback(name: str, device_type: str, reported: set[str] | None) -> bool:
+    if reported is not None:
+        return op_key(name) in reported
+    import torch
+
+    key = {"cuda": "CUDA", "neuron": "PrivateUse1", "privateuseone": "PrivateUse1"}.get(device_type, "PrivateUse1")
+    try:
+        if torch._C._dispatch_has_kernel_for_dispatch_key(name, key):
+            return False
+        return not torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd")
+    except Exception:  # noqa: BLE001
+        return False

@@ -1,0 +1,100 @@
+"""Memory probe: counter tracks per device (allocated, reserved) and the peak, marked with what was running.
+
+Devices whose allocator does not report to the profiler (torch-neuronx) are polled by a sampler thread
+(``memory_interval_ms`` option, default 2 ms) through the adapter's `read` callable; nested and flat
+``memory_stats()`` shapes are both read (`_compat.memory_current`). The peak instant names the innermost
+host op running at the peak sample and its call site.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from neuron_prof.backends.probes._hostops import ThreadOps
+from neuron_prof.backends.probes._probe import Probe
+from neuron_prof.model import Arg, Cat, ProcessKind, TrackKind
+
+if TYPE_CHECKING:
+    from neuron_prof.backends.base import CaptureContext
+    from neuron_prof.backends.probes._view import HostView
+    from neuron_prof.model import TraceBuilder
+
+Reader = Callable[[int], "tuple[int | None, int | None] | None"]
+"""device index -> (allocated, reserved) bytes now, or None when unreadable."""
+
+
+class MemoryProbe(Probe):
+    """Samples (allocated, reserved) of each device on a background thread while the capture runs."""
+
+    name = "memory"
+
+    def __init__(self, device_type: str, devices: Callable[[], int], read: Reader) -> None:
+        super().__init__()
+        self.device_type, self._devices, self._read = device_type, devices, read
+        self.samples: list[tuple[int, int, int | None, int | None]] = []  # (ts, device, allocated, reserved)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._n = 0
+
+    def start(self, ctx: CaptureContext) -> None:
+        self._n = max(int(self._devices()), 0)
+        if not self._n:
+            return
+        interval = float(ctx.options.get("memory_interval_ms", 2.0)) / 1e3
+        self._sample()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, args=(interval,), name="neuron-prof-memory", daemon=True)
+        self._thread.start()
+
+    def _loop(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            t0 = time.perf_counter_ns()
+            self._sample()
+            self.overhead_ns += time.perf_counter_ns() - t0
+
+    def _sample(self) -> None:
+        now = time.time_ns()
+        for d in range(self._n):
+            try:
+                got = self._read(d)
+            except Exception:  # noqa: BLE001  (a failed read drops one sample, not the capture)
+                got = None
+            if got is not None:
+                self.samples.append((now, d, got[0], got[1]))
+
+    def stop(self, ctx: CaptureContext) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=2.0)
+            self._thread = None
+            self._sample()
+
+    def contribute(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView) -> None:
+        if not self.samples:
+            return
+        tracks: dict[tuple[int, str], int] = {}
+        peak: dict[int, tuple[int, int]] = {}
+        for ts, d, alloc, res in self.samples:
+            for label, v in (("allocated", alloc), ("reserved", res)):
+                if v is None:
+                    continue
+                key = (d, label)
+                if key not in tracks:
+                    pid = f"{self.device_type}:{d}"
+                    p = builder.process(pid, name=pid, kind=ProcessKind.DEVICE, sort_index=1000 + d)
+                    tracks[key] = builder.track(p, f"{pid} {label}", TrackKind.MEMORY, unit="bytes")
+                builder.add_counter(tracks[key], ts, float(v))
+            if alloc is not None and alloc > peak.get(d, (-1, 0))[0]:
+                peak[d] = (alloc, ts)
+        ops = ThreadOps(view) if len(view) else None
+        for d, (value, ts) in peak.items():
+            args: dict[str, Any] = {"bytes": value, "device": f"{self.device_type}:{d}"}
+            if ops is not None:
+                r = ops.innermost(ctx.main_tid, ts) if ctx.main_tid else ops.any_thread(ts)
+                if r >= 0:
+                    site, module = view.site_and_module(r)
+                    args.update({Arg.OP: view.name_of(r), Arg.CALL_SITE: site, Arg.MODULE: module})
+            builder.add_instant(tracks[(d, "allocated")], ts, "memory peak", Cat.MEMORY, args)
