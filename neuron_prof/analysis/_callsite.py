@@ -19,8 +19,10 @@ _FRAME_PYSTYLE = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)')
 
 
 def is_library_frame(path: str) -> bool:
-    """True for frames inside torch, site-packages, the stdlib or neuron-prof itself."""
+    """True for frames inside torch, site-packages, the stdlib or neuron-prof itself (its demo is user code)."""
     p = path.replace("\\", "/")
+    if "neuron_prof/demo/" in p:
+        return False
     return any(m in p for m in _LIBRARY_MARKERS) or p.startswith(("torch/", "neuron_prof/"))
 
 

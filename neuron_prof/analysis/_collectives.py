@@ -16,7 +16,7 @@ from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._finding import Finding
 from neuron_prof.analysis._fmt import fmt_ns
 from neuron_prof.analysis._idle import device_rows
-from neuron_prof.analysis._intervals import merge
+from neuron_prof.analysis._intervals import merge, union_ns
 from neuron_prof.analysis._registry import register
 from neuron_prof.model import Arg, Trace, TrackKind
 
@@ -92,7 +92,8 @@ def collective(trace: Trace, ctx: Context) -> list[Finding]:
         nbytes = np.array([b for _, b in items], dtype=np.int64)
         ts, dur = sl.ts_ns[idx], sl.dur_ns[idx]
         total = int(dur.sum())
-        exposed = _exposed(ts, dur, sl.ts_ns[compute], sl.dur_ns[compute]) if len(compute) else total
+        # overlapping calls (several threads or streams) count once
+        exposed = _exposed(ts, dur, sl.ts_ns[compute], sl.dur_ns[compute]) if len(compute) else union_ns(ts, dur)
         # slow outliers per message size
         slow: list[dict[str, Any]] = []
         excess = 0

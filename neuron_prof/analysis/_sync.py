@@ -55,9 +55,9 @@ def sync_point(trace: Trace, ctx: Context) -> list[Finding]:
         share = ctx.share(cost)
         split = ctx.step_split(ts, dur)
         per = ""
-        if split.get("steady_steps"):
+        if split.get("steady_count"):
             per = f", {split['steady_count'] / split['steady_steps']:.1f} per steady step"
-        title = f"Sync point: {what} at {site or 'unknown site'} waited {fmt_ns(cost)} ({len(rs)} times{per})"
+        title = f"Sync point: {what} at {site or 'unknown site'} waited {fmt_ns(cost)} ({len(rs)} time{'s' if len(rs) != 1 else ''}{per})"
         advice = (f"{what} blocks the host until the device has finished all queued work, so the host cannot run "
                   "ahead. Keep values on the device (accumulate losses/metrics in tensors) and read them every "
                   "N steps; avoid .item(), .cpu(), .tolist() and printing device tensors inside the step loop; "
