@@ -50,6 +50,12 @@ def totals_lines(t: dict[str, Any]) -> list[str]:
             parts.append(f"{label} {fmt_ns(t[f'{key}_ns'])} ({t[f'{key}_count']})")
     if parts:
         lines.append("; ".join(parts))
+    ps = t.get("steady_per_step")
+    if ps:
+        bits = [f"{label} {fmt_ns(ps[key])}" for key, label in (
+            ("device_busy_ns", "device busy"), ("compile_ns", "compile"), ("fallback_ns", "CPU fallback"),
+            ("sync_ns", "sync wait"), ("collective_ns", "collectives")) if ps.get(key)]
+        lines.append(f"Per steady step ({fmt_ns(ps['step_ns'])})" + (": " + ", ".join(bits) if bits else ""))
     sev = t.get("findings_by_severity") or {}
     if sev:
         lines.append("Findings: " + ", ".join(f"{sev.get(s, 0)} {s}" for s in ("critical", "warning", "info")))

@@ -19,7 +19,7 @@ FINDING_KEYS = {"kind", "severity", "title", "cost_ns", "share", "count", "call_
 TOTAL_KEYS = {"wall_ns", "start_ns", "end_ns", "events", "rank", "steps", "host_busy_ns", "device_busy_ns",
               "device_busy_share", "devices", "compile_ns", "compile_count", "compile_miss_count", "fallback_ns",
               "fallback_count", "sync_ns", "sync_count", "collective_ns", "collective_count", "top_ops",
-              "top_device_ops", "findings_by_severity", "findings_by_kind"}
+              "top_device_ops", "steady_per_step", "findings_by_severity", "findings_by_kind"}
 
 
 @pytest.fixture(scope="module")

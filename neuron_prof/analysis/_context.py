@@ -66,9 +66,9 @@ class Context:
         return codes[self.trace.slices.track] if len(self.trace.slices) else np.zeros(0, dtype=np.int16)
 
     def rows(self, *kinds: str) -> np.ndarray:
-        """Slice rows on tracks of these kinds, in table order."""
+        """Slice rows on tracks of these kinds, in table order (computed once per kind set)."""
         codes = [TrackKind.ALL.index(k) for k in kinds]
-        return np.flatnonzero(np.isin(self._slice_kind, codes))
+        return self.memo(f"rows:{','.join(kinds)}", lambda: np.flatnonzero(np.isin(self._slice_kind, codes)))  # type: ignore[no-any-return]
 
     def cat_rows(self, rows: np.ndarray, cats: Iterable[str], keep: bool = True) -> np.ndarray:
         """The rows of `rows` whose category is (keep=True) or is not (keep=False) in `cats`."""

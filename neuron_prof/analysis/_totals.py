@@ -42,6 +42,20 @@ def _by_name(trace: Trace, rows: np.ndarray, self_ns: np.ndarray | None, top: in
     return out
 
 
+def _per_steady_step(ctx: Context, parts: dict[str, np.ndarray]) -> dict[str, int] | None:
+    """Mean time per steady step of each category (slices starting inside steady steps)."""
+    st = ctx.steps
+    n = len(st) - st.warmup
+    if n <= 0:
+        return None
+    sl = ctx.trace.slices
+    out = {"step_ns": int(st.dur_ns[st.steady].mean())}
+    for key, rows in parts.items():
+        k = st.step_index(sl.ts_ns[rows])
+        out[key] = int(sl.dur_ns[rows][k >= st.warmup].sum() / n)
+    return out
+
+
 def compute_totals(trace: Trace, ctx: Context) -> dict[str, Any]:
     """The `totals` object of `summary --json` (README documents every key)."""
     sl = trace.slices
@@ -88,6 +102,8 @@ def compute_totals(trace: Trace, ctx: Context) -> dict[str, Any]:
         "sync_count": int(len(sync)),
         "collective_ns": union_ns(sl.ts_ns[coll], sl.dur_ns[coll]),
         "collective_count": int(len(coll)),
+        "steady_per_step": _per_steady_step(ctx, {"device_busy_ns": dev, "compile_ns": comp, "fallback_ns": fb,
+                                                  "sync_ns": sync, "collective_ns": coll}),
         "top_ops": _by_name(trace, n.rows[keep], n.self_ns[keep], TOP_N),
         "top_device_ops": _by_name(trace, dev, None, TOP_N),
     }
