@@ -79,10 +79,9 @@ def _top_site(items: list[_Compile]) -> str:
 @register("first_call_compile")
 def first_call_compile(trace: Trace, ctx: Context) -> list[Finding]:
     """Host time blocked compiling new signatures (eager ops and first graphs), cache misses only."""
-    first = [c for c in compiles(trace, ctx) if c.cache == "miss" and c.kind != "backward" and c.attempt == 0
-             and (c.kind == "eager" or c.frame)]
-    # the backward graph of a first compile is part of the same first-call cost
-    first += [c for c in compiles(trace, ctx) if c.cache == "miss" and c.kind == "backward" and c.attempt == 0]
+    # eager ops, first graphs of each frame (and their backward), NEFF compiles placed on graph spans;
+    # compiles of a frame's later attempts are recompiles (see `recompile`)
+    first = [c for c in compiles(trace, ctx) if c.cache == "miss" and c.attempt == 0]
     if not first:
         return []
     ts = np.array([c.ts for c in first], dtype=np.int64)
