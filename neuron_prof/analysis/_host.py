@@ -62,7 +62,6 @@ def host_work_in(ctx: Context, lo: int, hi: int, top: int = 3) -> list[dict[str,
 def call_site_up(ctx: Context, row: int, max_up: int = 30) -> tuple[str, str]:
     """(call site, nearest enclosing cpu_op name) walking up from a host slice through its parents."""
     n = host_nesting(ctx)
-    pos = ctx.memo("host_pos", lambda: {int(r): i for i, r in enumerate(n.rows)})
     trace = ctx.trace
     cpu_op = trace.strings.get(KinetoCat.CPU_OP)
     site, op = "", ""
@@ -76,6 +75,6 @@ def call_site_up(ctx: Context, row: int, max_up: int = 30) -> tuple[str, str]:
             op = trace.slice_name(r)
         if site and op:
             break
-        i = pos.get(r)
-        r = int(n.parent[i]) if i is not None else -1
+        i = int(np.searchsorted(n.rows, r))  # n.rows is ascending (rows on host tracks in table order)
+        r = int(n.parent[i]) if i < len(n.rows) and n.rows[i] == r else -1
     return site, op
