@@ -16,9 +16,19 @@ from neuron_prof.model import Arg, Trace, TrackKind
 NS_PER_MS = 1e6
 
 
+def window_ns(trace: Trace) -> tuple[int, int]:
+    """The profiled region (start, end), as the analysis sees it: the recorded window, else all events.
+
+    Probes such as a memory poller may record before or after it; plots start at its start and show
+    it, and the outliers stay reachable by zooming out."""
+    from neuron_prof.analysis import Context
+
+    return Context(trace).window
+
+
 def origin_ns(trace: Trace) -> int:
-    """Time zero of every plot: the first event of the trace."""
-    return trace.time_range()[0]
+    """Time zero of every plot: the start of the profiled region."""
+    return window_ns(trace)[0]
 
 
 # ---- compile waterfall ---------------------------------------------------------------------------
@@ -89,7 +99,7 @@ def device_utilisation(trace: Trace, bins: int = 300) -> Utilisation:
     from neuron_prof.analysis._idle import device_rows
     from neuron_prof.analysis._intervals import merge
 
-    t0, t1 = trace.time_range()
+    t0, t1 = window_ns(trace)
     dev = trace.track_ids(TrackKind.DEVICE)
     rows = device_rows(Context(trace))  # device work, without GPU copies of user annotations
     n = max(1, min(bins, len(rows) or 1))

@@ -44,7 +44,8 @@ def _nums(a: np.ndarray, digits: int = 6) -> list[float | None]:
     return [None if not math.isfinite(x) else x for x in out.tolist()]
 
 
-def _layout(height: int, xtitle: str, ytitle: str, **extra: Any) -> Figure:
+def _layout(height: int, xtitle: str, ytitle: str, xrange: tuple[float, float] | None = None,
+            **extra: Any) -> Figure:
     lay: Figure = {
         "height": height, "margin": {"l": 70, "r": 20, "t": 20, "b": 50},
         "font": {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12},
@@ -53,6 +54,9 @@ def _layout(height: int, xtitle: str, ytitle: str, **extra: Any) -> Figure:
         "yaxis": {"title": {"text": ytitle}, "zeroline": False, "gridcolor": "#e5e5e5", "automargin": True},
         "legend": {"orientation": "h", "y": -0.18},
     }
+    if xrange is not None and xrange[1] > xrange[0]:
+        pad = 0.01 * (xrange[1] - xrange[0])
+        lay["xaxis"]["range"] = [xrange[0] - pad, xrange[1] + pad]
     lay.update(extra)
     return lay
 
@@ -89,7 +93,7 @@ def compile_waterfall(w: Waterfall) -> Figure | None:
                      "marker": {"color": _PALETTE[k % len(_PALETTE)]},
                      "customdata": [[_t(w.detail[i], 200), round(float(w.dur_ms[i]), 3)] for i in idx],
                      "hovertemplate": "%{y}<br>%{customdata[1]} ms<br>%{customdata[0]}<extra></extra>"})
-    lay = _layout(min(2400, 140 + 18 * n), "time since trace start (ms)", "", barmode="overlay")
+    lay = _layout(min(2400, 140 + 18 * n), "time since start (ms)", "", barmode="overlay")
     lay["yaxis"].update({"autorange": "reversed", "categoryorder": "array", "categoryarray": labels,
                          "tickfont": {"size": 10}})
     return _fig(data, lay)
@@ -128,7 +132,7 @@ def utilisation(u: Utilisation) -> Figure | None:
                   "fill": "tonexty", "line": {"width": 0.5, "color": "#9ecae1"}},
                  {"type": "scatter", "mode": "lines", "name": f"mean of {len(u.busy)} devices", "x": x,
                   "y": _nums(m.mean(0), 3), "line": {"width": 2, "color": "#08519c"}}]
-    lay = _layout(360, "time since trace start (ms)", "busy (% of each bin)")
+    lay = _layout(360, "time since start (ms)", "busy (% of each bin)")
     lay["yaxis"]["range"] = [0, 105]
     return _fig(data, lay)
 
@@ -140,7 +144,7 @@ def _byte_unit(peak: float) -> tuple[str, float]:
     return "bytes", 1.0
 
 
-def memory(series: Sequence[Series]) -> Figure | None:
+def memory(series: Sequence[Series], span_ms: float | None = None) -> Figure | None:
     """Memory counters over time, as steps (a counter holds its value until the next sample)."""
     if not series:
         return None
@@ -150,10 +154,10 @@ def memory(series: Sequence[Series]) -> Figure | None:
                                                       "color": _PALETTE[k % len(_PALETTE)]},
              "hovertemplate": f"{_t(s.name, 50)}<br>%{{x:.3f}} ms: %{{y:.2f}} {unit}<extra></extra>"}
             for k, s in enumerate(series)]
-    return _fig(data, _layout(380, "time since trace start (ms)", unit))
+    return _fig(data, _layout(380, "time since start (ms)", unit, xrange=(0.0, span_ms) if span_ms else None))
 
 
-def collective_bandwidth(c: Collectives) -> Figure | None:
+def collective_bandwidth(c: Collectives, span_ms: float | None = None) -> Figure | None:
     """One point per collective: bandwidth (or duration, when sizes are unknown) over time, per op."""
     n = len(c.op)
     if not n:
@@ -174,4 +178,4 @@ def collective_bandwidth(c: Collectives) -> Figure | None:
                                        "%{customdata[2]} ms<br>%{y:.3f}" + (" GB/s" if have_bw else " ms")
                                        + "<extra></extra>")})
     ytitle = "algorithm bandwidth (GB/s)" if have_bw else "duration (ms): no message sizes in this trace"
-    return _fig(data, _layout(380, "time since trace start (ms)", ytitle))
+    return _fig(data, _layout(380, "time since start (ms)", ytitle, xrange=(0.0, span_ms) if span_ms else None))

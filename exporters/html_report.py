@@ -34,6 +34,11 @@ def _as_dicts(findings: Sequence[Any] | None, trace: Trace) -> list[dict[str, An
     return out
 
 
+def _span_ms(trace: Trace) -> float:
+    a, b = data.window_ns(trace)
+    return (b - a) / 1e6
+
+
 def _ms(ns: Any) -> str:
     return f"{(ns or 0) / 1e6:,.3f}"
 
@@ -74,7 +79,7 @@ def _compile_section(trace: Trace, figures: dict[str, Any]) -> str:
     figures["fig-compile"] = figs.compile_waterfall(w)
     cap = f" Showing the {len(w.name)} longest." if len(w.name) < w.total else ""
     return note(f"{w.total:,} compiles, {w.total_ms:,.3f} ms in total. Each bar runs from the compile's start to "
-                f"its end on the trace's time axis.{cap}") + plot_div("fig-compile")
+                f"its end; time 0 is the start of the profiled region.{cap}") + plot_div("fig-compile")
 
 
 def _fallback_section(trace: Trace, findings: list[dict[str, Any]], figures: dict[str, Any]) -> str:
@@ -101,14 +106,14 @@ def _utilisation_section(trace: Trace, figures: dict[str, Any]) -> str:
     rows = [(name, f"{100 * m:.1f}%") for name, m in sorted(u.mean_busy.items(), key=lambda kv: -kv[1])]
     return (note(f"Share of each {u.bin_ms:,.3f} ms bin in which the device ran anything on any of its queues "
                  f"({u.n_tracks} device track(s)).") + plot_div("fig-util")
-            + table(["device", "busy over the whole trace"], rows[:64], num=(1,)))
+            + table(["device", "busy over the profiled time"], rows[:64], num=(1,)))
 
 
 def _memory_section(trace: Trace, figures: dict[str, Any]) -> str:
     series, total = data.memory_series(trace)
     if not series:
         return empty("No memory counters in this trace (record with profile_memory=True or the memory probe).")
-    figures["fig-memory"] = figs.memory(series)
+    figures["fig-memory"] = figs.memory(series, _span_ms(trace))
     cap = f" Showing the {len(series)} with the highest peaks of {total}." if len(series) < total else ""
     rows = [(s.name, f"{s.peak / 2**20:,.2f}", f"{s.n_samples:,}") for s in series]
     return (note(f"Memory counters over time.{cap}") + plot_div("fig-memory")
@@ -119,7 +124,7 @@ def _collective_section(trace: Trace, figures: dict[str, Any]) -> str:
     c = data.collectives(trace)
     if not c.op:
         return empty("No collectives in this trace.")
-    figures["fig-coll"] = figs.collective_bandwidth(c)
+    figures["fig-coll"] = figs.collective_bandwidth(c, _span_ms(trace))
     rows = [(d["op"], f"{d['count']:,}", f"{d['total_ms']:,.3f}",
              f"{d['bytes'] / 2**20:,.2f}" if d["bytes"] else "", "" if d["median_gbps"] != d["median_gbps"]
              else f"{d['median_gbps']:,.3f}") for d in c.per_op]
