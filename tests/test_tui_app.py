@@ -7,14 +7,21 @@ code under test: the 450 ms aten::matmul compile, the model.py:88 fallback site,
 from __future__ import annotations
 
 import numpy as np
-import pytest
-from rich.style import Style
-
 from neuron_prof.tui.app import NeuronProfApp
 from neuron_prof.tui.widgets.timeline import Timeline
 from neuron_prof.tui.widgets.virtual_table import VirtualTable
-from tests.test_tui_shape import (COMPILE_MS, COMPILE_OP, FALLBACK_OP, FALLBACK_SITE, MARKUP_NAMES, MS, T0,
-                                  demo_like_trace)
+from rich.style import Style
+
+from tests.test_tui_shape import (
+    COMPILE_MS,
+    COMPILE_OP,
+    FALLBACK_OP,
+    FALLBACK_SITE,
+    MARKUP_NAMES,
+    MS,
+    T0,
+    demo_like_trace,
+)
 
 SIZE = (160, 48)
 
@@ -195,7 +202,16 @@ async def test_views_cycle_with_tab_and_every_view_renders() -> None:
             seen.append(app.current_mode)
             await pilot.press("tab")
             await pilot.pause()
-        assert seen == ["overview", "compile", "fallback", "ops", "timeline", "memory", "collectives", "ranks"]
+        assert seen == [
+            "overview",
+            "compile",
+            "fallback",
+            "ops",
+            "timeline",
+            "memory",
+            "collectives",
+            "ranks",
+        ]
         assert app.current_mode == "overview"
         await pilot.press("6")
         await pilot.pause()

@@ -37,7 +37,9 @@ def pftrace(tmp_path: Path) -> Path:
     return write_trace(demo_like_trace(), tmp_path / "demo.pftrace")
 
 
-async def _read_until(ws: aiohttp.ClientWebSocketResponse, needle: bytes, seen: bytearray, deadline: float) -> bool:
+async def _read_until(
+    ws: aiohttp.ClientWebSocketResponse, needle: bytes, seen: bytearray, deadline: float
+) -> bool:
     while time.monotonic() < deadline:
         try:
             msg = await ws.receive(timeout=max(0.1, deadline - time.monotonic()))
@@ -56,8 +58,12 @@ async def _read_until(ws: aiohttp.ClientWebSocketResponse, needle: bytes, seen: 
 
 async def test_serve_answers_through_its_websocket(pftrace: Path) -> None:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "neuron_prof", "tui", str(pftrace), "--serve", "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "neuron_prof", "tui", str(pftrace), "--serve", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + TIMEOUT
     try:
         async with aiohttp.ClientSession() as http:
@@ -70,10 +76,15 @@ async def test_serve_answers_through_its_websocket(pftrace: Path) -> None:
                         break
                 except aiohttp.ClientConnectionError:
                     await asyncio.sleep(0.2)
-            assert f"ws://127.0.0.1:{port}/ws" in page, proc.stdout.read().decode() if proc.poll() is not None else page
+            assert f"ws://127.0.0.1:{port}/ws" in page, (
+                proc.stdout.read().decode() if proc.poll() is not None else page
+            )
             # it listens on loopback only
-            listening = {c.laddr.ip for c in psutil.Process(proc.pid).net_connections(kind="inet")
-                         if c.status == psutil.CONN_LISTEN}
+            listening = {
+                c.laddr.ip
+                for c in psutil.Process(proc.pid).net_connections(kind="inet")
+                if c.status == psutil.CONN_LISTEN
+            }
             assert listening == {"127.0.0.1"}
             # WHEN a browser opens the websocket, the app starts and draws the overview
             async with http.ws_connect(f"http://127.0.0.1:{port}/ws?width=160&height=48") as ws:

@@ -7,10 +7,10 @@ memory tracks with the probe args. Its numbers are chosen so expected values are
 from __future__ import annotations
 
 import numpy as np
-
-from neuron_prof.model import Arg, Cat, ProcessKind, Trace, TraceBuilder, TrackKind
 from neuron_prof.tui import _shape
 from neuron_prof.tui._lanes import build_lanes
+
+from neuron_prof.model import Arg, Cat, ProcessKind, Trace, TraceBuilder, TrackKind
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000
@@ -46,15 +46,37 @@ def demo_like_trace(rank: int | None = 0, *, slow: float = 1.0) -> Trace:
         steps.append([step, t, t + dur])
         c = t + MS
         if step == 0:
-            b.add_slice(comp, c, COMPILE_MS * MS, COMPILE_OP, Cat.COMPILE,
-                        {Arg.COMPILE_KIND: "eager", Arg.SIGNATURE: "(f32[8,128], f32[128,128])", Arg.CACHE: "miss",
-                         Arg.CALL_SITE: "train.py:42", Arg.MODULE: "model.mlp"})
+            b.add_slice(
+                comp,
+                c,
+                COMPILE_MS * MS,
+                COMPILE_OP,
+                Cat.COMPILE,
+                {
+                    Arg.COMPILE_KIND: "eager",
+                    Arg.SIGNATURE: "(f32[8,128], f32[128,128])",
+                    Arg.CACHE: "miss",
+                    Arg.CALL_SITE: "train.py:42",
+                    Arg.MODULE: "model.mlp",
+                },
+            )
             c += COMPILE_MS * MS
         if step in (3, 6):
-            b.add_slice(comp, c, 30 * MS, "forward_graph", Cat.COMPILE,
-                        {Arg.COMPILE_KIND: "torch.compile", Arg.SIGNATURE: f"seq={64 * step}", Arg.CACHE: "miss",
-                         Arg.CALL_SITE: "train.py:50", Arg.RECOMPILE_REASON: f"tensor 'x' size mismatch at index 1. "
-                                                                             f"expected {64 * (step - 3) or 64}, actual {64 * step}"})
+            b.add_slice(
+                comp,
+                c,
+                30 * MS,
+                "forward_graph",
+                Cat.COMPILE,
+                {
+                    Arg.COMPILE_KIND: "torch.compile",
+                    Arg.SIGNATURE: f"seq={64 * step}",
+                    Arg.CACHE: "miss",
+                    Arg.CALL_SITE: "train.py:50",
+                    Arg.RECOMPILE_REASON: f"tensor 'x' size mismatch at index 1. "
+                    f"expected {64 * (step - 3) or 64}, actual {64 * step}",
+                },
+            )
             c += 30 * MS
         b.add_slice(main, c, 4 * MS, "aten::linear", "cpu_op")
         b.add_slice(main, c + MS, 2 * MS, "aten::addmm", "cpu_op")
@@ -62,15 +84,37 @@ def demo_like_trace(rank: int | None = 0, *, slow: float = 1.0) -> Trace:
             b.add_slice(main, c + 5 * MS + k * 100_000, 50_000, name, "cpu_op")
         b.add_slice(queue, c + 2 * MS, 3 * MS, "neuron_exec:matmul", Cat.DEVICE)
         # two fallback sites: model.py:88 costs 3 ms a step, data.py:12 1 ms every other step
-        b.add_slice(fb, c + 6 * MS, 3 * MS, FALLBACK_OP, Cat.FALLBACK,
-                    {Arg.CALL_SITE: FALLBACK_SITE, Arg.MODULE: "model.head", Arg.COPY_BYTES: 4096,
-                     Arg.STACK: ["train.py:60 in step", "model.py:88 in forward"]})
+        b.add_slice(
+            fb,
+            c + 6 * MS,
+            3 * MS,
+            FALLBACK_OP,
+            Cat.FALLBACK,
+            {
+                Arg.CALL_SITE: FALLBACK_SITE,
+                Arg.MODULE: "model.head",
+                Arg.COPY_BYTES: 4096,
+                Arg.STACK: ["train.py:60 in step", "model.py:88 in forward"],
+            },
+        )
         if step % 2 == 0:
             b.add_slice(fb, c + 10 * MS, MS, "aten::nonzero", Cat.FALLBACK, {Arg.CALL_SITE: "data.py:12"})
-        b.add_slice(sync, c + 12 * MS, MS // 2, "aten::item", Cat.SYNC, {Arg.SYNC_KIND: "item",
-                                                                       Arg.CALL_SITE: "train.py:70"})
-        b.add_slice(coll, c + 13 * MS, 2 * MS, "all_reduce", Cat.COLLECTIVE,
-                    {Arg.BYTES_IN: 8 * MS, Arg.DTYPE: "float32", Arg.GROUP: "default", Arg.WORLD_SIZE: 2})
+        b.add_slice(
+            sync,
+            c + 12 * MS,
+            MS // 2,
+            "aten::item",
+            Cat.SYNC,
+            {Arg.SYNC_KIND: "item", Arg.CALL_SITE: "train.py:70"},
+        )
+        b.add_slice(
+            coll,
+            c + 13 * MS,
+            2 * MS,
+            "all_reduce",
+            Cat.COLLECTIVE,
+            {Arg.BYTES_IN: 8 * MS, Arg.DTYPE: "float32", Arg.GROUP: "default", Arg.WORLD_SIZE: 2},
+        )
         b.add_counter(mem, c, (1 + step % 3) * 1e8)
         t += dur
     b.add_counter(mem, t, 0.0)

@@ -14,12 +14,12 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
+from neuron_prof.tui import _shape
+from neuron_prof.tui._lanes import Lane, build_lanes
 
 from neuron_prof.analysis import Finding
 from neuron_prof.analysis._nesting import nesting
 from neuron_prof.model import Trace
-from neuron_prof.tui import _shape
-from neuron_prof.tui._lanes import Lane, build_lanes
 
 Source = str | os.PathLike[str] | Trace
 Progress = Callable[[float, str], None]
@@ -118,12 +118,22 @@ def _rank(trace: Trace, source: str) -> RankData:
     warnings = [*map(str, trace.metadata.get("load_warnings") or []), *warnings]
     span = trace.time_range()
     # the analysis counts depth from 1 (top level); lanes count from 0
-    return RankData(trace=trace, source=source, findings=found, warnings=warnings, depth=nest.depth - 1,
-                    self_ns=nest.self_ns, totals=totals, origin=span[0], span=span)
+    return RankData(
+        trace=trace,
+        source=source,
+        findings=found,
+        warnings=warnings,
+        depth=nest.depth - 1,
+        self_ns=nest.self_ns,
+        totals=totals,
+        origin=span[0],
+        span=span,
+    )
 
 
-def prepare(sources: Sequence[Source], progress: Progress | None = None,
-            cancelled: Callable[[], bool] = lambda: False) -> TuiData:
+def prepare(
+    sources: Sequence[Source], progress: Progress | None = None, cancelled: Callable[[], bool] = lambda: False
+) -> TuiData:
     """Load every source and compute what the first screens need. Raises TraceLoadError on a bad file."""
     from neuron_prof.loaders import load
 
@@ -163,9 +173,16 @@ def finding_target(f: Finding, rank: RankData) -> tuple[int | None, int | None]:
         if f.ts_ns is None:
             return int(rank.trace.slices.ts_ns[rows[0]]), track
     if track is None:
-        kind = {"first_call_compile": "compile", "recompile": "compile", "shape_churn": "compile",
-                "cpu_fallback": "fallback", "sync_point": "sync", "collective": "collective",
-                "memory_peak": "memory", "dtype_demotion": "dtype"}.get(f.kind)
+        kind = {
+            "first_call_compile": "compile",
+            "recompile": "compile",
+            "shape_churn": "compile",
+            "cpu_fallback": "fallback",
+            "sync_point": "sync",
+            "collective": "collective",
+            "memory_peak": "memory",
+            "dtype_demotion": "dtype",
+        }.get(f.kind)
         if kind is not None:
             track = rank.trace.find_track(kind)
     return f.ts_ns, track

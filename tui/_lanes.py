@@ -16,9 +16,19 @@ import numpy as np
 from neuron_prof.model import Trace, TrackKind
 
 # top-to-bottom order of lane kinds on the timeline
-LANE_ORDER = (TrackKind.THREAD, TrackKind.DEVICE, TrackKind.COMPILE, TrackKind.FALLBACK, TrackKind.SYNC,
-              TrackKind.COLLECTIVE, TrackKind.DTYPE, TrackKind.ASYNC, TrackKind.OTHER, TrackKind.MEMORY,
-              TrackKind.COUNTER)
+LANE_ORDER = (
+    TrackKind.THREAD,
+    TrackKind.DEVICE,
+    TrackKind.COMPILE,
+    TrackKind.FALLBACK,
+    TrackKind.SYNC,
+    TrackKind.COLLECTIVE,
+    TrackKind.DTYPE,
+    TrackKind.ASYNC,
+    TrackKind.OTHER,
+    TrackKind.MEMORY,
+    TrackKind.COUNTER,
+)
 SHADES = " ░▒▓█"
 BARS = " ▁▂▃▄▅▆▇█"
 
@@ -64,10 +74,16 @@ class Lane:
         under = (i >= 0) & (self.ends[np.maximum(i, 0)] > mid) if len(self.starts) else np.zeros(width, bool)
         # a cell with time in it but nothing at its midpoint shows the first slice starting inside it
         j = np.searchsorted(self.starts, edges[:-1], side="left")
-        inside = (j < len(self.starts)) & (self.starts[np.minimum(j, len(self.starts) - 1)] < edges[1:]) \
-            if len(self.starts) else np.zeros(width, bool)
-        row = np.where(under, self.rows[np.maximum(i, 0)] if len(self.rows) else -1,
-                       np.where(inside, self.rows[np.minimum(j, len(self.rows) - 1)] if len(self.rows) else -1, -1))
+        inside = (
+            (j < len(self.starts)) & (self.starts[np.minimum(j, len(self.starts) - 1)] < edges[1:])
+            if len(self.starts)
+            else np.zeros(width, bool)
+        )
+        row = np.where(
+            under,
+            self.rows[np.maximum(i, 0)] if len(self.rows) else -1,
+            np.where(inside, self.rows[np.minimum(j, len(self.rows) - 1)] if len(self.rows) else -1, -1),
+        )
         return fill, row.astype(np.int64)
 
     def _busy_until(self, x: np.ndarray) -> np.ndarray:
@@ -109,9 +125,15 @@ def build_lanes(trace: Trace, depth: np.ndarray, origin: int, max_depth: int = 2
     """
     s = trace.slices
     multi = len({t.process for t in trace.tracks}) > 1
-    order = sorted(range(len(trace.tracks)), key=lambda i: (
-        LANE_ORDER.index(trace.tracks[i].kind) if trace.tracks[i].kind in LANE_ORDER else len(LANE_ORDER),
-        trace.tracks[i].process, trace.tracks[i].sort_index or 0, i))
+    order = sorted(
+        range(len(trace.tracks)),
+        key=lambda i: (
+            LANE_ORDER.index(trace.tracks[i].kind) if trace.tracks[i].kind in LANE_ORDER else len(LANE_ORDER),
+            trace.tracks[i].process,
+            trace.tracks[i].sort_index or 0,
+            i,
+        ),
+    )
     by_track = np.argsort(s.track, kind="stable")
     tr_sorted = s.track[by_track]
     c = trace.counters
@@ -122,8 +144,17 @@ def build_lanes(trace: Trace, depth: np.ndarray, origin: int, max_depth: int = 2
             rows = np.flatnonzero(c.track == t)
             if len(rows):
                 rows = rows[np.argsort(c.ts_ns[rows], kind="stable")]
-                lanes.append(Lane(label=_label(trace, t, 0, multi), kind=kind, track=t,
-                                  starts=c.ts_ns[rows] - origin, ends=c.ts_ns[rows] - origin, rows=rows, values=c.value[rows]))
+                lanes.append(
+                    Lane(
+                        label=_label(trace, t, 0, multi),
+                        kind=kind,
+                        track=t,
+                        starts=c.ts_ns[rows] - origin,
+                        ends=c.ts_ns[rows] - origin,
+                        rows=rows,
+                        values=c.value[rows],
+                    )
+                )
             continue
         lo, hi = np.searchsorted(tr_sorted, [t, t + 1])
         rows = by_track[lo:hi]
@@ -139,6 +170,16 @@ def build_lanes(trace: Trace, depth: np.ndarray, origin: int, max_depth: int = 2
             en = np.maximum(st + s.dur_ns[r], st)
             cum = np.zeros(len(r) + 1, dtype=np.int64)
             np.cumsum(en - st, out=cum[1:])
-            lanes.append(Lane(label=_label(trace, t, d, multi), kind=kind, track=t, depth=d, starts=st, ends=en,
-                              rows=r.astype(np.int64), cum=cum))
+            lanes.append(
+                Lane(
+                    label=_label(trace, t, d, multi),
+                    kind=kind,
+                    track=t,
+                    depth=d,
+                    starts=st,
+                    ends=en,
+                    rows=r.astype(np.int64),
+                    cum=cum,
+                )
+            )
     return lanes

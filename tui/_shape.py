@@ -68,9 +68,18 @@ def compile_table(trace: Trace) -> Table:
         key = (trace.slice_name(int(r)), _text(a.get(Arg.SIGNATURE)))
         g = groups.get(key)
         if g is None:
-            g = groups[key] = {"total": 0, "count": 0, "max": 0, "ts": int(s.ts_ns[r]), "track": int(s.track[r]),
-                               "site": call_site_of(a), "module": _text(a.get(Arg.MODULE)),
-                               "kind": _text(a.get(Arg.COMPILE_KIND)), "reasons": {}, "cache": {}}
+            g = groups[key] = {
+                "total": 0,
+                "count": 0,
+                "max": 0,
+                "ts": int(s.ts_ns[r]),
+                "track": int(s.track[r]),
+                "site": call_site_of(a),
+                "module": _text(a.get(Arg.MODULE)),
+                "kind": _text(a.get(Arg.COMPILE_KIND)),
+                "reasons": {},
+                "cache": {},
+            }
         d = int(s.dur_ns[r])
         g["total"] += d
         g["count"] += 1
@@ -83,12 +92,14 @@ def compile_table(trace: Trace) -> Table:
             g["cache"][cache] = g["cache"].get(cache, 0) + 1
     vals = list(groups.values())
     t: Table = {
-        "name": _obj([k[0] for k in groups]), "signature": _obj([k[1] for k in groups]),
+        "name": _obj([k[0] for k in groups]),
+        "signature": _obj([k[1] for k in groups]),
         "kind": _obj([g["kind"] for g in vals]),
         "total_ns": np.array([g["total"] for g in vals], dtype=np.int64),
         "count": np.array([g["count"] for g in vals], dtype=np.int64),
         "max_ns": np.array([g["max"] for g in vals], dtype=np.int64),
-        "call_site": _obj([g["site"] for g in vals]), "module": _obj([g["module"] for g in vals]),
+        "call_site": _obj([g["site"] for g in vals]),
+        "module": _obj([g["module"] for g in vals]),
         "ts_ns": np.array([g["ts"] for g in vals], dtype=np.int64),
         "track": np.array([g["track"] for g in vals], dtype=np.int64),
         "reasons": _obj(["\n".join(f"{n}x {r}" for r, n in g["reasons"].items()) for g in vals]),
@@ -112,8 +123,15 @@ def fallback_table(trace: Trace) -> Table:
         key = (call_site_of(a), trace.slice_name(int(r)))
         g = groups.get(key)
         if g is None:
-            g = groups[key] = {"total": 0, "count": 0, "bytes": 0, "ts": int(s.ts_ns[r]), "track": int(s.track[r]),
-                               "module": _text(a.get(Arg.MODULE)), "stack": _text(a.get(Arg.STACK))}
+            g = groups[key] = {
+                "total": 0,
+                "count": 0,
+                "bytes": 0,
+                "ts": int(s.ts_ns[r]),
+                "track": int(s.track[r]),
+                "module": _text(a.get(Arg.MODULE)),
+                "stack": _text(a.get(Arg.STACK)),
+            }
         g["total"] += int(s.dur_ns[r])
         g["count"] += 1
         cb = a.get(Arg.COPY_BYTES)
@@ -121,11 +139,14 @@ def fallback_table(trace: Trace) -> Table:
     vals = list(groups.values())
     total = np.array([g["total"] for g in vals], dtype=np.int64)
     t: Table = {
-        "call_site": _obj([k[0] for k in groups]), "name": _obj([k[1] for k in groups]),
-        "count": np.array([g["count"] for g in vals], dtype=np.int64), "total_ns": total,
+        "call_site": _obj([k[0] for k in groups]),
+        "name": _obj([k[1] for k in groups]),
+        "count": np.array([g["count"] for g in vals], dtype=np.int64),
+        "total_ns": total,
         "share": total / max(trace.wall_ns, 1),
         "copy_bytes": np.array([g["bytes"] for g in vals], dtype=np.int64),
-        "module": _obj([g["module"] for g in vals]), "stack": _obj([g["stack"] for g in vals]),
+        "module": _obj([g["module"] for g in vals]),
+        "stack": _obj([g["stack"] for g in vals]),
         "ts_ns": np.array([g["ts"] for g in vals], dtype=np.int64),
         "track": np.array([g["track"] for g in vals], dtype=np.int64),
     }
@@ -135,7 +156,8 @@ def fallback_table(trace: Trace) -> Table:
 def op_table(trace: Trace, self_ns: np.ndarray) -> Table:
     """Ops (host and device slices) grouped by name: self time, total time, count; most self time first.
 
-    Columns: name, where ("host" | "device"), self_ns, total_ns, count, avg_ns, name_id, ts_ns (longest call), track.
+    Columns: name, where ("host" | "device"), self_ns, total_ns, count, avg_ns, name_id,
+    ts_ns and track (of the longest call).
     """
     s = trace.slices
     out: list[Table] = []
@@ -152,14 +174,24 @@ def op_table(trace: Trace, self_ns: np.ndarray) -> Table:
         o = np.lexsort((s.dur_ns[rows], inv))
         last = np.append(np.flatnonzero(np.diff(inv[o])), len(o) - 1)
         longest = rows[o[last]]
-        out.append({
-            "name": _obj([trace.strings[int(i)] for i in uniq]), "where": _obj([where] * len(uniq)),
-            "self_ns": self_t, "total_ns": tot, "count": count.astype(np.int64), "avg_ns": tot // np.maximum(count, 1),
-            "name_id": uniq.astype(np.int64), "ts_ns": s.ts_ns[longest], "track": s.track[longest].astype(np.int64),
-        })
+        out.append(
+            {
+                "name": _obj([trace.strings[int(i)] for i in uniq]),
+                "where": _obj([where] * len(uniq)),
+                "self_ns": self_t,
+                "total_ns": tot,
+                "count": count.astype(np.int64),
+                "avg_ns": tot // np.maximum(count, 1),
+                "name_id": uniq.astype(np.int64),
+                "ts_ns": s.ts_ns[longest],
+                "track": s.track[longest].astype(np.int64),
+            }
+        )
     if not out:
-        return {k: np.zeros(0, dtype=object if k in ("name", "where") else np.int64)
-                for k in ("name", "where", "self_ns", "total_ns", "count", "avg_ns", "name_id", "ts_ns", "track")}
+        return {
+            k: np.zeros(0, dtype=object if k in ("name", "where") else np.int64)
+            for k in ("name", "where", "self_ns", "total_ns", "count", "avg_ns", "name_id", "ts_ns", "track")
+        }
     return _sorted({k: np.concatenate([t[k] for t in out]) for k in out[0]}, "self_ns")
 
 
@@ -171,8 +203,13 @@ def calls_table(trace: Trace, name_id: int, self_ns: np.ndarray) -> Table:
     rows = np.flatnonzero(trace.slices.name == name_id)
     rows = rows[np.argsort(-trace.slices.dur_ns[rows], kind="stable")]
     s = trace.slices
-    return {"row": rows.astype(np.int64), "ts_ns": s.ts_ns[rows], "dur_ns": s.dur_ns[rows],
-            "self_ns": self_ns[rows], "track": s.track[rows].astype(np.int64)}
+    return {
+        "row": rows.astype(np.int64),
+        "ts_ns": s.ts_ns[rows],
+        "dur_ns": s.dur_ns[rows],
+        "self_ns": self_ns[rows],
+        "track": s.track[rows].astype(np.int64),
+    }
 
 
 def collective_table(traces: Sequence[Trace]) -> Table:
@@ -188,10 +225,19 @@ def collective_table(traces: Sequence[Trace]) -> Table:
         for r in rows[np.argsort(s.ts_ns[rows], kind="stable")]:
             a = trace.slice_args(int(r))
             key = (rank, op_key(trace.slice_name(int(r)), a))
-            g = groups.setdefault(key, {"count": 0, "bytes": 0, "total": 0, "ts": int(s.ts_ns[r]),
-                                        "track": int(s.track[r]), "trace": i,
-                                        "dtype": _text(a.get(Arg.DTYPE, a.get("dtype"))),
-                                        "group": _text(a.get(Arg.GROUP, a.get("Process Group Name")))})
+            g = groups.setdefault(
+                key,
+                {
+                    "count": 0,
+                    "bytes": 0,
+                    "total": 0,
+                    "ts": int(s.ts_ns[r]),
+                    "track": int(s.track[r]),
+                    "trace": i,
+                    "dtype": _text(a.get(Arg.DTYPE, a.get("dtype"))),
+                    "group": _text(a.get(Arg.GROUP, a.get("Process Group Name"))),
+                },
+            )
             g["count"] += 1
             g["bytes"] += message_bytes(a)
             g["total"] += int(s.dur_ns[r])
@@ -199,11 +245,15 @@ def collective_table(traces: Sequence[Trace]) -> Table:
     total = np.array([g["total"] for g in vals], dtype=np.int64)
     nbytes = np.array([g["bytes"] for g in vals], dtype=np.int64)
     t: Table = {
-        "rank": np.array([k[0] for k in groups], dtype=np.int64), "name": _obj([k[1] for k in groups]),
-        "count": np.array([g["count"] for g in vals], dtype=np.int64), "bytes": nbytes, "total_ns": total,
+        "rank": np.array([k[0] for k in groups], dtype=np.int64),
+        "name": _obj([k[1] for k in groups]),
+        "count": np.array([g["count"] for g in vals], dtype=np.int64),
+        "bytes": nbytes,
+        "total_ns": total,
         # bytes per ns is GB/s; no byte count (many Kineto traces) shows as no bandwidth
         "gbps": np.where((total > 0) & (nbytes > 0), nbytes / np.maximum(total, 1), np.nan),
-        "dtype": _obj([g["dtype"] for g in vals]), "group": _obj([g["group"] for g in vals]),
+        "dtype": _obj([g["dtype"] for g in vals]),
+        "group": _obj([g["group"] for g in vals]),
         "ts_ns": np.array([g["ts"] for g in vals], dtype=np.int64),
         "track": np.array([g["track"] for g in vals], dtype=np.int64),
         "trace": np.array([g["trace"] for g in vals], dtype=np.int64),
@@ -225,6 +275,7 @@ def memory_series(trace: Trace) -> list[tuple[int, np.ndarray, np.ndarray]]:
 
 def rank_table(ranks: Sequence[tuple[Trace, dict[str, Any]]]) -> Table:
     """One row per loaded trace (rank) from its analysis totals: wall, device busy, probe times, step."""
+
     def num(tot: dict[str, Any], key: str) -> float:
         v = tot.get(key)
         return float(v) if isinstance(v, (int, float)) else np.nan
@@ -232,12 +283,20 @@ def rank_table(ranks: Sequence[tuple[Trace, dict[str, Any]]]) -> Table:
     rows = []
     for i, (t, tot) in enumerate(ranks):
         st = step_times(t)
-        rows.append((t.rank if t.rank is not None else i, tot, float(np.median(st)) if len(st) else np.nan,
-                     str(t.metadata.get("source", ""))))
+        rows.append(
+            (
+                t.rank if t.rank is not None else i,
+                tot,
+                float(np.median(st)) if len(st) else np.nan,
+                str(t.metadata.get("source", "")),
+            )
+        )
     return {
         "rank": np.array([r[0] for r in rows], dtype=np.int64),
-        **{k: np.array([num(r[1], k) for r in rows], dtype=np.float64)
-           for k in ("wall_ns", "device_busy_share", "compile_ns", "fallback_ns", "sync_ns", "collective_ns")},
+        **{
+            k: np.array([num(r[1], k) for r in rows], dtype=np.float64)
+            for k in ("wall_ns", "device_busy_share", "compile_ns", "fallback_ns", "sync_ns", "collective_ns")
+        },
         "step_ns": np.array([r[2] for r in rows], dtype=np.float64),
         "source": _obj([r[3] for r in rows]),
         "trace": np.arange(len(rows), dtype=np.int64),

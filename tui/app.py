@@ -13,13 +13,6 @@ import os
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from rich.text import Text
-from textual import work
-from textual.app import App
-from textual.binding import Binding, BindingType
-from textual.message import Message
-
-from neuron_prof.errors import NeuronProfError
 from neuron_prof.tui._data import Source, TuiData, prepare
 from neuron_prof.tui.screens._base import VIEWS
 from neuron_prof.tui.screens.collectives import CollectivesScreen
@@ -32,6 +25,14 @@ from neuron_prof.tui.screens.ops import OpsScreen
 from neuron_prof.tui.screens.overview import OverviewScreen
 from neuron_prof.tui.screens.ranks import RanksScreen
 from neuron_prof.tui.screens.timeline import TimelineScreen
+from rich.text import Text
+from textual import work
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.worker import Worker
+
+from neuron_prof.errors import NeuronProfError
 
 VIEW_NAMES = tuple(v for v, _ in VIEWS)
 
@@ -42,9 +43,15 @@ class NeuronProfApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "neuron-prof"
     MODES: ClassVar[dict[str, Any]] = {
-        "loading": LoadingScreen, "overview": OverviewScreen, "compile": CompileScreen,
-        "fallback": FallbackScreen, "ops": OpsScreen, "timeline": TimelineScreen, "memory": MemoryScreen,
-        "collectives": CollectivesScreen, "ranks": RanksScreen,
+        "loading": LoadingScreen,
+        "overview": OverviewScreen,
+        "compile": CompileScreen,
+        "fallback": FallbackScreen,
+        "ops": OpsScreen,
+        "timeline": TimelineScreen,
+        "memory": MemoryScreen,
+        "collectives": CollectivesScreen,
+        "ranks": RanksScreen,
     }
     DEFAULT_MODE = "loading"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -82,12 +89,14 @@ class NeuronProfApp(App[int]):
         self.pending_jump: tuple[int, int | None] | None = None
         """(time, track) the timeline centres on when it is next shown."""
         self.error: str | None = None
-        self.loader = None
+        self.loader: Worker[None] | None = None
+        """The load worker (finished workers leave app.workers; tests and benches wait on this)."""
 
     # ---- loading -----------------------------------------------------------------------------
     def on_mount(self) -> None:
         self.title = "neuron-prof " + " ".join(
-            os.path.basename(os.fspath(s)) for s in self.sources if not hasattr(s, "slices"))
+            os.path.basename(os.fspath(s)) for s in self.sources if not hasattr(s, "slices")
+        )
         self.loader = self._load()
 
     @work(thread=True, exit_on_error=False, name="load")
@@ -96,8 +105,11 @@ class NeuronProfApp(App[int]):
 
         worker = get_current_worker()
         try:
-            data = prepare(self.sources, lambda f, s: self.post_message(self.Progress(f, s)),
-                           cancelled=lambda: worker.is_cancelled)
+            data = prepare(
+                self.sources,
+                lambda f, s: self.post_message(self.Progress(f, s)),
+                cancelled=lambda: worker.is_cancelled,
+            )
         except Exception as e:  # noqa: BLE001 - every failure ends the app with its message
             self.post_message(self.Failed(e))
             return
@@ -117,8 +129,10 @@ class NeuronProfApp(App[int]):
     def on_neuron_prof_app_failed(self, message: Failed) -> None:
         e = message.error
         self.error = str(e) if isinstance(e, NeuronProfError) else f"{type(e).__name__}: {e}"
-        self.exit(return_code=e.exit_code if isinstance(e, NeuronProfError) else 1,
-                  message=Text(f"neuron-prof: error: {self.error}"))
+        self.exit(
+            return_code=e.exit_code if isinstance(e, NeuronProfError) else 1,
+            message=Text(f"neuron-prof: error: {self.error}"),
+        )
 
     @property
     def ready(self) -> bool:
@@ -171,8 +185,10 @@ class NeuronProfApp(App[int]):
         if not self.ready:
             return "Loading: the Perfetto hint comes once the trace is open."
         src = self.data.rank.source
-        return (f"Open in the Perfetto UI: run `neuron-prof open {src}` (serves it to https://ui.perfetto.dev "
-                f"from this machine), or copy the file and drag it onto https://ui.perfetto.dev.")
+        return (
+            f"Open in the Perfetto UI: run `neuron-prof open {src}` (serves it to https://ui.perfetto.dev "
+            f"from this machine), or copy the file and drag it onto https://ui.perfetto.dev."
+        )
 
     def action_perfetto(self) -> None:
         self.notify(self.perfetto_hint(), title="Perfetto UI", timeout=15, markup=False)

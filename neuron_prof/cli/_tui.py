@@ -31,16 +31,31 @@ def check_paths(traces: tuple[str, ...]) -> list[Path]:
 
 def serve_command(paths: list[Path]) -> str:
     """The shell command textual-serve runs once per browser connection."""
-    return " ".join([shlex.quote(sys.executable), "-m", "neuron_prof", "tui",
-                     *(shlex.quote(str(p.resolve())) for p in paths)])
+    return " ".join(
+        [
+            shlex.quote(sys.executable),
+            "-m",
+            "neuron_prof",
+            "tui",
+            *(shlex.quote(str(p.resolve())) for p in paths),
+        ]
+    )
 
 
 @click.command(name="tui")
 @click.argument("traces", nargs=-1, required=True, metavar="TRACE...")
-@click.option("--serve", is_flag=True, help="Serve the UI to a web browser (textual-serve) instead of the terminal.")
-@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True, help="Port for --serve.")
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address for --serve. The default is reachable only from this machine (use an SSH tunnel).")
+@click.option(
+    "--serve", is_flag=True, help="Serve the UI to a web browser (textual-serve) instead of the terminal."
+)
+@click.option(
+    "--port", type=click.IntRange(1, 65535), default=8000, show_default=True, help="Port for --serve."
+)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address for --serve. The default is reachable only from this machine (use an SSH tunnel).",
+)
 def command(traces: tuple[str, ...], serve: bool, port: int, host: str) -> int:
     """Open the terminal UI on TRACE (.json, .json.gz or .pftrace; several files: one per rank).
 
@@ -53,8 +68,11 @@ def command(traces: tuple[str, ...], serve: bool, port: int, host: str) -> int:
 
         click.echo(f"neuron-prof: serving the TUI on http://{host}:{port} (Ctrl+C stops)", err=True)
         if host == "127.0.0.1":
-            click.echo(f"  from your laptop: ssh -L {port}:127.0.0.1:{port} THIS_HOST, then open "
-                       f"http://127.0.0.1:{port}", err=True)
+            click.echo(
+                f"  from your laptop: ssh -L {port}:127.0.0.1:{port} THIS_HOST, then open "
+                f"http://127.0.0.1:{port}",
+                err=True,
+            )
         Server(serve_command(paths), host=host, port=port, title="neuron-prof").serve()
         return 0
     from neuron_prof.tui.app import NeuronProfApp

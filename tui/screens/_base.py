@@ -9,21 +9,26 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, ClassVar
 
+from neuron_prof.tui._data import RankData, TuiData
+from neuron_prof.tui.widgets.bars import KeyBar, ViewBar
+from neuron_prof.tui.widgets.virtual_table import VirtualTable
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer, Input, Static, Tab, Tabs
-
-from neuron_prof.tui._data import RankData, TuiData
-from neuron_prof.tui.widgets.virtual_table import VirtualTable
+from textual.widgets import Input, Static
 
 if TYPE_CHECKING:
     from neuron_prof.tui.app import NeuronProfApp
 
 VIEWS: tuple[tuple[str, str], ...] = (
-    ("overview", "1 Overview"), ("compile", "2 Compile stalls"), ("fallback", "3 Fallback hot spots"),
-    ("ops", "4 Ops"), ("timeline", "5 Timeline"), ("memory", "6 Memory"), ("collectives", "7 Collectives"),
+    ("overview", "1 Overview"),
+    ("compile", "2 Compile stalls"),
+    ("fallback", "3 Fallback hot spots"),
+    ("ops", "4 Ops"),
+    ("timeline", "5 Timeline"),
+    ("memory", "6 Memory"),
+    ("collectives", "7 Collectives"),
     ("ranks", "8 Ranks"),
 )
 
@@ -57,12 +62,9 @@ class ViewScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         self._version = self.np_app.data_version
-        tabs = Tabs(*(Tab(label, id=f"tab-{v}") for v, label in VIEWS), active=f"tab-{self.VIEW}", id="views")
-        tabs.can_focus = False
-        yield tabs
+        yield ViewBar(VIEWS, self.VIEW, id="views")
         yield from self.compose_body()
-        yield Input(placeholder="filter (enter: keep, esc: clear)", id="filter", classes="-hidden")
-        yield Footer()
+        yield KeyBar()
 
     def compose_body(self) -> Iterable[Widget]:
         raise NotImplementedError
@@ -71,21 +73,25 @@ class ViewScreen(Screen[None]):
         if self._version != self.np_app.data_version:
             # another rank was chosen in the Ranks view: rebuild from the new data
             self.call_later(self.recompose)
-        tabs = self.query_one("#views", Tabs)
-        tabs.active = f"tab-{self.VIEW}"
         if self.table is not None and self.focused is None:
             self.table.focus()
 
-    def on_tabs_tab_activated(self, event: Tabs.TabActivated) -> None:
+    def on_view_bar_chosen(self, event: ViewBar.Chosen) -> None:
         event.stop()
-        if event.tab is not None and event.tab.id and event.tab.id != f"tab-{self.VIEW}":
-            self.np_app.show_view(event.tab.id.removeprefix("tab-"))
+        if event.view != self.VIEW:
+            self.np_app.show_view(event.view)
 
     # ---- filter -----------------------------------------------------------------------------
     def action_filter(self) -> None:
         if self.table is None:
             return
-        box = self.query_one("#filter", Input)
+        # mounted on first use: an Input costs ~50 ms of style work per view even when hidden
+        found = self.query("#filter")
+        if found:
+            box = found.first(Input)
+        else:
+            box = Input(placeholder="filter (enter: keep, esc: clear)", id="filter")
+            self.mount(box, before=self.query_one(KeyBar))
         box.remove_class("-hidden")
         box.focus()
 
@@ -98,7 +104,10 @@ class ViewScreen(Screen[None]):
             self.table.focus()
 
     def action_clear_filter(self) -> None:
-        box = self.query_one("#filter", Input)
+        found = self.query("#filter")
+        if not found:
+            return
+        box = found.first(Input)
         if self.table is not None and (box.value or not box.has_class("-hidden")):
             box.value = ""
             box.add_class("-hidden")
@@ -144,9 +153,8 @@ class Detail(Static):
     """A detail pane: labels in bold, trace strings literal."""
 
     def show(self, rows: list[tuple[str, str]]) -> None:
-        from rich.text import Text
-
         from neuron_prof.tui._fmt import printable
+        from rich.text import Text
 
         t = Text()
         for i, (k, v) in enumerate(rows):

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from textual.widget import Widget
-
 from neuron_prof.tui._fmt import fmt_bytes, fmt_gbps, fmt_int, fmt_ns
 from neuron_prof.tui.screens._base import ViewScreen
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
+from textual.widget import Widget
 
 
 class CollectivesScreen(ViewScreen):
@@ -17,10 +16,16 @@ class CollectivesScreen(ViewScreen):
     VIEW = "collectives"
 
     def compose_body(self) -> Iterable[Widget]:
-        cols = [Column("rank", "rank", 5, str, right=True), Column("name", "op", 0),
-                Column("count", "count", 7, fmt_int, right=True), Column("bytes", "bytes", 11, fmt_bytes, right=True),
-                Column("total_ns", "time", 10, fmt_ns, right=True), Column("gbps", "bandwidth", 11, fmt_gbps, right=True),
-                Column("dtype", "dtype", 9), Column("group", "group", 12)]
+        cols = [
+            Column("rank", "rank", 5, str, right=True),
+            Column("name", "op", 0),
+            Column("count", "count", 7, fmt_int, right=True),
+            Column("bytes", "bytes", 11, fmt_bytes, right=True),
+            Column("total_ns", "time", 10, fmt_ns, right=True),
+            Column("gbps", "bandwidth", 11, fmt_gbps, right=True),
+            Column("dtype", "dtype", 9),
+            Column("group", "group", 12),
+        ]
         self.table = VirtualTable(cols, self.data.collectives, filter_key="name", id="collectives")
         yield self.table
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from textual.widget import Widget
-
 from neuron_prof.tui._fmt import fmt_int, fmt_ns
 from neuron_prof.tui.screens._base import Detail, ViewScreen, detail
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
+from textual.widget import Widget
 
 COMPILE_KINDS = ("first_call_compile", "recompile", "shape_churn")
 
@@ -19,9 +18,14 @@ class CompileScreen(ViewScreen):
     VIEW = "compile"
 
     def compose_body(self) -> Iterable[Widget]:
-        cols = [Column("name", "op / graph", 0), Column("signature", "signature", 30),
-                Column("total_ns", "total", 10, fmt_ns, right=True), Column("count", "count", 6, fmt_int, right=True),
-                Column("max_ns", "longest", 10, fmt_ns, right=True), Column("call_site", "call site", 26)]
+        cols = [
+            Column("name", "op / graph", 0),
+            Column("signature", "signature", 30),
+            Column("total_ns", "total", 10, fmt_ns, right=True),
+            Column("count", "count", 6, fmt_int, right=True),
+            Column("max_ns", "longest", 10, fmt_ns, right=True),
+            Column("call_site", "call site", 26),
+        ]
         self.table = VirtualTable(cols, self.rank.compiles, filter_key="name", id="compiles")
         yield self.table
         yield Detail(id="detail")
@@ -37,17 +41,28 @@ class CompileScreen(ViewScreen):
             pane.show([("compiles", "none recorded in this trace")])
             return
         d = {k: v[row] for k, v in self.rank.compiles.items()}
-        rows = detail(("op / graph", d["name"]), ("signature", d["signature"]), ("compile kind", d["kind"]),
-                      ("total", fmt_ns(d["total_ns"])), ("compiles", d["count"]), ("cache", d["cache"]),
-                      ("call site", d["call_site"]), ("module", d["module"]),
-                      ("recompile reasons", "\n" + d["reasons"] if d["reasons"] else ""))
+        rows = detail(
+            ("op / graph", d["name"]),
+            ("signature", d["signature"]),
+            ("compile kind", d["kind"]),
+            ("total", fmt_ns(d["total_ns"])),
+            ("compiles", d["count"]),
+            ("cache", d["cache"]),
+            ("call site", d["call_site"]),
+            ("module", d["module"]),
+            ("recompile reasons", "\n" + d["reasons"] if d["reasons"] else ""),
+        )
         # the bucket plan and advice come from the analysis' findings about this op or graph
         for f in self.rank.findings:
-            if f.kind in COMPILE_KINDS and (d["name"] in f.title or f.evidence.get("name") == d["name"]
-                                            or (d["call_site"] and f.call_site == d["call_site"])):
+            if f.kind in COMPILE_KINDS and (
+                d["name"] in f.title
+                or f.evidence.get("name") == d["name"]
+                or (d["call_site"] and f.call_site == d["call_site"])
+            ):
                 plan = f.evidence.get("bucket_plan") or f.evidence.get("buckets")
-                rows += detail((f.kind, f.title), ("bucket plan", plan if plan is not None else ""),
-                               ("advice", f.advice))
+                rows += detail(
+                    (f.kind, f.title), ("bucket plan", plan if plan is not None else ""), ("advice", f.advice)
+                )
         pane.show(rows)
 
     def on_virtual_table_row_highlighted(self, event: VirtualTable.RowHighlighted) -> None:

@@ -12,8 +12,11 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 KEYS = (
-    ("1-8, tab, shift+tab", "switch view: overview, compile stalls, fallback hot spots, ops, timeline, memory, "
-                            "collectives, ranks"),
+    (
+        "1-8, tab, shift+tab",
+        "switch view: overview, compile stalls, fallback hot spots, ops, timeline, memory, "
+        "collectives, ranks",
+    ),
     ("↑ ↓ pgup pgdn home end", "move in a table"),
     ("enter", "drill in: a finding opens its view, an op lists its calls, a rank becomes the shown rank"),
     ("t", "jump to the highlighted row's place and time on the timeline"),

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from neuron_prof.tui._fmt import printable
+from neuron_prof.tui.widgets.bars import KeyBar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Center, Middle
 from textual.screen import Screen
-from textual.widgets import Footer, ProgressBar, Static
-
-from neuron_prof.tui._fmt import printable
+from textual.widgets import ProgressBar, Static
 
 
 class LoadingScreen(Screen[None]):
@@ -19,7 +19,7 @@ class LoadingScreen(Screen[None]):
             yield Static(Text("neuron-prof", style="bold"), id="loading-title")
             yield ProgressBar(total=100, show_eta=False, id="progress")
             yield Static(Text("starting", style="dim"), id="loading-status")
-        yield Footer()
+        yield KeyBar()
 
     def set_progress(self, fraction: float, what: str) -> None:
         self.query_one(ProgressBar).update(progress=round(100 * fraction))

@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-from rich.text import Text
-from textual.widget import Widget
-from textual.widgets import Static
-
 from neuron_prof.tui._fmt import fmt_bytes, fmt_ts, printable
 from neuron_prof.tui.screens._base import ViewScreen
 from neuron_prof.tui.widgets.plot import BraillePlot
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
+from rich.text import Text
+from textual.widget import Widget
+from textual.widgets import Static
 
 
 class MemoryScreen(ViewScreen):
@@ -37,9 +36,13 @@ class MemoryScreen(ViewScreen):
             "series": np.arange(len(series), dtype=np.int64),
         }
         origin = rank.origin
-        cols = [Column("name", "counter", 0), Column("peak", "peak", 12, fmt_bytes, right=True),
-                Column("ts_ns", "peak at", 16, lambda v: fmt_ts(v, origin), right=True),
-                Column("last", "at end", 12, fmt_bytes, right=True), Column("samples", "samples", 8, str, right=True)]
+        cols = [
+            Column("name", "counter", 0),
+            Column("peak", "peak", 12, fmt_bytes, right=True),
+            Column("ts_ns", "peak at", 16, lambda v: fmt_ts(v, origin), right=True),
+            Column("last", "at end", 12, fmt_bytes, right=True),
+            Column("samples", "samples", 8, str, right=True),
+        ]
         self.table = VirtualTable(cols, data, filter_key="name", id="memory-table")
         yield self.table
         yield Static(id="plot-title")
@@ -61,9 +64,12 @@ class MemoryScreen(ViewScreen):
         self.plot.set_data(ts, v)
         t = Text()
         t.append(printable(self.table.value("name", row)), style="bold")  # type: ignore[union-attr]
-        t.append(f"  peak {fmt_bytes(float(v.max()))} at {fmt_ts(int(ts[int(np.argmax(v))]), self.rank.origin)}"
-                 f"  (0 to {fmt_bytes(float(v.max()))}, {fmt_ts(int(ts[0]), self.rank.origin)} .. "
-                 f"{fmt_ts(int(ts[-1]), self.rank.origin)})", style="dim")
+        t.append(
+            f"  peak {fmt_bytes(float(v.max()))} at {fmt_ts(int(ts[int(np.argmax(v))]), self.rank.origin)}"
+            f"  (0 to {fmt_bytes(float(v.max()))}, {fmt_ts(int(ts[0]), self.rank.origin)} .. "
+            f"{fmt_ts(int(ts[-1]), self.rank.origin)})",
+            style="dim",
+        )
         title.update(t)
 
     def on_virtual_table_row_highlighted(self, event: VirtualTable.RowHighlighted) -> None:

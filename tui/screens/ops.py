@@ -5,17 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
+from neuron_prof.tui._data import RankData
+from neuron_prof.tui._fmt import fmt_int, fmt_ns, fmt_ts, printable
+from neuron_prof.tui.screens._base import ViewScreen
+from neuron_prof.tui.widgets.bars import KeyBar
+from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer, Static
-
-from neuron_prof.tui._data import RankData
-from neuron_prof.tui._fmt import fmt_int, fmt_ns, fmt_ts, printable
-from neuron_prof.tui.screens._base import ViewScreen
-from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
+from textual.widgets import Static
 
 
 class OpsScreen(ViewScreen):
@@ -24,9 +24,14 @@ class OpsScreen(ViewScreen):
     VIEW = "ops"
 
     def compose_body(self) -> Iterable[Widget]:
-        cols = [Column("name", "op", 0), Column("where", "on", 6),
-                Column("self_ns", "self", 10, fmt_ns, right=True), Column("total_ns", "total", 10, fmt_ns, right=True),
-                Column("count", "calls", 9, fmt_int, right=True), Column("avg_ns", "mean", 10, fmt_ns, right=True)]
+        cols = [
+            Column("name", "op", 0),
+            Column("where", "on", 6),
+            Column("self_ns", "self", 10, fmt_ns, right=True),
+            Column("total_ns", "total", 10, fmt_ns, right=True),
+            Column("count", "calls", 9, fmt_int, right=True),
+            Column("avg_ns", "mean", 10, fmt_ns, right=True),
+        ]
         self.table = VirtualTable(cols, self.rank.ops, filter_key="name", id="ops")
         self.table.sort_key = "self_ns"
         yield self.table
@@ -55,10 +60,12 @@ class CallsScreen(Screen[None]):
         data = rank.calls(name_id)
         tracks = rank.trace.tracks
         origin = rank.origin
-        cols = [Column("ts_ns", "start", 16, lambda v: fmt_ts(v, origin), right=True),
-                Column("dur_ns", "duration", 10, fmt_ns, right=True),
-                Column("self_ns", "self", 10, fmt_ns, right=True),
-                Column("track", "track", 0, lambda v: tracks[int(v)].name)]
+        cols = [
+            Column("ts_ns", "start", 16, lambda v: fmt_ts(v, origin), right=True),
+            Column("dur_ns", "duration", 10, fmt_ns, right=True),
+            Column("self_ns", "self", 10, fmt_ns, right=True),
+            Column("track", "track", 0, lambda v: tracks[int(v)].name),
+        ]
         self.table = VirtualTable(cols, data, filter_key="track", id="calls")
 
     def compose(self) -> ComposeResult:
@@ -67,7 +74,7 @@ class CallsScreen(Screen[None]):
         title.append(f"  ({len(self.table.order):,})", style="dim")
         yield Static(title, id="calls-title")
         yield self.table
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.table.focus()

@@ -5,22 +5,28 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-from rich.text import Text
-from textual.widget import Widget
-from textual.widgets import Static
-
-from neuron_prof.analysis import Finding
 from neuron_prof.tui._data import RankData, finding_target
 from neuron_prof.tui._fmt import fmt_int, fmt_ns, fmt_share, printable
 from neuron_prof.tui.screens._base import Detail, ViewScreen, detail
 from neuron_prof.tui.widgets.plot import sparkline
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
+from rich.text import Text
+from textual.widget import Widget
+from textual.widgets import Static
+
+from neuron_prof.analysis import Finding
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 # where `enter` on a finding leads
-KIND_VIEW = {"first_call_compile": "compile", "recompile": "compile", "shape_churn": "compile",
-             "cpu_fallback": "fallback", "collective": "collectives", "straggler": "ranks",
-             "memory_peak": "memory"}
+KIND_VIEW = {
+    "first_call_compile": "compile",
+    "recompile": "compile",
+    "shape_churn": "compile",
+    "cpu_fallback": "fallback",
+    "collective": "collectives",
+    "straggler": "ranks",
+    "memory_peak": "memory",
+}
 
 
 def summary_text(rank: RankData, width: int = 100) -> Text:
@@ -39,8 +45,12 @@ def summary_text(rank: RankData, width: int = 100) -> Text:
     busy = tot.get("device_busy_share")
     t.append("n/a (no device track)" if busy is None else fmt_share(float(busy)), style="bold")
     t.append("\n")
-    for kind, label, style in (("compile", "compile", "red"), ("fallback", "CPU fallback", "#e6a04e"),
-                               ("sync", "sync", "yellow"), ("collective", "collectives", "cyan")):
+    for kind, label, style in (
+        ("compile", "compile", "red"),
+        ("fallback", "CPU fallback", "#e6a04e"),
+        ("sync", "sync", "yellow"),
+        ("collective", "collectives", "cyan"),
+    ):
         ns, n = int(tot.get(f"{kind}_ns") or 0), int(tot.get(f"{kind}_count") or 0)
         t.append(f"{label} ", style="dim")
         t.append(f"{fmt_ns(ns)} ({fmt_share(ns / wall)}, {fmt_int(n)}x)", style=style if n else "")
@@ -67,6 +77,7 @@ def summary_text(rank: RankData, width: int = 100) -> Text:
 
 def findings_table(findings: list[Finding], rank: RankData) -> dict[str, np.ndarray]:
     """The findings as table columns (already ranked by cost)."""
+
     def obj(vals: list[object]) -> np.ndarray:
         a = np.empty(len(vals), dtype=object)
         a[:] = vals
@@ -74,7 +85,8 @@ def findings_table(findings: list[Finding], rank: RankData) -> dict[str, np.ndar
 
     targets = [finding_target(f, rank) for f in findings]
     return {
-        "severity": obj([f.severity for f in findings]), "kind": obj([f.kind for f in findings]),
+        "severity": obj([f.severity for f in findings]),
+        "kind": obj([f.kind for f in findings]),
         "title": obj([f.title for f in findings]),
         "cost_ns": np.array([int(f.cost_ns or 0) for f in findings], dtype=np.int64),
         "share": np.array([float(f.share or 0) for f in findings], dtype=np.float64),
@@ -94,10 +106,18 @@ class OverviewScreen(ViewScreen):
     def compose_body(self) -> Iterable[Widget]:
         rank = self.rank
         yield Static(summary_text(rank, self.app.size.width), id="summary")
-        cols = [Column("severity", "sev", 8), Column("kind", "kind", 18), Column("title", "finding", 0),
-                Column("cost_ns", "cost", 10, fmt_ns, right=True), Column("share", "share", 7, fmt_share, right=True),
-                Column("count", "count", 7, fmt_int, right=True), Column("call_site", "call site", 28)]
-        self.table = VirtualTable(cols, findings_table(rank.findings, rank), filter_key="title", id="findings")
+        cols = [
+            Column("severity", "sev", 8),
+            Column("kind", "kind", 18),
+            Column("title", "finding", 0),
+            Column("cost_ns", "cost", 10, fmt_ns, right=True),
+            Column("share", "share", 7, fmt_share, right=True),
+            Column("count", "count", 7, fmt_int, right=True),
+            Column("call_site", "call site", 28),
+        ]
+        self.table = VirtualTable(
+            cols, findings_table(rank.findings, rank), filter_key="title", id="findings"
+        )
         yield self.table
         yield Detail(id="detail")
 
@@ -109,13 +129,28 @@ class OverviewScreen(ViewScreen):
     def _show(self, row: int) -> None:
         pane = self.query_one("#detail", Detail)
         if row < 0:
-            pane.show([("findings", "none: nothing costly was found" if not self.rank.warnings
-                        else "not computed (see the notes above)")])
+            pane.show(
+                [
+                    (
+                        "findings",
+                        "none: nothing costly was found"
+                        if not self.rank.warnings
+                        else "not computed (see the notes above)",
+                    )
+                ]
+            )
             return
         f = self.rank.findings[row]
         ev = ", ".join(f"{k}={v}" for k, v in (f.evidence or {}).items() if not isinstance(v, (list, dict)))
-        pane.show(detail(("finding", f.title), ("advice", f.advice), ("call site", f.call_site),
-                         ("module", f.module), ("evidence", ev)))
+        pane.show(
+            detail(
+                ("finding", f.title),
+                ("advice", f.advice),
+                ("call site", f.call_site),
+                ("module", f.module),
+                ("evidence", ev),
+            )
+        )
 
     def on_virtual_table_row_highlighted(self, event: VirtualTable.RowHighlighted) -> None:
         self._show(event.row)

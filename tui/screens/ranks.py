@@ -5,13 +5,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from rich.text import Text
-from textual.widget import Widget
-from textual.widgets import Static
-
 from neuron_prof.tui._fmt import fmt_ns, fmt_share
 from neuron_prof.tui.screens._base import ViewScreen
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
+from rich.text import Text
+from textual.widget import Widget
+from textual.widgets import Static
 
 
 class RanksScreen(ViewScreen):
@@ -20,16 +19,32 @@ class RanksScreen(ViewScreen):
     VIEW = "ranks"
 
     def compose_body(self) -> Iterable[Widget]:
-        cols = [Column("rank", "rank", 5, str, right=True), Column("wall_ns", "wall", 10, fmt_ns, right=True),
-                Column("step_ns", "median step", 12, fmt_ns, right=True),
-                Column("device_busy_share", "device busy", 11, lambda v: "-" if math.isnan(v) else fmt_share(v), right=True),
-                Column("compile_ns", "compile", 10, fmt_ns, right=True),
-                Column("fallback_ns", "fallback", 10, fmt_ns, right=True),
-                Column("sync_ns", "sync", 10, fmt_ns, right=True),
-                Column("collective_ns", "collectives", 11, fmt_ns, right=True), Column("source", "file", 0)]
+        cols = [
+            Column("rank", "rank", 5, str, right=True),
+            Column("wall_ns", "wall", 10, fmt_ns, right=True),
+            Column("step_ns", "median step", 12, fmt_ns, right=True),
+            Column(
+                "device_busy_share",
+                "device busy",
+                11,
+                lambda v: "-" if math.isnan(v) else fmt_share(v),
+                right=True,
+            ),
+            Column("compile_ns", "compile", 10, fmt_ns, right=True),
+            Column("fallback_ns", "fallback", 10, fmt_ns, right=True),
+            Column("sync_ns", "sync", 10, fmt_ns, right=True),
+            Column("collective_ns", "collectives", 11, fmt_ns, right=True),
+            Column("source", "file", 0),
+        ]
         n = len(self.data.ranks)
-        yield Static(Text(f"{n} rank{'s' if n != 1 else ''} loaded; showing {self.data.rank.rank_label} "
-                          "(enter on a row to show another)", style="dim"), id="ranks-note")
+        yield Static(
+            Text(
+                f"{n} rank{'s' if n != 1 else ''} loaded; showing {self.data.rank.rank_label} "
+                "(enter on a row to show another)",
+                style="dim",
+            ),
+            id="ranks-note",
+        )
         self.table = VirtualTable(cols, self.data.rank_table, filter_key="source", id="ranks")
         yield self.table
 

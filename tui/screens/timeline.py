@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rich.text import Text
-from textual.widget import Widget
-from textual.widgets import Static
-
 from neuron_prof.tui._fmt import fmt_bytes, fmt_ns, fmt_ts, printable
 from neuron_prof.tui.screens._base import ViewScreen
 from neuron_prof.tui.widgets.timeline import LABEL_W, Timeline
+from rich.text import Text
+from textual.widget import Widget
+from textual.widgets import Static
 
 
 class TimelineScreen(ViewScreen):
@@ -25,8 +24,9 @@ class TimelineScreen(ViewScreen):
     def compose_body(self) -> Iterable[Widget]:
         rank = self.rank
         tr = rank.trace
-        self.timeline = Timeline(rank.lanes, tr.slices.name, tr.strings, rank.span, origin=rank.origin,
-                                 id="timeline")
+        self.timeline = Timeline(
+            rank.lanes, tr.slices.name, tr.strings, rank.span, origin=rank.origin, id="timeline"
+        )
         yield Static(id="axis")
         yield self.timeline
         yield Static(id="status")
@@ -81,9 +81,11 @@ class TimelineScreen(ViewScreen):
             elif row >= 0:
                 tr = self.rank.trace
                 status.append(printable(tr.slice_name(row)))
-                status.append(f"  {fmt_ns(int(tr.slices.dur_ns[row]))} at "
-                              f"{fmt_ts(int(tr.slices.ts_ns[row]), self.rank.origin)}",
-                              style="dim")
+                status.append(
+                    f"  {fmt_ns(int(tr.slices.dur_ns[row]))} at "
+                    f"{fmt_ts(int(tr.slices.ts_ns[row]), self.rank.origin)}",
+                    style="dim",
+                )
             else:
                 status.append("idle", style="dim")
         self.query_one("#status", Static).update(status)

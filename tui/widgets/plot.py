@@ -17,7 +17,9 @@ BARS = "▁▂▃▄▅▆▇█"
 _DOTS = np.array([[0x01, 0x02, 0x04, 0x40], [0x08, 0x10, 0x20, 0x80]], dtype=np.int64)
 
 
-def bin_max(x: np.ndarray, y: np.ndarray, n: int, x0: float | None = None, x1: float | None = None) -> np.ndarray:
+def bin_max(
+    x: np.ndarray, y: np.ndarray, n: int, x0: float | None = None, x1: float | None = None
+) -> np.ndarray:
     """Maximum of y per bin of x over n equal bins of [x0, x1]; a bin with no sample holds the last value."""
     if len(x) == 0 or n <= 0:
         return np.zeros(max(n, 0))
@@ -52,10 +54,18 @@ def braille_area(values: np.ndarray, width: int, height: int, vmax: float | None
     cols = 2 * width
     v = np.asarray(values, dtype=np.float64)
     if len(v) != cols:
-        v = bin_max(np.arange(len(v), dtype=np.float64), v, cols, 0, max(len(v), 1)) if len(v) else np.zeros(cols)
+        v = (
+            bin_max(np.arange(len(v), dtype=np.float64), v, cols, 0, max(len(v), 1))
+            if len(v)
+            else np.zeros(cols)
+        )
     top = float(vmax if vmax is not None else (v.max() if len(v) else 0.0))
     rows = 4 * height
-    h = np.zeros(cols, dtype=np.int64) if top <= 0 else np.clip(np.round(v / top * rows), 0, rows).astype(np.int64)
+    h = (
+        np.zeros(cols, dtype=np.int64)
+        if top <= 0
+        else np.clip(np.round(v / top * rows), 0, rows).astype(np.int64)
+    )
     # filled[y, x]: dot row y (0 = top) of dot column x is inside the area
     y = np.arange(rows)[:, None]
     filled = (rows - 1 - y) < h[None, :]
@@ -71,7 +81,9 @@ class BraillePlot(Widget):
     BraillePlot { height: 12; }
     """
 
-    def __init__(self, x: np.ndarray, y: np.ndarray, *, color: str = "#a57fd8", id: str | None = None) -> None:
+    def __init__(
+        self, x: np.ndarray, y: np.ndarray, *, color: str = "#a57fd8", id: str | None = None
+    ) -> None:
         super().__init__(id=id)
         self.x = np.asarray(x, dtype=np.float64)
         self.y = np.asarray(y, dtype=np.float64)
@@ -94,4 +106,5 @@ class BraillePlot(Widget):
         if y >= len(self._lines):
             return Strip.blank(w, self.rich_style)
         return Strip([Segment(self._lines[y], self.rich_style + Style(color=self.color))]).crop_extend(
-            0, w, self.rich_style)
+            0, w, self.rich_style
+        )

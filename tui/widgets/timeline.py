@@ -11,6 +11,8 @@ import zlib
 from typing import ClassVar
 
 import numpy as np
+from neuron_prof.tui._fmt import printable
+from neuron_prof.tui._lanes import BARS, SHADES, Lane
 from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding, BindingType
@@ -20,14 +22,30 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from neuron_prof.model import StringTable
-from neuron_prof.tui._fmt import printable
-from neuron_prof.tui._lanes import BARS, SHADES, Lane
 
 LABEL_W = 22
-PALETTE = ("#4e9ae6", "#e6a04e", "#5cc27a", "#d45b5b", "#a57fd8", "#47b8b8", "#d9cb4f", "#c274b0",
-           "#8fa3bf", "#e67e4e", "#7fbf6a", "#6a7fd8")
-KIND_COLOR = {"compile": "#d45b5b", "fallback": "#e6a04e", "sync": "#d9cb4f", "collective": "#47b8b8",
-              "memory": "#a57fd8", "counter": "#a57fd8"}
+PALETTE = (
+    "#4e9ae6",
+    "#e6a04e",
+    "#5cc27a",
+    "#d45b5b",
+    "#a57fd8",
+    "#47b8b8",
+    "#d9cb4f",
+    "#c274b0",
+    "#8fa3bf",
+    "#e67e4e",
+    "#7fbf6a",
+    "#6a7fd8",
+)
+KIND_COLOR = {
+    "compile": "#d45b5b",
+    "fallback": "#e6a04e",
+    "sync": "#d9cb4f",
+    "collective": "#47b8b8",
+    "memory": "#a57fd8",
+    "counter": "#a57fd8",
+}
 
 
 class Timeline(ScrollView, can_focus=True):
@@ -62,8 +80,16 @@ class Timeline(ScrollView, can_focus=True):
             super().__init__()
             self.timeline = timeline
 
-    def __init__(self, lanes: list[Lane], name_ids: np.ndarray, strings: StringTable, span: tuple[int, int], *,
-                 origin: int = 0, id: str | None = None) -> None:
+    def __init__(
+        self,
+        lanes: list[Lane],
+        name_ids: np.ndarray,
+        strings: StringTable,
+        span: tuple[int, int],
+        *,
+        origin: int = 0,
+        id: str | None = None,
+    ) -> None:
         super().__init__(id=id)
         self.origin = origin
         self.lanes = lanes
@@ -97,7 +123,10 @@ class Timeline(ScrollView, can_focus=True):
     def set_window(self, t0: float, t1: float) -> None:
         """Show [t0, t1), clamped to at least 1 µs wide and to the trace (with a little margin)."""
         width = max(t1 - t0, 1000.0)
-        lo, hi = self.span[0] - (self.span[1] - self.span[0]) * 0.05, self.span[1] + (self.span[1] - self.span[0]) * 0.05
+        lo, hi = (
+            self.span[0] - (self.span[1] - self.span[0]) * 0.05,
+            self.span[1] + (self.span[1] - self.span[0]) * 0.05,
+        )
         width = min(width, hi - lo)
         t0 = min(max(t0, lo), hi - width)
         self.t0, self.t1 = t0, t0 + width
@@ -111,7 +140,7 @@ class Timeline(ScrollView, can_focus=True):
         return self.origin + int(round(self.cursor_ns))
 
     def jump(self, t_abs: int, track: int | None = None, window_ns: float | None = None) -> None:
-        """Centre the view on Unix time `t_abs` with the cursor there; select the lane of `track` when given."""
+        """Centre the view on Unix time `t_abs` with the cursor there; select `track`'s lane when given."""
         t_ns = float(t_abs - self.origin)
         if track is not None:
             for i, lane in enumerate(self.lanes):
@@ -227,7 +256,9 @@ class Timeline(ScrollView, can_focus=True):
         # colour by name (a stable hash, not hash(): that changes per process) so an op keeps its colour
         st = self._colors.get(name_id)
         if st is None:
-            st = self._colors[name_id] = Style(color=PALETTE[zlib.crc32(self.strings[name_id].encode()) % len(PALETTE)])
+            st = self._colors[name_id] = Style(
+                color=PALETTE[zlib.crc32(self.strings[name_id].encode()) % len(PALETTE)]
+            )
         return st
 
     def render_line(self, y: int) -> Strip:
@@ -240,7 +271,10 @@ class Timeline(ScrollView, can_focus=True):
         selected = i == self.lane
         label = printable(lane.label)
         label = (label[: LABEL_W - 1] + "…") if len(label) > LABEL_W else label.ljust(LABEL_W)
-        segs = [Segment(label, base + Style(bold=selected, reverse=selected and self.has_focus)), Segment("│", base)]
+        segs = [
+            Segment(label, base + Style(bold=selected, reverse=selected and self.has_focus)),
+            Segment("│", base),
+        ]
         chars, styles = self._binned(i)
         cur = self.cell_of(self.cursor_ns)
         # merge runs of one style into one Segment

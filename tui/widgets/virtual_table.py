@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+from neuron_prof.tui._fmt import printable
 from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding, BindingType
@@ -21,8 +22,6 @@ from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
-
-from neuron_prof.tui._fmt import printable
 
 
 @dataclass(frozen=True)
@@ -78,9 +77,16 @@ class VirtualTable(ScrollView, can_focus=True):
     class RowSelected(RowHighlighted):
         """Enter was pressed on data row `row`."""
 
-    def __init__(self, columns: list[Column], data: dict[str, np.ndarray] | None = None, *,
-                 filter_key: str | None = None, name: str | None = None, id: str | None = None,
-                 classes: str | None = None) -> None:
+    def __init__(
+        self,
+        columns: list[Column],
+        data: dict[str, np.ndarray] | None = None,
+        *,
+        filter_key: str | None = None,
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.columns = columns
         self.filter_key = filter_key or columns[0].key

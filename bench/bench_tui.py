@@ -1,0 +1,242 @@
+"""TUI benchmark: time to first screen, keypress latency and peak memory on a 1M-event trace.
+
+    python -m bench.bench_tui                       # synthetic 1M-event training trace with every probe track
+    python -m bench.bench_tui --events 200000
+    python -m bench.bench_tui --trace run/trace.json.gz   # a real file (load time included)
+
+Targets (issue 6): first screen <= 3 s, <= 100 ms per key. Headless (`App.run_test`, 160x48).
+
+"first screen" is App start -> the overview painted with the findings (load + analysis + layout).
+"key" is measured two ways: `pilot.press(key)` end to end (it includes Pilot's idle polling, ~60 ms
+whatever the app does, textual-facts.md) minus the same for a key bound to nothing, and the work the
+app itself does: the key's action plus rendering every line of the screen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from neuron_prof.model import Arg, Cat, ProcessKind, Trace, TraceBuilder, TrackKind
+
+T0 = 1_790_000_000_000_000_000
+OPS = [f"aten::op_{i}" for i in range(300)]
+
+
+def synthetic(n_events: int, seed: int = 0) -> Trace:
+    """A training trace of about `n_events` events: nested host ops, device kernels, compiles,
+    fallbacks, syncs, collectives and memory counters (probe args as in neuron_prof.model.schema)."""
+    rng = np.random.default_rng(seed)
+    b = TraceBuilder()
+    host = b.process(1, name="host", rank=0)
+    main = b.thread_track(1, 1, "MainThread")
+    dev = b.process("neuron0", name="neuron:0", kind=ProcessKind.DEVICE)
+    queues = [b.track(dev, f"queue {q}", TrackKind.DEVICE) for q in range(2)]
+    comp = b.track(host, "compile", TrackKind.COMPILE)
+    fb = b.track(host, "fallback", TrackKind.FALLBACK)
+    sync = b.track(host, "sync", TrackKind.SYNC)
+    coll = b.track(host, "collectives", TrackKind.COLLECTIVE)
+    mem = b.track(dev, "neuron:0 allocated", TrackKind.MEMORY, unit="bytes")
+    intern = b.strings.intern
+    cpu, kern = intern("cpu_op"), intern(Cat.DEVICE)
+    op_ids = [intern(o) for o in OPS]
+    kern_ids = [intern(f"neuron_exec:{o}") for o in OPS]
+    module_id = intern("nn.Module: Block")
+    per_step = 10_000  # events per step: 2,000 module spans x (module + 2 ops + kernel + ...)
+    n_steps = max(1, n_events // per_step)
+    steps, t = [], T0
+    choice = rng.integers(0, len(OPS), size=n_steps * 2000)
+    k = 0
+    for step in range(n_steps):
+        start = t
+        b.add_slice(main, t, 0, f"ProfilerStep#{step}", "user_annotation")  # dur fixed below via metadata
+        if step == 0:
+            for i in range(40):
+                b.add_slice(
+                    comp,
+                    t,
+                    5_000_000,
+                    OPS[i],
+                    Cat.COMPILE,
+                    {
+                        Arg.COMPILE_KIND: "eager",
+                        Arg.SIGNATURE: f"(f32[{i},128])",
+                        Arg.CACHE: "miss",
+                        Arg.CALL_SITE: f"model.py:{100 + i}",
+                    },
+                )
+                t += 5_000_000
+        for _ in range(2000):
+            a, c = op_ids[choice[k]], kern_ids[choice[k]]
+            k += 1
+            b.add_slice_ids(main, t, 20_000, module_id, cpu, -1)
+            b.add_slice_ids(main, t + 1_000, 8_000, a, cpu, -1)
+            b.add_slice_ids(main, t + 10_000, 8_000, a, cpu, -1)
+            b.add_slice_ids(queues[k % 2], t + 5_000, 12_000, c, kern, -1)
+            b.add_slice_ids(queues[k % 2], t + 12_000, 6_000, c, kern, -1)
+            t += 20_000
+        for i in range(20):
+            b.add_slice(
+                fb,
+                t,
+                50_000,
+                "aten::_unique2",
+                Cat.FALLBACK,
+                {Arg.CALL_SITE: f"data.py:{10 + i % 3}", Arg.COPY_BYTES: 4096},
+            )
+            t += 50_000
+        b.add_slice(
+            sync, t, 100_000, "aten::item", Cat.SYNC, {Arg.SYNC_KIND: "item", Arg.CALL_SITE: "train.py:70"}
+        )
+        b.add_slice(coll, t + 100_000, 500_000, "all_reduce", Cat.COLLECTIVE, {Arg.BYTES_IN: 1 << 24})
+        t += 600_000
+        for j in range(1000):  # memory samples fill the rest of the step's events
+            b.add_counter(mem, start + j * (t - start) // 1000, float(rng.integers(1, 1 << 30)))
+        steps.append([step, start, t])
+    b.metadata.update({"steps": steps, "wall_ns": [T0, t], "source": "synthetic"})
+    trace = b.build()
+    # the ProfilerStep slices were added with dur 0 to keep the loop simple; give them their length
+    dur = trace.slices.dur_ns.copy()
+    names = np.array([trace.strings[i].startswith("ProfilerStep#") for i in range(len(trace.strings))])
+    rows = np.flatnonzero(names[trace.slices.name])
+    dur[rows] = [e - s for _, s, e in steps]
+    return trace.replace(
+        slices=type(trace.slices)(
+            trace.slices.ts_ns,
+            dur,
+            trace.slices.track,
+            trace.slices.name,
+            trace.slices.cat,
+            trace.slices.args,
+        )
+    )
+
+
+def _screen_text(app: Any) -> str:
+    return "\n".join(s.text for s in app.screen._compositor.render_strips())
+
+
+async def run(source: Any, keys: list[tuple[str, str]], repeat: int) -> dict[str, Any]:
+    from neuron_prof.tui.app import NeuronProfApp
+
+    out: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    app = NeuronProfApp([source])
+    async with app.run_test(size=(160, 48)) as pilot:
+        while not (app.ready and app.current_mode == "overview"):
+            await asyncio.sleep(0.005)
+        await pilot.pause()
+        _screen_text(app)
+        out["first_screen_s"] = time.perf_counter() - t0
+        out["timings"] = dict(app.data.timings)
+        base = []
+        for _ in range(repeat):
+            s = time.perf_counter()
+            await pilot.press("f19")  # bound to nothing: Pilot's own cost
+            base.append(time.perf_counter() - s)
+        out["press_baseline_ms"] = 1e3 * statistics.median(base)
+        rows = []
+        for view, key in keys:
+            if view and app.current_mode != view:
+                s = time.perf_counter()
+                await pilot.press(
+                    str(
+                        "12345678"[
+                            "overview compile fallback ops timeline memory collectives ranks".split().index(
+                                view
+                            )
+                        ]
+                    )
+                )
+                switch = time.perf_counter() - s
+                rows.append((f"switch to {view}", 1e3 * switch, float("nan")))
+            press, work = [], []
+            for _ in range(repeat):
+                s = time.perf_counter()
+                await pilot.press(key)
+                press.append(time.perf_counter() - s)
+                # the app's own work for one more such key: action + repaint of every line
+                s = time.perf_counter()
+                await pilot.app.run_action(_action_for(app, key), app.screen.focused or app.screen)
+                app.screen._compositor.render_update(full=True)
+                work.append(time.perf_counter() - s)
+            rows.append(
+                (
+                    f"{view}: {key}",
+                    1e3 * (statistics.median(press) - statistics.median(base)),
+                    1e3 * statistics.median(work),
+                )
+            )
+        out["keys"] = rows
+        await pilot.press("q")
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return out
+
+
+def _action_for(app: Any, key: str) -> str:
+    """The action a key is bound to on the focused widget, its screen or the app."""
+    for node in (app.screen.focused, app.screen, app):
+        if node is None:
+            continue
+        for b in node._bindings.key_to_bindings.get(key, []):
+            return b.action if "." in b.action or node is app else b.action
+    return "bell"
+
+
+KEYS = [
+    ("overview", "down"),
+    ("ops", "down"),
+    ("ops", "pagedown"),
+    ("ops", "end"),
+    ("ops", "s"),
+    ("timeline", "right"),
+    ("timeline", "plus"),
+    ("timeline", "minus"),
+    ("timeline", "shift+right"),
+    ("timeline", "down"),
+    ("fallback", "down"),
+    ("memory", "down"),
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--trace", type=Path, help="a trace file to open instead of the synthetic trace")
+    ap.add_argument("--repeat", type=int, default=5)
+    a = ap.parse_args(argv)
+    if a.trace:
+        source: Any = a.trace
+        desc = str(a.trace)
+    else:
+        s = time.perf_counter()
+        source = synthetic(a.events)
+        desc = (
+            f"synthetic, {source.n_events:,} events ({len(source.slices):,} slices), built in "
+            f"{time.perf_counter() - s:.1f} s (not counted)"
+        )
+    r = asyncio.run(run(source, KEYS, a.repeat))
+    print(f"trace: {desc}")
+    print(
+        f"time to first screen: {r['first_screen_s']:.2f} s  (target <= 3 s)   "
+        + "  ".join(f"{k} {v:.2f} s" for k, v in r["timings"].items())
+    )
+    print(f"pilot.press baseline (unbound key): {r['press_baseline_ms']:.0f} ms")
+    print(f"{'key':<28}{'press - baseline':>18}{'action + full repaint':>24}   (target <= 100 ms)")
+    for name, press, work in r["keys"]:
+        w = "" if np.isnan(work) else f"{work:.1f} ms"
+        print(f"{name:<28}{press:>15.1f} ms{w:>24}")
+    print(f"peak RSS: {r['peak_rss_mb']:.0f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""One-line bars: the view switcher at the top and the key bar at the bottom.
+
+Textual's `Tabs` and `Footer` build one widget per tab or key; applying their styles made the first
+switch to each view cost 0.5-1 s (measured, 2 cores). These draw one line of Text each, so a view
+switch costs one widget's layout.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.events import Click
+from textual.message import Message
+from textual.widget import Widget
+
+
+class ViewBar(Widget):
+    """The views as one line of labels; the active one is highlighted; a click posts `Chosen`."""
+
+    DEFAULT_CSS = """
+    ViewBar { height: 1; background: $panel; }
+    """
+
+    class Chosen(Message):
+        def __init__(self, view: str) -> None:
+            super().__init__()
+            self.view = view
+
+    def __init__(self, views: tuple[tuple[str, str], ...], active: str, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.views = views
+        self.active = active
+        self._spans: list[tuple[int, int, str]] = []
+
+    def render(self) -> Text:
+        t = Text(no_wrap=True, overflow="ellipsis")
+        self._spans = []
+        for view, label in self.views:
+            start = len(t)
+            t.append(f" {label} ", style="bold reverse" if view == self.active else "")
+            self._spans.append((start, len(t), view))
+            t.append(" ")
+        return t
+
+    def on_click(self, event: Click) -> None:
+        for a, b, view in self._spans:
+            if a <= event.x < b:
+                self.post_message(self.Chosen(view))
+                return
+
+
+class KeyBar(Widget):
+    """The screen's active key bindings (those with `show`) as one line: key, then what it does."""
+
+    DEFAULT_CSS = """
+    KeyBar { height: 1; dock: bottom; background: $panel; }
+    """
+
+    def on_mount(self) -> None:
+        self.screen.bindings_updated_signal.subscribe(self, lambda _screen: self.refresh())
+
+    def on_unmount(self) -> None:
+        self.screen.bindings_updated_signal.unsubscribe(self)
+
+    def render(self) -> Text:
+        t = Text(no_wrap=True, overflow="ellipsis")
+        seen: set[str] = set()
+        for _node, binding, enabled, _tooltip in self.screen.active_bindings.values():
+            if not binding.show or binding.action in seen:
+                continue
+            seen.add(binding.action)
+            t.append(
+                f" {self.app.get_key_display(binding)} ", style="bold reverse" if enabled else "dim reverse"
+            )
+            t.append(f" {binding.description}  ", style="" if enabled else "dim")
+        return t
