@@ -20,6 +20,12 @@ CRITICAL_IDLE = 0.50
 _PROBE_KINDS = (TrackKind.COMPILE, TrackKind.FALLBACK, TrackKind.SYNC, TrackKind.COLLECTIVE)
 
 
+def device_label(trace: Trace, process: int) -> str:
+    """"GPU 2" (Kineto's label) rather than the host program's name that Kineto repeats on devices."""
+    p = trace.processes[process]
+    return p.labels or p.name
+
+
 def device_rows(ctx: Context) -> np.ndarray:
     """Rows of device work: slices on device tracks, without the GPU copies of user annotations."""
     rows = ctx.rows(TrackKind.DEVICE)
@@ -74,7 +80,7 @@ def device_idle(trace: Trace, ctx: Context) -> list[Finding]:
             gaps.append({"start_ns": lo, "dur_ns": hi - lo, "host": host})
         first = gaps[0]
         doing = ", ".join(str(h["name"]) for h in first["host"][:2]) or "nothing recorded"  # type: ignore[index]
-        name = trace.processes[int(p)].name
+        name = device_label(trace, int(p))
         title = (f"Device idle: {name} sat idle {fmt_ns(idle)} in {len(big)} gaps >= "
                  f"{MIN_GAP_NS // 1000} µs (largest {fmt_ns(int(first['dur_ns']))}; host: {doing})")  # type: ignore[call-overload]
         site = next((str(h["call_site"]) for gp in gaps for h in gp["host"] if h.get("call_site")), "")  # type: ignore[attr-defined]

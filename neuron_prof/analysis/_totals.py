@@ -12,7 +12,7 @@ import numpy as np
 from neuron_prof.analysis._collectives import collective_rows
 from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._host import host_nesting
-from neuron_prof.analysis._idle import device_rows
+from neuron_prof.analysis._idle import device_label, device_rows
 from neuron_prof.analysis._intervals import merge, union_ns
 from neuron_prof.analysis._sync import RUNTIME_SYNC_NAMES
 from neuron_prof.model import Arg, KinetoCat, Trace, TrackKind
@@ -66,7 +66,7 @@ def compute_totals(trace: Trace, ctx: Context) -> dict[str, Any]:
     for p in np.unique(proc[sl.track[dev]]) if len(dev) else []:
         rs = dev[proc[sl.track[dev]] == p]
         busy = union_ns(sl.ts_ns[rs], sl.dur_ns[rs])
-        devices.append({"name": trace.processes[int(p)].name, "busy_ns": busy, "busy_share": ctx.share(busy),
+        devices.append({"name": device_label(trace, int(p)), "busy_ns": busy, "busy_share": ctx.share(busy),
                         "events": int(len(rs))})
     dev_busy = union_ns(sl.ts_ns[dev], sl.dur_ns[dev]) if len(dev) else 0
     comp = ctx.rows(TrackKind.COMPILE)
