@@ -7,6 +7,7 @@ code under test: the 450 ms aten::matmul compile, the model.py:88 fallback site,
 from __future__ import annotations
 
 import numpy as np
+from neuron_prof.tui._fmt import fmt_ns
 from neuron_prof.tui.app import NeuronProfApp
 from neuron_prof.tui.widgets.timeline import Timeline
 from neuron_prof.tui.widgets.virtual_table import VirtualTable
@@ -51,16 +52,22 @@ def table(app: NeuronProfApp) -> VirtualTable:
 
 
 async def test_overview_ranks_compile_stall_and_fallback_first() -> None:
-    app = NeuronProfApp([demo_like_trace()])
+    from neuron_prof.analysis import analyze
+
+    trace = demo_like_trace()
+    top = analyze(trace)[0]
+    app = NeuronProfApp([trace])
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot, app)
         text = screen_text(app)
-        # GIVEN a trace whose biggest cost is one 450 ms compile of aten::matmul
-        # THEN the first finding row is that stall with its cost, and a fallback finding is in the top three
-        rows = [line for line in text.splitlines() if "ms" in line and ("%" in line)]
-        finding_rows = [r for r in rows if r.lstrip().startswith(("critical", "warning", "info"))]
-        assert "first_call_compile" in finding_rows[0] and "450.0 ms" in finding_rows[0]
+        # GIVEN a trace whose biggest cost is the 450 ms first compile of aten::matmul
+        # THEN the first finding row is that stall with the analysis' cost, a fallback finding is in the top three
+        finding_rows = [r for r in text.splitlines() if r.lstrip().startswith(("critical", "warning", "info"))]
+        assert top.kind == "first_call_compile"
+        assert "first_call_compile" in finding_rows[0] and fmt_ns(top.cost_ns) in finding_rows[0]
         assert any("cpu_fallback" in r and FALLBACK_SITE in r for r in finding_rows[:3])
+        # the detail pane shows the highlighted (top) finding in full
+        assert f"top: {COMPILE_OP}" in text
         # totals: wall = 10 steps of 20 ms + the 450 ms compile; compile 450 + 2 x 30 ms
         assert "wall 650.0 ms" in text
         assert "compile 510.0 ms" in text
