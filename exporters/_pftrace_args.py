@@ -10,6 +10,7 @@ interned: their iids are global to the writer, and `take_new_interned` hands out
 from __future__ import annotations
 
 import struct
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -98,14 +99,13 @@ class ArgsEncoder:
                               + self.value_body(v)) for k, v in args.items())
 
     # ---- a chunk of events ------------------------------------------------------------------------
-    def encode(self, store: ArgsStore, idx: np.ndarray) -> w.Ragged:
-        """Debug-annotation bytes for each args index in `idx` (-1: none)."""
+    def encode(self, store: ArgsStore, idx: np.ndarray) -> w.Mat | w.Ragged:
+        """Debug-annotation bytes for each args index in `idx` (-1: none), one row per event."""
         n = len(idx)
         has = np.flatnonzero(idx >= 0)
         if not len(has):
             return w.Ragged.empty(n)
-        raw = store.raw
-        dicts = orjson.loads(b"[" + b",".join([raw(i) for i in idx[has].tolist()]) + b"]")
+        dicts = orjson.loads(_json_array(store, idx[has]))
         groups: dict[tuple[str, ...], list[int]] = {}
         for j, d in enumerate(dicts):
             k = tuple(d)
@@ -114,28 +114,41 @@ class ArgsEncoder:
                 groups[k] = [j]
             else:
                 g.append(j)
-        parts: list[w.Ragged] = []
-        order: list[np.ndarray] = []
+        parts: list[tuple[np.ndarray, w.Ragged]] = []
         for keys, rows in groups.items():
             ds = [dicts[j] for j in rows]
             m = len(ds)
-            cols = [self._column(k, [d[k] for d in ds], m) for k in keys]
-            parts.append(w.interleave(cols, m) if cols else w.Ragged.empty(m))
-            order.append(has[np.asarray(rows, np.int64)])
-        # put the groups' rows back in event order; rows without args stay empty
-        rows_all = np.concatenate(order)
-        data = np.concatenate([p.data for p in parts])
-        lens_g = np.concatenate([p.lens for p in parts])
+            segs: list[w.Seg] = []
+            for k in keys:
+                segs += self._column(k, list(map(itemgetter(k), ds)), m)
+            parts.append((has[np.asarray(rows, np.int64)], w.interleave(segs, m) if segs else w.Ragged.empty(m)))
         lens = np.zeros(n, np.int64)
-        lens[rows_all] = lens_g
+        for rows_g, r in parts:
+            lens[rows_g] = r.lens
+        width = int(lens.max())
+        total = int(lens.sum())
+        if n * width <= 4 * total + (1 << 16):  # rows side by side in a matrix: cheap to interleave later
+            mat = np.zeros((n, width), np.uint8)
+            for rows_g, r in parts:
+                pm = w.padded(r)
+                if isinstance(pm, w.Mat):
+                    mat[rows_g, : pm.m.shape[1]] = pm.m
+                else:
+                    sub = np.zeros((len(rows_g), width), np.uint8)
+                    sub[np.arange(width) < r.lens[:, None]] = r.data
+                    mat[rows_g] = sub
+            return w.Mat(mat, lens)
+        rows_all = np.concatenate([p[0] for p in parts])
+        data = np.concatenate([p[1].data for p in parts])
+        lens_g = np.concatenate([p[1].lens for p in parts])
         src = np.zeros(len(lens_g), np.int64)
         np.cumsum(lens_g[:-1], out=src[1:])
         src_by_row = np.zeros(n, np.int64)
         src_by_row[rows_all] = src
         return _gather(data, src_by_row, lens)
 
-    def _column(self, key: str, vals: list[Any], m: int) -> w.Seg:
-        """One annotation per row for `key`: 0x22 len [name_iid] [value]."""
+    def _column(self, key: str, vals: list[Any], m: int) -> list[w.Seg]:
+        """One annotation per row for `key`: 0x22 len [name_iid] [value], as three segments."""
         name = w.A_NAME_IID + w.varint(self.name_iid(str(key)))
         types = set(map(type, vals))
         body: w.Seg | None = None
@@ -152,12 +165,33 @@ class ArgsEncoder:
                     body = w.varint_mat(np.array(ids, dtype=np.int64), w.A_STRING_IID)
                 elif t is bool:
                     body = w.varint_mat(np.array(vals, dtype=np.int64), w.A_BOOL)
+                elif t is list or t is dict:
+                    body = self._nested_column(vals)
             except OverflowError:
                 body = None
         if body is None:
             body = w.Ragged.from_list([self.value_body(v) for v in vals])
-        inner = w.interleave([w.Const(name, m), body], m)
-        return w.length_delimited(w.E_DEBUG_ANNOTATIONS, inner)
+        return [w.varint_mat(body.lens + len(name), w.E_DEBUG_ANNOTATIONS), w.Const(name, m), body]
+
+    def _nested_column(self, vals: list[Any]) -> w.Ragged:
+        """Lists/dicts: encoded once per distinct value (keyed by their JSON text)."""
+        dumps = orjson.dumps
+        cache = self._nested
+        keys = [dumps(v) for v in vals]
+        bodies = [cache.get(k) for k in keys]
+        if None in bodies:
+            body_of = self.value_body
+            bodies = [b if b is not None else body_of(v) for b, v in zip(bodies, vals)]
+        return w.Ragged.from_list(bodies)  # type: ignore[arg-type]
+
+
+def _json_array(store: ArgsStore, idx: np.ndarray) -> bytes:
+    """The args documents at `idx` as one JSON array (one orjson call parses a whole chunk)."""
+    blob, off = getattr(store, "_blob", None), getattr(store, "_offsets", None)
+    if not isinstance(blob, bytes) or not isinstance(off, np.ndarray):
+        return b"[" + b",".join([store.raw(i) for i in idx.tolist()]) + b"]"
+    # slicing the blob directly: ArgsStore.raw() costs ~1 us a call in numpy scalar indexing
+    return b"[" + b",".join([blob[a:z] for a, z in zip(off[idx].tolist(), off[idx + 1].tolist())]) + b"]"
 
 
 def _gather(data: np.ndarray, src: np.ndarray, lens: np.ndarray) -> w.Ragged:

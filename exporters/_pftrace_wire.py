@@ -195,7 +195,46 @@ def fixed64_mat(values: np.ndarray, prefix: bytes) -> Mat:
 
 
 def interleave(segs: list[Seg], n: int) -> Ragged:
-    """Row i of the result is row i of every segment, concatenated in order."""
+    """Row i of the result is row i of every segment, concatenated in order.
+
+    Lays the segments side by side in one (n x total width) byte matrix with a mask of the bytes in use and
+    compresses it row-major: no per-byte index arrays. Ragged segments with a few very long rows (which would
+    make the matrix mostly padding) go through index arithmetic instead.
+    """
+    widths = []
+    total = np.zeros(n, np.int64)
+    for s in segs:
+        total += s.lens
+        if isinstance(s, Const):
+            widths.append(len(s.b))
+        elif isinstance(s, Mat):
+            widths.append(s.m.shape[1])
+        else:
+            widths.append(int(s.lens.max()) if n else 0)
+    width = sum(widths)
+    if n * width > 3 * int(total.sum()) + (1 << 16):
+        return _interleave_indexed(segs, n)
+    m = np.empty((n, width), np.uint8)
+    mask = np.empty((n, width), bool)
+    c = 0
+    for s, wd in zip(segs, widths):
+        if not wd:
+            continue
+        if isinstance(s, Const):
+            m[:, c: c + wd] = np.frombuffer(s.b, np.uint8)
+            mask[:, c: c + wd] = True
+        else:
+            sub_mask = np.arange(wd) < s.lens[:, None]
+            mask[:, c: c + wd] = sub_mask
+            if isinstance(s, Mat):
+                m[:, c: c + wd] = s.m
+            else:
+                m[:, c: c + wd][sub_mask] = s.data  # row-major fill: exactly the ragged rows in order
+        c += wd
+    return Ragged(m[mask], total)
+
+
+def _interleave_indexed(segs: list[Seg], n: int) -> Ragged:
     lens_list = [s.lens for s in segs]
     total_lens = np.zeros(n, np.int64)
     for ln in lens_list:
@@ -221,6 +260,17 @@ def interleave(segs: list[Seg], n: int) -> Ragged:
                 out[np.repeat(off - src, ln) + np.arange(tot, dtype=np.int64)] = s.data
         off += ln
     return Ragged(out, total_lens)
+
+
+def padded(r: Ragged) -> Mat | Ragged:
+    """The rows of `r` left-aligned in a matrix (cheap to interleave), unless a few long rows make it sparse."""
+    n = len(r)
+    wd = int(r.lens.max()) if n else 0
+    if n * wd > 4 * len(r.data) + (1 << 16):
+        return r
+    m = np.zeros((n, wd), np.uint8)
+    m[np.arange(wd) < r.lens[:, None]] = r.data
+    return Mat(m, r.lens)
 
 
 def length_delimited(tag_bytes: bytes, body: Ragged, present: np.ndarray | None = None) -> Ragged:
