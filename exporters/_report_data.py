@@ -189,7 +189,7 @@ def memory_series(trace: Trace, max_points: int = 4000, max_series: int = 16) ->
 @dataclass(frozen=True)
 class Collectives:
     source: str
-    """Where they were found: probe slices, NCCL kernels, annotations or record_param_comms."""
+    """Where they were found: "collective probe", "NCCL/RCCL kernel" or "gloo annotation"."""
     op: list[str]
     rank: np.ndarray
     start_ms: np.ndarray
@@ -202,23 +202,29 @@ class Collectives:
 
 
 def collectives(trace: Trace) -> Collectives:
-    """Every collective of every rank, with its bandwidth; and totals per op."""
-    from neuron_prof.analysis._collective_match import extract_collectives
+    """Every collective (the rows the analysis's collective findings use), with its bandwidth; totals per op."""
+    from neuron_prof.analysis import Context
+    from neuron_prof.analysis._collectives import collective_rows, message_bytes, op_key
 
-    per_rank = extract_collectives(trace)
+    rows = collective_rows(trace, Context(trace))
+    rows = rows[np.argsort(trace.slices.ts_ns[rows], kind="stable")]
     t0 = origin_ns(trace)
-    ops: list[str] = []
-    parts: list[tuple[np.ndarray, ...]] = []
-    source = ""
-    for r, rc in sorted(per_rank.items()):
-        source = rc.source
-        ops += [k.rsplit("/", 1)[-1] for k in rc.key]
-        parts.append((np.full(len(rc), r), rc.start_ns, rc.end_ns, rc.bytes.astype(np.float64)))
-    if not parts:
+    if not len(rows):
         z = np.zeros(0)
         return Collectives(source="", op=[], rank=z.astype(np.int64), start_ms=z, dur_ms=z, nbytes=z, gbps=z)
-    rank, start, end, nbytes = (np.concatenate(c) for c in zip(*parts))
-    dur = (end - start).astype(np.float64)
+    ops, nb, ranks = [], [], []
+    default_rank = trace.rank if trace.rank is not None else 0
+    for r in rows.tolist():
+        a = trace.slice_args(r)
+        ops.append(op_key(trace.slice_name(r), a))
+        b = message_bytes(a)
+        nb.append(float(b) if b > 0 else np.nan)
+        p = trace.processes[trace.tracks[int(trace.slices.track[r])].process]
+        ranks.append(p.rank if p.rank is not None else default_rank)
+    kind = trace.tracks[int(trace.slices.track[rows[0]])].kind
+    source = {TrackKind.COLLECTIVE: "collective probe", TrackKind.DEVICE: "NCCL/RCCL kernel"}.get(kind, "gloo annotation")
+    nbytes = np.asarray(nb, dtype=np.float64)
+    dur = trace.slices.dur_ns[rows].astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         gbps = np.where(dur > 0, nbytes / dur, np.nan)  # bytes per ns == GB/s
     per_op = []
@@ -230,7 +236,8 @@ def collectives(trace: Trace) -> Collectives:
                        "bytes": float(np.nansum(nbytes[m])),
                        "median_gbps": float(np.nanmedian(g)) if np.isfinite(g).any() else float("nan")})
     per_op.sort(key=lambda d: -d["total_ms"])
-    return Collectives(source=source, op=ops, rank=rank, start_ms=(start - t0) / NS_PER_MS, dur_ms=dur / NS_PER_MS,
+    return Collectives(source=source, op=ops, rank=np.asarray(ranks, dtype=np.int64),
+                       start_ms=(trace.slices.ts_ns[rows] - t0) / NS_PER_MS, dur_ms=dur / NS_PER_MS,
                        nbytes=nbytes, gbps=gbps, per_op=per_op)
 
 

@@ -129,7 +129,7 @@ def _collective_section(trace: Trace, figures: dict[str, Any]) -> str:
              f"{d['bytes'] / 2**20:,.2f}" if d["bytes"] else "", "" if d["median_gbps"] != d["median_gbps"]
              else f"{d['median_gbps']:,.3f}") for d in c.per_op]
     cap = f" (every {len(c.op) // figs.MAX_POINTS + 1}th drawn)" if len(c.op) > figs.MAX_POINTS else ""
-    return (note(f"{len(c.op):,} collectives{cap}, found as {c.source.replace('_', ' ')} events. Bandwidth is "
+    return (note(f"{len(c.op):,} collectives{cap}, found as {c.source} events. Bandwidth is "
                  "message bytes / duration (algorithm bandwidth).") + plot_div("fig-coll")
             + table(["op", "count", "time (ms)", "MiB moved", "median GB/s"], rows, num=(1, 2, 3, 4)))
 

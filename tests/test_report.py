@@ -250,3 +250,10 @@ def test_report_on_real_kineto_traces(kineto_trace: Path) -> None:
               if tr.tracks[int(tr.slices.track[r])].process == p]
         name = next(n for n, q in u.process_of.items() if q == p)
         assert u.mean_busy[name] == pytest.approx(_union_brute(iv) / span)
+    # collectives: on a Kineto trace, one point per NCCL/RCCL kernel (counted here by name)
+    c = data.collectives(tr)
+    kernel = re.compile(r"^(nccl|rccl)(Dev)?Kernel_", re.I)
+    if not len(tr.slices_on(TrackKind.COLLECTIVE)):
+        n_kernels = sum(1 for r in rows if kernel.match(tr.slice_name(int(r))))
+        if n_kernels:
+            assert len(c.op) == n_kernels and c.source == "NCCL/RCCL kernel"
