@@ -60,11 +60,20 @@ def compile_waterfall(trace: Trace, limit: int = 300) -> Waterfall:
         a = trace.slice_args(r)
         names.append(trace.slice_name(r))
         groups.append(" · ".join(str(a[k]) for k in (Arg.COMPILE_KIND, Arg.CACHE) if a.get(k)) or "compile")
-        details.append(" | ".join(f"{k}: {a[k]}" for k in (Arg.SIGNATURE, Arg.CALL_SITE, Arg.RECOMPILE_REASON)
-                                  if a.get(k)))
-    return Waterfall(start_ms=(trace.slices.ts_ns[rows] - t0) / NS_PER_MS,
-                     dur_ms=trace.slices.dur_ns[rows] / NS_PER_MS, name=names, group=groups, detail=details,
-                     total=total, total_ms=total_ms)
+        details.append(
+            " | ".join(
+                f"{k}: {a[k]}" for k in (Arg.SIGNATURE, Arg.CALL_SITE, Arg.RECOMPILE_REASON) if a.get(k)
+            )
+        )
+    return Waterfall(
+        start_ms=(trace.slices.ts_ns[rows] - t0) / NS_PER_MS,
+        dur_ms=trace.slices.dur_ns[rows] / NS_PER_MS,
+        name=names,
+        group=groups,
+        detail=details,
+        total=total,
+        total_ms=total_ms,
+    )
 
 
 # ---- device utilisation ----------------------------------------------------------------------------
@@ -110,7 +119,7 @@ def device_utilisation(trace: Trace, bins: int = 300) -> Utilisation:
     process_of: dict[str, int] = {}
     procs = sorted({trace.tracks[int(i)].process for i in dev})
     names = _unique_names([trace.processes[p].name for p in procs])
-    for p, name in zip(procs, names):
+    for p, name in zip(procs, names, strict=True):
         tracks = [int(i) for i in dev if trace.tracks[int(i)].process == p]
         r = rows[np.isin(trace.slices.track[rows], tracks)]
         if not len(r):
@@ -120,9 +129,14 @@ def device_utilisation(trace: Trace, bins: int = 300) -> Utilisation:
         busy[name] = np.clip(np.diff(cum) / width, 0.0, 1.0)
         mean[name] = float((e - s).sum()) / max(t1 - t0, 1)
         process_of[name] = p
-    return Utilisation(t_ms=((edges[:-1] + edges[1:]) / 2 - t0) / NS_PER_MS, busy=busy, mean_busy=mean,
-                       process_of=process_of,
-                       bin_ms=width / NS_PER_MS, n_tracks=len(dev))
+    return Utilisation(
+        t_ms=((edges[:-1] + edges[1:]) / 2 - t0) / NS_PER_MS,
+        busy=busy,
+        mean_busy=mean,
+        process_of=process_of,
+        bin_ms=width / NS_PER_MS,
+        n_tracks=len(dev),
+    )
 
 
 def _unique_names(names: list[str]) -> list[str]:
@@ -162,8 +176,11 @@ def downsample_minmax(v: np.ndarray, max_points: int) -> np.ndarray:
 def memory_series(trace: Trace, max_points: int = 4000, max_series: int = 16) -> tuple[list[Series], int]:
     """Memory counter tracks (bytes) as downsampled series, largest peak first; and how many exist."""
     c = trace.counters
-    tracks = [i for i, t in enumerate(trace.tracks)
-              if t.kind == TrackKind.MEMORY or (t.kind == TrackKind.COUNTER and t.unit == "bytes")]
+    tracks = [
+        i
+        for i, t in enumerate(trace.tracks)
+        if t.kind == TrackKind.MEMORY or (t.kind == TrackKind.COUNTER and t.unit == "bytes")
+    ]
     t0 = origin_ns(trace)
     out: list[Series] = []
     if tracks and len(c):
@@ -178,9 +195,15 @@ def memory_series(trace: Trace, max_points: int = 4000, max_series: int = 16) ->
             keep = downsample_minmax(v, max_points)
             t = trace.tracks[i]
             pname = trace.processes[t.process].name
-            out.append(Series(name=f"{pname} · {t.name}" if len(trace.processes) > 1 else t.name,
-                              t_ms=(c.ts_ns[sel][keep] - t0) / NS_PER_MS, value=v[keep],
-                              peak=float(np.nanmax(v)) if len(v) else 0.0, n_samples=int(hi - lo)))
+            out.append(
+                Series(
+                    name=f"{pname} · {t.name}" if len(trace.processes) > 1 else t.name,
+                    t_ms=(c.ts_ns[sel][keep] - t0) / NS_PER_MS,
+                    value=v[keep],
+                    peak=float(np.nanmax(v)) if len(v) else 0.0,
+                    n_samples=int(hi - lo),
+                )
+            )
     out.sort(key=lambda s: -s.peak)
     return out[:max_series], len(out)
 
@@ -202,7 +225,7 @@ class Collectives:
 
 
 def collectives(trace: Trace) -> Collectives:
-    """Every collective (the rows the analysis's collective findings use), with its bandwidth; totals per op."""
+    """Every collective (the rows the collective findings use) with its bandwidth; per-op totals."""
     from neuron_prof.analysis import Context
     from neuron_prof.analysis._collectives import collective_rows, message_bytes, op_key
 
@@ -222,7 +245,9 @@ def collectives(trace: Trace) -> Collectives:
         p = trace.processes[trace.tracks[int(trace.slices.track[r])].process]
         ranks.append(p.rank if p.rank is not None else default_rank)
     kind = trace.tracks[int(trace.slices.track[rows[0]])].kind
-    source = {TrackKind.COLLECTIVE: "collective probe", TrackKind.DEVICE: "NCCL/RCCL kernel"}.get(kind, "gloo annotation")
+    source = {TrackKind.COLLECTIVE: "collective probe", TrackKind.DEVICE: "NCCL/RCCL kernel"}.get(
+        kind, "gloo annotation"
+    )
     nbytes = np.asarray(nb, dtype=np.float64)
     dur = trace.slices.dur_ns[rows].astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -232,25 +257,43 @@ def collectives(trace: Trace) -> Collectives:
     for op in sorted(set(ops)):
         m = op_arr == op
         g = gbps[m]
-        per_op.append({"op": op, "count": int(m.sum()), "total_ms": float(dur[m].sum()) / NS_PER_MS,
-                       "bytes": float(np.nansum(nbytes[m])),
-                       "median_gbps": float(np.nanmedian(g)) if np.isfinite(g).any() else float("nan")})
+        per_op.append(
+            {
+                "op": op,
+                "count": int(m.sum()),
+                "total_ms": float(dur[m].sum()) / NS_PER_MS,
+                "bytes": float(np.nansum(nbytes[m])),
+                "median_gbps": float(np.nanmedian(g)) if np.isfinite(g).any() else float("nan"),
+            }
+        )
     per_op.sort(key=lambda d: -d["total_ms"])
-    return Collectives(source=source, op=ops, rank=np.asarray(ranks, dtype=np.int64),
-                       start_ms=(trace.slices.ts_ns[rows] - t0) / NS_PER_MS, dur_ms=dur / NS_PER_MS,
-                       nbytes=nbytes, gbps=gbps, per_op=per_op)
+    return Collectives(
+        source=source,
+        op=ops,
+        rank=np.asarray(ranks, dtype=np.int64),
+        start_ms=(trace.slices.ts_ns[rows] - t0) / NS_PER_MS,
+        dur_ms=dur / NS_PER_MS,
+        nbytes=nbytes,
+        gbps=gbps,
+        per_op=per_op,
+    )
 
 
 # ---- overview --------------------------------------------------------------------------------------------
 def overview(trace: Trace) -> list[tuple[str, str]]:
     """(label, value) rows describing the trace."""
     md = trace.metadata
-    rows = [("source", str(md.get("source", "")) or "(in memory)"),
-            ("format", str(md.get("source_format", "")) or "?"),
-            ("profiled wall time", f"{trace.wall_ns / NS_PER_MS:,.3f} ms"),
-            ("events", f"{len(trace.slices):,} slices, {len(trace.instants):,} instants, "
-                       f"{len(trace.counters):,} counter samples, {len(trace.flows):,} flows"),
-            ("processes / tracks", f"{len(trace.processes):,} / {len(trace.tracks):,}")]
+    rows = [
+        ("source", str(md.get("source", "")) or "(in memory)"),
+        ("format", str(md.get("source_format", "")) or "?"),
+        ("profiled wall time", f"{trace.wall_ns / NS_PER_MS:,.3f} ms"),
+        (
+            "events",
+            f"{len(trace.slices):,} slices, {len(trace.instants):,} instants, "
+            f"{len(trace.counters):,} counter samples, {len(trace.flows):,} flows",
+        ),
+        ("processes / tracks", f"{len(trace.processes):,} / {len(trace.tracks):,}"),
+    ]
     for key, label in (("backend", "backend"), ("rank", "rank"), ("world_size", "world size")):
         if md.get(key) is not None:
             rows.append((label, str(md[key])))
@@ -258,5 +301,7 @@ def overview(trace: Trace) -> list[tuple[str, str]]:
     if md.get("clock") == "unix" or t0 > 10**18:
         import datetime as _dt
 
-        rows.append(("start (UTC)", _dt.datetime.fromtimestamp(t0 / 1e9, _dt.UTC).isoformat(timespec="milliseconds")))
+        rows.append(
+            ("start (UTC)", _dt.datetime.fromtimestamp(t0 / 1e9, _dt.UTC).isoformat(timespec="milliseconds"))
+        )
     return rows

@@ -15,17 +15,30 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-
 from neuron_prof.exporters._report_data import Collectives, Series, Utilisation, Waterfall
 
 Figure = dict[str, Any]
 MAX_LINES = 16
 MAX_POINTS = 5000
 _SEVERITY_COLOURS = {"critical": "#c0392b", "warning": "#e67e22", "info": "#2e86c1"}
-_PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-            "#bcbd22", "#17becf"]
-CONFIG: Figure = {"displaylogo": False, "responsive": True, "scrollZoom": False,
-                  "modeBarButtonsToRemove": ["sendDataToCloud", "lasso2d", "select2d"]}
+_PALETTE = [
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+]
+CONFIG: Figure = {
+    "displaylogo": False,
+    "responsive": True,
+    "scrollZoom": False,
+    "modeBarButtonsToRemove": ["sendDataToCloud", "lasso2d", "select2d"],
+}
 
 
 def _t(s: object, limit: int = 0) -> str:
@@ -44,12 +57,16 @@ def _nums(a: np.ndarray, digits: int = 6) -> list[float | None]:
     return [None if not math.isfinite(x) else x for x in out.tolist()]
 
 
-def _layout(height: int, xtitle: str, ytitle: str, xrange: tuple[float, float] | None = None,
-            **extra: Any) -> Figure:
+def _layout(
+    height: int, xtitle: str, ytitle: str, xrange: tuple[float, float] | None = None, **extra: Any
+) -> Figure:
     lay: Figure = {
-        "height": height, "margin": {"l": 70, "r": 20, "t": 20, "b": 50},
+        "height": height,
+        "margin": {"l": 70, "r": 20, "t": 20, "b": 50},
         "font": {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12},
-        "paper_bgcolor": "white", "plot_bgcolor": "#fbfbfb", "hovermode": "closest",
+        "paper_bgcolor": "white",
+        "plot_bgcolor": "#fbfbfb",
+        "hovermode": "closest",
         "xaxis": {"title": {"text": xtitle}, "zeroline": False, "gridcolor": "#e5e5e5"},
         "yaxis": {"title": {"text": ytitle}, "zeroline": False, "gridcolor": "#e5e5e5", "automargin": True},
         "legend": {"orientation": "h", "y": -0.18},
@@ -71,11 +88,20 @@ def findings_cost(findings: Sequence[dict[str, Any]], top: int = 15) -> Figure |
     if not rows:
         return None
     rows = rows[::-1]  # plotly draws the first category at the bottom
-    labels = [f"{i}. {_t(f.get('title', ''), 70)}" for i, f in zip(range(len(rows), 0, -1), rows)]
-    data = [{"type": "bar", "orientation": "h", "y": labels, "x": [f["cost_ns"] / 1e6 for f in rows],
-             "marker": {"color": [_SEVERITY_COLOURS.get(str(f.get("severity")), "#7f8c8d") for f in rows]},
-             "customdata": [[_t(f.get("kind", "")), _t(f.get("severity", ""))] for f in rows],
-             "hovertemplate": "%{y}<br>%{customdata[0]} (%{customdata[1]})<br>%{x:.3f} ms<extra></extra>"}]
+    labels = [
+        f"{i}. {_t(f.get('title', ''), 70)}" for i, f in zip(range(len(rows), 0, -1), rows, strict=True)
+    ]
+    data = [
+        {
+            "type": "bar",
+            "orientation": "h",
+            "y": labels,
+            "x": [f["cost_ns"] / 1e6 for f in rows],
+            "marker": {"color": [_SEVERITY_COLOURS.get(str(f.get("severity")), "#7f8c8d") for f in rows]},
+            "customdata": [[_t(f.get("kind", "")), _t(f.get("severity", ""))] for f in rows],
+            "hovertemplate": "%{y}<br>%{customdata[0]} (%{customdata[1]})<br>%{x:.3f} ms<extra></extra>",
+        }
+    ]
     return _fig(data, _layout(120 + 26 * len(rows), "time cost (ms)", "", showlegend=False))
 
 
@@ -88,14 +114,23 @@ def compile_waterfall(w: Waterfall) -> Figure | None:
     data = []
     for k, group in enumerate(sorted(set(w.group))):
         idx = [i for i in range(n) if w.group[i] == group]
-        data.append({"type": "bar", "orientation": "h", "name": _t(group),
-                     "y": [labels[i] for i in idx], "x": _nums(w.dur_ms[idx]), "base": _nums(w.start_ms[idx]),
-                     "marker": {"color": _PALETTE[k % len(_PALETTE)]},
-                     "customdata": [[_t(w.detail[i], 200), round(float(w.dur_ms[i]), 3)] for i in idx],
-                     "hovertemplate": "%{y}<br>%{customdata[1]} ms<br>%{customdata[0]}<extra></extra>"})
+        data.append(
+            {
+                "type": "bar",
+                "orientation": "h",
+                "name": _t(group),
+                "y": [labels[i] for i in idx],
+                "x": _nums(w.dur_ms[idx]),
+                "base": _nums(w.start_ms[idx]),
+                "marker": {"color": _PALETTE[k % len(_PALETTE)]},
+                "customdata": [[_t(w.detail[i], 200), round(float(w.dur_ms[i]), 3)] for i in idx],
+                "hovertemplate": "%{y}<br>%{customdata[1]} ms<br>%{customdata[0]}<extra></extra>",
+            }
+        )
     lay = _layout(min(2400, 140 + 18 * n), "time since start (ms)", "", barmode="overlay")
-    lay["yaxis"].update({"autorange": "reversed", "categoryorder": "array", "categoryarray": labels,
-                         "tickfont": {"size": 10}})
+    lay["yaxis"].update(
+        {"autorange": "reversed", "categoryorder": "array", "categoryarray": labels, "tickfont": {"size": 10}}
+    )
     return _fig(data, lay)
 
 
@@ -104,12 +139,21 @@ def hot_spots(findings: Sequence[dict[str, Any]], top: int = 20) -> Figure | Non
     rows = sorted(findings, key=lambda f: -(f.get("cost_ns") or 0))[:top][::-1]
     if not rows:
         return None
-    labels = [f"{i}. {_t(f.get('call_site') or f.get('title', ''), 60)}"
-              for i, f in zip(range(len(rows), 0, -1), rows)]
-    data = [{"type": "bar", "orientation": "h", "y": labels, "x": [(f.get("cost_ns") or 0) / 1e6 for f in rows],
-             "marker": {"color": "#e67e22"},
-             "customdata": [[_t(f.get("title", ""), 120), int(f.get("count") or 0)] for f in rows],
-             "hovertemplate": "%{customdata[0]}<br>%{customdata[1]} calls, %{x:.3f} ms<extra></extra>"}]
+    labels = [
+        f"{i}. {_t(f.get('call_site') or f.get('title', ''), 60)}"
+        for i, f in zip(range(len(rows), 0, -1), rows, strict=True)
+    ]
+    data = [
+        {
+            "type": "bar",
+            "orientation": "h",
+            "y": labels,
+            "x": [(f.get("cost_ns") or 0) / 1e6 for f in rows],
+            "marker": {"color": "#e67e22"},
+            "customdata": [[_t(f.get("title", ""), 120), int(f.get("count") or 0)] for f in rows],
+            "hovertemplate": "%{customdata[0]}<br>%{customdata[1]} calls, %{x:.3f} ms<extra></extra>",
+        }
+    ]
     return _fig(data, _layout(120 + 26 * len(rows), "time in CPU fallbacks (ms)", "", showlegend=False))
 
 
@@ -121,17 +165,46 @@ def utilisation(u: Utilisation) -> Figure | None:
     data: list[Figure] = []
     if len(u.busy) <= MAX_LINES:
         for k, (name, b) in enumerate(u.busy.items()):
-            data.append({"type": "scatter", "mode": "lines", "name": _t(name, 40), "x": x, "y": _nums(b * 100, 3),
-                         "line": {"width": 1.5, "color": _PALETTE[k % len(_PALETTE)], "shape": "hvh"},
-                         "hovertemplate": f"{_t(name, 40)}<br>%{{x:.2f}} ms: %{{y:.1f}}% busy<extra></extra>"})
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "name": _t(name, 40),
+                    "x": x,
+                    "y": _nums(b * 100, 3),
+                    "line": {"width": 1.5, "color": _PALETTE[k % len(_PALETTE)], "shape": "hvh"},
+                    "hovertemplate": f"{_t(name, 40)}<br>%{{x:.2f}} ms: %{{y:.1f}}% busy<extra></extra>",
+                }
+            )
     else:
         m = np.vstack(list(u.busy.values())) * 100
-        data += [{"type": "scatter", "mode": "lines", "name": "max", "x": x, "y": _nums(m.max(0), 3),
-                  "line": {"width": 0.5, "color": "#9ecae1"}},
-                 {"type": "scatter", "mode": "lines", "name": "min", "x": x, "y": _nums(m.min(0), 3),
-                  "fill": "tonexty", "line": {"width": 0.5, "color": "#9ecae1"}},
-                 {"type": "scatter", "mode": "lines", "name": f"mean of {len(u.busy)} devices", "x": x,
-                  "y": _nums(m.mean(0), 3), "line": {"width": 2, "color": "#08519c"}}]
+        data += [
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": "max",
+                "x": x,
+                "y": _nums(m.max(0), 3),
+                "line": {"width": 0.5, "color": "#9ecae1"},
+            },
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": "min",
+                "x": x,
+                "y": _nums(m.min(0), 3),
+                "fill": "tonexty",
+                "line": {"width": 0.5, "color": "#9ecae1"},
+            },
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": f"mean of {len(u.busy)} devices",
+                "x": x,
+                "y": _nums(m.mean(0), 3),
+                "line": {"width": 2, "color": "#08519c"},
+            },
+        ]
     lay = _layout(360, "time since start (ms)", "busy (% of each bin)")
     lay["yaxis"]["range"] = [0, 105]
     return _fig(data, lay)
@@ -149,11 +222,18 @@ def memory(series: Sequence[Series], span_ms: float | None = None) -> Figure | N
     if not series:
         return None
     unit, scale = _byte_unit(max(s.peak for s in series))
-    data = [{"type": "scatter", "mode": "lines", "name": _t(s.name, 50), "x": _nums(s.t_ms),
-             "y": _nums(s.value / scale, 4), "line": {"shape": "hv", "width": 1.5,
-                                                      "color": _PALETTE[k % len(_PALETTE)]},
-             "hovertemplate": f"{_t(s.name, 50)}<br>%{{x:.3f}} ms: %{{y:.2f}} {unit}<extra></extra>"}
-            for k, s in enumerate(series)]
+    data = [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "name": _t(s.name, 50),
+            "x": _nums(s.t_ms),
+            "y": _nums(s.value / scale, 4),
+            "line": {"shape": "hv", "width": 1.5, "color": _PALETTE[k % len(_PALETTE)]},
+            "hovertemplate": f"{_t(s.name, 50)}<br>%{{x:.3f}} ms: %{{y:.2f}} {unit}<extra></extra>",
+        }
+        for k, s in enumerate(series)
+    ]
     return _fig(data, _layout(380, "time since start (ms)", unit, xrange=(0.0, span_ms) if span_ms else None))
 
 
@@ -169,13 +249,25 @@ def collective_bandwidth(c: Collectives, span_ms: float | None = None) -> Figure
     data = []
     for k, op in enumerate(sorted(set(ops[keep].tolist()))):
         idx = keep[ops[keep] == op]
-        data.append({"type": "scatter", "mode": "markers", "name": _t(op, 40), "x": _nums(c.start_ms[idx]),
-                     "y": _nums(y_all[idx], 4), "marker": {"size": 6, "color": _PALETTE[k % len(_PALETTE)],
-                                                           "opacity": 0.8},
-                     "customdata": [[int(c.rank[i]), _nums(c.nbytes[i:i + 1], 0)[0], round(float(c.dur_ms[i]), 4)]
-                                    for i in idx.tolist()],
-                     "hovertemplate": (f"{_t(op, 40)} on rank %{{customdata[0]}}<br>%{{customdata[1]}} bytes in "
-                                       "%{customdata[2]} ms<br>%{y:.3f}" + (" GB/s" if have_bw else " ms")
-                                       + "<extra></extra>")})
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": _t(op, 40),
+                "x": _nums(c.start_ms[idx]),
+                "y": _nums(y_all[idx], 4),
+                "marker": {"size": 6, "color": _PALETTE[k % len(_PALETTE)], "opacity": 0.8},
+                "customdata": [
+                    [int(c.rank[i]), _nums(c.nbytes[i : i + 1], 0)[0], round(float(c.dur_ms[i]), 4)]
+                    for i in idx.tolist()
+                ],
+                "hovertemplate": (
+                    f"{_t(op, 40)} on rank %{{customdata[0]}}<br>%{{customdata[1]}} bytes in "
+                    "%{customdata[2]} ms<br>%{y:.3f}" + (" GB/s" if have_bw else " ms") + "<extra></extra>"
+                ),
+            }
+        )
     ytitle = "algorithm bandwidth (GB/s)" if have_bw else "duration (ms): no message sizes in this trace"
-    return _fig(data, _layout(380, "time since start (ms)", ytitle, xrange=(0.0, span_ms) if span_ms else None))
+    return _fig(
+        data, _layout(380, "time since start (ms)", ytitle, xrange=(0.0, span_ms) if span_ms else None)
+    )

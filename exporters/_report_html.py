@@ -20,24 +20,28 @@ import orjson
 _CSS = """
 :root { --fg:#1d1d1f; --muted:#6e6e73; --line:#e3e3e6; --bg:#ffffff; --accent:#0b5cad; }
 * { box-sizing: border-box; }
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg); background: var(--bg);
-       margin: 0 auto; max-width: 1280px; padding: 16px 28px 48px; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg);
+       background: var(--bg); margin: 0 auto; max-width: 1280px; padding: 16px 28px 48px; }
 header h1 { font-size: 22px; margin: 8px 0 2px; }
 header .sub { color: var(--muted); }
-nav { margin: 12px 0 8px; padding: 8px 0; border-top: 1px solid var(--line); border-bottom: 1px solid var(--line); }
+nav { margin: 12px 0 8px; padding: 8px 0; border-top: 1px solid var(--line);
+      border-bottom: 1px solid var(--line); }
 nav a { margin-right: 14px; color: var(--accent); text-decoration: none; white-space: nowrap; }
 section { margin: 26px 0; break-inside: avoid-page; }
 h2 { font-size: 18px; margin: 0 0 6px; border-bottom: 2px solid var(--line); padding-bottom: 4px; }
 p.note { color: var(--muted); margin: 4px 0 8px; }
-p.empty { color: var(--muted); font-style: italic; padding: 10px 12px; background: #f6f6f8; border-radius: 4px; }
+p.empty { color: var(--muted); font-style: italic; padding: 10px 12px; background: #f6f6f8;
+          border-radius: 4px; }
 table { border-collapse: collapse; width: 100%; margin: 6px 0 10px; font-size: 13px; }
 th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
 th { background: #f3f4f6; font-weight: 600; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td code, .kv td:last-child { word-break: break-all; }
 table.kv { width: auto; } table.kv th { width: 190px; }
-.sev { display: inline-block; padding: 0 7px; border-radius: 9px; font-size: 12px; color: #fff; background: #7f8c8d; }
-.sev-critical { background: #c0392b; } .sev-warning { background: #e67e22; } .sev-info { background: #2e86c1; }
+.sev { display: inline-block; padding: 0 7px; border-radius: 9px; font-size: 12px; color: #fff;
+       background: #7f8c8d; }
+.sev-critical { background: #c0392b; } .sev-warning { background: #e67e22; }
+.sev-info { background: #2e86c1; }
 details summary { cursor: pointer; color: var(--accent); }
 pre { white-space: pre-wrap; word-break: break-all; font-size: 12px; background: #f6f6f8; padding: 6px 8px;
       margin: 4px 0; }
@@ -95,9 +99,11 @@ def _sha256(script: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode()).digest()).decode() + "'"
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], num: Sequence[int] = (),
-          cls: str = "") -> str:
+def table(
+    headers: Sequence[str], rows: Iterable[Sequence[Any]], num: Sequence[int] = (), cls: str = ""
+) -> str:
     """An HTML table; cells are escaped unless wrapped in Raw; columns in `num` are right-aligned."""
+
     def cell(tag: str, i: int, v: Any) -> str:
         c = ' class="num"' if i in num else ""
         return f"<{tag}{c}>{v.html if isinstance(v, Raw) else esc(v)}</{tag}>"
@@ -133,15 +139,24 @@ def section(sid: str, title: str, body: str) -> str:
     return f'<section id="{esc(sid)}"><h2>{esc(title)}</h2>{body}</section>'
 
 
-def page(title: str, subtitle: str, sections: Sequence[tuple[str, str, str]], figures: dict[str, Any],
-         plotly_js: str, footer: str) -> str:
+def page(
+    title: str,
+    subtitle: str,
+    sections: Sequence[tuple[str, str, str]],
+    figures: dict[str, Any],
+    plotly_js: str,
+    footer: str,
+) -> str:
     """The whole document. `sections` are (id, title, inner html); `figures` maps div id -> figure dict."""
     nav = "".join(f'<a href="#{esc(sid)}">{esc(t)}</a>' for sid, t, _ in sections)
     body = "".join(section(sid, t, inner) for sid, t, inner in sections)
-    csp = ("default-src 'none'; " f"script-src {_sha256(plotly_js)} {_sha256(_BOOT)}; "
-           "style-src 'unsafe-inline'; img-src data: blob:; font-src data:; base-uri 'none'; form-action 'none'")
+    csp = (
+        "default-src 'none'; "
+        f"script-src {_sha256(plotly_js)} {_sha256(_BOOT)}; "
+        "style-src 'unsafe-inline'; img-src data: blob:; font-src data:; base-uri 'none'; form-action 'none'"
+    )
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{esc(csp)}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{esc(title)}</title><style>{_CSS}</style>"

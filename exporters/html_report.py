@@ -16,11 +16,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from neuron_prof._version import __version__
-from neuron_prof.errors import ExportError
 from neuron_prof.exporters import _report_data as data
 from neuron_prof.exporters import _report_figures as figs
 from neuron_prof.exporters._report_html import Raw, empty, esc, note, page, plot_div, table
+
+from neuron_prof._version import __version__
+from neuron_prof.errors import ExportError
 from neuron_prof.model import Meta, Trace, TrackKind
 
 _SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
@@ -61,25 +62,46 @@ def _findings_section(findings: list[dict[str, Any]], figures: dict[str, Any]) -
         if ev:
             import orjson
 
-            pretty = orjson.dumps(ev, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,
-                                  default=str).decode()
+            pretty = orjson.dumps(
+                ev, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str
+            ).decode()
             advice += f"<details><summary>evidence</summary><pre>{esc(pretty[:20000])}</pre></details>"
-        rows.append((i, badge, f.get("kind", ""), f.get("title", ""), _ms(f.get("cost_ns")),
-                     f"{100 * float(f.get('share') or 0):.1f}%", f.get("count", ""), where, Raw(advice)))
-    parts.append(table(["#", "severity", "kind", "finding", "cost (ms)", "share", "count", "where", "advice"],
-                       rows, num=(0, 4, 5, 6)))
+        rows.append(
+            (
+                i,
+                badge,
+                f.get("kind", ""),
+                f.get("title", ""),
+                _ms(f.get("cost_ns")),
+                f"{100 * float(f.get('share') or 0):.1f}%",
+                f.get("count", ""),
+                where,
+                Raw(advice),
+            )
+        )
+    parts.append(
+        table(
+            ["#", "severity", "kind", "finding", "cost (ms)", "share", "count", "where", "advice"],
+            rows,
+            num=(0, 4, 5, 6),
+        )
+    )
     return "".join(parts)
 
 
 def _compile_section(trace: Trace, figures: dict[str, Any]) -> str:
     w = data.compile_waterfall(trace)
     if not w.total:
-        return empty("No compile events in this trace (no compile track: captured without the compile probe, "
-                     "or a trace from another tool).")
+        return empty(
+            "No compile events in this trace (no compile track: captured without the compile probe, "
+            "or a trace from another tool)."
+        )
     figures["fig-compile"] = figs.compile_waterfall(w)
     cap = f" Showing the {len(w.name)} longest." if len(w.name) < w.total else ""
-    return note(f"{w.total:,} compiles, {w.total_ms:,.3f} ms in total. Each bar runs from the compile's start to "
-                f"its end; time 0 is the start of the profiled region.{cap}") + plot_div("fig-compile")
+    return note(
+        f"{w.total:,} compiles, {w.total_ms:,.3f} ms in total. Each bar runs from the compile's start to "
+        f"its end; time 0 is the start of the profiled region.{cap}"
+    ) + plot_div("fig-compile")
 
 
 def _fallback_section(trace: Trace, findings: list[dict[str, Any]], figures: dict[str, Any]) -> str:
@@ -87,15 +109,32 @@ def _fallback_section(trace: Trace, findings: list[dict[str, Any]], figures: dic
     n_slices = len(trace.slices_on(TrackKind.FALLBACK))
     if not hot:
         if n_slices:
-            return empty(f"{n_slices:,} CPU fallback calls are recorded, but no cpu_fallback findings were made "
-                         "for them (the trace was not analysed?).")
+            return empty(
+                f"{n_slices:,} CPU fallback calls are recorded, but no cpu_fallback findings were made "
+                "for them (the trace was not analysed?)."
+            )
         return empty("No CPU fallbacks in this trace.")
     figures["fig-fallback"] = figs.hot_spots(hot)
-    rows = [(i, f.get("call_site") or "(unknown)", f.get("module", ""), f.get("title", ""), f.get("count", ""),
-             _ms(f.get("cost_ns")), f.get("advice", "")) for i, f in enumerate(hot, 1)]
-    return (note(f"{len(hot)} hot spot(s) over {n_slices:,} fallback calls: call sites whose fallbacks cost the most.")
-            + plot_div("fig-fallback")
-            + table(["#", "call site", "module", "finding", "calls", "time (ms)", "advice"], rows, num=(0, 4, 5)))
+    rows = [
+        (
+            i,
+            f.get("call_site") or "(unknown)",
+            f.get("module", ""),
+            f.get("title", ""),
+            f.get("count", ""),
+            _ms(f.get("cost_ns")),
+            f.get("advice", ""),
+        )
+        for i, f in enumerate(hot, 1)
+    ]
+    return (
+        note(
+            f"{len(hot)} hot spot(s) over {n_slices:,} fallback calls: the call sites whose fallbacks "
+            "cost the most."
+        )
+        + plot_div("fig-fallback")
+        + table(["#", "call site", "module", "finding", "calls", "time (ms)", "advice"], rows, num=(0, 4, 5))
+    )
 
 
 def _utilisation_section(trace: Trace, figures: dict[str, Any]) -> str:
@@ -104,20 +143,30 @@ def _utilisation_section(trace: Trace, figures: dict[str, Any]) -> str:
         return empty("No device activity in this trace (no device tracks: a CPU-only run).")
     figures["fig-util"] = figs.utilisation(u)
     rows = [(name, f"{100 * m:.1f}%") for name, m in sorted(u.mean_busy.items(), key=lambda kv: -kv[1])]
-    return (note(f"Share of each {u.bin_ms:,.3f} ms bin in which the device ran anything on any of its queues "
-                 f"({u.n_tracks} device track(s)).") + plot_div("fig-util")
-            + table(["device", "busy over the profiled time"], rows[:64], num=(1,)))
+    return (
+        note(
+            f"Share of each {u.bin_ms:,.3f} ms bin in which the device ran anything on any of its queues "
+            f"({u.n_tracks} device track(s))."
+        )
+        + plot_div("fig-util")
+        + table(["device", "busy over the profiled time"], rows[:64], num=(1,))
+    )
 
 
 def _memory_section(trace: Trace, figures: dict[str, Any]) -> str:
     series, total = data.memory_series(trace)
     if not series:
-        return empty("No memory counters in this trace (record with profile_memory=True or the memory probe).")
+        return empty(
+            "No memory counters in this trace (record with profile_memory=True or the memory probe)."
+        )
     figures["fig-memory"] = figs.memory(series, _span_ms(trace))
     cap = f" Showing the {len(series)} with the highest peaks of {total}." if len(series) < total else ""
     rows = [(s.name, f"{s.peak / 2**20:,.2f}", f"{s.n_samples:,}") for s in series]
-    return (note(f"Memory counters over time.{cap}") + plot_div("fig-memory")
-            + table(["counter", "peak (MiB)", "samples"], rows, num=(1, 2)))
+    return (
+        note(f"Memory counters over time.{cap}")
+        + plot_div("fig-memory")
+        + table(["counter", "peak (MiB)", "samples"], rows, num=(1, 2))
+    )
 
 
 def _collective_section(trace: Trace, figures: dict[str, Any]) -> str:
@@ -125,13 +174,25 @@ def _collective_section(trace: Trace, figures: dict[str, Any]) -> str:
     if not c.op:
         return empty("No collectives in this trace.")
     figures["fig-coll"] = figs.collective_bandwidth(c, _span_ms(trace))
-    rows = [(d["op"], f"{d['count']:,}", f"{d['total_ms']:,.3f}",
-             f"{d['bytes'] / 2**20:,.2f}" if d["bytes"] else "", "" if d["median_gbps"] != d["median_gbps"]
-             else f"{d['median_gbps']:,.3f}") for d in c.per_op]
+    rows = [
+        (
+            d["op"],
+            f"{d['count']:,}",
+            f"{d['total_ms']:,.3f}",
+            f"{d['bytes'] / 2**20:,.2f}" if d["bytes"] else "",
+            "" if d["median_gbps"] != d["median_gbps"] else f"{d['median_gbps']:,.3f}",
+        )
+        for d in c.per_op
+    ]
     cap = f" (every {len(c.op) // figs.MAX_POINTS + 1}th drawn)" if len(c.op) > figs.MAX_POINTS else ""
-    return (note(f"{len(c.op):,} collectives{cap}, found as {c.source} events. Bandwidth is "
-                 "message bytes / duration (algorithm bandwidth).") + plot_div("fig-coll")
-            + table(["op", "count", "time (ms)", "MiB moved", "median GB/s"], rows, num=(1, 2, 3, 4)))
+    return (
+        note(
+            f"{len(c.op):,} collectives{cap}, found as {c.source} events. Bandwidth is "
+            "message bytes / duration (algorithm bandwidth)."
+        )
+        + plot_div("fig-coll")
+        + table(["op", "count", "time (ms)", "MiB moved", "median GB/s"], rows, num=(1, 2, 3, 4))
+    )
 
 
 def _kv(rows: Sequence[tuple[str, str]]) -> str:
@@ -140,31 +201,53 @@ def _kv(rows: Sequence[tuple[str, str]]) -> str:
 
 def _glance(totals: dict[str, Any]) -> str:
     """Totals from neuron_prof.analysis (the numbers `neuron-prof summary` prints)."""
+
     def ms_count(key: str, count: str) -> str:
         return f"{_ms(totals.get(key))} ms in {totals.get(count, 0):,}"
 
     share = totals.get("device_busy_share")
-    rows = [("device busy", "no device activity" if share is None else f"{100 * share:.1f}% of the wall time"),
-            ("compile", ms_count("compile_ns", "compile_count")
-             + f" compiles ({totals.get('compile_miss_count', 0):,} cache misses)"),
-            ("CPU fallbacks", ms_count("fallback_ns", "fallback_count") + " calls"),
-            ("host waits on the device", ms_count("sync_ns", "sync_count") + " sync points"),
-            ("collectives", ms_count("collective_ns", "collective_count") + " calls")]
+    rows = [
+        ("device busy", "no device activity" if share is None else f"{100 * share:.1f}% of the wall time"),
+        (
+            "compile",
+            ms_count("compile_ns", "compile_count")
+            + f" compiles ({totals.get('compile_miss_count', 0):,} cache misses)",
+        ),
+        ("CPU fallbacks", ms_count("fallback_ns", "fallback_count") + " calls"),
+        ("host waits on the device", ms_count("sync_ns", "sync_count") + " sync points"),
+        ("collectives", ms_count("collective_ns", "collective_count") + " calls"),
+    ]
     parts = ["<h3>At a glance</h3>", _kv(rows)]
     for key, label in (("top_ops", "Top host ops by self time"), ("top_device_ops", "Top device ops")):
         ops = totals.get(key) or []
         if not ops:
             continue
         if key == "top_ops":
-            parts.append(f"<h3>{esc(label)}</h3>" + table(
-                ["op", "calls", "self (ms)", "total (ms)"],
-                [(o.get("name", ""), f"{o.get('count', 0):,}", _ms(o.get("self_ns")), _ms(o.get("total_ns")))
-                 for o in ops[:10]], num=(1, 2, 3)))
+            parts.append(
+                f"<h3>{esc(label)}</h3>"
+                + table(
+                    ["op", "calls", "self (ms)", "total (ms)"],
+                    [
+                        (
+                            o.get("name", ""),
+                            f"{o.get('count', 0):,}",
+                            _ms(o.get("self_ns")),
+                            _ms(o.get("total_ns")),
+                        )
+                        for o in ops[:10]
+                    ],
+                    num=(1, 2, 3),
+                )
+            )
         else:
-            parts.append(f"<h3>{esc(label)}</h3>" + table(
-                ["op", "calls", "time (ms)"],
-                [(o.get("name", ""), f"{o.get('count', 0):,}", _ms(o.get("total_ns"))) for o in ops[:10]],
-                num=(1, 2)))
+            parts.append(
+                f"<h3>{esc(label)}</h3>"
+                + table(
+                    ["op", "calls", "time (ms)"],
+                    [(o.get("name", ""), f"{o.get('count', 0):,}", _ms(o.get("total_ns"))) for o in ops[:10]],
+                    num=(1, 2),
+                )
+            )
     return "".join(parts)
 
 
@@ -175,18 +258,30 @@ def _overview_section(trace: Trace, totals: dict[str, Any] | None) -> str:
     warns = [str(w) for w in trace.metadata.get(Meta.WARNINGS) or []]
     probe_errors = trace.metadata.get(Meta.PROBE_ERRORS) or []
     if warns:
-        parts.append("<h3>Load warnings</h3><ul class=\"warn\">" + "".join(f"<li>{esc(w)}</li>" for w in warns[:50])
-                     + "</ul>")
+        parts.append(
+            '<h3>Load warnings</h3><ul class="warn">'
+            + "".join(f"<li>{esc(w)}</li>" for w in warns[:50])
+            + "</ul>"
+        )
     if probe_errors:
-        items = [f"{e.get('probe', '?')}: {e.get('error', '')}" if isinstance(e, dict) else str(e)
-                 for e in probe_errors]
-        parts.append("<h3>Probe errors</h3><ul class=\"warn\">" + "".join(f"<li>{esc(i)}</li>" for i in items[:50])
-                     + "</ul>")
+        items = [
+            f"{e.get('probe', '?')}: {e.get('error', '')}" if isinstance(e, dict) else str(e)
+            for e in probe_errors
+        ]
+        parts.append(
+            '<h3>Probe errors</h3><ul class="warn">'
+            + "".join(f"<li>{esc(i)}</li>" for i in items[:50])
+            + "</ul>"
+        )
     return "".join(parts)
 
 
-def render_html_report(trace: Trace, findings: Sequence[Any] | None = None, totals: dict[str, Any] | None = None,
-                       title: str | None = None) -> str:
+def render_html_report(
+    trace: Trace,
+    findings: Sequence[Any] | None = None,
+    totals: dict[str, Any] | None = None,
+    title: str | None = None,
+) -> str:
     """The report as one HTML string.
 
     Args:
@@ -211,13 +306,24 @@ def render_html_report(trace: Trace, findings: Sequence[Any] | None = None, tota
     source = str(trace.metadata.get(Meta.SOURCE) or "")
     name = title or f"neuron-prof report: {os.path.basename(source) or 'trace'}"
     now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return page(name, f"{source}  ·  generated {now}", sections, figures, plotly.offline.get_plotlyjs(),
-                f"neuron-prof {__version__} · plotly.js embedded: this page works offline.")
+    return page(
+        name,
+        f"{source}  ·  generated {now}",
+        sections,
+        figures,
+        plotly.offline.get_plotlyjs(),
+        f"neuron-prof {__version__} · plotly.js embedded: this page works offline.",
+    )
 
 
-def write_html_report(trace: Trace, path: str | os.PathLike[str], findings: Sequence[Any] | None = None,
-                      totals: dict[str, Any] | None = None, title: str | None = None) -> Path:
-    """Write the report to `path` (via a temporary file, so a failure leaves no half page). Returns the path."""
+def write_html_report(
+    trace: Trace,
+    path: str | os.PathLike[str],
+    findings: Sequence[Any] | None = None,
+    totals: dict[str, Any] | None = None,
+    title: str | None = None,
+) -> Path:
+    """Write the report to `path` via a temporary file (a failure leaves no half page); returns the path."""
     p = Path(path)
     text = render_html_report(trace, findings, totals, title)
     tmp = p.with_name(f".{p.name}.tmp")

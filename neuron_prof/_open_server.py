@@ -245,8 +245,12 @@ class TraceServer:
     def start(self) -> TraceServer:
         """Serve in a daemon thread (returns at once)."""
         if self._thread is None:
-            self._thread = threading.Thread(target=self._srv.serve_forever, kwargs={"poll_interval": 0.1},
-                                            name="neuron-prof-open", daemon=True)
+            self._thread = threading.Thread(
+                target=self._srv.serve_forever,
+                kwargs={"poll_interval": 0.1},
+                name="neuron-prof-open",
+                daemon=True,
+            )
             self._thread.start()
         return self
 
@@ -278,5 +282,12 @@ class TraceServer:
         self.close()
 
 
-__all__ = ["HOST", "PERFETTO_ORIGIN", "PERFETTO_PORT", "TraceServer", "content_type_for", "deep_link",
-           "json_size_estimate"]
+__all__ = [
+    "HOST",
+    "PERFETTO_ORIGIN",
+    "PERFETTO_PORT",
+    "TraceServer",
+    "content_type_for",
+    "deep_link",
+    "json_size_estimate",
+]

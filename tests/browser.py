@@ -24,10 +24,21 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage", "--disable-extensions", "--mute-audio", "--hide-scrollbars",
-         "--remote-debugging-port=0"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--disable-extensions",
+    "--mute-audio",
+    "--hide-scrollbars",
+    "--remote-debugging-port=0",
+]
 
 
 def find_chromium() -> str | None:
@@ -81,8 +92,13 @@ class _Session:
                 for cb in list(self.listeners):
                     cb(data)
 
-    async def call(self, method: str, params: dict[str, Any] | None = None, session: str | None = None,
-                   timeout: float = 60) -> Any:
+    async def call(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        session: str | None = None,
+        timeout: float = 60,
+    ) -> Any:
         i = next(self.ids)
         msg: dict[str, Any] = {"id": i, "method": method, "params": params or {}}
         if session:
@@ -94,10 +110,7 @@ class _Session:
 
 
 def _console_text(p: dict[str, Any]) -> str:
-    parts = []
-    for a in p.get("args", []):
-        parts.append(str(a.get("value", a.get("description", a.get("type")))))
-    return " ".join(parts)
+    return " ".join(str(a.get("value", a.get("description", a.get("type")))) for a in p.get("args", []))
 
 
 class Chromium:
@@ -114,8 +127,11 @@ class Chromium:
         if binary is None:
             raise FileNotFoundError("chromium not found")
         profile = tempfile.mkdtemp(prefix="np-chromium-")
-        proc = subprocess.Popen([binary, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [binary, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         assert proc.stderr is not None
         deadline = time.monotonic() + timeout
         seen = []
@@ -132,7 +148,9 @@ class Chromium:
                 # keep draining stderr so chromium never blocks on a full pipe
                 import threading
 
-                threading.Thread(target=lambda: proc.stderr.read() if proc.stderr else None, daemon=True).start()
+                threading.Thread(
+                    target=lambda: proc.stderr.read() if proc.stderr else None, daemon=True
+                ).start()
                 return cls(proc, m.group(1), profile)
         proc.kill()
         proc.wait(10)
@@ -156,9 +174,17 @@ class Chromium:
         self.close()
 
     # ---- pages -------------------------------------------------------------------------------------
-    def load(self, url: str, ready: str = "document.readyState === 'complete'", evals: dict[str, str] | None = None,
-             timeout: float = 90, width: int = 1280, height: int = 900, full_page: bool = True,
-             pdf: bool = False) -> PageResult:
+    def load(
+        self,
+        url: str,
+        ready: str = "document.readyState === 'complete'",
+        evals: dict[str, str] | None = None,
+        timeout: float = 90,
+        width: int = 1280,
+        height: int = 900,
+        full_page: bool = True,
+        pdf: bool = False,
+    ) -> PageResult:
         """Open `url` in a fresh tab, wait for `ready`, evaluate `evals`, take a screenshot (and a PDF)."""
         return asyncio.run(self._load(url, ready, evals or {}, timeout, width, height, full_page, pdf))
 
@@ -178,8 +204,17 @@ class Chromium:
         sid = (await cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True}))["sessionId"]
         return target, sid
 
-    async def _load(self, url: str, ready: str, evals: dict[str, str], timeout: float, width: int, height: int,
-                    full_page: bool, pdf: bool) -> PageResult:
+    async def _load(
+        self,
+        url: str,
+        ready: str,
+        evals: dict[str, str],
+        timeout: float,
+        width: int,
+        height: int,
+        full_page: bool,
+        pdf: bool,
+    ) -> PageResult:
         http, ws, cdp = await self._connect()
         res = PageResult(url=url)
         try:
@@ -193,7 +228,9 @@ class Chromium:
                     res.console_errors.append(f"console.{p['type']}: {_console_text(p)}")
                 elif m == "Runtime.exceptionThrown":
                     d = p.get("exceptionDetails", {})
-                    res.console_errors.append(f"exception: {d.get('exception', {}).get('description') or d.get('text')}")
+                    res.console_errors.append(
+                        f"exception: {d.get('exception', {}).get('description') or d.get('text')}"
+                    )
                 elif m == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":
                     res.console_errors.append(f"log: {p['entry'].get('text')}")
                 elif m == "Network.requestWillBeSent":
@@ -205,21 +242,29 @@ class Chromium:
             cdp.listeners.append(on_event)
             for domain in ("Page", "Runtime", "Log", "Network"):
                 await cdp.call(f"{domain}.enable", {}, sid)
-            await cdp.call("Emulation.setDeviceMetricsOverride",
-                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, sid)
+            await cdp.call(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+                sid,
+            )
             t0 = time.monotonic()
             await cdp.call("Page.navigate", {"url": url}, sid)
             while True:
-                r = await cdp.call("Runtime.evaluate", {"expression": f"!!({ready})", "returnByValue": True}, sid)
+                r = await cdp.call(
+                    "Runtime.evaluate", {"expression": f"!!({ready})", "returnByValue": True}, sid
+                )
                 if r.get("result", {}).get("value") is True:
                     break
                 if time.monotonic() - t0 > timeout:
-                    raise TimeoutError(f"{url}: not ready after {timeout} s ({ready}); errors: {res.console_errors}")
+                    raise TimeoutError(
+                        f"{url}: not ready after {timeout} s ({ready}); errors: {res.console_errors}"
+                    )
                 await asyncio.sleep(0.1)
             res.load_s = time.monotonic() - t0
             for key, expr in evals.items():
-                r = await cdp.call("Runtime.evaluate", {"expression": expr, "returnByValue": True,
-                                                        "awaitPromise": True}, sid)
+                r = await cdp.call(
+                    "Runtime.evaluate", {"expression": expr, "returnByValue": True, "awaitPromise": True}, sid
+                )
                 if "exceptionDetails" in r:
                     raise CDPError(f"evaluating {key}: {r['exceptionDetails']}")
                 res.values[key] = r.get("result", {}).get("value")
@@ -227,13 +272,23 @@ class Chromium:
             if full_page:
                 m = await cdp.call("Page.getLayoutMetrics", {}, sid)
                 size = m.get("cssContentSize") or m["contentSize"]
-                shot.update({"captureBeyondViewport": True,
-                             "clip": {"x": 0, "y": 0, "width": width, "height": min(int(size["height"]), 12000),
-                                      "scale": 1}})
+                shot.update(
+                    {
+                        "captureBeyondViewport": True,
+                        "clip": {
+                            "x": 0,
+                            "y": 0,
+                            "width": width,
+                            "height": min(int(size["height"]), 12000),
+                            "scale": 1,
+                        },
+                    }
+                )
             res.screenshot = base64.b64decode((await cdp.call("Page.captureScreenshot", shot, sid))["data"])
             if pdf:
-                out = await cdp.call("Page.printToPDF", {"landscape": True, "printBackground": True}, sid,
-                                     timeout=timeout)
+                out = await cdp.call(
+                    "Page.printToPDF", {"landscape": True, "printBackground": True}, sid, timeout=timeout
+                )
                 res.pdf = base64.b64decode(out["data"])
             await asyncio.sleep(0.2)  # late console errors (e.g. from a resize) still count
             await cdp.call("Target.closeTarget", {"targetId": target})
@@ -248,16 +303,25 @@ class Chromium:
         try:
             target, sid = await self._new_tab(cdp)
             b64 = base64.b64encode(png).decode()
-            expr = ("(async () => { const img = new Image(); img.src = 'data:image/png;base64," + b64 + "';"
-                    " await img.decode(); const c = document.createElement('canvas'); c.width = img.width;"
-                    " c.height = img.height; const g = c.getContext('2d'); g.drawImage(img, 0, 0);"
-                    " const d = g.getImageData(0, 0, c.width, c.height).data; const seen = new Set(); let nw = 0;"
-                    " for (let i = 0; i < d.length; i += 4) { const k = (d[i] << 16) | (d[i + 1] << 8) | d[i + 2];"
-                    " seen.add(k); if (k !== 0xffffff) nw++; }"
-                    " return {width: c.width, height: c.height, colours: seen.size, non_white: nw / (d.length / 4)};"
-                    " })()")
-            r = await cdp.call("Runtime.evaluate", {"expression": expr, "returnByValue": True, "awaitPromise": True},
-                               sid, timeout=timeout)
+            expr = (
+                "(async () => { const img = new Image(); img.src = 'data:image/png;base64," + b64 + "';"
+                " await img.decode(); const c = document.createElement('canvas'); c.width = img.width;"
+                " c.height = img.height; const g = c.getContext('2d'); g.drawImage(img, 0, 0);"
+                " const d = g.getImageData(0, 0, c.width, c.height).data;"
+                " const seen = new Set(); let nw = 0;"
+                " for (let i = 0; i < d.length; i += 4) {"
+                " const k = (d[i] << 16) | (d[i + 1] << 8) | d[i + 2];"
+                " seen.add(k); if (k !== 0xffffff) nw++; }"
+                " return {width: c.width, height: c.height, colours: seen.size,"
+                " non_white: nw / (d.length / 4)};"
+                " })()"
+            )
+            r = await cdp.call(
+                "Runtime.evaluate",
+                {"expression": expr, "returnByValue": True, "awaitPromise": True},
+                sid,
+                timeout=timeout,
+            )
             if "exceptionDetails" in r:
                 raise CDPError(str(r["exceptionDetails"]))
             await cdp.call("Target.closeTarget", {"targetId": target})

@@ -58,7 +58,8 @@ def chromium() -> Iterator[Chromium]:
 
 
 def test_browser_fetch_from_the_trusted_origin_gets_the_trace_and_stops_the_server(
-        chromium: Chromium, tmp_path: Path) -> None:
+    chromium: Chromium, tmp_path: Path
+) -> None:
     trace = tmp_path / "t.pftrace"
     trace.write_bytes(b"\x0a\x02\x08\x01" * 50_000)
     ready = "window.__got !== undefined || window.__err !== undefined"
@@ -69,14 +70,20 @@ def test_browser_fetch_from_the_trusted_origin_gets_the_trace_and_stops_the_serv
         srv._srv.origin = ui.origin  # trust the stand-in UI (set before any request)
         try:
             # WHEN the untrusted page fetches: the browser blocks it and the server keeps waiting
-            page = chromium.load(evil.origin + "/", ready=ready, evals={"got": "window.__got ?? null",
-                                                                         "err": "window.__err ?? null"})
+            page = chromium.load(
+                evil.origin + "/",
+                ready=ready,
+                evals={"got": "window.__got ?? null", "err": "window.__err ?? null"},
+            )
             assert page.values["got"] is None and "Failed to fetch" in page.values["err"]
             assert any("CORS" in e or "Access-Control" in e or "ERR_FAILED" in e for e in page.console_errors)
             assert not srv.wait(0.3)
             # WHEN the trusted page fetches: it reads every byte, and the server stops by itself
-            page = chromium.load(ui.origin + "/", ready=ready, evals={"got": "window.__got ?? null",
-                                                                       "err": "window.__err ?? null"})
+            page = chromium.load(
+                ui.origin + "/",
+                ready=ready,
+                evals={"got": "window.__got ?? null", "err": "window.__err ?? null"},
+            )
             assert page.values == {"got": trace.stat().st_size, "err": None}
             assert page.console_errors == []
             assert srv.wait(10)

@@ -21,8 +21,9 @@ from neuron_prof.cli._open import JSON_WARN_BYTES, choose_file, size_warning
 T = 5.0  # seconds: every socket operation and wait in this file is bounded by this
 
 
-def _request(port: int, method: str, path: str, headers: dict[str, str] | None = None,
-             host: str | None = None) -> tuple[int, dict[str, str], bytes]:
+def _request(
+    port: int, method: str, path: str, headers: dict[str, str] | None = None, host: str | None = None
+) -> tuple[int, dict[str, str], bytes]:
     """One raw HTTP request (http.client sends the path exactly as given, no normalisation)."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=T)
     try:
@@ -54,16 +55,27 @@ def test_serves_the_file_once_to_the_perfetto_origin_then_stops(trace_file: Path
         assert srv.url == f"http://127.0.0.1:{srv.port}/my%20trace.pftrace"
         assert srv.deep_link == f"https://ui.perfetto.dev/#!/?url={srv.url}"
         # WHEN the Perfetto UI preflights and fetches it
-        st, h, _ = _request(srv.port, "OPTIONS", "/my%20trace.pftrace",
-                            {"Origin": PERFETTO_ORIGIN, "Access-Control-Request-Method": "GET",
-                             "Access-Control-Request-Private-Network": "true"})
+        st, h, _ = _request(
+            srv.port,
+            "OPTIONS",
+            "/my%20trace.pftrace",
+            {
+                "Origin": PERFETTO_ORIGIN,
+                "Access-Control-Request-Method": "GET",
+                "Access-Control-Request-Private-Network": "true",
+            },
+        )
         assert st == 204
         assert h["access-control-allow-origin"] == PERFETTO_ORIGIN
         assert "GET" in h["access-control-allow-methods"]
         assert h["access-control-allow-private-network"] == "true"
         assert not srv.wait(0.3)  # a preflight is not a download
-        st, h, body = _request(srv.port, "GET", "/my%20trace.pftrace",
-                               {"Origin": PERFETTO_ORIGIN, "Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "cors"})
+        st, h, body = _request(
+            srv.port,
+            "GET",
+            "/my%20trace.pftrace",
+            {"Origin": PERFETTO_ORIGIN, "Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "cors"},
+        )
         # THEN it gets the exact bytes with the headers the UI needs, and the server stops by itself
         assert st == 200
         assert body == trace_file.read_bytes()
@@ -78,10 +90,21 @@ def test_serves_the_file_once_to_the_perfetto_origin_then_stops(trace_file: Path
         socket.create_connection(("127.0.0.1", srv.port), timeout=T).close()
 
 
-@pytest.mark.parametrize("path", [
-    "/", "/secret.txt", "/../secret.txt", "/%2e%2e/secret.txt", "/%2E%2E%2Fsecret.txt", "/my%20trace.pftrace/..",
-    "/my%20trace.pftrace/../secret.txt", "//my%20trace.pftrace", "/MY%20TRACE.PFTRACE", "/my%2520trace.pftrace",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/",
+        "/secret.txt",
+        "/../secret.txt",
+        "/%2e%2e/secret.txt",
+        "/%2E%2E%2Fsecret.txt",
+        "/my%20trace.pftrace/..",
+        "/my%20trace.pftrace/../secret.txt",
+        "//my%20trace.pftrace",
+        "/MY%20TRACE.PFTRACE",
+        "/my%2520trace.pftrace",
+    ],
+)
 def test_other_paths_and_traversal_are_refused(trace_file: Path, path: str) -> None:
     with TraceServer(trace_file, port=0) as srv:
         st, h, body = _request(srv.port, "GET", path)
@@ -96,8 +119,9 @@ def test_foreign_origins_methods_and_hosts_are_refused(trace_file: Path) -> None
         # another web page reading it with CORS: refused, and no CORS grant
         st, h, _ = _request(srv.port, "GET", p, {"Origin": "https://evil.example"})
         assert st == 403 and "access-control-allow-origin" not in h
-        st, h, _ = _request(srv.port, "OPTIONS", p, {"Origin": "https://evil.example",
-                                                      "Access-Control-Request-Method": "GET"})
+        st, h, _ = _request(
+            srv.port, "OPTIONS", p, {"Origin": "https://evil.example", "Access-Control-Request-Method": "GET"}
+        )
         assert st == 403 and "access-control-allow-origin" not in h
         st, h, _ = _request(srv.port, "GET", p, {"Origin": "null"})
         assert st == 403
@@ -200,8 +224,13 @@ def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_cli_process_prints_the_link_serves_once_and_exits_by_itself(trace_file: Path) -> None:
     # GIVEN `neuron-prof open` as a real process on a free port
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "neuron_prof", "open", str(trace_file), "--port", "0",
-                             "--timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "neuron_prof", "open", str(trace_file), "--port", "0", "--timeout", "60"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         assert proc.stdout is not None
         deadline = time.monotonic() + 30

@@ -12,15 +12,22 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pytest
-
-from neuron_prof.analysis import Finding
 from neuron_prof.exporters import _report_data as data
 from neuron_prof.exporters._report_html import json_for_script
 from neuron_prof.exporters.html_report import render_html_report, write_html_report
+
+from neuron_prof.analysis import Finding
 from neuron_prof.model import Arg, Cat, Meta, ProcessKind, Trace, TraceBuilder, TrackKind
 
-XSS = ['<script>alert(1)</script>', '"><img src=x onerror="window.__xss=1">', "</script><script>window.__xss=2</script>",
-       "<svg onload=window.__xss=3>", "&lt;b&gt;entity&lt;/b&gt;", "<!--", "]]>"]
+XSS = [
+    "<script>alert(1)</script>",
+    '"><img src=x onerror="window.__xss=1">',
+    "</script><script>window.__xss=2</script>",
+    "<svg onload=window.__xss=3>",
+    "&lt;b&gt;entity&lt;/b&gt;",
+    "<!--",
+    "]]>",
+]
 MS = 1_000_000
 T0 = 1_767_000_000_000_000_000  # Unix ns
 
@@ -47,28 +54,81 @@ def demo_like_trace(names: list[str] | None = None) -> Trace:
         b.add_slice(q0, base, 30 * MS, n[0], Cat.DEVICE)
         b.add_slice(q0, base + 20 * MS, 20 * MS, n[1 % len(n)], Cat.DEVICE)
         b.add_slice(q1, base + 30 * MS, 20 * MS, n[2 % len(n)], Cat.DEVICE)
-        b.add_slice(fb, base + 60 * MS, 2 * MS, n[step % len(n)], Cat.FALLBACK,
-                    {Arg.CALL_SITE: f"train.py:{40 + step % 2} {n[0]}", Arg.COPY_BYTES: 4096})
-        b.add_slice(coll, base + 70 * MS, 5 * MS, "all_reduce", Cat.COLLECTIVE,
-                    {Arg.BYTES_IN: 50_000_000, Arg.GROUP: "0", Arg.SEQ: step})
+        b.add_slice(
+            fb,
+            base + 60 * MS,
+            2 * MS,
+            n[step % len(n)],
+            Cat.FALLBACK,
+            {Arg.CALL_SITE: f"train.py:{40 + step % 2} {n[0]}", Arg.COPY_BYTES: 4096},
+        )
+        b.add_slice(
+            coll,
+            base + 70 * MS,
+            5 * MS,
+            "all_reduce",
+            Cat.COLLECTIVE,
+            {Arg.BYTES_IN: 50_000_000, Arg.GROUP: "0", Arg.SEQ: step},
+        )
         b.add_counter(mem, base, float(2**30 + step * 2**20))
         b.add_counter(mem, base + 50 * MS, float(2**29))
     for k in range(4):
-        b.add_slice(comp, T0 + k * 25 * MS, (4 + k) * MS, n[k % len(n)], Cat.COMPILE,
-                    {Arg.COMPILE_KIND: "eager", Arg.CACHE: "miss" if k < 3 else "hit",
-                     Arg.SIGNATURE: f"f32[{k}] {n[-1]}", Arg.CALL_SITE: f"model.py:{k} {n[0]}"})
-    b.metadata.update({Meta.SOURCE: f"/tmp/{n[0]}.json", Meta.SOURCE_FORMAT: "capture", Meta.BACKEND: "neuron",
-                       Meta.CLOCK: "unix", Meta.WARNINGS: [f"odd event {n[0]}"],
-                       Meta.PROBE_ERRORS: [{"probe": "memory", "error": f"boom {n[-1]}"}]})
-    b.findings.extend([
-        Finding("cpu_fallback", "critical", f"{n[0]} fell back to CPU", cost_ns=10 * MS, share=0.1, count=5,
-                call_site=f"train.py:40 {n[0]}", advice=f"use {n[1 % len(n)]}",
-                evidence={"ops": n}).to_dict(),
-        Finding("cpu_fallback", "warning", f"{n[1 % len(n)]} fell back", cost_ns=8 * MS, share=0.08, count=5,
-                call_site=f"train.py:41 {n[0]}").to_dict(),
-        Finding("first_call_compile", "warning", f"compile of {n[-1]}", cost_ns=22 * MS, share=0.02, count=4,
-                advice=n[-1]).to_dict(),
-    ])
+        b.add_slice(
+            comp,
+            T0 + k * 25 * MS,
+            (4 + k) * MS,
+            n[k % len(n)],
+            Cat.COMPILE,
+            {
+                Arg.COMPILE_KIND: "eager",
+                Arg.CACHE: "miss" if k < 3 else "hit",
+                Arg.SIGNATURE: f"f32[{k}] {n[-1]}",
+                Arg.CALL_SITE: f"model.py:{k} {n[0]}",
+            },
+        )
+    b.metadata.update(
+        {
+            Meta.SOURCE: f"/tmp/{n[0]}.json",
+            Meta.SOURCE_FORMAT: "capture",
+            Meta.BACKEND: "neuron",
+            Meta.CLOCK: "unix",
+            Meta.WARNINGS: [f"odd event {n[0]}"],
+            Meta.PROBE_ERRORS: [{"probe": "memory", "error": f"boom {n[-1]}"}],
+        }
+    )
+    b.findings.extend(
+        [
+            Finding(
+                "cpu_fallback",
+                "critical",
+                f"{n[0]} fell back to CPU",
+                cost_ns=10 * MS,
+                share=0.1,
+                count=5,
+                call_site=f"train.py:40 {n[0]}",
+                advice=f"use {n[1 % len(n)]}",
+                evidence={"ops": n},
+            ).to_dict(),
+            Finding(
+                "cpu_fallback",
+                "warning",
+                f"{n[1 % len(n)]} fell back",
+                cost_ns=8 * MS,
+                share=0.08,
+                count=5,
+                call_site=f"train.py:41 {n[0]}",
+            ).to_dict(),
+            Finding(
+                "first_call_compile",
+                "warning",
+                f"compile of {n[-1]}",
+                cost_ns=22 * MS,
+                share=0.02,
+                count=4,
+                advice=n[-1],
+            ).to_dict(),
+        ]
+    )
     return b.build()
 
 
@@ -82,7 +142,7 @@ def test_sections_numbers_match_independent_sums() -> None:
     tr = demo_like_trace()
     # device utilisation: queue 0 busy 40 ms and queue 1 busy [30, 50) per 100 ms step -> union 50 ms
     u = data.device_utilisation(tr, bins=50)
-    (name, busy), = u.busy.items()
+    ((name, busy),) = u.busy.items()
     span = tr.time_range()[1] - tr.time_range()[0]
     assert u.mean_busy[name] == pytest.approx(10 * 50 * MS / span)
     # bins are 1/50 of the span; the binned busy time adds up to the union
@@ -145,7 +205,7 @@ def test_trace_strings_are_escaped_everywhere() -> None:
     page = render_html_report(demo_like_trace(XSS))
     # only the page's own tags exist: 3 script elements, no injected element or handler
     assert page.count("<script") == 3 and page.lower().count("</script>") == 3
-    for bad in ("<img", "<svg", "onerror=\"window", "<script>alert", "<!--"):
+    for bad in ("<img", "<svg", 'onerror="window', "<script>alert", "<!--"):
         assert bad not in page.replace(page[page.index("<script>") : page.index("</script>")], "")
     # the strings are there, escaped, in the tables ...
     assert html.escape(XSS[0]) in page and html.escape(XSS[1]) in page
@@ -167,8 +227,14 @@ def test_empty_sections_say_so() -> None:
     t = b.thread_track(1, 1, "main")
     b.add_slice(t, T0, MS, "aten::add", "cpu_op")
     page = render_html_report(b.build())
-    for msg in ("No findings", "No compile events in this trace", "No CPU fallbacks in this trace",
-                "No device activity in this trace", "No memory counters in this trace", "No collectives in this trace"):
+    for msg in (
+        "No findings",
+        "No compile events in this trace",
+        "No CPU fallbacks in this trace",
+        "No device activity in this trace",
+        "No memory counters in this trace",
+        "No collectives in this trace",
+    ):
         assert msg in page
     assert _figures(page) == {}
 
@@ -180,7 +246,7 @@ def test_empty_trace_renders() -> None:
 
 def test_findings_table_lists_every_finding_most_costly_first() -> None:
     page = render_html_report(demo_like_trace())
-    body = page[page.index('<section id="findings">'): page.index('<section id="compile">')]
+    body = page[page.index('<section id="findings">') : page.index('<section id="compile">')]
     titles = re.findall(r"<td>(aten::\S+ fell[^<]*|compile of [^<]*)</td>", body)
     assert titles == ["compile of aten::layer_norm", "aten::mm fell back to CPU", "aten::gelu fell back"]
     assert "22.000" in body and "evidence" in body
@@ -191,8 +257,23 @@ def test_cli_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
     pytest.importorskip("neuron_prof.loaders.kineto_json")
     src = tmp_path / "t.json"
-    src.write_bytes(orjson.dumps({"traceEvents": [
-        {"ph": "X", "name": "<b>op</b>", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 1.0, "dur": 5.0}]}))
+    src.write_bytes(
+        orjson.dumps(
+            {
+                "traceEvents": [
+                    {
+                        "ph": "X",
+                        "name": "<b>op</b>",
+                        "cat": "cpu_op",
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": 1.0,
+                        "dur": 5.0,
+                    }
+                ]
+            }
+        )
+    )
     out = tmp_path / "out.html"
     assert main(["report", str(src), "-o", str(out)]) == 0
     page = out.read_text()
@@ -208,7 +289,7 @@ def test_totals_from_the_analysis_show_at_a_glance() -> None:
     tr = demo_like_trace()
     rep = report(tr)
     page = render_html_report(tr, findings=rep.findings, totals=rep.totals)
-    glance = page[page.index("At a glance"): page.index('<section id="findings">')]
+    glance = page[page.index("At a glance") : page.index('<section id="findings">')]
     # 4 compiles of 4+5+6+7 ms, 3 of them misses; 10 fallbacks of 2 ms; 10 collectives of 5 ms
     assert "22.000 ms in 4 compiles (3 cache misses)" in glance
     assert "20.000 ms in 10 calls" in glance and "50.000 ms in 10 calls" in glance
@@ -246,8 +327,11 @@ def test_report_on_real_kineto_traces(kineto_trace: Path) -> None:
     procs = {tr.tracks[int(t)].process for t in tr.slices.track[rows]}
     assert len(u.mean_busy) == len(procs)
     for p in procs:
-        iv = [(int(tr.slices.ts_ns[r]), int(tr.slices.ts_ns[r] + tr.slices.dur_ns[r])) for r in rows
-              if tr.tracks[int(tr.slices.track[r])].process == p]
+        iv = [
+            (int(tr.slices.ts_ns[r]), int(tr.slices.ts_ns[r] + tr.slices.dur_ns[r]))
+            for r in rows
+            if tr.tracks[int(tr.slices.track[r])].process == p
+        ]
         name = next(n for n, q in u.process_of.items() if q == p)
         assert u.mean_busy[name] == pytest.approx(_union_brute(iv) / span)
     # collectives: on a Kineto trace, one point per NCCL/RCCL kernel (counted here by name)

@@ -7,20 +7,27 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from neuron_prof.exporters.html_report import write_html_report
+
 from tests.browser import Chromium, find_chromium
 from tests.conftest import kineto_traces
 from tests.test_report import XSS, demo_like_trace
 
 READY = "window.__np_ready === true"
-PLOTS = ("Array.from(document.querySelectorAll('.plot')).map(d => ({id: d.id,"
-         " svgs: d.querySelectorAll('svg.main-svg').length, traces: d.querySelectorAll('g.trace').length,"
-         " paths: Array.from(d.querySelectorAll('g.trace path')).filter(p => (p.getAttribute('d') || '').length > 2).length,"
-         " height: d.getBoundingClientRect().height}))")
+PLOTS = (
+    "Array.from(document.querySelectorAll('.plot')).map(d => ({id: d.id,"
+    " svgs: d.querySelectorAll('svg.main-svg').length, traces: d.querySelectorAll('g.trace').length,"
+    " paths: Array.from(d.querySelectorAll('g.trace path'))"
+    ".filter(p => (p.getAttribute('d') || '').length > 2).length,"
+    " height: d.getBoundingClientRect().height}))"
+)
 # the kineto traces with the most to draw: collectives, device queues, and a CPU-only one (empty sections)
-BROWSER_KINETO = ("nccl_parser_config_nccl_data.json.gz", "mtia_inference_trace_mtia_inference_rank_0.json.gz",
-                  "amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz", "cpu_only_rank34.json.gz")
+BROWSER_KINETO = (
+    "nccl_parser_config_nccl_data.json.gz",
+    "mtia_inference_trace_mtia_inference_rank_0.json.gz",
+    "amd_trace_mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    "cpu_only_rank34.json.gz",
+)
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +39,17 @@ def chromium() -> Iterator[Chromium]:
 
 
 def _check_page(chromium: Chromium, path: Path, n_plots: int | None = None) -> dict:
-    page = chromium.load(path.as_uri(), ready=READY, evals={
-        "plots": PLOTS, "error": "String(window.__np_error)", "render_ms": "window.__np_render_ms",
-        "xss": "typeof window.__xss", "injected": "document.querySelectorAll('img, iframe, svg[onload]').length"})
+    page = chromium.load(
+        path.as_uri(),
+        ready=READY,
+        evals={
+            "plots": PLOTS,
+            "error": "String(window.__np_error)",
+            "render_ms": "window.__np_render_ms",
+            "xss": "typeof window.__xss",
+            "injected": "document.querySelectorAll('img, iframe, svg[onload]').length",
+        },
+    )
     assert page.console_errors == []
     assert page.dialogs == []
     # self-contained: the page itself is the only request (no CDN, no fonts, no telemetry)
@@ -49,25 +64,39 @@ def _check_page(chromium: Chromium, path: Path, n_plots: int | None = None) -> d
     stats = chromium.png_stats(page.screenshot)
     assert stats["width"] == 1280 and stats["height"] > 900
     assert stats["colours"] > 30 and 0.02 < stats["non_white"] < 0.9, stats
-    return {"load_s": page.load_s, "render_ms": page.values["render_ms"], "bytes": path.stat().st_size,
-            "plots": len(plots)}
+    return {
+        "load_s": page.load_s,
+        "render_ms": page.values["render_ms"],
+        "bytes": path.stat().st_size,
+        "plots": len(plots),
+    }
 
 
 def test_demo_like_report_with_hostile_names(chromium: Chromium, tmp_path: Path) -> None:
     # GIVEN a report of a trace whose every name is an XSS attempt
     out = write_html_report(demo_like_trace(XSS), tmp_path / "demo.html")
     # WHEN Chromium opens it and prints it
-    page = chromium.load(out.as_uri(), ready=READY, pdf=True, evals={
-        "source": "document.querySelector('#overview td:last-child').textContent",
-        "ticks": "Array.from(document.querySelectorAll('#fig-findings .ytick text')).map(t => t.textContent)",
-        "xss": "typeof window.__xss"})
+    page = chromium.load(
+        out.as_uri(),
+        ready=READY,
+        pdf=True,
+        evals={
+            "source": "document.querySelector('#overview td:last-child').textContent",
+            "ticks": "Array.from(document.querySelectorAll('#fig-findings .ytick text'))"
+            ".map(t => t.textContent)",
+            "xss": "typeof window.__xss",
+        },
+    )
     # THEN nothing ran, and the names show as literal text, in tables and in plot labels alike
     assert page.console_errors == [] and page.dialogs == [] and page.values["xss"] == "undefined"
     assert page.values["source"] == f"/tmp/{XSS[0]}.json"
     assert f"2. {XSS[0]} fell back to CPU" in page.values["ticks"]
     assert any(t.startswith('3. "><img src=x onerror="window.__xss=1"> fell') for t in page.values["ticks"])
     # printable: a real multi-page PDF
-    assert page.pdf.startswith(b"%PDF") and page.pdf.count(b"/Type /Page\n") + page.pdf.count(b"/Type /Page ") >= 2
+    assert (
+        page.pdf.startswith(b"%PDF")
+        and page.pdf.count(b"/Type /Page\n") + page.pdf.count(b"/Type /Page ") >= 2
+    )
     # and the full page checks: six figures drawn, no errors, a non-blank screenshot
     info = _check_page(chromium, out, n_plots=6)
     print(f"\ndemo-like report: {info}")

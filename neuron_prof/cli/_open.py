@@ -26,8 +26,10 @@ def choose_file(trace: Path, exact: bool) -> tuple[Path, str | None]:
         return trace, None
     pf = pftrace_path_for(trace)
     if pf.is_file() and pf.stat().st_size > 0:
-        return pf, (f"serving {pf.name} (the native Perfetto trace beside {trace.name}: smaller and faster "
-                    f"to open; --exact serves the JSON)")
+        return pf, (
+            f"serving {pf.name} (the native Perfetto trace beside {trace.name}: smaller and faster "
+            f"to open; --exact serves the JSON)"
+        )
     return trace, None
 
 
@@ -46,9 +48,11 @@ def size_warning(file: Path) -> str | None:
         if pf.lower().endswith(suf):
             pf = pf[: -len(suf)] + ".pftrace"
             break
-    return (f"{file.name} holds about {n / 1e6:,.0f} MB of JSON: the Perfetto UI keeps 2-4x that in browser "
-            f"memory and may fail. Convert it first (`neuron-prof convert {file.name} {pf}`, about 0.3x the "
-            f"size) or open it with `trace_processor_shell --httpd`.")
+    return (
+        f"{file.name} holds about {n / 1e6:,.0f} MB of JSON: the Perfetto UI keeps 2-4x that in browser "
+        f"memory and may fail. Convert it first (`neuron-prof convert {file.name} {pf}`, about 0.3x the "
+        f"size) or open it with `trace_processor_shell --httpd`."
+    )
 
 
 def _bind(file: Path, port: int | None):  # type: ignore[no-untyped-def]
@@ -61,20 +65,33 @@ def _bind(file: Path, port: int | None):  # type: ignore[no-untyped-def]
         if e.errno != errno.EADDRINUSE:
             raise UsageError(f"cannot listen on 127.0.0.1:{port}: {e.strerror or e}") from None
         if port is not None:
-            raise UsageError(f"port {port} on 127.0.0.1 is already in use (try --port 0 for a free one)") from None
+            raise UsageError(
+                f"port {port} on 127.0.0.1 is already in use (try --port 0 for a free one)"
+            ) from None
     srv = TraceServer(file, port=0)
-    return srv, (f"127.0.0.1:{PERFETTO_PORT} is in use (a trace_processor_shell --httpd?); serving on port "
-                 f"{srv.port}. ui.perfetto.dev only fetches from port {PERFETTO_PORT}: stop the other server "
-                 f"and run again, or download the file from {srv.url} and drag it into the UI.")
+    return srv, (
+        f"127.0.0.1:{PERFETTO_PORT} is in use (a trace_processor_shell --httpd?); serving on port "
+        f"{srv.port}. ui.perfetto.dev only fetches from port {PERFETTO_PORT}: stop the other server "
+        f"and run again, or download the file from {srv.url} and drag it into the UI."
+    )
 
 
 @click.command("open")
 @click.argument("trace", type=click.Path(path_type=Path))
-@click.option("--port", type=click.IntRange(0, 65535), default=None,
-              help="Port on 127.0.0.1 (default 9001, the only one the Perfetto UI may fetch from; 0 = any free).")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Port on 127.0.0.1 (default 9001, the only one the Perfetto UI may fetch from; 0 = any free).",
+)
 @click.option("--exact", is_flag=True, help="Serve TRACE as given even when a .pftrace lies beside it.")
-@click.option("--timeout", type=float, default=None, metavar="SECONDS",
-              help="Give up after this many seconds without a complete download (default: wait).")
+@click.option(
+    "--timeout",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Give up after this many seconds without a complete download (default: wait).",
+)
 @click.option("--browser", is_flag=True, help="Also open the link in the default web browser.")
 def command(trace: Path, port: int | None, exact: bool, timeout: float | None, browser: bool) -> int:
     """Serve TRACE once on 127.0.0.1 and print the link that opens it in the Perfetto UI.
@@ -95,8 +112,10 @@ def command(trace: Path, port: int | None, exact: bool, timeout: float | None, b
         size = file.stat().st_size
         click.echo(f"Serving {file.name} ({size / 1e6:,.1f} MB) at {srv.url}")
         click.echo(f"Open in the Perfetto UI:\n  {srv.deep_link}")
-        click.echo(f"On a remote machine, forward the port first: ssh -L {srv.port}:127.0.0.1:{srv.port} "
-                   f"{socket.gethostname()}")
+        click.echo(
+            f"On a remote machine, forward the port first: ssh -L {srv.port}:127.0.0.1:{srv.port} "
+            f"{socket.gethostname()}"
+        )
         click.echo("Waiting for the download (Ctrl-C to stop)...")
         if browser:
             import webbrowser

@@ -9,10 +9,19 @@ import click
 
 @click.command("report")
 @click.argument("trace_path", metavar="TRACE", type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="The HTML file to write (default: beside TRACE, named like it with .html).")
-@click.option("--warmup-steps", type=click.IntRange(min=0), default=None,
-              help="Leading steps to treat as warm-up (default: the steps with compile-cache misses).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="The HTML file to write (default: beside TRACE, named like it with .html).",
+)
+@click.option(
+    "--warmup-steps",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Leading steps to treat as warm-up (default: the steps with compile-cache misses).",
+)
 @click.option("--title", default=None, help="Page title (default: from the trace's file name).")
 def command(trace_path: Path, output: Path | None, warmup_steps: int | None, title: str | None) -> int:
     """Write a self-contained HTML report: findings, compile waterfall, fallback hot spots, device
@@ -35,6 +44,8 @@ def command(trace_path: Path, output: Path | None, warmup_steps: int | None, tit
     rep = report(trace, warmup_steps=warmup_steps)
     out = output or pftrace_path_for(trace_path).with_suffix(".html")
     write_html_report(trace, out, findings=rep.findings, totals=rep.totals, title=title)
-    click.echo(f"wrote {out} ({out.stat().st_size / 1e6:,.1f} MB, {len(rep.findings)} findings, "
-               f"{time.perf_counter() - t:.1f} s); open it in any browser, it works offline.")
+    click.echo(
+        f"wrote {out} ({out.stat().st_size / 1e6:,.1f} MB, {len(rep.findings)} findings, "
+        f"{time.perf_counter() - t:.1f} s); open it in any browser, it works offline."
+    )
     return 0
