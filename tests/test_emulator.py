@@ -123,3 +123,130 @@ def test_first_call_compile_only_on_first_call_of_a_signature(tnx, cfg: Emulator
     assert by_access[-1] >= 2 and all(e["compilation_time_ms"] >= 40 for e in entries)
     stats = tnx._C._get_compilation_cache_stats()
     assert stats["total_compilations"] >= len(compiles) and stats["cache_hits"] >= 2
+
+
+def test_fallback_ops_run_on_host_and_are_tracked_like_torchneuron(tnx, cfg: EmulatorConfig) -> None:  # type: ignore[no-untyped-def]
+    gt = emulator.ground_truth()
+    tnx.clear_op_tracking()
+    n0 = len(gt.records("fallback"))
+    torch.manual_seed(1)
+    a = torch.randn(6, 6)
+    d = a.to("neuron")
+
+    s_vals, s_idx = torch.sort(d, dim=1)
+    u = torch.unique(torch.tensor([3, 1, 3, 2], device="neuron"))
+    q, r = torch.linalg.qr(d)
+
+    torch.testing.assert_close(s_vals.cpu(), torch.sort(a, dim=1).values)
+    assert s_idx.device.type == "neuron" and u.cpu().tolist() == [1, 2, 3]
+    torch.testing.assert_close((q @ r).cpu(), a, rtol=1e-4, atol=1e-4)
+    fallback = tnx.get_fallback_ops()
+    assert "aten::sort" in fallback and "aten::_unique2" in fallback
+    assert not any("qr" in name for name in fallback)  # like the real backend: qr falls back unrecorded
+    assert fallback == torch.neuron.get_fallback_ops()
+    assert all(isinstance(n, str) for n in fallback)
+    names = [r["name"] for r in gt.records("fallback")[n0:]]
+    assert {"aten::sort", "aten::_unique2", "aten::linalg_qr"} <= set(names)
+    assert "aten::mm" in tnx.get_executed_ops() or "aten::mm" in set(tnx._C._get_executed_ops())
+    tnx.clear_op_tracking()
+    assert tnx.get_fallback_ops() == [] and tnx.get_executed_ops() == []
+
+
+def test_float64_is_computed_in_float32_with_a_warning(cfg: EmulatorConfig) -> None:
+    third = torch.tensor([1.0 / 3.0], dtype=torch.float64)
+    with pytest.warns(UserWarning, match="float64"):
+        d = third.to("neuron") * 3
+    assert d.dtype == torch.float64
+    expected = (torch.tensor([1.0 / 3.0], dtype=torch.float32) * 3).double()
+    assert d.cpu().item() == expected.item() and d.cpu().item() != (third * 3).item() or d.cpu().item() == 1.0
+    assert emulator.ground_truth().records("f64")
+
+
+def test_memory_stats_follow_live_tensors(tnx, cfg: EmulatorConfig) -> None:  # type: ignore[no-untyped-def]
+    torch.neuron.synchronize()
+    base = torch.neuron.memory_allocated()
+    torch.neuron.reset_peak_memory_stats()
+    t = torch.empty(1000, 250, device="neuron")  # 1,000,000 bytes
+    view = t[10:20]
+    assert torch.neuron.memory_allocated() - base == 1_000_000
+    del t
+    assert torch.neuron.memory_allocated() - base == 1_000_000  # the view keeps the storage alive
+    del view
+    assert torch.neuron.memory_allocated() == base
+    assert torch.neuron.max_memory_allocated() - base == 1_000_000
+    stats = torch.neuron.memory_stats()
+    assert stats["allocated_bytes"]["peak"] == torch.neuron.max_memory_allocated()
+    assert set(stats["allocated_bytes"]) == {"current", "peak", "allocated", "freed"}
+    assert torch.neuron.memory_reserved() >= torch.neuron.memory_allocated()
+    assert tnx._C._get_memory_stats(0) == torch.neuron.memory_stats(0)
+
+
+def test_out_of_memory_past_capacity(cfg: EmulatorConfig) -> None:
+    torch.neuron.synchronize()
+    emulator.reconfigure(replace(cfg, memory_capacity_bytes=torch.neuron.memory_allocated() + (4 << 20)))
+    ooms = torch.neuron.memory_stats()["num_ooms"]
+    keep = torch.empty(512, 1024, device="neuron")  # 2 MiB fits
+    with pytest.raises(torch.OutOfMemoryError, match="Neuron out of memory"):
+        torch.empty(1024, 1024, device="neuron")  # 4 MiB more does not
+    assert torch.neuron.memory_stats()["num_ooms"] == ooms + 1
+    del keep
+
+
+def test_host_waits_at_item_until_the_device_catches_up(tnx, cfg: EmulatorConfig) -> None:  # type: ignore[no-untyped-def]
+    # GIVEN a slow device: every op takes 30 ms of device time, far more than the host needs to issue it
+    emulator.reconfigure(replace(cfg, op_launch_us=30_000.0))
+    x = torch.ones(16, 16, device="neuron")
+    torch.neuron.synchronize()
+    tnx.profiling.get_device_activity(clear=True)
+    t0 = time.time_ns()
+    for _ in range(5):
+        x = x + 1
+    issued = time.time_ns()
+    # WHEN the host reads a value
+    v = x.sum().item()
+    done = time.time_ns()
+    # THEN it returned only after the last queued op ended on the device clock
+    act = tnx.profiling.get_device_activity()
+    last_end = int(act["end_ns"].max())
+    assert v == 16 * 16 * 6
+    assert (issued - t0) < 6 * 30e6 * 0.5  # the host ran ahead: issuing took far less than the device work
+    assert done >= last_end
+    assert last_end - t0 >= 6 * 30e6  # six ops of 30 ms each, one after another
+    syncs = [r for r in emulator.ground_truth().records("sync") if r["host_start_ns"] >= issued]
+    assert syncs and syncs[0]["name"] == "item" and syncs[0]["detail"] > 0.5 * (last_end - issued)
+    # Device activity is one queue: ordered, non-overlapping, each op 30 ms
+    starts, ends = act["start_ns"], act["end_ns"]
+    assert (starts[1:] >= ends[:-1]).all() and ((ends - starts) >= 30e6).all()
+    assert act["name"][:5] == ["aten::add.Tensor"] * 5
+    assert (act["host_ns"] >= t0).all() and (act["th_id"] > 0).all()
+
+
+def test_compile_backend_recompiles_per_shape_and_skips_eager_compiles(tnx, cfg: EmulatorConfig) -> None:  # type: ignore[no-untyped-def]
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    tnx.reset_dynamo_metrics()
+    emulator.reconfigure(replace(cfg, graph_compile_base_ms=5.0, eager_compile_base_ms=1.0))
+    gt = emulator.ground_truth()
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4)).to("neuron")
+    compiled = torch.compile(model, backend="neuron")
+    inputs = [torch.randn(n, 8, device="neuron") for n in (3, 5, 3, 7)]
+    torch.neuron.synchronize()
+    n0 = len(gt.records("compile"))
+
+    outs = [compiled(x) for x in inputs]
+    compiles = gt.records("compile")[n0:]
+
+    for x, y in zip(inputs, outs):
+        assert y.device.type == "neuron"
+        torch.testing.assert_close(y.cpu(), model(x).cpu())
+    metrics = tnx.get_dynamo_metrics()
+    assert len(metrics) == 3  # shapes 3, 5, 7: one forward graph each, none for the repeated 3
+    assert all("_forward_" in m.graph_name and m.graph_node_count > 0 for m in metrics)
+    assert all(m.torch_neuronx_compile_us >= 5000 for m in metrics)
+    # the compiled calls paid one NEFF compile per graph and no per-op eager compile
+    assert sorted(c["detail"]["cache_key"] for c in compiles) == sorted(m.graph_id for m in metrics)
+    graphs = [r for r in gt.records("graph") if r["name"] in {m.graph_name for m in metrics}]
+    assert len(graphs) == 4  # four calls, four device executions
+    entry_keys = {e["cache_key"] for e in tnx._C._get_compilation_cache_entries()}
+    assert {m.graph_id for m in metrics} <= entry_keys

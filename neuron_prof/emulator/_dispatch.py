@@ -29,6 +29,9 @@ from neuron_prof.emulator._timing import (
 
 aten = torch.ops.aten
 _seq_nr = torch._C._autograd._get_sequence_nr
+_profiling = torch.autograd._profiler_enabled
+_record_functions = torch._C._autograd._enable_record_function
+_grad_enabled = torch.is_grad_enabled
 _F64 = torch.float64
 _NO_DEVICE_WORK = {"aten::empty.memory_format", "aten::empty_strided", "aten::detach", "aten::view",
                    "aten::_unsafe_view", "aten::alias", "aten::lift_fresh", "aten::t", "aten::transpose.int",
@@ -65,7 +68,7 @@ def op_info(func: Any) -> OpInfo:
         fb = name in cfg.fallback_ops or schema.name in cfg.fallback_ops
         info = OpInfo(name, base, fb, fb and (name in cfg.silent_fallback_ops or schema.name in cfg.silent_fallback_ops),
                       name in cfg.int64_fallback_ops or schema.name in cfg.int64_fallback_ops,
-                      name not in _NO_DEVICE_WORK, name in _SYNC_OPS)
+                      name not in _NO_DEVICE_WORK and name not in _SYNC_OPS, name in _SYNC_OPS)
         _INFO[func] = info
     return info
 
@@ -73,7 +76,7 @@ def op_info(func: Any) -> OpInfo:
 class _Unwrapped:
     """Operands of one call, unwrapped, with what the signature and cost model need."""
 
-    __slots__ = ("ins", "sig", "ids", "dev", "f64", "i64", "target_dev")
+    __slots__ = ("ins", "sig", "ids", "dev", "f64", "i64", "target_dev", "tracing", "rg")
 
     def __init__(self) -> None:
         self.ins: list[torch.Tensor] = []
@@ -83,12 +86,18 @@ class _Unwrapped:
         self.f64 = False
         self.i64 = False
         self.target_dev = -1
+        self.tracing = False
+        self.rg = False
 
     def unwrap(self, x: Any) -> Any:
         if isinstance(x, NeuronTensor):
             e = x._elem
+            if type(e) is not torch.Tensor:  # fake / functional while torch.compile traces
+                self.tracing = True
             self.ins.append(e)
             self.ids[id(e)] = x
+            if x.requires_grad:
+                self.rg = True
             self.sig.append((e.shape, e.dtype))
             if self.dev < 0:
                 self.dev = x._dev
@@ -171,6 +180,8 @@ def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     uargs = u.unwrap(args)
     ukwargs = {k: u.unwrap(v) for k, v in kwargs.items()} if kwargs else kwargs
     dev = u.dev if u.dev >= 0 else max(u.target_dev, 0)
+    if u.tracing:  # torch.compile is tracing: no device, compile or tracking side effects
+        return _wrap(func(*uargs, **ukwargs), u, dev, [])
 
     if func is aten._to_copy.default and u.target_dev < 0 and _to_host(kwargs):
         return _copy_to_host(rt, info, uargs, ukwargs, u, dev)
@@ -196,8 +207,16 @@ def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
                     + cfg.eager_compile_ms_per_gflop * flops / 1e9)
             rt.cache.compile(sig, info.name, cost, 8192 + 1024 * len(u.ins), dev)
     t0 = time.time_ns()
-    seq = _seq_nr()
-    out = func(*uargs, **ukwargs)
+    seq = host_seq_nr(u)
+    if _profiling():
+        # The device kernel is opaque to the host profiler: hide the CPU ops that compute its values.
+        _record_functions(False)
+        try:
+            out = func(*uargs, **ukwargs)
+        finally:
+            _record_functions(True)
+    else:
+        out = func(*uargs, **ukwargs)
     outs: list[torch.Tensor] = []
     res = _wrap(out, u, dev, outs)
     rt.executed_names.add(info.name)
@@ -212,6 +231,16 @@ def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             start, end, _ = rt.clocks[dev].submit(info.name, dur, seq_nr=seq)
             rt.gt.add("exec", info.name, t0, time.time_ns(), dev, start, end)
     return res
+
+
+def host_seq_nr(u: _Unwrapped) -> int:
+    """The autograd sequence number the profiler gave the host op now running (its "Sequence number").
+
+    The profiler records the thread's counter when the op enters autograd; if the op then created a
+    backward node, the counter has moved on by one by the time the op reaches the device.
+    """
+    seq = _seq_nr()
+    return seq - 1 if u.rg and _grad_enabled() else seq
 
 
 def _to_host(kwargs: dict[str, Any]) -> bool:

@@ -10,8 +10,12 @@ have the shape of torch_neuronx.get_dynamo_metrics() (NeuronCompilationMetrics).
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
 import logging
+import sys
 import threading
+import types
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -191,11 +195,43 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs
         gm, example_inputs)
 
 
-def register() -> None:
-    """Register backend "neuron" and make Dynamo compile static shapes only."""
+def _register_now() -> None:
     import torch._dynamo
 
     torch._dynamo.config.automatic_dynamic_shapes = False
     torch._dynamo.config.assume_static_by_default = True
-    if "neuron" not in torch._dynamo.list_backends(exclude_tags=()):
-        torch._dynamo.register_backend(name="neuron")(neuron_backend)
+    from torch._dynamo.backends import registry
+
+    # Not list_backends(): it imports every backend module, which fails while torch._dynamo is importing.
+    if "neuron" not in registry._COMPILER_FNS:
+        registry.register_backend(name="neuron")(neuron_backend)
+
+
+class _AfterDynamoImport(importlib.abc.MetaPathFinder):
+    """Registers the backend right after torch._dynamo finishes importing (it costs seconds to import, and
+    most programs that enable the device never compile)."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name != "torch._dynamo":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        loader = spec.loader if spec is not None else None
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        exec_module = loader.exec_module
+
+        def exec_then_register(module: types.ModuleType) -> None:
+            exec_module(module)
+            _register_now()
+
+        loader.exec_module = exec_then_register  # type: ignore[method-assign]
+        return spec
+
+
+def register() -> None:
+    """Register backend "neuron" and make Dynamo compile static shapes only (now, or when Dynamo loads)."""
+    if "torch._dynamo" in sys.modules:
+        _register_now()
+    elif not any(isinstance(f, _AfterDynamoImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterDynamoImport())

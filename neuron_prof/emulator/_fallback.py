@@ -9,6 +9,7 @@ backend.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from typing import Any
@@ -19,7 +20,11 @@ from neuron_prof.emulator import _state
 from neuron_prof.emulator._timing import KIND_COPY_D2H, KIND_COPY_H2D, STREAM_DMA, copy_duration_ns
 
 _root = logging.getLogger()
-_seq_nr = torch._C._autograd._get_sequence_nr
+_profiling = torch.autograd._profiler_enabled
+_span = torch._C._profiler._RecordFunctionFast
+
+
+_NULL = contextlib.nullcontext()
 
 
 def _nbytes(ts: list[torch.Tensor]) -> int:
@@ -28,25 +33,29 @@ def _nbytes(ts: list[torch.Tensor]) -> int:
 
 def run_on_host(rt: _state.Runtime, func: Any, info: Any, uargs: Any, ukwargs: Any, u: Any, dev: int) -> Any:
     """Run `func` on the host for device operands; returns device tensors."""
-    from neuron_prof.emulator._dispatch import _wrap
+    from neuron_prof.emulator._dispatch import _wrap, host_seq_nr
 
     t0 = time.time_ns()
     clock = rt.clocks[dev]
-    waited = clock.wait()
-    seq = _seq_nr()
+    seq = host_seq_nr(u)
     in_bytes = _nbytes(u.ins)
-    if in_bytes:
-        clock.submit(f"{info.name} (copy to host)", copy_duration_ns(rt.cfg, in_bytes), STREAM_DMA, KIND_COPY_D2H,
-                     seq_nr=seq)
-        clock.wait()
+    # The host profiler sees what a boxed CPU fallback does: copy the operands to the host (waiting for the
+    # device), run the CPU kernel (its aten ops are recorded), copy the results back.
+    with _span("aten::_to_cpu") if _profiling() else _NULL:
+        waited = clock.wait()
+        if in_bytes:
+            clock.submit(f"{info.name} (copy to host)", copy_duration_ns(rt.cfg, in_bytes), STREAM_DMA,
+                         KIND_COPY_D2H, seq_nr=seq)
+            clock.wait()
     out = func(*uargs, **ukwargs)
     outs: list[torch.Tensor] = []
     # Fresh outputs are host tensors copied to the device: new wrappers, never aliases of the inputs' ids.
-    res = _wrap(out, u, dev, outs)
-    out_bytes = _nbytes(outs)
-    if out_bytes:
-        clock.submit(f"{info.name} (copy to device)", copy_duration_ns(rt.cfg, out_bytes), STREAM_DMA,
-                     KIND_COPY_H2D, seq_nr=seq)
+    with _span("aten::copy_") if _profiling() else _NULL:
+        res = _wrap(out, u, dev, outs)
+        out_bytes = _nbytes(outs)
+        if out_bytes:
+            clock.submit(f"{info.name} (copy to device)", copy_duration_ns(rt.cfg, out_bytes), STREAM_DMA,
+                         KIND_COPY_H2D, seq_nr=seq)
     if not info.silent:
         rt.fallback_names.add(info.name)
         if _root.isEnabledFor(logging.DEBUG):
