@@ -197,6 +197,10 @@ def test_prefers_the_pftrace_beside_a_json_and_warns_on_huge_json(tmp_path: Path
     chosen, note = choose_file(j, exact=False)
     assert chosen == pf and note is not None and "run.pftrace" in note
     assert choose_file(j, exact=True) == (j, None)
+    # a .pftrace left by an earlier run (older than the JSON) is not served in its place
+    os.utime(pf, (j.stat().st_mtime - 60, j.stat().st_mtime - 60))
+    chosen, note = choose_file(j, exact=False)
+    assert chosen == j and note is not None and "older" in note
     # the size estimate of a .gz is its uncompressed size, read from the gzip trailer
     big = tmp_path / "big.json.gz"
     payload = b" " * (JSON_WARN_BYTES + 10)

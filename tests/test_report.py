@@ -341,3 +341,20 @@ def test_report_on_real_kineto_traces(kineto_trace: Path) -> None:
         n_kernels = sum(1 for r in rows if kernel.match(tr.slice_name(int(r))))
         if n_kernels:
             assert len(c.op) == n_kernels and c.source == "NCCL/RCCL kernel"
+
+
+def test_cli_report_on_a_pftrace_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN a demo-like trace written as .pftrace (the format `neuron-prof demo` writes beside its JSON)
+    from neuron_prof.exporters import write_trace
+
+    from neuron_prof.cli import main
+
+    src = write_trace(demo_like_trace(), tmp_path / "demo.pftrace")
+    # WHEN the CLI reports on it
+    assert main(["report", str(src)]) == 0
+    # THEN the default output lies beside it and the analysis re-found the compile and device sections
+    page = (tmp_path / "demo.html").read_text()
+    assert "demo.html" in capsys.readouterr().out
+    figs = _figures(page)
+    assert {"fig-compile", "fig-util", "fig-memory", "fig-coll"} <= set(figs)
+    assert "4 compiles, 22.000 ms in total" in page

@@ -25,12 +25,15 @@ def choose_file(trace: Path, exact: bool) -> tuple[Path, str | None]:
     if exact or not trace.name.lower().endswith(JSON_SUFFIXES):
         return trace, None
     pf = pftrace_path_for(trace)
-    if pf.is_file() and pf.stat().st_size > 0:
-        return pf, (
-            f"serving {pf.name} (the native Perfetto trace beside {trace.name}: smaller and faster "
-            f"to open; --exact serves the JSON)"
-        )
-    return trace, None
+    if not pf.is_file() or pf.stat().st_size == 0:
+        return trace, None
+    if pf.stat().st_mtime + 2 < trace.stat().st_mtime:
+        # written by an earlier run: serving it would show an old profile under the new one's name
+        return trace, f"ignoring {pf.name}: it is older than {trace.name}; serving the JSON"
+    return pf, (
+        f"serving {pf.name} (the native Perfetto trace beside {trace.name}: smaller and faster "
+        f"to open; --exact serves the JSON)"
+    )
 
 
 def size_warning(file: Path) -> str | None:

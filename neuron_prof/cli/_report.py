@@ -7,6 +7,18 @@ from pathlib import Path
 import click
 
 
+def default_output(trace_path: Path) -> Path:
+    """`run/t.json.gz` -> `run/t.html` (likewise .json, .pftrace, .perfetto-trace, .pb)."""
+    from neuron_prof.exporters import JSON_SUFFIXES, PFTRACE_SUFFIXES
+
+    name = trace_path.name
+    for suf in JSON_SUFFIXES + PFTRACE_SUFFIXES:
+        if name.lower().endswith(suf):
+            name = name[: -len(suf)]
+            break
+    return trace_path.with_name(name + ".html")
+
+
 @click.command("report")
 @click.argument("trace_path", metavar="TRACE", type=click.Path(path_type=Path))
 @click.option(
@@ -35,14 +47,13 @@ def command(trace_path: Path, output: Path | None, warmup_steps: int | None, tit
     import time
 
     from neuron_prof.analysis import report
-    from neuron_prof.exporters import pftrace_path_for
     from neuron_prof.exporters.html_report import write_html_report
     from neuron_prof.loaders import load
 
     t = time.perf_counter()
     trace = load(trace_path)
     rep = report(trace, warmup_steps=warmup_steps)
-    out = output or pftrace_path_for(trace_path).with_suffix(".html")
+    out = output or default_output(trace_path)
     write_html_report(trace, out, findings=rep.findings, totals=rep.totals, title=title)
     click.echo(
         f"wrote {out} ({out.stat().st_size / 1e6:,.1f} MB, {len(rep.findings)} findings, "
