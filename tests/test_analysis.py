@@ -501,3 +501,31 @@ def test_scales_to_a_million_events() -> None:
     assert took < 30, took
     assert rep.totals["top_ops"][0]["count"] == n // 50
     assert any(f.kind == "device_idle" for f in rep.findings)
+
+
+def test_eager_churn_one_cause_one_finding() -> None:
+    """T changes every step: aten::add sees T, aten::addmm sees 8*T (one cause, one finding); the optimizer
+    compiling once per parameter shape in one step is not churn."""
+    b = TraceBuilder()
+    host = b.process(1, "host")
+    comp = b.track(host, "compile", TrackKind.COMPILE)
+    seqs = [16, 24, 32, 40]
+    b.metadata[Meta.STEPS] = [[k, T0 + k * 100 * MS, T0 + (k + 1) * 100 * MS] for k in range(len(seqs))]
+
+    def compile_(t: int, op: str, shapes: list[list[int]], dur: int) -> None:
+        b.add_slice(comp, t, dur, op, Cat.COMPILE, {Arg.COMPILE_KIND: "eager", Arg.CACHE: "miss",
+                                                    Arg.SHAPES: shapes, Arg.CALL_SITE: "gpt.py:20"})
+
+    for k, n in enumerate(seqs):
+        s = T0 + k * 100 * MS
+        compile_(s + 1 * MS, "aten::add", [[8, n, 64], [8, n, 64]], 5 * MS)
+        compile_(s + 10 * MS, "aten::addmm", [[64], [8 * n, 64], [64, 64]], 3 * MS)
+    for i, p in enumerate((64, 128, 256)):
+        compile_(T0 + (20 + i) * MS, "aten::addcmul_", [[p], [p], [p]], 2 * MS)
+    f = one(analyze(b.build()), "shape_churn")
+    assert f.evidence["values"] == seqs and f.evidence["dimension"] == "input 0 dim 1"
+    assert [r["values"] for r in f.evidence["related"]] == [[8 * n for n in seqs]]
+    assert f.call_site == "gpt.py:20" and "2 ops recompiled" in f.title
+    # bucketing saves (4 - k) of 4 compiles of each op
+    k = f.evidence["plan"]["k"]
+    assert f.cost_ns == int(20 * MS * (4 - k) / 4) + int(12 * MS * (4 - f.evidence["related"][0]["plan"]["k"]) / 4)

@@ -25,7 +25,7 @@ __all__ = ["ANALYSES", "KINDS", "SEVERITIES", "Context", "Finding", "Report", "a
            "compute_totals", "register", "report"]
 
 _MODULES = (
-    "_compile", "_fallback", "_dtype", "_sync", "_idle", "_memory", "_collectives", "_probes",
+    "_compile", "_churn", "_fallback", "_dtype", "_sync", "_idle", "_memory", "_collectives", "_probes",
 )
 """Modules whose @register calls define the built-in analyses (imported on first use)."""
 

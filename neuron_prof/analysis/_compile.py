@@ -1,8 +1,7 @@
-"""Compile findings: first-call compile stalls, torch.compile recompiles and shape churn with a bucket plan.
+"""Compile findings: first-call compile stalls and torch.compile recompiles (shape churn: `_churn`).
 
 Reads the ``compile`` track (schema: one slice per compile; args compile_kind, signature, cache,
-call_site, module, compile_id, recompile_reason). Costs of `recompile` and `shape_churn` can overlap:
-one says what recompiling cost, the other what bucketing would save.
+call_site, module, compile_id, recompile_reason) and the flows from the host op that paid for each compile.
 """
 
 from __future__ import annotations
@@ -14,13 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.analysis._buckets import choose_plan, min_waste_table
 from neuron_prof.analysis._context import Context, severity_for
 from neuron_prof.analysis._finding import Finding
 from neuron_prof.analysis._fmt import fmt_ns
 from neuron_prof.analysis._intervals import union_ns
 from neuron_prof.analysis._registry import register
-from neuron_prof.analysis._shapes import parse_reason, shapes_of, varying_dims
+from neuron_prof.analysis._host import call_site_up
+from neuron_prof.analysis._shapes import parse_reason, shapes_of
 from neuron_prof.model import Arg, Trace, TrackKind
 
 CACHE_DIR_ENV = "TORCH_NEURONX_NEFF_CACHE_DIR"
@@ -53,6 +52,10 @@ def _parse_compiles(trace: Trace, ctx: Context) -> list[_Compile]:
     out = []
     sl = trace.slices
     rows = ctx.rows(TrackKind.COMPILE)
+    # probes link a compile to the host op that paid for it (flow host op -> compile slice)
+    fl = trace.flows
+    linked = np.isin(fl.dst, rows)
+    host_of = dict(zip(fl.dst[linked].tolist(), fl.src[linked].tolist(), strict=True))
     for r in rows[np.argsort(sl.ts_ns[rows], kind="stable")]:
         a = ctx.slice_args(int(r))
         cid = str(a.get(Arg.COMPILE_ID, "") or "")
@@ -64,8 +67,21 @@ def _parse_compiles(trace: Trace, ctx: Context) -> list[_Compile]:
                      module=ctx.module(a), reason=str(a.get(Arg.RECOMPILE_REASON, "") or ""), args=a)
         if m:
             c.frame, c.attempt = m.group(1), int(m.group(2))
+        src = host_of.get(int(r))
+        if src is not None:
+            _from_host_op(ctx, c, int(src))
         out.append(c)
     return out
+
+
+def _from_host_op(ctx: Context, c: _Compile, src: int) -> None:
+    """Fill what the compile slice lacks from its host op: shapes ("Input Dims") and the user's call site."""
+    if not shapes_of(c.signature):
+        dims = ctx.slice_args(src).get("Input Dims")
+        if isinstance(dims, list) and dims:
+            c.signature = dims
+    if not c.call_site:
+        c.call_site = call_site_up(ctx, src)[0]
 
 
 def _top_site(items: list[_Compile]) -> str:
@@ -161,113 +177,4 @@ def recompile(trace: Trace, ctx: Context) -> list[Finding]:
                            title=title, cost_ns=cost, share=share, count=n_re,
                            call_site=_top_site(cs), module=next((c.module for c in cs if c.module), ""),
                            advice=advice, evidence=ev, ts_ns=int(ts.min())))
-    return out
-
-
-def _frame_sizes(trace: Trace, cs: list[_Compile]) -> tuple[str, dict[int, int]] | None:
-    """(dim label, attempt -> size) for the dimension that varied most in a frame's recompile reasons."""
-    per_attempt: dict[int, list[Any]] = {}
-    for c in cs:
-        if c.kind != "backward":
-            per_attempt.setdefault(c.attempt, []).extend(g for g in parse_reason(c.reason) if g.what == "size")
-    dims = Counter(g.dim for gs in per_attempt.values() for g in gs)
-    if not dims:
-        return None
-    dim = dims.most_common(1)[0][0]
-    sizes: dict[int, int] = {}
-    for att, gs in per_attempt.items():
-        for g in gs:
-            if g.dim == dim:
-                sizes[att] = int(g.actual)
-                m = _CID.match(g.frame_compile) if g.frame_compile else None
-                if m and int(m.group(2)) not in sizes:
-                    sizes[int(m.group(2))] = int(g.expected)
-    if 0 not in sizes:
-        first = next((g for a in sorted(per_attempt) for g in per_attempt[a] if g.dim == dim), None)
-        if first is not None:
-            sizes[0] = int(first.expected)
-    return dim, sizes
-
-
-def _region_counts(trace: Trace, ctx: Context, frame: str) -> dict[int, int]:
-    """Calls per compiled graph of a frame, from Dynamo's "Torch-Compiled Region: F/k" spans."""
-    prefix = f"Torch-Compiled Region: {frame}/"
-    out: dict[int, int] = {}
-    host = ctx.rows(TrackKind.THREAD)
-    for sid in range(len(trace.strings)):
-        s = trace.strings[sid]
-        if s.startswith(prefix) and s[len(prefix):].isdigit():
-            out[int(s[len(prefix):])] = int(np.count_nonzero(trace.slices.name[host] == sid))
-    return out
-
-
-def _op_call_counts(trace: Trace, ctx: Context, op: str, tensor: int, index: int) -> Counter[int]:
-    """Calls of host op `op` per size of (input `tensor`, dim `index`), from Kineto "Input Dims"."""
-    names = {op, op.removeprefix("aten::"), "aten::" + op.removeprefix("aten::")}
-    rows = ctx.name_rows(ctx.rows(TrackKind.THREAD), names)
-    counts: Counter[int] = Counter()
-    for r in rows[:200_000]:
-        dims = ctx.slice_args(int(r)).get("Input Dims")
-        if isinstance(dims, list) and len(dims) > tensor and isinstance(dims[tensor], list) \
-                and len(dims[tensor]) > index:
-            counts[int(dims[tensor][index])] += 1
-    return counts
-
-
-def _churn_finding(ctx: Context, subject: str, what: str, dim: str, sizes: list[int], counts: list[int],
-                   cs: list[_Compile]) -> Finding:
-    plan = choose_plan(sizes, counts)
-    table = min_waste_table(sizes, counts, 8)
-    compile_ns = sum(c.dur for c in cs if c.cache == "miss")
-    n = plan.compiles_before
-    saved = int(compile_ns * max(n - plan.k, 0) / n) if n else 0
-    share = ctx.share(saved)
-    distinct = sorted(set(sizes))
-    title = f"Shape churn in {what} {subject}: {dim} took {n} values; {plan.describe()}"
-    advice = (f"Pad {dim} up to the buckets {list(plan.buckets)} (e.g. with torch.nn.functional.pad or a "
-              f"collate_fn) so only {plan.k} signature{'s' if plan.k != 1 else ''} compile; this costs "
-              f"{plan.waste_share:.0%} extra padded elements.")
-    ev = {"subject": subject, "dimension": dim, "values": distinct[:200], "counts": sorted([int(s), int(c)] for s, c in zip(sizes, counts, strict=True)),
-          "plan": plan.to_dict(), "plans": [p.to_dict() for p in table],
-          "compile_ns": compile_ns, "rows": [c.row for c in cs[:200]]}
-    return Finding(kind="shape_churn", severity=severity_for(share, "warning"), title=title, cost_ns=saved,
-                   share=share, count=n, call_site=_top_site(cs), module=next((c.module for c in cs if c.module), ""),
-                   advice=advice, evidence=ev, ts_ns=min(c.ts for c in cs))
-
-
-@register("shape_churn")
-def shape_churn(trace: Trace, ctx: Context) -> list[Finding]:
-    """Ops or frames compiled for 3+ sizes of one dimension, with the exact bucket plan."""
-    out = []
-    all_c = compiles(trace, ctx)
-    frames: dict[str, list[_Compile]] = defaultdict(list)
-    eager: dict[str, list[_Compile]] = defaultdict(list)
-    for c in all_c:
-        (frames[c.frame] if c.frame else eager[c.name]).append(c)
-    for frame, cs in frames.items():
-        found = _frame_sizes(trace, cs)
-        if not found:
-            continue
-        dim, by_att = found
-        if len(set(by_att.values())) < 3:
-            continue
-        calls = _region_counts(trace, ctx, frame)
-        sizes = list(by_att.values())
-        counts = [max(calls.get(a, 1), 1) for a in by_att]
-        name = next((c.name for c in cs if c.attempt == 0), cs[0].name)
-        out.append(_churn_finding(ctx, f"{name} (frame {frame})", "graph", dim, sizes, counts, cs))
-    for op, cs in eager.items():
-        miss = [c for c in cs if c.cache == "miss"]
-        sigs = [shapes_of(c.signature) for c in miss]
-        uniq = list(dict.fromkeys(s for s in sigs if s))
-        if len(uniq) < 3:
-            continue
-        vd = varying_dims(uniq)
-        if not vd or len(set(vd[0].values)) < 3:
-            continue
-        v = vd[0]
-        calls = _op_call_counts(trace, ctx, op, v.tensor, v.index)
-        vals = sorted(set(v.values))
-        counts = [max(calls.get(x, 1), 1) for x in vals]
-        out.append(_churn_finding(ctx, op, "op", v.label, vals, counts, miss))
     return out
