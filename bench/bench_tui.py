@@ -131,11 +131,13 @@ async def run(source: Any, keys: list[tuple[str, str]], repeat: int) -> dict[str
     t0 = time.perf_counter()
     app = NeuronProfApp([source])
     async with app.run_test(size=(160, 48)) as pilot:
-        while not (app.ready and app.current_mode == "overview"):
+        while app.shown_at is None:
             await asyncio.sleep(0.005)
+        out["first_screen_s"] = app.shown_at - t0
         await pilot.pause()
-        _screen_text(app)
-        out["first_screen_s"] = time.perf_counter() - t0
+        while any(w.name == "warm" and w.is_running for w in app.workers):
+            await asyncio.sleep(0.01)
+        out["warm_s"] = time.perf_counter() - app.shown_at
         out["timings"] = dict(app.data.timings)
         base = []
         for _ in range(repeat):
@@ -229,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         f"time to first screen: {r['first_screen_s']:.2f} s  (target <= 3 s)   "
         + "  ".join(f"{k} {v:.2f} s" for k, v in r["timings"].items())
     )
+    print(f"views warmed in the background {r['warm_s']:.2f} s after the first screen")
     print(f"pilot.press baseline (unbound key): {r['press_baseline_ms']:.0f} ms")
     print(f"{'key':<28}{'press - baseline':>18}{'action + full repaint':>24}   (target <= 100 ms)")
     for name, press, work in r["keys"]:

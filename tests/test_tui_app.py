@@ -62,7 +62,9 @@ async def test_overview_ranks_compile_stall_and_fallback_first() -> None:
         text = screen_text(app)
         # GIVEN a trace whose biggest cost is the 450 ms first compile of aten::matmul
         # THEN the first finding row is that stall with the analysis' cost, a fallback finding is in the top three
-        finding_rows = [r for r in text.splitlines() if r.lstrip().startswith(("critical", "warning", "info"))]
+        finding_rows = [
+            r for r in text.splitlines() if r.lstrip().startswith(("critical", "warning", "info"))
+        ]
         assert top.kind == "first_call_compile"
         assert "first_call_compile" in finding_rows[0] and fmt_ns(top.cost_ns) in finding_rows[0]
         assert any("cpu_fallback" in r and FALLBACK_SITE in r for r in finding_rows[:3])

@@ -50,13 +50,34 @@ class RankData:
     source: str
     findings: list[Finding]
     warnings: list[str]
-    depth: np.ndarray
-    self_ns: np.ndarray
     totals: dict[str, Any]
     """The analysis' totals (summary --json "totals")."""
     origin: int
     """Start of the trace (ns): times are shown relative to it."""
     span: tuple[int, int]
+
+    @cached_property
+    def _nesting(self) -> tuple[np.ndarray, np.ndarray]:
+        nest = nesting(self.trace, np.arange(len(self.trace.slices), dtype=np.int64))
+        # the analysis counts depth from 1 (top level); lanes count from 0
+        return nest.depth - 1, nest.self_ns
+
+    @property
+    def depth(self) -> np.ndarray:
+        """Nesting depth of every slice on its track (0: top level)."""
+        return self._nesting[0]
+
+    @property
+    def self_ns(self) -> np.ndarray:
+        """Self time of every slice: its duration minus its direct children's."""
+        return self._nesting[1]
+
+    def warm(self, cancelled: Callable[[], bool] = lambda: False) -> None:
+        """Compute every view's table now (a background worker calls this after the first screen)."""
+        for name in ("lanes", "ops", "compiles", "fallbacks", "memory"):
+            if cancelled():
+                return
+            getattr(self, name)
 
     @cached_property
     def compiles(self) -> _shape.Table:
@@ -111,20 +132,22 @@ class TuiData:
     def rank_table(self) -> _shape.Table:
         return _shape.rank_table([(r.trace, r.totals) for r in self.ranks])
 
+    def warm(self, cancelled: Callable[[], bool] = lambda: False) -> None:
+        """Compute the shown rank's views, then the cross-rank tables."""
+        self.rank.warm(cancelled)
+        if not cancelled():
+            _ = self.collectives, self.rank_table
+
 
 def _rank(trace: Trace, source: str) -> RankData:
-    nest = nesting(trace, np.arange(len(trace.slices), dtype=np.int64))
     totals, found, warnings = analyse(trace)
     warnings = [*map(str, trace.metadata.get("load_warnings") or []), *warnings]
     span = trace.time_range()
-    # the analysis counts depth from 1 (top level); lanes count from 0
     return RankData(
         trace=trace,
         source=source,
         findings=found,
         warnings=warnings,
-        depth=nest.depth - 1,
-        self_ns=nest.self_ns,
         totals=totals,
         origin=span[0],
         span=span,
@@ -152,8 +175,8 @@ def prepare(
         report((i + 0.6) / n, f"analysing {os.path.basename(name)}")
         t = time.perf_counter()
         rank = _rank(trace, str(trace.metadata.get("source", name)))
-        # the overview and timeline are what a user sees first: build them here, not on the UI thread
-        _ = rank.lanes, rank.steps
+        # the overview is what a user sees first; the other views' tables are warmed after it shows
+        _ = rank.steps
         timings[f"analyse {i}"] = time.perf_counter() - t
         ranks.append(rank)
     # several ranks: order by rank number when every trace has one

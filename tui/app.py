@@ -10,6 +10,7 @@ stays on a progress bar meanwhile and `q` quits at any time.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -89,6 +90,8 @@ class NeuronProfApp(App[int]):
         self.pending_jump: tuple[int, int | None] | None = None
         """(time, track) the timeline centres on when it is next shown."""
         self.error: str | None = None
+        self.shown_at: float | None = None
+        """perf_counter() when the first view was painted with the loaded data (bench_tui reads it)."""
         self.loader: Worker[None] | None = None
         """The load worker (finished workers leave app.workers; tests and benches wait on this)."""
 
@@ -119,8 +122,22 @@ class NeuronProfApp(App[int]):
         if isinstance(self.screen, LoadingScreen):
             self.screen.set_progress(message.fraction, message.what)
 
+    def _first_screen_shown(self) -> None:
+        self.shown_at = time.perf_counter()
+        self._warm()
+
+    @work(thread=True, exit_on_error=False, name="warm", exclusive=True)
+    def _warm(self) -> None:
+        """Build every view's tables while the user reads the overview, so switching views is instant."""
+        from textual.worker import get_current_worker
+
+        worker = get_current_worker()
+        self.data.warm(lambda: worker.is_cancelled)
+
     def on_neuron_prof_app_loaded(self, message: Loaded) -> None:
         self.data = message.data
+        if self.data.ranks:
+            self.call_after_refresh(self._first_screen_shown)
         if not self.data.ranks:
             self.exit(return_code=2, message=Text("neuron-prof: error: no trace loaded"))
             return
@@ -172,6 +189,7 @@ class NeuronProfApp(App[int]):
         if index != self.data.current and 0 <= index < len(self.data.ranks):
             self.data.current = index
             self.data_version += 1
+            self._warm()
             if hasattr(self.screen, "recompose"):
                 self.call_later(self.screen.recompose)
 

@@ -81,6 +81,12 @@ class ViewScreen(Screen[None]):
         if event.view != self.VIEW:
             self.np_app.show_view(event.view)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # no table (timeline): no filter key in the key bar
+        if action in ("filter", "clear_filter") and self.table is None:
+            return False
+        return True
+
     # ---- filter -----------------------------------------------------------------------------
     def action_filter(self) -> None:
         if self.table is None:
