@@ -1,6 +1,6 @@
 """Regenerate the README screenshot of the TUI overview (an SVG saved by Textual).
 
-    python scripts/screenshot.py                       # runs `neuron-prof demo` in a temp dir, shoots its trace
+    python scripts/screenshot.py                       # runs `neuron-prof demo` in a temp dir
     python scripts/screenshot.py --trace trace.json    # shoot an existing trace
     python scripts/screenshot.py --view compile -o docs/tui-compile.svg
 

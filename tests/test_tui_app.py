@@ -61,7 +61,7 @@ async def test_overview_ranks_compile_stall_and_fallback_first() -> None:
         await ready(pilot, app)
         text = screen_text(app)
         # GIVEN a trace whose biggest cost is the 450 ms first compile of aten::matmul
-        # THEN the first finding row is that stall with the analysis' cost, a fallback finding is in the top three
+        # THEN the first finding row is that stall with the analysis' cost; a fallback is in the top three
         finding_rows = [
             r for r in text.splitlines() if r.lstrip().startswith(("critical", "warning", "info"))
         ]
