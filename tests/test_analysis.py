@@ -529,3 +529,16 @@ def test_eager_churn_one_cause_one_finding() -> None:
     # bucketing saves (4 - k) of 4 compiles of each op
     k = f.evidence["plan"]["k"]
     assert f.cost_ns == int(20 * MS * (4 - k) / 4) + int(12 * MS * (4 - f.evidence["related"][0]["plan"]["k"]) / 4)
+
+
+def test_probe_sync_without_call_site_takes_it_from_the_host_op() -> None:
+    b = TraceBuilder()
+    host = b.process(1, "host")
+    main = b.thread_track(1, 1, "main")
+    sync = b.track(host, "sync", TrackKind.SYNC)
+    b.add_slice(main, T0, 2 * MS, "train_step", KinetoCat.PYTHON)
+    b.add_slice(main, T0 + MS, MS // 2, "aten::item", KinetoCat.CPU_OP,
+                {"Call stack": stack("/home/u/loop.py(31): train_step")})
+    b.add_slice(sync, T0 + MS + 100, MS // 3, "Tensor.item", Cat.SYNC, {Arg.SYNC_KIND: "item"})
+    f = one(analyze(b.build()), "sync_point")
+    assert f.call_site == "/home/u/loop.py:31" and f.evidence["what"] == "Tensor.item"

@@ -78,3 +78,12 @@ def call_site_up(ctx: Context, row: int, max_up: int = 30) -> tuple[str, str]:
         i = int(np.searchsorted(n.rows, r))  # n.rows is ascending (rows on host tracks in table order)
         r = int(n.parent[i]) if i < len(n.rows) and n.rows[i] == r else -1
     return site, op
+
+
+def site_at(ctx: Context, t: int) -> str:
+    """The user's call site of whatever the host was running at time `t` ("" when nothing says)."""
+    for r in reversed(host_stack_at(ctx, t)):
+        site = call_site_up(ctx, r)[0]
+        if site:
+            return site
+    return ""

@@ -9,7 +9,7 @@ import numpy as np
 from neuron_prof.analysis._context import Context, severity_for
 from neuron_prof.analysis._finding import Finding
 from neuron_prof.analysis._fmt import fmt_ns
-from neuron_prof.analysis._host import call_site_up
+from neuron_prof.analysis._host import call_site_up, site_at
 from neuron_prof.analysis._intervals import merge
 from neuron_prof.analysis._registry import register
 from neuron_prof.model import Arg, Trace, TrackKind
@@ -38,7 +38,9 @@ def sync_point(trace: Trace, ctx: Context) -> list[Finding]:
     modules: dict[tuple[str, str], str] = {}
     for r in probe:
         a = ctx.slice_args(int(r))
-        key = (ctx.call_site(a), trace.slice_name(int(r)))
+        # a probe that could not see the user's frame: ask the host op running at that moment
+        site = ctx.call_site(a) or site_at(ctx, int(sl.ts_ns[r]) + int(sl.dur_ns[r]) // 2)
+        key = (site, trace.slice_name(int(r)))
         groups[key].append(int(r))
         kinds[key] = str(a.get(Arg.SYNC_KIND, "") or "")
         modules.setdefault(key, ctx.module(a))
