@@ -72,10 +72,11 @@ def synchronize(mod: Any, device_type: str = "neuron") -> None:
         fn()
 
 
-def device_count(device_type: str = "neuron") -> int:
+def device_count(mod: Any, device_type: str = "neuron") -> int:
+    """``torch.neuron.device_count()``, else the module's own."""
     import torch
 
-    fn = getattr(getattr(torch, device_type, None), "device_count", None)
+    fn = getattr(getattr(torch, device_type, None), "device_count", None) or getattr(mod, "device_count", None)
     try:
         return int(fn()) if callable(fn) else 0
     except Exception:  # noqa: BLE001

@@ -83,7 +83,7 @@ class NeuronBackend(ProbeBackend):
             probes.append(FallbackProbe(lambda: _compat.fallback_ops(mod), clear if callable(clear) else None, sync,
                                         d2h=(lambda: device.d2h_hosts) if device is not None else None))
         probes += [SyncProbe(DEVICE), DtypeProbe(DEVICE),
-                   MemoryProbe(DEVICE, lambda: _compat.device_count(DEVICE), self._memory), CollectivesProbe()]
+                   MemoryProbe(DEVICE, lambda: _compat.device_count(mod, DEVICE), self._memory), CollectivesProbe()]
         _ = CompileProbe  # torch.compile records come through NeuronDynamoProbe (a CompileProbe)
         return probes
 

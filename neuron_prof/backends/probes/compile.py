@@ -9,6 +9,7 @@ eagerly without saying so again, which would otherwise hide every later recompil
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 from neuron_prof.backends.probes._common import probe_track, step_of
@@ -28,6 +29,9 @@ _PHASES = (("entire_frame_compile", "entire_frame_compile_time_s"), ("backend_co
 
 
 def _metrics() -> list[Any]:
+    # Importing Dynamo costs seconds: when nobody imported it, nothing was compiled, and there is nothing to read.
+    if "torch._dynamo.utils" not in sys.modules:
+        return []
     from torch._dynamo.utils import get_compilation_metrics
 
     return list(get_compilation_metrics())

@@ -77,7 +77,10 @@ class FallbackProbe(Probe):
         track = probe_track(builder, ctx, TrackKind.FALLBACK)
         for row, args in events:
             args[Arg.STEP] = step_of(int(view.ts[row]), ctx)
-            s = builder.add_slice(track, int(view.ts[row]), int(view.dur[row]), view.name_of(row), Cat.FALLBACK,
+            last = args.pop("fused_end_row", None)
+            dur = int(view.end[last] - view.ts[row]) if last is not None else int(view.dur[row])
+            name = args["reported_as"] if last is not None else view.name_of(row)
+            s = builder.add_slice(track, int(view.ts[row]), dur, name, Cat.FALLBACK,
                                   {k: v for k, v in args.items() if v not in (None, "")})
             builder.add_flow(row, s, cat=Cat.FALLBACK, name="fallback")
 
@@ -90,19 +93,24 @@ def reconstruct(view: HostView, names: list[str], d2h_hosts: list[tuple[Any, int
     are also returned, marked ``silent`` (backends send some ops to the CPU without recording them).
     """
     keys: dict[str, str] = {}
+    fused: list[tuple[str, list[str]]] = []
     for n in names:
-        for k in split_fused(n):
-            keys.setdefault(k, n)
+        parts = split_fused(n)
+        if len(parts) > 1:
+            fused.append((n, parts))
+        elif parts:
+            keys.setdefault(parts[0], n)
     ops = view.cat_rows(KinetoCat.CPU_OP)
     if not len(ops):
         return [], sorted(names)
     cand = top_level_same_key(view, view.name_rows(lambda s: op_key(s) in keys, ops))
+    cand = _drop_enclosed(view, cand)  # sub-ops of a fallen-back op ran on host tensors anyway
     copies = view.name_rows(lambda s: op_key(s) in COPY_OPS, ops)
     d2h = _d2h_rows(view, d2h_hosts or [])
-    evidence: dict[int, int] = {}  # row -> copy bytes (>= 0) when it has evidence
+    evidence: dict[int, int] = {}  # row -> copy bytes when it has evidence
     for r in cand:
         r = int(r)
-        nested = _nested(view, r, copies)
+        nested = _direct_copies(view, r, copies, ops)
         if len(nested) or r in d2h:
             evidence[r] = sum(tensor_bytes(view.args(int(c)), first_only=True) for c in _outermost(view, nested))
     with_ev = {op_key(view.name_of(r)) for r in evidence}
@@ -115,6 +123,12 @@ def reconstruct(view: HostView, names: list[str], d2h_hosts: list[tuple[Any, int
             continue  # this name has calls with host-copy evidence; this one had none: it ran on CPU tensors
         matched.add(keys[k])
         out.append((r, _event_args(view, r, evidence.get(r), reported=keys[k])))
+    for name, parts in fused:
+        for first, last in _sequences(view, ops, parts):
+            matched.add(name)
+            a = _event_args(view, first, None, reported=name)
+            a["fused_end_row"] = last
+            out.append((first, a))
     if silent and d2h:
         seen = {r for r, _ in out}
         for r in sorted(d2h):
@@ -124,6 +138,37 @@ def reconstruct(view: HostView, names: list[str], d2h_hosts: list[tuple[Any, int
             out.append((r, {**_event_args(view, r, None, reported=""), "silent": True}))
     out.sort(key=lambda e: int(view.ts[e[0]]))
     return out, sorted(set(names) - matched)
+
+
+def _drop_enclosed(view: HostView, rows: np.ndarray) -> np.ndarray:
+    keep = []
+    open_until: dict[int, int] = {}
+    for r in rows:
+        r = int(r)
+        t = int(view.track[r])
+        if open_until.get(t, -1) >= view.end[r]:
+            continue
+        open_until[t] = int(view.end[r])
+        keep.append(r)
+    return np.asarray(keep, dtype=np.int64)
+
+
+def _sequences(view: HostView, ops: np.ndarray, parts: list[str]) -> list[tuple[int, int]]:
+    """(first row, last row) of each run of consecutive outermost ops whose keys are `parts`, in order."""
+    outer = _drop_enclosed(view, ops)
+    out: list[tuple[int, int]] = []
+    for t in np.unique(view.track[outer]):
+        rows = outer[view.track[outer] == t]
+        ks = [op_key(view.name_of(int(r))) for r in rows]
+        n = len(parts)
+        i = 0
+        while i + n <= len(ks):
+            if ks[i:i + n] == parts:
+                out.append((int(rows[i]), int(rows[i + n - 1])))
+                i += n
+            else:
+                i += 1
+    return out
 
 
 def _event_args(view: HostView, row: int, copy_bytes: int | None, reported: str) -> dict[str, Any]:
@@ -141,6 +186,17 @@ def _nested(view: HostView, row: int, rows: np.ndarray) -> np.ndarray:
         return rows
     m = (view.track[rows] == view.track[row]) & (view.ts[rows] >= view.ts[row]) & (view.end[rows] <= view.end[row])
     return rows[m & (rows != row)]
+
+
+def _direct_copies(view: HostView, row: int, copies: np.ndarray, ops: np.ndarray) -> np.ndarray:
+    """Copy ops called by `row` itself: not those inside its CPU kernel's own sub-ops (sort's internal copy_)."""
+    nested = _nested(view, row, copies)
+    if not len(nested):
+        return nested
+    inner = _nested(view, row, ops)
+    inner = inner[~np.isin(inner, copies)]
+    keep = [c for c in nested if not np.any((view.ts[inner] <= view.ts[c]) & (view.end[inner] >= view.end[c]))]
+    return np.asarray(keep, dtype=np.int64)
 
 
 def _outermost(view: HostView, rows: np.ndarray) -> list[int]:

@@ -1,0 +1,174 @@
+"""The torch-neuronx adapter against a fake torch_neuronx with exactly the documented shapes.
+
+The workload is real: CPU ops (custom ops that behave like a device backend) under a real torch.profiler.
+Expected counts, bytes and times are computed from the workload itself, not from the adapter.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tests.fakes.torch_neuronx as fk
+from neuron_prof.backends import get_backend
+from neuron_prof.backends._compat import memory_current, op_key, split_fused
+from neuron_prof.backends.neuron import NeuronBackend
+from neuron_prof.model import Arg, Meta, TrackKind
+from tests.fakes.kineto import profile_with
+
+
+@pytest.fixture()
+def fake() -> fk.FakeNeuronx:
+    fk.install_ops()
+    fk.FAKE = fk.FakeNeuronx()
+    yield fk.FAKE
+    fk.FAKE = None
+
+
+def test_name_formats_normalise() -> None:
+    assert op_key("aten::add.Tensor") == op_key("add") == op_key("aten::add") == "add"
+    assert op_key("npfake::host_op.default") == "host_op"
+    assert split_fused("mul|pow|aten::mm") == ["mul", "pow", "mm"]
+
+
+def test_memory_stats_nested_and_flat() -> None:
+    nested = fk.FakeNeuronx()
+    nested.alloc(100)
+    flat = fk.FakeNeuronx(flat_memory=True)
+    flat.alloc(100)
+    assert memory_current(nested.memory_stats()) == memory_current(flat.memory_stats()) == (100, 200, 100, 200)
+
+
+def _workload(fake: fk.FakeNeuronx) -> dict[str, int]:
+    ops = torch.ops.npfake
+    a, b = torch.randn(64, 32), torch.randn(16, 8)
+    for _ in range(3):
+        ops.compiled(a)          # compiles once (40 ms), then cache hits
+        ops.compiled(b)          # second signature: compiles once
+        ops.host_op(a)           # falls back to the host every time
+        fake.alloc(a.numel() * 4)
+        torch.topk(b, 2)         # with the next op: a fused "topk|mul" that fell back
+        torch.mul(b, 3.0)
+    torch.sort(b)                # a CPU sort: not a fallback (no report for it)
+    fake.fallback.add("topk|aten::mul")
+    return {"host_op_calls": 3, "host_op_copy_bytes": a.numel() * 4 + a.numel() * 8, "compiles": 2}
+
+
+def test_fallback_per_call_events_from_names_only_report(fake: fk.FakeNeuronx) -> None:
+    expect: dict[str, int] = {}
+    backend = NeuronBackend(fake.module)
+    b, ctx = profile_with(backend, lambda: expect.update(_workload(fake)))
+    trace = b.build()
+    assert ctx.errors == []
+    rows = trace.slices_on(TrackKind.FALLBACK)
+    assert trace.tracks[trace.find_track(TrackKind.FALLBACK)].name == "CPU fallback"
+    names = [trace.slice_name(int(r)) for r in rows]
+    assert names.count("npfake::host_op") == expect["host_op_calls"]
+    assert names.count("topk|aten::mul") == 3
+    assert "aten::sort" not in names and "aten::mul" not in names
+    host = [trace.slice_args(int(r)) for r in rows if trace.slice_name(int(r)) == "npfake::host_op"]
+    assert all(h[Arg.COPY_BYTES] == expect["host_op_copy_bytes"] for h in host)
+    assert all(h[Arg.SHAPES][0] == [64, 32] and h[Arg.DTYPES][0] == "float" for h in host)
+    assert all("test_backend_neuron.py:" in h[Arg.CALL_SITE] for h in host)
+    # each event spans exactly its op's host time
+    ops = [i for i in range(len(trace.slices)) if trace.slice_name(i) == "npfake::host_op"
+           and trace.tracks[int(trace.slices.track[i])].kind == TrackKind.THREAD]
+    assert sorted(trace.slices.dur_ns[ops].tolist()) == sorted(trace.slices.dur_ns[
+        [int(r) for r in rows if trace.slice_name(int(r)) == "npfake::host_op"]].tolist())
+
+
+def test_compile_cache_entries_become_placed_compile_events(fake: fk.FakeNeuronx) -> None:
+    backend = NeuronBackend(fake.module)
+    b, ctx = profile_with(backend, lambda: _workload(fake))
+    trace = b.build()
+    rows = trace.slices_on(TrackKind.COMPILE)
+    args = [trace.slice_args(int(r)) for r in rows]
+    assert len(rows) == 2
+    assert {a[Arg.SIGNATURE] for a in args} == {e["cache_key"] for e in fake.entries}
+    assert all(a[Arg.COMPILE_KIND] == "eager" and a[Arg.CACHE] == "miss" for a in args)
+    assert (trace.slices.dur_ns[rows] == 40_000_000).all()
+    # placed on the two slow first calls (each blocked >= 40 ms), not on the cache hits
+    assert all(a["host_op_ns"] >= 40_000_000 for a in args)
+    assert all("test_backend_neuron.py:" in a[Arg.CALL_SITE] for a in args)
+    assert len(trace.flows) >= 2
+
+
+def test_disk_cache_entries_are_marked(fake: fk.FakeNeuronx) -> None:
+    x = torch.randn(5)
+
+    def work() -> None:
+        fake.compile_if_new("npfake::compiled", x, from_disk=True)
+        torch.ops.npfake.compiled(x)
+
+    b, _ = profile_with(NeuronBackend(fake.module), work)
+    trace = b.build()
+    rows = trace.slices_on(TrackKind.COMPILE)
+    assert [trace.slice_args(int(r))[Arg.CACHE] for r in rows] == ["disk"]
+
+
+def test_without_cache_api_stalls_are_inferred(fake: fk.FakeNeuronx) -> None:
+    fk.FAKE = nofake = fk.FakeNeuronx(with_cache=False)
+    b, _ = profile_with(NeuronBackend(nofake.module), lambda: _workload(nofake))
+    trace = b.build()
+    rows = trace.slices_on(TrackKind.COMPILE)
+    args = [trace.slice_args(int(r)) for r in rows]
+    assert len(rows) == 2 and all(a["inferred"] for a in args)
+    assert all(38_000_000 <= d <= 60_000_000 for d in trace.slices.dur_ns[rows])
+
+
+def test_memory_counters_and_peak(fake: fk.FakeNeuronx) -> None:
+    fake.flat_memory = True
+    b, _ = profile_with(NeuronBackend(fake.module), lambda: _workload(fake), options={"memory_interval_ms": 1})
+    trace = b.build()
+    names = {trace.tracks[i].name for i in trace.track_ids(TrackKind.MEMORY)}
+    assert names == {"neuron:0 allocated", "neuron:0 reserved"}
+    alloc = trace.find_track(TrackKind.MEMORY, "neuron:0 allocated")
+    vals = trace.counters.value[trace.counters.track == alloc]
+    assert vals.max() == fake.peak == 3 * 64 * 32 * 4
+    peak = [i for i in trace.instants_on(TrackKind.MEMORY)]
+    assert len(peak) == 1 and trace.instant_args(int(peak[0]))["bytes"] == fake.peak
+
+
+def test_dynamo_metrics_phases_join_torch_compile(fake: fk.FakeNeuronx) -> None:
+    import time
+
+    def work() -> None:
+        torch._dynamo.reset()
+        f = torch.compile(lambda x: x + 1, backend="eager", dynamic=False)
+        f(torch.ones(3))
+        from torch._dynamo.utils import get_compilation_metrics
+
+        m = list(get_compilation_metrics())[-1]
+        fake.dynamo.append({"graph_id": 0, "graph_name": "g0", "model_name": "m", "has_collectives": False,
+                            "graph_node_count": 3, "timestamp": (m.start_time_us + 10) / 1e6,
+                            "torch_neuronx_fx_passes_us": 11, "torch_neuronx_lower_us": 22,
+                            "torch_neuronx_compile_us": 33})
+        time.sleep(0.001)
+
+    import torch._dynamo  # noqa: F401  (imported before the capture: its import is not what we test)
+
+    b, _ = profile_with(NeuronBackend(fake.module), work, with_stack=False)
+    trace = b.build()
+    rows = trace.slices_on(TrackKind.COMPILE)
+    phases = trace.slice_args(int(rows[0]))[Arg.PHASES]
+    assert phases["torch_neuronx_lower"] == 22_000 and phases["torch_neuronx_compile"] == 33_000
+    torch._dynamo.reset()
+
+
+def test_found_through_sys_modules(fake: fk.FakeNeuronx, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch_neuronx", fake.module)
+    b = get_backend()
+    assert b.name == "neuron" and b.module is fake.module  # type: ignore[attr-defined]
+
+
+def test_broken_api_is_recorded(fake: fk.FakeNeuronx) -> None:
+    def boom() -> list[str]:
+        raise RuntimeError("runtime not initialised")
+
+    fake.module.get_fallback_ops = boom
+    b, ctx = profile_with(NeuronBackend(fake.module), lambda: _workload(fake))
+    assert any(e["probe"] == "fallback" and "not initialised" in e["error"] for e in ctx.errors)
+    assert b.metadata[Meta.PROBE_ERRORS] == ctx.errors
+    assert b.build().slices_on(TrackKind.COMPILE).size == 2  # the other probes still worked
