@@ -26,6 +26,14 @@ def summary_json(rep: Report) -> bytes:
                         | orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
 
 
+def short_site(site: str, cwd: str | None = None) -> str:
+    """A call site relative to the working directory when it lies under it (for narrow terminals)."""
+    import os
+
+    base = (cwd or os.getcwd()).rstrip("/") + "/"
+    return site[len(base):] if site.startswith(base) else site
+
+
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.1%}"
 
@@ -83,7 +91,7 @@ def summary_text(rep: Report, *, source: str = "", width: int | None = None, col
         for i, f in enumerate(rep.findings, 1):
             tab.add_row(str(i), Text(f.severity, style=_SEV_STYLE.get(f.severity, "")), Text(f.kind),
                         fmt_ns(f.cost_ns) if f.cost_ns else "-", _pct(f.share) if f.cost_ns else "-",
-                        str(f.count), Text(f.call_site or "-"), Text(f.title))
+                        str(f.count), Text(short_site(f.call_site) or "-"), Text(f.title))
         con.print()
         con.print(tab)
     else:
@@ -124,7 +132,7 @@ def summary_markdown(rep: Report, *, source: str = "", top: int = 10) -> str:
                 "|---:|---|---|---:|---:|---:|---|---|"]
         for i, f in enumerate(rep.findings, 1):
             out.append(f"| {i} | {f.severity} | {f.kind} | {fmt_ns(f.cost_ns) if f.cost_ns else '-'} | "
-                       f"{_pct(f.share) if f.cost_ns else '-'} | {f.count} | {_md(f.call_site or '-')} | "
+                       f"{_pct(f.share) if f.cost_ns else '-'} | {f.count} | {_md(short_site(f.call_site) or '-')} | "
                        f"{_md(f.title)} |")
         worth = [(i, f) for i, f in enumerate(rep.findings, 1) if f.severity != "info"]
         if worth:
