@@ -262,3 +262,80 @@ def test_random_slices_survive_trace_processor_rules(tmp_path_factory, spans):
     back = load_pftrace(p)
     assert sorted(zip(back.slices.track.tolist(), back.slices.ts_ns.tolist(), back.slices.dur_ns.tolist())) == \
         sorted((t, T0 + s, d) for t, s, d in spans)
+
+
+# ---- real traces (through the Kineto JSON loader) ------------------------------------------------------------
+def _json_events(path):  # type: ignore[no-untyped-def]
+    import gzip
+    import json
+
+    op = gzip.open if str(path).endswith(".gz") else open
+    with op(path, "rt") as f:
+        d = json.load(f)
+    return d["traceEvents"] if isinstance(d, dict) else d
+
+
+def _model_rows(t):  # type: ignore[no-untyped-def]
+    s = t.slices
+    return sorted((int(s.track[i]), int(s.ts_ns[i]), int(s.dur_ns[i]), t.slice_name(i), t.s(s.cat[i]),
+                   canon(t.slice_args(i))) for i in range(len(s)))
+
+
+def test_real_kineto_trace_to_pftrace_and_back(kineto_trace, tmp_path):
+    pytest.importorskip("neuron_prof.loaders.kineto_json")
+    import neuron_prof
+
+    tr = neuron_prof.load(kineto_trace)
+    p = write_pftrace(tr, tmp_path / "real.pftrace")
+    res, slices, tracks = check(p)
+    n_x = sum(1 for e in _json_events(kineto_trace) if e.get("ph") == "X")
+    proto = TraceProto()
+    proto.ParseFromString(p.read_bytes())
+    begins = sum(1 for pk in proto.packet if pk.track_event.type == TrackEvent.TYPE_SLICE_BEGIN)
+    assert begins == len(tr.slices) == n_x
+    flow_ids = collections.Counter(f for pk in proto.packet for f in pk.track_event.flow_ids)
+    assert len(flow_ids) == len(tr.flows) and all(v == 2 for v in flow_ids.values())
+    back = load_pftrace(p)
+    assert back.processes == tr.processes and back.tracks == tr.tracks
+    assert _model_rows(back) == _model_rows(tr)
+    assert len(back.instants) == len(tr.instants) and len(back.counters) == len(tr.counters)
+    assert sorted(back.counters.value.tolist()) == sorted(tr.counters.value.tolist())
+    assert len(back.flows) == len(tr.flows)
+    assert sorted(back.flows.flow_id.tolist()) == sorted(tr.flows.flow_id.tolist())
+
+
+def test_real_torch_profiler_run(tmp_path):
+    pytest.importorskip("neuron_prof.loaders.kineto_json")
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    import neuron_prof
+
+    x = torch.randn(32, 64)
+    lin = torch.nn.Linear(64, 16)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=True) as prof:
+        for _ in range(3):
+            y = lin(x @ torch.randn(64, 64)).relu().sum()
+            y.backward()
+    js = tmp_path / "torch.json"
+    prof.export_chrome_trace(str(js))
+    tr = neuron_prof.load(js)
+    p = write_pftrace(tr, tmp_path / "torch.pftrace")
+    res, slices, tracks = check(p)
+    events = _json_events(js)
+    n_x = sum(1 for e in events if e.get("ph") == "X")
+    proto = TraceProto()
+    proto.ParseFromString(p.read_bytes())
+    te = [pk.track_event for pk in proto.packet if pk.HasField("track_event")]
+    assert sum(1 for e in te if e.type == TrackEvent.TYPE_SLICE_BEGIN) == n_x == len(tr.slices) > 50
+    assert sum(1 for e in te if e.type == TrackEvent.TYPE_SLICE_END) == n_x
+    # names as the checker resolved them through the interned tables, against the JSON's own names
+    got = collections.Counter(name for u, ts, dur, name, *_ in slices if dur or name)
+    want = collections.Counter(e["name"] for e in events if e.get("ph") == "X")
+    assert all(got[n] >= c for n, c in want.items())
+    mm = [a for u, ts, dur, name, cat, a, _ in slices if name == "aten::mm"]
+    assert mm and all(a and a.get("Input Dims") for a in mm)
+    threads = [d for _, d, _ in tracks.values() if d.HasField("thread")]
+    assert threads and all(d.thread.thread_name for d in threads)
+    back = load_pftrace(p)
+    assert _model_rows(back) == _model_rows(tr)
