@@ -368,12 +368,27 @@ def test_probe_errors_and_overhead(findings: list[Finding]) -> None:
 
 
 # ---- steps, totals, annotate, registry, robustness --------------------------------------------------
-def test_warmup_is_the_steps_with_compile_misses(workload: Trace) -> None:
+def test_warmup_is_the_slow_first_steps(workload: Trace) -> None:
     rep = report(workload)
     st = rep.totals["steps"]
     assert st["count"] == N_STEPS and st["warmup"] == 1
     assert st["warmup_step_ns"] == STEP0 and st["steady_step_ns"] == STEP
     assert report(workload, warmup_steps=3).totals["steps"]["warmup"] == 3
+
+
+@pytest.mark.parametrize(("durs", "warm"), [
+    ([50, 10, 10, 10], 1), ([50, 40, 10, 10, 11], 2), ([12, 11, 12, 11], 1), ([30, 10], 1), ([10, 10], 0),
+    ([10], 0), ([30, 30, 30, 30], 1),  # churn: every step compiles, the cost stays steady
+])
+def test_warmup_rule(durs: list[int], warm: int) -> None:
+    b = TraceBuilder()
+    b.thread_track(1, 1, "main")
+    t, steps = T0, []
+    for k, d in enumerate(durs):
+        steps.append([k, t, t + d * MS])
+        t += d * MS
+    b.metadata[Meta.STEPS] = steps
+    assert report(b.build()).totals["steps"]["warmup"] == warm
 
 
 def test_steps_from_profiler_step_annotations() -> None:

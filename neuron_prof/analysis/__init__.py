@@ -62,7 +62,7 @@ def analyze(trace: Trace, *, warmup_steps: int | None = None) -> list[Finding]:
 
     Args:
         trace: the trace to diagnose.
-        warmup_steps: leading steps to treat as warm-up; None chooses from compile misses.
+        warmup_steps: leading steps to treat as warm-up; None chooses from step durations.
     """
     return _run(trace, Context(trace, warmup_steps))
 

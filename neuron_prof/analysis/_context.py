@@ -107,15 +107,8 @@ class Context:
 
     # ---- steps -----------------------------------------------------------------------------------
     @cached_property
-    def compile_miss_ts(self) -> np.ndarray:
-        """Start times of compiles that were not served from a cache."""
-        rows = self.rows(TrackKind.COMPILE)
-        keep = [r for r in rows if str(self.slice_args(int(r)).get(Arg.CACHE, "miss")) == "miss"]
-        return self.trace.slices.ts_ns[np.asarray(keep, dtype=np.int64)]
-
-    @cached_property
     def steps(self) -> Steps:
-        return make_steps(self.trace, self.compile_miss_ts, self._warmup_steps)
+        return make_steps(self.trace, self._warmup_steps)
 
     def step_split(self, ts: np.ndarray, cost: np.ndarray) -> dict[str, Any]:
         """Evidence on how a cost spreads over warm-up and steady steps (empty without steps)."""

@@ -2,8 +2,9 @@
 
 Steps come from metadata ``steps`` ([step, start_ns, end_ns] rows, written by capture) or from
 Kineto's ``ProfilerStep#N`` annotations. The first steps usually pay compiles and cache fills; the
-rest show what costs every step. By default the warm-up is the leading steps that contain a
-compile-cache miss (at least one step when there are three or more).
+rest show what costs every step. By default the warm-up is the first step (with three or more steps)
+and each next step while it takes over 1.5x the median of the steps after it. Compile misses alone do
+not decide it: with shape churn every step compiles, and that cost must stay visible as steady cost.
 """
 
 from __future__ import annotations
@@ -92,22 +93,22 @@ def find_steps(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             np.array([v[1] for _, v in items], dtype=np.int64))
 
 
-def make_steps(trace: Trace, miss_ts: np.ndarray, warmup_steps: int | None = None) -> Steps:
-    """Steps with the warm-up chosen from `warmup_steps` or from compile misses at `miss_ts`."""
+SLOW_FACTOR = 1.5
+
+
+def make_steps(trace: Trace, warmup_steps: int | None = None) -> Steps:
+    """Steps with the warm-up given by `warmup_steps` or chosen from step durations (module docstring)."""
     ids, start, end = find_steps(trace)
     n = len(ids)
+    dur = end - start
     if warmup_steps is not None:
         w = max(0, min(int(warmup_steps), n))
-    elif n == 0:
-        w = 0
+    elif n >= 3:
+        w = 1
+        while w < n - 1 and dur[w] > SLOW_FACTOR * float(np.median(dur[w + 1:])):
+            w += 1
+    elif n == 2:
+        w = 1 if dur[0] > SLOW_FACTOR * dur[1] else 0
     else:
-        k = np.searchsorted(start, np.asarray(miss_ts, dtype=np.int64), side="right") - 1
-        k = k[(k >= 0) & (k < n)]
-        # leading steps with a cache miss; a later stray miss does not make everything warm-up
-        hit = np.zeros(n, dtype=bool)
-        hit[k] = True
-        w = int(np.argmin(hit)) if not hit.all() else n
-        if n >= 3:
-            w = max(w, 1)
-        w = min(w, n - 1) if n >= 2 else 0
+        w = 0
     return Steps(ids=ids, start_ns=start, end_ns=end, warmup=w)

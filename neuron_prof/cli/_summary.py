@@ -12,7 +12,7 @@ import click
 @click.option("--json", "as_json", is_flag=True, help="Print the stable JSON document (schema in the README).")
 @click.option("--markdown", is_flag=True, help="Print Markdown (for CI job summaries and pull requests).")
 @click.option("--warmup-steps", type=click.IntRange(min=0), default=None,
-              help="Leading steps to treat as warm-up (default: the steps with compile-cache misses).")
+              help="Leading steps to treat as warm-up (default: the first step and slow steps after it).")
 @click.option("--top", type=click.IntRange(min=0), default=10, show_default=True, help="Top ops to list.")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="Write to a file instead.")
 def command(trace_path: Path, as_json: bool, markdown: bool, warmup_steps: int | None, top: int,
