@@ -5,7 +5,7 @@
         srv.wait()                                         # True once the file was sent completely
 
 What it promises (tests/test_open_server.py checks each over real HTTP):
-- binds 127.0.0.1 only and serves exactly one path, `/<quoted file name>`; every other path, traversal
+- binds 127.0.0.1 only and serves exactly one path, `/<file name>` (see url_name); every other path, traversal
   (`/../x`, `%2e%2e`) and method is refused (404/405); nothing else on disk is reachable;
 - cross-origin reads are allowed only for the Perfetto UI origin (`Access-Control-Allow-Origin` is sent
   only to it, preflights from other origins get 403); a request another web page makes (cross-site, not
@@ -17,11 +17,11 @@ What it promises (tests/test_open_server.py checks each over real HTTP):
 from __future__ import annotations
 
 import http.server
+import re
 import threading
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import quote
 
 PERFETTO_ORIGIN: Final = "https://ui.perfetto.dev"
 PERFETTO_PORT: Final = 9001
@@ -42,6 +42,16 @@ _CONTENT_TYPES: Final = {
 def content_type_for(path: Path) -> str:
     """MIME type sent for a trace file (gzip stays gzip: the UI decompresses it itself)."""
     return _CONTENT_TYPES.get(path.suffix.lower(), "application/octet-stream")
+
+
+def url_name(name: str) -> str:
+    """The file's name as served: only [A-Za-z0-9._-], so the link needs no escaping.
+
+    The Perfetto UI decodes its `url=` argument once before fetching, so a "%20" or "%23" in a served
+    name would come back as a space or a fragment and miss; a plain name survives any decoding.
+    """
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".")
+    return safe or "trace"
 
 
 def deep_link(file_url: str, origin: str = PERFETTO_ORIGIN) -> str:
@@ -70,7 +80,7 @@ class _Server(http.server.ThreadingHTTPServer):
         super().__init__((HOST, port), _Handler)
         self.file = file
         self.origin = origin
-        self.url_path = "/" + quote(file.name)
+        self.url_path = "/" + url_name(file.name)
         self.done = threading.Event()
         self.lock = threading.Lock()
         self.log: list[tuple[str, str, int]] = []
@@ -289,5 +299,6 @@ __all__ = [
     "TraceServer",
     "content_type_for",
     "deep_link",
+    "url_name",
     "json_size_estimate",
 ]

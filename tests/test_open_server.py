@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_prof._open_server import PERFETTO_ORIGIN, TraceServer, json_size_estimate
+from neuron_prof._open_server import PERFETTO_ORIGIN, TraceServer, json_size_estimate, url_name
 from neuron_prof.cli import main
 from neuron_prof.cli._open import JSON_WARN_BYTES, choose_file, size_warning
 
@@ -52,13 +52,13 @@ def trace_file(tmp_path: Path) -> Path:
 def test_serves_the_file_once_to_the_perfetto_origin_then_stops(trace_file: Path) -> None:
     # GIVEN a server on a free port
     with TraceServer(trace_file, port=0) as srv:
-        assert srv.url == f"http://127.0.0.1:{srv.port}/my%20trace.pftrace"
+        assert srv.url == f"http://127.0.0.1:{srv.port}/my_trace.pftrace"
         assert srv.deep_link == f"https://ui.perfetto.dev/#!/?url={srv.url}"
         # WHEN the Perfetto UI preflights and fetches it
         st, h, _ = _request(
             srv.port,
             "OPTIONS",
-            "/my%20trace.pftrace",
+            "/my_trace.pftrace",
             {
                 "Origin": PERFETTO_ORIGIN,
                 "Access-Control-Request-Method": "GET",
@@ -73,7 +73,7 @@ def test_serves_the_file_once_to_the_perfetto_origin_then_stops(trace_file: Path
         st, h, body = _request(
             srv.port,
             "GET",
-            "/my%20trace.pftrace",
+            "/my_trace.pftrace",
             {"Origin": PERFETTO_ORIGIN, "Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "cors"},
         )
         # THEN it gets the exact bytes with the headers the UI needs, and the server stops by itself
@@ -98,11 +98,12 @@ def test_serves_the_file_once_to_the_perfetto_origin_then_stops(trace_file: Path
         "/../secret.txt",
         "/%2e%2e/secret.txt",
         "/%2E%2E%2Fsecret.txt",
-        "/my%20trace.pftrace/..",
-        "/my%20trace.pftrace/../secret.txt",
-        "//my%20trace.pftrace",
-        "/MY%20TRACE.PFTRACE",
-        "/my%2520trace.pftrace",
+        "/my_trace.pftrace/..",
+        "/my_trace.pftrace/../secret.txt",
+        "//my_trace.pftrace",
+        "/MY_TRACE.PFTRACE",
+        "/my%20trace.pftrace",
+        "/my%5Ftrace.pftrace",
     ],
 )
 def test_other_paths_and_traversal_are_refused(trace_file: Path, path: str) -> None:
@@ -115,7 +116,7 @@ def test_other_paths_and_traversal_are_refused(trace_file: Path, path: str) -> N
 
 def test_foreign_origins_methods_and_hosts_are_refused(trace_file: Path) -> None:
     with TraceServer(trace_file, port=0) as srv:
-        p = "/my%20trace.pftrace"
+        p = "/my_trace.pftrace"
         # another web page reading it with CORS: refused, and no CORS grant
         st, h, _ = _request(srv.port, "GET", p, {"Origin": "https://evil.example"})
         assert st == 403 and "access-control-allow-origin" not in h
@@ -169,12 +170,12 @@ def _non_loopback_addresses() -> list[str]:
 def test_a_client_that_hangs_up_early_does_not_stop_the_server(trace_file: Path) -> None:
     with TraceServer(trace_file, port=0) as srv:
         s = socket.create_connection(("127.0.0.1", srv.port), timeout=T)
-        s.sendall(b"GET /my%20trace.pftrace HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        s.sendall(b"GET /my_trace.pftrace HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         s.recv(100)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")  # RST on close
         s.close()
         assert not srv.wait(0.5)
-        st, _, body = _request(srv.port, "GET", "/my%20trace.pftrace")
+        st, _, body = _request(srv.port, "GET", "/my_trace.pftrace")
         assert st == 200 and len(body) == trace_file.stat().st_size
         assert srv.wait(T)
 
@@ -261,3 +262,10 @@ def test_cli_process_prints_the_link_serves_once_and_exits_by_itself(trace_file:
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=T)
+
+
+def test_served_names_need_no_escaping() -> None:
+    assert url_name("my trace.pftrace") == "my_trace.pftrace"
+    assert url_name("a&b#c?d%20.json.gz") == "a_b_c_d_20.json.gz"
+    assert url_name("../../etc/passwd") == "_.._etc_passwd"
+    assert url_name("..") == "trace" and url_name("rank0.trace.json") == "rank0.trace.json"
