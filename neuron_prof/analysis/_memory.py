@@ -18,6 +18,8 @@ from neuron_prof.analysis._registry import register
 from neuron_prof.model import Meta, Trace, TrackKind
 
 NEAR_CAPACITY = 0.90
+_DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip", 9: "xla", 12: "xpu", 13: "mps", 19: "mtia", 20: "privateuse1"}
+"""c10::DeviceType numbers that Kineto writes in [memory] events' "Device Type"."""
 
 
 def _series(trace: Trace, ctx: Context) -> list[tuple[str, np.ndarray, np.ndarray]]:
@@ -40,7 +42,8 @@ def _series(trace: Trace, ctx: Context) -> list[tuple[str, np.ndarray, np.ndarra
         a = ctx.instant_args(int(r))
         if "Total Allocated" not in a:
             continue
-        key = f"{a.get('Device Type', '?')}:{a.get('Device Id', '?')} allocated"
+        dt = a.get("Device Type", "?")
+        key = f"{_DEVICE_TYPES.get(dt, dt) if isinstance(dt, int) else dt}:{a.get('Device Id', '?')} allocated"
         ts, v = by_dev.setdefault(key, ([], []))
         ts.append(int(trace.instants.ts_ns[r]))
         v.append(float(a["Total Allocated"]))
