@@ -7,6 +7,7 @@ construction, independently of the analysis code.
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from typing import Any
 
@@ -179,6 +180,7 @@ def test_findings_follow_the_contract(findings: list[Finding]) -> None:
         assert f.title and f.advice
         assert f.share == pytest.approx(f.cost_ns / WALL)
         assert Finding.from_dict(f.to_dict()) == f
+        json.dumps(f.to_dict(), allow_nan=False)  # plain JSON: exporters write findings without options
     costs = [f.cost_ns for f in findings]
     assert costs == sorted(costs, reverse=True), "most costly first"
 
