@@ -40,6 +40,14 @@ def _span_ms(trace: Trace) -> float:
     return (b - a) / 1e6
 
 
+def _cut(text: object, limit: int = 140) -> Raw:
+    """Long names (C++ kernel templates) cut to `limit` characters; the whole name is the tooltip."""
+    full = str(text)
+    if len(full) <= limit:
+        return Raw(esc(full))
+    return Raw(f'<span title="{esc(full)}">{esc(full[: limit - 1])}…</span>')
+
+
 def _ms(ns: Any) -> str:
     return f"{(ns or 0) / 1e6:,.3f}"
 
@@ -229,7 +237,7 @@ def _glance(totals: dict[str, Any]) -> str:
                     ["op", "calls", "self (ms)", "total (ms)"],
                     [
                         (
-                            o.get("name", ""),
+                            _cut(o.get("name", "")),
                             f"{o.get('count', 0):,}",
                             _ms(o.get("self_ns")),
                             _ms(o.get("total_ns")),
@@ -244,7 +252,10 @@ def _glance(totals: dict[str, Any]) -> str:
                 f"<h3>{esc(label)}</h3>"
                 + table(
                     ["op", "calls", "time (ms)"],
-                    [(o.get("name", ""), f"{o.get('count', 0):,}", _ms(o.get("total_ns"))) for o in ops[:10]],
+                    [
+                        (_cut(o.get("name", "")), f"{o.get('count', 0):,}", _ms(o.get("total_ns")))
+                        for o in ops[:10]
+                    ],
                     num=(1, 2),
                 )
             )

@@ -358,3 +358,13 @@ def test_cli_report_on_a_pftrace_round_trip(tmp_path: Path, capsys: pytest.Captu
     figs = _figures(page)
     assert {"fig-compile", "fig-util", "fig-memory", "fig-coll"} <= set(figs)
     assert "4 compiles, 22.000 ms in total" in page
+
+
+def test_long_names_are_cut_with_the_full_name_as_tooltip() -> None:
+    from neuron_prof.exporters.html_report import _cut
+
+    long = "void kernel<" + "at::Tensor<float>, " * 20 + '"><b>x</b>>'
+    cell = _cut(long).html
+    assert cell.startswith('<span title="void kernel&lt;at::Tensor') and "…</span>" in cell
+    assert html.unescape(cell.split('title="', 1)[1].split('">', 1)[0]) == long
+    assert "<b>" not in cell and _cut("aten::mm").html == "aten::mm"
