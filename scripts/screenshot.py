@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -43,16 +44,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=12, help="demo steps when no --trace is given")
     a = ap.parse_args(argv)
     cols, rows = (int(x) for x in a.size.lower().split("x"))
+    a.output = a.output.resolve()
+    cwd = os.getcwd()
     with tempfile.TemporaryDirectory() as tmp:
         trace = a.trace
         if trace is None:
             from neuron_prof.demo import run_demo
 
-            trace = Path(tmp) / "trace.json"
-            run_demo(str(trace), steps=a.steps, quiet=True)
-            if not trace.exists():
-                raise SystemExit("the demo wrote no trace.json")
-        asyncio.run(shoot(trace, a.output, a.view, (cols, rows)))
+            out = Path(tmp) / "trace.json"
+            run_demo(str(out), steps=a.steps, quiet=True)
+            trace = next((p for p in (out, out.with_suffix(".pftrace")) if p.exists()), None)
+            if trace is None:
+                raise SystemExit("the demo wrote no trace")
+            # shown as the file name a user would type, not a temp path
+            os.chdir(tmp)
+            trace = Path(trace.name)
+        try:
+            asyncio.run(shoot(trace, a.output, a.view, (cols, rows)))
+        finally:
+            os.chdir(cwd)
     print(a.output)
     return 0
 

@@ -76,6 +76,9 @@ async def test_overview_ranks_compile_stall_and_fallback_first() -> None:
         assert "CPU fallback 35.0 ms" in text
         # the step sparkline: the first step is the tall bar
         assert "█▁▁▁▁▁▁▁▁▁" in text
+        # headlines: the top compile stall and the top fallback, whatever else costs more
+        assert f"top compile stall  {top.title[:50]}" in text
+        assert f"top CPU fallback   CPU fallback: {FALLBACK_OP}" in text
 
 
 async def test_compile_view_top_stall_and_reasons() -> None:

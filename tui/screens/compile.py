@@ -24,7 +24,7 @@ class CompileScreen(ViewScreen):
             Column("total_ns", "total", 10, fmt_ns, right=True),
             Column("count", "count", 6, fmt_int, right=True),
             Column("max_ns", "longest", 10, fmt_ns, right=True),
-            Column("call_site", "call site", 26),
+            Column("call_site", "call site", 26, lambda v: v or "(unknown site)"),
         ]
         self.table = VirtualTable(cols, self.rank.compiles, filter_key="name", id="compiles")
         yield self.table

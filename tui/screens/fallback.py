@@ -17,7 +17,7 @@ class FallbackScreen(ViewScreen):
 
     def compose_body(self) -> Iterable[Widget]:
         cols = [
-            Column("call_site", "call site", 0),
+            Column("call_site", "call site", 0, lambda v: v or "(unknown site)"),
             Column("name", "op", 22),
             Column("count", "count", 7, fmt_int, right=True),
             Column("total_ns", "host time", 10, fmt_ns, right=True),

@@ -17,6 +17,8 @@ from textual.widgets import Static
 from neuron_prof.analysis import Finding
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+HEADLINES = (("top compile stall ", ("first_call_compile", "recompile", "shape_churn"), "red"),
+             ("top CPU fallback  ", ("cpu_fallback",), "#e6a04e"))
 # where `enter` on a finding leads
 KIND_VIEW = {
     "first_call_compile": "compile",
@@ -68,6 +70,13 @@ def summary_text(rank: RankData, width: int = 100) -> Text:
         t.append(sparkline(steps, max(10, min(len(steps), width - 60))), style="green")
     else:
         t.append("none marked (no ProfilerStep# or step metadata)")
+    # the two problems this tool exists for get a line each, whatever else costs more
+    for label, kinds, style in HEADLINES:
+        top = next((f for f in rank.findings if f.kind in kinds), None)
+        if top is not None:
+            t.append("\n")
+            t.append(f"{label} ", style=f"bold {style}")
+            t.append(printable(top.title))
     for w in rank.warnings:
         t.append("\n")
         t.append("note ", style="dim yellow")
