@@ -33,6 +33,8 @@ _profiling = torch.autograd._profiler_enabled
 _record_functions = torch._C._autograd._enable_record_function
 _grad_enabled = torch.is_grad_enabled
 _F64 = torch.float64
+_I64 = torch.int64
+_CPU = torch.device("cpu")
 _NO_DEVICE_WORK = {"aten::empty.memory_format", "aten::empty_strided", "aten::detach", "aten::view",
                    "aten::_unsafe_view", "aten::alias", "aten::lift_fresh", "aten::t", "aten::transpose.int",
                    "aten::permute", "aten::expand", "aten::as_strided", "aten::unsqueeze", "aten::squeeze.dim",
@@ -54,11 +56,11 @@ class OpInfo(NamedTuple):
     sync: bool
 
 
-_INFO: dict[Any, OpInfo] = {}
+_INFO: dict[int, OpInfo] = {}  # by id(OpOverload): they live for the whole process; their __hash__ is Python
 
 
 def op_info(func: Any) -> OpInfo:
-    info = _INFO.get(func)
+    info = _INFO.get(id(func))
     if info is None:
         schema = func._schema
         ov = schema.overload_name
@@ -69,7 +71,7 @@ def op_info(func: Any) -> OpInfo:
         info = OpInfo(name, base, fb, fb and (name in cfg.silent_fallback_ops or schema.name in cfg.silent_fallback_ops),
                       name in cfg.int64_fallback_ops or schema.name in cfg.int64_fallback_ops,
                       name not in _NO_DEVICE_WORK and name not in _SYNC_OPS, name in _SYNC_OPS)
-        _INFO[func] = info
+        _INFO[id(func)] = info
     return info
 
 
@@ -90,7 +92,7 @@ class _Unwrapped:
         self.rg = False
 
     def unwrap(self, x: Any) -> Any:
-        if isinstance(x, NeuronTensor):
+        if type(x) is NeuronTensor or isinstance(x, NeuronTensor):
             e = x._elem
             if type(e) is not torch.Tensor:  # fake / functional while torch.compile traces
                 self.tracing = True
@@ -98,30 +100,32 @@ class _Unwrapped:
             self.ids[id(e)] = x
             if x.requires_grad:
                 self.rg = True
-            self.sig.append((e.shape, e.dtype))
+            dt = e.dtype
+            self.sig.append((e.shape, dt))
             if self.dev < 0:
                 self.dev = x._dev
-            dt = e.dtype
             if dt is _F64:
                 self.f64 = True
-            elif dt is torch.int64:
+            elif dt is _I64:
                 self.i64 = True
             return e
         t = type(x)
         if t is list or t is tuple:
-            return t(self.unwrap(v) for v in x)
+            return t([self.unwrap(v) for v in x])
+        if t is float:  # runtime scalars share one NEFF (the real cache key ignores their value)
+            self.sig.append(float)
+            return x
+        if t is int or t is bool or x is None:
+            self.sig.append(x)
+            return x
         if isinstance(x, torch.Tensor):  # a plain CPU tensor mixed in (e.g. a 0-dim scalar)
             self.ids[id(x)] = x
             self.sig.append(("host", x.shape, x.dtype))
             return x
-        if t is float:  # runtime scalars share one NEFF (the real cache key ignores their value)
-            self.sig.append(float)
-            return x
-        if t is torch.device:
-            if x.type == "neuron":
-                self.target_dev = x.index or 0
-                self.sig.append("neuron")
-                return torch.device("cpu")
+        if t is torch.device and x.type == "neuron":
+            self.target_dev = x.index or 0
+            self.sig.append("neuron")
+            return _CPU
         self.sig.append(x)
         return x
 
@@ -138,7 +142,7 @@ def _wrap(o: Any, u: _Unwrapped, dev: int, outs: list[torch.Tensor]) -> Any:
         return NeuronTensor(o, dev)
     t = type(o)
     if t is list or t is tuple:
-        return t(_wrap(v, u, dev, outs) for v in o)
+        return t([_wrap(v, u, dev, outs) for v in o])
     return o
 
 
@@ -200,7 +204,7 @@ def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     local = rt.local
     cfg = rt.cfg
     if not local.in_graph and info.device_work:
-        sig = (func, *u.sig)
+        sig = (info.name, *u.sig)
         if not rt.cache.get(sig):
             flops, nbytes, _, _ = op_cost(info.base, u.ins, ())
             cost = (cfg.eager_compile_base_ms + cfg.eager_compile_ms_per_operand * len(u.ins)

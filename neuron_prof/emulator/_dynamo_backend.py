@@ -198,6 +198,9 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs
 def _register_now() -> None:
     import torch._dynamo
 
+    from neuron_prof.emulator._tensor import hide_dispatch_from_dynamo
+
+    hide_dispatch_from_dynamo()
     torch._dynamo.config.automatic_dynamic_shapes = False
     torch._dynamo.config.assume_static_by_default = True
     from torch._dynamo.backends import registry

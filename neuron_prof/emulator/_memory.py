@@ -58,6 +58,7 @@ class DeviceMemory:
         self.num_tensor_frees = 0
         self.allocation_requests = 0
         self._live: dict[int, list[int]] = {}  # storage data_ptr -> [nbytes, wrapper count]
+        self._refs: dict[int, tuple[weakref.ref[object], int]] = {}  # id(ref) -> (ref to a host tensor, data_ptr)
         self._lock = threading.Lock()
 
     def track(self, owner: object, storage_key: int, nbytes: int) -> None:
@@ -83,9 +84,15 @@ class DeviceMemory:
                     self.reserved.add(want - self.reserved.current)
             else:
                 entry[1] += 1
-        weakref.finalize(owner, self._release, storage_key)
+        # A bare weakref with a callback costs a fraction of weakref.finalize; the dict keeps it alive.
+        ref = weakref.ref(owner, self._on_dead)
+        self._refs[id(ref)] = (ref, storage_key)
 
-    def _release(self, storage_key: int) -> None:
+    def _on_dead(self, ref: weakref.ref[object]) -> None:
+        entry_ref = self._refs.pop(id(ref), None)
+        if entry_ref is None:
+            return
+        storage_key = entry_ref[1]
         with self._lock:
             entry = self._live.get(storage_key)
             if entry is None:

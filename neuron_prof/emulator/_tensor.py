@@ -19,6 +19,16 @@ def set_devices(n: int) -> None:
     _DEVICES[:] = [torch.device("neuron", i) for i in range(n)]
 
 
+def hide_dispatch_from_dynamo() -> None:
+    """Keep Dynamo from tracing into __torch_dispatch__ (torch-facts). Called when torch._dynamo loads:
+    torch._disable_dynamo would import it (seconds) on the first op, and costs a frame toggle per op."""
+    fn = NeuronTensor.__dict__["__torch_dispatch__"].__func__
+    if not getattr(fn, "_neuron_hidden", False):
+        wrapped = torch._disable_dynamo(fn)
+        wrapped._neuron_hidden = True  # type: ignore[attr-defined]
+        NeuronTensor.__torch_dispatch__ = classmethod(wrapped)  # type: ignore[assignment,method-assign]
+
+
 class NeuronTensor(torch.Tensor):
     """A tensor on the emulated Trainium device."""
 
@@ -41,7 +51,6 @@ class NeuronTensor(torch.Tensor):
     __torch_function__ = torch._C._disabled_torch_function_impl
 
     @classmethod
-    @torch._disable_dynamo
     def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         from neuron_prof.emulator._dispatch import execute
 

@@ -29,7 +29,10 @@ _LOWP = (torch.bfloat16, torch.float16)
 
 
 def _nbytes(ts: Sequence[torch.Tensor]) -> int:
-    return sum(t.numel() * t.element_size() for t in ts)
+    n = 0
+    for t in ts:
+        n += t.numel() * t.element_size()
+    return n
 
 
 def op_cost(base: str, ins: Sequence[torch.Tensor], outs: Sequence[torch.Tensor]) -> tuple[float, int, bool, bool]:
@@ -51,7 +54,14 @@ def op_cost(base: str, ins: Sequence[torch.Tensor], outs: Sequence[torch.Tensor]
             return 2.0 * outs[0].numel() * per_out * (2 if base.endswith("backward") else 1), nbytes, True, lowp
     except (IndexError, RuntimeError):
         pass
-    elems = max([t.numel() for t in outs] + [t.numel() for t in ins] + [1])
+    elems = 1
+    for t in outs:
+        if t.numel() > elems:
+            elems = t.numel()
+    if not outs:
+        for t in ins:
+            if t.numel() > elems:
+                elems = t.numel()
     return float(elems), nbytes, False, lowp
 
 
@@ -69,15 +79,18 @@ def copy_duration_ns(cfg: EmulatorConfig, nbytes: int) -> int:
 
 
 class Activity:
-    """Columnar ring buffer of device activity, as the runtime reports it (see emulator/__init__.py)."""
+    """Ring buffer of device activity, as the runtime reports it (see _api.get_device_activity).
+
+    Each event is appended as one tuple (the cheapest thing to append on the per-op path); snapshot() hands
+    them out as columns.
+    """
 
     COLUMNS = ("device", "stream_id", "kind", "start_ns", "end_ns", "nrt_sequence_id", "seq_nr", "th_id",
                "host_ns")
 
     def __init__(self, max_events: int) -> None:
         self.max_events = max_events
-        self.names: list[str] = []
-        self.cols: dict[str, list[int]] = {c: [] for c in self.COLUMNS}
+        self.rows: list[tuple[str, int, int, int, int, int, int, int, int, int]] = []
         self.next_seq = 1
         self.dropped = 0
         self.lock = threading.Lock()
@@ -86,39 +99,34 @@ class Activity:
                th_id: int, host_ns: int) -> int:
         """Caller holds self.lock. Returns the nrt_sequence_id given to the event."""
         seq = self.next_seq
-        self.next_seq += 1
-        self.names.append(name)
-        c = self.cols
-        for key, v in (("device", device), ("stream_id", stream), ("kind", kind), ("start_ns", start),
-                       ("end_ns", end), ("nrt_sequence_id", seq), ("seq_nr", seq_nr), ("th_id", th_id),
-                       ("host_ns", host_ns)):
-            c[key].append(v)
-        if len(self.names) > self.max_events + self.max_events // 8:
+        self.next_seq = seq + 1
+        rows = self.rows
+        rows.append((name, device, stream, kind, start, end, seq, seq_nr, th_id, host_ns))
+        if len(rows) > self.max_events + (self.max_events >> 3):
             self._trim()
         return seq
 
     def _trim(self) -> None:
-        drop = len(self.names) - self.max_events
-        self.dropped += drop
-        del self.names[:drop]
-        for v in self.cols.values():
-            del v[:drop]
+        drop = len(self.rows) - self.max_events
+        if drop > 0:
+            self.dropped += drop
+            del self.rows[:drop]
 
     def snapshot(self, clear: bool = False) -> dict[str, Any]:
-        """Columns as numpy int64 arrays plus `name` (list[str]) and `kind_names`."""
+        """Columns as numpy int64 arrays plus `name` (list[str]), `kind_names` and `dropped`."""
         import numpy as np
 
         with self.lock:
-            if len(self.names) > self.max_events:
-                self._trim()
-            out: dict[str, Any] = {k: np.asarray(v, dtype=np.int64) for k, v in self.cols.items()}
-            out["name"] = list(self.names)
-            out["kind_names"] = KIND_NAMES
-            out["dropped"] = self.dropped
+            self._trim()
+            rows = self.rows
             if clear:
-                self.names.clear()
-                for v in self.cols.values():
-                    v.clear()
+                self.rows = []
+        n = len(rows)
+        table = np.array([r[1:] for r in rows], dtype=np.int64).reshape(n, len(self.COLUMNS))
+        out: dict[str, Any] = {c: np.ascontiguousarray(table[:, i]) for i, c in enumerate(self.COLUMNS)}
+        out["name"] = [r[0] for r in rows]
+        out["kind_names"] = KIND_NAMES
+        out["dropped"] = self.dropped
         return out
 
 
