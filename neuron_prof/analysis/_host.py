@@ -24,13 +24,41 @@ def _sorted_host(ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     return ctx.memo("sorted_host", build)  # type: ignore[no-any-return]
 
 
+def _per_track(ctx: Context) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per host track: (rows sorted by start, their starts)."""
+    def build() -> list[tuple[np.ndarray, np.ndarray]]:
+        rows, ts, _, _ = _sorted_host(ctx)
+        tracks = ctx.trace.slices.track[rows]
+        return [(rows[tracks == t], ts[tracks == t]) for t in np.unique(tracks)]
+    return ctx.memo("host_per_track", build)  # type: ignore[no-any-return]
+
+
+def _parent(ctx: Context, row: int) -> int:
+    n = host_nesting(ctx)
+    i = int(np.searchsorted(n.rows, row))  # n.rows is ascending (rows on host tracks in table order)
+    return int(n.parent[i]) if i < len(n.rows) and n.rows[i] == row else -1
+
+
 def host_stack_at(ctx: Context, t: int, max_len: int = 12) -> list[int]:
-    """Host slice rows covering time `t`, outermost first (all threads)."""
-    rows, ts, end, depth = _sorted_host(ctx)
-    k = np.searchsorted(ts, t, side="right")
-    cand = np.flatnonzero(end[:k] > t)
-    cand = cand[np.argsort(depth[cand], kind="stable")]
-    return [int(rows[i]) for i in cand[-max_len:]]
+    """Host slice rows covering time `t` on the thread with the deepest such stack, outermost first.
+
+    Per thread: the last slice started by `t`, then up through its parents until one still runs at `t`
+    (slices nest), so a lookup costs a binary search and the nesting depth, not a scan.
+    """
+    end = ctx.trace.slices.end_ns
+    best: list[int] = []
+    for rows, ts in _per_track(ctx):
+        k = int(np.searchsorted(ts, t, side="right")) - 1
+        r = int(rows[k]) if k >= 0 else -1
+        while r >= 0 and int(end[r]) <= t:
+            r = _parent(ctx, r)
+        chain = []
+        while r >= 0:
+            chain.append(r)
+            r = _parent(ctx, r)
+        if len(chain) > len(best):
+            best = chain
+    return best[::-1][-max_len:]
 
 
 def host_work_in(ctx: Context, lo: int, hi: int, top: int = 3) -> list[dict[str, object]]:
@@ -61,7 +89,6 @@ def host_work_in(ctx: Context, lo: int, hi: int, top: int = 3) -> list[dict[str,
 
 def call_site_up(ctx: Context, row: int, max_up: int = 30) -> tuple[str, str]:
     """(call site, nearest enclosing cpu_op name) walking up from a host slice through its parents."""
-    n = host_nesting(ctx)
     trace = ctx.trace
     cpu_op = trace.strings.get(KinetoCat.CPU_OP)
     site, op = "", ""
@@ -75,8 +102,7 @@ def call_site_up(ctx: Context, row: int, max_up: int = 30) -> tuple[str, str]:
             op = trace.slice_name(r)
         if site and op:
             break
-        i = int(np.searchsorted(n.rows, r))  # n.rows is ascending (rows on host tracks in table order)
-        r = int(n.parent[i]) if i < len(n.rows) and n.rows[i] == r else -1
+        r = _parent(ctx, r)
     return site, op
 
 
