@@ -6,6 +6,7 @@ import gzip
 import http.client
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -226,8 +227,8 @@ def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
         assert "already in use" in capsys.readouterr().err
 
 
-def test_cli_process_prints_the_link_serves_once_and_exits_by_itself(trace_file: Path) -> None:
-    # GIVEN `neuron-prof open` as a real process on a free port
+def _start_open(trace_file: Path) -> tuple[subprocess.Popen[str], re.Match[str]]:
+    """`neuron-prof open` as a real process on a free port, and the link it printed."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "neuron_prof", "open", str(trace_file), "--port", "0", "--timeout", "60"],
@@ -236,23 +237,42 @@ def test_cli_process_prints_the_link_serves_once_and_exits_by_itself(trace_file:
         text=True,
         env=env,
     )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 30
+    lines = []
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        m = re.search(r"https://ui\.perfetto\.dev/#!/\?url=(http://127\.0\.0\.1:(\d+)(/\S+))", line)
+        if m:
+            return proc, m
+    proc.kill()
+    out, err = proc.communicate(timeout=T)
+    raise AssertionError("".join(lines) + out + err)
+
+
+def test_cli_process_stops_on_ctrl_c(trace_file: Path) -> None:
+    proc, link = _start_open(trace_file)
     try:
-        assert proc.stdout is not None
-        deadline = time.monotonic() + 30
-        link = None
-        lines = []
-        while link is None and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            m = re.search(r"https://ui\.perfetto\.dev/#!/\?url=(http://127\.0\.0\.1:(\d+)/\S+)", line)
-            if m:
-                link = m
-        assert link is not None, "".join(lines) + (proc.stderr.read() if proc.poll() is not None else "")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+        assert proc.returncode == 130 and "Traceback" not in err
+        with pytest.raises(OSError):  # and the port is free again
+            socket.create_connection(("127.0.0.1", int(link.group(2))), timeout=T).close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=T)
+
+
+def test_cli_process_prints_the_link_serves_once_and_exits_by_itself(trace_file: Path) -> None:
+    # GIVEN `neuron-prof open` as a real process on a free port
+    proc, link = _start_open(trace_file)
+    try:
         # WHEN the UI fetches the URL from the link
-        port = int(link.group(2))
-        st, h, body = _request(port, "GET", link.group(1).split(str(port), 1)[1], {"Origin": PERFETTO_ORIGIN})
+        st, _, body = _request(int(link.group(2)), "GET", link.group(3), {"Origin": PERFETTO_ORIGIN})
         assert st == 200 and body == trace_file.read_bytes()
         # THEN the process exits on its own, successfully
         out, err = proc.communicate(timeout=20)
@@ -262,10 +282,3 @@ def test_cli_process_prints_the_link_serves_once_and_exits_by_itself(trace_file:
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=T)
-
-
-def test_served_names_need_no_escaping() -> None:
-    assert url_name("my trace.pftrace") == "my_trace.pftrace"
-    assert url_name("a&b#c?d%20.json.gz") == "a_b_c_d_20.json.gz"
-    assert url_name("../../etc/passwd") == "_.._etc_passwd"
-    assert url_name("..") == "trace" and url_name("rank0.trace.json") == "rank0.trace.json"
