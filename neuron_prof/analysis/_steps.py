@@ -73,24 +73,24 @@ def find_steps(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         except (TypeError, ValueError, IndexError):
             pass
     # ProfilerStep#N annotations on host threads (Kineto writes a GPU copy too: ignore device tracks)
-    ids: dict[int, list[int]] = {}
-    host = np.isin(trace.slices.track, trace.track_ids(TrackKind.THREAD))
-    for sid in range(len(trace.strings)):
-        m = _STEP_RX.match(trace.strings[sid])
-        if not m:
-            continue
-        rows = np.flatnonzero((trace.slices.name == sid) & host)
-        if len(rows):
-            s = int(trace.slices.ts_ns[rows].min())
-            e = int(trace.slices.end_ns[rows].max())
-            cur = ids.setdefault(int(m.group(1)), [s, e])
-            cur[0], cur[1] = min(cur[0], s), max(cur[1], e)
-    if not ids:
-        z = np.zeros(0, dtype=np.int64)
+    step_of_sid = {sid: int(m.group(1)) for sid in range(len(trace.strings))
+                   if (m := _STEP_RX.match(trace.strings[sid]))}
+    z = np.zeros(0, dtype=np.int64)
+    if not step_of_sid:
         return z, z, z
-    items = sorted(ids.items(), key=lambda kv: kv[1][0])
-    return (np.array([k for k, _ in items], dtype=np.int64), np.array([v[0] for _, v in items], dtype=np.int64),
-            np.array([v[1] for _, v in items], dtype=np.int64))
+    host = np.isin(trace.slices.track, trace.track_ids(TrackKind.THREAD))
+    sids = np.fromiter(step_of_sid, dtype=np.int32)
+    rows = np.flatnonzero(host & np.isin(trace.slices.name, sids))
+    if not len(rows):
+        return z, z, z
+    num = np.array([step_of_sid[int(n)] for n in trace.slices.name[rows]], dtype=np.int64)
+    uniq, inv = np.unique(num, return_inverse=True)
+    start = np.full(len(uniq), np.iinfo(np.int64).max, dtype=np.int64)
+    end = np.full(len(uniq), np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(start, inv, trace.slices.ts_ns[rows])
+    np.maximum.at(end, inv, trace.slices.end_ns[rows])
+    o = np.argsort(start, kind="stable")
+    return uniq[o], start[o], end[o]
 
 
 SLOW_FACTOR = 1.5
