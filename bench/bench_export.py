@@ -130,7 +130,6 @@ def write_protos(trace: Trace, path: Path, limit: int | None = None) -> int:
     """
     from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket, TrackEvent
 
-    from neuron_prof.exporters import _pftrace_wire as w
     from neuron_prof.exporters._pftrace_layout import lanes, plan, slice_order
 
     lay = plan(trace, 0)
@@ -217,7 +216,6 @@ def write_protos(trace: Trace, path: Path, limit: int | None = None) -> int:
                 f.write(b"".join(batch))
                 batch.clear()
         f.write(b"".join(batch))
-    del w
     return n
 
 

@@ -8,8 +8,6 @@ from ../shared/design/perfetto-facts.md and are checked by parsing the output wi
 
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 
 # ---- field tags (field << 3 | wire type), as varint bytes -------------------------------------------
@@ -80,14 +78,6 @@ def fstr(tag: bytes, s: str) -> bytes:
     return fld(tag, s.encode("utf-8", "surrogatepass"))
 
 
-def fdouble(tag: bytes, x: float) -> bytes:
-    return tag + struct.pack("<d", x)
-
-
-def tag(field: int, wire: int) -> bytes:
-    return varint(field << 3 | wire)
-
-
 # ---- ragged columns --------------------------------------------------------------------------------
 class Ragged:
     """One byte string per row: `data` (uint8) holds the rows back to back, `lens` their lengths."""
@@ -124,10 +114,6 @@ class Ragged:
         total = int(lens.sum())
         pos = np.repeat(src - dst, lens) + np.arange(total, dtype=np.int64)
         return Ragged(self.data[pos], lens)
-
-    def row(self, i: int) -> bytes:
-        s = int(self.lens[:i].sum())
-        return self.data[s: s + int(self.lens[i])].tobytes()
 
 
 class Const:
@@ -271,12 +257,3 @@ def padded(r: Ragged) -> Mat | Ragged:
     m = np.zeros((n, wd), np.uint8)
     m[np.arange(wd) < r.lens[:, None]] = r.data
     return Mat(m, r.lens)
-
-
-def length_delimited(tag_bytes: bytes, body: Ragged, present: np.ndarray | None = None) -> Ragged:
-    """tag + varint(len) + body per row (rows where `present` is False stay empty)."""
-    n = len(body)
-    if present is None:
-        return interleave([Const(tag_bytes, n), varint_mat(body.lens), body], n)
-    t = varint_mat(body.lens, tag_bytes, present)
-    return interleave([t, body], n)
