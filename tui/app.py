@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 from neuron_prof.tui._data import Source, TuiData, prepare
@@ -41,7 +42,8 @@ VIEW_NAMES = tuple(v for v, _ in VIEWS)
 class NeuronProfApp(App[int]):
     """The terminal UI over one or more traces (one per rank)."""
 
-    CSS_PATH = "app.tcss"
+    # absolute: Textual resolves a relative CSS_PATH against the module of a subclass
+    CSS_PATH = Path(__file__).with_name("app.tcss")
     TITLE = "neuron-prof"
     MODES: ClassVar[dict[str, Any]] = {
         "loading": LoadingScreen,

@@ -17,8 +17,10 @@ from textual.widgets import Static
 from neuron_prof.analysis import Finding
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
-HEADLINES = (("top compile stall ", ("first_call_compile", "recompile", "shape_churn"), "red"),
-             ("top CPU fallback  ", ("cpu_fallback",), "#e6a04e"))
+HEADLINES = (
+    ("top compile stall ", ("first_call_compile", "recompile", "shape_churn"), "red"),
+    ("top CPU fallback  ", ("cpu_fallback",), "#e6a04e"),
+)
 # where `enter` on a finding leads
 KIND_VIEW = {
     "first_call_compile": "compile",

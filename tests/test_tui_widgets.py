@@ -1,0 +1,115 @@
+"""TUI layer 2: widgets over numpy columns at a million rows, the plots, and literal text helpers."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from neuron_prof.tui._fmt import fmt_bytes, fmt_ns, literal, printable
+from neuron_prof.tui.app import NeuronProfApp
+from neuron_prof.tui.widgets.plot import braille_area, sparkline
+from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
+from textual.app import App, ComposeResult
+
+from tests.test_tui_shape import demo_like_trace
+
+N = 1_000_000
+
+
+def million_rows() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(1)
+    names = np.array([f"op_{i}" for i in range(1000)], dtype=object)
+    return {"name": names[rng.integers(0, 1000, N)], "dur": rng.integers(0, 10**9, N).astype(np.int64)}
+
+
+class TableApp(App[None]):
+    def __init__(self, data: dict[str, np.ndarray]) -> None:
+        super().__init__()
+        self.data = data
+
+    def compose(self) -> ComposeResult:
+        cols = [Column("name", "op", 0), Column("dur", "dur", 12, fmt_ns, right=True)]
+        yield VirtualTable(cols, self.data, filter_key="name")
+
+
+async def test_virtual_table_million_rows_sort_filter_and_paging() -> None:
+    data = million_rows()
+    app = TableApp(data)
+    async with app.run_test(size=(100, 30)) as pilot:
+        t = app.query_one(VirtualTable)
+        assert t.virtual_size.height == N + 1
+        # sort: the first row shown is the largest duration
+        t.sort_by("dur")
+        await pilot.pause()
+        assert t.value("dur") == data["dur"].max()
+        lines = [t.render_line(y).text for y in range(3)]
+        assert lines[1].rstrip().endswith(fmt_ns(int(data["dur"].max())))
+        # end, then a line-render of the last page costs milliseconds, not seconds
+        s = time.perf_counter()
+        t.action_cursor_to(-1)
+        for y in range(30):
+            t.render_line(y)
+        assert time.perf_counter() - s < 0.5
+        assert t.value("dur") == data["dur"].min()
+        # filter on one distinct name keeps exactly its rows, still sorted
+        t.filter("op_7")  # op_7, op_70..op_79, op_700..op_799
+        want = np.isin(data["name"], [f"op_{i}" for i in [7, *range(70, 80), *range(700, 800)]])
+        assert len(t.order) == int(want.sum())
+        assert np.all(np.diff(data["dur"][t.order]) <= 0)
+        t.filter("")
+        assert len(t.order) == N
+
+
+async def test_virtual_table_enter_posts_the_data_row() -> None:
+    data = {"name": np.array(["a", "b", "c"], dtype=object), "dur": np.array([1, 3, 2], dtype=np.int64)}
+    selected: list[int] = []
+
+    class Picking(TableApp):
+        def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
+            selected.append(event.row)
+
+    app = Picking(data)
+    async with app.run_test(size=(60, 10)) as pilot:
+        app.query_one(VirtualTable).focus()
+        await pilot.press("s", "down", "enter")  # sorted by dur: b, c, a -> second is c (row 2)
+        await pilot.pause()
+    assert selected == [2]
+
+
+def test_sparkline_and_braille_levels() -> None:
+    assert sparkline(np.array([1, 2, 3, 4, 5, 6, 7, 8]), 8) == "▁▂▃▄▅▆▇█"
+    # 1000 points into 10 characters keep each bin's maximum
+    v = np.zeros(1000)
+    v[555] = 1
+    assert sparkline(v, 10) == "▁▁▁▁▁█▁▁▁▁"
+    # a full column at the maximum, an empty one at zero: braille 0xFF and 0x00 patterns
+    lines = braille_area(np.array([1.0, 1.0, 0.0, 0.0]), width=2, height=2)
+    assert lines == ["⣿⠀", "⣿⠀"]
+    # half height: the bottom line full, the top line empty
+    assert braille_area(np.array([1.0, 1.0, 0.5, 0.5]), width=2, height=2, vmax=1.0)[1] == "⣿⣿"
+
+
+def test_literal_text_escapes_control_characters_and_keeps_markup() -> None:
+    name = "\x1b]0;pwned\x07[bold]x[/]"
+    assert printable(name) == "\\x1b]0;pwned\\x07[bold]x[/]"
+    t = literal(name)
+    assert t.plain == printable(name) and not t.spans
+    assert fmt_bytes(3 * 2**30) == "3.00 GiB" and fmt_ns(1_500_000) == "1.5 ms"
+
+
+async def test_loading_reports_progress_then_shows_the_overview() -> None:
+    seen: list[tuple[float, str]] = []
+
+    class Recording(NeuronProfApp):
+        def on_neuron_prof_app_progress(self, message: NeuronProfApp.Progress) -> None:
+            seen.append((message.fraction, message.what))
+            super().on_neuron_prof_app_progress(message)
+
+    app = Recording([demo_like_trace(0), demo_like_trace(1)])
+    async with app.run_test(size=(120, 40)) as pilot:
+        while app.shown_at is None:
+            await pilot.pause(0.02)
+    fractions = [f for f, _ in seen]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    assert [w for _, w in seen][:2] == ["loading trace", "analysing trace"]
+    assert len(seen) == 5  # load + analyse per file, then "ready"
