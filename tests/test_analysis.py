@@ -273,6 +273,7 @@ def test_cpu_fallback_hot_spot(findings: list[Finding]) -> None:
     assert f.count == N_STEPS - 1 and f.cost_ns == (N_STEPS - 1) * 2 * MS
     assert f.evidence["op"] == "aten::nonzero" and f.evidence["copy_bytes"] == (N_STEPS - 1) * 4096
     assert f.evidence["steady_per_step_ns"] == 2 * MS and f.evidence["steady_steps_hit"] == N_STEPS - 1
+    assert f.evidence["steady_step_share"] == pytest.approx(2 / 10)  # of each 10 ms steady step
     assert "torch.where" in f.advice  # the known alternative
 
 

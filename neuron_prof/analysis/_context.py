@@ -126,6 +126,8 @@ class Context:
             "warmup_ns": int(cost[warm].sum()), "steady_ns": int(cost[steady].sum()),
             "steady_count": int(steady.sum()),
             "steady_per_step_ns": int(cost[steady].sum() / n_steady) if n_steady else 0,
+            "steady_step_share": (float(cost[steady].sum() / st.dur_ns[st.steady].sum())
+                                  if n_steady and st.dur_ns[st.steady].sum() > 0 else 0.0),
             "steady_steps_hit": int(len(np.unique(k[steady]))),
             "steady_steps": int(n_steady),
         }
