@@ -62,14 +62,14 @@ def _layout(
 ) -> Figure:
     lay: Figure = {
         "height": height,
-        "margin": {"l": 70, "r": 20, "t": 20, "b": 50},
+        "margin": {"l": 70, "r": 20, "t": 30, "b": 50},
         "font": {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12},
         "paper_bgcolor": "white",
         "plot_bgcolor": "#fbfbfb",
         "hovermode": "closest",
         "xaxis": {"title": {"text": xtitle}, "zeroline": False, "gridcolor": "#e5e5e5"},
         "yaxis": {"title": {"text": ytitle}, "zeroline": False, "gridcolor": "#e5e5e5", "automargin": True},
-        "legend": {"orientation": "h", "y": -0.18},
+        "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
     }
     if xrange is not None and xrange[1] > xrange[0]:
         pad = 0.01 * (xrange[1] - xrange[0])

@@ -55,7 +55,6 @@ footer { margin-top: 36px; color: var(--muted); font-size: 12px; }
   section { break-inside: auto; }
   .plot, table, tr { break-inside: avoid; }
   h2 { break-after: avoid; }
-  details > pre { display: block; }
   a { color: inherit; text-decoration: none; }
 }
 """
