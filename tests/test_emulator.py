@@ -193,6 +193,8 @@ def test_out_of_memory_past_capacity(cfg: EmulatorConfig) -> None:
     with pytest.raises(torch.OutOfMemoryError, match="Neuron out of memory"):
         torch.empty(1024, 1024, device="neuron")  # 4 MiB more does not
     assert torch.neuron.memory_stats()["num_ooms"] == ooms + 1
+    with pytest.raises(torch.OutOfMemoryError, match="Neuron out of memory"):
+        torch.empty(1 << 40, device="neuron")  # 4 TiB: refused before the host tries to allocate it
     del keep
 
 
@@ -308,3 +310,23 @@ def test_device_activity_links_to_the_host_ops_of_a_real_profile(tnx, cfg: Emula
     # The CPU kernels that compute a device op's values are hidden from the host profile
     mm_spans = [e for e in host if e.name() == "aten::mm"]
     assert len(mm_spans) == len([n for n in act["name"] if n == "aten::mm"])
+
+
+def test_compiled_graph_runs_as_one_device_execution_with_no_host_ops_inside(tnx, cfg: EmulatorConfig) -> None:  # type: ignore[no-untyped-def]
+    from torch.profiler import ProfilerActivity, profile
+
+    lin = torch.nn.Linear(8, 8).to("neuron")
+    f = torch.compile(lambda x: torch.relu(lin(x)) * 2, backend="neuron")
+    x = torch.randn(4, 8, device="neuron")
+    with torch.no_grad():
+        f(x)  # compile outside the profile
+        tnx.profiling.get_device_activity(clear=True)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            y = f(x)
+            torch.neuron.synchronize()
+    names = [e.name() for e in prof.profiler.kineto_results.events()]
+    act = tnx.profiling.get_device_activity()
+    assert "aten::addmm" not in names and "aten::relu" not in names
+    assert [act["kind_names"][k] for k in act["kind"]] == ["graph"]
+    assert act["name"][0].startswith("model_") and "_inference_" in act["name"][0]
+    torch.testing.assert_close(y.cpu(), (torch.relu(lin(x)) * 2).cpu())

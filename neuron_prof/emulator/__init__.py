@@ -61,12 +61,17 @@ def enable(config: EmulatorConfig | None = None) -> types.ModuleType:
             spec = None
         if spec is not None:
             raise EmulatorError(f"torch_neuronx is installed ({spec.origin}): use the real device, not the emulator")
+        cfg = config or EmulatorConfig()
+        if cfg.num_devices != 1:
+            # PyTorch's Python device guard reports one device, and autograd sizes its device queues by it:
+            # backward on neuron:1 would abort. TorchNeuron runs one process per NeuronCore anyway.
+            raise EmulatorError("the emulator supports num_devices=1 (one NeuronCore per process)")
         import torch
 
         taken = torch._C._get_privateuse1_backend_name()
         if taken != "privateuseone":
             raise EmulatorError(f"PrivateUse1 is already registered as {taken!r} in this process")
-        _module = _install(config or EmulatorConfig())
+        _module = _install(cfg)
         return _module
 
 

@@ -42,6 +42,7 @@ class EmulatorConfig:
     """Everything the emulated device models. All times are host-real (the host really blocks)."""
 
     num_devices: int = 1
+    """Only 1 is supported: one NeuronCore per process, as TorchNeuron runs (enable() checks it)."""
     memory_capacity_bytes: int = 24 * GiB
     """Per device; allocating past it raises torch.OutOfMemoryError."""
     reserve_granularity_bytes: int = 2 << 20

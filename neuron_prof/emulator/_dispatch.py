@@ -41,6 +41,7 @@ _NO_DEVICE_WORK = {"aten::empty.memory_format", "aten::empty_strided", "aten::de
                    "aten::slice.Tensor", "aten::select.int", "aten::split.Tensor", "aten::split_with_sizes",
                    "aten::unbind.int", "aten::set_.source_Storage_storage_offset", "aten::empty_like",
                    "aten::_reshape_alias", "aten::squeeze.dims", "aten::new_empty", "aten::new_empty_strided"}
+_ALLOCATORS = {"aten::empty.memory_format", "aten::empty_strided"}
 _SYNC_OPS = {"aten::_local_scalar_dense", "aten::equal", "aten::is_nonzero"}
 
 
@@ -183,10 +184,14 @@ def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     u = _Unwrapped()
     uargs = u.unwrap(args)
     ukwargs = {k: u.unwrap(v) for k, v in kwargs.items()} if kwargs else kwargs
-    dev = u.dev if u.dev >= 0 else max(u.target_dev, 0)
+    # The op runs where its result goes: a device= argument (factories, .to("neuron:1")) wins.
+    dev = u.target_dev if u.target_dev >= 0 else max(u.dev, 0)
     if u.tracing:  # torch.compile is tracing: no device, compile or tracking side effects
         return _wrap(func(*uargs, **ukwargs), u, dev, [])
 
+    if info.name in _ALLOCATORS and not u.ins:
+        # Refuse before the host allocates: a request past device capacity may not fit in host RAM either.
+        rt.memory[dev].check(_requested_bytes(args, kwargs))
     if func is aten._to_copy.default and u.target_dev < 0 and _to_host(kwargs):
         return _copy_to_host(rt, info, uargs, ukwargs, u, dev)
     if func is aten.copy_.default:
@@ -237,6 +242,15 @@ def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return res
 
 
+def _requested_bytes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    size = args[0] if args else kwargs.get("size", ())
+    n = 1
+    for d in size:
+        n *= int(d)
+    dtype = kwargs.get("dtype") or (args[2] if len(args) > 2 and isinstance(args[2], torch.dtype) else None)
+    return n * (dtype or torch.get_default_dtype()).itemsize
+
+
 def host_seq_nr(u: _Unwrapped) -> int:
     """The autograd sequence number the profiler gave the host op now running (its "Sequence number").
 
@@ -281,8 +295,3 @@ def copy_from_host(dst: NeuronTensor, src: torch.Tensor) -> NeuronTensor:
                                                KIND_COPY_H2D, seq_nr=_seq_nr())
     rt.gt.add("copy", "h2d", t0, time.time_ns(), dst._dev, start, end, detail=nbytes)
     return dst
-
-
-def execute_factory(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """A factory called with device="neuron" (no device operand): run it on CPU and wrap the result."""
-    return execute(func, args, kwargs)

@@ -61,6 +61,13 @@ class DeviceMemory:
         self._refs: dict[int, tuple[weakref.ref[object], int]] = {}  # id(ref) -> (ref to a host tensor, data_ptr)
         self._lock = threading.Lock()
 
+    def check(self, nbytes: int) -> None:
+        """Raise torch.OutOfMemoryError now if `nbytes` more would not fit."""
+        if self.allocated.current + nbytes > self.capacity:
+            with self._lock:
+                self.num_ooms += 1
+            raise _oom(self, nbytes)
+
     def track(self, owner: object, storage_key: int, nbytes: int) -> None:
         """Count a storage (once, however many tensors view it) until `owner` is garbage collected.
 
