@@ -1,0 +1,188 @@
+"""Bind Chrome JSON flow events to slices, the way Perfetto's importer does, vectorised per track.
+
+* v1 (`s`/`t`/`f` with an `id`): the flow is keyed by (cat, name, id). `s` and `t` bind to the deepest
+  slice open at their ts on their thread; `f` binds to the next slice starting at or after its ts, or,
+  with `"bp": "e"` (what Kineto writes), to the deepest slice open at its ts. A chain s -> t... -> f gives
+  one arrow per hop. Files neuron-prof wrote carry the slice row (`np_slice`) on each end, used when it
+  checks out, so slices that start together still get their own arrows after a round trip.
+* v2 (`bind_id` with `flow_out`/`flow_in` on the slices): each flow_out slice links to the next
+  flow_in slice with the same bind_id in time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+_WALK_BACK = 256
+"""Slices stepped over, per unmatched endpoint, looking for an enclosing one (bounded: never hangs)."""
+
+
+class SliceIndex:
+    """Slices sorted by (track, start, longest first) for 'which slice is open at t' queries."""
+
+    def __init__(self, ts: np.ndarray, dur: np.ndarray, track: np.ndarray) -> None:
+        self.order = np.lexsort((-dur, ts, track))
+        self.ts = ts[self.order]
+        self.end = (ts + dur)[self.order]
+        self.track = track[self.order]
+        self.n_rows = len(ts)
+
+    def _segments(self, track: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return np.searchsorted(self.track, track, "left"), np.searchsorted(self.track, track, "right")
+
+    def enclosing(self, track: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Row of the deepest slice on `track` with start <= t <= end, or -1."""
+        out = np.full(len(t), -1, dtype=np.int64)
+        for tr, q in _groups(track):
+            lo, hi = self._segments(np.array([tr]))
+            lo, hi = int(lo[0]), int(hi[0])
+            if lo == hi:
+                continue
+            pos = np.searchsorted(self.ts[lo:hi], t[q], "right") - 1 + lo
+            ok = (pos >= lo) & (self.end[np.maximum(pos, lo)] >= t[q])
+            out[q[ok]] = self.order[pos[ok]]
+            for k in np.flatnonzero(~ok & (pos >= lo)):
+                tq, c = t[q[k]], int(pos[k]) - 1
+                stop = max(lo, c - _WALK_BACK)
+                while c >= stop:
+                    if self.end[c] >= tq:
+                        out[q[k]] = self.order[c]
+                        break
+                    c -= 1
+        return out
+
+    def next_start(self, track: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Row of the first slice on `track` starting at or after t, or -1."""
+        out = np.full(len(t), -1, dtype=np.int64)
+        for tr, q in _groups(track):
+            lo, hi = self._segments(np.array([tr]))
+            lo, hi = int(lo[0]), int(hi[0])
+            pos = np.searchsorted(self.ts[lo:hi], t[q], "left") + lo
+            ok = pos < hi
+            out[q[ok]] = self.order[pos[ok]]
+        return out
+
+    def hint_ok(self, hint: np.ndarray, track: np.ndarray, t: np.ndarray, ts: np.ndarray, dur: np.ndarray,
+                s_track: np.ndarray) -> np.ndarray:
+        """Which row hints name a slice on the endpoint's track that contains its ts."""
+        ok = (hint >= 0) & (hint < self.n_rows)
+        h = np.where(ok, hint, 0)
+        if self.n_rows:
+            ok &= (s_track[h] == track) & (ts[h] <= t) & (ts[h] + dur[h] >= t)
+        return ok
+
+
+def _groups(keys: np.ndarray) -> list[tuple[Any, np.ndarray]]:
+    """(key, indices) per distinct key."""
+    if not len(keys):
+        return []
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    starts = np.flatnonzero(np.r_[True, sk[1:] != sk[:-1]])
+    ends = np.r_[starts[1:], len(sk)]
+    return [(sk[a], order[a:b]) for a, b in zip(starts, ends)]
+
+
+@dataclass
+class Flows:
+    src: np.ndarray
+    dst: np.ndarray
+    key: np.ndarray
+    """index into the keys list given to bind_v1 (-1 for v2 flows)"""
+
+
+def bind_v1(ph: np.ndarray, key: np.ndarray, track: np.ndarray, t: np.ndarray, bp_e: np.ndarray,
+            hint: np.ndarray, ts: np.ndarray, dur: np.ndarray, s_track: np.ndarray,
+            index: SliceIndex) -> tuple[Flows, int]:
+    """Arrows (slice rows) from v1 endpoints; returns them and the number of endpoints left unbound."""
+    n = len(ph)
+    row = np.full(n, -1, dtype=np.int64)
+    if n == 0:
+        return Flows(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)), 0
+    enc = (ph != 2) | bp_e
+    if enc.any():
+        w = np.flatnonzero(enc)
+        row[w] = index.enclosing(track[w], t[w])
+    if (~enc).any():
+        w = np.flatnonzero(~enc)
+        row[w] = index.next_start(track[w], t[w])
+    good_hint = index.hint_ok(hint, track, t, ts, dur, s_track)
+    row[good_hint] = hint[good_hint]
+
+    # The usual case: a key with exactly one s and one f -> one arrow, whatever the clocks say.
+    nk = int(key.max()) + 1
+    cnt = [np.bincount(key[ph == p], minlength=nk) for p in (0, 1, 2)]
+    simple = (cnt[0] == 1) & (cnt[2] == 1) & (cnt[1] == 0)
+    is_simple = simple[key]
+    s_idx = np.flatnonzero(is_simple & (ph == 0))
+    f_idx = np.flatnonzero(is_simple & (ph == 2))
+    s_idx = s_idx[np.argsort(key[s_idx], kind="stable")]
+    f_idx = f_idx[np.argsort(key[f_idx], kind="stable")]
+    src, dst, fkey = [row[s_idx]], [row[f_idx]], [key[s_idx]]
+    # Chains and reused ids: walk each key's endpoints in time order.
+    rest = np.flatnonzero(~is_simple)
+    if len(rest):
+        order = rest[np.lexsort((rest, t[rest], key[rest]))]
+        cs, cd, ck = [], [], []
+        prev_key, prev_row = -1, -1
+        for i in order.tolist():
+            k, p, r = int(key[i]), int(ph[i]), int(row[i])
+            if k != prev_key:
+                prev_key, prev_row = k, -2  # -2: no open chain
+            if p == 0:
+                prev_row = r
+            elif prev_row != -2:
+                cs.append(prev_row)
+                cd.append(r)
+                ck.append(k)
+                prev_row = r if p == 1 else -2
+        src.append(np.array(cs, dtype=np.int64))
+        dst.append(np.array(cd, dtype=np.int64))
+        fkey.append(np.array(ck, dtype=np.int64))
+    s, d, k = np.concatenate(src), np.concatenate(dst), np.concatenate(fkey)
+    ok = (s >= 0) & (d >= 0)
+    return Flows(s[ok], d[ok], k[ok]), int((~ok).sum())
+
+
+def bind_v2(v2: list[tuple[int, Any, bool, bool]], ts: np.ndarray) -> Flows:
+    """Arrows from slices carrying bind_id + flow_out to the next slice with the same bind_id + flow_in."""
+    by_id: dict[Any, list[tuple[int, bool, bool]]] = {}
+    for row, bid, fin, fout in v2:
+        try:
+            by_id.setdefault(bid, []).append((row, fin, fout))
+        except TypeError:
+            by_id.setdefault(str(bid), []).append((row, fin, fout))
+    src: list[int] = []
+    dst: list[int] = []
+    for ends in by_id.values():
+        ends.sort(key=lambda e: (int(ts[e[0]]), e[0]))
+        prev = -1
+        for row, fin, fout in ends:
+            if fin and prev >= 0 and prev != row:
+                src.append(prev)
+                dst.append(row)
+            if fout:
+                prev = row
+    n = len(src)
+    return Flows(np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64), np.full(n, -1, dtype=np.int64))
+
+
+def unique_ids(wanted: np.ndarray, taken: np.ndarray) -> np.ndarray:
+    """Flow ids: `wanted` where it is a non-negative id not used before (in `taken` or earlier in `wanted`),
+    else fresh ids above every id in use."""
+    out = wanted.astype(np.int64, copy=True)
+    bad = out < 0
+    if len(out):
+        _, first = np.unique(out, return_index=True)
+        dup = np.ones(len(out), dtype=bool)
+        dup[first] = False
+        bad |= dup
+        if len(taken):
+            bad |= np.isin(out, taken)
+    if bad.any():
+        top = max(int(out.max(initial=0)), int(taken.max(initial=0)))
+        out[bad] = top + 1 + np.arange(int(bad.sum()), dtype=np.int64)
+    return out

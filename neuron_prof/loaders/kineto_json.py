@@ -1,0 +1,380 @@
+"""Chrome/Kineto JSON (`.json`, `.json.gz`) into the trace model.
+
+    trace = load_kineto_json("trace.json.gz")      # a finished Trace, or TraceLoadError
+    parse_kineto_into(builder, data, source)       # a parsed Kineto dict into a TraceBuilder (capture)
+
+Reads every phase Perfetto reads: X, B/E (paired per thread), i/I/R instants (Kineto `[memory]` too),
+C counters (one track per (pid, name, key)), M metadata, v1 flows s/t/f and v2 bind_id flows, async
+b/e/n (slices on ASYNC tracks); other phases are counted into `metadata["load_warnings"]`.
+Times become Unix ns: `baseTimeNanoseconds` + µs converted exactly; without a base, µs that already
+look like Unix time (> 1e15) are used as they are, and anything else is marked `clock="relative"`.
+Kineto's top-level keys are kept under `metadata["kineto"]`; the `neuron_prof` key our exporter writes
+restores track kinds, probe tracks, metadata and findings, so JSON -> model -> JSON -> model is exact.
+Truncated or damaged files load best-effort with warnings (see `_json_read`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from neuron_prof.errors import TraceFormatError, TraceLoadError
+from neuron_prof.loaders._json_events import Columns, EventColumns, as_str, norm_id, us_to_ns
+from neuron_prof.loaders._json_flows import SliceIndex, bind_v1, bind_v2, unique_ids
+from neuron_prof.loaders._json_read import JsonEventReader, read_bytes
+from neuron_prof.loaders._json_restore import restore_own
+from neuron_prof.model import ArgsStore, Trace, TraceBuilder
+from neuron_prof.model._tables import CounterTable, FlowTable, InstantTable, SliceTable
+from neuron_prof.model.schema import META_KEY, KinetoCat, Meta, ProcessKind, TrackKind
+
+__all__ = ["load_kineto_json", "parse_kineto_into"]
+
+UNIX_US_MIN = 1e15
+"""Without baseTimeNanoseconds, timestamps above this many µs (2001-09-09) are taken as Unix µs."""
+_PARSE_BATCH = 50_000
+
+
+def load_kineto_json(path: str | os.PathLike[str]) -> Trace:
+    """Load a Chrome/Kineto JSON trace (.json or .json.gz).
+
+    Raises:
+        TraceLoadError: missing, unreadable or a directory; TraceFormatError: not a trace at all.
+    """
+    with _no_gc():
+        return _load(Path(path))
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """The cyclic GC off while millions of short-lived dicts are made: with it on, its collections walk
+    every live event dict again and again (measured: column extraction 3x slower)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _load(p: Path) -> Trace:
+    if p.is_dir():
+        raise TraceLoadError(p, "is a directory, not a trace file")
+    warnings: list[str] = []
+    raw = read_bytes(p, warnings)
+    reader = JsonEventReader(raw, p)
+    del raw
+    builder = TraceBuilder()
+    conv = _Converter(builder, str(p))
+    try:
+        for chunk in reader.chunks():
+            conv.add(chunk)
+    except RecursionError:
+        raise TraceFormatError(p, "JSON nested too deeply to read") from None
+    if conv.events.entries and not conv.n_events_read():
+        raise TraceFormatError(p, f"none of the {conv.events.entries:,} entries of traceEvents is a trace event "
+                                  f"({_first_warning(conv)}): not a Chrome/Kineto trace")
+    cols, flows = conv.finish(reader.top, warnings + reader.warnings)
+    trace = builder.build()
+    trace = trace.replace(
+        slices=SliceTable(ts_ns=cols.s_ts, dur_ns=cols.s_dur, track=cols.s_track, name=cols.s_name,
+                          cat=cols.s_cat, args=cols.s_args),
+        instants=InstantTable(ts_ns=cols.i_ts, track=cols.i_track, name=cols.i_name, cat=cols.i_cat,
+                              args=cols.i_args),
+        counters=CounterTable(ts_ns=cols.c_ts, track=cols.c_track, value=cols.c_value),
+        flows=flows,
+        args=ArgsStore(cols.args_blob, np.concatenate(([0], np.cumsum(cols.args_lengths))).astype(np.int64)))
+    own = reader.top.get(META_KEY)
+    if isinstance(own, dict):
+        trace = restore_own(trace, own, builder.metadata.get(Meta.WARNINGS))
+    return trace
+
+
+def parse_kineto_into(builder: TraceBuilder, data: dict[str, Any], source: str) -> None:
+    """Add a parsed Kineto/Chrome JSON document (a dict with traceEvents, or a list of events) to `builder`.
+
+    May be called several times on one builder (one call per profiler cycle); slices, args and flows are
+    appended after what the builder holds.
+    """
+    if isinstance(data, list):
+        events, top = data, {}
+    elif isinstance(data, dict):
+        events = data.get("traceEvents", [])
+        top = {k: v for k, v in data.items() if k != "traceEvents"}
+    else:
+        raise TraceFormatError(source, f"JSON {type(data).__name__} is not a trace")
+    if not isinstance(events, list):
+        raise TraceFormatError(source, f"traceEvents is a {type(events).__name__}, not a list")
+    with _no_gc():
+        conv = _Converter(builder, source)
+        for k in range(0, len(events), _PARSE_BATCH):
+            conv.add(events[k:k + _PARSE_BATCH])
+        cols, flows = conv.finish(top, [])
+    b = builder
+    b.s_ts.extend(cols.s_ts.tolist())
+    b.s_dur.extend(cols.s_dur.tolist())
+    b.s_track.extend(cols.s_track.tolist())
+    b.s_name.extend(cols.s_name.tolist())
+    b.s_cat.extend(cols.s_cat.tolist())
+    b.s_args.extend(cols.s_args.tolist())
+    b.i_ts.extend(cols.i_ts.tolist())
+    b.i_track.extend(cols.i_track.tolist())
+    b.i_name.extend(cols.i_name.tolist())
+    b.i_cat.extend(cols.i_cat.tolist())
+    b.i_args.extend(cols.i_args.tolist())
+    b.c_ts.extend(cols.c_ts.tolist())
+    b.c_track.extend(cols.c_track.tolist())
+    b.c_value.extend(cols.c_value.tolist())
+    blob, o = cols.args_blob, np.concatenate(([0], np.cumsum(cols.args_lengths))).tolist()
+    add_raw = b.args.add_raw
+    for i in range(len(o) - 1):
+        add_raw(blob[o[i]:o[i + 1]])
+    b.f_src.extend(flows.src.tolist())
+    b.f_dst.extend(flows.dst.tolist())
+    b.f_id.extend(flows.flow_id.tolist())
+    b.f_cat.extend(flows.cat.tolist())
+    b.f_name.extend(flows.name.tolist())
+
+
+def _first_warning(conv: _Converter) -> str:
+    w = conv.events.warn.most_common(1)
+    return f"{w[0][1]:,} {w[0][0]}" if w else "no 'ph' field"
+
+
+class _Converter:
+    """Events chunk by chunk into `builder`'s processes/tracks and columns (see load_kineto_json)."""
+
+    def __init__(self, builder: TraceBuilder, source: str) -> None:
+        self.b = builder
+        self.source = source
+        self.row_base = builder.n_slices
+        self.events = EventColumns(builder.strings, self._thread_track, self._counter_track, self._meta,
+                                   args_base=len(builder.args))
+        self._counter_tracks: dict[tuple[Any, str], int] = {}
+
+    def add(self, chunk: list[Any]) -> None:
+        self.events.add(chunk)
+
+    def n_events_read(self) -> int:
+        e = self.events
+        return (e.n_slices + sum(len(c[0]) for c in e._i) + len(e._c_ts) + e.n_flow_ends + len(e.begin_end)
+                + len(e.asyncs) + e.n_meta)
+
+    # ---- tracks -------------------------------------------------------------------------------------
+    def _thread_track(self, pid: Any, tid: Any) -> int:
+        return self.b.thread_track(pid, tid)
+
+    def _counter_track(self, pid: Any, name: str) -> int:
+        key = (pid, name)
+        t = self._counter_tracks.get(key)
+        if t is None:
+            t = self._counter_tracks[key] = self.b.track(self.b.process(pid), name, TrackKind.COUNTER)
+        return t
+
+    def _meta(self, e: dict[str, Any]) -> None:
+        self.events.n_meta += 1
+        name, args = e.get("name"), e.get("args")
+        if not isinstance(args, dict):
+            self.events.warn["metadata (M) events without args skipped"] += 1
+            return
+        pid = norm_id(e.get("pid", 0))
+        if name == "process_name":
+            self.b.process(pid, name=as_str(args.get("name")))
+        elif name == "process_labels":
+            self.b.process(pid, labels=as_str(args.get("labels")))
+        elif name == "process_sort_index":
+            if _is_int(args.get("sort_index")):
+                self.b.process(pid, sort_index=int(args["sort_index"]))
+        elif name == "thread_name":
+            self.b.thread_track(pid, norm_id(e.get("tid", 0)), thread_name=as_str(args.get("name")))
+        elif name == "thread_sort_index":
+            if _is_int(args.get("sort_index")):
+                self.b.thread_track(pid, norm_id(e.get("tid", 0)), sort_index=int(args["sort_index"]))
+        # other M events (process_uptime_seconds, ...) carry nothing the model keeps
+
+    # ---- finish -------------------------------------------------------------------------------------
+    def finish(self, top: dict[str, Any], warnings: list[str]) -> tuple[Columns, FlowTable]:
+        ev = self.events
+        base, clock = self._clock(top)
+        self._pair_begin_end()
+        self._pair_async()
+        cols = ev.finish(base)
+        flows = self._flows(cols, base)
+        self._kinds(cols)
+        self._metadata(top, clock, warnings + [f"{n:,} {w}" for w, n in ev.warn.items()])
+        return cols, flows
+
+    def _clock(self, top: dict[str, Any]) -> tuple[int, str]:
+        base = top.get("baseTimeNanoseconds")
+        if _is_int(base) or (isinstance(base, float) and abs(base) < 9e18):
+            return int(base), "unix"
+        firsts = [c[0][:1] for c in self.events._s[:1] + self.events._i[:1]]
+        first = float(np.concatenate(firsts).max()) if any(len(f) for f in firsts) else 0.0
+        return 0, "unix" if first > UNIX_US_MIN else "relative"
+
+    def _pair_begin_end(self) -> None:
+        ev = self.events
+        if not ev.begin_end:
+            return
+        ev.begin_end.sort(key=lambda r: (r[3], r[0], r[1]))
+        stacks: dict[int, list[tuple[Any, ...]]] = {}
+        out: list[tuple[Any, ...]] = []
+        unmatched_e = 0
+        for r in ev.begin_end:
+            ts, _, ph, track, name, cat, args = r
+            st = stacks.setdefault(track, [])
+            if ph == "B":
+                st.append(r)
+            elif st:
+                b = st.pop()
+                merged = _merge_args(b[6], args)
+                out.append((b[0], ts - b[0], track, b[4] if b[4] not in (None, "") else name, b[5], merged))
+            else:
+                unmatched_e += 1
+        end = self._end_us()
+        open_b = [b for st in stacks.values() for b in st]
+        for b in open_b:
+            out.append((b[0], max(end - b[0], 0.0), b[3], b[4], b[5], b[6]))
+        if unmatched_e:
+            ev.warn["E events without a matching B skipped"] += unmatched_e
+        if open_b:
+            ev.warn["B events without an E (closed at the end of the trace)"] += len(open_b)
+        ev.add_slices_us(out)
+        ev.begin_end = []
+
+    def _pair_async(self) -> None:
+        ev = self.events
+        if not ev.asyncs:
+            return
+        ev.asyncs.sort(key=lambda r: (r[0], r[1]))
+        stacks: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+        out: list[tuple[Any, ...]] = []
+        instants: list[tuple[Any, ...]] = []
+        unmatched = 0
+        for r in ev.asyncs:
+            ts, _, ph, pid, cat, fid, name, args = r
+            key = (pid, cat, fid)
+            st = stacks.setdefault(key, [])
+            if ph == "b":
+                st.append(r)
+            elif ph == "n":
+                root = st[0][6] if st else name
+                instants.append((ts, self._async_track(pid, root), name, cat, args))
+            else:
+                k = next((j for j in range(len(st) - 1, -1, -1) if st[j][6] == name), len(st) - 1)
+                if k < 0:
+                    unmatched += 1
+                    continue
+                b = st.pop(k)
+                root = st[0][6] if st else b[6]
+                out.append((b[0], ts - b[0], self._async_track(pid, root), b[6], b[4], _merge_args(b[7], args)))
+        end = self._end_us()
+        open_b = [b for st in stacks.values() for b in st]
+        for b in open_b:
+            out.append((b[0], max(end - b[0], 0.0), self._async_track(b[3], b[6]), b[6], b[4], b[7]))
+        if unmatched:
+            ev.warn["async end (e) events without a begin skipped"] += unmatched
+        if open_b:
+            ev.warn["async begin (b) events without an end (closed at the end of the trace)"] += len(open_b)
+        ev.add_slices_us(out)
+        ev.add_instants_us(instants)
+        ev.asyncs = []
+
+    def _async_track(self, pid: Any, name: Any) -> int:
+        return self.b.track(self.b.process(pid), as_str(name), TrackKind.ASYNC)
+
+    def _end_us(self) -> float:
+        """Latest time (µs) any event reaches: where unclosed spans are closed."""
+        ev = self.events
+        ends = [float((c[0] + c[1]).max()) for c in ev._s if len(c[0])]
+        ends += [float(c[0].max()) for c in ev._i if len(c[0])]
+        ends += [r[0] for r in ev.begin_end[-1:]] + [r[0] for r in ev.asyncs[-1:]]
+        return max(ends) if ends else 0.0
+
+    def _flows(self, cols: Columns, base: int) -> FlowTable:
+        ev = self.events
+        strings = self.b.strings
+        parts = []
+        unbound = 0
+        if ev.n_flow_ends:
+            index = SliceIndex(cols.s_ts, cols.s_dur, cols.s_track)
+            (ph, kid, track, ts_us, bp, hint), keys = ev.flow_ends()
+            hint = np.where((hint >= 0) & (hint < 2**62), hint, -1)  # rows of this file, as ours are
+            fl, unbound = bind_v1(ph, kid, track, us_to_ns(ts_us, base), bp, hint, cols.s_ts, cols.s_dur,
+                                  cols.s_track, index)
+            cat_of = ev.sids([k[0] for k in keys])
+            name_of = ev.sids([k[1] for k in keys])
+            want = np.array([i if type(i) is int and 0 <= i < 2**62 else -1 for _, _, i in keys], dtype=np.int64)
+            parts.append((fl.src, fl.dst, want[fl.key], cat_of[fl.key], name_of[fl.key]))
+        if ev.v2:
+            fl = bind_v2(ev.v2, cols.s_ts)
+            n = len(fl.src)
+            parts.append((fl.src, fl.dst, np.full(n, -1, np.int64), np.full(n, strings.intern("flow"), np.int32),
+                          np.full(n, strings.intern("flow"), np.int32)))
+            ev.v2 = []
+        if unbound:
+            ev.warn["flow events not bound to any slice (arrow dropped)"] += unbound
+        if not parts:
+            return _empty_flows()
+        src = np.concatenate([p[0] for p in parts]) + self.row_base
+        dst = np.concatenate([p[1] for p in parts]) + self.row_base
+        ids = unique_ids(np.concatenate([p[2] for p in parts]), np.asarray(self.b.f_id, dtype=np.int64))
+        return FlowTable(src=src, dst=dst, flow_id=ids, cat=np.concatenate([p[3] for p in parts]),
+                         name=np.concatenate([p[4] for p in parts]))
+
+    def _kinds(self, cols: Columns) -> None:
+        """Threads running device activity (kernels, memcpy, ...) are DEVICE tracks in DEVICE processes."""
+        dev = self.b.strings
+        ids = [i for i in (dev.get(c) for c in KinetoCat.DEVICE_CATS) if i is not None]
+        if not ids:
+            return
+        for t in np.unique(cols.s_track[np.isin(cols.s_cat, ids)]).tolist():
+            tr = self.b.tracks[t]
+            if tr.kind == TrackKind.THREAD:
+                self.b.set_track(t, kind=TrackKind.DEVICE)
+            p = self.b.processes[tr.process]
+            if p.kind != ProcessKind.DEVICE:
+                self.b.processes[tr.process] = dataclasses.replace(p, kind=ProcessKind.DEVICE)
+
+    def _metadata(self, top: dict[str, Any], clock: str, warnings: list[str]) -> None:
+        md = self.b.metadata
+        md.setdefault(Meta.SOURCE, self.source)
+        md.setdefault(Meta.SOURCE_FORMAT, "kineto_json")
+        md[Meta.CLOCK] = clock if md.get(Meta.CLOCK) in (None, clock) else "relative"
+        # The base is spent on the Unix-ns times; an exporter picks its own.
+        kineto = {k: v for k, v in top.items() if k not in (META_KEY, "baseTimeNanoseconds")}
+        if kineto:
+            md.setdefault(Meta.KINETO, {}).update(kineto)
+        dist = top.get("distributedInfo")
+        if isinstance(dist, dict):
+            if _is_int(dist.get("rank")):
+                md[Meta.RANK] = int(dist["rank"])
+                for i, p in enumerate(self.b.processes):
+                    if p.kind == ProcessKind.HOST and p.rank is None and not isinstance(p.pid, str):
+                        self.b.processes[i] = dataclasses.replace(p, rank=md[Meta.RANK])
+            if _is_int(dist.get("world_size")):
+                md[Meta.WORLD_SIZE] = int(dist["world_size"])
+        if warnings:
+            md.setdefault(Meta.WARNINGS, []).extend(warnings)
+
+
+def _merge_args(a: Any, b: Any) -> Any:
+    if isinstance(a, dict) and isinstance(b, dict) and b:
+        return {**a, **b}
+    return a if a else b
+
+
+def _is_int(v: Any) -> bool:
+    return type(v) is int
+
+
+def _empty_flows() -> FlowTable:
+    z = np.zeros(0, np.int64)
+    return FlowTable(src=z, dst=z, flow_id=z, cat=np.zeros(0, np.int32), name=np.zeros(0, np.int32))
