@@ -80,7 +80,8 @@ def cpu_fallback(trace: Trace, ctx: Context) -> list[Finding]:
         m = meta[(site, op)]
         per_step = split.get("steady_per_step_ns")
         title = f"CPU fallback: {op} ran on the host {len(rs)} times at {site or 'unknown site'} ({fmt_ns(cost)}"
-        title += f", {fmt_ns(per_step)} per steady step)" if per_step else ")"
+        title += (f", {fmt_ns(per_step)} = {split['steady_step_share']:.1%} of each steady step)" if per_step
+                  else ")")
         ev = {"op": op, "host_ns": cost, "copy_bytes": copies[(site, op)], "shapes": sorted(m["shapes"]),
               "dtypes": sorted(m["dtypes"]), "alternative": alt, "rows": rs[:200], **split}
         out.append(Finding(kind="cpu_fallback", severity=severity_for(share, "warning"), title=title,
