@@ -252,7 +252,7 @@ def collectives(trace: Trace) -> Collectives:
     dur = trace.slices.dur_ns[rows].astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         gbps = np.where(dur > 0, nbytes / dur, np.nan)  # bytes per ns == GB/s
-    per_op = []
+    per_op: list[dict[str, Any]] = []
     op_arr = np.array(ops, dtype=object)
     for op in sorted(set(ops)):
         m = op_arr == op

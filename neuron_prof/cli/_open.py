@@ -5,10 +5,14 @@ from __future__ import annotations
 import errno
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from neuron_prof.errors import TraceLoadError, UsageError
+
+if TYPE_CHECKING:
+    from neuron_prof._open_server import TraceServer
 
 JSON_WARN_BYTES = 256 * 1024 * 1024
 """Above this much JSON the browser tab (2-4x the file in memory, ~2 GB cap) is likely to fail."""
@@ -58,7 +62,7 @@ def size_warning(file: Path) -> str | None:
     )
 
 
-def _bind(file: Path, port: int | None):  # type: ignore[no-untyped-def]
+def _bind(file: Path, port: int | None) -> tuple[TraceServer, str | None]:
     """A TraceServer on `port`, or on 9001 falling back to a free port (with a note) when 9001 is busy."""
     from neuron_prof._open_server import PERFETTO_PORT, TraceServer
 
