@@ -148,6 +148,12 @@ def test_fallback_ops_run_on_host_and_are_tracked_like_torchneuron(tnx, cfg: Emu
     assert all(isinstance(n, str) for n in fallback)
     names = [r["name"] for r in gt.records("fallback")[n0:]]
     assert {"aten::sort", "aten::_unique2", "aten::linalg_qr"} <= set(names)
+    # sparse tensors are not in TorchNeuron's first release: they stay on the host, and ops on them fall back
+    sp = torch.eye(3, device="neuron").to_sparse()
+    assert sp.device.type == "cpu" and sp.layout == torch.sparse_coo
+    prod = sp @ torch.ones(3, 2, device="neuron")
+    assert prod.device.type == "neuron" and prod.tolist() == [[1.0, 1.0]] * 3
+    assert {"aten::_to_sparse", "aten::mm"} <= set(tnx.get_fallback_ops())
     assert "aten::mm" in tnx.get_executed_ops() or "aten::mm" in set(tnx._C._get_executed_ops())
     tnx.clear_op_tracking()
     assert tnx.get_fallback_ops() == [] and tnx.get_executed_ops() == []

@@ -79,7 +79,7 @@ def op_info(func: Any) -> OpInfo:
 class _Unwrapped:
     """Operands of one call, unwrapped, with what the signature and cost model need."""
 
-    __slots__ = ("ins", "sig", "ids", "dev", "f64", "i64", "target_dev", "tracing", "rg")
+    __slots__ = ("ins", "sig", "ids", "dev", "f64", "i64", "target_dev", "tracing", "rg", "host_only")
 
     def __init__(self) -> None:
         self.ins: list[torch.Tensor] = []
@@ -91,6 +91,7 @@ class _Unwrapped:
         self.target_dev = -1
         self.tracing = False
         self.rg = False
+        self.host_only = False
 
     def unwrap(self, x: Any) -> Any:
         if type(x) is NeuronTensor or isinstance(x, NeuronTensor):
@@ -120,6 +121,8 @@ class _Unwrapped:
             self.sig.append(x)
             return x
         if isinstance(x, torch.Tensor):  # a plain CPU tensor mixed in (e.g. a 0-dim scalar)
+            if x.layout is not torch.strided or x.is_nested:
+                self.host_only = True  # sparse / nested tensors exist only on the host: the op falls back
             self.ids[id(x)] = x
             self.sig.append(("host", x.shape, x.dtype))
             return x
@@ -137,6 +140,8 @@ def _wrap(o: Any, u: _Unwrapped, dev: int, outs: list[torch.Tensor]) -> Any:
         if w is not None:  # in-place / out= ops return their input: hand back the same wrapper
             outs.append(o)
             return w
+        if o.layout is not torch.strided or o.is_nested:
+            return o  # no sparse or nested tensors on the device (not in TorchNeuron's first release)
         if o.dtype is _F64:
             _demote_f64(o)
         outs.append(o)
@@ -202,7 +207,7 @@ def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             return copy_from_host(dst, src)
     if info.sync:
         sync_point(dev, "item" if info.base == "_local_scalar_dense" else info.base)
-    if info.fallback or (u.i64 and info.int64_fallback):
+    if info.fallback or u.host_only or (u.i64 and info.int64_fallback):
         from neuron_prof.emulator._fallback import run_on_host
 
         return run_on_host(rt, func, info, uargs, ukwargs, u, dev)

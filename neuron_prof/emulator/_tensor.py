@@ -63,6 +63,19 @@ class NeuronTensor(torch.Tensor):
     def __tensor_unflatten__(inner: dict[str, torch.Tensor], ctx: int, outer_size: Any, outer_stride: Any) -> Any:
         return NeuronTensor(inner["_elem"], ctx)
 
+    def tolist(self) -> Any:
+        """A sync point, like .item()."""
+        from neuron_prof.emulator._dispatch import sync_point
+
+        sync_point(self._dev, "tolist")
+        return self._elem.tolist()
+
+    def numpy(self, *, force: bool = False) -> Any:
+        if not force:
+            raise TypeError(f"can't convert {_DEVICES[self._dev]} device type tensor to numpy. "
+                            "Use Tensor.cpu() to copy the tensor to host memory first.")
+        return self.cpu().numpy()
+
     def __repr__(self, *, tensor_contents: Any = None) -> str:
         from neuron_prof.emulator._dispatch import sync_point
 
