@@ -89,3 +89,27 @@ def test_subprocess_smoke(traces: dict[str, Path]) -> None:
                        capture_output=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert orjson.loads(p.stdout)["findings"][0]["kind"] == "first_call_compile"
+
+
+@pytest.mark.parametrize("suffix", [".json", ".pftrace"])
+def test_annotated_findings_survive_the_file(suffix: str, tmp_path: Path) -> None:
+    """annotate() puts the findings in the trace; both writers keep them and re-analysis agrees."""
+    from neuron_prof.analysis import annotate
+    from neuron_prof.loaders import load
+
+    tr = annotate(Workload(True).build())
+    back = load(write_trace(tr, tmp_path / f"t{suffix}"))
+    assert orjson.loads(orjson.dumps(list(back.findings))) == orjson.loads(orjson.dumps(list(tr.findings)))
+    again = [f.to_dict() for f in analyze(back)]
+    want = orjson.loads(orjson.dumps(list(tr.findings)))
+    if suffix == ".json":
+        assert again == want
+    else:  # the .pftrace reader orders slices its own way: evidence rows differ, nothing else
+        drop = lambda fs: [{k: v for k, v in f.items() if k != "evidence"} for f in fs]  # noqa: E731
+        assert drop(again) == drop(want)
+    if suffix == ".pftrace":
+        from tests.conftest import PFTRACE_CHECK
+
+        p = subprocess.run([sys.executable, str(PFTRACE_CHECK), str(tmp_path / f"t{suffix}")],
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stdout + p.stderr
