@@ -75,6 +75,39 @@ def synthetic(n_events: int, seed: int = 0) -> Trace:
     return b.build()
 
 
+def tile(trace: Trace, n_events: int) -> Trace:
+    """`trace` repeated back to back (times shifted by its span) until it holds about `n_events` events."""
+    from neuron_prof.model import ArgsStore, CounterTable, FlowTable, InstantTable, SliceTable
+
+    reps = max(1, -(-n_events // max(trace.n_events, 1)))
+    t0, t1 = trace.time_range()
+    span = t1 - t0 + 1000
+    args, _ = ArgsStore.concat([trace.args] * reps)
+    na, ns_, fid = len(trace.args), len(trace.slices), trace.flows.flow_id
+    step_id = int(fid.max()) + 1 if len(fid) else 0
+
+    def rep(tab, cls, shift):  # type: ignore[no-untyped-def]
+        cols = {}
+        for name in cls.DTYPES:
+            a = getattr(tab, name)
+            parts = []
+            for k in range(reps):
+                x = a
+                if name == "ts_ns":
+                    x = a + k * span
+                elif name == "args":
+                    x = np.where(a >= 0, a + k * na, -1)
+                elif name in shift:
+                    x = a + k * shift[name]
+                parts.append(x)
+            cols[name] = np.concatenate(parts)
+        return cls(**cols)
+
+    return trace.replace(slices=rep(trace.slices, SliceTable, {}), instants=rep(trace.instants, InstantTable, {}),
+                         counters=rep(trace.counters, CounterTable, {}),
+                         flows=rep(trace.flows, FlowTable, {"src": ns_, "dst": ns_, "flow_id": step_id}), args=args)
+
+
 def write_json(trace: Trace, path: Path) -> None:
     """Compact Chrome JSON through the project's exporter when present, else written here the way Kineto lays it
     out (X slices, i instants, C counters, s/f flow pairs, M names), without whitespace."""
@@ -237,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--proto-events", type=int, default=200_000, help="slices for the proto-object writer")
-    ap.add_argument("--trace", help="benchmark this trace file instead of a synthetic one")
+    ap.add_argument("--trace", help="benchmark this trace file (repeated with shifted times to --events) instead")
     ns = ap.parse_args(argv)
     from neuron_prof.exporters.perfetto import write_pftrace
 
@@ -246,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
 
         trace, t_load, _ = _timed(neuron_prof.load, ns.trace)
         print(f"loaded {ns.trace} in {t_load:.2f} s: {trace}")
+        trace = tile(trace, ns.events)
+        print(f"repeated to {trace}")
     else:
         trace, t_gen, _ = _timed(synthetic, ns.events)
         print(f"generated {trace} in {t_gen:.1f} s")
