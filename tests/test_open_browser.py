@@ -17,9 +17,10 @@ import pytest
 from neuron_prof._open_server import TraceServer
 from tests.browser import Chromium, find_chromium
 
+# the trace URL comes in the fragment, as in the Perfetto UI's deep link
 _PAGE = """<!DOCTYPE html><html><body><script>
-fetch(%r).then(r => r.arrayBuffer()).then(b => { window.__got = b.byteLength; },
-                                          e => { window.__err = String(e); });
+fetch(decodeURIComponent(location.hash.slice(1))).then(r => r.arrayBuffer()).then(
+  b => { window.__got = b.byteLength; }, e => { window.__err = String(e); });
 </script></body></html>"""
 
 
@@ -64,31 +65,22 @@ def test_browser_fetch_from_the_trusted_origin_gets_the_trace_and_stops_the_serv
     trace.write_bytes(b"\x0a\x02\x08\x01" * 50_000)
     ready = "window.__got !== undefined || window.__err !== undefined"
     # GIVEN two pages: one from an untrusted origin, one from the origin the server trusts
-    with TraceServer(trace, port=0, origin="http://placeholder") as srv:
-        evil = _PageServer(_PAGE % srv.url)
-        ui = _PageServer(_PAGE % srv.url)
-        srv._srv.origin = ui.origin  # trust the stand-in UI (set before any request)
-        try:
+    evil, ui = _PageServer(_PAGE), _PageServer(_PAGE)
+    try:
+        with TraceServer(trace, port=0, origin=ui.origin) as srv:
+            evals = {"got": "window.__got ?? null", "err": "window.__err ?? null"}
             # WHEN the untrusted page fetches: the browser blocks it and the server keeps waiting
-            page = chromium.load(
-                evil.origin + "/",
-                ready=ready,
-                evals={"got": "window.__got ?? null", "err": "window.__err ?? null"},
-            )
+            page = chromium.load(f"{evil.origin}/#{srv.url}", ready=ready, evals=evals)
             assert page.values["got"] is None and "Failed to fetch" in page.values["err"]
             assert any("CORS" in e or "Access-Control" in e or "ERR_FAILED" in e for e in page.console_errors)
             assert not srv.wait(0.3)
             # WHEN the trusted page fetches: it reads every byte, and the server stops by itself
-            page = chromium.load(
-                ui.origin + "/",
-                ready=ready,
-                evals={"got": "window.__got ?? null", "err": "window.__err ?? null"},
-            )
+            page = chromium.load(f"{ui.origin}/#{srv.url}", ready=ready, evals=evals)
             assert page.values == {"got": trace.stat().st_size, "err": None}
             assert page.console_errors == []
             assert srv.wait(10)
             statuses = [s for _, _, s in srv.requests]
             assert statuses.count(200) == 1 and 403 in statuses
-        finally:
-            evil.close()
-            ui.close()
+    finally:
+        evil.close()
+        ui.close()
