@@ -34,6 +34,11 @@ def short_site(site: str, cwd: str | None = None) -> str:
     return site[len(base):] if site.startswith(base) else site
 
 
+def clip(name: str, width: int = 80) -> str:
+    """Long C++ kernel names cut to `width` characters for tables (JSON keeps them whole)."""
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.1%}"
 
@@ -109,7 +114,7 @@ def summary_text(rep: Report, *, source: str = "", width: int | None = None, col
         for col, just in (("host op", "left"), ("self", "right"), ("total", "right"), ("count", "right")):
             tab.add_column(col, justify=just, overflow="fold")  # type: ignore[arg-type]
         for o in ops[:top]:
-            tab.add_row(Text(o["name"]), fmt_ns(o.get("self_ns", o["total_ns"])), fmt_ns(o["total_ns"]),
+            tab.add_row(Text(clip(o["name"])), fmt_ns(o.get("self_ns", o["total_ns"])), fmt_ns(o["total_ns"]),
                         str(o["count"]))
         con.print()
         con.print(tab)
@@ -143,7 +148,7 @@ def summary_markdown(rep: Report, *, source: str = "", top: int = 10) -> str:
     ops = rep.totals.get("top_ops") or []
     if ops and top:
         out += ["", "### Top host ops by self time", "", "| op | self | total | count |", "|---|---:|---:|---:|"]
-        out += [f"| {_md(o['name'])} | {fmt_ns(o.get('self_ns', o['total_ns']))} | {fmt_ns(o['total_ns'])} | "
+        out += [f"| {_md(clip(o['name']))} | {fmt_ns(o.get('self_ns', o['total_ns']))} | {fmt_ns(o['total_ns'])} | "
                 f"{o['count']} |" for o in ops[:top]]
     return "\n".join(out) + "\n"
 
@@ -180,7 +185,7 @@ def _diff_sections(d: dict[str, Any]) -> dict[str, Any]:
         if ch.get("base") or ch.get("new"):
             totals.append((label, fmt_ns(ch["base"] or 0), fmt_ns(ch["new"] or 0), _signed_ns(ch.get("delta", 0))
                            + _rel(ch)))
-    ops = [(o["name"], fmt_ns(o["base_ns"]), fmt_ns(o["new_ns"]), _signed_ns(o["delta_ns"]))
+    ops = [(clip(o["name"]), fmt_ns(o["base_ns"]), fmt_ns(o["new_ns"]), _signed_ns(o["delta_ns"]))
            for o in d["ops"] if o["delta_ns"]]
     kinds = [(k, f"{v['base_findings']} / {fmt_ns(v['base_cost_ns'])}", f"{v['new_findings']} / {fmt_ns(v['new_cost_ns'])}",
               _signed_ns(v["delta_cost_ns"])) for k, v in d["finding_kinds"].items()]
