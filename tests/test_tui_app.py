@@ -14,6 +14,7 @@ from neuron_prof.tui.widgets.virtual_table import VirtualTable
 from rich.style import Style
 
 from tests.test_tui_shape import (
+    CHURN_SIZES,
     COMPILE_MS,
     COMPILE_OP,
     FALLBACK_OP,
@@ -95,6 +96,27 @@ async def test_compile_view_top_stall_and_reasons() -> None:
         await pilot.press("down")
         await pilot.pause()
         assert "size mismatch at index 1" in screen_text(app)
+
+
+async def test_compile_detail_shows_the_bucket_plan() -> None:
+    from neuron_prof.analysis import analyze
+
+    trace = demo_like_trace(churn=True)
+    churn = next(f for f in analyze(trace) if f.kind == "shape_churn")
+    plan = churn.evidence["plan"]
+    app = NeuronProfApp([trace])
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app)
+        await pilot.press("2")
+        t = table(app)
+        t.move_to(t.visible_text("name").index("aten::add.Tensor"))
+        await pilot.pause()
+        text = screen_text(app)
+        # GIVEN 5 sizes of one dimension, THEN the detail names the analysis' plan for them
+        assert plan["compiles_before"] == len(CHURN_SIZES)
+        assert f"bucket plan: {len(CHURN_SIZES)} compiles -> {plan['k']} bucket" in text
+        assert str(list(plan["buckets"])) in text
+        assert set(plan["buckets"]) <= set(CHURN_SIZES) and max(plan["buckets"]) == max(CHURN_SIZES)
 
 
 async def test_fallback_view_top_call_site_and_stack() -> None:
@@ -264,3 +286,23 @@ async def test_missing_file_ends_with_its_error() -> None:
             await pilot.pause(0.02)
     assert app.return_code == 2
     assert app.error is not None and "/nonexistent/trace.json: no such file" in app.error
+
+
+async def test_enter_on_a_finding_opens_its_view_at_its_row_and_t_jumps_to_its_time() -> None:
+    app = NeuronProfApp([demo_like_trace()])
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app)
+        t = table(app)
+        kinds = list(t.data["kind"][t.order])
+        fb = kinds.index("cpu_fallback")
+        finding = app.data.rank.findings[int(t.order[fb])]
+        t.move_to(fb)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.current_mode == "fallback"
+        assert table(app).value("call_site") == finding.call_site == FALLBACK_SITE
+        # back to the overview: t on the same finding lands at the finding's own time
+        await pilot.press("1", "t")
+        await pilot.pause()
+        tl = app.screen.query_one(Timeline)
+        assert tl.cursor_abs == finding.ts_ns == T0 + MS + COMPILE_MS * MS + 6 * MS

@@ -24,7 +24,11 @@ FALLBACK_SITE = "model.py:88"
 FALLBACK_OP = "aten::_unique2"
 
 
-def demo_like_trace(rank: int | None = 0, *, slow: float = 1.0) -> Trace:
+CHURN_SIZES = (100, 120, 128, 200, 256)
+"""With churn=True, aten::add.Tensor compiles once per sequence length, one per step from step 1."""
+
+
+def demo_like_trace(rank: int | None = 0, *, slow: float = 1.0, churn: bool = False) -> Trace:
     """A small training trace with the demo's problems: a big first-call compile, recompiles with
     reasons, CPU fallbacks at two call sites, syncs, a collective per step, memory counters."""
     b = TraceBuilder()
@@ -115,6 +119,21 @@ def demo_like_trace(rank: int | None = 0, *, slow: float = 1.0) -> Trace:
             Cat.COLLECTIVE,
             {Arg.BYTES_IN: 8 * MS, Arg.DTYPE: "float32", Arg.GROUP: "default", Arg.WORLD_SIZE: 2},
         )
+        if churn and 1 <= step <= len(CHURN_SIZES):
+            n = CHURN_SIZES[step - 1]
+            b.add_slice(
+                comp,
+                c + 16 * MS,
+                2 * MS,
+                "aten::add.Tensor",
+                Cat.COMPILE,
+                {
+                    Arg.COMPILE_KIND: "eager",
+                    Arg.SHAPES: [[8, n], [8, n]],
+                    Arg.CACHE: "miss",
+                    Arg.CALL_SITE: "model.py:30",
+                },
+            )
         b.add_counter(mem, c, (1 + step % 3) * 1e8)
         t += dur
     b.add_counter(mem, t, 0.0)

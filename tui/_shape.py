@@ -13,9 +13,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import orjson
 
 from neuron_prof.analysis._callsite import call_site_of
 from neuron_prof.analysis._collectives import collective_rows, message_bytes, op_key
+from neuron_prof.analysis._compile import compiles
 from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._steps import find_steps
 from neuron_prof.model import Arg, Trace, TrackKind
@@ -57,39 +59,38 @@ def _sorted(table: Table, key: str) -> Table:
 def compile_table(trace: Trace) -> Table:
     """Compiles grouped by (op or graph, signature), most total time first.
 
-    Columns: name, signature, kind, total_ns, count, max_ns, call_site, module, ts_ns (first),
-    track, reasons (text, one line per distinct recompile reason), cache.
+    Compiles come parsed by the analysis (signature and call site filled from the host op that paid for
+    the compile), so rows agree with the compile findings. Columns: name, signature, kind, total_ns,
+    count, max_ns, call_site, module, ts_ns (first), track, reasons (one line per distinct recompile
+    reason), cache, rows (compile slice rows).
     """
-    rows = trace.slices_on(TrackKind.COMPILE)
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     s = trace.slices
-    for r in rows[np.argsort(s.ts_ns[rows], kind="stable")]:
-        a = trace.slice_args(int(r))
-        key = (trace.slice_name(int(r)), _text(a.get(Arg.SIGNATURE)))
+    for c in compiles(trace, Context(trace)):
+        key = (c.name, _signature(c.signature))
         g = groups.get(key)
         if g is None:
             g = groups[key] = {
                 "total": 0,
                 "count": 0,
                 "max": 0,
-                "ts": int(s.ts_ns[r]),
-                "track": int(s.track[r]),
-                "site": call_site_of(a),
-                "module": _text(a.get(Arg.MODULE)),
-                "kind": _text(a.get(Arg.COMPILE_KIND)),
+                "ts": c.ts,
+                "track": int(s.track[c.row]),
+                "site": c.call_site,
+                "module": c.module,
+                "kind": c.kind,
                 "reasons": {},
                 "cache": {},
+                "rows": [],
             }
-        d = int(s.dur_ns[r])
-        g["total"] += d
+        g["total"] += c.dur
         g["count"] += 1
-        g["max"] = max(g["max"], d)
-        reason = _text(a.get(Arg.RECOMPILE_REASON))
-        if reason:
-            g["reasons"][reason] = g["reasons"].get(reason, 0) + 1
-        cache = _text(a.get(Arg.CACHE))
-        if cache:
-            g["cache"][cache] = g["cache"].get(cache, 0) + 1
+        g["max"] = max(g["max"], c.dur)
+        g["rows"].append(c.row)
+        g["site"] = g["site"] or c.call_site
+        if c.reason:
+            g["reasons"][c.reason] = g["reasons"].get(c.reason, 0) + 1
+        g["cache"][c.cache] = g["cache"].get(c.cache, 0) + 1
     vals = list(groups.values())
     t: Table = {
         "name": _obj([k[0] for k in groups]),
@@ -104,8 +105,28 @@ def compile_table(trace: Trace) -> Table:
         "track": np.array([g["track"] for g in vals], dtype=np.int64),
         "reasons": _obj(["\n".join(f"{n}x {r}" for r, n in g["reasons"].items()) for g in vals]),
         "cache": _obj([", ".join(f"{c} {n}" for c, n in g["cache"].items()) for g in vals]),
+        "rows": _obj([g["rows"] for g in vals]),
     }
     return _sorted(t, "total_ns")
+
+
+def _signature(v: Any) -> str:
+    """A signature as one line: strings as they are, shape lists as compact JSON ("[[8,128],[128,128]]")."""
+    if isinstance(v, str):
+        return v
+    try:
+        return orjson.dumps(v).decode()
+    except TypeError:
+        return str(v)
+
+
+def plan_text(plan: dict[str, Any]) -> str:
+    """A bucket plan (BucketPlan.to_dict()) in one line: "37 compiles -> 4 buckets [...], +9% padded"."""
+    k = int(plan.get("k", len(plan.get("buckets", []))))
+    return (
+        f"{plan.get('compiles_before', '?')} compiles -> {k} bucket{'s' if k != 1 else ''} "
+        f"{list(plan.get('buckets', []))}, +{float(plan.get('waste_share', 0)):.0%} padded"
+    )
 
 
 def fallback_table(trace: Trace) -> Table:

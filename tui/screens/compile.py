@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from neuron_prof.tui._fmt import fmt_int, fmt_ns
+from neuron_prof.tui._shape import plan_text
 from neuron_prof.tui.screens._base import Detail, ViewScreen, detail
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 from textual.widget import Widget
@@ -52,17 +53,22 @@ class CompileScreen(ViewScreen):
             ("module", d["module"]),
             ("recompile reasons", "\n" + d["reasons"] if d["reasons"] else ""),
         )
-        # the bucket plan and advice come from the analysis' findings about this op or graph
+        # the bucket plan and advice come from the analysis' findings on these compiles
+        mine = set(d["rows"])
         for f in self.rank.findings:
-            if f.kind in COMPILE_KINDS and (
-                d["name"] in f.title
-                or f.evidence.get("name") == d["name"]
-                or (d["call_site"] and f.call_site == d["call_site"])
+            ev = f.evidence or {}
+            if f.kind not in COMPILE_KINDS or not (
+                mine & set(ev.get("rows") or ())
+                or ev.get("subject") == d["name"]
+                or d["name"] in (ev.get("ops") or ())
             ):
-                plan = f.evidence.get("bucket_plan") or f.evidence.get("buckets")
-                rows += detail(
-                    (f.kind, f.title), ("bucket plan", plan if plan is not None else ""), ("advice", f.advice)
-                )
+                continue
+            rows += detail((f.kind, f.title), ("advice", f.advice))
+            if isinstance(ev.get("plan"), dict):
+                rows += detail(("bucket plan", plan_text(ev["plan"])))
+                others = [plan_text(p) for p in ev.get("plans") or () if isinstance(p, dict)]
+                if others:
+                    rows += detail(("other plans", "\n" + "\n".join(others)))
         pane.show(rows)
 
     def on_virtual_table_row_highlighted(self, event: VirtualTable.RowHighlighted) -> None:
