@@ -560,3 +560,12 @@ def test_probe_sync_without_call_site_takes_it_from_the_host_op() -> None:
     b.add_slice(sync, T0 + MS + 100, MS // 3, "Tensor.item", Cat.SYNC, {Arg.SYNC_KIND: "item"})
     f = one(analyze(b.build()), "sync_point")
     assert f.call_site == "/home/u/loop.py:31" and f.evidence["what"] == "Tensor.item"
+
+
+def test_recompile_limit_hit_is_in_the_advice() -> None:
+    w = Workload()
+    w.b.add_instant(w.compile, step_start(7), "recompile limit hit", Cat.COMPILE,
+                    {Arg.COMPILE_ID: "0/8", "reason": "cache_size_limit reached", "limit": 8})
+    f = one(analyze(w.build()), "recompile")
+    assert f.evidence["recompile_limit_hits"] == 1 and "recompile_limit" in f.advice
+    assert one(analyze(Workload().build()), "recompile").evidence["recompile_limit_hits"] == 0
