@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import tests.fakes.torch_neuronx as fk
+import tests.fakes.fake_neuronx as fk
 from neuron_prof.backends import get_backend
 from neuron_prof.backends._compat import memory_current, op_key, split_fused
 from neuron_prof.backends.neuron import NeuronBackend

@@ -54,6 +54,24 @@ def cache_stats(mod: Any) -> dict[str, Any] | None:
     return dict(got) if isinstance(got, Mapping) else None
 
 
+def metric_samples(mod: Any, name: str) -> list[tuple[int, float]] | None:
+    """``_C._neuron_metric_data(name)["samples"]`` as (steady-clock ns, value); the runtime keeps the last 1024."""
+    fn = getattr(getattr(mod, "_C", None), "_neuron_metric_data", None)
+    if not callable(fn):
+        return None
+    got = fn(name)
+    if not isinstance(got, Mapping):
+        return [] if got is None else None
+    out = []
+    for smp in got.get("samples") or ():
+        if isinstance(smp, Mapping) and "timestamp_ns" in smp:
+            out.append((int(smp["timestamp_ns"]), float(smp.get("value", 0))))
+    return out
+
+
+COMPILATION_TIME = "CompilationCache.CompilationTime"
+
+
 def dynamo_metrics(mod: Any) -> list[dict[str, Any]] | None:
     """``torch_neuronx.get_dynamo_metrics()`` → per graph: graph_id, graph_name, timestamp, *_us phases."""
     got = _call(mod, "get_dynamo_metrics")

@@ -70,7 +70,10 @@ class NeuronBackend(ProbeBackend):
         sync = self._sync
         probes: list[Probe] = [NeuronDynamoProbe(mod)]
         if _compat.cache_entries(mod) is not None:
-            probes.append(CompileCacheProbe(lambda: _compat.cache_entries(mod), sync=sync))
+            samples = None
+            if _compat.metric_samples(mod, _compat.COMPILATION_TIME) is not None:
+                samples = lambda: _compat.metric_samples(mod, _compat.COMPILATION_TIME)  # noqa: E731
+            probes.append(CompileCacheProbe(lambda: _compat.cache_entries(mod), sync=sync, samples=samples))
         else:
             probes.append(StallProbe())
         device: DeviceActivityProbe | None = None
@@ -90,15 +93,15 @@ class NeuronBackend(ProbeBackend):
     def _sync(self) -> None:
         _compat.synchronize(self.module, DEVICE)
 
-    def _memory(self, d: int) -> tuple[int | None, int | None] | None:
+    def _memory(self, d: int) -> tuple[int | None, ...] | None:
         import torch
 
         dev_mod = getattr(torch, DEVICE, None) or self.module
         fn = getattr(dev_mod, "memory_stats", None)
         if not callable(fn):
             return None
-        alloc, res, _, _ = _compat.memory_current(fn(d))
-        return alloc, res
+        alloc, res, peak, _ = _compat.memory_current(fn(d))
+        return alloc, res, peak
 
     def profiler_options(self) -> dict[str, Any]:
         from torch.profiler import ProfilerActivity

@@ -74,8 +74,11 @@ class ThreadOps:
             if isinstance(tid, int):
                 self._by_tid.setdefault(str(tid), self._by_tid[tid])
 
-    def innermost(self, tid: Any, t_ns: int) -> int:
-        """Row of the innermost cpu_op on thread `tid` running at `t_ns` (-1 when none)."""
+    def innermost(self, tid: Any, t_ns: int, named: bool = False) -> int:
+        """Row of the innermost cpu_op on thread `tid` running at `t_ns` (-1 when none).
+
+        `named`: skip dispatcher spans without a namespace ("PythonSubclass"), i.e. only "ns::op" names.
+        """
         got = self._by_tid.get(tid)
         if got is None:
             got = self._by_tid.get(str(tid))
@@ -86,7 +89,7 @@ class ThreadOps:
         best = -1
         # Walk back over earlier-starting spans: the latest-starting one that still covers t_ns is innermost.
         for j in range(i, max(i - 256, -1), -1):
-            if end[j] >= t_ns:
+            if end[j] >= t_ns and (not named or "::" in self.view.name_of(int(rows[j]))):
                 best = int(rows[j])
                 break
         return best

@@ -81,7 +81,10 @@ def frame_site(name: str) -> str:
 
 def frame_call_site(skip: int = 1) -> str:
     """The innermost user frame of the *current* Python stack as "file.py:LINE" (exact line)."""
-    f = sys._getframe(skip)
+    try:
+        f = sys._getframe(skip)
+    except ValueError:  # called from a shallow stack (a thread's entry point)
+        return ""
     while f is not None:
         fn = f.f_code.co_filename
         if not is_library_file(os.path.abspath(fn) if not fn.startswith("<") else fn):

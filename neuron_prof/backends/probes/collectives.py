@@ -125,6 +125,7 @@ class CollectivesProbe(Probe):
         self._local = threading.local()
         self._seq: dict[str, int] = {}
         self._lock = threading.Lock()
+        self.failures: list[str] = []
 
     # ---- hooks ------------------------------------------------------------------------------
     def start(self, ctx: CaptureContext) -> None:
@@ -164,8 +165,9 @@ class CollectivesProbe(Probe):
             local.depth = 1
             try:
                 pre = probe._before(op, sig, args, kwargs)
-            except Exception:  # noqa: BLE001  (never stop the user's collective)
+            except Exception as e:  # noqa: BLE001  (never stop the user's collective; reported in contribute)
                 pre = None
+                probe.failures.append(f"{op}: {type(e).__name__}: {e}")
             t0 = time.time_ns()
             t_call = time.perf_counter_ns()
             try:
@@ -195,7 +197,7 @@ class CollectivesProbe(Probe):
             ranks = list(dist.get_process_group_ranks(g))
         except Exception:  # noqa: BLE001
             ranks = []
-        gname = str(getattr(g, "group_name", "") or "0")
+        gname = _group_name(dist, g)
         return {"bytes_in": f_in(bound), "bytes_out": f_out(bound), "dtype": _dtype(bound.get(dkey)) if dkey else "",
                 "group": gname, "ranks": ranks, "world_size": len(ranks) or dist.get_world_size(g),
                 "async_op": bool(bound.get("async_op", False)), "call_site": frame_call_site(3)}
@@ -208,6 +210,9 @@ class CollectivesProbe(Probe):
 
     # ---- trace --------------------------------------------------------------------------------
     def contribute(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView) -> None:
+        if self.failures:
+            ctx.errors.append({"probe": self.name, "phase": "record",
+                               "error": f"{len(self.failures)} calls not measured; first: {self.failures[0]}"})
         kineto = _kineto_collectives(view)
         if not self.records and not len(kineto["rpc"]):
             return
@@ -247,6 +252,21 @@ class CollectivesProbe(Probe):
                 Arg.STEP: step_of(rec.start_ns, ctx), "async_op": rec.async_op, **rec.extra}
         return builder.add_slice(track, rec.start_ns, dur, rec.op, Cat.COLLECTIVE,
                                  {k: v for k, v in args.items() if v not in (None, "")})
+
+
+def _group_name(dist: Any, g: Any) -> str:
+    """A group's name, the same on every rank ("0" for the default group)."""
+    try:
+        return str(g.group_name or "0")
+    except Exception:  # noqa: BLE001  (Python ProcessGroups, e.g. torch-neuronx's, raise "name not set")
+        pass
+    c10d = dist.distributed_c10d
+    try:
+        return str(c10d._get_process_group_name(g))
+    except Exception:  # noqa: BLE001
+        pass
+    names = getattr(getattr(c10d, "_world", None), "pg_names", {}) or {}
+    return str(names.get(g, "0"))
 
 
 def _kineto_collectives(view: HostView) -> dict[str, np.ndarray]:

@@ -12,6 +12,7 @@ span that can hold them.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -45,26 +46,38 @@ class CompileCacheProbe(Probe):
     name = "compile_cache"
 
     def __init__(self, entries: Callable[[], list[dict[str, Any]] | None],
-                 sync: Callable[[], Any] | None = None) -> None:
+                 sync: Callable[[], Any] | None = None,
+                 samples: Callable[[], list[tuple[int, float]] | None] | None = None) -> None:
         super().__init__()
-        self._entries, self._sync = entries, sync
+        self._entries, self._sync, self._samples = entries, sync, samples
         self._before: dict[str, int] = {}
         self.new: list[dict[str, Any]] = []
         self.hits = 0
+        self._last_sample = -1
+        self.intervals: list[tuple[int, int, float]] = []
+        """(Unix start ns, Unix end ns, ns) of compiles from the runtime's CompilationTime samples, when given."""
 
     def start(self, ctx: CaptureContext) -> None:
         self._before = {str(e.get("cache_key")): int(e.get("access_count") or 0) for e in self._entries() or ()}
+        if self._samples is not None:
+            got = self._samples() or []
+            self._last_sample = max((t for t, _ in got), default=-1)
 
     def stop(self, ctx: CaptureContext) -> None:
         if self._sync is not None:
             self._sync()  # compiles run on a background thread: let them finish
         after = self._entries() or []
         self.new = [e for e in after if str(e.get("cache_key")) not in self._before]
+        if self._samples is not None:
+            # samples carry the steady clock (CLOCK_MONOTONIC): shift to Unix ns; a sample is taken at compile end
+            offset = time.time_ns() - time.monotonic_ns()
+            self.intervals = [(int(t + offset - v), int(t + offset), v) for t, v in (self._samples() or [])
+                              if t > self._last_sample]
         self.hits = sum(max(0, int(e.get("access_count") or 0) - self._before.get(str(e.get("cache_key")), 0))
                         for e in after if str(e.get("cache_key")) in self._before)
 
     def contribute(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView) -> None:
-        placed, unplaced = place(view, self.new)
+        placed, unplaced = place(view, self.new, self.intervals)
         builder.metadata["compile_cache"] = {"new_entries": len(self.new), "hits_on_old_entries": self.hits,
                                              "unplaced": len(unplaced)}
         if unplaced:
@@ -72,13 +85,15 @@ class CompileCacheProbe(Probe):
         if not placed:
             return
         track = probe_track(builder, ctx, TrackKind.COMPILE)
-        for row, e, kind in placed:
+        for row, e, kind, exact in placed:
             ms = float(e.get("compilation_time_ms") or 0)
             dur = int(ms * 1e6) if ms > 0 else 0
             cache = "miss" if ms > 0 else "disk"
             a = view.args(row) if row >= 0 else {}
             site, module = view.site_and_module(row, a) if row >= 0 else ("", "")
             ts = int(view.ts[row])
+            if exact is not None:
+                ts, dur = exact
             s = builder.add_slice(track, ts, dur, key_op(str(e.get("cache_key"))), Cat.COMPILE, {
                 k: v for k, v in {
                     Arg.COMPILE_KIND: kind, Arg.SIGNATURE: str(e.get("cache_key")), Arg.CACHE: cache,
@@ -87,9 +102,17 @@ class CompileCacheProbe(Probe):
             builder.add_flow(row, s, cat=Cat.COMPILE, name="compile")
 
 
-def place(view: HostView, entries: list[dict[str, Any]]) -> tuple[list[tuple[int, dict[str, Any], str]],
-                                                                   list[dict[str, Any]]]:
-    """(row, entry, compile kind) for each entry placed on a host op span, and the entries left unplaced."""
+Placed = tuple[int, dict[str, Any], str, "tuple[int, int] | None"]
+
+
+def place(view: HostView, entries: list[dict[str, Any]],
+          intervals: list[tuple[int, int, float]] | None = None) -> tuple[list[Placed], list[dict[str, Any]]]:
+    """(row, entry, compile kind, exact (ts, dur) or None) per entry placed on a host op span, and those unplaced.
+
+    With timed samples, an entry takes the first unused sample of the same whole-ms duration, and the op whose
+    span holds that interval; otherwise the first long-enough unclaimed call of its op.
+    """
+    free = list(intervals or [])
     ops = view.cat_rows(KinetoCat.CPU_OP)
     by_key: dict[str, np.ndarray] = {}
     if len(ops):
@@ -99,7 +122,7 @@ def place(view: HostView, entries: list[dict[str, Any]]) -> tuple[list[tuple[int
             by_key.setdefault(op_key(view.name_of(int(r))), []).append(int(r))  # type: ignore[attr-defined]
     graphs = view.name_rows(lambda s: s.startswith(_GRAPH_SPANS), ops) if len(ops) else np.empty(0, np.int64)
     claimed: set[int] = set()
-    placed: list[tuple[int, dict[str, Any], str]] = []
+    placed: list[Placed] = []
     unplaced: list[dict[str, Any]] = []
     for e in entries:
         need = int(float(e.get("compilation_time_ms") or 0) * 1e6)
@@ -108,13 +131,35 @@ def place(view: HostView, entries: list[dict[str, Any]]) -> tuple[list[tuple[int
         kind = "eager"
         if not rows:
             rows, kind = [int(r) for r in graphs], "torch.compile"
-        row = _first_fit(view, sorted(set(rows), key=lambda r: int(view.ts[r])), need, claimed)
+        rows = sorted(set(rows), key=lambda r: int(view.ts[r]))
+        exact = _take_interval(free, float(e.get("compilation_time_ms") or 0))
+        row = _holding(view, rows, exact, claimed) if exact is not None else -1
+        if row < 0:
+            row = _first_fit(view, rows, need, claimed)
         if row < 0:
             unplaced.append(e)
             continue
         claimed.add(row)
-        placed.append((row, e, kind))
+        placed.append((row, e, kind, (exact[0], exact[1] - exact[0]) if exact is not None and
+                       view.ts[row] <= exact[0] and exact[1] <= view.end[row] else None))
     return placed, unplaced
+
+
+def _take_interval(free: list[tuple[int, int, float]], ms: float) -> tuple[int, int] | None:
+    if ms <= 0:
+        return None
+    for i, (a, b, v) in enumerate(free):
+        if abs(v / 1e6 - ms) <= 1.0:
+            free.pop(i)
+            return a, b
+    return None
+
+
+def _holding(view: HostView, rows: list[int], iv: tuple[int, int], claimed: set[int]) -> int:
+    for r in rows:
+        if r not in claimed and view.ts[r] <= iv[0] and iv[1] <= view.end[r]:
+            return r
+    return -1
 
 
 def _first_fit(view: HostView, rows: list[int], need_ns: int, claimed: set[int]) -> int:

@@ -219,8 +219,9 @@ def _d2h_rows(view: HostView, hosts: list[tuple[Any, int]]) -> set[int]:
     out: set[int] = set()
     for tid, t in hosts:
         r = ops.innermost(tid, t)
-        # a transfer issued inside a copy op (aten::to -> aten::_to_copy -> ...) belongs to the op around it
-        while r >= 0 and op_key(view.name_of(r)) in COPY_OPS:
+        # a transfer issued inside a copy op (aten::to -> aten::_to_copy -> ...) or a dispatcher span
+        # ("PythonSubclass") belongs to the op around it
+        while r >= 0 and (op_key(view.name_of(r)) in COPY_OPS or "::" not in view.name_of(r)):
             parent = ops.innermost(tid, int(view.ts[r]) - 1)
             if parent < 0 or view.end[parent] < view.end[r]:
                 break

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from neuron_prof.backends.probes._view import HostView
     from neuron_prof.model import TraceBuilder
 
-Reader = Callable[[int], "tuple[int | None, int | None] | None"]
-"""device index -> (allocated, reserved) bytes now, or None when unreadable."""
+Reader = Callable[[int], "tuple[int | None, ...] | None"]
+"""device index -> (allocated, reserved[, peak allocated]) bytes, or None when unreadable."""
 
 
 class MemoryProbe(Probe):
@@ -38,12 +38,15 @@ class MemoryProbe(Probe):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._n = 0
+        self._peak0: dict[int, int] = {}
+        self._peak1: dict[int, int] = {}
 
     def start(self, ctx: CaptureContext) -> None:
         self._n = max(int(self._devices()), 0)
         if not self._n:
             return
         interval = float(ctx.options.get("memory_interval_ms", 2.0)) / 1e3
+        self._peak0 = self._peaks()
         self._sample()
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, args=(interval,), name="neuron-prof-memory", daemon=True)
@@ -63,7 +66,7 @@ class MemoryProbe(Probe):
             except Exception:  # noqa: BLE001  (a failed read drops one sample, not the capture)
                 got = None
             if got is not None:
-                self.samples.append((now, d, got[0], got[1]))
+                self.samples.append((now, d, got[0], got[1] if len(got) > 1 else None))
 
     def stop(self, ctx: CaptureContext) -> None:
         if self._thread is not None:
@@ -71,6 +74,18 @@ class MemoryProbe(Probe):
             self._thread.join(timeout=2.0)
             self._thread = None
             self._sample()
+            self._peak1 = self._peaks()
+
+    def _peaks(self) -> dict[int, int]:
+        out = {}
+        for d in range(self._n):
+            try:
+                got = self._read(d)
+            except Exception:  # noqa: BLE001
+                got = None
+            if got is not None and len(got) > 2 and got[2] is not None:
+                out[d] = int(got[2])
+        return out
 
     def contribute(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView) -> None:
         if not self.samples:
@@ -92,8 +107,13 @@ class MemoryProbe(Probe):
         ops = ThreadOps(view) if len(view) else None
         for d, (value, ts) in peak.items():
             args: dict[str, Any] = {"bytes": value, "device": f"{self.device_type}:{d}"}
+            reported = self._peak1.get(d)
+            if reported is not None and reported > self._peak0.get(d, -1) and reported > value:
+                # the allocator's own peak rose during the capture above every sample: its value is exact,
+                # its time is the nearest sample's
+                args.update(bytes=reported, sampled_bytes=value, approx_time=True)
             if ops is not None:
-                r = ops.innermost(ctx.main_tid, ts) if ctx.main_tid else ops.any_thread(ts)
+                r = ops.innermost(ctx.main_tid, ts, named=True) if ctx.main_tid else ops.any_thread(ts)
                 if r >= 0:
                     site, module = view.site_and_module(r)
                     args.update({Arg.OP: view.name_of(r), Arg.CALL_SITE: site, Arg.MODULE: module})

@@ -9,6 +9,8 @@ once, as the outer one. The wait time is the call's host duration.
 from __future__ import annotations
 
 import functools
+import os
+import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -44,6 +46,25 @@ def _to_host(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
             return torch.device(d).type == "cpu"
     except Exception:  # noqa: BLE001  (dtype-only .to(...) calls and the like)
         return False
+    return False
+
+
+_OWN = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_OWN_PARTS = (os.path.join(_OWN, "capture"), os.path.join(_OWN, "backends"))
+
+
+_TORCH_PROFILER = (os.sep + os.path.join("torch", "profiler") + os.sep,
+                   os.sep + os.path.join("torch", "autograd", "profiler.py"))
+
+
+def _from_profiler(frame: Any, depth: int = 6) -> bool:
+    """Whether a call comes from neuron-prof itself or from torch.profiler (which drains the device on stop)."""
+    while frame is not None and depth > 0:
+        fn = frame.f_code.co_filename
+        if fn.startswith(_OWN_PARTS) or any(p in fn for p in _TORCH_PROFILER):
+            return True
+        frame = frame.f_back
+        depth -= 1
     return False
 
 
@@ -116,7 +137,8 @@ class SyncProbe(Probe):
 
         @functools.wraps(orig)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if getattr(probe._local, "depth", 0):
+            # the profiler's own drains (capture, other probes) are not the user's sync points
+            if getattr(probe._local, "depth", 0) or _from_profiler(sys._getframe(1)):
                 return orig(*args, **kwargs)
             probe._local.depth = 1
             t0 = time.time_ns()

@@ -1,0 +1,114 @@
+"""The neuron adapter on the emulated device: the trace's device, compile, fallback, sync, memory and collective
+events match the emulator's own ground-truth log (which the profiler never reads).
+
+The workload runs in a subprocess (tests/fakes/emulated_run.py): the emulated device registers once per process.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def run() -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    p = subprocess.run([sys.executable, str(REPO / "tests" / "fakes" / "emulated_run.py")], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return orjson.loads(p.stdout.split("@@JSON@@", 1)[1])  # type: ignore[no-any-return]
+
+
+def _gt(run: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    w0, w1 = run["window"]
+    return [r for r in run["gt"] if r["kind"] == kind and w0 <= r["host_start_ns"] <= w1]
+
+
+def _contains(ev: dict[str, Any], r: dict[str, Any]) -> bool:
+    return ev["ts"] <= r["host_start_ns"] and r["host_end_ns"] <= ev["ts"] + ev["dur"]
+
+
+def test_adapter_and_no_errors(run: dict[str, Any]) -> None:
+    assert run["backend"] == "neuron"
+    assert run["errors"] == []
+
+
+def test_device_timeline_matches_executions(run: dict[str, Any]) -> None:
+    gt = _gt(run, "exec") + _gt(run, "graph") + _gt(run, "collective")
+    dev = [e for e in run["device"] if e["kind"] in ("op", "graph", "collective")]
+    assert len(dev) == len(gt)
+    # identical device spans (same device clock), and the same names
+    assert sorted((e["ts"], e["ts"] + e["dur"]) for e in dev) == sorted(
+        (r["device_start_ns"], r["device_end_ns"]) for r in gt)
+    assert Counter(e["name"] for e in dev if e["kind"] == "op") == Counter(r["name"] for r in _gt(run, "exec"))
+    assert {e["track"] for e in run["device"]} >= {"neuron:0 device", "neuron:0 DMA"}
+    # every device execution is linked to the host op that launched it, except the collectives issued by gloo
+    assert run["device_flows_in"] >= len(dev) - len(_gt(run, "collective"))
+
+
+def test_compile_events_match(run: dict[str, Any]) -> None:
+    gt = _gt(run, "compile")
+    ours = [e for e in run["compile"] if e.get("signature")]
+    assert len(ours) == len(gt)
+    assert {e["signature"] for e in ours} == {r["detail"]["cache_key"] for r in gt}
+    by_key = {r["detail"]["cache_key"]: r for r in gt}
+    for e in ours:
+        r = by_key[e["signature"]]
+        gt_dur = r["host_end_ns"] - r["host_start_ns"]
+        assert abs(e["dur"] - gt_dur) <= max(0.05 * gt_dur, 500_000), (e, gt_dur)
+        assert abs(e["ts"] - r["host_start_ns"]) <= 1_000_000
+    # Dynamo's own compile of the torch.compile frame, one per graph lowering the emulator logged
+    dyn = [e for e in run["compile"] if e.get("compile_id")]
+    assert len(dyn) == len(_gt(run, "graph_compile")) == 1
+    g = _gt(run, "graph_compile")[0]
+    assert dyn[0]["ts"] <= g["host_start_ns"] and g["host_end_ns"] <= dyn[0]["ts"] + dyn[0]["dur"]
+
+
+def test_fallback_events_match(run: dict[str, Any]) -> None:
+    gt = _gt(run, "fallback")
+    ours = run["fallback"]
+    assert len(ours) == len(gt)
+    reported = [e for e in ours if not e.get("silent")]
+    assert Counter(e["name"] for e in reported) == Counter(r["name"] for r in gt if not r["detail"]["silent"])
+    assert Counter(e["name"] for e in ours if e.get("silent")) == Counter(r["name"] for r in gt if r["detail"]["silent"])
+    for r in gt:  # each host-side fallback lies inside exactly one event, whose bytes are its input bytes
+        hits = [e for e in ours if _contains(e, r)]
+        assert len(hits) == 1
+        assert hits[0]["input_bytes"] == r["detail"]["bytes_in"]
+        assert "emulated_run.py:" in hits[0]["call_site"]
+
+
+def test_sync_points_match(run: dict[str, Any]) -> None:
+    gt = _gt(run, "sync")
+    ours = run["sync"]
+    assert len(ours) == len(gt)
+    assert Counter(e["sync_kind"] for e in ours) == Counter("item" if r["name"] == "item" else r["name"] for r in gt)
+    assert all(sum(_contains(e, r) for e in ours) == 1 for r in gt)
+    assert all(e["call_site"].startswith("emulated_run.py:") or "/emulated_run.py:" in e["call_site"] for e in ours)
+
+
+def test_collectives_match(run: dict[str, Any]) -> None:
+    gt = _gt(run, "collective")
+    ours = run["collective"]
+    assert len(ours) == len(gt) == 3
+    assert [e["bytes_in"] for e in ours] == [r["detail"] for r in gt] == [16 * 8 * 4] * 3
+    assert all(_contains(e, r) for e, r in zip(ours, gt))
+
+
+def test_memory_counters(run: dict[str, Any]) -> None:
+    mem = run["memory"]
+    assert set(mem) == {"neuron:0 allocated", "neuron:0 reserved"}
+    alloc = mem["neuron:0 allocated"]
+    assert max(alloc) <= run["max_allocated"]
+    assert alloc[-1] == run["allocated_now"]
+    (peak,) = run["memory_peak"]
+    assert peak["bytes"] == run["max_allocated"] and peak["device"] == "neuron:0"
