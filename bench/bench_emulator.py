@@ -64,8 +64,14 @@ def main() -> None:
     a, b = torch.randn(64, 64), torch.randn(64, 64)
     da, db = a.to("neuron"), b.to("neuron")
     ba, bb = _Bare(a), _Bare(b)
-    rows.append(("mm 64x64", _per_op_us(lambda: a @ b, args.ops // 2), _per_op_us(lambda: da @ db, args.ops // 2),
-                 _per_op_us(lambda: ba @ bb, args.ops // 2)))
+    rows.append(
+        (
+            "mm 64x64",
+            _per_op_us(lambda: a @ b, args.ops // 2),
+            _per_op_us(lambda: da @ db, args.ops // 2),
+            _per_op_us(lambda: ba @ bb, args.ops // 2),
+        )
+    )
     torch.neuron.synchronize()
     print(f"{'op':<12}{'cpu µs/op':>11}{'neuron µs/op':>14}{'overhead µs/op':>16}{'bare wrapper':>14}")
     for label, cpu, dev, bare in rows:

@@ -39,8 +39,9 @@ def cfg(tnx) -> Iterator[EmulatorConfig]:  # type: ignore[no-untyped-def]
 def _layer() -> torch.nn.Module:
     # bias=False: the key projection's bias has a mathematically zero gradient (softmax ignores a constant
     # shift), so its rounding noise, divided by Adam's eps, would dominate the comparison.
-    return torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, dropout=0.0, batch_first=True,
-                                            bias=False)
+    return torch.nn.TransformerEncoderLayer(
+        d_model=32, nhead=4, dim_feedforward=64, dropout=0.0, batch_first=True, bias=False
+    )
 
 
 def _train(model: torch.nn.Module, x: torch.Tensor, target: torch.Tensor, steps: int = 2) -> list[float]:
@@ -70,10 +71,11 @@ def test_transformer_training_step_matches_cpu(cfg: EmulatorConfig) -> None:
     dev_losses = _train(dev_model, x.to("neuron"), target.to("neuron"))
 
     assert dev_losses == pytest.approx(cpu_losses, rel=1e-5, abs=1e-6)
-    for (name, p_cpu), p_dev in zip(cpu_model.named_parameters(), dev_model.parameters()):
+    for (name, p_cpu), p_dev in zip(cpu_model.named_parameters(), dev_model.parameters(), strict=True):
         assert p_dev.device.type == "neuron"
-        torch.testing.assert_close(p_dev.cpu(), p_cpu, rtol=1e-4, atol=1e-5,
-                                   msg=lambda m, name=name: f"{name}: {m}")
+        torch.testing.assert_close(
+            p_dev.cpu(), p_cpu, rtol=1e-4, atol=1e-5, msg=lambda m, name=name: f"{name}: {m}"
+        )
 
 
 def test_factories_and_seeded_random_match_cpu(cfg: EmulatorConfig) -> None:
@@ -116,10 +118,13 @@ def test_first_call_compile_only_on_first_call_of_a_signature(tnx, cfg: Emulator
     x.mul(3.5)  # ...but a different runtime scalar is not
 
     compiles = gt.records("compile")[n0:]
-    assert [c["name"] for c in compiles] == ["aten::mul.Tensor", "aten::mul.Tensor"] or \
-        [c["name"] for c in compiles] == ["aten::mul.Tensor"]
+    assert [c["name"] for c in compiles] == ["aten::mul.Tensor", "aten::mul.Tensor"] or [
+        c["name"] for c in compiles
+    ] == ["aten::mul.Tensor"]
     assert first >= 0.040 and second < 0.020
-    entries = [e for e in tnx._C._get_compilation_cache_entries() if e["cache_key"].startswith("aten::mul.Tensor_")]
+    entries = [
+        e for e in tnx._C._get_compilation_cache_entries() if e["cache_key"].startswith("aten::mul.Tensor_")
+    ]
     by_access = sorted(e["access_count"] for e in entries)
     assert by_access[-1] >= 2 and all(e["compilation_time_ms"] >= 40 for e in entries)
     stats = tnx._C._get_compilation_cache_stats()
@@ -249,7 +254,7 @@ def test_compile_backend_recompiles_per_shape_and_skips_eager_compiles(tnx, cfg:
     outs = [compiled(x) for x in inputs]
     compiles = gt.records("compile")[n0:]
 
-    for x, y in zip(inputs, outs):
+    for x, y in zip(inputs, outs, strict=True):
         assert y.device.type == "neuron"
         torch.testing.assert_close(y.cpu(), model(x).cpu())
     metrics = tnx.get_dynamo_metrics()
@@ -274,7 +279,9 @@ def test_int64_operands_fall_back_for_ops_without_int64_kernels(tnx, cfg: Emulat
     assert "aten::add.Tensor" in tnx.get_executed_ops() and "aten::add.Tensor" not in tnx.get_fallback_ops()
 
 
-def test_fallback_logs_the_real_debug_line(tnx, cfg: EmulatorConfig, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
+def test_fallback_logs_the_real_debug_line(
+    tnx, cfg: EmulatorConfig, caplog: pytest.LogCaptureFixture
+) -> None:  # type: ignore[no-untyped-def]
     with caplog.at_level("DEBUG"):
         torch.sort(torch.randn(5, device="neuron"))
         torch.linalg.qr(torch.randn(3, 3, device="neuron"))
@@ -301,16 +308,23 @@ def test_device_activity_links_to_the_host_ops_of_a_real_profile(tnx, cfg: Emula
     # Every device op has a host op of the same name, on the issuing thread, whose span contains host_ns
     # (the host ops' span = Kineto's clock; a few tens of µs of skew are allowed).
     for i, name in enumerate(act["name"]):
-        h_ns, tid = int(act["host_ns"][i]), int(act["th_id"][i])
-        matches = [e for e in host if e.name() == name and e.start_ns() - 50_000 <= h_ns <= e.end_ns() + 50_000]
+        h_ns = int(act["host_ns"][i])
+        matches = [
+            e for e in host if e.name() == name and e.start_ns() - 50_000 <= h_ns <= e.end_ns() + 50_000
+        ]
         assert matches, name
         assert int(act["start_ns"][i]) >= h_ns  # the device starts only after the host issued it
     main = threading.get_native_id()
-    fwd = {n: int(s) for n, s, t in zip(act["name"], act["seq_nr"], act["th_id"])
-           if t == main and n in ("aten::mm", "aten::relu", "aten::sum")}
+    fwd = {
+        n: int(s)
+        for n, s, t in zip(act["name"], act["seq_nr"], act["th_id"], strict=True)
+        if t == main and n in ("aten::mm", "aten::relu", "aten::sum")
+    }
     kineto_seq = {e.name(): e.sequence_nr() for e in host if e.name() in fwd and e.sequence_nr() >= 0}
     assert fwd and all(fwd[n] == kineto_seq[n] for n in kineto_seq)
-    assert len(set(act["th_id"].tolist())) == 2  # forward on the main thread, backward on autograd's device thread
+    assert (
+        len(set(act["th_id"].tolist())) == 2
+    )  # forward on the main thread, backward on autograd's device thread
     seqs = act["nrt_sequence_id"]
     assert (seqs[1:] > seqs[:-1]).all()
     # The CPU kernels that compute a device op's values are hidden from the host profile
@@ -318,7 +332,9 @@ def test_device_activity_links_to_the_host_ops_of_a_real_profile(tnx, cfg: Emula
     assert len(mm_spans) == len([n for n in act["name"] if n == "aten::mm"])
 
 
-def test_compiled_graph_runs_as_one_device_execution_with_no_host_ops_inside(tnx, cfg: EmulatorConfig) -> None:  # type: ignore[no-untyped-def]
+def test_compiled_graph_runs_as_one_device_execution_with_no_host_ops_inside(
+    tnx, cfg: EmulatorConfig
+) -> None:  # type: ignore[no-untyped-def]
     from torch.profiler import ProfilerActivity, profile
 
     lin = torch.nn.Linear(8, 8).to("neuron")

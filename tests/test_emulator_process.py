@@ -17,8 +17,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _run(code: str, env: dict[str, str] | None = None, timeout: float = 120) -> str:
     full_env = {**os.environ, **(env or {})}
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          env=full_env, cwd=REPO, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=REPO,
+        timeout=timeout,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
 
@@ -55,14 +61,17 @@ def test_warm_disk_cache_removes_first_call_compiles(tmp_path: Path) -> None:
     assert all(e["compilation_time_ms"] >= 12 for e in cold["entries"])  # default base cost is 12 ms
     assert warm["stats"]["total_compilations"] == 0
     assert warm["stats"]["persistent_hits"] == n and set(warm["sources"]) == {"disk"}
-    assert all(e["compilation_time_ms"] == 0 for e in warm["entries"])  # loaded from disk: 0 ms, as in the real cache
+    assert all(
+        e["compilation_time_ms"] == 0 for e in warm["entries"]
+    )  # loaded from disk: 0 ms, as in the real cache
     assert sorted(e["cache_key"] for e in warm["entries"]) == sorted(e["cache_key"] for e in cold["entries"])
     assert cold["wall"] - warm["wall"] >= 0.8 * n * 0.012
     assert warm["value"] == cold["value"]
 
 
 def test_enable_refuses_beside_real_torch_neuronx_and_is_idempotent() -> None:
-    out = _run("""
+    out = _run(
+        """
         import sys, types
         from neuron_prof import emulator
         from neuron_prof.errors import EmulatorError
@@ -79,7 +88,9 @@ def test_enable_refuses_beside_real_torch_neuronx_and_is_idempotent() -> None:
         assert m1 is m2 is torch_neuronx and emulator.is_enabled()
         assert torch.device("neuron:0").type == "neuron" and torch.ones(2, device="neuron").is_neuron
         print("ok")
-    """, {"NEURON_PROF_EMULATE": ""})
+    """,
+        {"NEURON_PROF_EMULATE": ""},
+    )
     assert "refused: the real torch_neuronx is loaded" in out and out.strip().endswith("ok")
 
 
@@ -123,8 +134,17 @@ def test_ddp_two_processes_on_backend_neuron() -> None:
     import torch
 
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "WORLD_SIZE": "2"}
-    procs = [subprocess.Popen([sys.executable, "-c", DDP_WORKER], env={**env, "RANK": str(r)}, cwd=REPO,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", DDP_WORKER],
+            env={**env, "RANK": str(r)},
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in range(2)
+    ]
     results = []
     for p in procs:
         out, err = p.communicate(timeout=120)
@@ -145,5 +165,5 @@ def test_ddp_two_processes_on_backend_neuron() -> None:
         assert res["device"] == "neuron:0" and res["backend"] == "neuron"
         assert res["allreduce_sum"] == 3.0
         assert not res["record_param_comms"]
-        for got, want in zip(res["params"], expected):
+        for got, want in zip(res["params"], expected, strict=True):
             assert got == pytest.approx(want, rel=1e-5, abs=1e-6)

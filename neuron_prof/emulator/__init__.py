@@ -25,8 +25,16 @@ from typing import Any
 from neuron_prof.emulator._config import EmulatorConfig
 from neuron_prof.errors import EmulatorError
 
-__all__ = ["EmulatorConfig", "config", "enable", "enable_from_env", "ground_truth", "is_enabled", "reconfigure",
-           "torch_neuronx_module"]
+__all__ = [
+    "EmulatorConfig",
+    "config",
+    "enable",
+    "enable_from_env",
+    "ground_truth",
+    "is_enabled",
+    "reconfigure",
+    "torch_neuronx_module",
+]
 
 _lock = threading.Lock()
 _module: types.ModuleType | None = None
@@ -60,7 +68,9 @@ def enable(config: EmulatorConfig | None = None) -> types.ModuleType:
         except (ImportError, ValueError):
             spec = None
         if spec is not None:
-            raise EmulatorError(f"torch_neuronx is installed ({spec.origin}): use the real device, not the emulator")
+            raise EmulatorError(
+                f"torch_neuronx is installed ({spec.origin}): use the real device, not the emulator"
+            )
         cfg = config or EmulatorConfig()
         if cfg.num_devices != 1:
             # PyTorch's Python device guard reports one device, and autograd sizes its device queues by it:

@@ -30,7 +30,7 @@ class ProfileMode(enum.Enum):
 
 @dataclasses.dataclass
 class NeuronConfig:
-    """Mirrors torch_neuronx.profiling.NeuronConfig (accepted; the emulator records device activity always)."""
+    """Mirrors torch_neuronx.profiling.NeuronConfig (accepted; the emulator always records activity)."""
 
     modes: list[ProfileMode] = dataclasses.field(default_factory=lambda: [ProfileMode.DEVICE])
     max_events_per_nc: int = 1_000_000
@@ -93,7 +93,8 @@ def build_module(device_module: types.ModuleType) -> types.ModuleType:
         _neuron_metrics_enabled=lambda: True,
         _neuron_set_metrics_enabled=lambda enabled: None,
         _neuron_synchronize=lambda device_index=-1: device_module.synchronize(
-            None if device_index < 0 else device_index),
+            None if device_index < 0 else device_index
+        ),
         _neuron_getDeviceCount=device_module.device_count,
         _neuron_getCurrentDevice=device_module.current_device,
         _get_logical_neuron_cores=lambda: "2",
@@ -104,8 +105,12 @@ def build_module(device_module: types.ModuleType) -> types.ModuleType:
         setattr(C, k, v)
 
     profiling = types.ModuleType("torch_neuronx.profiling")
-    for k, v in dict(ProfileMode=ProfileMode, NeuronConfig=NeuronConfig, NeuronProfiler=NeuronProfiler,
-                     get_device_activity=get_device_activity).items():
+    for k, v in dict(
+        ProfileMode=ProfileMode,
+        NeuronConfig=NeuronConfig,
+        NeuronProfiler=NeuronProfiler,
+        get_device_activity=get_device_activity,
+    ).items():
         setattr(profiling, k, v)
 
     m = types.ModuleType("torch_neuronx")
@@ -114,17 +119,33 @@ def build_module(device_module: types.ModuleType) -> types.ModuleType:
     m.profiling = profiling  # type: ignore[attr-defined]
     m.NeuronProfiler = NeuronProfiler  # type: ignore[attr-defined]
     m.neuron = device_module  # type: ignore[attr-defined]
-    names = ("synchronize", "memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved",
-             "max_memory_reserved", "reset_peak_memory_stats", "reset_accumulated_memory_stats", "memory_summary",
-             "empty_cache", "device_count", "current_device", "set_device", "get_device_properties",
-             "get_fallback_ops", "get_executed_ops", "clear_op_tracking")
+    names = (
+        "synchronize",
+        "memory_stats",
+        "memory_allocated",
+        "max_memory_allocated",
+        "memory_reserved",
+        "max_memory_reserved",
+        "reset_peak_memory_stats",
+        "reset_accumulated_memory_stats",
+        "memory_summary",
+        "empty_cache",
+        "device_count",
+        "current_device",
+        "set_device",
+        "get_device_properties",
+        "get_fallback_ops",
+        "get_executed_ops",
+        "clear_op_tracking",
+    )
     for n in names:
         setattr(m, n, getattr(device_module, n))
     m.get_dynamo_metrics = get_dynamo_metrics  # type: ignore[attr-defined]
     m.reset_dynamo_metrics = reset_dynamo_metrics  # type: ignore[attr-defined]
     m.is_neuron_runtime_initialized = lambda: True  # type: ignore[attr-defined]
     m._get_device_index = lambda device=None, optional=False, allow_cpu=False: (  # type: ignore[attr-defined]
-        None if device is None and optional else _index(device))
+        None if device is None and optional else _index(device)
+    )
     # torch.neuron.get_dynamo_metrics exists in the real device module too.
     device_module.get_dynamo_metrics = get_dynamo_metrics  # type: ignore[attr-defined]
     device_module.reset_dynamo_metrics = reset_dynamo_metrics  # type: ignore[attr-defined]

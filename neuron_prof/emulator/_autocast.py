@@ -11,12 +11,51 @@ from typing import Any
 
 import torch
 
-_LOWER = ("mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "conv1d", "conv2d", "conv3d",
-          "convolution", "_convolution", "conv_transpose1d", "conv_transpose2d.input", "conv_transpose3d.input",
-          "addmv", "addr", "prelu", "scaled_dot_product_attention", "chain_matmul", "multi_dot")
-_FP32 = ("softmax.int", "log_softmax.int", "layer_norm", "group_norm", "native_layer_norm", "mse_loss",
-         "cross_entropy_loss", "nll_loss", "nll_loss_nd", "binary_cross_entropy_with_logits", "smooth_l1_loss",
-         "exp", "log", "pow.Tensor_Scalar", "cumsum", "norm.Scalar", "sum", "prod", "rsqrt", "erfinv")
+_LOWER = (
+    "mm",
+    "addmm",
+    "bmm",
+    "baddbmm",
+    "addbmm",
+    "matmul",
+    "linear",
+    "conv1d",
+    "conv2d",
+    "conv3d",
+    "convolution",
+    "_convolution",
+    "conv_transpose1d",
+    "conv_transpose2d.input",
+    "conv_transpose3d.input",
+    "addmv",
+    "addr",
+    "prelu",
+    "scaled_dot_product_attention",
+    "chain_matmul",
+    "multi_dot",
+)
+_FP32 = (
+    "softmax.int",
+    "log_softmax.int",
+    "layer_norm",
+    "group_norm",
+    "native_layer_norm",
+    "mse_loss",
+    "cross_entropy_loss",
+    "nll_loss",
+    "nll_loss_nd",
+    "binary_cross_entropy_with_logits",
+    "smooth_l1_loss",
+    "exp",
+    "log",
+    "pow.Tensor_Scalar",
+    "cumsum",
+    "norm.Scalar",
+    "sum",
+    "prod",
+    "rsqrt",
+    "erfinv",
+)
 _KEYSET = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)
 
 
@@ -32,7 +71,9 @@ def _kernel(op: Any, lower: bool) -> Any:
     def kernel(*args: Any, **kwargs: Any) -> Any:
         if lower:
             to = torch.get_autocast_dtype("neuron")
-            frm: tuple[torch.dtype, ...] = tuple(d for d in (torch.float32, torch.float16, torch.bfloat16) if d != to)
+            frm: tuple[torch.dtype, ...] = tuple(
+                d for d in (torch.float32, torch.float16, torch.bfloat16) if d != to
+            )
         else:
             to, frm = torch.float32, (torch.float16, torch.bfloat16)
         with torch._C._ExcludeDispatchKeyGuard(_KEYSET):

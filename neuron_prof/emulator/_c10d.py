@@ -1,4 +1,4 @@
-"""c10d backend "neuron": a Python ProcessGroup over gloo, like TorchNeuron's (no record_param_comms, no timing).
+"""c10d backend "neuron": a Python ProcessGroup over gloo, like TorchNeuron's (no record_param_comms).
 
 Device tensors are unwrapped to their host values and handed to a gloo group created on the same store; the
 collective completes on the host, and the device queue gets a collective of modelled duration on stream 2
@@ -65,8 +65,9 @@ class NeuronProcessGroup(dist.ProcessGroup):
             nbytes = sum(t._elem.numel() * t._elem.element_size() for t in found)
             dur = int(rt.cfg.device_time_scale * (_LATENCY_NS + factor * nbytes / _LINK_BYTES_PER_S * 1e9))
             dev = found[0]._dev
-            start, end, _ = rt.clocks[dev].submit(name, dur, STREAM_COLLECTIVE, KIND_COLLECTIVE,
-                                                  seq_nr=torch._C._autograd._get_sequence_nr())
+            start, end, _ = rt.clocks[dev].submit(
+                name, dur, STREAM_COLLECTIVE, KIND_COLLECTIVE, seq_nr=torch._C._autograd._get_sequence_nr()
+            )
             rt.gt.add("collective", name, t0, time.time_ns(), dev, start, end, detail=nbytes)
         return _done(args[result_arg] if result_arg >= 0 else None)
 

@@ -41,12 +41,18 @@ class CompileCache:
         self.gt = gt
         self._by_sig: dict[Any, _Entry] = {}
         self._lock = threading.Lock()
-        self.counters = {"CompilationCache.InMemoryHits": 0, "CompilationCache.InMemoryMisses": 0,
-                         "CompilationCache.PersistentHits": 0, "CompilationCache.PersistentMisses": 0,
-                         "CompilationCache.Evictions": 0, "CompilationCache.TotalCompilations": 0}
+        self.counters = {
+            "CompilationCache.InMemoryHits": 0,
+            "CompilationCache.InMemoryMisses": 0,
+            "CompilationCache.PersistentHits": 0,
+            "CompilationCache.PersistentMisses": 0,
+            "CompilationCache.Evictions": 0,
+            "CompilationCache.TotalCompilations": 0,
+        }
         self.samples: dict[str, deque[tuple[int, float]]] = {
             "CompilationCache.CompilationTime": deque(maxlen=_SAMPLES),
-            "CompilationCache.MemoryUsage": deque(maxlen=_SAMPLES)}
+            "CompilationCache.MemoryUsage": deque(maxlen=_SAMPLES),
+        }
         self._time_acc_ns = 0.0
 
     def get(self, sig: Any) -> bool:
@@ -106,8 +112,15 @@ class CompileCache:
     def entries(self) -> list[dict[str, Any]]:
         with self._lock:
             es = list(self._by_sig.values())
-        return [{"cache_key": e.cache_key, "neff_size_bytes": e.neff_size_bytes, "access_count": e.access_count,
-                 "compilation_time_ms": e.compilation_time_ms} for e in es]
+        return [
+            {
+                "cache_key": e.cache_key,
+                "neff_size_bytes": e.neff_size_bytes,
+                "access_count": e.access_count,
+                "compilation_time_ms": e.compilation_time_ms,
+            }
+            for e in es
+        ]
 
     def stats(self) -> dict[str, Any]:
         c = self.counters
@@ -149,11 +162,15 @@ class CompileCache:
                 p.unlink(missing_ok=True)
 
     def metric_data(self, name: str) -> dict[str, Any] | None:
-        """Like _C._neuron_metric_data: accumulator, total_samples, samples [{timestamp_ns (steady), value}]."""
+        """Like _C._neuron_metric_data: accumulator, total_samples, samples [{timestamp_ns, value}]"""
         s = self.samples.get(name)
         if s is None or not s:
             return None
         samples = list(s)
         acc = sum(v for _, v in samples)
-        return {"accumulator": acc, "total_samples": len(samples), "repr": f"{acc / 1e6:.3f}ms",
-                "samples": [{"timestamp_ns": t, "value": v} for t, v in samples]}
+        return {
+            "accumulator": acc,
+            "total_samples": len(samples),
+            "repr": f"{acc / 1e6:.3f}ms",
+            "samples": [{"timestamp_ns": t, "value": v} for t, v in samples],
+        }

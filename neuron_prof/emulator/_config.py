@@ -15,26 +15,64 @@ GiB = 1 << 30
 
 # Ops the TorchNeuron beta runs on the host: linear algebra with no device kernel, sort/unique-style ops with
 # data-dependent output shapes, and sparse / nested tensor constructors (not in the first release).
-DEFAULT_FALLBACK_OPS: frozenset[str] = frozenset({
-    "aten::linalg_qr", "aten::_linalg_svd", "aten::_linalg_eigh", "aten::linalg_eig", "aten::linalg_inv_ex",
-    "aten::linalg_cholesky_ex", "aten::linalg_lu_factor_ex", "aten::_linalg_det", "aten::_linalg_slogdet",
-    "aten::linalg_solve_triangular", "aten::triangular_solve", "aten::geqrf",
-    "aten::sort", "aten::sort.stable", "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive",
-    "aten::kthvalue", "aten::median", "aten::median.dim", "aten::nanmedian", "aten::nanmedian.dim",
-    "aten::mode", "aten::bincount", "aten::histc", "aten::searchsorted.Tensor",
-    "aten::_to_sparse", "aten::_to_sparse.sparse_dim", "aten::_to_sparse_csr", "aten::to_sparse",
-    "aten::_nested_tensor_from_tensor_list", "aten::_nested_from_padded",
-})
+DEFAULT_FALLBACK_OPS: frozenset[str] = frozenset(
+    {
+        "aten::linalg_qr",
+        "aten::_linalg_svd",
+        "aten::_linalg_eigh",
+        "aten::linalg_eig",
+        "aten::linalg_inv_ex",
+        "aten::linalg_cholesky_ex",
+        "aten::linalg_lu_factor_ex",
+        "aten::_linalg_det",
+        "aten::_linalg_slogdet",
+        "aten::linalg_solve_triangular",
+        "aten::triangular_solve",
+        "aten::geqrf",
+        "aten::sort",
+        "aten::sort.stable",
+        "aten::_unique2",
+        "aten::unique_dim",
+        "aten::unique_consecutive",
+        "aten::kthvalue",
+        "aten::median",
+        "aten::median.dim",
+        "aten::nanmedian",
+        "aten::nanmedian.dim",
+        "aten::mode",
+        "aten::bincount",
+        "aten::histc",
+        "aten::searchsorted.Tensor",
+        "aten::_to_sparse",
+        "aten::_to_sparse.sparse_dim",
+        "aten::_to_sparse_csr",
+        "aten::to_sparse",
+        "aten::_nested_tensor_from_tensor_list",
+        "aten::_nested_from_padded",
+    }
+)
 
 # Like the real backend, these linear-algebra fallbacks go to the CPU without being recorded anywhere.
-DEFAULT_SILENT_FALLBACK_OPS: frozenset[str] = frozenset({
-    "aten::linalg_qr", "aten::_linalg_svd", "aten::_linalg_eigh", "aten::linalg_eig", "aten::geqrf",
-})
+DEFAULT_SILENT_FALLBACK_OPS: frozenset[str] = frozenset(
+    {
+        "aten::linalg_qr",
+        "aten::_linalg_svd",
+        "aten::_linalg_eigh",
+        "aten::linalg_eig",
+        "aten::geqrf",
+    }
+)
 
 # Ops with no int64 kernel: called with int64 operands they fall back to the host.
-DEFAULT_INT64_FALLBACK_OPS: frozenset[str] = frozenset({
-    "aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::cumprod",
-})
+DEFAULT_INT64_FALLBACK_OPS: frozenset[str] = frozenset(
+    {
+        "aten::mm",
+        "aten::bmm",
+        "aten::addmm",
+        "aten::baddbmm",
+        "aten::cumprod",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -87,8 +125,14 @@ class EmulatorConfig:
     @classmethod
     def fast(cls, **overrides: object) -> EmulatorConfig:
         """No compile cost and no launch overhead: for tests that only need correct numbers."""
-        base = cls(eager_compile_base_ms=0.0, eager_compile_ms_per_operand=0.0, eager_compile_ms_per_gflop=0.0,
-                   graph_compile_base_ms=0.0, graph_compile_ms_per_node=0.0, disk_load_ms=0.0)
+        base = cls(
+            eager_compile_base_ms=0.0,
+            eager_compile_ms_per_operand=0.0,
+            eager_compile_ms_per_gflop=0.0,
+            graph_compile_base_ms=0.0,
+            graph_compile_ms_per_node=0.0,
+            disk_load_ms=0.0,
+        )
         return replace(base, **overrides)  # type: ignore[arg-type]
 
     @classmethod
@@ -105,8 +149,11 @@ class EmulatorConfig:
 
     def with_compile_scale(self, scale: float) -> EmulatorConfig:
         """All compile costs multiplied by `scale` (0 disables them)."""
-        return replace(self, eager_compile_base_ms=self.eager_compile_base_ms * scale,
-                       eager_compile_ms_per_operand=self.eager_compile_ms_per_operand * scale,
-                       eager_compile_ms_per_gflop=self.eager_compile_ms_per_gflop * scale,
-                       graph_compile_base_ms=self.graph_compile_base_ms * scale,
-                       graph_compile_ms_per_node=self.graph_compile_ms_per_node * scale)
+        return replace(
+            self,
+            eager_compile_base_ms=self.eager_compile_base_ms * scale,
+            eager_compile_ms_per_operand=self.eager_compile_ms_per_operand * scale,
+            eager_compile_ms_per_gflop=self.eager_compile_ms_per_gflop * scale,
+            graph_compile_base_ms=self.graph_compile_base_ms * scale,
+            graph_compile_ms_per_node=self.graph_compile_ms_per_node * scale,
+        )

@@ -80,7 +80,9 @@ def build_device_module() -> types.ModuleType:
         lines = [f"Neuron memory summary, device {_index(device)}"]
         for k in ("allocated_bytes", "reserved_bytes", "active_bytes"):
             v = s[k]
-            lines.append(f"  {k:<16} current {format_bytes(v['current']):>12}  peak {format_bytes(v['peak']):>12}")
+            lines.append(
+                f"  {k:<16} current {format_bytes(v['current']):>12}  peak {format_bytes(v['peak']):>12}"
+            )
         return "\n".join(lines)
 
     def empty_cache() -> None:
@@ -121,16 +123,31 @@ def build_device_module() -> types.ModuleType:
         (torch.manual_seed calls this, so calling it back would recurse)."""
 
     fns = dict(
-        synchronize=synchronize, memory_stats=memory_stats, memory_allocated=memory_allocated,
-        max_memory_allocated=max_memory_allocated, memory_reserved=memory_reserved,
-        max_memory_reserved=max_memory_reserved, reset_peak_memory_stats=reset_peak_memory_stats,
-        reset_accumulated_memory_stats=reset_accumulated_memory_stats, memory_summary=memory_summary,
-        empty_cache=empty_cache, device_count=device_count, current_device=current_device, set_device=set_device,
-        get_device_properties=get_device_properties, get_fallback_ops=get_fallback_ops,
-        get_executed_ops=get_executed_ops, clear_op_tracking=clear_op_tracking,
-        get_amp_supported_dtype=get_amp_supported_dtype, manual_seed=manual_seed, manual_seed_all=manual_seed,
-        is_available=lambda: True, is_initialized=lambda: True, _is_in_bad_fork=lambda: False,
-        _lazy_init=lambda: None, is_bf16_supported=lambda: True,
+        synchronize=synchronize,
+        memory_stats=memory_stats,
+        memory_allocated=memory_allocated,
+        max_memory_allocated=max_memory_allocated,
+        memory_reserved=memory_reserved,
+        max_memory_reserved=max_memory_reserved,
+        reset_peak_memory_stats=reset_peak_memory_stats,
+        reset_accumulated_memory_stats=reset_accumulated_memory_stats,
+        memory_summary=memory_summary,
+        empty_cache=empty_cache,
+        device_count=device_count,
+        current_device=current_device,
+        set_device=set_device,
+        get_device_properties=get_device_properties,
+        get_fallback_ops=get_fallback_ops,
+        get_executed_ops=get_executed_ops,
+        clear_op_tracking=clear_op_tracking,
+        get_amp_supported_dtype=get_amp_supported_dtype,
+        manual_seed=manual_seed,
+        manual_seed_all=manual_seed,
+        is_available=lambda: True,
+        is_initialized=lambda: True,
+        _is_in_bad_fork=lambda: False,
+        _lazy_init=lambda: None,
+        is_bf16_supported=lambda: True,
     )
     for k, f in fns.items():
         setattr(m, k, f)
@@ -138,7 +155,7 @@ def build_device_module() -> types.ModuleType:
 
 
 def _factory(op: Any, *args: Any, **kwargs: Any) -> Any:
-    """PrivateUse1 fallback: ops dispatched to "neuron" with no device operand (factories like empty, full)."""
+    """PrivateUse1 fallback: ops sent to "neuron" with no device operand (factories like empty, full)."""
     return execute(op, args, kwargs)
 
 

@@ -1,11 +1,11 @@
 """Executing one aten op on the emulated device.
 
-    execute(func, args, kwargs)
-      unwrap device tensors -> signature (op, shapes, dtypes, static args; float scalars are runtime values)
-      sync ops (.item(), .cpu(), cross-device copies) -> the host waits for the device first
-      fallback ops -> _fallback.run_on_host (host compute + copies, tracked like TorchNeuron)
-      first call of a signature -> NEFF compile (host blocks), then cached
-      run on CPU, rewrap, model the device duration and queue it on the device clock
+execute(func, args, kwargs)
+  unwrap device tensors -> signature (op, shapes, dtypes, static args; float scalars are runtime values)
+  sync ops (.item(), .cpu(), cross-device copies) -> the host waits for the device first
+  fallback ops -> _fallback.run_on_host (host compute + copies, tracked like TorchNeuron)
+  first call of a signature -> NEFF compile (host blocks), then cached
+  run on CPU, rewrap, model the device duration and queue it on the device clock
 """
 
 from __future__ import annotations
@@ -35,12 +35,33 @@ _grad_enabled = torch.is_grad_enabled
 _F64 = torch.float64
 _I64 = torch.int64
 _CPU = torch.device("cpu")
-_NO_DEVICE_WORK = {"aten::empty.memory_format", "aten::empty_strided", "aten::detach", "aten::view",
-                   "aten::_unsafe_view", "aten::alias", "aten::lift_fresh", "aten::t", "aten::transpose.int",
-                   "aten::permute", "aten::expand", "aten::as_strided", "aten::unsqueeze", "aten::squeeze.dim",
-                   "aten::slice.Tensor", "aten::select.int", "aten::split.Tensor", "aten::split_with_sizes",
-                   "aten::unbind.int", "aten::set_.source_Storage_storage_offset", "aten::empty_like",
-                   "aten::_reshape_alias", "aten::squeeze.dims", "aten::new_empty", "aten::new_empty_strided"}
+_NO_DEVICE_WORK = {
+    "aten::empty.memory_format",
+    "aten::empty_strided",
+    "aten::detach",
+    "aten::view",
+    "aten::_unsafe_view",
+    "aten::alias",
+    "aten::lift_fresh",
+    "aten::t",
+    "aten::transpose.int",
+    "aten::permute",
+    "aten::expand",
+    "aten::as_strided",
+    "aten::unsqueeze",
+    "aten::squeeze.dim",
+    "aten::slice.Tensor",
+    "aten::select.int",
+    "aten::split.Tensor",
+    "aten::split_with_sizes",
+    "aten::unbind.int",
+    "aten::set_.source_Storage_storage_offset",
+    "aten::empty_like",
+    "aten::_reshape_alias",
+    "aten::squeeze.dims",
+    "aten::new_empty",
+    "aten::new_empty_strided",
+}
 _ALLOCATORS = {"aten::empty.memory_format", "aten::empty_strided"}
 _SYNC_OPS = {"aten::_local_scalar_dense", "aten::equal", "aten::is_nonzero"}
 
@@ -69,9 +90,15 @@ def op_info(func: Any) -> OpInfo:
         base = schema.name.split("::")[-1]
         cfg = _state.RUNTIME.cfg  # type: ignore[union-attr]
         fb = name in cfg.fallback_ops or schema.name in cfg.fallback_ops
-        info = OpInfo(name, base, fb, fb and (name in cfg.silent_fallback_ops or schema.name in cfg.silent_fallback_ops),
-                      name in cfg.int64_fallback_ops or schema.name in cfg.int64_fallback_ops,
-                      name not in _NO_DEVICE_WORK and name not in _SYNC_OPS, name in _SYNC_OPS)
+        info = OpInfo(
+            name,
+            base,
+            fb,
+            fb and (name in cfg.silent_fallback_ops or schema.name in cfg.silent_fallback_ops),
+            name in cfg.int64_fallback_ops or schema.name in cfg.int64_fallback_ops,
+            name not in _NO_DEVICE_WORK and name not in _SYNC_OPS,
+            name in _SYNC_OPS,
+        )
         _INFO[id(func)] = info
     return info
 
@@ -166,8 +193,11 @@ def _warn_f64(name: str, dev: int) -> None:
     rt.gt.add("f64", name, now, now, dev)
     if name not in rt.warned_f64:
         rt.warned_f64.add(name)
-        warnings.warn(f"neuron: float64 is not supported on Neuron devices; {name} computed in float32",
-                      UserWarning, stacklevel=4)
+        warnings.warn(
+            f"neuron: float64 is not supported on Neuron devices; {name} computed in float32",
+            UserWarning,
+            stacklevel=4,
+        )
 
 
 def sync_point(dev: int, reason: str) -> int:
@@ -217,8 +247,11 @@ def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         sig = (info.name, *u.sig)
         if not rt.cache.get(sig):
             flops, nbytes, _, _ = op_cost(info.base, u.ins, ())
-            cost = (cfg.eager_compile_base_ms + cfg.eager_compile_ms_per_operand * len(u.ins)
-                    + cfg.eager_compile_ms_per_gflop * flops / 1e9)
+            cost = (
+                cfg.eager_compile_base_ms
+                + cfg.eager_compile_ms_per_operand * len(u.ins)
+                + cfg.eager_compile_ms_per_gflop * flops / 1e9
+            )
             rt.cache.compile(sig, info.name, cost, 8192 + 1024 * len(u.ins), dev)
     t0 = time.time_ns()
     seq = host_seq_nr(u)
@@ -271,17 +304,22 @@ def _to_host(kwargs: dict[str, Any]) -> bool:
     return d is not None and torch.device(d).type == "cpu"
 
 
-def _copy_to_host(rt: _state.Runtime, info: OpInfo, uargs: Any, ukwargs: Any, u: _Unwrapped, dev: int,
-                  dst: Any = None) -> Any:
+def _copy_to_host(
+    rt: _state.Runtime, info: OpInfo, uargs: Any, ukwargs: Any, u: _Unwrapped, dev: int, dst: Any = None
+) -> Any:
     """Device -> host (.cpu(), .to("cpu"), cpu_tensor.copy_(dev_tensor)): a sync point plus a DMA."""
     sync_point(dev, "copy_to_host")
     nbytes = sum(t.numel() * t.element_size() for t in u.ins)
     t0 = time.time_ns()
-    start, end, _ = rt.clocks[dev].submit("copy_d2h", copy_duration_ns(rt.cfg, nbytes), STREAM_DMA, KIND_COPY_D2H,
-                                          seq_nr=_seq_nr())
+    start, end, _ = rt.clocks[dev].submit(
+        "copy_d2h", copy_duration_ns(rt.cfg, nbytes), STREAM_DMA, KIND_COPY_D2H, seq_nr=_seq_nr()
+    )
     rt.clocks[dev].wait()
-    out = torch.ops.aten.copy_.default(*uargs, **ukwargs) if dst is not None else \
-        torch.ops.aten._to_copy.default(*uargs, **ukwargs)
+    out = (
+        torch.ops.aten.copy_.default(*uargs, **ukwargs)
+        if dst is not None
+        else torch.ops.aten._to_copy.default(*uargs, **ukwargs)
+    )
     rt.gt.add("copy", "d2h", t0, time.time_ns(), dev, start, end, detail=nbytes)
     return dst if dst is not None else out
 
@@ -296,7 +334,8 @@ def copy_from_host(dst: NeuronTensor, src: torch.Tensor) -> NeuronTensor:
     if dst.dtype is _F64:
         _demote_f64(dst._elem)
     nbytes = dst._elem.numel() * dst._elem.element_size()
-    start, end, _ = rt.clocks[dst._dev].submit("copy_h2d", copy_duration_ns(rt.cfg, nbytes), STREAM_DMA,
-                                               KIND_COPY_H2D, seq_nr=_seq_nr())
+    start, end, _ = rt.clocks[dst._dev].submit(
+        "copy_h2d", copy_duration_ns(rt.cfg, nbytes), STREAM_DMA, KIND_COPY_H2D, seq_nr=_seq_nr()
+    )
     rt.gt.add("copy", "h2d", t0, time.time_ns(), dst._dev, start, end, detail=nbytes)
     return dst

@@ -15,8 +15,8 @@ import importlib.util
 import logging
 import sys
 import threading
-import types
 import time
+import types
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,8 +98,14 @@ def _estimate_graph_ns(gm: torch.fx.GraphModule) -> int:
 class _CompiledGraph:
     """A graph's runtime: NEFF compile on first run (host blocks), then one device execution per call."""
 
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs: list[Any], metrics: NeuronCompilationMetrics,
-                 sig: Any, est_ns: int) -> None:
+    def __init__(
+        self,
+        gm: torch.fx.GraphModule,
+        example_inputs: list[Any],
+        metrics: NeuronCompilationMetrics,
+        sig: Any,
+        est_ns: int,
+    ) -> None:
         self.gm = gm
         self.metrics = metrics
         self.sig = sig
@@ -114,10 +120,13 @@ class _CompiledGraph:
         dev = next((a._dev for a in args if hasattr(a, "_dev")), rt.current_device)
         if not self.compiled:
             if not rt.cache.get(self.sig):
-                cost = cfg.graph_compile_base_ms + cfg.graph_compile_ms_per_node * self.metrics.graph_node_count
+                cost = (
+                    cfg.graph_compile_base_ms + cfg.graph_compile_ms_per_node * self.metrics.graph_node_count
+                )
                 t0 = time.perf_counter()
-                rt.cache.compile(self.sig, self.metrics.graph_name, cost, 65536 + 512 * self.metrics.graph_node_count,
-                                 dev)
+                rt.cache.compile(
+                    self.sig, self.metrics.graph_name, cost, 65536 + 512 * self.metrics.graph_node_count, dev
+                )
                 _phase("torch_neuronx_compile", time.perf_counter() - t0)
             self.compiled = True
         local = rt.local
@@ -135,9 +144,19 @@ class _CompiledGraph:
             if hide:
                 torch._C._autograd._enable_record_function(True)
         dur = self.est_ns + local.graph_ns + int(cfg.graph_launch_us * 1e3 * cfg.device_time_scale)
-        start, end, _ = rt.clocks[dev].submit(self.metrics.graph_name, dur, kind=KIND_GRAPH,
-                                              seq_nr=torch._C._autograd._get_sequence_nr())
-        rt.gt.add("graph", self.metrics.graph_name, t0, time.time_ns(), dev, start, end, detail=self.metrics.graph_id)
+        start, end, _ = rt.clocks[dev].submit(
+            self.metrics.graph_name, dur, kind=KIND_GRAPH, seq_nr=torch._C._autograd._get_sequence_nr()
+        )
+        rt.gt.add(
+            "graph",
+            self.metrics.graph_name,
+            t0,
+            time.time_ns(),
+            dev,
+            start,
+            end,
+            detail=self.metrics.graph_id,
+        )
         return out
 
 
@@ -150,7 +169,9 @@ def _make_compiler(graph_type: str, model_name: str) -> Any:
         for x in example_inputs:
             if isinstance(x, torch.Tensor):
                 if any(isinstance(s, torch.SymInt) for s in x.shape):
-                    raise EmulatorError("torch.compile(backend='neuron') supports only static shapes (dynamic=False)")
+                    raise EmulatorError(
+                        "torch.compile(backend='neuron') supports only static shapes (dynamic=False)"
+                    )
                 shapes.append((tuple(x.shape), x.dtype))
             else:
                 shapes.append(x)
@@ -170,14 +191,26 @@ def _make_compiler(graph_type: str, model_name: str) -> Any:
         lower_s = time.perf_counter() - t1
         _phase("torch_neuronx_fx_passes", fx_s)
         _phase("torch_neuronx_lower", lower_s)
-        m = NeuronCompilationMetrics(graph_id=key, graph_name=name, model_name=model_name, has_collectives=has_coll,
-                                     graph_node_count=len(nodes), timestamp=str(time.time_ns()),
-                                     torch_neuronx_fx_passes_us=int(fx_s * 1e6),
-                                     torch_neuronx_lower_us=int(lower_s * 1e6))
+        m = NeuronCompilationMetrics(
+            graph_id=key,
+            graph_name=name,
+            model_name=model_name,
+            has_collectives=has_coll,
+            graph_node_count=len(nodes),
+            timestamp=str(time.time_ns()),
+            torch_neuronx_fx_passes_us=int(fx_s * 1e6),
+            torch_neuronx_lower_us=int(lower_s * 1e6),
+        )
         with _lock:
             _metrics.append(m)
-        rt.gt.add("graph_compile", name, int(time.time_ns() - (fx_s + lower_s) * 1e9), time.time_ns(), 0,
-                  detail={"graph_id": key, "nodes": len(nodes)})
+        rt.gt.add(
+            "graph_compile",
+            name,
+            int(time.time_ns() - (fx_s + lower_s) * 1e9),
+            time.time_ns(),
+            0,
+            detail={"graph_id": key, "nodes": len(nodes)},
+        )
         return _CompiledGraph(gm, example_inputs, m, sig, est)
 
     return compiler
@@ -196,8 +229,9 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs
         _counts[model_name] = aot_id
     fw = _make_compiler("forward", model_name)
     bw = _make_compiler("backward", model_name)
-    return aot_autograd(fw_compiler=fw, bw_compiler=bw, inference_compiler=_make_compiler("inference", model_name))(
-        gm, example_inputs)
+    return aot_autograd(
+        fw_compiler=fw, bw_compiler=bw, inference_compiler=_make_compiler("inference", model_name)
+    )(gm, example_inputs)
 
 
 def _register_now() -> None:

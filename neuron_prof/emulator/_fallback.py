@@ -44,8 +44,13 @@ def run_on_host(rt: _state.Runtime, func: Any, info: Any, uargs: Any, ukwargs: A
     with _span("aten::_to_cpu") if _profiling() else _NULL:
         waited = clock.wait()
         if in_bytes:
-            clock.submit(f"{info.name} (copy to host)", copy_duration_ns(rt.cfg, in_bytes), STREAM_DMA,
-                         KIND_COPY_D2H, seq_nr=seq)
+            clock.submit(
+                f"{info.name} (copy to host)",
+                copy_duration_ns(rt.cfg, in_bytes),
+                STREAM_DMA,
+                KIND_COPY_D2H,
+                seq_nr=seq,
+            )
             clock.wait()
     out = func(*uargs, **ukwargs)
     outs: list[torch.Tensor] = []
@@ -54,12 +59,23 @@ def run_on_host(rt: _state.Runtime, func: Any, info: Any, uargs: Any, ukwargs: A
         res = _wrap(out, u, dev, outs)
         out_bytes = _nbytes(outs)
         if out_bytes:
-            clock.submit(f"{info.name} (copy to device)", copy_duration_ns(rt.cfg, out_bytes), STREAM_DMA,
-                         KIND_COPY_H2D, seq_nr=seq)
+            clock.submit(
+                f"{info.name} (copy to device)",
+                copy_duration_ns(rt.cfg, out_bytes),
+                STREAM_DMA,
+                KIND_COPY_H2D,
+                seq_nr=seq,
+            )
     if not info.silent:
         rt.fallback_names.add(info.name)
         if _root.isEnabledFor(logging.DEBUG):
             _root.debug("No implementation could handle operation %s. Falling back on CPU", info.name)
-    rt.gt.add("fallback", info.name, t0, time.time_ns(), dev,
-              detail={"silent": info.silent, "waited_ns": waited, "bytes_in": in_bytes, "bytes_out": out_bytes})
+    rt.gt.add(
+        "fallback",
+        info.name,
+        t0,
+        time.time_ns(),
+        dev,
+        detail={"silent": info.silent, "waited_ns": waited, "bytes_in": in_bytes, "bytes_out": out_bytes},
+    )
     return res

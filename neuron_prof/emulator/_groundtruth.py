@@ -12,7 +12,16 @@ from typing import Any
 
 KINDS = ("exec", "compile", "fallback", "sync", "copy", "graph", "graph_compile", "collective", "f64")
 
-_FIELDS = ("kind", "name", "host_start_ns", "host_end_ns", "device", "device_start_ns", "device_end_ns", "detail")
+_FIELDS = (
+    "kind",
+    "name",
+    "host_start_ns",
+    "host_end_ns",
+    "device",
+    "device_start_ns",
+    "device_end_ns",
+    "detail",
+)
 
 
 class GroundTruth:
@@ -23,9 +32,18 @@ class GroundTruth:
         self._rows: list[tuple[Any, ...]] = []
         self._lock = threading.Lock()
 
-    def add(self, kind: str, name: str, host_start_ns: int, host_end_ns: int, device: int = 0,
-            device_start_ns: int = 0, device_end_ns: int = 0, detail: Any = None) -> None:
-        """Record one event; `detail` is kind-specific (e.g. the cache key of a compile, waited ns of a sync)."""
+    def add(
+        self,
+        kind: str,
+        name: str,
+        host_start_ns: int,
+        host_end_ns: int,
+        device: int = 0,
+        device_start_ns: int = 0,
+        device_end_ns: int = 0,
+        detail: Any = None,
+    ) -> None:
+        """Record one event; `detail` is kind-specific (a compile's cache key, a sync's waited ns...)."""
         if self.enabled:
             row = (kind, name, host_start_ns, host_end_ns, device, device_start_ns, device_end_ns, detail)
             with self._lock:
@@ -35,7 +53,7 @@ class GroundTruth:
         """Every record (or those of one kind) as dicts with the keys of _FIELDS."""
         with self._lock:
             rows = list(self._rows)
-        return [dict(zip(_FIELDS, r)) for r in rows if kind is None or r[0] == kind]
+        return [dict(zip(_FIELDS, r, strict=True)) for r in rows if kind is None or r[0] == kind]
 
     def clear(self) -> None:
         with self._lock:

@@ -58,7 +58,9 @@ class DeviceMemory:
         self.num_tensor_frees = 0
         self.allocation_requests = 0
         self._live: dict[int, list[int]] = {}  # storage data_ptr -> [nbytes, wrapper count]
-        self._refs: dict[int, tuple[weakref.ref[object], int]] = {}  # id(ref) -> (ref to a host tensor, data_ptr)
+        self._refs: dict[
+            int, tuple[weakref.ref[object], int]
+        ] = {}  # id(ref) -> (ref to a host tensor, data_ptr)
         self._lock = threading.Lock()
 
     def check(self, nbytes: int) -> None:
@@ -148,4 +150,5 @@ def _oom(mem: DeviceMemory, nbytes: int) -> Exception:
 
     return torch.OutOfMemoryError(
         f"Neuron out of memory. Tried to allocate {format_bytes(nbytes)} on neuron:{mem.index} "
-        f"(capacity {format_bytes(mem.capacity)}; {format_bytes(mem.allocated.current)} already allocated)")
+        f"(capacity {format_bytes(mem.capacity)}; {format_bytes(mem.allocated.current)} already allocated)"
+    )

@@ -26,8 +26,10 @@ class Runtime:
         self.gt = GroundTruth(cfg.ground_truth)
         self.activity = Activity(cfg.max_device_events)
         self.clocks = [DeviceClock(i, self.activity) for i in range(cfg.num_devices)]
-        self.memory = [DeviceMemory(i, cfg.memory_capacity_bytes, cfg.reserve_granularity_bytes)
-                       for i in range(cfg.num_devices)]
+        self.memory = [
+            DeviceMemory(i, cfg.memory_capacity_bytes, cfg.reserve_granularity_bytes)
+            for i in range(cfg.num_devices)
+        ]
         self.cache = CompileCache(cfg.cache_dir, cfg.disk_load_ms, self.gt)
         self.fallback_names: set[str] = set()
         self.executed_names: set[str] = set()

@@ -38,8 +38,15 @@ class NeuronTensor(torch.Tensor):
     @staticmethod
     def __new__(cls, elem: torch.Tensor, dev: int = 0) -> NeuronTensor:
         r = torch.Tensor._make_wrapper_subclass(
-            cls, elem.size(), strides=elem.stride(), storage_offset=elem.storage_offset(), dtype=elem.dtype,
-            layout=elem.layout, device=_DEVICES[dev], requires_grad=elem.requires_grad)
+            cls,
+            elem.size(),
+            strides=elem.stride(),
+            storage_offset=elem.storage_offset(),
+            dtype=elem.dtype,
+            layout=elem.layout,
+            device=_DEVICES[dev],
+            requires_grad=elem.requires_grad,
+        )
         r._elem = elem
         r._dev = dev
         # Fake/functional tensors appear while torch.compile traces: they own no device memory.
@@ -60,7 +67,9 @@ class NeuronTensor(torch.Tensor):
         return ["_elem"], self._dev
 
     @staticmethod
-    def __tensor_unflatten__(inner: dict[str, torch.Tensor], ctx: int, outer_size: Any, outer_stride: Any) -> Any:
+    def __tensor_unflatten__(
+        inner: dict[str, torch.Tensor], ctx: int, outer_size: Any, outer_stride: Any
+    ) -> Any:
         return NeuronTensor(inner["_elem"], ctx)
 
     def tolist(self) -> Any:
@@ -72,8 +81,10 @@ class NeuronTensor(torch.Tensor):
 
     def numpy(self, *, force: bool = False) -> Any:
         if not force:
-            raise TypeError(f"can't convert {_DEVICES[self._dev]} device type tensor to numpy. "
-                            "Use Tensor.cpu() to copy the tensor to host memory first.")
+            raise TypeError(
+                f"can't convert {_DEVICES[self._dev]} device type tensor to numpy. "
+                "Use Tensor.cpu() to copy the tensor to host memory first."
+            )
         return self.cpu().numpy()
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:

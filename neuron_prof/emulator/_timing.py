@@ -35,7 +35,9 @@ def _nbytes(ts: Sequence[torch.Tensor]) -> int:
     return n
 
 
-def op_cost(base: str, ins: Sequence[torch.Tensor], outs: Sequence[torch.Tensor]) -> tuple[float, int, bool, bool]:
+def op_cost(
+    base: str, ins: Sequence[torch.Tensor], outs: Sequence[torch.Tensor]
+) -> tuple[float, int, bool, bool]:
     """(FLOPs, bytes moved, runs on the matrix engine, low precision) of one aten op, from its operands."""
     nbytes = _nbytes(ins) + _nbytes(outs)
     lowp = bool(ins) and ins[-1].dtype in _LOWP
@@ -51,7 +53,12 @@ def op_cost(base: str, ins: Sequence[torch.Tensor], outs: Sequence[torch.Tensor]
         if base.startswith("convolution") and len(ins) >= 2 and outs:
             w = ins[1] if base == "convolution" else ins[2]
             per_out = w.numel() // max(1, w.shape[0])
-            return 2.0 * outs[0].numel() * per_out * (2 if base.endswith("backward") else 1), nbytes, True, lowp
+            return (
+                2.0 * outs[0].numel() * per_out * (2 if base.endswith("backward") else 1),
+                nbytes,
+                True,
+                lowp,
+            )
     except (IndexError, RuntimeError):
         pass
     elems = 1
@@ -65,8 +72,9 @@ def op_cost(base: str, ins: Sequence[torch.Tensor], outs: Sequence[torch.Tensor]
     return float(elems), nbytes, False, lowp
 
 
-def device_duration_ns(cfg: EmulatorConfig, flops: float, nbytes: int, matrix: bool, lowp: bool,
-                       launch_us: float | None = None) -> int:
+def device_duration_ns(
+    cfg: EmulatorConfig, flops: float, nbytes: int, matrix: bool, lowp: bool, launch_us: float | None = None
+) -> int:
     """Roofline duration: launch + max(compute time, memory time), scaled."""
     peak = (cfg.peak_flops_bf16 if lowp else cfg.peak_flops_fp32) if matrix else cfg.peak_flops_vector
     body_s = max(flops / peak, nbytes / cfg.hbm_bytes_per_s)
@@ -85,8 +93,17 @@ class Activity:
     them out as columns.
     """
 
-    COLUMNS = ("device", "stream_id", "kind", "start_ns", "end_ns", "nrt_sequence_id", "seq_nr", "th_id",
-               "host_ns")
+    COLUMNS = (
+        "device",
+        "stream_id",
+        "kind",
+        "start_ns",
+        "end_ns",
+        "nrt_sequence_id",
+        "seq_nr",
+        "th_id",
+        "host_ns",
+    )
 
     def __init__(self, max_events: int) -> None:
         self.max_events = max_events
@@ -95,8 +112,18 @@ class Activity:
         self.dropped = 0
         self.lock = threading.Lock()
 
-    def append(self, name: str, device: int, stream: int, kind: int, start: int, end: int, seq_nr: int,
-               th_id: int, host_ns: int) -> int:
+    def append(
+        self,
+        name: str,
+        device: int,
+        stream: int,
+        kind: int,
+        start: int,
+        end: int,
+        seq_nr: int,
+        th_id: int,
+        host_ns: int,
+    ) -> int:
         """Caller holds self.lock. Returns the nrt_sequence_id given to the event."""
         seq = self.next_seq
         self.next_seq = seq + 1
@@ -138,8 +165,15 @@ class DeviceClock:
         self.free_at_ns = 0
         self.activity = activity
 
-    def submit(self, name: str, dur_ns: int, stream: int = STREAM_COMPUTE, kind: int = KIND_OP,
-               seq_nr: int = -1, host_ns: int | None = None) -> tuple[int, int, int]:
+    def submit(
+        self,
+        name: str,
+        dur_ns: int,
+        stream: int = STREAM_COMPUTE,
+        kind: int = KIND_OP,
+        seq_nr: int = -1,
+        host_ns: int | None = None,
+    ) -> tuple[int, int, int]:
         """Queue `dur_ns` of work issued now; returns (start_ns, end_ns, nrt_sequence_id)."""
         now = time.time_ns() if host_ns is None else host_ns
         tid = threading.get_native_id()
