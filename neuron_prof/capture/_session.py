@@ -170,7 +170,10 @@ class Session(contextlib.ContextDecorator):
         self._step += 1
         self._step_start = now
         if self._prof is not None:
-            self._guard("torch.profiler", "step", self._prof.step)
+            with warnings.catch_warnings():
+                # torch warns that each cycle's events are cleared; we keep every cycle (on_trace_ready).
+                warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
+                self._guard("torch.profiler", "step", self._prof.step)
 
     def stop(self, reason: str = "ok") -> Trace | None:
         """Stop recording, build the Trace, write the files. Never raises. Returns the Trace (or None)."""

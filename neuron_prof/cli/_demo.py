@@ -11,8 +11,11 @@ import click
 @click.option("--steps", default=12, show_default=True, type=click.IntRange(1, 10_000), help="Training steps.")
 @click.option("--device", type=click.Choice(["cpu", "neuron"]), default=None,
               help="Where to train (default: the emulated neuron device when available, else cpu).")
+@click.option("--with-stack/--no-with-stack", default=None,
+              help="Record Python call stacks (default: on for cpu; off for the emulated device, whose own "
+                   "Python frames would fill the trace).")
 @click.option("-q", "--quiet", is_flag=True, default=False, help="Print only the file names.")
-def command(output: str, steps: int, device: str | None, quiet: bool) -> int:
+def command(output: str, steps: int, device: str | None, with_stack: bool | None, quiet: bool) -> int:
     """Train a tiny GPT (2 layers, d_model 64, byte vocabulary) for a few steps under neuron_prof.profile().
 
     Writes OUTPUT (Chrome/Kineto JSON) and the .pftrace beside it, then prints wall time, step times,
@@ -21,7 +24,7 @@ def command(output: str, steps: int, device: str | None, quiet: bool) -> int:
     from neuron_prof.demo import run_demo
     from neuron_prof.demo._summary import print_summary
 
-    result = run_demo(output, steps=steps, device=device, quiet=True)
+    result = run_demo(output, steps=steps, device=device, quiet=True, with_stack=with_stack)
     if quiet:
         for p in result.paths:
             click.echo(str(p))

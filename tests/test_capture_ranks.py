@@ -1,0 +1,68 @@
+"""Per-rank outputs: a real 2-process gloo job writes trace.rank{R}.json/.pftrace with rank metadata."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import neuron_prof
+from neuron_prof.capture._outputs import planned_paths, rank_path
+from tests.test_capture import json_complete_count, pftrace_slice_count, slice_names
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_rank_path_names() -> None:
+    assert rank_path(Path("run/trace.json"), 3, 8) == Path("run/trace.rank3.json")
+    assert rank_path(Path("run/t.json.gz"), 0, 2) == Path("run/t.rank0.json.gz")
+    assert rank_path(Path("run/t.pftrace"), 1, 2) == Path("run/t.rank1.pftrace")
+    assert rank_path(Path("run/trace.json"), 0, 1) == Path("run/trace.json")
+    assert rank_path(Path("run/trace.json"), None, None) == Path("run/trace.json")
+    assert planned_paths("run/trace.json", 1, 4, True) == [Path("run/trace.rank1.json"), Path("run/trace.rank1.pftrace")]
+    assert planned_paths("run/trace.pftrace", 1, 4, True) == [Path("run/trace.rank1.pftrace")]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_two_rank_gloo_job_writes_one_trace_per_rank(tmp_path: Path) -> None:
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent("""
+        import torch, torch.distributed as dist, neuron_prof
+        dist.init_process_group("gloo")
+        t = torch.ones(16) * (dist.get_rank() + 1)
+        with neuron_prof.profile("run/trace.json", quiet=True) as prof:
+            for _ in range(2):
+                dist.all_reduce(t)
+                prof.step()
+        dist.destroy_process_group()
+    """))
+    port = _free_port()
+    procs = []
+    for rank in range(2):
+        env = {**os.environ, "PYTHONPATH": str(REPO), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+               "RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank)}
+        procs.append(subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        _, err = p.communicate(timeout=240)
+        assert p.returncode == 0, err
+    run = tmp_path / "run"
+    assert sorted(p.name for p in run.iterdir()) == ["trace.rank0.json", "trace.rank0.pftrace",
+                                                     "trace.rank1.json", "trace.rank1.pftrace"]
+    for rank in range(2):
+        j = run / f"trace.rank{rank}.json"
+        trace = neuron_prof.load(j)
+        md = trace.metadata
+        assert md["rank"] == rank and md["world_size"] == 2
+        pg = md["process_group"]
+        assert pg["backend"] == "gloo" and pg["group_ranks"] == [0, 1] and pg["local_rank"] == str(rank)
+        assert "c10d::allreduce_" in slice_names(trace)
+        assert json_complete_count(j) == pftrace_slice_count(run / f"trace.rank{rank}.pftrace")

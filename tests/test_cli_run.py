@@ -1,0 +1,103 @@
+"""`neuron-prof run`: a script profiled with no code change; argv, exit code and exceptions pass through."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import neuron_prof
+from neuron_prof.cli import main
+from tests.test_capture import json_complete_count, pftrace_slice_count, slice_names
+
+REPO = Path(__file__).resolve().parents[1]
+
+SCRIPT = """
+    import sys, json, torch
+    from torch import nn
+    import helper  # from the script's own folder: sys.path[0] is set as python sets it
+    m = nn.Linear(8, 4)
+    for _ in range(2):
+        m(torch.randn(3, 8)).sum().backward()
+    json.dump({"argv": sys.argv, "name": __name__}, open(sys.argv[1], "w"))
+    sys.exit(int(sys.argv[2]))
+"""
+
+
+def _script(tmp_path: Path, body: str = SCRIPT) -> Path:
+    d = tmp_path / "proj"
+    d.mkdir(exist_ok=True)
+    (d / "helper.py").write_text("VALUE = 1\n")
+    s = d / "train.py"
+    s.write_text(textwrap.dedent(body))
+    return s
+
+
+def test_run_in_process_passes_argv_and_exit_code(tmp_path: Path) -> None:
+    script = _script(tmp_path)
+    out, seen = tmp_path / "out" / "t.json", tmp_path / "seen.json"
+    argv_before = sys.argv[:]
+    rc = main(["run", "-q", "-o", str(out), str(script), str(seen), "3"])
+    assert rc == 3
+    assert sys.argv == argv_before and str(script.parent) not in sys.path[:1]  # restored
+    import json
+
+    got = json.loads(seen.read_text())
+    assert got == {"argv": [str(script), str(seen), "3"], "name": "__main__"}
+    trace = neuron_prof.load(out)
+    assert "aten::addmm" in slice_names(trace) and "autograd::engine::evaluate_function: AddmmBackward0" in slice_names(trace)
+    assert json_complete_count(out) == pftrace_slice_count(out.with_suffix(".pftrace"))
+
+
+def test_run_exit_zero_and_no_pftrace(tmp_path: Path) -> None:
+    script = _script(tmp_path)
+    out = tmp_path / "t.json"
+    assert main(["run", "-q", "--no-pftrace", "-o", str(out), str(script), str(tmp_path / "s.json"), "0"]) == 0
+    assert out.exists() and not out.with_suffix(".pftrace").exists()
+
+
+def test_run_exception_passes_through_and_trace_is_written(tmp_path: Path) -> None:
+    script = _script(tmp_path, "import torch\ntorch.ones(3).sum()\nraise LookupError('from the script')\n")
+    out = tmp_path / "t.json"
+    with pytest.raises(LookupError, match="from the script"):
+        main(["run", "-q", "-o", str(out), str(script)])
+    assert neuron_prof.load(out).metadata["capture_exit"] == "exception: LookupError: from the script"
+
+
+def test_run_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pkg = tmp_path / "mypkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "job.py").write_text("import sys, torch\ntorch.ones(2, 2).mm(torch.ones(2, 2))\n"
+                                "sys.exit(0 if sys.argv[1:] == ['x'] and __name__ == '__main__' else 9)\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "-q", "-o", "m.json", "-m", "mypkg.job", "x"]) == 0
+    assert "aten::mm" in slice_names(neuron_prof.load(tmp_path / "m.json"))
+
+
+def test_run_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run"]) == 2
+    assert main(["run", str(tmp_path / "missing.py")]) == 2
+    err = capsys.readouterr().err
+    assert "missing.py: no such script" in err and "Traceback" not in err
+
+
+def test_run_subprocess_exit_code_and_traceback(tmp_path: Path) -> None:
+    script = _script(tmp_path)
+    out = tmp_path / "sp.json"
+    exe = Path(sys.executable).with_name("neuron-prof")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    res = subprocess.run([str(exe), "run", "-o", str(out), str(script), str(tmp_path / "s.json"), "4"],
+                         capture_output=True, text=True, timeout=180, env=env)
+    assert res.returncode == 4, res.stderr
+    assert str(out) in res.stderr  # where the trace went
+    assert len(neuron_prof.load(out).slices) > 0
+    bad = _script(tmp_path, "raise RuntimeError('script failed')\n")
+    res = subprocess.run([str(exe), "run", "-q", "-o", str(tmp_path / "b.json"), str(bad)],
+                         capture_output=True, text=True, timeout=180, env=env)
+    assert res.returncode == 1 and "RuntimeError: script failed" in res.stderr
+    assert (tmp_path / "b.json").exists()
