@@ -94,6 +94,9 @@ class _Writer:
         dur = np.maximum(sl.dur_ns, 0)
         order = slice_order(ts, dur, sl.track)
         lane = lanes(ts, dur, sl.track, order)
+        # a counter track takes only counter values: its slices and instants go to a same-name lane
+        on_counter = np.array([tr.is_counter for tr in t.tracks] + [False], bool)
+        lane[on_counter[sl.track]] += 1
         suuid = lay.track_uuid[sl.track] if len(sl) else np.zeros(0, np.uint64)
         if lane.any():
             suuid = suuid.copy()
@@ -104,6 +107,11 @@ class _Writer:
                 suuid[rows] = np.asarray(lay.lane_uuids[tr], np.uint64)[lane[rows] - 1]
             key = sl.track[order].astype(np.int64) * (int(lane.max()) + 1) + lane[order]
             order = order[np.argsort(key, kind="stable")]
+        self.instant_uuid = lay.track_uuid[t.instants.track] if len(t.instants) else np.zeros(0, np.uint64)
+        for tr in np.unique(t.instants.track[on_counter[t.instants.track]]).tolist():
+            if tr not in lay.lane_uuids:
+                lay.lane_uuids[tr] = [lay.new_uuid()]
+            self.instant_uuid = np.where(t.instants.track == tr, np.uint64(lay.lane_uuids[tr][0]), self.instant_uuid)
         self.counter_uuid = self._counter_uuids()
         flow_rag, flow_meta = self._flows(order)
         self.findings_uuid = lay.new_uuid() if t.findings else 0
@@ -271,7 +279,7 @@ class _Writer:
         it, n = self.t.instants, len(rows)
         name, cat = it.name[rows], it.cat[rows]
         annots = self.args.encode(self.t.args, it.args[rows])
-        uuid = w.varint_mat(self.lay.track_uuid[it.track[rows]].view(np.int64), w.E_TRACK_UUID)
+        uuid = w.varint_mat(self.instant_uuid[rows].view(np.int64), w.E_TRACK_UUID)
         name_m = w.varint_mat(name.astype(np.int64) + 1, w.E_NAME_IID)
         cat_m = w.varint_mat(cat.astype(np.int64) + 1, w.E_CATEGORY_IIDS, cat > 0)
         te_len = 2 + name_m.lens + uuid.lens + cat_m.lens + annots.lens

@@ -339,3 +339,20 @@ def test_real_torch_profiler_run(tmp_path):
     assert threads and all(d.thread.thread_name for d in threads)
     back = load_pftrace(p)
     assert _model_rows(back) == _model_rows(tr)
+
+
+def test_slices_and_instants_on_a_counter_track_move_to_a_lane(tmp_path):
+    b = TraceBuilder()
+    p = b.process(1, "p")
+    mem = b.track(p, "neuron:0 allocated", TrackKind.MEMORY, unit="bytes")
+    b.add_counter(mem, T0, 10.0)
+    b.add_slice(mem, T0 + 5, 10, "alloc burst")
+    b.add_instant(mem, T0 + 7, "oom warning")
+    tr = b.build()
+    f = write_pftrace(tr, tmp_path / "c.pftrace")
+    res, slices, tracks = check(f)
+    assert res["warnings"] == {}
+    assert sorted(n for _, _, _, n, *_ in slices if n != "neuron_prof metadata") == ["alloc burst", "oom warning"]
+    back = load_pftrace(f)
+    assert back.tracks == tr.tracks and len(back.slices) == len(back.instants) == len(back.counters) == 1
+    assert back.slices.track[0] == back.instants.track[0] == back.counters.track[0] == mem
