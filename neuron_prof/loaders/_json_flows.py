@@ -3,7 +3,8 @@
 * v1 (`s`/`t`/`f` with an `id`): the flow is keyed by (cat, name, id). `s` and `t` bind to the deepest
   slice open at their ts on their thread; `f` binds to the next slice starting at or after its ts, or,
   with `"bp": "e"` (what Kineto writes), to the deepest slice open at its ts. A chain s -> t... -> f gives
-  one arrow per hop. Files neuron-prof wrote carry the slice row (`np_slice`) on each end, used when it
+  one arrow per hop; several `f` after one `s` each get an arrow from it (Kineto gives every device event of
+  one launch the launch's correlation id: MTIA traces have up to 9). Files neuron-prof wrote carry the slice row (`np_slice`) on each end, used when it
   checks out, so slices that start together still get their own arrows after a round trip.
 * v2 (`bind_id` with `flow_out`/`flow_in` on the slices): each flow_out slice links to the next
   flow_in slice with the same bind_id in time.
@@ -112,16 +113,17 @@ def bind_v1(ph: np.ndarray, key: np.ndarray, track: np.ndarray, t: np.ndarray, b
     good_hint = index.hint_ok(hint, track, t, ts, dur, s_track)
     row[good_hint] = hint[good_hint]
 
-    # The usual case: a key with exactly one s and one f -> one arrow, whatever the clocks say.
+    # The usual case: a key with one s, no t and one or more f -> an arrow from the s to each f, whatever
+    # the clocks say (Kineto gives every device event of one launch the launch's correlation id).
     nk = int(key.max()) + 1
     cnt = [np.bincount(key[ph == p], minlength=nk) for p in (0, 1, 2)]
-    simple = (cnt[0] == 1) & (cnt[2] == 1) & (cnt[1] == 0)
+    simple = (cnt[0] == 1) & (cnt[2] >= 1) & (cnt[1] == 0)
     is_simple = simple[key]
     s_idx = np.flatnonzero(is_simple & (ph == 0))
     f_idx = np.flatnonzero(is_simple & (ph == 2))
-    s_idx = s_idx[np.argsort(key[s_idx], kind="stable")]
-    f_idx = f_idx[np.argsort(key[f_idx], kind="stable")]
-    src, dst, fkey = [row[s_idx]], [row[f_idx]], [key[s_idx]]
+    s_of_key = np.full(nk, -1, dtype=np.int64)
+    s_of_key[key[s_idx]] = row[s_idx]
+    src, dst, fkey = [s_of_key[key[f_idx]]], [row[f_idx]], [key[f_idx]]
     # Chains and reused ids: walk each key's endpoints in time order.
     rest = np.flatnonzero(~is_simple)
     if len(rest):
@@ -138,7 +140,8 @@ def bind_v1(ph: np.ndarray, key: np.ndarray, track: np.ndarray, t: np.ndarray, b
                 cs.append(prev_row)
                 cd.append(r)
                 ck.append(k)
-                prev_row = r if p == 1 else -2
+                if p == 1:  # a step: the next hop starts here; after an f, further f fan out from the source
+                    prev_row = r
         src.append(np.array(cs, dtype=np.int64))
         dst.append(np.array(cd, dtype=np.int64))
         fkey.append(np.array(ck, dtype=np.int64))
