@@ -45,6 +45,8 @@ class NeuronProfApp(App[int]):
     # absolute: Textual resolves a relative CSS_PATH against the module of a subclass
     CSS_PATH = Path(__file__).with_name("app.tcss")
     TITLE = "neuron-prof"
+    # the palette's commands (screenshots to disk, themes) are not ours to offer, least of all through --serve
+    ENABLE_COMMAND_PALETTE = False
     MODES: ClassVar[dict[str, Any]] = {
         "loading": LoadingScreen,
         "overview": OverviewScreen,

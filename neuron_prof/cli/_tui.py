@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import socket
 import sys
 from pathlib import Path
 
@@ -73,7 +74,9 @@ def command(traces: tuple[str, ...], serve: bool, port: int, host: str) -> int:
                 f"http://127.0.0.1:{port}",
                 err=True,
             )
-        Server(serve_command(paths), host=host, port=port, title="neuron-prof").serve()
+        # the page tells the browser where the websocket is: a wildcard address is no place to connect to
+        public = f"http://{socket.getfqdn()}:{port}" if host in ("0.0.0.0", "::", "") else None
+        Server(serve_command(paths), host=host, port=port, title="neuron-prof", public_url=public).serve()
         return 0
     from neuron_prof.tui.app import NeuronProfApp
 

@@ -7,11 +7,13 @@ n/N next/previous slice on the lane. Other views jump here with `t`.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import ClassVar
 
 from neuron_prof.tui._fmt import fmt_bytes, fmt_ns, fmt_ts, printable
 from neuron_prof.tui.screens._base import ViewScreen
 from neuron_prof.tui.widgets.timeline import LABEL_W, Timeline
 from rich.text import Text
+from textual.binding import Binding, BindingType
 from textual.widget import Widget
 from textual.widgets import Static
 
@@ -20,6 +22,7 @@ class TimelineScreen(ViewScreen):
     """The trace on one time axis, with a cursor that the status line describes."""
 
     VIEW = "timeline"
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("t", "jump", "Centre")]
 
     def compose_body(self) -> Iterable[Widget]:
         rank = self.rank

@@ -60,14 +60,14 @@ class Timeline(ScrollView, can_focus=True):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("left,h", "move(-1)", "←", show=False),
-        Binding("right,l", "move(1)", "→", show=False),
-        Binding("shift+left,H", "pan(-0.25)", "Pan ←", show=False),
-        Binding("shift+right,L", "pan(0.25)", "Pan →", show=False),
+        Binding("left,h", "move(-1)", "Cursor", key_display="←→"),
+        Binding("right,l", "move(1)", "Cursor", show=False),
+        Binding("shift+left,H", "pan(-0.25)", "Pan", key_display="⇧←→"),
+        Binding("shift+right,L", "pan(0.25)", "Pan", show=False),
         Binding("plus,equals_sign", "zoom(0.5)", "Zoom in"),
         Binding("minus,underscore", "zoom(2)", "Zoom out"),
         Binding("0", "reset", "Whole trace"),
-        Binding("up,k", "lane(-1)", "Lane ↑", show=False),
+        Binding("up,k", "lane(-1)", "Lane", key_display="↑↓"),
         Binding("down,j", "lane(1)", "Lane ↓", show=False),
         Binding("n", "next_slice(1)", "Next slice", show=False),
         Binding("N", "next_slice(-1)", "Prev slice", show=False),
