@@ -123,7 +123,8 @@ def first_call_compile(trace: Trace, ctx: Context) -> list[Finding]:
                   f"(see shape_churn). " + advice)
     top = ops[0][0]
     n_ops = len(by_op)
-    title = (f"First-call compile stalls: {len(first)} compiles of {n_ops} op{'s' if n_ops != 1 else ''} "
+    title = (f"First-call compile stalls: {len(first)} compile{'s' if len(first) != 1 else ''} of {n_ops} "
+             f"op{'s' if n_ops != 1 else ''} "
              f"blocked the host {fmt_ns(cost)} (top: {top})")
     share = ctx.share(cost)
     return [Finding(kind="first_call_compile", severity=severity_for(share, "warning" if steady else "info"),
