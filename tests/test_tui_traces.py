@@ -51,6 +51,29 @@ async def test_opens_every_kineto_trace(kineto_trace: Path) -> None:
     assert app.return_code == 0
 
 
+async def test_two_real_ranks_side_by_side() -> None:
+    from neuron_prof.loaders import load
+    from tests.conftest import KINETO_DIR
+
+    paths = [KINETO_DIR / f"trace_filter_sampled_rank-{r}.json.gz" for r in (1, 0)]
+    if not all(p.exists() for p in paths):
+        pytest.skip("../shared/traces absent")
+    traces = sorted((load(p) for p in paths), key=lambda t: t.rank if t.rank is not None else 0)
+    app = NeuronProfApp(paths)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app)
+        await pilot.press("8")
+        await pilot.pause()
+        t = app.screen.table  # type: ignore[attr-defined]
+        assert t.visible_text("rank") == [str(tr.rank) for tr in traces]
+        assert t.visible_text("wall_ns") == [fmt_ns(tr.wall_ns) for tr in traces]
+        # every rank's collectives in one table
+        await pilot.press("7")
+        await pilot.pause()
+        ranks = sorted(set(app.screen.table.visible_text("rank")))  # type: ignore[attr-defined]
+        assert ranks == sorted(str(tr.rank) for tr in traces)
+
+
 @pytest.fixture(scope="module")
 def demo_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`neuron-prof demo`'s trace: trace.json, or the .pftrace beside it when JSON export is unavailable."""

@@ -37,6 +37,8 @@ class ViewScreen(Screen[None]):
     """Base of the eight views."""
 
     VIEW: ClassVar[str] = ""
+    JUMPS: ClassVar[bool] = True
+    """Whether rows of this view have a place on the timeline (`t`)."""
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("slash", "filter", "Filter"),
         Binding("t", "jump", "Timeline jump"),
@@ -85,7 +87,7 @@ class ViewScreen(Screen[None]):
         # no table (timeline): no filter key in the key bar
         if action in ("filter", "clear_filter") and self.table is None:
             return False
-        return True
+        return not (action == "jump" and not self.JUMPS)
 
     # ---- filter -----------------------------------------------------------------------------
     def action_filter(self) -> None:

@@ -17,6 +17,7 @@ class RanksScreen(ViewScreen):
     """Per-rank totals side by side; the slowest median step stands out."""
 
     VIEW = "ranks"
+    JUMPS = False
 
     def compose_body(self) -> Iterable[Widget]:
         cols = [
