@@ -26,6 +26,9 @@ KIND_RANK = {
     TrackKind.OTHER: 9, TrackKind.MEMORY: 10, TrackKind.COUNTER: 11,
 }
 _I32_MAX = (1 << 31) - 1
+# Replacement ids for string, zero or over-32-bit pids/tids: small, stable for a given trace, disjoint per rank
+# (so files of several ranks can be concatenated), skipping every id the trace already uses.
+_REMAP_PID, _REMAP_TID, _REMAP_STEP = 1_000_000, 2_000_000, 10_000
 
 
 @dataclass
@@ -50,12 +53,12 @@ def plan(trace: Trace, rank: int) -> Layout:
     """uuids and 32-bit ids for every process and track (lanes are added by `add_lanes`)."""
     lay = Layout(rank=rank, pids=[], tids={}, process_uuid=[], track_uuid=np.zeros(len(trace.tracks), np.uint64))
     used = {p.pid for p in trace.processes if _ok_id(p.pid)}
-    fresh = _fresh_ids((1 << 30) + (rank << 16), used)
+    fresh = _fresh_ids(_REMAP_PID + rank * _REMAP_STEP, used)
     for p in trace.processes:
         lay.pids.append(int(p.pid) if _ok_id(p.pid) else next(fresh))  # type: ignore[arg-type]
         lay.process_uuid.append(lay.new_uuid())
     used_t = {t.tid for t in trace.tracks if t.tid is not None and _ok_id(t.tid)}
-    fresh_t = _fresh_ids((1 << 30) + (rank << 16) + (1 << 15), used_t | set(lay.pids))
+    fresh_t = _fresh_ids(_REMAP_TID + rank * _REMAP_STEP, used_t | set(lay.pids))
     for i, t in enumerate(trace.tracks):
         lay.track_uuid[i] = lay.new_uuid()
         if t.tid is not None and not t.is_counter:
