@@ -74,3 +74,6 @@ class MemoryScreen(ViewScreen):
 
     def on_virtual_table_row_highlighted(self, event: VirtualTable.RowHighlighted) -> None:
         self._show(event.row)
+
+    def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
+        self.action_jump()
