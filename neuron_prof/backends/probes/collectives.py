@@ -218,11 +218,15 @@ class CollectivesProbe(Probe):
             return
         track = probe_track(builder, ctx, TrackKind.COLLECTIVE)
         used: set[int] = set()
+        kernels = _device_kernels(view)
         for rec in sorted(self.records, key=lambda r: r.start_ns):
             links = [(kind, _take(kineto[kind], rec, used, view)) for kind in ("c10d", "work")]
+            links.append(("device", _take_kernel(kernels, rec, view)))
             for kind, k in links:
                 if kind == "work" and k is not None:  # the real span of the collective on the backend's worker
                     rec.extra.update(work_ts_ns=int(view.ts[k]), work_dur_ns=int(view.dur[k]))
+                if kind == "device" and k is not None:
+                    rec.extra.update(device_ts_ns=int(view.ts[k]), device_dur_ns=int(view.dur[k]))
             row = self._add(builder, ctx, track, rec)
             for kind, k in links:
                 if k is not None:
@@ -236,14 +240,21 @@ class CollectivesProbe(Probe):
             if rec is not None:
                 rec.seq = seq.get(rec.group, 0)
                 seq[rec.group] = rec.seq + 1
+                k = _take_kernel(kernels, rec, view)
+                if k is not None:
+                    rec.extra.update(device_ts_ns=int(view.ts[k]), device_dur_ns=int(view.dur[k]))
                 row = self._add(builder, ctx, track, rec)
                 builder.add_flow(row, int(r), cat=Cat.COLLECTIVE, name="record_param_comms")
+                if k is not None:
+                    builder.add_flow(row, int(k), cat=Cat.COLLECTIVE, name="device")
 
     def _add(self, builder: TraceBuilder, ctx: CaptureContext, track: int, rec: CollectiveRecord) -> int:
         dur = max(rec.end_ns - rec.start_ns, 1)
+        # bandwidth over the device span when the backend gives one (NCCL kernels), else the host span
+        bw_dur = max(int(rec.extra.get("device_dur_ns") or dur), 1)
         size = rec.bytes_out if norm_op(rec.op) in ("allgather", "allgatherintotensor", "gather") else max(rec.bytes_in,
                                                                                                     rec.bytes_out)
-        algbw = size / dur  # bytes/ns == GB/s
+        algbw = size / bw_dur  # bytes/ns == GB/s
         n = max(rec.world_size, 1)
         factor = _OPS.get(rec.op, (None, None, None, _ONE))[3](n) if n > 1 else 1.0
         args = {Arg.BYTES_IN: rec.bytes_in, Arg.BYTES_OUT: rec.bytes_out, Arg.DTYPE: rec.dtype, Arg.GROUP: rec.group,
@@ -290,6 +301,29 @@ def _take(rows: np.ndarray, rec: CollectiveRecord, used: set[int], view: HostVie
         if norm_op(view.name_of(r)) in (key, norm_op(rec.op)):
             used.add(r)
             return r
+    return None
+
+
+def _device_kernels(view: HostView) -> dict[str, list[int]]:
+    """NCCL device kernels by op key, in time order (Kineto puts "Collective name" in their args)."""
+    rows = view.cat_rows(KinetoCat.KERNEL)
+    rows = view.name_rows(lambda s: s.lower().startswith("nccl"), rows)
+    out: dict[str, list[int]] = {}
+    for r in rows:
+        name = view.args(int(r)).get("Collective name") or view.name_of(int(r)).split("_")[1]
+        out.setdefault(norm_op(str(name)), []).append(int(r))
+    return out
+
+
+def _take_kernel(kernels: dict[str, list[int]], rec: CollectiveRecord, view: HostView) -> int | None:
+    """The first unused NCCL kernel of the record's op that starts after the host call began."""
+    q = kernels.get(norm_op(rec.op)) or kernels.get(norm_op(_C10D.get(rec.op, rec.op)))
+    while q:
+        r = q[0]
+        if view.ts[r] >= rec.start_ns - 1000:
+            q.pop(0)
+            return r
+        q.pop(0)  # a kernel launched before this call: belongs to a collective we did not see
     return None
 
 
