@@ -118,7 +118,7 @@ class OverviewScreen(ViewScreen):
         rank = self.rank
         yield Static(summary_text(rank, self.app.size.width), id="summary")
         cols = [
-            Column("severity", "sev", 8),
+            Column("severity", "sev", 8, style=lambda v: SEVERITY_STYLE.get(str(v), "")),
             Column("kind", "kind", 18),
             Column("title", "finding", 0),
             Column("cost_ns", "cost", 10, fmt_ns, right=True),

@@ -34,6 +34,8 @@ class Column:
     fmt: Callable[[Any], str] = str
     right: bool = False
     """Right-align (numbers)."""
+    style: Callable[[Any], str] | None = None
+    """Rich style of a cell from its value (e.g. severity colours); None: the row's style."""
 
 
 def _cell(text: str, width: int, right: bool) -> str:
@@ -193,11 +195,21 @@ class VirtualTable(ScrollView, can_focus=True):
         if pos >= len(self.order):
             return Strip.blank(width, base)
         r = int(self.order[pos])
-        cells = [_cell(c.fmt(self.data[c.key][r]), w, c.right) for c, w in zip(self.columns, widths)]
         style = base
         if pos == self.cursor:
             style = base + (Style(reverse=True) if self.has_focus else Style(bgcolor="grey30"))
-        return Strip([Segment(" ".join(cells), style)]).crop_extend(0, width, style)
+        segs: list[Segment] = []
+        plain: list[str] = []
+        for c, w in zip(self.columns, widths):
+            v = self.data[c.key][r]
+            plain.append(_cell(c.fmt(v), w, c.right))
+            if c.style is not None:
+                # flush the plain run, then this cell in its own style (still a plain-text Segment)
+                segs.append(Segment(" ".join(plain[:-1]) + (" " if len(plain) > 1 else ""), style))
+                segs.append(Segment(plain[-1], style + Style.parse(c.style(v))))
+                plain = [""]
+        segs.append(Segment(" ".join(plain), style))
+        return Strip(segs).crop_extend(0, width, style)
 
     def on_resize(self) -> None:
         self._resize()
