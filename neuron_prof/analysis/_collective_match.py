@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from neuron_prof.analysis._collectives import message_bytes
 from neuron_prof.model import Trace, TrackKind
 
 _KERNEL_RE = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)", re.IGNORECASE)
@@ -78,14 +79,11 @@ def _candidates(trace: Trace, rows: np.ndarray, source: str) -> tuple[list[str],
             key, b = op, float("nan")
             if source in ("probe", "record_param_comms"):
                 a = trace.slice_args(int(r))
+                b = float(message_bytes(a) or "nan")
                 if source == "record_param_comms":
                     key = _norm_op(str(a.get("Collective name", "collective")))
-                    n = a.get("In msg nelems")
-                    b = float(n) if isinstance(n, (int, float)) else float("nan")
                     group = a.get("Process Group Name", "")
                 else:
-                    v = a.get("bytes_in")
-                    b = float(v) if isinstance(v, (int, float)) else float("nan")
                     group = a.get("group", "")
                 key = f"{group}/{key}"
             keys.append(key)
