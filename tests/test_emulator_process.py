@@ -45,7 +45,8 @@ wall = time.perf_counter() - t0
 stats = tnx._C._get_compilation_cache_stats()
 entries = tnx._C._get_compilation_cache_entries()
 gt = emulator.ground_truth().records("compile")
-print(json.dumps({"wall": wall, "stats": stats, "entries": entries,
+stall = sum(r["host_end_ns"] - r["host_start_ns"] for r in gt) / 1e9
+print(json.dumps({"wall": wall, "stall": stall, "stats": stats, "entries": entries,
                   "sources": [r["detail"]["source"] for r in gt], "value": y.item()}))
 """
 
@@ -65,7 +66,9 @@ def test_warm_disk_cache_removes_first_call_compiles(tmp_path: Path) -> None:
         e["compilation_time_ms"] == 0 for e in warm["entries"]
     )  # loaded from disk: 0 ms, as in the real cache
     assert sorted(e["cache_key"] for e in warm["entries"]) == sorted(e["cache_key"] for e in cold["entries"])
-    assert cold["wall"] - warm["wall"] >= 0.8 * n * 0.012
+    # the host really blocked: 12 ms per compile when cold, a 0.2 ms disk load per NEFF when warm
+    assert cold["stall"] >= n * 0.012 and warm["stall"] < n * 0.004
+    assert cold["wall"] >= cold["stall"]
     assert warm["value"] == cold["value"]
 
 

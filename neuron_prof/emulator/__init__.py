@@ -114,6 +114,12 @@ def _install(cfg: EmulatorConfig) -> types.ModuleType:
 
     _dynamo_backend.register()
     _c10d.register()
+    # The first op PyTorch sends to a Python tensor subclass imports torch.distributed.tensor (seconds).
+    # Pay it here, so the user's first device op does not look like a multi-second stall in a profile.
+    import torch
+
+    torch.empty(0, device="neuron").view(0)
+    _state.RUNTIME.executed_names.clear()
     if cfg.install_torch_neuronx:
         sys.modules["torch_neuronx"] = mod
         for sub in ("_C", "profiling"):
