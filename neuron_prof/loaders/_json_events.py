@@ -100,16 +100,27 @@ def _all_objects(blob: bytes, lens: np.ndarray) -> bool:
 
 
 def floats(vals: list[Any] | tuple[Any, ...]) -> np.ndarray:
-    """float64 column; anything that is not a finite number becomes NaN (the caller drops or fixes it)."""
+    """float64 column; numbers and numeric strings as numbers, anything else NaN (the caller drops or
+    fixes it)."""
     try:
         a = np.array(vals, dtype=np.float64)
         if a.ndim == 1:
             return a
     except (TypeError, ValueError, OverflowError):
         pass
-    nan = float("nan")
-    return np.array([float(v) if type(v) in (int, float) and abs(v) < 1e300 else nan for v in vals],
-                    dtype=np.float64)
+    return np.array([_float(v) for v in vals], dtype=np.float64)
+
+
+def _float(v: Any) -> float:
+    """A number, or a string holding one (Perfetto accepts "ts": "12.5" too); else NaN."""
+    if type(v) in (int, float):
+        return float(v) if abs(v) < 1e300 else float("nan")
+    if type(v) is str:
+        try:
+            return float(v)
+        except ValueError:
+            pass
+    return float("nan")
 
 
 @dataclass
@@ -181,12 +192,17 @@ class EventColumns:
         try:
             return np.fromiter(map(cache.__getitem__, vals), dtype=np.int32, count=len(vals))
         except KeyError:
-            intern = self.strings.intern
-            for v in [v for v in dict.fromkeys(vals) if v not in cache]:
-                cache[v] = intern(as_str(v))
-            return np.fromiter(map(cache.__getitem__, vals), dtype=np.int32, count=len(vals))
+            pass
         except TypeError:  # an unhashable name (a list or object): use its text
             return self.sids([v if type(v) is str else as_str(v) for v in vals])
+        try:
+            new = [v for v in dict.fromkeys(vals) if v not in cache]
+        except TypeError:
+            return self.sids([v if type(v) is str else as_str(v) for v in vals])
+        intern = self.strings.intern
+        for v in new:
+            cache[v] = intern(as_str(v))
+        return np.fromiter(map(cache.__getitem__, vals), dtype=np.int32, count=len(vals))
 
     def sid(self, v: Any) -> int:
         return self.strings.intern(as_str(v))
@@ -197,12 +213,18 @@ class EventColumns:
         try:
             return np.fromiter(map(cache.__getitem__, keys), dtype=np.int32, count=len(keys))
         except KeyError:
-            for k in [k for k in dict.fromkeys(keys) if k not in cache]:
-                cache[k] = self._thread_track(norm_id(k[0]), norm_id(k[1]))
-            return np.fromiter(map(cache.__getitem__, keys), dtype=np.int32, count=len(keys))
+            pass
+        except TypeError:  # unhashable pid/tid (a list): its text
+            return self._tracks([p if type(p) in (int, str) else norm_id(p) for p in pids],
+                                [t if type(t) in (int, str) else norm_id(t) for t in tids])
+        try:
+            new = [k for k in dict.fromkeys(keys) if k not in cache]
         except TypeError:
             return self._tracks([p if type(p) in (int, str) else norm_id(p) for p in pids],
                                 [t if type(t) in (int, str) else norm_id(t) for t in tids])
+        for k in new:
+            cache[k] = self._thread_track(norm_id(k[0]), norm_id(k[1]))
+        return np.fromiter(map(cache.__getitem__, keys), dtype=np.int32, count=len(keys))
 
     def track_of(self, pid: Any, tid: Any) -> int:
         return int(self._tracks([pid], [tid])[0])
@@ -244,7 +266,7 @@ class EventColumns:
         try:
             kinds = set(phs)
         except TypeError:  # an unhashable "ph"
-            phs = [p if isinstance(p, str) else "?" for p in phs]
+            phs = [p if isinstance(p, str) else as_str(p) for p in phs]
             kinds = set(phs)
         flows = kinds & PH_FLOW.keys()
         if flows:
@@ -344,16 +366,13 @@ class EventColumns:
         keys = list(zip(cat, name, ids))
         cache = self._flow_keys
         try:
-            kid = np.fromiter(map(cache.__getitem__, keys), dtype=np.int64, count=len(keys))
-        except KeyError:
-            for k in [k for k in dict.fromkeys(keys) if k not in cache]:
-                cache[k] = len(cache)
-            kid = np.fromiter(map(cache.__getitem__, keys), dtype=np.int64, count=len(keys))
+            new = [k for k in dict.fromkeys(keys) if k not in cache]
         except TypeError:  # unhashable ids or names: their text
             keys = [(as_str(c), as_str(n), i if type(i) in (int, str) else as_str(i)) for c, n, i in keys]
-            for k in [k for k in dict.fromkeys(keys) if k not in cache]:
-                cache[k] = len(cache)
-            kid = np.fromiter(map(cache.__getitem__, keys), dtype=np.int64, count=len(keys))
+            new = [k for k in dict.fromkeys(keys) if k not in cache]
+        for k in new:
+            cache[k] = len(cache)
+        kid = np.fromiter(map(cache.__getitem__, keys), dtype=np.int64, count=len(keys))
         try:
             hint_a = np.array(hint, dtype=np.int64)
         except (TypeError, ValueError, OverflowError):

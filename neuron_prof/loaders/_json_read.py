@@ -33,6 +33,7 @@ _SEP = re.compile(rb"\}\s*,\s*\{")
 _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _WS = b" \t\r\n"
 _MAX_BACKTRACK = 8
+_DECODER = json.JSONDecoder()
 
 
 def read_bytes(path: Path, warnings: list[str]) -> bytes | bytearray:
@@ -97,6 +98,7 @@ class JsonEventReader:
         self.warnings: list[str] = []
         self.entries = 0
         """Elements of traceEvents seen (parsed), whatever they are."""
+        self._open_end: int | None = None
 
     # ---- parsing with repairs ----------------------------------------------------------------------
     def _parse(self, lo: int, hi: int, wrap: str) -> tuple[Any, int, bool, str]:
@@ -122,7 +124,14 @@ class JsonEventReader:
         if not short and (self.raw[bad:bad + 9].lstrip(b"-").startswith((b"NaN", b"Infinity"))
                           or "infinity" in msg or "number" in msg):
             try:
-                v = json.loads(bytes(doc).decode("utf-8"))  # accepts NaN, Infinity, numbers of any size
+                text = bytes(doc).decode("utf-8")
+                # the standard library accepts NaN, Infinity and numbers of any size; raw_decode stops where
+                # the value ends, as the last piece goes on with the rest of the document
+                v, end = _DECODER.raw_decode(text)
+                if wrap == "open":
+                    self._open_end = off + len(text[:end].encode())
+                elif text[end:].strip():
+                    raise ValueError("trailing data")
                 self._warn_once("non-standard JSON (NaN, Infinity or out-of-range numbers) accepted")
                 return v, -1, False, ""
             except (ValueError, RecursionError):
@@ -265,9 +274,10 @@ class JsonEventReader:
         """The final piece: raw[pos:] holds the last events, ']' and the rest of the document.
         Returns (events, index of ']' or None, where to resume after damage or None)."""
         n = len(self.raw)
+        self._open_end = None
         events, bad, _, msg = self._parse(pos, n, "open")
-        if isinstance(events, list):  # array form: the document ends with the array
-            return events, self._last_byte(n), None
+        if isinstance(events, list):  # array form (the document ends with the array), or repaired
+            return events, (self._open_end - 1 if self._open_end is not None else self._last_byte(n)), None
         if msg.startswith("unexpected content after document"):
             events, _, _, _ = self._parse(pos, bad, "open")
             if isinstance(events, list):
@@ -287,6 +297,9 @@ class JsonEventReader:
         raw, n = self.raw, len(self.raw)
         good: list[Any] = []
         cuts = [m.start() + 1 for m in _SEP.finditer(raw, pos, min(bad + 1, n))]
+        last = raw.rfind(b"}", pos, min(bad + 1, n))  # a complete last event followed by ',' or junk
+        if last >= pos and (not cuts or last + 1 > cuts[-1]):
+            cuts.append(last + 1)
         for cut in reversed(cuts[-_MAX_BACKTRACK:]):
             v, _, _, _ = self._parse(pos, cut, "both")
             if isinstance(v, list):

@@ -81,6 +81,8 @@ def _load(p: Path) -> Trace:
     if conv.events.entries and not conv.n_events_read():
         raise TraceFormatError(p, f"none of the {conv.events.entries:,} entries of traceEvents is a trace event "
                                   f"({_first_warning(conv)}): not a Chrome/Kineto trace")
+    if not conv.events.entries and reader.warnings:
+        raise TraceFormatError(p, f"no complete event could be read: {reader.warnings[0]}")
     cols, flows = conv.finish(reader.top, warnings + reader.warnings)
     trace = builder.build()
     trace = trace.replace(
