@@ -7,12 +7,12 @@ code under test: the 450 ms aten::matmul compile, the model.py:88 fallback site,
 from __future__ import annotations
 
 import numpy as np
+from rich.style import Style
+
 from neuron_prof.tui._fmt import fmt_ns
 from neuron_prof.tui.app import NeuronProfApp
 from neuron_prof.tui.widgets.timeline import Timeline
 from neuron_prof.tui.widgets.virtual_table import VirtualTable
-from rich.style import Style
-
 from tests.test_tui_shape import (
     CHURN_SIZES,
     COMPILE_MS,

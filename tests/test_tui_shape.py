@@ -7,10 +7,10 @@ memory tracks with the probe args. Its numbers are chosen so expected values are
 from __future__ import annotations
 
 import numpy as np
-from neuron_prof.tui import _shape
-from neuron_prof.tui._lanes import build_lanes
 
 from neuron_prof.model import Arg, Cat, ProcessKind, Trace, TraceBuilder, TrackKind
+from neuron_prof.tui import _shape
+from neuron_prof.tui._lanes import build_lanes
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000

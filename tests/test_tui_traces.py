@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from neuron_prof.tui._fmt import fmt_ns
 from neuron_prof.tui.app import NeuronProfApp
-
 from tests.test_tui_app import SIZE, ready, screen_text
 
 VIEWS = "12345678"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from textual.app import App, ComposeResult
+
 from neuron_prof.tui._fmt import fmt_bytes, fmt_ns, literal, printable
 from neuron_prof.tui.app import NeuronProfApp
 from neuron_prof.tui.widgets.plot import braille_area, sparkline
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
-from textual.app import App, ComposeResult
-
 from tests.test_tui_shape import demo_like_trace
 
 N = 1_000_000
@@ -113,3 +113,15 @@ async def test_loading_reports_progress_then_shows_the_overview() -> None:
     assert fractions == sorted(fractions) and fractions[-1] == 1.0
     assert [w for _, w in seen][:2] == ["loading trace", "analysing trace"]
     assert len(seen) == 5  # load + analyse per file, then "ready"
+
+
+def test_timeline_axis_labels_sit_at_their_ticks() -> None:
+    from neuron_prof.tui.screens.timeline import axis_line
+    from neuron_prof.tui.widgets.timeline import LABEL_W
+
+    line = axis_line(0, 4e6, LABEL_W + 1 + 100)
+    assert line.index("0.000 ms") == LABEL_W + 1
+    assert line.rstrip().endswith("4.000 ms") and len(line.rstrip()) == LABEL_W + 1 + 100
+    # the middle tick (2 ms) is centred on the middle cell
+    mid = line.index("2.000 ms")
+    assert abs(mid + len("2.000 ms") // 2 - (LABEL_W + 1 + 50)) <= 1

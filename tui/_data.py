@@ -14,12 +14,12 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
-from neuron_prof.tui import _shape
-from neuron_prof.tui._lanes import Lane, build_lanes
 
 from neuron_prof.analysis import Finding
 from neuron_prof.analysis._nesting import nesting
 from neuron_prof.model import Trace
+from neuron_prof.tui import _shape
+from neuron_prof.tui._lanes import Lane, build_lanes
 
 Source = str | os.PathLike[str] | Trace
 Progress = Callable[[float, str], None]

@@ -15,6 +15,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rich.text import Text
+from textual import work
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.worker import Worker
+
+from neuron_prof.errors import NeuronProfError
 from neuron_prof.tui._data import Source, TuiData, prepare
 from neuron_prof.tui.screens._base import VIEWS
 from neuron_prof.tui.screens.collectives import CollectivesScreen
@@ -27,14 +35,6 @@ from neuron_prof.tui.screens.ops import OpsScreen
 from neuron_prof.tui.screens.overview import OverviewScreen
 from neuron_prof.tui.screens.ranks import RanksScreen
 from neuron_prof.tui.screens.timeline import TimelineScreen
-from rich.text import Text
-from textual import work
-from textual.app import App
-from textual.binding import Binding, BindingType
-from textual.message import Message
-from textual.worker import Worker
-
-from neuron_prof.errors import NeuronProfError
 
 VIEW_NAMES = tuple(v for v, _ in VIEWS)
 

@@ -9,14 +9,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, ClassVar
 
-from neuron_prof.tui._data import RankData, TuiData
-from neuron_prof.tui.widgets.bars import KeyBar, ViewBar
-from neuron_prof.tui.widgets.virtual_table import VirtualTable
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Input, Static
+
+from neuron_prof.tui._data import RankData, TuiData
+from neuron_prof.tui.widgets.bars import KeyBar, ViewBar
+from neuron_prof.tui.widgets.virtual_table import VirtualTable
 
 if TYPE_CHECKING:
     from neuron_prof.tui.app import NeuronProfApp
@@ -161,8 +162,9 @@ class Detail(Static):
     """A detail pane: labels in bold, trace strings literal."""
 
     def show(self, rows: list[tuple[str, str]]) -> None:
-        from neuron_prof.tui._fmt import printable
         from rich.text import Text
+
+        from neuron_prof.tui._fmt import printable
 
         t = Text()
         for i, (k, v) in enumerate(rows):

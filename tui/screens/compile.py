@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from textual.widget import Widget
+
 from neuron_prof.tui._fmt import fmt_int, fmt_ns
 from neuron_prof.tui._shape import plan_text
 from neuron_prof.tui.screens._base import Detail, ViewScreen, detail
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
-from textual.widget import Widget
 
 COMPILE_KINDS = ("first_call_compile", "recompile", "shape_churn")
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from textual.widget import Widget
+
 from neuron_prof.tui._fmt import fmt_bytes, fmt_int, fmt_ns, fmt_share
 from neuron_prof.tui.screens._base import Detail, ViewScreen, detail
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
-from textual.widget import Widget
 
 
 class FallbackScreen(ViewScreen):

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from neuron_prof.tui._fmt import printable
-from neuron_prof.tui.widgets.bars import KeyBar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Center, Middle
 from textual.screen import Screen
 from textual.widgets import ProgressBar, Static
+
+from neuron_prof.tui._fmt import printable
+from neuron_prof.tui.widgets.bars import KeyBar
 
 
 class LoadingScreen(Screen[None]):

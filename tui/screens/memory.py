@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
+from rich.text import Text
+from textual.widget import Widget
+from textual.widgets import Static
+
 from neuron_prof.tui._fmt import fmt_bytes, fmt_ts, printable
 from neuron_prof.tui.screens._base import ViewScreen
 from neuron_prof.tui.widgets.plot import BraillePlot
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
-from rich.text import Text
-from textual.widget import Widget
-from textual.widgets import Static
 
 
 class MemoryScreen(ViewScreen):

@@ -5,17 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from neuron_prof.tui._data import RankData
-from neuron_prof.tui._fmt import fmt_int, fmt_ns, fmt_ts, printable
-from neuron_prof.tui.screens._base import ViewScreen
-from neuron_prof.tui.widgets.bars import KeyBar
-from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Static
+
+from neuron_prof.tui._data import RankData
+from neuron_prof.tui._fmt import fmt_int, fmt_ns, fmt_ts, printable
+from neuron_prof.tui.screens._base import ViewScreen
+from neuron_prof.tui.widgets.bars import KeyBar
+from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 
 
 class OpsScreen(ViewScreen):

@@ -5,16 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-from neuron_prof.tui._data import RankData, finding_target
-from neuron_prof.tui._fmt import fmt_int, fmt_ns, fmt_share, printable
-from neuron_prof.tui.screens._base import Detail, ViewScreen, detail
-from neuron_prof.tui.widgets.plot import sparkline
-from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 from rich.text import Text
 from textual.widget import Widget
 from textual.widgets import Static
 
 from neuron_prof.analysis import Finding
+from neuron_prof.tui._data import RankData, finding_target
+from neuron_prof.tui._fmt import fmt_int, fmt_ns, fmt_share, printable
+from neuron_prof.tui.screens._base import Detail, ViewScreen, detail
+from neuron_prof.tui.widgets.plot import sparkline
+from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 HEADLINES = (

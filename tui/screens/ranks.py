@@ -5,12 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from neuron_prof.tui._fmt import fmt_ns, fmt_share
-from neuron_prof.tui.screens._base import ViewScreen
-from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 from rich.text import Text
 from textual.widget import Widget
 from textual.widgets import Static
+
+from neuron_prof.tui._fmt import fmt_ns, fmt_share
+from neuron_prof.tui.screens._base import ViewScreen
+from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 
 
 class RanksScreen(ViewScreen):

@@ -9,13 +9,29 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from neuron_prof.tui._fmt import fmt_bytes, fmt_ns, fmt_ts, printable
-from neuron_prof.tui.screens._base import ViewScreen
-from neuron_prof.tui.widgets.timeline import LABEL_W, Timeline
 from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.widget import Widget
 from textual.widgets import Static
+
+from neuron_prof.tui._fmt import fmt_bytes, fmt_ns, fmt_ts, printable
+from neuron_prof.tui.screens._base import ViewScreen
+from neuron_prof.tui.widgets.timeline import LABEL_W, Timeline
+
+
+def axis_line(t0: float, t1: float, width: int, ticks: int = 4) -> str:
+    """Time labels (ms since the trace start) at 0, 1/4, ... 1 of the window, each at its own column."""
+    cells = max(1, width - LABEL_W - 1)
+    line = [" "] * width
+    for k in range(ticks + 1):
+        label = fmt_ts(t0 + (t1 - t0) * k / ticks, 0)
+        col = LABEL_W + 1 + round(cells * k / ticks)
+        # the first label starts at its tick, the last ends at it, the others are centred on it
+        start = col if k == 0 else col - len(label) if k == ticks else col - len(label) // 2
+        start = max(0, min(start, width - len(label)))
+        if all(c == " " for c in line[max(0, start - 1) : start + len(label) + 1]):
+            line[start : start + len(label)] = label
+    return "".join(line)
 
 
 class TimelineScreen(ViewScreen):
@@ -58,21 +74,11 @@ class TimelineScreen(ViewScreen):
 
     def _update(self) -> None:
         tl = self.timeline
-        origin = 0  # the timeline's times are already relative to the trace start
-        # axis: the window's start, middle and end relative to the trace start
-        width = max(tl.size.width or self.app.size.width, LABEL_W + 20)
-        cells = width - LABEL_W - 1
-        left = fmt_ts(tl.t0, origin)
-        mid = fmt_ts((tl.t0 + tl.t1) / 2, origin)
-        right = fmt_ts(tl.t1, origin)
-        axis = " " * (LABEL_W + 1) + left
-        pad = max(1, cells // 2 - len(left) - len(mid) // 2)
-        axis += " " * pad + mid
-        axis += " " * max(1, width - len(axis) - len(right)) + right
-        self.query_one("#axis", Static).update(Text(axis, style="dim"))
+        width = tl.size.width or self.app.size.width
+        self.query_one("#axis", Static).update(Text(axis_line(tl.t0, tl.t1, width), style="dim"))
         status = Text()
         status.append("cursor ", style="dim")
-        status.append(fmt_ts(tl.cursor_ns, origin), style="bold")
+        status.append(fmt_ts(tl.cursor_ns, 0), style="bold")  # the timeline counts from the trace start
         status.append(f"  window {fmt_ns(tl.t1 - tl.t0)}  ", style="dim")
         lane, row = tl.under_cursor()
         if lane is not None:

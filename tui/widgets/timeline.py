@@ -11,8 +11,6 @@ import zlib
 from typing import ClassVar
 
 import numpy as np
-from neuron_prof.tui._fmt import printable
-from neuron_prof.tui._lanes import BARS, SHADES, Lane
 from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding, BindingType
@@ -22,6 +20,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from neuron_prof.model import StringTable
+from neuron_prof.tui._fmt import printable
+from neuron_prof.tui._lanes import BARS, SHADES, Lane
 
 LABEL_W = 22
 PALETTE = (
@@ -118,6 +118,7 @@ class Timeline(ScrollView, can_focus=True):
     def on_resize(self) -> None:
         self.virtual_size = Size(self.size.width, len(self.lanes))
         self.refresh()
+        self._changed()
 
     # ---- state changes ------------------------------------------------------------------------
     def set_window(self, t0: float, t1: float) -> None:

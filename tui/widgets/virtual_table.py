@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from neuron_prof.tui._fmt import printable
 from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding, BindingType
@@ -22,6 +21,8 @@ from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+
+from neuron_prof.tui._fmt import printable
 
 
 @dataclass(frozen=True)
