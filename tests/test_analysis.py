@@ -328,6 +328,14 @@ def test_device_idle_gaps_and_host_activity(findings: list[Finding]) -> None:
     assert top["dur_ns"] == 5 * MS
     assert top["host"][0]["name"] == "fallback: aten::nonzero" and top["host"][0]["overlap_ns"] == 2 * MS
     assert f.evidence["busy_ns"] == 4 * MS + (N_STEPS - 1) * 5 * MS
+    # inside the gaps (step k +6 ms .. step k+1 +1 ms, k = 1..6, and step 1's first 1 ms): steps 1..6 each
+    # add fallback 2 ms, item 0.5 ms, all-reduce 0.5 ms (2 ms in step 6); the recompiles starting 0.1 ms
+    # into steps 2..6 overlap the 0.9 ms left of those gaps; host ops: nonzero + item (2.5 ms, steps 1..6),
+    # aten::mm at +0.5..1 ms of steps 1..7, and 15 "Torch-Compiled Region" spans of 10 µs at +9.6 ms
+    during = f.evidence["host_during_idle_ns"]
+    assert during["fallback"] == 6 * 2 * MS and during["sync"] == 6 * 500_000
+    assert during["collective"] == 5 * 500_000 + 2 * MS and during["compile"] == 5 * 900_000
+    assert during["host_ops"] == 6 * 2_500_000 + 7 * 500_000 + 15 * 10_000
 
 
 def test_memory_peak_names_the_allocation(findings: list[Finding]) -> None:

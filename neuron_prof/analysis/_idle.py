@@ -8,7 +8,7 @@ from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._finding import Finding
 from neuron_prof.analysis._fmt import fmt_ns
 from neuron_prof.analysis._host import host_work_in
-from neuron_prof.analysis._intervals import merge, overlap_ns
+from neuron_prof.analysis._intervals import intersect_ns, merge, overlap_ns
 from neuron_prof.analysis._registry import register
 from neuron_prof.model import KinetoCat, Trace, TrackKind
 
@@ -50,6 +50,21 @@ def _probe_work(ctx: Context, lo: int, hi: int) -> list[dict[str, object]]:
     return sorted(out, key=lambda d: -int(d["overlap_ns"]))  # type: ignore[call-overload]
 
 
+def _host_during(ctx: Context, lo: np.ndarray, hi: np.ndarray) -> dict[str, int]:
+    """Time inside the idle windows the host spent compiling, falling back, waiting, in collectives, in ops."""
+    sl = ctx.trace.slices
+    out = {}
+    for kind in _PROBE_KINDS:
+        rows = ctx.rows(kind)
+        if len(rows):
+            out[kind] = intersect_ns(sl.ts_ns[rows], sl.dur_ns[rows], lo, hi)
+    host = ctx.rows(TrackKind.THREAD)
+    ops = ctx.cat_rows(host, (KinetoCat.CPU_OP, KinetoCat.PYTHON, KinetoCat.CUDA_RUNTIME, KinetoCat.CUDA_DRIVER))
+    if len(ops):
+        out["host_ops"] = intersect_ns(sl.ts_ns[ops], sl.dur_ns[ops], lo, hi)
+    return out
+
+
 @register("device_idle")
 def device_idle(trace: Trace, ctx: Context) -> list[Finding]:
     """One finding per device: total idle time in gaps >= MIN_GAP_NS, the largest gaps and host activity."""
@@ -88,8 +103,9 @@ def device_idle(trace: Trace, ctx: Context) -> list[Finding]:
                   "(warm up, cache), CPU fallbacks, sync points (.item()), data loading (DataLoader workers, "
                   "pin_memory, prefetch) or Python overhead (torch.compile the step, larger batches).")
         sev = "critical" if share >= CRITICAL_IDLE else "warning" if share >= WARNING_IDLE else "info"
+        during = _host_during(ctx, gap_lo[big], gap_hi[big])
         ev = {"device": name, "gaps": int(len(big)), "idle_ns": idle, "busy_ns": busy,
-              "active_span_ns": int(e[-1] - s[0]), "largest": gaps,
+              "active_span_ns": int(e[-1] - s[0]), "largest": gaps, "host_during_idle_ns": during,
               **ctx.step_split(gap_lo[big], g[big])}
         out.append(Finding(kind="device_idle", severity=sev, title=title, cost_ns=idle, share=share,
                            count=int(len(big)), call_site=site, advice=advice, evidence=ev,

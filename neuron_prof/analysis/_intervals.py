@@ -41,3 +41,21 @@ def overlap_ns(ts: np.ndarray, dur: np.ndarray, lo: int, hi: int) -> np.ndarray:
     """Per interval: how much of it lies inside [lo, hi)."""
     ts = np.asarray(ts, dtype=np.int64)
     return np.maximum(np.minimum(ts + dur, hi) - np.maximum(ts, lo), 0)
+
+
+def covered_before(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """For disjoint sorted intervals: how much of them lies before each time in `t`."""
+    t = np.asarray(t, dtype=np.int64)
+    if not len(starts):
+        return np.zeros(len(t), dtype=np.int64)
+    cum = np.r_[0, np.cumsum(ends - starts)]
+    k = np.searchsorted(starts, t, side="right")  # intervals starting at or before t
+    full = cum[np.maximum(k - 1, 0)]
+    last = np.where(k > 0, np.minimum(t, ends[np.maximum(k - 1, 0)]) - starts[np.maximum(k - 1, 0)], 0)
+    return np.where(k > 0, full + np.maximum(last, 0), 0)
+
+
+def intersect_ns(a_ts: np.ndarray, a_dur: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> int:
+    """Total time the union of intervals `a` covers inside the disjoint windows [lo, hi)."""
+    s, e = merge(a_ts, a_dur)
+    return int((covered_before(s, e, hi) - covered_before(s, e, lo)).sum())

@@ -1,0 +1,76 @@
+"""Interval unions/intersections and slice nesting, checked against brute force on random cases."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from neuron_prof.analysis._intervals import intersect_ns, merge, union_ns
+from neuron_prof.analysis._nesting import nesting
+from neuron_prof.model import TraceBuilder
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_union_and_intersection(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(400):
+        a = [(rng.randint(0, 100), rng.randint(0, 20)) for _ in range(rng.randint(0, 8))]
+        ts = np.array([s for s, _ in a], dtype=np.int64)
+        dur = np.array([d for _, d in a], dtype=np.int64)
+        cover = {x for s, d in a for x in range(s, s + d)}
+        assert union_ns(ts, dur) == len(cover)
+        s, e = merge(ts, dur)
+        assert (np.diff(s) > 0).all() and (s[1:] > e[:-1]).all() if len(s) > 1 else True
+        w = sorted(rng.sample(range(0, 130), 6))
+        lo, hi = np.array(w[0::2]), np.array(w[1::2])
+        assert intersect_ns(ts, dur, lo, hi) == sum(1 for x in cover if any(l <= x < h for l, h in zip(lo, hi)))
+
+
+def _random_tree(rng: random.Random, lo: int, hi: int, depth: int, out: list[tuple[int, int]]) -> None:
+    """Properly nested spans inside [lo, hi): children never overlap each other."""
+    t = lo
+    while t < hi and depth < 5:
+        start = rng.randint(t, hi)
+        end = rng.randint(start, hi)
+        if rng.random() < 0.2:
+            end = start  # zero-length spans happen
+        out.append((start, end - start))
+        if end > start:
+            _random_tree(rng, start, end, depth + 1, out)
+        t = end + rng.randint(0, 3)
+        if rng.random() < 0.3:
+            break
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_nesting_against_brute_force(seed: int) -> None:
+    rng = random.Random(seed)
+    b = TraceBuilder()
+    spans: list[tuple[int, int, int]] = []
+    for tid in (1, 2):
+        tr = b.thread_track(1, tid)
+        out: list[tuple[int, int]] = []
+        _random_tree(rng, 0, 1000, 0, out)
+        for s, d in out:
+            spans.append((tr, s, d))
+    rng.shuffle(spans)  # table order is not time order
+    for tr, s, d in spans:
+        b.add_slice(tr, s, d, "x")
+    trace = b.build()
+    n = nesting(trace, np.arange(len(spans)))
+    for i, (tr, s, d) in enumerate(spans):
+        # the parent: the shortest other span on the track containing this one; ties by the nesting order
+        # (start, then longer first) -- a zero-length span at a parent's start sorts after the parent
+        cands = [j for j, (t2, s2, d2) in enumerate(spans) if j != i and t2 == tr and s2 <= s and s + d <= s2 + d2
+                 and (s2, -d2, j) < (s, -d, i) and not (d2 == 0 and s2 == s + d and d > 0)]
+        # a zero-length span at another's end is not inside it
+        cands = [j for j in cands if not (spans[j][1] + spans[j][2] == s and spans[j][2] > 0)]
+        want = min(cands, key=lambda j: (spans[j][2], -spans[j][1])) if cands else -1
+        assert n.parent[i] == want, (i, spans[i], want, n.parent[i])
+    kids: dict[int, int] = {}
+    for i, p in enumerate(n.parent):
+        if p >= 0:
+            kids[int(p)] = kids.get(int(p), 0) + spans[i][2]
+    assert n.self_ns.tolist() == [d - kids.get(i, 0) for i, (_, _, d) in enumerate(spans)]
