@@ -44,7 +44,7 @@ def _random_tree(rng: random.Random, lo: int, hi: int, depth: int, out: list[tup
             break
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(40))
 def test_nesting_against_brute_force(seed: int) -> None:
     rng = random.Random(seed)
     b = TraceBuilder()
