@@ -16,7 +16,7 @@ from neuron_prof.cli import main
 
 WORKER = Path(__file__).with_name("_dist_worker.py")
 SKEW_S = 3
-BOUND_NS = 2_000_000  # gloo on loopback: ranks leave an all_reduce within a few hundred µs of each other
+BOUND_NS = 5_000_000  # host-measured exits of a gloo all_reduce on loopback: < 1 ms idle, a few ms on a loaded 2-core box
 
 
 def _free_port() -> int:
@@ -66,8 +66,10 @@ def test_merge_real_gloo_job(tmp_path: Path, capsys: pytest.CaptureFixture[str],
         assert o["uncertainty_ns"] < BOUND_NS
     stragglers = [f for f in merged.findings if f["kind"] == "straggler"]
     assert stragglers, out
-    top = stragglers[0]
-    assert top["rank"] == delayed and top["count"] >= 4
+    # the delayed rank is the one late at (nearly) every collective; another rank may be late once, at the
+    # first collective, while its profiler was still starting
+    top = max(stragglers, key=lambda f: f["count"])
+    assert top["rank"] == delayed and top["count"] >= 4, [(f["rank"], f["count"]) for f in stragglers]
     assert top["evidence"]["cause"]["cause"] == "data loading" and top["evidence"]["cause"]["detail"] == "load_batch"
     # every other rank waited ~30 ms per step for the delayed one
     for r, wait in top["evidence"]["wait_ns_by_rank"].items():

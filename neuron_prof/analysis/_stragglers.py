@@ -18,6 +18,8 @@ MIN_SPREAD_NS = 1_000_000
 
 _CAUSE_KINDS = ((TrackKind.COMPILE, "a compile stall"), (TrackKind.FALLBACK, "a CPU fallback"),
                 (TrackKind.SYNC, "a host wait on the device"))
+_NOT_WORK = ("ProfilerStep", "PyTorch Profiler", "Iteration Start")
+"""Spans of the profiler itself or of whole steps: never a straggler's cause."""
 _DATA_WORDS = ("dataloader", "data_loader", "__next__", "collate", "load_batch")
 
 
@@ -58,7 +60,7 @@ def _cause(trace: Trace, rank: int, t0: int, t1: int) -> dict[str, object]:
         # the longest non-step host op inside the window
         keep = ov > 0
         cand = [(int(ov[i]), int(rows[i])) for i in np.flatnonzero(keep)
-                if not trace.slice_name(int(rows[i])).startswith("ProfilerStep")]
+                if not trace.slice_name(int(rows[i])).startswith(_NOT_WORK)]
         if cand and int(best["ns"]) == 0:
             ns, row = max(cand)
             return {"cause": "host work", "detail": trace.slice_name(row), "ns": ns}
@@ -67,6 +69,8 @@ def _cause(trace: Trace, rank: int, t0: int, t1: int) -> dict[str, object]:
 
 def straggler_findings(trace: Trace) -> list[Finding]:
     """One finding per rank that arrived late at collectives, most costly first."""
+    if not _matches_trusted(trace):
+        return []
     per_rank: dict[int, RankCollectives] = extract_collectives(trace)
     ranks, mat = match(per_rank)
     if len(ranks) < 2 or not len(mat):
@@ -106,6 +110,12 @@ def straggler_findings(trace: Trace) -> list[Finding]:
                       "worst_start_ns": int(S[worst, j])},
             ts_ns=int(S[worst, j]), rank=r))
     return sorted(out, key=lambda f: -f.cost_ns)
+
+
+def _matches_trusted(trace: Trace) -> bool:
+    """False when the merge found that the ranks' collectives do not correspond (e.g. sampled traces)."""
+    offsets = (trace.metadata.get("alignment") or {}).get("offsets") or {}
+    return not any(o.get("method") == "recorded" and o.get("matched", 0) > 0 for o in offsets.values())
 
 
 def _advice(cause: str) -> str:
