@@ -121,3 +121,42 @@ def test_serve_command_quotes_paths(tmp_path: Path) -> None:
 
     assert shlex.split(cmd)[-1] == str(p.resolve())
     assert shlex.split(cmd)[1:4] == ["-m", "neuron_prof", "tui"]
+
+
+def test_tui_in_a_real_terminal(pftrace: Path) -> None:
+    """`neuron-prof tui` in a pty: draws the overview, answers keys, `q` exits 0."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+
+    pid, fd = pty.fork()
+    if pid == 0:  # child: the real command, as a user types it
+        os.environ["TERM"] = "xterm-256color"
+        os.execv(sys.executable, [sys.executable, "-m", "neuron_prof", "tui", str(pftrace)])
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 140, 0, 0))
+    seen, deadline, phase = bytearray(), time.monotonic() + TIMEOUT, 0
+    try:
+        while time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.1)[0]:
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                seen += ANSI.sub(b"", chunk)
+            if phase == 0 and b"first_call_compile" in seen:
+                os.write(fd, b"3")
+                phase = 1
+            elif phase == 1 and b"host time" in seen:
+                os.write(fd, b"q")
+                phase = 2
+        if phase < 2:  # stuck: end the child rather than wait for it forever
+            os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(fd)
+    assert phase == 2, bytes(seen[-1500:])
+    assert os.waitstatus_to_exitcode(status) == 0
