@@ -352,3 +352,18 @@ def test_compiled_graph_runs_as_one_device_execution_with_no_host_ops_inside(
     assert [act["kind_names"][k] for k in act["kind"]] == ["graph"]
     assert act["name"][0].startswith("model_") and "_inference_" in act["name"][0]
     torch.testing.assert_close(y.cpu(), (torch.relu(lin(x)) * 2).cpu())
+
+
+def test_activity_and_ground_truth_are_bounded_ring_buffers(tnx, cfg: EmulatorConfig) -> None:  # type: ignore[no-untyped-def]
+    emulator.reconfigure(replace(cfg, max_device_events=50, max_ground_truth_events=40))
+    tnx.profiling.get_device_activity(clear=True)
+    dropped0 = tnx.profiling.get_device_activity()["dropped"]
+    x = torch.zeros(4, device="neuron")
+    for _ in range(200):
+        x = x + 1
+    act = tnx.profiling.get_device_activity()
+    assert len(act["name"]) == 50 and act["dropped"] - dropped0 == 201 - 50  # zero_ and 200 adds
+    seqs = act["nrt_sequence_id"]
+    assert (seqs[1:] - seqs[:-1] == 1).all()  # the newest 50, in order
+    assert len(emulator.ground_truth().records()) == 40
+    assert x.sum().item() == 800.0

@@ -147,6 +147,7 @@ def reconfigure(config: EmulatorConfig) -> None:
         mem.capacity = config.memory_capacity_bytes
     rt.activity.max_events = config.max_device_events
     rt.gt.enabled = config.ground_truth
+    rt.gt.resize(config.max_ground_truth_events)
     rt.cfg = config
     _dispatch._INFO.clear()  # op infos cache the fallback decisions
 

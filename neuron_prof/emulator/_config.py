@@ -114,10 +114,12 @@ class EmulatorConfig:
     fallback_ops: frozenset[str] = DEFAULT_FALLBACK_OPS
     silent_fallback_ops: frozenset[str] = DEFAULT_SILENT_FALLBACK_OPS
     int64_fallback_ops: frozenset[str] = DEFAULT_INT64_FALLBACK_OPS
-    max_device_events: int = 1_000_000
-    """Ring buffer of device activity per process (the runtime's default per NeuronCore); oldest dropped."""
+    max_device_events: int = 250_000
+    """Ring buffer of device activity (oldest dropped). The real runtime keeps 1,000,000 per NeuronCore in
+    its own memory; here each event costs ~300 B of host RAM, so the default is smaller."""
     ground_truth: bool = True
     """Keep the test-only ground-truth log."""
+    max_ground_truth_events: int = 200_000
     install_torch_neuronx: bool = True
     """Publish the torch_neuronx-shaped module as sys.modules["torch_neuronx"]."""
     extra: dict[str, str] = field(default_factory=dict)

@@ -8,6 +8,7 @@ Records are plain tuples appended under a lock; `records()` turns them into dict
 from __future__ import annotations
 
 import threading
+from collections import deque
 from typing import Any
 
 KINDS = ("exec", "compile", "fallback", "sync", "copy", "graph", "graph_compile", "collective", "f64")
@@ -27,9 +28,10 @@ _FIELDS = (
 class GroundTruth:
     """Append-only, thread-safe log of emulator events (Unix ns)."""
 
-    def __init__(self, enabled: bool = True) -> None:
+    def __init__(self, enabled: bool = True, max_events: int = 200_000) -> None:
         self.enabled = enabled
-        self._rows: list[tuple[Any, ...]] = []
+        # Bounded: the log is on by default and a long run must not grow without limit (newest kept).
+        self._rows: deque[tuple[Any, ...]] = deque(maxlen=max_events)
         self._lock = threading.Lock()
 
     def add(
@@ -54,6 +56,10 @@ class GroundTruth:
         with self._lock:
             rows = list(self._rows)
         return [dict(zip(_FIELDS, r, strict=True)) for r in rows if kind is None or r[0] == kind]
+
+    def resize(self, max_events: int) -> None:
+        with self._lock:
+            self._rows = deque(self._rows, maxlen=max_events)
 
     def clear(self) -> None:
         with self._lock:

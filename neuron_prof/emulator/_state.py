@@ -23,7 +23,7 @@ class Runtime:
 
     def __init__(self, cfg: EmulatorConfig) -> None:
         self.cfg = cfg
-        self.gt = GroundTruth(cfg.ground_truth)
+        self.gt = GroundTruth(cfg.ground_truth, cfg.max_ground_truth_events)
         self.activity = Activity(cfg.max_device_events)
         self.clocks = [DeviceClock(i, self.activity) for i in range(cfg.num_devices)]
         self.memory = [
