@@ -62,12 +62,14 @@ def test_nesting_against_brute_force(seed: int) -> None:
     n = nesting(trace, np.arange(len(spans)))
     for i, (tr, s, d) in enumerate(spans):
         # the parent: the shortest other span on the track containing this one; ties by the nesting order
-        # (start, then longer first) -- a zero-length span at a parent's start sorts after the parent
+        # (start, then longer first) -- a zero-length span at a parent's start sorts after the parent, and
+        # a zero-length span contains nothing
         cands = [j for j, (t2, s2, d2) in enumerate(spans) if j != i and t2 == tr and s2 <= s and s + d <= s2 + d2
-                 and (s2, -d2, j) < (s, -d, i) and not (d2 == 0 and s2 == s + d and d > 0)]
+                 and (s2, -d2, j) < (s, -d, i) and d2 > 0]
         # a zero-length span at another's end is not inside it
         cands = [j for j in cands if not (spans[j][1] + spans[j][2] == s and spans[j][2] > 0)]
-        want = min(cands, key=lambda j: (spans[j][2], -spans[j][1])) if cands else -1
+        # identical spans nest in table order: the later one is inside the earlier
+        want = min(cands, key=lambda j: (spans[j][2], -spans[j][1], -j)) if cands else -1
         assert n.parent[i] == want, (i, spans[i], want, n.parent[i])
     kids: dict[int, int] = {}
     for i, p in enumerate(n.parent):
