@@ -1,0 +1,158 @@
+"""Ingest benchmark: `neuron_prof.load` on a large Kineto trace beside plain `orjson.loads`, in one run.
+
+    python -m bench.bench_ingest                       # generated 1.2M-event trace (bench.gen_trace)
+    python -m bench.bench_ingest --events 1e6 --real   # plus a real trace repeated to ~1M events
+    python -m bench.bench_ingest --trace big.json.gz   # any file
+
+Each measurement runs in a fresh subprocess, so peak RSS (ru_maxrss) is that of the one job alone.
+Rows: `orjson.loads` (read + parse the whole document: what any JSON tool pays before doing anything),
+`neuron_prof.load` on a first open (index cache off), and a second open (the columnar index beside the
+file). An event is one entry of `traceEvents`. Prints one table with the ratios to orjson.loads.
+Targets (issue 9): 1.2M events / 284 MB in <= 5 s and <= 1 GB peak RSS; second open <= 1 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+_CHILD = r"""
+import json, os, resource, sys, time
+mode, path = sys.argv[1], sys.argv[2]
+import orjson, numpy
+import neuron_prof.loaders, neuron_prof.loaders.kineto_json  # imports are not ingest
+rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t0, c0 = time.perf_counter(), time.process_time()
+if mode == "orjson":
+    import gzip
+    with open(path, "rb") as f:
+        raw = f.read()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    doc = orjson.loads(raw)
+    n = len(doc["traceEvents"] if isinstance(doc, dict) else doc)
+else:
+    tr = neuron_prof.loaders.load(path)
+    n = tr.n_events
+t1, c1 = time.perf_counter(), time.process_time()
+print(json.dumps({"wall": t1 - t0, "cpu": c1 - c0, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "base_rss_mb": rss0 / 1024, "model_events": n}))
+"""
+
+
+def _run(mode: str, path: Path, env: dict[str, str]) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, "-c", _CHILD, mode, str(path)], capture_output=True, text=True, env=env,
+                         check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"{mode} on {path} failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def generated(n: int, folder: Path) -> Path:
+    """The generated trace of n events (made once, kept in `folder`)."""
+    from bench.gen_trace import write
+
+    p = folder / f"kineto_{n}.json"
+    if not p.exists():
+        write(n, p)
+    return p
+
+
+def real_repeated(n: int, folder: Path) -> Path:
+    """The largest real trace in ../shared/traces/kineto, repeated with shifted times and ids to >= n entries."""
+    src_dir = Path(__file__).resolve().parents[2] / "shared" / "traces" / "kineto"
+    src = max(src_dir.glob("*.json*"), key=lambda p: p.stat().st_size)
+    p = folder / f"real_{src.name.split('.')[0]}_{n}.json"
+    if p.exists():
+        return p
+    doc = json.loads(gzip.open(src).read() if src.name.endswith(".gz") else src.read_bytes())
+    evs = doc["traceEvents"]
+    meta = [e for e in evs if e.get("ph") == "M"]
+    body = [e for e in evs if e.get("ph") != "M"]
+    ts = [e["ts"] for e in body if isinstance(e.get("ts"), (int, float))]
+    span = max(ts) - min(ts) + 1000.0
+    out = list(meta)
+    k = 0
+    while len(out) < n:
+        for e in body:
+            e2 = dict(e)
+            if isinstance(e2.get("ts"), (int, float)):
+                e2["ts"] = round(e2["ts"] + k * span, 3)
+            if isinstance(e2.get("id"), int):
+                e2["id"] = e2["id"] + k * 100_000_000
+            out.append(e2)
+        k += 1
+    doc["traceEvents"] = out
+    p.write_text(json.dumps(doc))
+    return p
+
+
+def _entries(path: Path) -> int:
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    import orjson
+
+    doc = orjson.loads(raw)
+    return len(doc["traceEvents"] if isinstance(doc, dict) else doc)
+
+
+def measure(path: Path, entries: int) -> list[tuple[str, dict[str, Any]]]:
+    base_env = dict(os.environ)
+    cache_dir = tempfile.mkdtemp(prefix="neuron-prof-bench-cache-")
+    rows = [("orjson.loads (read + parse)", _run("orjson", path, base_env))]
+    rows.append(("neuron_prof.load, first open", _run("load", path, {**base_env, "NEURON_PROF_CACHE": "0"})))
+    cached_env = {**base_env, "NEURON_PROF_CACHE": "1", "NEURON_PROF_CACHE_DIR": cache_dir}
+    _run("load", path, cached_env)  # writes the index
+    rows.append(("neuron_prof.load, second open", _run("load", path, cached_env)))
+    for _, r in rows:
+        r["entries"] = entries
+    return rows
+
+
+def table(title: str, path: Path, rows: list[tuple[str, dict[str, Any]]]) -> str:
+    ref = rows[0][1]
+    size = path.stat().st_size / 1e6
+    lines = [f"{title}: {path.name}, {rows[0][1]['entries']:,} events, {size:,.0f} MB",
+             f"{'':32} {'wall s':>8} {'cpu s':>7} {'events/s':>10} {'peak RSS MB':>12} {'x time':>7} {'x RSS':>6}"]
+    for name, r in rows:
+        lines.append(f"{name:32} {r['wall']:8.2f} {r['cpu']:7.2f} {r['entries'] / r['wall']:10,.0f} "
+                     f"{r['rss_mb']:12,.0f} {r['wall'] / ref['wall']:7.2f} {r['rss_mb'] / ref['rss_mb']:6.2f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.bench_ingest", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--events", type=float, default=1.2e6, help="events in the generated trace (default 1.2e6)")
+    ap.add_argument("--trace", type=Path, help="benchmark this file instead of a generated one")
+    ap.add_argument("--real", action="store_true", help="also a real trace repeated to --events")
+    ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "neuron-prof-bench",
+                    help="where generated traces are kept between runs")
+    a = ap.parse_args(argv)
+    a.dir.mkdir(parents=True, exist_ok=True)
+    n = int(a.events)
+    print(f"# ingest, {time.strftime('%Y-%m-%d %H:%M')} on {platform.node()} ({os.cpu_count()} CPUs, "
+          f"{platform.python_implementation()} {platform.python_version()}); load avg {os.getloadavg()[0]:.1f}")
+    if a.trace:
+        path = a.trace
+        print(table("file", path, measure(path, _entries(path))))
+    else:
+        path = generated(n, a.dir)
+        print(table("generated", path, measure(path, n)))
+    if a.real:
+        path = real_repeated(n, a.dir)
+        print(table("real, repeated", path, measure(path, _entries(path))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
