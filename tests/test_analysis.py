@@ -577,3 +577,16 @@ def test_recompile_limit_hit_is_in_the_advice() -> None:
     f = one(analyze(w.build()), "recompile")
     assert f.evidence["recompile_limit_hits"] == 1 and "recompile_limit" in f.advice
     assert one(analyze(Workload().build()), "recompile").evidence["recompile_limit_hits"] == 0
+
+
+def test_rank_is_set_when_the_evidence_is_one_ranks() -> None:
+    b = TraceBuilder()
+    for rank in (0, 1):
+        p = b.process(100 + rank, f"rank {rank}", ProcessKind.HOST, rank=rank)
+        fb = b.track(p, "fallback", TrackKind.FALLBACK)
+        site = "a.py:1" if rank == 0 else "b.py:2"
+        for i in range(2):
+            b.add_slice(fb, T0 + i * MS, 100_000, "aten::nonzero", Cat.FALLBACK, {Arg.CALL_SITE: site})
+        b.add_slice(fb, T0 + 5 * MS, 100_000, "aten::unique", Cat.FALLBACK, {Arg.CALL_SITE: "shared.py:3"})
+    found = [f for f in analyze(b.build()) if f.kind == "cpu_fallback"]
+    assert {(f.call_site, f.rank) for f in found} == {("a.py:1", 0), ("b.py:2", 1), ("shared.py:3", None)}

@@ -11,10 +11,13 @@ in its own module and list that module in `_MODULES` below.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import traceback
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._finding import KINDS, SEVERITIES, Finding
@@ -49,7 +52,22 @@ def _run(trace: Trace, ctx: Context) -> list[Finding]:
                                  share=0.0, count=1, advice="Report this with the trace if you can share it.",
                                  evidence={"probe": f"analysis:{name}",
                                            "traceback": traceback.format_exc(limit=6)}))
-    return sort_findings(found)
+    return sort_findings([_with_rank(trace, f) for f in found])
+
+
+def _with_rank(trace: Trace, f: Finding) -> Finding:
+    """Set `rank` when every slice the finding rests on belongs to one rank (merged multi-rank traces)."""
+    rows = f.evidence.get("rows")
+    if f.rank is not None or not rows or not isinstance(rows, list):
+        return f
+    try:
+        tracks = trace.slices.track[np.asarray(rows, dtype=np.int64)]
+    except (IndexError, ValueError):
+        return f
+    ranks = {trace.processes[trace.tracks[int(t)].process].rank for t in np.unique(tracks)}
+    if len(ranks) == 1 and (r := ranks.pop()) is not None:
+        return dataclasses.replace(f, rank=int(r))
+    return f
 
 
 def sort_findings(findings: list[Finding]) -> list[Finding]:

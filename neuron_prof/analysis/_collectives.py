@@ -83,9 +83,13 @@ def collective(trace: Trace, ctx: Context) -> list[Finding]:
     sl = trace.slices
     compute = np.setdiff1d(device_rows(ctx), rows)
     groups: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    busbw: dict[str, list[float]] = defaultdict(list)
     for r in rows:
         a = ctx.slice_args(int(r))
-        groups[op_key(trace.slice_name(int(r)), a)].append((int(r), message_bytes(a)))
+        key = op_key(trace.slice_name(int(r)), a)
+        groups[key].append((int(r), message_bytes(a)))
+        if isinstance(a.get(Arg.BUSBW), (int, float)):
+            busbw[key].append(float(a[Arg.BUSBW]))
     out = []
     for op, items in groups.items():
         idx = np.array([r for r, _ in items], dtype=np.int64)
@@ -122,7 +126,8 @@ def collective(trace: Trace, ctx: Context) -> list[Finding]:
         ev = {"op": op, "calls": len(items), "total_ns": total, "exposed_ns": exposed,
               "median_ns": int(np.median(dur)), "max_ns": int(dur.max()),
               "bytes_median": int(np.median(nbytes)) if nbytes.any() else 0,
-              "algbw_gbps_median": algbw, "slow": slow, "slow_excess_ns": excess,
+              "algbw_gbps_median": algbw, "busbw_gbps_median": float(np.median(busbw[op])) if busbw[op] else None,
+              "slow": slow, "slow_excess_ns": excess,
               "rows": [int(r) for r in idx[:200]], **ctx.step_split(ts, dur)}
         out.append(Finding(kind="collective", severity=sev, title=title, cost_ns=exposed, share=share,
                            count=len(items), advice=advice, evidence=ev, ts_ns=int(ts.min()),
