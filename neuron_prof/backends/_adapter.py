@@ -22,7 +22,9 @@ if TYPE_CHECKING:
     from neuron_prof.model import TraceBuilder
 
 PROBE_OVERHEAD = "probe_overhead_ns"
-"""Metadata key: {probe name: ns} spent by each probe (hooks in the user's program + start/stop/contribute)."""
+"""Metadata key: {probe name: ns} spent by each probe in the user's program (hooks while it ran + start/stop)."""
+PROBE_HOOKS = "probe_hook_ns"
+"""Metadata key: {probe name: ns} spent inside hooks while the user's code ran (wrappers, sampler thread)."""
 
 
 class ProbeBackend:
@@ -94,6 +96,7 @@ class ProbeBackend:
     def _account(self, builder: TraceBuilder, ctx: CaptureContext) -> None:
         per = {p.name: p.overhead_ns + self._phase_ns.get(p.name, 0) for p in self.probes}
         builder.metadata[PROBE_OVERHEAD] = per
+        builder.metadata[PROBE_HOOKS] = {p.name: p.overhead_ns for p in self.probes}
         builder.metadata[Meta.BACKEND] = self.name
         prev = builder.metadata.get(Meta.OVERHEAD_NS)
         base = int(prev) if isinstance(prev, (int, float)) else 0

@@ -87,10 +87,21 @@ def frame_call_site(skip: int = 1) -> str:
         return ""
     while f is not None:
         fn = f.f_code.co_filename
-        if not is_library_file(os.path.abspath(fn) if not fn.startswith("<") else fn):
-            return f"{short_path(fn)}:{f.f_lineno}"
+        if not _is_library_code(fn):
+            return f"{_short(fn)}:{f.f_lineno}"
         f = f.f_back  # type: ignore[assignment]
     return ""
+
+
+@lru_cache(maxsize=4096)
+def _is_library_code(filename: str) -> bool:
+    """is_library_file for a code object's filename (cached: called once per frame on hot paths)."""
+    return is_library_file(os.path.abspath(filename) if not filename.startswith("<") else filename)
+
+
+@lru_cache(maxsize=4096)
+def _short(filename: str) -> str:
+    return short_path(filename)
 
 
 def short_path(path: str) -> str:

@@ -1,7 +1,7 @@
 """Memory probe: counter tracks per device (allocated, reserved) and the peak, marked with what was running.
 
 Devices whose allocator does not report to the profiler (torch-neuronx) are polled by a sampler thread
-(``memory_interval_ms`` option, default 2 ms) through the adapter's `read` callable; nested and flat
+(``memory_interval_ms`` option, default 5 ms: the sampler holds the GIL while it reads) through the adapter's `read` callable; nested and flat
 ``memory_stats()`` shapes are both read (`_compat.memory_current`). The peak instant names the innermost
 host op running at the peak sample and its call site.
 """
@@ -45,7 +45,7 @@ class MemoryProbe(Probe):
         self._n = max(int(self._devices()), 0)
         if not self._n:
             return
-        interval = float(ctx.options.get("memory_interval_ms", 2.0)) / 1e3
+        interval = float(ctx.options.get("memory_interval_ms", 5.0)) / 1e3
         self._peak0 = self._peaks()
         self._sample()
         self._stop.clear()
