@@ -76,3 +76,37 @@ def test_nesting_against_brute_force(seed: int) -> None:
         if p >= 0:
             kids[int(p)] = kids.get(int(p), 0) + spans[i][2]
     assert n.self_ns.tolist() == [d - kids.get(i, 0) for i, (_, _, d) in enumerate(spans)]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_analyses_survive_odd_data(seed: int) -> None:
+    """Negative and zero durations, overlapping (non-nested) spans, args of the wrong type: no analysis fails."""
+    from neuron_prof.analysis import analyze, report
+    from neuron_prof.model import Arg, Meta, ProcessKind, TrackKind
+
+    rng = random.Random(seed)
+    b = TraceBuilder()
+    host = b.process(1, "h")
+    dev = b.process("d", "d", ProcessKind.DEVICE)
+    tracks = [b.thread_track(1, 1), b.thread_track(1, 2), b.track(dev, "q", TrackKind.DEVICE)]
+    tracks += [b.track(host, k, k) for k in (TrackKind.COMPILE, TrackKind.FALLBACK, TrackKind.SYNC,
+                                             TrackKind.COLLECTIVE)]
+    mem = b.track(dev, "mem", TrackKind.MEMORY)
+    junk: list[object] = [None, "x", -1, 3.5, [1, [2]], {"a": 1}, "0/x", "tensor 'x' size mismatch at index q"]
+    for _ in range(300):
+        t = rng.choice(tracks)
+        args = {k: rng.choice(junk) for k in rng.sample([Arg.CALL_SITE, Arg.CACHE, Arg.COMPILE_ID, Arg.SIGNATURE,
+                                                         Arg.SHAPES, Arg.RECOMPILE_REASON, Arg.BYTES_IN,
+                                                         "Input Dims", "Call stack", Arg.COPY_BYTES], 4)}
+        b.add_slice(t, rng.randint(0, 10_000), rng.randint(-50, 500), rng.choice(["a", "b", "ProfilerStep#1"]),
+                    rng.choice(["cpu_op", "kernel", ""]), args)
+    for _ in range(50):
+        b.add_counter(mem, rng.randint(0, 10_000), rng.uniform(-1, 1e9))
+        b.add_instant(tracks[0], rng.randint(0, 10_000), "[memory]", "", {"Total Allocated": rng.choice(junk)})
+    b.metadata[Meta.STEPS] = rng.choice([[[0, 0, 5000], [1, 5000, 10_000]], "bad", [[1]], None])
+    b.metadata[Meta.PROBE_ERRORS] = rng.choice([[{"probe": "x", "error": "y"}], "bad", None])
+    b.metadata[Meta.OVERHEAD_NS] = rng.choice([None, "x", 100])
+    trace = b.build()
+    broken = [f.title for f in analyze(trace) if str(f.evidence.get("probe", "")).startswith("analysis:")]
+    assert broken == []
+    report(trace)

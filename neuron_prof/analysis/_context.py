@@ -18,6 +18,20 @@ CRITICAL_SHARE = 0.10
 """...and this share makes it critical."""
 
 
+def as_int(v: Any, default: int = 0) -> int:
+    """An int from a trace argument of any type (probes and foreign traces write what they like)."""
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, (int, float)) and v == v and abs(v) < 2**63:
+        return int(v)
+    if isinstance(v, str):
+        try:
+            return int(float(v))
+        except ValueError:
+            return default
+    return default
+
+
 def severity_for(share: float, floor: str = "info") -> str:
     """Severity from the share of wall time a problem costs, never below `floor`."""
     sev = "critical" if share >= CRITICAL_SHARE else "warning" if share >= WARNING_SHARE else "info"

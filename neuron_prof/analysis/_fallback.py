@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.analysis._context import Context, severity_for
+from neuron_prof.analysis._context import Context, as_int, severity_for
 from neuron_prof.analysis._finding import Finding
 from neuron_prof.analysis._fmt import fmt_ns
 from neuron_prof.analysis._registry import register
@@ -59,7 +59,7 @@ def cpu_fallback(trace: Trace, ctx: Context) -> list[Finding]:
         a = ctx.slice_args(int(r))
         key = (ctx.call_site(a), trace.slice_name(int(r)))
         groups[key].append(int(r))
-        copies[key] += int(a.get(Arg.COPY_BYTES, 0) or 0)
+        copies[key] += as_int(a.get(Arg.COPY_BYTES))
         m = meta.setdefault(key, {"module": ctx.module(a), "shapes": set(), "dtypes": set()})
         if len(m["shapes"]) < 10 and a.get(Arg.SHAPES) is not None:
             m["shapes"].add(str(a.get(Arg.SHAPES)))
