@@ -113,3 +113,22 @@ def test_annotated_findings_survive_the_file(suffix: str, tmp_path: Path) -> Non
         p = subprocess.run([sys.executable, str(PFTRACE_CHECK), str(tmp_path / f"t{suffix}")],
                            capture_output=True, text=True, timeout=120)
         assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_trace_strings_are_literal_text() -> None:
+    """Rich markup and Markdown table syntax inside op names and call sites are shown as they are."""
+    from neuron_prof.analysis import report
+    from neuron_prof.exporters.summary import summary_markdown, summary_text
+    from neuron_prof.model import Arg, Cat, TraceBuilder, TrackKind
+
+    b = TraceBuilder()
+    fb = b.track(b.process(1, "h"), "fallback", TrackKind.FALLBACK)
+    op = "[bold red]aten::x|y[/bold red]"
+    b.add_slice(fb, 0, 1000, op, Cat.FALLBACK, {Arg.CALL_SITE: "a|b.py:[3]"})
+    rep = report(b.build())
+    text = summary_text(rep, width=300)
+    assert op in text and "a|b.py:[3]" in text
+    md = summary_markdown(rep)
+    assert "\\[bold red\\]" not in md and "aten::x\\|y" in md and "a\\|b.py:[3]" in md
+    row = next(ln for ln in md.splitlines() if ln.startswith("| 1 |"))
+    assert row.replace("\\|", "").count("|") == 9
