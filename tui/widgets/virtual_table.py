@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 from rich.segment import Segment
 from rich.style import Style
+from textual import work
 from textual.binding import Binding, BindingType
 from textual.geometry import Size
 from textual.message import Message
@@ -23,6 +24,9 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from neuron_prof.tui._fmt import printable
+
+BACKGROUND_ROWS = 200_000
+"""From this many rows, indexing for the first filter runs in a thread."""
 
 
 @dataclass(frozen=True)
@@ -131,19 +135,48 @@ class VirtualTable(ScrollView, can_focus=True):
         self.refresh()
 
     def filter(self, text: str) -> None:
-        """Show only rows whose filter column contains `text` (case-insensitive); "" shows all."""
+        """Show only rows whose filter column contains `text` (case-insensitive); "" shows all.
+
+        The first filter of a big table indexes the column's distinct values in a thread (0.8 s at
+        1M rows on a busy machine); the rows appear when it is done and the UI keeps answering.
+        """
         self.filter_text = text
-        n = self.n_rows
+        if text and self._uniq is None:
+            if self.n_rows >= BACKGROUND_ROWS and self.is_mounted:
+                self._index_in_background()
+                return
+            self._uniq = self._index()
+        self._apply_filter()
+
+    def _index(self) -> tuple[np.ndarray, np.ndarray]:
+        """(lower-case text of each distinct value of the filter column, row -> distinct index)."""
+        col = self.data[self.filter_key]
+        # astype(str) and np.unique run in C; a Python str() per row cost seconds at 1M rows
+        uniq, inv = np.unique(col.astype(str) if col.dtype == object else col, return_inverse=True)
+        fmt = next((c.fmt for c in self.columns if c.key == self.filter_key), str)
+        # the text a row shows (e.g. a track name for a track id) is what the filter matches
+        return np.array([printable(fmt(u)).lower() for u in uniq], dtype=object), inv
+
+    @work(thread=True, exclusive=True, group="index", exit_on_error=False)
+    def _index_in_background(self) -> None:
+        data = self.data
+        index = self._index()
+        self.app.call_from_thread(self._indexed, data, index)
+
+    def _indexed(self, data: dict[str, np.ndarray], index: tuple[np.ndarray, np.ndarray]) -> None:
+        if data is self.data:  # not replaced meanwhile
+            self._uniq = index
+            self._apply_filter()
+
+    def _apply_filter(self) -> None:
+        text, n = self.filter_text, self.n_rows
         if not text:
             order = np.arange(n, dtype=np.int64)
         else:
-            # match each distinct string once, then map back: cheap at a million rows
-            if self._uniq is None:
-                col = self.data[self.filter_key]
-                self._uniq = np.unique(np.array([str(v) for v in col], dtype=object), return_inverse=True)
-            uniq, inv = self._uniq
+            assert self._uniq is not None
+            texts, inv = self._uniq
             q = text.lower()
-            hit = np.fromiter((q in str(u).lower() for u in uniq), dtype=bool, count=len(uniq))
+            hit = np.fromiter((q in t for t in texts), dtype=bool, count=len(texts))
             order = np.flatnonzero(hit[inv]).astype(np.int64)
         if self.sort_key is not None and len(order):
             col = self.data[self.sort_key][order]
