@@ -28,12 +28,19 @@ def tnx():  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def cfg(tnx) -> Iterator[EmulatorConfig]:  # type: ignore[no-untyped-def]
-    """The fast config; whatever a test reconfigures is undone afterwards."""
+    """The fast config; whatever a test reconfigures is undone afterwards, and so is the Dynamo config a
+    "neuron" compile sets for the process (other test modules share this process)."""
+    import torch._dynamo
+
     base = EmulatorConfig.fast()
     emulator.reconfigure(base)
+    keys = ("automatic_dynamic_shapes", "assume_static_by_default")
+    saved = {k: getattr(torch._dynamo.config, k) for k in keys}
     yield base
     torch.neuron.synchronize()
     emulator.reconfigure(base)
+    for k, v in saved.items():
+        setattr(torch._dynamo.config, k, v)
 
 
 def _layer() -> torch.nn.Module:
@@ -259,6 +266,7 @@ def test_compile_backend_recompiles_per_shape_and_skips_eager_compiles(tnx, cfg:
         torch.testing.assert_close(y.cpu(), model(x).cpu())
     metrics = tnx.get_dynamo_metrics()
     assert len(metrics) == 3  # shapes 3, 5, 7: one forward graph each, none for the repeated 3
+    assert not torch._dynamo.config.automatic_dynamic_shapes  # what dynamic=False does
     assert all("_forward_" in m.graph_name and m.graph_node_count > 0 for m in metrics)
     assert all(m.torch_neuronx_compile_us >= 5000 for m in metrics)
     # the compiled calls paid one NEFF compile per graph and no per-op eager compile

@@ -1,9 +1,10 @@
 """torch.compile backend "neuron": Dynamo -> AOTAutograd -> one NEFF per graph and shape.
 
-Like TorchNeuron: only static shapes (dynamic=False is enforced: automatic dynamic shapes are turned off at
-enable(), and a graph with symbolic shapes is refused), so every new shape recompiles; `mode` other than
-"default" is ignored with a log line. The NEFF compile is lazy: the host blocks on it at the graph's first
-run (Dynamo's own backend_compile time excludes it), at a cost that grows with the graph's node count.
+Like TorchNeuron: only static shapes (dynamic=False is enforced: the first "neuron" compile turns automatic
+dynamic shapes off, and a graph with symbolic shapes is refused), so every new shape recompiles; `mode`
+other than "default" is ignored with a log line. The NEFF compile is lazy: the host blocks on it at the
+graph's first run (Dynamo's own backend_compile time excludes it), at a cost that grows with the graph's
+node count.
 A compiled graph runs as one device execution; its ops pay no per-op eager compile. Per-graph records
 have the shape of torch_neuronx.get_dynamo_metrics() (NeuronCompilationMetrics).
 """
@@ -216,10 +217,24 @@ def _make_compiler(graph_type: str, model_name: str) -> Any:
     return compiler
 
 
+def _enforce_static_shapes() -> None:
+    """From the first "neuron" compile on, Dynamo compiles static shapes only (what dynamic=False does).
+
+    Process-wide, as with TorchNeuron: torch.compile gives a string backend no hook to scope Dynamo config
+    to its own frames (its wrapper drops `backend_ctx_ctor`). The first compile is static anyway; this makes
+    every later shape a recompile instead of a dynamic graph.
+    """
+    import torch._dynamo
+
+    torch._dynamo.config.automatic_dynamic_shapes = False
+    torch._dynamo.config.assume_static_by_default = True
+
+
 def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs: Any) -> Any:
     """The "neuron" Dynamo backend."""
     from torch._dynamo.backends.common import aot_autograd
 
+    _enforce_static_shapes()
     mode = kwargs.get("mode")
     if mode not in (None, "default"):
         log.info("torch.compile mode=%r is ignored by the neuron backend", mode)
@@ -235,13 +250,9 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs
 
 
 def _register_now() -> None:
-    import torch._dynamo
-
     from neuron_prof.emulator._tensor import hide_dispatch_from_dynamo
 
     hide_dispatch_from_dynamo()
-    torch._dynamo.config.automatic_dynamic_shapes = False
-    torch._dynamo.config.assume_static_by_default = True
     from torch._dynamo.backends import registry
 
     # Not list_backends(): it imports every backend module, which fails while torch._dynamo is importing.
