@@ -14,6 +14,7 @@ import numpy as np
 from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding, BindingType
+from textual.events import Click
 from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
@@ -288,6 +289,17 @@ class Timeline(ScrollView, can_focus=True):
                 segs.append(Segment(chars[run_start:k], st))
                 run_start = k
         return Strip(segs).crop_extend(0, width, base)
+
+    def on_click(self, event: Click) -> None:
+        """A click picks the lane under it and puts the cursor at the clicked time."""
+        lane = self.scroll_offset.y + event.y
+        if 0 <= lane < len(self.lanes):
+            self.lane = lane
+        cell = event.x - LABEL_W - 1
+        if 0 <= cell < self.cells:
+            self.cursor_ns = self.time_of(cell)
+        self.refresh()
+        self._changed()
 
     def on_focus(self) -> None:
         self.refresh()
