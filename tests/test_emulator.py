@@ -375,3 +375,18 @@ def test_activity_and_ground_truth_are_bounded_ring_buffers(tnx, cfg: EmulatorCo
     assert (seqs[1:] - seqs[:-1] == 1).all()  # the newest 50, in order
     assert len(emulator.ground_truth().records()) == 40
     assert x.sum().item() == 800.0
+
+
+def test_checkpoints_save_host_copies_loadable_without_the_emulator(cfg: EmulatorConfig) -> None:
+    import copy
+    import io
+
+    lin = torch.nn.Linear(3, 2).to("neuron")
+    buf = io.BytesIO()
+    torch.save(lin.state_dict(), buf)
+    buf.seek(0)
+    sd = torch.load(buf, weights_only=True)
+    assert all(type(v) is torch.Tensor and v.device.type == "cpu" for v in sd.values())
+    torch.testing.assert_close(sd["weight"], lin.weight.detach().cpu())
+    twin = copy.deepcopy(lin)
+    assert twin.weight.device.type == "neuron" and twin.weight.requires_grad

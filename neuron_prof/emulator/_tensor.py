@@ -79,6 +79,12 @@ class NeuronTensor(torch.Tensor):
         sync_point(self._dev, "tolist")
         return self._elem.tolist()
 
+    def __reduce_ex__(self, proto: Any) -> Any:
+        # torch.save stores a host copy (a sync point), loadable with weights_only=True and without the
+        # emulator; torch.load(map_location="neuron") is unsafe for Python backends (torch-facts), so
+        # load on the CPU and .to("neuron").
+        return self.cpu().__reduce_ex__(proto)
+
     def numpy(self, *, force: bool = False) -> Any:
         if not force:
             raise TypeError(
