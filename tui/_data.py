@@ -19,6 +19,7 @@ from neuron_prof.analysis import Finding
 from neuron_prof.analysis._nesting import nesting
 from neuron_prof.model import Trace
 from neuron_prof.tui import _shape
+from neuron_prof.tui._fmt import fmt_bytes
 from neuron_prof.tui._lanes import Lane, build_lanes
 
 Source = str | os.PathLike[str] | Trace
@@ -154,6 +155,13 @@ def _rank(trace: Trace, source: str) -> RankData:
     )
 
 
+def _size(path: str | os.PathLike[str]) -> str:
+    try:
+        return f" ({fmt_bytes(os.path.getsize(path))})"
+    except OSError:
+        return ""  # the loader says what is wrong with the file
+
+
 def prepare(
     sources: Sequence[Source], progress: Progress | None = None, cancelled: Callable[[], bool] = lambda: False
 ) -> TuiData:
@@ -168,7 +176,8 @@ def prepare(
         if cancelled():
             break
         name = "trace" if isinstance(src, Trace) else os.fspath(src)
-        report(i / n, f"loading {os.path.basename(name)}")
+        size = "" if isinstance(src, Trace) else _size(src)
+        report(i / n, f"loading {os.path.basename(name)}{size}")
         t = time.perf_counter()
         trace = src if isinstance(src, Trace) else load(src)
         timings[f"load {i}"] = time.perf_counter() - t
