@@ -11,6 +11,11 @@ costs; 0 disables them), NEURON_PROF_EMULATE_DEVICE_SCALE (multiplies modelled d
 
 What the profiler may use is only the torch_neuronx-shaped module enable() returns (also published as
 sys.modules["torch_neuronx"]) and torch.neuron; ground_truth() is for tests. See _api.py for the module.
+
+Limits: one device per process (as TorchNeuron runs); torch.load(map_location="neuron") is unsafe for Python
+backends (load on the CPU, then .to("neuron")); torch.Generator(device="neuron") and pin_memory need C++
+hooks; sparse and nested tensors stay on the host (ops on them fall back); host [memory] events in a profile
+include the host copies that hold device values.
 """
 
 from __future__ import annotations

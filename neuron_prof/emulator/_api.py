@@ -60,10 +60,14 @@ def get_device_activity(clear: bool = False) -> dict[str, Any]:
     graph name, "copy_h2d", "copy_d2h", "<op> (copy to host)", "allreduce"...), `device`, `stream_id`
     (0 compute, 1 DMA, 2 collectives), `kind` (index into `kind_names`: op, graph, copy_h2d, copy_d2h,
     collective), `start_ns`/`end_ns` (Unix ns on the device clock), `nrt_sequence_id` (unique, increasing),
-    `seq_nr` (autograd sequence counter of the issuing thread when the op ran; -1 when unknown), `th_id`
-    (native thread id of the issuing host thread = Kineto's tid), `host_ns` (Unix ns when the host issued it,
-    always inside the host's aten op span), plus `dropped` (events lost to the ring buffer).
-    The runtime's ring buffer keeps the newest max_device_events; clear=True empties it after reading.
+    `seq_nr` (the issuing host op's autograd "Sequence number" as Kineto records it, for forward ops;
+    otherwise the thread's counter), `th_id` (native thread id of the issuing host thread = Kineto's tid),
+    `host_ns` (Unix ns when the host issued it, inside the issuing aten op's span), plus `dropped` (events
+    lost to the ring buffer). The ring keeps the newest max_device_events; clear=True empties it.
+
+    How to read it: snapshot before a capture (note the last nrt_sequence_id) and once after, then keep
+    rows above that id; join each row to the innermost host cpu_op named `name` on thread `th_id` whose span
+    holds `host_ns` (forward ops also match by `seq_nr`). Graph rows carry the get_dynamo_metrics graph_name.
     """
     return _rt().activity.snapshot(clear)
 
