@@ -277,3 +277,34 @@ def test_real_torch_profiler_run(tmp_path: Path) -> None:
     assert len(mem) == 1 and (tr.instants.name == mem[0]).sum() == sum(
         1 for e in doc["traceEvents"] if e.get("name") == "[memory]")
     assert tr.metadata[Meta.KINETO]["schemaVersion"] == 1
+
+
+def test_parallel_parse_gives_the_same_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a generated Kineto trace and a copy of it written by our exporter (np_slice hints, own key)
+    from bench.gen_trace import write
+    from neuron_prof.exporters.chrome_json import write_chrome_json
+
+    from .test_chrome_json import assert_same
+
+    src = write(20_000, tmp_path / "g.json")
+    monkeypatch.setenv("NEURON_PROF_JSON_WORKERS", "1")
+    seq = load_kineto_json(src)
+    write_chrome_json(seq, tmp_path / "own.json")
+    seq_own = load_kineto_json(tmp_path / "own.json")
+    # WHEN the same files are parsed by 3 processes
+    monkeypatch.setenv("NEURON_PROF_JSON_WORKERS", "3")
+    par = load_kineto_json(src)
+    par_own = load_kineto_json(tmp_path / "own.json")
+    # THEN the traces are identical, down to track order, rows and flow ids
+    assert_same(seq, par)
+    assert_same(seq_own, par_own)
+    assert seq.metadata == {**par.metadata}
+    # and a damaged file falls back to the sequential parse, warnings included
+    text = src.read_text().replace('"name": "nn.Module: Linear_6"', '"name": "nn.Module: Linear_6" @@', 1)
+    (tmp_path / "bad.json").write_text(text)
+    bad_par = load_kineto_json(tmp_path / "bad.json")
+    monkeypatch.setenv("NEURON_PROF_JSON_WORKERS", "1")
+    bad_seq = load_kineto_json(tmp_path / "bad.json")
+    assert_same(bad_seq, bad_par)
+    assert bad_par.metadata[Meta.WARNINGS] == bad_seq.metadata[Meta.WARNINGS]
+    assert len(bad_par.slices) == len(seq.slices) - 1

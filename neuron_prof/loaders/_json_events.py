@@ -437,6 +437,61 @@ class EventColumns:
         self._f, self._flow_keys = [], {}
         return cols, keys
 
+    # ---- parts parsed elsewhere (another process) ----------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """Everything accumulated, as plain arrays and lists (picklable), for `merge` in another process.
+        Track ids are those the `thread_track`/`counter_track` callbacks gave; string ids index `strings`."""
+        def cat(parts: list[tuple[np.ndarray, ...]], n: int) -> list[np.ndarray]:
+            return [np.concatenate([p[i] for p in parts]) for i in range(n)] if parts else []
+
+        f, keys = self.flow_ends() if self._f else ([], [])
+        return {"s": cat(self._s, 6), "i": cat(self._i, 5),
+                "c": (np.array(self._c_ts, np.float64), np.array(self._c_track, np.int32),
+                      np.array(self._c_val, np.float64)),
+                "blob": b"".join(self._blobs), "lens": np.concatenate(self._lens) if self._lens else np.zeros(0, np.int64),
+                "n_args": self._n_args, "n_slices": self.n_slices, "f": f, "keys": keys, "v2": self.v2,
+                "be": self.begin_end, "as": self.asyncs, "warn": dict(self.warn), "entries": self.entries,
+                "n_meta": self.n_meta, "strings": self.strings.as_list()}
+
+    def merge(self, st: dict[str, Any], tmap: np.ndarray, cmap: np.ndarray) -> None:
+        """Append a part's `state()`, its thread tracks mapped by `tmap` and counter tracks by `cmap`."""
+        gmap = self.sids(st["strings"])
+        row0, args0 = self.n_slices, self.args_base + self._n_args
+
+        def args(a: np.ndarray) -> np.ndarray:
+            return np.where(a >= 0, a + args0, -1)
+
+        if st["s"]:
+            ts, dur, tr, name, cat, a = st["s"]
+            self._s.append((ts, dur, tmap[tr], gmap[name], gmap[cat], args(a)))
+        if st["i"]:
+            ts, tr, name, cat, a = st["i"]
+            self._i.append((ts, tmap[tr], gmap[name], gmap[cat], args(a)))
+        c_ts, c_tr, c_val = st["c"]
+        self._c_ts.extend(c_ts.tolist())
+        self._c_track.extend(cmap[c_tr].tolist())
+        self._c_val.extend(c_val.tolist())
+        self._blobs.append(st["blob"])
+        self._lens.append(st["lens"])
+        self._n_args += st["n_args"]
+        self.n_slices += st["n_slices"]
+        if st["f"]:
+            cache = self._flow_keys
+            for k in st["keys"]:
+                if k not in cache:
+                    cache[k] = len(cache)
+            kmap = np.array([cache[k] for k in st["keys"]], dtype=np.int64)
+            ph, kid, tr, ts, bp, hint = st["f"]
+            self._f.append((ph, kmap[kid], tmap[tr], ts, bp, hint))
+        self.v2.extend((row + row0, *rest) for row, *rest in st["v2"])
+        n = len(self.begin_end)
+        self.begin_end.extend((r[0], r[1] + n, r[2], int(tmap[r[3]]), *r[4:]) for r in st["be"])
+        n = len(self.asyncs)
+        self.asyncs.extend((r[0], r[1] + n, *r[2:]) for r in st["as"])
+        self.warn.update(st["warn"])
+        self.entries += st["entries"]
+        self.n_meta += st["n_meta"]
+
     def finish(self, base_ns: int) -> Columns:
         """Columns with Unix-ns times (`base_ns` + µs converted without float rounding of the base)."""
         def cat(parts: list[tuple[np.ndarray, ...]], i: int, dtype: Any) -> np.ndarray:

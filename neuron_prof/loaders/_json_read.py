@@ -99,6 +99,8 @@ class JsonEventReader:
         self.entries = 0
         """Elements of traceEvents seen (parsed), whatever they are."""
         self._open_end: int | None = None
+        self.array_end: int | None = None
+        """Index of the closing ']' of traceEvents once `chunks()` is exhausted (None: not closed)."""
 
     # ---- parsing with repairs ----------------------------------------------------------------------
     def _parse(self, lo: int, hi: int, wrap: str) -> tuple[Any, int, bool, str]:
@@ -206,6 +208,7 @@ class JsonEventReader:
             return
         start, obj_start = frame
         end = yield from self._array(start)
+        self.array_end = end
         if obj_start is not None:
             self._read_top(obj_start, start, end)
         self.raw = b""  # the bytes are no longer needed: let them go before the columns are built

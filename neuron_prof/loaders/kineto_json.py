@@ -24,10 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 
 from neuron_prof.errors import TraceFormatError, TraceLoadError
 from neuron_prof.loaders._json_events import Columns, EventColumns, as_str, norm_id, us_to_ns
 from neuron_prof.loaders._json_flows import SliceIndex, bind_v1, bind_v2, unique_ids
+from neuron_prof.loaders._json_parallel import HEAD_BYTES, parse_parallel, workers_wanted
 from neuron_prof.loaders._json_read import JsonEventReader, read_bytes
 from neuron_prof.loaders._json_restore import restore_own
 from neuron_prof.model import ArgsStore, Trace, TraceBuilder
@@ -67,6 +69,15 @@ def _no_gc() -> Iterator[None]:
 def _load(p: Path) -> Trace:
     if p.is_dir():
         raise TraceLoadError(p, "is a directory, not a trace file")
+    try:
+        size = p.stat().st_size
+    except OSError:
+        size = 0  # read_bytes says what is wrong
+    workers = workers_wanted(size)
+    if workers > 1:
+        trace = _load_parallel(p, size, workers)
+        if trace is not None:
+            return trace
     warnings: list[str] = []
     raw = read_bytes(p, warnings)
     reader = JsonEventReader(raw, p)
@@ -78,12 +89,50 @@ def _load(p: Path) -> Trace:
             conv.add(chunk)
     except RecursionError:
         raise TraceFormatError(p, "JSON nested too deeply to read") from None
+    return _finish(p, conv, reader.top, warnings + reader.warnings)
+
+
+def _load_parallel(p: Path, size: int, workers: int) -> Trace | None:
+    """The same Trace as the sequential path, parsed by `workers` processes; None when it does not apply."""
+    try:
+        with open(p, "rb") as f:
+            head = f.read(HEAD_BYTES)
+    except OSError:
+        return None
+    if head[:2] == b"\x1f\x8b":
+        return None  # gzip: one stream, read sequentially
+    reader = JsonEventReader(head, p)
+    try:
+        frame = reader._frame()
+    except TraceLoadError:
+        return None
+    if isinstance(frame, list) or frame[1] is None:
+        return None
+    start, obj_start = frame
+    parts = parse_parallel(p, size, workers, start)
+    if parts is None or parts[-1]["suffix"] is None:
+        return None
+    try:
+        top = orjson.loads(head[obj_start:start - 1] + b"[]" + parts[-1]["suffix"])
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(top, dict):
+        return None
+    top.pop("traceEvents", None)
+    conv = _Converter(TraceBuilder(), str(p))
+    for part in parts:
+        conv.merge_part(part)
+    return _finish(p, conv, top, [])
+
+
+def _finish(p: Path, conv: _Converter, top: dict[str, Any], warnings: list[str]) -> Trace:
+    builder = conv.b
     if conv.events.entries and not conv.n_events_read():
         raise TraceFormatError(p, f"none of the {conv.events.entries:,} entries of traceEvents is a trace event "
                                   f"({_first_warning(conv)}): not a Chrome/Kineto trace")
-    if not conv.events.entries and reader.warnings:
-        raise TraceFormatError(p, f"no complete event could be read: {reader.warnings[0]}")
-    cols, flows = conv.finish(reader.top, warnings + reader.warnings)
+    if not conv.events.entries and warnings:
+        raise TraceFormatError(p, f"no complete event could be read: {warnings[-1]}")
+    cols, flows = conv.finish(top, warnings)
     trace = builder.build()
     trace = trace.replace(
         slices=SliceTable(ts_ns=cols.s_ts, dur_ns=cols.s_dur, track=cols.s_track, name=cols.s_name,
@@ -93,7 +142,7 @@ def _load(p: Path) -> Trace:
         counters=CounterTable(ts_ns=cols.c_ts, track=cols.c_track, value=cols.c_value),
         flows=flows,
         args=ArgsStore(cols.args_blob, np.concatenate(([0], np.cumsum(cols.args_lengths))).astype(np.int64)))
-    own = reader.top.get(META_KEY)
+    own = top.get(META_KEY)
     if isinstance(own, dict):
         trace = restore_own(trace, own, builder.metadata.get(Meta.WARNINGS))
     return trace
@@ -163,6 +212,24 @@ class _Converter:
 
     def add(self, chunk: list[Any]) -> None:
         self.events.add(chunk)
+
+    def merge_part(self, part: dict[str, Any]) -> None:
+        """A range parsed in another process (see _json_parallel): its tracks in the order they came into
+        being, its metadata events, then its columns."""
+        threads: list[int] = []
+        counters: list[int] = []
+        for entry in part["log"]:
+            if entry[0] == "t":
+                threads.append(self._thread_track(entry[1], entry[2]))
+            elif entry[0] == "c":
+                counters.append(self._counter_track(entry[1], entry[2]))
+            else:
+                self.b.process(entry[1])
+        n_meta = self.events.n_meta
+        for e in part["metas"]:
+            self._meta(e)
+        self.events.n_meta = n_meta
+        self.events.merge(part, np.array(threads, dtype=np.int32), np.array(counters, dtype=np.int32))
 
     def n_events_read(self) -> int:
         e = self.events
