@@ -1,5 +1,6 @@
 """Capture overhead: step time of a CPU transformer training loop with no profiler, with bare
-torch.profiler (the same options neuron-prof uses) and with neuron_prof.profile() (default probes);
+torch.profiler (the same options neuron-prof uses), with neuron_prof.profile(probes=[]) and with
+neuron_prof.profile() (default probes);
 then what the end of a session costs (conversion into the model, JSON and .pftrace writes).
 
     python -m bench.bench_capture                 # 3 rounds x 12 steps, TinyGPT at seq 64, batch 16
@@ -42,13 +43,18 @@ def _workload(seq: int, batch: int) -> Callable[[], None]:
 
 
 def _timed_steps(step: Callable[[], None], n: int, marker: Callable[[], None] | None) -> list[float]:
+    """CPU seconds of the process per step (all threads, so probe threads count too).
+
+    CPU time, not wall time: on a shared machine other processes' load moves wall time by 2-5x between
+    rounds, while the CPU this process spends on a step is what the profiler adds to.
+    """
     times = []
     for _ in range(n):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         step()
         if marker is not None:
             marker()
-        times.append(time.perf_counter() - t0)
+        times.append(time.process_time() - t0)
     return times
 
 
@@ -68,19 +74,22 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
 
     import torch
 
     import neuron_prof
 
+    torch.set_num_threads(args.threads)  # one intra-op thread: per-step CPU time is then the step's work
     step = _workload(args.seq, args.batch)
     _timed_steps(step, 5, None)  # warm up allocator and kernels
     # One throw-away session so that one-time imports (torch._dynamo for the compile probe, Kineto init)
     # are not charged to the first measured round.
     with neuron_prof.profile(None, quiet=True) as s:
         step()
-    times: dict[str, list[float]] = {"none": [], "torch.profiler": [], "neuron_prof": []}
+    times: dict[str, list[float]] = {"none": [], "torch.profiler": [], "neuron_prof, no probes": [],
+                                     "neuron_prof": []}
     ends: list[dict[str, float]] = []
     tmp = Path(tempfile.mkdtemp(prefix="bench-capture-"))
     for _ in range(args.rounds):
@@ -91,6 +100,9 @@ def main(argv: list[str] | None = None) -> None:
         t0 = time.perf_counter()
         p.stop()
         bare_stop = time.perf_counter() - t0
+        s0 = neuron_prof.profile(None, quiet=True, probes=[]).start()
+        times["neuron_prof, no probes"] += _timed_steps(step, args.steps, s0.step)[1:]
+        s0.stop()
         s = neuron_prof.profile(tmp / "t.json", quiet=True).start()
         times["neuron_prof"] += _timed_steps(step, args.steps, s.step)[1:]
         t0 = time.perf_counter()
@@ -112,9 +124,9 @@ def _print(times: dict[str, list[float]], ends: list[dict[str, float]], args: ar
     from rich.table import Table
 
     med = {k: statistics.median(v) for k, v in times.items()}
-    t = Table(title=f"Step time, TinyGPT seq {args.seq} batch {args.batch}, {args.rounds}x{args.steps - 1} "
+    t = Table(title=f"Step CPU time, TinyGPT seq {args.seq} batch {args.batch}, {args.rounds}x{args.steps - 1} "
                     f"steps (torch {torch_version})", title_justify="left")
-    for c in ("mode", "median ms", "vs none", "vs torch.profiler"):
+    for c in ("mode", "median CPU ms", "vs none", "vs torch.profiler"):
         t.add_column(c, justify="left" if c == "mode" else "right")
     for k, v in med.items():
         t.add_row(k, f"{v * 1e3:.2f}", f"{v / med['none']:.3f}x", f"{v / med['torch.profiler']:.3f}x")

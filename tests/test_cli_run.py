@@ -101,3 +101,30 @@ def test_run_subprocess_exit_code_and_traceback(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=180, env=env)
     assert res.returncode == 1 and "RuntimeError: script failed" in res.stderr
     assert (tmp_path / "b.json").exists()
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_run_on_the_emulated_neuron_device(tmp_path: Path, how: str) -> None:
+    # A subprocess: the emulator's PrivateUse1 registration cannot be undone in this test process.
+    script = _script(tmp_path, """
+        import torch
+        # Parameters made on the device: `Module.to("neuron")` inside a profiled region fails on the
+        # emulator (swap_tensors refuses tensors the profiler's record_shapes holds weak references to).
+        w = torch.randn(8, 4, device="neuron", requires_grad=True)
+        for _ in range(2):
+            (torch.randn(3, 8, device="neuron") @ w).sum().backward()
+        assert w.grad.device.type == "neuron"
+    """)
+    out = tmp_path / "n.json"
+    exe = Path(sys.executable).with_name("neuron-prof")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NEURON_PROF_EMULATE_COMPILE_SCALE": "0"}
+    args = [str(exe), "run", "-q", "-o", str(out)]
+    if how == "flag":
+        args.append("--emulate-neuron")
+    else:
+        env["NEURON_PROF_EMULATE"] = "1"
+    res = subprocess.run([*args, str(script)], capture_output=True, text=True, timeout=240, env=env)
+    assert res.returncode == 0, res.stderr
+    trace = neuron_prof.load(out)
+    assert trace.metadata["backend"] == "neuron"
+    assert "aten::mm" in slice_names(trace)

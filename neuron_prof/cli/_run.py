@@ -25,12 +25,15 @@ def _exit_code(e: SystemExit) -> int:
     return 1
 
 
-def _enable_emulator() -> None:
+def _enable_emulator(forced: bool) -> None:
+    """Enable the emulated neuron device: always with --emulate-neuron, else when NEURON_PROF_EMULATE=1."""
+    if not forced and os.environ.get(EMULATE_ENV, "").strip().lower() not in ("1", "true", "yes"):
+        return
     try:
         import neuron_prof.emulator as emu
     except ImportError:
         raise UsageError("--emulate-neuron: the emulated neuron device (neuron_prof.emulator) is not installed") from None
-    emu.enable()
+    emu.enable(emu.EmulatorConfig.from_env())  # the env also tunes it (NEURON_PROF_EMULATE_COMPILE_SCALE, ...)
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -65,8 +68,7 @@ def command(output: str, backend: str | None, emulate_neuron: bool, module: str 
         argv = [str(script), *script_and_args[1:]]
     else:
         argv = [module, *script_and_args]
-    if emulate_neuron or os.environ.get(EMULATE_ENV, "").strip() not in ("", "0", "false", "no"):
-        _enable_emulator()
+    _enable_emulator(emulate_neuron)
 
     saved_argv = sys.argv[:]
     sys.argv = argv
