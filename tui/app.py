@@ -3,8 +3,8 @@
     app = NeuronProfApp(["trace.json"])          # paths or ready Traces
     app.run()
 
-Loading and analysis run in a thread worker that posts `Progress`, `Loaded` or `Failed`; the UI
-stays on a progress bar meanwhile and `q` quits at any time.
+Loading and analysis run in a daemon thread (awaited by a worker) that posts `Progress`, `Loaded` or
+`Failed`; the UI stays on a progress bar meanwhile and `q` quits at once, even mid-parse.
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ from textual import work
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.message import Message
-from textual.worker import Worker
+from textual.worker import Worker, get_current_worker
 
 from neuron_prof.errors import NeuronProfError
 from neuron_prof.tui._data import Source, TuiData, prepare
+from neuron_prof.tui._threads import in_daemon_thread
 from neuron_prof.tui.screens._base import VIEWS
 from neuron_prof.tui.screens.collectives import CollectivesScreen
 from neuron_prof.tui.screens.compile import CompileScreen
@@ -106,16 +107,16 @@ class NeuronProfApp(App[int]):
         )
         self.loader = self._load()
 
-    @work(thread=True, exit_on_error=False, name="load")
-    def _load(self) -> None:
-        from textual.worker import get_current_worker
-
+    @work(exit_on_error=False, name="load")
+    async def _load(self) -> None:
         worker = get_current_worker()
         try:
-            data = prepare(
+            data = await in_daemon_thread(
+                prepare,
                 self.sources,
                 lambda f, s: self.post_message(self.Progress(f, s)),
-                cancelled=lambda: worker.is_cancelled,
+                lambda: worker.is_cancelled,
+                name="neuron-prof-load",
             )
         except Exception as e:  # noqa: BLE001 - every failure ends the app with its message
             self.post_message(self.Failed(e))
@@ -130,13 +131,11 @@ class NeuronProfApp(App[int]):
         self.shown_at = time.perf_counter()
         self._warm()
 
-    @work(thread=True, exit_on_error=False, name="warm", exclusive=True)
-    def _warm(self) -> None:
+    @work(exit_on_error=False, name="warm", exclusive=True)
+    async def _warm(self) -> None:
         """Build every view's tables while the user reads the overview, so switching views is instant."""
-        from textual.worker import get_current_worker
-
         worker = get_current_worker()
-        self.data.warm(lambda: worker.is_cancelled)
+        await in_daemon_thread(self.data.warm, lambda: worker.is_cancelled, name="neuron-prof-warm")
 
     def on_neuron_prof_app_loaded(self, message: Loaded) -> None:
         self.data = message.data
