@@ -1,4 +1,8 @@
-"""Device idle gaps: stretches with no device work between busy periods, and what the host did meanwhile."""
+"""Device idle gaps: stretches with no device work between busy periods, and what the host did meanwhile.
+
+The cost is the idle time not spent in compiles, fallbacks, syncs or collectives (those findings count
+that time already), so the ranking does not count one stall twice.
+"""
 
 from __future__ import annotations
 
@@ -86,7 +90,12 @@ def device_idle(trace: Trace, ctx: Context) -> list[Finding]:
             continue
         idle = int(g[big].sum())
         busy = int((e - s).sum())
-        share = ctx.share(idle)
+        # idle time the host spent in compiles, fallbacks, syncs or collectives is those findings' cost;
+        # this finding costs the rest (Python overhead, data loading, ... or nothing recorded)
+        probe = np.concatenate([ctx.rows(k) for k in _PROBE_KINDS])
+        explained = intersect_ns(sl.ts_ns[probe], sl.dur_ns[probe], gap_lo[big], gap_hi[big]) if len(probe) else 0
+        cost = idle - explained
+        share = ctx.share(cost)
         top = big[np.argsort(-g[big], kind="stable")[:10]]
         gaps = []
         for i in top:
@@ -98,16 +107,18 @@ def device_idle(trace: Trace, ctx: Context) -> list[Finding]:
         name = device_label(trace, int(p))
         title = (f"Device idle: {name} sat idle {fmt_ns(idle)} in {len(big)} gaps >= "
                  f"{MIN_GAP_NS // 1000} µs (largest {fmt_ns(int(first['dur_ns']))}; host: {doing})")  # type: ignore[call-overload]
+        if explained:
+            title += f"; {fmt_ns(cost)} not explained by compiles, fallbacks, syncs or collectives"
         site = next((str(h["call_site"]) for gp in gaps for h in gp["host"] if h.get("call_site")), "")  # type: ignore[attr-defined]
         advice = ("The device waited for the host. Look at what the host did in the largest gaps: compiles "
                   "(warm up, cache), CPU fallbacks, sync points (.item()), data loading (DataLoader workers, "
                   "pin_memory, prefetch) or Python overhead (torch.compile the step, larger batches).")
         sev = "critical" if share >= CRITICAL_IDLE else "warning" if share >= WARNING_IDLE else "info"
         during = _host_during(ctx, gap_lo[big], gap_hi[big])
-        ev = {"device": name, "gaps": int(len(big)), "idle_ns": idle, "busy_ns": busy,
+        ev = {"device": name, "gaps": int(len(big)), "idle_ns": idle, "explained_ns": explained, "busy_ns": busy,
               "active_span_ns": int(e[-1] - s[0]), "largest": gaps, "host_during_idle_ns": during,
               **ctx.step_split(gap_lo[big], g[big])}
-        out.append(Finding(kind="device_idle", severity=sev, title=title, cost_ns=idle, share=share,
+        out.append(Finding(kind="device_idle", severity=sev, title=title, cost_ns=cost, share=share,
                            count=int(len(big)), call_site=site, advice=advice, evidence=ev,
                            ts_ns=int(first["start_ns"])))  # type: ignore[call-overload]
     return out
