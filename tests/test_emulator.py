@@ -390,3 +390,15 @@ def test_checkpoints_save_host_copies_loadable_without_the_emulator(cfg: Emulato
     torch.testing.assert_close(sd["weight"], lin.weight.detach().cpu())
     twin = copy.deepcopy(lin)
     assert twin.weight.device.type == "neuron" and twin.weight.requires_grad
+
+
+def test_config_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("NEURON_PROF_EMULATE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("NEURON_PROF_EMULATE_COMPILE_SCALE", "0.5")
+    monkeypatch.setenv("NEURON_PROF_EMULATE_DEVICE_SCALE", "3")
+    cfg = EmulatorConfig.from_env()
+    default = EmulatorConfig()
+    assert cfg.cache_dir == str(tmp_path) and cfg.device_time_scale == 3.0
+    assert cfg.eager_compile_base_ms == default.eager_compile_base_ms / 2
+    assert cfg.graph_compile_ms_per_node == default.graph_compile_ms_per_node / 2
+    assert EmulatorConfig.fast().eager_compile_base_ms == 0 == EmulatorConfig.fast().graph_compile_base_ms

@@ -9,7 +9,7 @@ them for tests.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 GiB = 1 << 30
 
@@ -122,7 +122,6 @@ class EmulatorConfig:
     max_ground_truth_events: int = 200_000
     install_torch_neuronx: bool = True
     """Publish the torch_neuronx-shaped module as sys.modules["torch_neuronx"]."""
-    extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def fast(cls, **overrides: object) -> EmulatorConfig:
