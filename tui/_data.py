@@ -30,17 +30,21 @@ Progress = Callable[[float, str], None]
 def analyse(trace: Trace) -> tuple[dict[str, Any], list[Finding], list[str]]:
     """(totals, findings most costly first, warnings) from neuron_prof.analysis.
 
-    Findings stored in the trace file win over recomputed ones (they are what `summary` printed). A
-    failing analysis is reported on the overview, not raised: the timeline and tables stay usable.
+    Computed afresh, as `neuron-prof summary` does, so both show the same findings. A failing analysis
+    falls back to the findings stored in the file and is reported on the overview, not raised: the
+    timeline and tables stay usable.
     """
     from neuron_prof.analysis import report
 
     try:
         rep = report(trace)
     except Exception as e:  # noqa: BLE001 - shown to the user
-        return {"wall_ns": trace.wall_ns}, [], [f"analysis failed: {type(e).__name__}: {e}"]
-    found = [Finding.from_dict(d) for d in trace.findings] if trace.findings else list(rep.findings)
-    return rep.totals, found, []
+        stored = [Finding.from_dict(d) for d in trace.findings]
+        note = f"analysis failed: {type(e).__name__}: {e}" + (
+            "; showing the findings stored in the file" if stored else ""
+        )
+        return {"wall_ns": trace.wall_ns}, stored, [note]
+    return rep.totals, list(rep.findings), []
 
 
 @dataclass
