@@ -20,10 +20,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def run() -> dict[str, Any]:
+def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    p = subprocess.run([sys.executable, str(REPO / "tests" / "fakes" / "emulated_run.py")], cwd=REPO, env=env,
-                       capture_output=True, text=True, timeout=300)
+    out = tmp_path_factory.mktemp("emulated")
+    p = subprocess.run([sys.executable, str(REPO / "tests" / "fakes" / "emulated_run.py"), str(out)], cwd=REPO,
+                       env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     return orjson.loads(p.stdout.split("@@JSON@@", 1)[1])  # type: ignore[no-any-return]
 
@@ -112,3 +113,26 @@ def test_memory_counters(run: dict[str, Any]) -> None:
     assert alloc[-1] == run["allocated_now"]
     (peak,) = run["memory_peak"]
     assert peak["bytes"] == run["max_allocated"] and peak["device"] == "neuron:0"
+
+
+def test_float64_demotion(run: dict[str, Any]) -> None:
+    # one float64 tensor sent to the device per step; the emulator logs one f64 computation for each
+    assert len(run["dtype"]) == len(_gt(run, "f64")) == 3
+    for d in run["dtype"]:
+        assert d["shape"] == [4, 4] and d["op"] == "Tensor.to" and "emulated_run.py:" in d["call_site"]
+
+
+def test_named_tracks_round_trip_through_load(run: dict[str, Any]) -> None:
+    from tests.conftest import PFTRACE_CHECK
+
+    for ext, got in run["roundtrip"].items():
+        kinds = got["kinds"]
+        assert "neuron:0 device" in kinds["device"], ext
+        assert kinds["compile"] == ["compile"] and kinds["fallback"] == ["CPU fallback"], ext
+        assert kinds["collective"] == ["collectives"] and kinds["sync"] == ["sync points"], ext
+        assert {"neuron:0 allocated", "neuron:0 reserved"} <= set(kinds["memory"]), ext
+        assert got["counts"] == {k: len(run[k]) for k in ("device", "compile", "fallback", "sync", "collective")}, ext
+    if PFTRACE_CHECK.exists():
+        p = subprocess.run([sys.executable, str(PFTRACE_CHECK), run["roundtrip"]["pftrace"]["path"]],
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stdout + p.stderr

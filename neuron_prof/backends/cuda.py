@@ -36,9 +36,11 @@ class CudaBackend(ProbeBackend):
         from neuron_prof.backends.probes.collectives import CollectivesProbe
         from neuron_prof.backends.probes.compile import CompileProbe
         from neuron_prof.backends.probes.cuda_trace import CudaTraceProbe
-        from neuron_prof.backends.probes.memory import MemoryProbe
+        from neuron_prof.backends.probes.memory import KinetoMemoryProbe, MemoryProbe
 
-        return [CompileProbe(), CollectivesProbe(), CudaTraceProbe(), MemoryProbe("cuda", _cuda_count, _cuda_memory)]
+        # Kineto's exact allocator events first; the polled counters fill in only devices it did not report.
+        return [CompileProbe(), CollectivesProbe(), CudaTraceProbe(), KinetoMemoryProbe(),
+                MemoryProbe("cuda", _cuda_count, _cuda_memory)]
 
     def profiler_options(self) -> dict[str, Any]:
         from torch.profiler import ProfilerActivity

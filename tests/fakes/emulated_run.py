@@ -45,6 +45,7 @@ def main() -> None:
             dist.all_reduce(g)               # collective: 16*8*4 bytes
             y.sum().item()                   # sync point
             torch.neuron.synchronize()       # sync point
+        torch.randn(4, 4, dtype=torch.float64).to("neuron")  # float64 demoted to float32 on the device
 
     gt = ground_truth()
     gt.clear()
@@ -62,11 +63,34 @@ def main() -> None:
                       "dur": int(trace.slices.dur_ns[r]), "track": trace.tracks[int(trace.slices.track[r])].name,
                       **{k: v for k, v in trace.slice_args(int(r)).items() if k != "stack"}} for r in rows]
         out[kind + "_flows_in"] = int(sum(int(d) in set(rows.tolist()) for d in trace.flows.dst))
+    out["dtype"] = [trace.instant_args(int(i)) for i in trace.instants_on(TrackKind.DTYPE)]
+    out["roundtrip"] = _roundtrip(trace, out_dir=sys.argv[1] if len(sys.argv) > 1 else None)
     mem = trace.track_ids(TrackKind.MEMORY)
     out["memory"] = {trace.tracks[int(t)].name: trace.counters.value[trace.counters.track == t].tolist() for t in mem}
     out["memory_peak"] = [trace.instant_args(int(i)) for i in trace.instants_on(TrackKind.MEMORY)]
     dist.destroy_process_group()
     sys.stdout.write("\n@@JSON@@" + orjson.dumps(out).decode())
+
+
+def _roundtrip(trace: Any, out_dir: str | None) -> dict[str, Any]:
+    """Write the trace as .json and .pftrace, load both back: per format, {track kind: [track names]} and counts."""
+    if out_dir is None:
+        return {}
+    import neuron_prof
+    from neuron_prof.exporters import write_trace
+
+    got: dict[str, Any] = {}
+    for ext in ("json", "pftrace"):
+        path = os.path.join(out_dir, f"emulated.{ext}")
+        write_trace(trace, path)
+        t = neuron_prof.load(path)
+        kinds: dict[str, list[str]] = {}
+        for tr in t.tracks:
+            kinds.setdefault(tr.kind, []).append(tr.name)
+        got[ext] = {"kinds": kinds, "path": path,
+                    "counts": {k: int(len(t.slices_on(k))) for k in ("device", "compile", "fallback", "sync",
+                                                                      "collective")}}
+    return got
 
 
 if __name__ == "__main__":

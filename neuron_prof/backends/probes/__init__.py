@@ -16,7 +16,9 @@ def default_probes(kind: str) -> list[Probe]:
     from neuron_prof.backends.probes.collectives import CollectivesProbe
     from neuron_prof.backends.probes.compile import CompileProbe
 
-    probes: list[Probe] = [CompileProbe(), CollectivesProbe()]
+    from neuron_prof.backends.probes.memory import KinetoMemoryProbe
+
+    probes: list[Probe] = [CompileProbe(), CollectivesProbe(), KinetoMemoryProbe()]
     if kind != "cpu":
         from neuron_prof.backends.probes.sync import SyncProbe
 

@@ -7,6 +7,7 @@ Wraps ``Tensor.to``, ``Tensor.<device>()`` and ``torch.tensor`` during the captu
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,7 @@ class DtypeProbe(Probe):
         self.device_type = device_type
         self.records: list[tuple[int, str, list[int], str]] = []
         self._saved: list[tuple[Any, str, Any, bool]] = []
+        self._local = threading.local()
 
     def start(self, ctx: CaptureContext) -> None:
         import torch
@@ -74,6 +76,7 @@ class DtypeProbe(Probe):
                     d, dt = _target(args, kwargs)
                     if d == dev and (dt is None or dt is f64) and self.device.type != dev:
                         probe._record("Tensor.to", list(self.shape))
+                        return probe._inner(orig, self, *args, **kwargs)
                 return orig(self, *args, **kwargs)
             return to
 
@@ -81,12 +84,13 @@ class DtypeProbe(Probe):
             def to_dev(self: Any, *args: Any, **kwargs: Any) -> Any:
                 if self.dtype is f64 and self.device.type != dev:
                     probe._record(f"Tensor.{dev}", list(self.shape))
+                    return probe._inner(orig, self, *args, **kwargs)
                 return orig(self, *args, **kwargs)
             return to_dev
 
         def make_tensor(orig: Any) -> Any:
             def tensor(*args: Any, **kwargs: Any) -> Any:
-                out = orig(*args, **kwargs)
+                out = probe._inner(orig, *args, **kwargs)
                 if out.dtype is f64 and out.device.type == dev:
                     probe._record("torch.tensor", list(out.shape))
                 return out
@@ -97,9 +101,20 @@ class DtypeProbe(Probe):
         patch(torch, "tensor", make_tensor)
 
     def _record(self, op: str, shape: list[int]) -> None:
+        if getattr(self._local, "busy", False):  # a transfer made inside a recorded one (.to -> backend -> .to)
+            return
         t0 = time.perf_counter_ns()
         self.records.append((time.time_ns(), op, shape, frame_call_site(3)))
         self.overhead_ns += time.perf_counter_ns() - t0
+
+    def _inner(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        local = self._local
+        outer = getattr(local, "busy", False)
+        local.busy = True
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            local.busy = outer
 
     def stop(self, ctx: CaptureContext) -> None:
         for owner, name, orig, had in reversed(self._saved):

@@ -90,6 +90,11 @@ class MemoryProbe(Probe):
     def contribute(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView) -> None:
         if not self.samples:
             return
+        # devices whose allocator reported every allocation to the profiler already have exact counters
+        have = {builder.tracks[t].name for t in set(builder.c_track)}
+        self.samples = [smp for smp in self.samples if f"{self.device_type}:{smp[1]} allocated" not in have]
+        if not self.samples:
+            return
         tracks: dict[tuple[int, str], int] = {}
         peak: dict[int, tuple[int, int]] = {}
         for ts, d, alloc, res in self.samples:
@@ -118,3 +123,58 @@ class MemoryProbe(Probe):
                     site, module = view.site_and_module(r)
                     args.update({Arg.OP: view.name_of(r), Arg.CALL_SITE: site, Arg.MODULE: module})
             builder.add_instant(tracks[(d, "allocated")], ts, "memory peak", Cat.MEMORY, args)
+
+
+_DEVICE_TYPES = {0: "host", 1: "cuda"}
+"""Kineto's ``Device Type`` in ``[memory]`` events (c10::DeviceType): 0 CPU, 1 CUDA."""
+
+
+class KinetoMemoryProbe(Probe):
+    """Counters from the allocator events Kineto recorded (``[memory]`` instants, ``profile_memory=True``):
+    "host allocated"/"host reserved" and "cuda:N allocated"/"cuda:N reserved", plus each one's peak."""
+
+    name = "kineto_memory"
+
+    def contribute(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView) -> None:
+        import orjson
+
+        mid = builder.strings.get("[memory]")
+        if mid is None:
+            return
+        rows = [i for i, n in enumerate(builder.i_name) if n == mid]
+        series: dict[tuple[str, str], list[tuple[int, float]]] = {}
+        for i in rows:
+            k = builder.i_args[i]
+            if k < 0:
+                continue
+            a = orjson.loads(builder.args._parts[k])
+            dt = int(a.get("Device Type", 0) or 0)
+            dev = _DEVICE_TYPES.get(dt, f"device{dt}")
+            if dev != "host":
+                dev = f"{dev}:{int(a.get('Device Id', 0) or 0)}"
+            ts = builder.i_ts[i]
+            for label, key in (("allocated", "Total Allocated"), ("reserved", "Total Reserved")):
+                v = a.get(key)
+                if isinstance(v, (int, float)):
+                    series.setdefault((dev, label), []).append((ts, float(v)))
+        host = builder.process(ctx.host_pid)
+        for (dev, label), pts in sorted(series.items()):
+            if dev == "host":
+                track = builder.track(host, f"host {label}", TrackKind.MEMORY, unit="bytes")
+            else:
+                p = builder.process(dev, name=dev, kind=ProcessKind.DEVICE)
+                track = builder.track(p, f"{dev} {label}", TrackKind.MEMORY, unit="bytes")
+            pts.sort()
+            for ts, v in pts:
+                builder.add_counter(track, ts, v)
+            if label == "allocated":
+                ts, v = max(pts, key=lambda p: p[1])
+                args: dict[str, Any] = {"bytes": int(v), "device": dev}
+                ops = ThreadOps(view) if len(view) else None
+                r = ops.innermost(ctx.main_tid, ts, named=True) if ops is not None and ctx.main_tid else -1
+                if r < 0 and ops is not None:
+                    r = ops.any_thread(ts)
+                if r >= 0:
+                    site, module = view.site_and_module(r)
+                    args.update({Arg.OP: view.name_of(r), Arg.CALL_SITE: site, Arg.MODULE: module})
+                builder.add_instant(track, ts, "memory peak", Cat.MEMORY, args)
