@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
@@ -16,6 +17,7 @@ from textual.widget import Widget
 from textual.widgets import Input, Static
 
 from neuron_prof.tui._data import RankData, TuiData
+from neuron_prof.tui._fmt import printable
 from neuron_prof.tui.widgets.bars import KeyBar, ViewBar
 from neuron_prof.tui.widgets.virtual_table import VirtualTable
 
@@ -162,10 +164,6 @@ class Detail(Static):
     """A detail pane: labels in bold, trace strings literal."""
 
     def show(self, rows: list[tuple[str, str]]) -> None:
-        from rich.text import Text
-
-        from neuron_prof.tui._fmt import printable
-
         t = Text()
         for i, (k, v) in enumerate(rows):
             if i:
