@@ -76,7 +76,9 @@ def min_waste_table(sizes: Sequence[int], counts: Sequence[int] | None, kmax: in
     dp: list[int | None] = [None] + [s[j - 1] * C[j] - S[j] for j in range(1, n + 1)]
     dps, cuts = [dp], [[0] * (n + 1)]
     for level in range(1, kmax):
-        prev, cur, cut = dps[-1], [None] * (n + 1), [0] * (n + 1)
+        prev = dps[-1]
+        cur: list[int | None] = [None] * (n + 1)
+        cut = [0] * (n + 1)
         hm: list[int] = []  # hull slopes (strictly decreasing: -C[i] with every count > 0)
         hq: list[int] = []
         hi: list[int] = []
@@ -88,8 +90,10 @@ def min_waste_table(sizes: Sequence[int], counts: Sequence[int] | None, kmax: in
                 m, q = -C[i], pi + S[i]
                 # drop the last line when the new one overtakes its predecessor no later than it does
                 while len(hm) - head >= 2 and (q - hq[-2]) * (hm[-2] - hm[-1]) <= (hq[-1] - hq[-2]) * (hm[-2] - m):
-                    hm.pop(), hq.pop(), hi.pop()
-                hm.append(m), hq.append(q), hi.append(i)
+                    del hm[-1], hq[-1], hi[-1]
+                hm.append(m)
+                hq.append(q)
+                hi.append(i)
             if len(hm) <= head:
                 continue
             x = s[j - 1]

@@ -89,12 +89,11 @@ def diff(base: Trace, new: Trace, *, warmup_steps: int | None = None, top: int =
     nb, nn = max(sb.get("count") or 0, 0), max(sn.get("count") or 0, 0)
     per_step = nb > 0 and nn > 0
     ob, on = op_self_times(base, cb), op_self_times(new, cn)
-    ops = []
+    ops: list[dict[str, Any]] = []
     for name in set(ob) | set(on):
-        (c0, s0), (c1, s1) = ob.get(name, (0, 0)), on.get(name, (0, 0))
-        if per_step:
-            s0, s1 = s0 / nb, s1 / nn
-        ops.append({"name": name, "base_ns": int(s0), "new_ns": int(s1), "delta_ns": int(s1 - s0),
+        (c0, t0), (c1, t1) = ob.get(name, (0, 0)), on.get(name, (0, 0))
+        s0, s1 = (t0 / nb, t1 / nn) if per_step else (float(t0), float(t1))
+        ops.append({"name": name, "base_ns": int(s0), "new_ns": int(s1), "delta_ns": int(s1) - int(s0),
                     "base_count": c0, "new_count": c1})
     ops.sort(key=lambda o: (-abs(o["delta_ns"]), o["name"]))
     kinds = {}

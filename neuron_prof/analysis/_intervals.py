@@ -40,7 +40,7 @@ def clip_union_ns(ts: np.ndarray, dur: np.ndarray, lo: int, hi: int) -> int:
 def overlap_ns(ts: np.ndarray, dur: np.ndarray, lo: int, hi: int) -> np.ndarray:
     """Per interval: how much of it lies inside [lo, hi)."""
     ts = np.asarray(ts, dtype=np.int64)
-    return np.maximum(np.minimum(ts + dur, hi) - np.maximum(ts, lo), 0)
+    return np.asarray(np.maximum(np.minimum(ts + dur, hi) - np.maximum(ts, lo), 0), dtype=np.int64)
 
 
 def covered_before(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -52,7 +52,7 @@ def covered_before(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.nd
     k = np.searchsorted(starts, t, side="right")  # intervals starting at or before t
     full = cum[np.maximum(k - 1, 0)]
     last = np.where(k > 0, np.minimum(t, ends[np.maximum(k - 1, 0)]) - starts[np.maximum(k - 1, 0)], 0)
-    return np.where(k > 0, full + np.maximum(last, 0), 0)
+    return np.asarray(np.where(k > 0, full + np.maximum(last, 0), 0), dtype=np.int64)
 
 
 def intersect_ns(a_ts: np.ndarray, a_dur: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> int:

@@ -34,7 +34,7 @@ class Steps:
 
     @property
     def dur_ns(self) -> np.ndarray:
-        return self.end_ns - self.start_ns
+        return np.asarray(self.end_ns - self.start_ns, dtype=np.int64)
 
     @property
     def steady(self) -> slice:
@@ -47,7 +47,7 @@ class Steps:
             return np.full(len(ts_ns), -1, dtype=np.int64)
         k = np.searchsorted(self.start_ns, ts_ns, side="right") - 1
         ok = (k >= 0) & (ts_ns < self.end_ns[np.maximum(k, 0)])
-        return np.where(ok, k, -1)
+        return np.asarray(np.where(ok, k, -1), dtype=np.int64)
 
     def summary(self) -> dict[str, object]:
         """JSON-ready description (used in totals)."""

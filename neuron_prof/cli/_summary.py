@@ -24,6 +24,7 @@ def command(trace_path: Path, as_json: bool, markdown: bool, warmup_steps: int |
     neuron-prof summary trace.json --json | jq '.findings[0]'
     neuron-prof summary trace.json --markdown >> "$GITHUB_STEP_SUMMARY"
     """
+    import shutil
     import sys
 
     from neuron_prof.analysis import report
@@ -41,7 +42,7 @@ def command(trace_path: Path, as_json: bool, markdown: bool, warmup_steps: int |
     else:
         color = output is None and sys.stdout.isatty()
         data = summary_text(rep, source=str(trace_path), color=color, top=top,
-                            width=click.get_terminal_size()[0] if color else 120).encode()
+                            width=shutil.get_terminal_size().columns if color else 120).encode()
     if output is not None:
         output.write_bytes(data)
     else:
