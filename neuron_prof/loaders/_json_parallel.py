@@ -22,7 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from neuron_prof.loaders._json_events import EventColumns, norm_id
+from neuron_prof.loaders._json_events import EventColumns
+from neuron_prof.loaders._json_values import norm_id
 from neuron_prof.loaders._json_read import JsonEventReader
 from neuron_prof.model import StringTable
 
@@ -30,6 +31,8 @@ MIN_BYTES = 48 << 20
 """Below this a second process costs more than it saves (interpreter + numpy start: ~0.3 s)."""
 PART_BYTES = 24 << 20
 """At least this much JSON per part."""
+PARENT_SHARE = 0.8
+"""The parent's range, as a fraction of an even share (it merges and finishes besides)."""
 _SEP = re.compile(rb"\}\s*,\s*\{")
 HEAD_BYTES = 8 << 20
 """traceEvents must open within this many bytes for the parallel path (Kineto: within a few kB)."""
@@ -89,19 +92,18 @@ class _Part:
             self.log.append(("p", pid))
 
 
-def parse_range(doc: bytes, path: Path) -> dict[str, Any]:
+def parse_range(doc: bytes | bytearray, path: Path) -> dict[str, Any]:
     """Parse `doc` (a JSON array of events, possibly followed by the rest of the document) into a part."""
     was = gc.isenabled()
     gc.disable()
     try:
         reader = JsonEventReader(doc, path)
+        del doc  # the reader lets go of the bytes once parsed
         part = _Part()
         for chunk in reader.chunks():
             part.events.add(chunk)
         st = part.events.state()
-        end = reader.array_end
-        st.update(log=part.log, metas=part.metas, warnings=reader.warnings,
-                  suffix=None if end is None else bytes(doc[end + 1:]))
+        st.update(log=part.log, metas=part.metas, warnings=reader.warnings, suffix=reader.suffix)
         return st
     finally:
         if was:
@@ -119,9 +121,7 @@ def parse_parallel(path: Path, size: int, n: int, start: int) -> list[dict[str, 
             procs.append(subprocess.Popen([sys.executable, "-m", __name__, str(path), str(lo), str(hi)],
                                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL))
         lo, _ = cuts[-1]
-        with open(path, "rb") as f:
-            f.seek(lo)
-            mine = parse_range(b"[" + f.read(), path)  # the last range ends the array and the document
+        mine = parse_range(_read_range(path, lo, size, close=False), path)  # ends the array and the document
         parts = []
         timeout = 60 + size / 5e6  # generous: a worker is never slower than 5 MB/s
         for p in procs:
@@ -146,9 +146,11 @@ def _cuts(path: Path, size: int, start: int, n: int) -> list[tuple[int, int]] | 
     """n byte ranges of traceEvents, cut between two events (each range: '{' ... '}')."""
     bounds = [start]
     ends = []
+    # The parent also merges the parts and finishes the trace: it takes a smaller range.
+    share = (1 - PARENT_SHARE / n) / (n - 1)
     with open(path, "rb") as f:
         for k in range(1, n):
-            off = start + (size - start) * k // n
+            off = start + int((size - start) * share * k)
             f.seek(off)
             window = f.read(1 << 20)
             m = _SEP.search(window)
@@ -161,13 +163,24 @@ def _cuts(path: Path, size: int, start: int, n: int) -> list[tuple[int, int]] | 
     return list(zip(bounds, ends + [size]))
 
 
-def _worker(argv: list[str]) -> int:
-    path, lo, hi = Path(argv[0]), int(argv[1]), int(argv[2])
+def _read_range(path: Path, lo: int, hi: int, close: bool) -> bytearray:
+    """`[` + bytes lo..hi of the file (+ `]`), read in place: no second copy of a range of 100s of MB."""
+    buf = bytearray(hi - lo + 1 + close)
+    buf[0] = ord("[")
+    if close:
+        buf[-1] = ord("]")
     with open(path, "rb") as f:
         f.seek(lo)
-        body = f.read(hi - lo)
-    st = parse_range(b"[" + body + b"]", path)
-    sys.stdout.buffer.write(pickle.dumps(st, protocol=pickle.HIGHEST_PROTOCOL))
+        got = f.readinto(memoryview(buf)[1:1 + hi - lo])
+    if got != hi - lo:
+        raise OSError(f"{path}: changed while being read")
+    return buf
+
+
+def _worker(argv: list[str]) -> int:
+    path, lo, hi = Path(argv[0]), int(argv[1]), int(argv[2])
+    st = parse_range(_read_range(path, lo, hi, close=True), path)
+    pickle.dump(st, sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
     sys.stdout.buffer.flush()
     return 0
 

@@ -101,6 +101,8 @@ class JsonEventReader:
         self._open_end: int | None = None
         self.array_end: int | None = None
         """Index of the closing ']' of traceEvents once `chunks()` is exhausted (None: not closed)."""
+        self.suffix: bytes | None = None
+        """What follows that ']' (the rest of the top-level object)."""
 
     # ---- parsing with repairs ----------------------------------------------------------------------
     def _parse(self, lo: int, hi: int, wrap: str) -> tuple[Any, int, bool, str]:
@@ -209,6 +211,8 @@ class JsonEventReader:
         start, obj_start = frame
         end = yield from self._array(start)
         self.array_end = end
+        if end is not None:
+            self.suffix = bytes(self.raw[end + 1:])
         if obj_start is not None:
             self._read_top(obj_start, start, end)
         self.raw = b""  # the bytes are no longer needed: let them go before the columns are built

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.loaders._json_events import norm_id
+from neuron_prof.loaders._json_values import norm_id
 from neuron_prof.model import Process, Trace, Track
 from neuron_prof.model.schema import META_KEY, Meta, TrackKind
 

@@ -27,8 +27,10 @@ import numpy as np
 import orjson
 
 from neuron_prof.errors import TraceFormatError, TraceLoadError
-from neuron_prof.loaders._json_events import Columns, EventColumns, as_str, norm_id, us_to_ns
+from neuron_prof.loaders._json_events import Columns, EventColumns
+from neuron_prof.loaders._json_values import as_str, norm_id, us_to_ns
 from neuron_prof.loaders._json_flows import SliceIndex, bind_v1, bind_v2, unique_ids
+from neuron_prof.loaders._json_pairs import pair_async, pair_begin_end
 from neuron_prof.loaders._json_parallel import HEAD_BYTES, parse_parallel, workers_wanted
 from neuron_prof.loaders._json_read import JsonEventReader, read_bytes
 from neuron_prof.loaders._json_restore import restore_own
@@ -272,8 +274,7 @@ class _Converter:
     def finish(self, top: dict[str, Any], warnings: list[str]) -> tuple[Columns, FlowTable]:
         ev = self.events
         base, clock = self._clock(top)
-        self._pair_begin_end()
-        self._pair_async()
+        self._pair()
         cols = ev.finish(base)
         flows = self._flows(cols, base)
         self._kinds(cols)
@@ -288,73 +289,20 @@ class _Converter:
         first = float(np.concatenate(firsts).max()) if any(len(f) for f in firsts) else 0.0
         return 0, "unix" if first > UNIX_US_MIN else "relative"
 
-    def _pair_begin_end(self) -> None:
+    def _pair(self) -> None:
+        """B/E and async b/e/n events become slices (and instants) once every chunk is in."""
         ev = self.events
-        if not ev.begin_end:
+        if not (ev.begin_end or ev.asyncs):
             return
-        ev.begin_end.sort(key=lambda r: (r[3], r[0], r[1]))
-        stacks: dict[int, list[tuple[Any, ...]]] = {}
-        out: list[tuple[Any, ...]] = []
-        unmatched_e = 0
-        for r in ev.begin_end:
-            ts, _, ph, track, name, cat, args = r
-            st = stacks.setdefault(track, [])
-            if ph == "B":
-                st.append(r)
-            elif st:
-                b = st.pop()
-                merged = _merge_args(b[6], args)
-                out.append((b[0], ts - b[0], track, b[4] if b[4] not in (None, "") else name, b[5], merged))
-            else:
-                unmatched_e += 1
         end = self._end_us()
-        open_b = [b for st in stacks.values() for b in st]
-        for b in open_b:
-            out.append((b[0], max(end - b[0], 0.0), b[3], b[4], b[5], b[6]))
-        if unmatched_e:
-            ev.warn["E events without a matching B skipped"] += unmatched_e
-        if open_b:
-            ev.warn["B events without an E (closed at the end of the trace)"] += len(open_b)
-        ev.add_slices_us(out)
-        ev.begin_end = []
-
-    def _pair_async(self) -> None:
-        ev = self.events
-        if not ev.asyncs:
-            return
-        ev.asyncs.sort(key=lambda r: (r[0], r[1]))
-        stacks: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
-        out: list[tuple[Any, ...]] = []
-        instants: list[tuple[Any, ...]] = []
-        unmatched = 0
-        for r in ev.asyncs:
-            ts, _, ph, pid, cat, fid, name, args = r
-            key = (pid, cat, fid)
-            st = stacks.setdefault(key, [])
-            if ph == "b":
-                st.append(r)
-            elif ph == "n":
-                root = st[0][6] if st else name
-                instants.append((ts, self._async_track(pid, root), name, cat, args))
-            else:
-                k = next((j for j in range(len(st) - 1, -1, -1) if st[j][6] == name), len(st) - 1)
-                if k < 0:
-                    unmatched += 1
-                    continue
-                b = st.pop(k)
-                root = st[0][6] if st else b[6]
-                out.append((b[0], ts - b[0], self._async_track(pid, root), b[6], b[4], _merge_args(b[7], args)))
-        end = self._end_us()
-        open_b = [b for st in stacks.values() for b in st]
-        for b in open_b:
-            out.append((b[0], max(end - b[0], 0.0), self._async_track(b[3], b[6]), b[6], b[4], b[7]))
-        if unmatched:
-            ev.warn["async end (e) events without a begin skipped"] += unmatched
-        if open_b:
-            ev.warn["async begin (b) events without an end (closed at the end of the trace)"] += len(open_b)
-        ev.add_slices_us(out)
-        ev.add_instants_us(instants)
-        ev.asyncs = []
+        if ev.begin_end:
+            ev.add_slices_us(pair_begin_end(ev.begin_end, end, ev.warn))
+            ev.begin_end = []
+        if ev.asyncs:
+            slices, instants = pair_async(ev.asyncs, end, self._async_track, ev.warn)
+            ev.add_slices_us(slices)
+            ev.add_instants_us(instants)
+            ev.asyncs = []
 
     def _async_track(self, pid: Any, name: Any) -> int:
         return self.b.track(self.b.process(pid), as_str(name), TrackKind.ASYNC)
@@ -364,7 +312,8 @@ class _Converter:
         ev = self.events
         ends = [float((c[0] + c[1]).max()) for c in ev._s if len(c[0])]
         ends += [float(c[0].max()) for c in ev._i if len(c[0])]
-        ends += [r[0] for r in ev.begin_end[-1:]] + [r[0] for r in ev.asyncs[-1:]]
+        ends += [max(r[0] for r in ev.begin_end)] if ev.begin_end else []
+        ends += [max(r[0] for r in ev.asyncs)] if ev.asyncs else []
         return max(ends) if ends else 0.0
 
     def _flows(self, cols: Columns, base: int) -> FlowTable:
@@ -432,12 +381,6 @@ class _Converter:
                 md[Meta.WORLD_SIZE] = int(dist["world_size"])
         if warnings:
             md.setdefault(Meta.WARNINGS, []).extend(warnings)
-
-
-def _merge_args(a: Any, b: Any) -> Any:
-    if isinstance(a, dict) and isinstance(b, dict) and b:
-        return {**a, **b}
-    return a if a else b
 
 
 def _is_int(v: Any) -> bool:
