@@ -281,6 +281,30 @@ async def test_several_ranks_and_switching() -> None:
         assert sorted(table(app).visible_text("rank")) == ["0", "1"]
 
 
+async def test_jump_from_another_ranks_collective_shows_that_ranks_timeline() -> None:
+    app = NeuronProfApp([demo_like_trace(0), demo_like_trace(1, slow=1.5)])
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app)
+        await pilot.press("5", "7")  # the timeline exists (rank 0) before the jump to rank 1
+        await pilot.pause()
+        t = table(app)
+        t.move_to(t.visible_text("rank").index("1"))
+        await pilot.press("t")
+        for _ in range(5):
+            await pilot.pause()
+        assert app.current_mode == "timeline" and app.data.current == 1
+        tl = app.screen.query_one(Timeline)
+        lane = tl.lanes[tl.lane]
+        assert lane.kind == "collective" and "rank 1" in lane.label
+        # rank 1's first all_reduce: step 0 of rank 1 starts at T0; +1 ms, +450 ms compile, +13 ms
+        assert tl.cursor_abs == T0 + MS + COMPILE_MS * MS + 13 * MS
+        assert "all_reduce" in screen_text(app)
+        # the overview follows the chosen rank too
+        await pilot.press("1")
+        await pilot.pause()
+        assert "demo-rank1.json" in screen_text(app)
+
+
 async def test_missing_file_ends_with_its_error() -> None:
     app = NeuronProfApp(["/nonexistent/trace.json"])
     async with app.run_test(size=SIZE) as pilot:

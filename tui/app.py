@@ -193,8 +193,9 @@ class NeuronProfApp(App[int]):
             self.data.current = index
             self.data_version += 1
             self._warm()
-            if hasattr(self.screen, "recompose"):
-                self.call_later(self.screen.recompose)
+            rebuild = getattr(self.screen, "rebuild", None)
+            if rebuild is not None:
+                self.call_later(rebuild)
 
     # ---- help and hand-off ---------------------------------------------------------------------
     def action_help(self) -> None:

@@ -74,11 +74,25 @@ class ViewScreen(Screen[None]):
     def compose_body(self) -> Iterable[Widget]:
         raise NotImplementedError
 
-    def on_screen_resume(self) -> None:
-        if self._version != self.np_app.data_version:
-            # another rank was chosen in the Ranks view: rebuild from the new data
-            self.call_later(self.recompose)
-        if self.table is not None and self.focused is None:
+    def ready(self) -> None:
+        """Called once the view's widgets are mounted (first time and after a rebuild)."""
+        if self.table is not None:
+            self.table.focus()
+
+    def on_mount(self) -> None:
+        self.ready()
+
+    async def rebuild(self) -> None:
+        """Compose the view again from the current data (another rank was chosen)."""
+        self.table = None
+        await self.recompose()
+        self.ready()
+
+    async def on_screen_resume(self) -> None:
+        # _version is -1 until the first compose: a resume before that has nothing to rebuild
+        if 0 <= self._version != self.np_app.data_version:
+            await self.rebuild()
+        elif self.table is not None and self.focused is None:
             self.table.focus()
 
     def on_view_bar_chosen(self, event: ViewBar.Chosen) -> None:

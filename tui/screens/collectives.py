@@ -30,7 +30,7 @@ class CollectivesScreen(ViewScreen):
         self.table = VirtualTable(cols, self.data.collectives, filter_key="name", id="collectives")
         yield self.table
 
-    def on_mount(self) -> None:
+    def ready(self) -> None:
         if self.table is not None:
             self.table.focus()
 

@@ -32,7 +32,7 @@ class CompileScreen(ViewScreen):
         yield self.table
         yield Detail(id="detail")
 
-    def on_mount(self) -> None:
+    def ready(self) -> None:
         if self.table is not None:
             self.table.focus()
             self._show(self.table.row)

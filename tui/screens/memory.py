@@ -51,7 +51,7 @@ class MemoryScreen(ViewScreen):
         self.plot = BraillePlot(x, y, id="plot")
         yield self.plot
 
-    def on_mount(self) -> None:
+    def ready(self) -> None:
         if self.table is not None:
             self.table.focus()
             self._show(self.table.row)

@@ -37,7 +37,7 @@ class OpsScreen(ViewScreen):
         self.table.sort_key = "self_ns"
         yield self.table
 
-    def on_mount(self) -> None:
+    def ready(self) -> None:
         if self.table is not None:
             self.table.focus()
 

@@ -132,7 +132,7 @@ class OverviewScreen(ViewScreen):
         yield self.table
         yield Detail(id="detail")
 
-    def on_mount(self) -> None:
+    def ready(self) -> None:
         if self.table is not None:
             self.table.focus()
             self._show(self.table.row)

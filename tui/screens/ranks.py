@@ -50,7 +50,7 @@ class RanksScreen(ViewScreen):
         self.table = VirtualTable(cols, self.data.rank_table, filter_key="source", id="ranks")
         yield self.table
 
-    def on_mount(self) -> None:
+    def ready(self) -> None:
         if self.table is not None:
             self.table.focus()
             self.table.move_to(self.data.current)

@@ -50,13 +50,14 @@ class TimelineScreen(ViewScreen):
         yield self.timeline
         yield Static(id="status")
 
-    def on_mount(self) -> None:
+    def ready(self) -> None:
         self.timeline.focus()
         self._apply_pending_jump()
         self._update()
 
-    def on_screen_resume(self) -> None:
-        super().on_screen_resume()
+    async def on_screen_resume(self) -> None:
+        # after a rebuild for another rank, so the jump lands on that rank's timeline
+        await super().on_screen_resume()
         self._apply_pending_jump()
 
     def _apply_pending_jump(self) -> None:
