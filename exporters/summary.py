@@ -22,8 +22,13 @@ _SEV_STYLE = {"critical": "bold red", "warning": "yellow", "info": "dim"}
 
 def summary_json(rep: Report) -> bytes:
     """The stable `summary --json` document (README: "summary --json schema"), indented UTF-8 JSON."""
-    return orjson.dumps(rep.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
-                        | orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
+    return orjson.dumps(
+        rep.to_dict(),
+        option=orjson.OPT_INDENT_2
+        | orjson.OPT_SERIALIZE_NUMPY
+        | orjson.OPT_NON_STR_KEYS
+        | orjson.OPT_APPEND_NEWLINE,
+    )
 
 
 def short_site(site: str, cwd: str | None = None) -> str:
@@ -31,7 +36,7 @@ def short_site(site: str, cwd: str | None = None) -> str:
     import os
 
     base = (cwd or os.getcwd()).rstrip("/") + "/"
-    return site[len(base):] if site.startswith(base) else site
+    return site[len(base) :] if site.startswith(base) else site
 
 
 def clip(name: str, width: int = 80) -> str:
@@ -57,46 +62,90 @@ def totals_lines(t: dict[str, Any]) -> list[str]:
     if t.get("device_busy_share") is not None:
         lines.append(f"Device busy {fmt_ns(t['device_busy_ns'])} ({_pct(t['device_busy_share'])} of wall)")
     parts = []
-    for key, label in (("compile", "compile"), ("fallback", "CPU fallback"), ("sync", "sync wait"),
-                       ("collective", "collectives")):
+    for key, label in (
+        ("compile", "compile"),
+        ("fallback", "CPU fallback"),
+        ("sync", "sync wait"),
+        ("collective", "collectives"),
+    ):
         if t.get(f"{key}_count"):
             parts.append(f"{label} {fmt_ns(t[f'{key}_ns'])} ({t[f'{key}_count']})")
     if parts:
         lines.append("; ".join(parts))
     ps = t.get("steady_per_step")
     if ps:
-        bits = [f"{label} {fmt_ns(ps[key])}" for key, label in (
-            ("device_busy_ns", "device busy"), ("compile_ns", "compile"), ("fallback_ns", "CPU fallback"),
-            ("sync_ns", "sync wait"), ("collective_ns", "collectives")) if ps.get(key)]
+        bits = [
+            f"{label} {fmt_ns(ps[key])}"
+            for key, label in (
+                ("device_busy_ns", "device busy"),
+                ("compile_ns", "compile"),
+                ("fallback_ns", "CPU fallback"),
+                ("sync_ns", "sync wait"),
+                ("collective_ns", "collectives"),
+            )
+            if ps.get(key)
+        ]
         lines.append(f"Per steady step ({fmt_ns(ps['step_ns'])})" + (": " + ", ".join(bits) if bits else ""))
     sev = t.get("findings_by_severity") or {}
     if sev:
-        lines.append("Findings: " + ", ".join(f"{sev.get(s, 0)} {s}" for s in ("critical", "warning", "info")))
+        lines.append(
+            "Findings: " + ", ".join(f"{sev.get(s, 0)} {s}" for s in ("critical", "warning", "info"))
+        )
     return lines
 
 
-def summary_text(rep: Report, *, source: str = "", width: int | None = None, color: bool = False,
-                 advice: bool = True, top: int = 10) -> str:
+def summary_text(
+    rep: Report,
+    *,
+    source: str = "",
+    width: int | None = None,
+    color: bool = False,
+    advice: bool = True,
+    top: int = 10,
+) -> str:
     """Totals, the ranked findings and the top ops as terminal text."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     buf = io.StringIO()
-    con = Console(file=buf, width=width or 120, color_system="standard" if color else None,
-                  force_terminal=color, highlight=False, markup=False, emoji=False, _environ={})
+    con = Console(
+        file=buf,
+        width=width or 120,
+        color_system="standard" if color else None,
+        force_terminal=color,
+        highlight=False,
+        markup=False,
+        emoji=False,
+        _environ={},
+    )
     con.print(Text(f"neuron-prof summary{': ' + source if source else ''}", style="bold"))
     for line in totals_lines(rep.totals):
         con.print(Text(line))
     if rep.findings:
         tab = Table(title=None, box=None, pad_edge=False, show_edge=False, header_style="bold")
-        for col, just in (("#", "right"), ("severity", "left"), ("kind", "left"), ("cost", "right"),
-                          ("share", "right"), ("count", "right"), ("where", "left"), ("finding", "left")):
+        for col, just in (
+            ("#", "right"),
+            ("severity", "left"),
+            ("kind", "left"),
+            ("cost", "right"),
+            ("share", "right"),
+            ("count", "right"),
+            ("where", "left"),
+            ("finding", "left"),
+        ):
             tab.add_column(col, justify=just, overflow="fold")  # type: ignore[arg-type]
         for i, f in enumerate(rep.findings, 1):
-            tab.add_row(str(i), Text(f.severity, style=_SEV_STYLE.get(f.severity, "")), Text(f.kind),
-                        fmt_ns(f.cost_ns) if f.cost_ns else "-", _pct(f.share) if f.cost_ns else "-",
-                        str(f.count), Text(short_site(f.call_site) or "-"), Text(f.title))
+            tab.add_row(
+                str(i),
+                Text(f.severity, style=_SEV_STYLE.get(f.severity, "")),
+                Text(f.kind),
+                fmt_ns(f.cost_ns) if f.cost_ns else "-",
+                _pct(f.share) if f.cost_ns else "-",
+                str(f.count),
+                Text(short_site(f.call_site) or "-"),
+                Text(f.title),
+            )
         con.print()
         con.print(tab)
     else:
@@ -114,8 +163,12 @@ def summary_text(rep: Report, *, source: str = "", width: int | None = None, col
         for col, just in (("host op", "left"), ("self", "right"), ("total", "right"), ("count", "right")):
             tab.add_column(col, justify=just, overflow="fold")  # type: ignore[arg-type]
         for o in ops[:top]:
-            tab.add_row(Text(clip(o["name"])), fmt_ns(o.get("self_ns", o["total_ns"])), fmt_ns(o["total_ns"]),
-                        str(o["count"]))
+            tab.add_row(
+                Text(clip(o["name"])),
+                fmt_ns(o.get("self_ns", o["total_ns"])),
+                fmt_ns(o["total_ns"]),
+                str(o["count"]),
+            )
         con.print()
         con.print(tab)
     return buf.getvalue()
@@ -123,8 +176,15 @@ def summary_text(rep: Report, *, source: str = "", width: int | None = None, col
 
 def _md(s: object) -> str:
     """A Markdown table cell: pipes, backticks and newlines neutralised, HTML-ish brackets escaped."""
-    return (str(s).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
-            .replace(">", "&gt;").replace("`", "\\`"))
+    return (
+        str(s)
+        .replace("\\", "\\\\")
+        .replace("|", "\\|")
+        .replace("\n", " ")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace("`", "\\`")
+    )
 
 
 def summary_markdown(rep: Report, *, source: str = "", top: int = 10) -> str:
@@ -133,12 +193,17 @@ def summary_markdown(rep: Report, *, source: str = "", top: int = 10) -> str:
     out += [f"- {_md(line)}" for line in totals_lines(rep.totals)]
     out.append("")
     if rep.findings:
-        out += ["| # | severity | kind | cost | share | count | where | finding |",
-                "|---:|---|---|---:|---:|---:|---|---|"]
+        out += [
+            "| # | severity | kind | cost | share | count | where | finding |",
+            "|---:|---|---|---:|---:|---:|---|---|",
+        ]
         for i, f in enumerate(rep.findings, 1):
-            out.append(f"| {i} | {f.severity} | {f.kind} | {fmt_ns(f.cost_ns) if f.cost_ns else '-'} | "
-                       f"{_pct(f.share) if f.cost_ns else '-'} | {f.count} | {_md(short_site(f.call_site) or '-')} | "
-                       f"{_md(f.title)} |")
+            out.append(
+                f"| {i} | {f.severity} | {f.kind} | {fmt_ns(f.cost_ns) if f.cost_ns else '-'} | "
+                f"{_pct(f.share) if f.cost_ns else '-'} | {f.count} | "
+                f"{_md(short_site(f.call_site) or '-')} | "
+                f"{_md(f.title)} |"
+            )
         worth = [(i, f) for i, f in enumerate(rep.findings, 1) if f.severity != "info"]
         if worth:
             out += ["", "### What to do", ""]
@@ -147,9 +212,18 @@ def summary_markdown(rep: Report, *, source: str = "", top: int = 10) -> str:
         out.append("No findings.")
     ops = rep.totals.get("top_ops") or []
     if ops and top:
-        out += ["", "### Top host ops by self time", "", "| op | self | total | count |", "|---|---:|---:|---:|"]
-        out += [f"| {_md(clip(o['name']))} | {fmt_ns(o.get('self_ns', o['total_ns']))} | {fmt_ns(o['total_ns'])} | "
-                f"{o['count']} |" for o in ops[:top]]
+        out += [
+            "",
+            "### Top host ops by self time",
+            "",
+            "| op | self | total | count |",
+            "|---|---:|---:|---:|",
+        ]
+        out += [
+            f"| {_md(clip(o['name']))} | {fmt_ns(o.get('self_ns', o['total_ns']))} | "
+            f"{fmt_ns(o['total_ns'])} | {o['count']} |"
+            for o in ops[:top]
+        ]
     return "\n".join(out) + "\n"
 
 
@@ -168,27 +242,51 @@ def _rel(ch: dict[str, Any]) -> str:
     return f", {(r - 1):+.1%}" if isinstance(r, (int, float)) and ch.get("base") else ""
 
 
-_DIFF_TOTALS = (("wall_ns", "wall"), ("device_busy_ns", "device busy"), ("compile_ns", "compile"),
-                ("fallback_ns", "CPU fallback"), ("sync_ns", "sync wait"), ("collective_ns", "collectives"))
+_DIFF_TOTALS = (
+    ("wall_ns", "wall"),
+    ("device_busy_ns", "device busy"),
+    ("compile_ns", "compile"),
+    ("fallback_ns", "CPU fallback"),
+    ("sync_ns", "sync wait"),
+    ("collective_ns", "collectives"),
+)
 
 
 def _diff_sections(d: dict[str, Any]) -> dict[str, Any]:
     step = d["step"]
     if step.get("base") is not None and step.get("new") is not None:
-        step_line = (f"Steady step {fmt_ns(step['base'])} -> {fmt_ns(step['new'])} "
-                     f"({_signed_ns(step['delta'])}{_rel(step)})")
+        step_line = (
+            f"Steady step {fmt_ns(step['base'])} -> {fmt_ns(step['new'])} "
+            f"({_signed_ns(step['delta'])}{_rel(step)})"
+        )
     else:
         step_line = "Steady step: not comparable (a trace has no steps)"
     totals = []
     for key, label in _DIFF_TOTALS:
         ch = d["totals"][key]
         if ch.get("base") or ch.get("new"):
-            totals.append((label, fmt_ns(ch["base"] or 0), fmt_ns(ch["new"] or 0), _signed_ns(ch.get("delta", 0))
-                           + _rel(ch)))
-    ops = [(clip(o["name"]), fmt_ns(o["base_ns"]), fmt_ns(o["new_ns"]), _signed_ns(o["delta_ns"]))
-           for o in d["ops"] if o["delta_ns"]]
-    kinds = [(k, f"{v['base_findings']} / {fmt_ns(v['base_cost_ns'])}", f"{v['new_findings']} / {fmt_ns(v['new_cost_ns'])}",
-              _signed_ns(v["delta_cost_ns"])) for k, v in d["finding_kinds"].items()]
+            totals.append(
+                (
+                    label,
+                    fmt_ns(ch["base"] or 0),
+                    fmt_ns(ch["new"] or 0),
+                    _signed_ns(ch.get("delta", 0)) + _rel(ch),
+                )
+            )
+    ops = [
+        (clip(o["name"]), fmt_ns(o["base_ns"]), fmt_ns(o["new_ns"]), _signed_ns(o["delta_ns"]))
+        for o in d["ops"]
+        if o["delta_ns"]
+    ]
+    kinds = [
+        (
+            k,
+            f"{v['base_findings']} / {fmt_ns(v['base_cost_ns'])}",
+            f"{v['new_findings']} / {fmt_ns(v['new_cost_ns'])}",
+            _signed_ns(v["delta_cost_ns"]),
+        )
+        for k, v in d["finding_kinds"].items()
+    ]
     changes = []
     for what, key in (("fallback", "fallbacks"), ("compile", "compiles")):
         for verb in ("appeared", "disappeared"):
@@ -209,8 +307,10 @@ def diff_text(d: dict[str, Any], base: str = "BASE", new: str = "NEW") -> str:
         w = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
         lines.append(title)
         for r in [head, *rows]:
-            lines.append("  " + "  ".join(str(c).ljust(w[i]) if i == 0 else str(c).rjust(w[i])
-                                          for i, c in enumerate(r)))
+            lines.append(
+                "  "
+                + "  ".join(str(c).ljust(w[i]) if i == 0 else str(c).rjust(w[i]) for i, c in enumerate(r))
+            )
         lines.append("")
 
     table("Totals", ("", "base", "new", "change"), s["totals"])
@@ -229,8 +329,14 @@ def diff_markdown(d: dict[str, Any], base: str = "BASE", new: str = "NEW") -> st
     def table(title: str, head: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
         if not rows:
             return
-        out.extend([f"### {title}", "", "| " + " | ".join(head) + " |",
-                    "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"])
+        out.extend(
+            [
+                f"### {title}",
+                "",
+                "| " + " | ".join(head) + " |",
+                "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|",
+            ]
+        )
         out.extend("| " + " | ".join(_md(c) for c in r) + " |" for r in rows)
         out.append("")
 

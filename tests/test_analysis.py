@@ -79,61 +79,142 @@ class Workload:
         cache = "miss" if self.problems else "hit"
         dur = 20 * MS if self.problems else 50_000
         for i, (op, site) in enumerate((("aten::mm", "train.py:42"), ("aten::add", "train.py:43"))):
-            b.add_slice(self.compile, s + 1 * MS + i * dur, dur, op, Cat.COMPILE,
-                        {Arg.COMPILE_KIND: "eager", Arg.SIGNATURE: f"{op}(f32[8, 128], f32[128, 64])",
-                         Arg.CACHE: cache, Arg.CALL_SITE: site, Arg.MODULE: "model.ff"})
+            b.add_slice(
+                self.compile,
+                s + 1 * MS + i * dur,
+                dur,
+                op,
+                Cat.COMPILE,
+                {
+                    Arg.COMPILE_KIND: "eager",
+                    Arg.SIGNATURE: f"{op}(f32[8, 128], f32[128, 64])",
+                    Arg.CACHE: cache,
+                    Arg.CALL_SITE: site,
+                    Arg.MODULE: "model.ff",
+                },
+            )
         fdur = 5 * MS if self.problems else 40_000
-        b.add_slice(self.compile, s + 41 * MS, fdur, "forward", Cat.COMPILE,
-                    {Arg.COMPILE_KIND: "torch.compile", Arg.COMPILE_ID: "0/0", Arg.CACHE: cache,
-                     Arg.CALL_SITE: "train.py:30", Arg.MODULE: "model"})
+        b.add_slice(
+            self.compile,
+            s + 41 * MS,
+            fdur,
+            "forward",
+            Cat.COMPILE,
+            {
+                Arg.COMPILE_KIND: "torch.compile",
+                Arg.COMPILE_ID: "0/0",
+                Arg.CACHE: cache,
+                Arg.CALL_SITE: "train.py:30",
+                Arg.MODULE: "model",
+            },
+        )
         # device work of step 0 after the compiles
         b.add_slice(self.queue, s + 46 * MS, 4 * MS, "neff_exec", Cat.DEVICE)
         b.add_slice(self.main, s + 46 * MS, 10_000, "Torch-Compiled Region: 0/0", KinetoCat.CPU_OP)
         if not self.problems:
             return
         for att in range(1, len(FRAME_SIZES)):
-            reason = (f"0/{att - 1}: tensor 'L['x']' size mismatch at index 0. "
-                      f"expected {FRAME_SIZES[att - 1]}, actual {FRAME_SIZES[att]}")
-            b.add_slice(self.compile, step_start(att + 1) + 100_000, 3 * MS, "forward", Cat.COMPILE,
-                        {Arg.COMPILE_KIND: "torch.compile", Arg.COMPILE_ID: f"0/{att}", Arg.CACHE: "miss",
-                         Arg.RECOMPILE_REASON: reason, Arg.CALL_SITE: "train.py:30", Arg.MODULE: "model"})
+            reason = (
+                f"0/{att - 1}: tensor 'L['x']' size mismatch at index 0. "
+                f"expected {FRAME_SIZES[att - 1]}, actual {FRAME_SIZES[att]}"
+            )
+            b.add_slice(
+                self.compile,
+                step_start(att + 1) + 100_000,
+                3 * MS,
+                "forward",
+                Cat.COMPILE,
+                {
+                    Arg.COMPILE_KIND: "torch.compile",
+                    Arg.COMPILE_ID: f"0/{att}",
+                    Arg.CACHE: "miss",
+                    Arg.RECOMPILE_REASON: reason,
+                    Arg.CALL_SITE: "train.py:30",
+                    Arg.MODULE: "model",
+                },
+            )
         # calls of each graph (the first graph's 1 call is in step 0 above)
         for att, n in enumerate(FRAME_CALLS):
             for j in range(n - (1 if att == 0 else 0)):
-                b.add_slice(self.main, step_start(att + 1) + int(9.6 * MS) + j * 20_000, 10_000,
-                            f"Torch-Compiled Region: 0/{att}", KinetoCat.CPU_OP)
+                b.add_slice(
+                    self.main,
+                    step_start(att + 1) + int(9.6 * MS) + j * 20_000,
+                    10_000,
+                    f"Torch-Compiled Region: 0/{att}",
+                    KinetoCat.CPU_OP,
+                )
 
     def _steady_step(self, k: int, s: int) -> None:
         b, p = self.b, self.problems
         # device: busy 1..6 ms (problems) or 0.05..9.98 ms (clean)
         lo, hi = (1 * MS, 6 * MS) if p else (50_000, 9_980_000)
         b.add_slice(self.queue, s + lo, hi - lo, "neff_exec", Cat.DEVICE)
-        b.add_slice(self.main, s + 500_000, 500_000, "aten::mm", KinetoCat.CPU_OP,
-                    {"Input Dims": [[8, 128], [128, 64]], "Call stack": stack("/home/u/model.py(60): forward")})
+        b.add_slice(
+            self.main,
+            s + 500_000,
+            500_000,
+            "aten::mm",
+            KinetoCat.CPU_OP,
+            {"Input Dims": [[8, 128], [128, 64]], "Call stack": stack("/home/u/model.py(60): forward")},
+        )
         # memory: 1 GiB at rest, 3 GiB during the step; step 5 climbs to 6 GiB inside aten::bmm
         b.add_counter(self.mem, s + 2 * MS, 3 * GIB)
         if k == 5 and p:
-            b.add_slice(self.main, s + int(2.5 * MS), 1 * MS, "aten::bmm", KinetoCat.CPU_OP,
-                        {"Call stack": stack("/home/u/model.py(120): forward", "/home/u/train.py(30): main")})
+            b.add_slice(
+                self.main,
+                s + int(2.5 * MS),
+                1 * MS,
+                "aten::bmm",
+                KinetoCat.CPU_OP,
+                {"Call stack": stack("/home/u/model.py(120): forward", "/home/u/train.py(30): main")},
+            )
             b.add_counter(self.mem, s + 3 * MS, 6 * GIB)
         b.add_counter(self.mem, s + 8 * MS, 1 * GIB)
         # collective: 0.5 ms, overlapped by device work in the clean run; slow (2 ms) in step 6
         cdur = 2 * MS if (k == 6 and p) else 500_000
         cts = s + int(7.5 * MS) if p else s + 2 * MS
-        b.add_slice(self.coll, cts, cdur, "all_reduce", Cat.COLLECTIVE,
-                    {Arg.BYTES_IN: 64 << 20, Arg.BYTES_OUT: 64 << 20, Arg.DTYPE: "float32", Arg.WORLD_SIZE: 2})
+        b.add_slice(
+            self.coll,
+            cts,
+            cdur,
+            "all_reduce",
+            Cat.COLLECTIVE,
+            {Arg.BYTES_IN: 64 << 20, Arg.BYTES_OUT: 64 << 20, Arg.DTYPE: "float32", Arg.WORLD_SIZE: 2},
+        )
         if not p:
             return
         b.add_slice(self.main, s + 7 * MS, 2 * MS, "aten::nonzero", KinetoCat.CPU_OP)
-        b.add_slice(self.fallback, s + 7 * MS, 2 * MS, "aten::nonzero", Cat.FALLBACK,
-                    {Arg.SHAPES: [[8, 128]], Arg.DTYPES: ["float32"], Arg.COPY_BYTES: 4096,
-                     Arg.CALL_SITE: "model.py:88", Arg.MODULE: "model.router"})
+        b.add_slice(
+            self.fallback,
+            s + 7 * MS,
+            2 * MS,
+            "aten::nonzero",
+            Cat.FALLBACK,
+            {
+                Arg.SHAPES: [[8, 128]],
+                Arg.DTYPES: ["float32"],
+                Arg.COPY_BYTES: 4096,
+                Arg.CALL_SITE: "model.py:88",
+                Arg.MODULE: "model.router",
+            },
+        )
         b.add_slice(self.main, s + 9 * MS, 500_000, "aten::item", KinetoCat.CPU_OP)
-        b.add_slice(self.sync, s + 9 * MS, 500_000, "aten::item", Cat.SYNC,
-                    {Arg.SYNC_KIND: "item", Arg.CALL_SITE: "train.py:57"})
+        b.add_slice(
+            self.sync,
+            s + 9 * MS,
+            500_000,
+            "aten::item",
+            Cat.SYNC,
+            {Arg.SYNC_KIND: "item", Arg.CALL_SITE: "train.py:57"},
+        )
         if k in (1, 3):
-            b.add_instant(self.dtype, s + 200_000, "float64 -> float32", Cat.DTYPE,
-                          {Arg.CALL_SITE: "data.py:12", Arg.SHAPE: [8, 128], Arg.OP: "aten::_to_copy"})
+            b.add_instant(
+                self.dtype,
+                s + 200_000,
+                "float64 -> float32",
+                Cat.DTYPE,
+                {Arg.CALL_SITE: "data.py:12", Arg.SHAPE: [8, 128], Arg.OP: "aten::_to_copy"},
+            )
 
 
 @pytest.fixture(scope="module")
@@ -187,8 +268,19 @@ def test_findings_follow_the_contract(findings: list[Finding]) -> None:
 
 def test_every_built_in_problem_is_its_own_finding(findings: list[Finding]) -> None:
     kinds = {f.kind for f in findings}
-    assert kinds >= {"first_call_compile", "recompile", "shape_churn", "cpu_fallback", "dtype_demotion",
-                     "sync_point", "device_idle", "memory_peak", "collective", "probe_error", "profiler_overhead"}
+    assert kinds >= {
+        "first_call_compile",
+        "recompile",
+        "shape_churn",
+        "cpu_fallback",
+        "dtype_demotion",
+        "sync_point",
+        "device_idle",
+        "memory_peak",
+        "collective",
+        "probe_error",
+        "profiler_overhead",
+    }
 
 
 def test_clean_workload_has_nothing_at_warning_or_above() -> None:
@@ -249,9 +341,19 @@ def test_eager_shape_churn_from_signatures() -> None:
     seqs = [7, 13, 64, 64, 100, 128, 31]
     t = T0
     for n in sorted(set(seqs)):
-        b.add_slice(comp, t, MS, "aten::bmm", Cat.COMPILE,
-                    {Arg.COMPILE_KIND: "eager", Arg.CACHE: "miss", Arg.CALL_SITE: "attn.py:9",
-                     Arg.SIGNATURE: f"aten::bmm(bf16[4, {n}, 64], bf16[4, 64, {n}])"})
+        b.add_slice(
+            comp,
+            t,
+            MS,
+            "aten::bmm",
+            Cat.COMPILE,
+            {
+                Arg.COMPILE_KIND: "eager",
+                Arg.CACHE: "miss",
+                Arg.CALL_SITE: "attn.py:9",
+                Arg.SIGNATURE: f"aten::bmm(bf16[4, {n}, 64], bf16[4, 64, {n}])",
+            },
+        )
         t += 2 * MS
     for n in seqs:  # host calls with Kineto "Input Dims": 64 occurs twice
         b.add_slice(main, t, 1000, "aten::bmm", KinetoCat.CPU_OP, {"Input Dims": [[4, n, 64], [4, 64, n]]})
@@ -298,8 +400,14 @@ def test_runtime_synchronize_gets_the_users_call_site() -> None:
     main = b.thread_track(7, 7, "main")
     for i in range(3):
         s = T0 + i * MS
-        b.add_slice(main, s, 400_000, "aten::item", KinetoCat.CPU_OP,
-                    {"Call stack": stack("/work/loop.py(77): train_step", "/work/loop.py(101): main")})
+        b.add_slice(
+            main,
+            s,
+            400_000,
+            "aten::item",
+            KinetoCat.CPU_OP,
+            {"Call stack": stack("/work/loop.py(77): train_step", "/work/loop.py(101): main")},
+        )
         b.add_slice(main, s + 10_000, 300_000, "aten::_local_scalar_dense", KinetoCat.CPU_OP)
         b.add_slice(main, s + 20_000, 250_000, "cudaStreamSynchronize", KinetoCat.CUDA_RUNTIME)
     f = one(analyze(b.build()), "sync_point")
@@ -390,10 +498,18 @@ def test_warmup_is_the_slow_first_steps(workload: Trace) -> None:
     assert report(workload, warmup_steps=3).totals["steps"]["warmup"] == 3
 
 
-@pytest.mark.parametrize(("durs", "warm"), [
-    ([50, 10, 10, 10], 1), ([50, 40, 10, 10, 11], 2), ([12, 11, 12, 11], 1), ([30, 10], 1), ([10, 10], 0),
-    ([10], 0), ([30, 30, 30, 30], 1),  # churn: every step compiles, the cost stays steady
-])
+@pytest.mark.parametrize(
+    ("durs", "warm"),
+    [
+        ([50, 10, 10, 10], 1),
+        ([50, 40, 10, 10, 11], 2),
+        ([12, 11, 12, 11], 1),
+        ([30, 10], 1),
+        ([10, 10], 0),
+        ([10], 0),
+        ([30, 30, 30, 30], 1),  # churn: every step compiles, the cost stays steady
+    ],
+)
 def test_warmup_rule(durs: list[int], warm: int) -> None:
     b = TraceBuilder()
     b.thread_track(1, 1, "main")
@@ -438,7 +554,9 @@ def test_self_time_subtracts_direct_children_only() -> None:
     b.add_slice(main, 0, 100, "outer", KinetoCat.CPU_OP)
     b.add_slice(main, 10, 50, "mid", KinetoCat.CPU_OP)
     b.add_slice(main, 20, 10, "leaf", KinetoCat.CPU_OP)
-    b.add_slice(main, 60, 0, "zero", KinetoCat.CPU_OP)  # zero-length at mid's end: inside the one starting there
+    b.add_slice(
+        main, 60, 0, "zero", KinetoCat.CPU_OP
+    )  # zero-length at mid's end: inside the one starting there
     b.add_slice(main, 60, 30, "next", KinetoCat.CPU_OP)  # back to back with mid
     b.add_slice(other, 0, 1000, "outer", KinetoCat.CPU_OP)  # same name on another thread: no nesting across
     from neuron_prof.analysis._nesting import nesting
@@ -462,7 +580,9 @@ def test_registry_adds_an_analysis(workload: Trace) -> None:
 
     @register("straggler_test")
     def fake(trace: Trace, ctx: Any) -> list[Finding]:
-        return [Finding(kind="straggler", severity="info", title="rank 1 late", cost_ns=WALL, share=1.0, count=1)]
+        return [
+            Finding(kind="straggler", severity="info", title="rank 1 late", cost_ns=WALL, share=1.0, count=1)
+        ]
 
     try:
         found = analyze(workload)
@@ -497,8 +617,10 @@ def test_analysis_imports_no_torch() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, neuron_prof.analysis as a, neuron_prof.analysis._diff; a._load();"
-            "bad=[m for m in sys.modules if m.split('.')[0] in ('torch','textual','plotly')]; print(bad)")
+    code = (
+        "import sys, neuron_prof.analysis as a, neuron_prof.analysis._diff; a._load();"
+        "bad=[m for m in sys.modules if m.split('.')[0] in ('torch','textual','plotly')]; print(bad)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -542,8 +664,14 @@ def test_eager_churn_one_cause_one_finding() -> None:
     b.metadata[Meta.STEPS] = [[k, T0 + k * 100 * MS, T0 + (k + 1) * 100 * MS] for k in range(len(seqs))]
 
     def compile_(t: int, op: str, shapes: list[list[int]], dur: int) -> None:
-        b.add_slice(comp, t, dur, op, Cat.COMPILE, {Arg.COMPILE_KIND: "eager", Arg.CACHE: "miss",
-                                                    Arg.SHAPES: shapes, Arg.CALL_SITE: "gpt.py:20"})
+        b.add_slice(
+            comp,
+            t,
+            dur,
+            op,
+            Cat.COMPILE,
+            {Arg.COMPILE_KIND: "eager", Arg.CACHE: "miss", Arg.SHAPES: shapes, Arg.CALL_SITE: "gpt.py:20"},
+        )
 
     for k, n in enumerate(seqs):
         s = T0 + k * 100 * MS
@@ -557,7 +685,9 @@ def test_eager_churn_one_cause_one_finding() -> None:
     assert f.call_site == "gpt.py:20" and "2 ops recompiled" in f.title
     # bucketing saves (4 - k) of 4 compiles of each op
     k = f.evidence["plan"]["k"]
-    assert f.cost_ns == int(20 * MS * (4 - k) / 4) + int(12 * MS * (4 - f.evidence["related"][0]["plan"]["k"]) / 4)
+    assert f.cost_ns == int(20 * MS * (4 - k) / 4) + int(
+        12 * MS * (4 - f.evidence["related"][0]["plan"]["k"]) / 4
+    )
 
 
 def test_probe_sync_without_call_site_takes_it_from_the_host_op() -> None:
@@ -566,8 +696,14 @@ def test_probe_sync_without_call_site_takes_it_from_the_host_op() -> None:
     main = b.thread_track(1, 1, "main")
     sync = b.track(host, "sync", TrackKind.SYNC)
     b.add_slice(main, T0, 2 * MS, "train_step", KinetoCat.PYTHON)
-    b.add_slice(main, T0 + MS, MS // 2, "aten::item", KinetoCat.CPU_OP,
-                {"Call stack": stack("/home/u/loop.py(31): train_step")})
+    b.add_slice(
+        main,
+        T0 + MS,
+        MS // 2,
+        "aten::item",
+        KinetoCat.CPU_OP,
+        {"Call stack": stack("/home/u/loop.py(31): train_step")},
+    )
     b.add_slice(sync, T0 + MS + 100, MS // 3, "Tensor.item", Cat.SYNC, {Arg.SYNC_KIND: "item"})
     f = one(analyze(b.build()), "sync_point")
     assert f.call_site == "/home/u/loop.py:31" and f.evidence["what"] == "Tensor.item"
@@ -575,8 +711,13 @@ def test_probe_sync_without_call_site_takes_it_from_the_host_op() -> None:
 
 def test_recompile_limit_hit_is_in_the_advice() -> None:
     w = Workload()
-    w.b.add_instant(w.compile, step_start(7), "recompile limit hit", Cat.COMPILE,
-                    {Arg.COMPILE_ID: "0/8", "reason": "cache_size_limit reached", "limit": 8})
+    w.b.add_instant(
+        w.compile,
+        step_start(7),
+        "recompile limit hit",
+        Cat.COMPILE,
+        {Arg.COMPILE_ID: "0/8", "reason": "cache_size_limit reached", "limit": 8},
+    )
     f = one(analyze(w.build()), "recompile")
     assert f.evidence["recompile_limit_hits"] == 1 and "recompile_limit" in f.advice
     assert one(analyze(Workload().build()), "recompile").evidence["recompile_limit_hits"] == 0

@@ -67,7 +67,11 @@ def test_shape_churn_sees_every_size(findings: list[Finding]) -> None:
 def test_compiles_fallback_and_sync(findings: list[Finding]) -> None:
     [c] = by_kind(findings, "first_call_compile")
     # mm, relu and sum compile once per new size (4 sizes); the steps where a size first appears
-    assert {(o["op"], o["compiles"]) for o in c.evidence["ops"]} == {("aten::mm", 4), ("aten::relu", 4), ("aten::sum", 4)}
+    assert {(o["op"], o["compiles"]) for o in c.evidence["ops"]} == {
+        ("aten::mm", 4),
+        ("aten::relu", 4),
+        ("aten::sum", 4),
+    }
     assert c.count == 12 and c.evidence["steps"] == [0, 1, 3, 5]
     [fb] = by_kind(findings, "cpu_fallback")
     assert fb.evidence["op"].startswith("aten::median") and fb.count == len(SIZES)

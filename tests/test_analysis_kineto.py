@@ -19,13 +19,19 @@ pytest.importorskip("neuron_prof.loaders.kineto_json", reason="the Kineto JSON l
 
 from neuron_prof.loaders import load  # noqa: E402
 
-SYNC_NAMES = {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "hipStreamSynchronize",
-              "hipDeviceSynchronize", "hipEventSynchronize"}
+SYNC_NAMES = {
+    "cudaStreamSynchronize",
+    "cudaDeviceSynchronize",
+    "cudaEventSynchronize",
+    "hipStreamSynchronize",
+    "hipDeviceSynchronize",
+    "hipEventSynchronize",
+}
 DEVICE_CATS = set(KinetoCat.DEVICE_CATS)
 
 
 def raw_events(path: Path) -> list[dict[str, Any]]:
-    with (gzip.open(path) if path.name.endswith(".gz") else open(path, "rb")) as f:
+    with gzip.open(path) if path.name.endswith(".gz") else open(path, "rb") as f:
         doc = json.load(f)
     ev = doc["traceEvents"] if isinstance(doc, dict) else doc
     return [e for e in ev if isinstance(e, dict)]
@@ -71,8 +77,12 @@ def test_summary_on_real_trace(kineto_trace: Path) -> None:
     got = sum(f.evidence["idle_ns"] for f in rep.findings if f.kind == "device_idle")
     assert got == pytest.approx(idle, rel=1e-3, abs=2000)
     # steps from ProfilerStep#N annotations on the host
-    steps = {e["name"] for e in xs if str(e.get("name", "")).startswith("ProfilerStep#")
-             and e.get("cat") != KinetoCat.GPU_USER_ANNOTATION}
+    steps = {
+        e["name"]
+        for e in xs
+        if str(e.get("name", "")).startswith("ProfilerStep#")
+        and e.get("cat") != KinetoCat.GPU_USER_ANNOTATION
+    }
     assert t["steps"]["count"] == len(steps)
 
 
@@ -97,7 +107,10 @@ def test_diff_of_two_ranks_and_of_itself() -> None:
     a, b = load(ranks[0]), load(ranks[1])
     d = diff(a, b)
     ra, rb = report(a).totals, report(b).totals
-    assert d["step"]["base"] == ra["steps"]["steady_step_ns"] and d["step"]["new"] == rb["steps"]["steady_step_ns"]
+    assert (
+        d["step"]["base"] == ra["steps"]["steady_step_ns"]
+        and d["step"]["new"] == rb["steps"]["steady_step_ns"]
+    )
     assert d["step"]["delta"] == rb["steps"]["steady_step_ns"] - ra["steps"]["steady_step_ns"]
     assert d["ops"] and abs(d["ops"][0]["delta_ns"]) >= abs(d["ops"][-1]["delta_ns"])
     same = diff(a, a)

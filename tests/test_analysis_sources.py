@@ -25,21 +25,54 @@ def cuda_trace() -> Trace:
         # compute 0..4 ms on stream 7; all-reduce 3..6 ms on stream 40 (1 ms overlapped)
         b.add_slice(s7, s, 4 * MS, "volta_sgemm_128x64_nn", KinetoCat.KERNEL)
         dur = 3 * MS if step < 2 else 9 * MS  # the last one is slow (a late peer)
-        b.add_slice(s40, s + 3 * MS, dur, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, ...)",
-                    KinetoCat.KERNEL, {"Collective name": "allreduce", "In msg nelems": 4 * MIB, "dtype": "Float",
-                                       "Group size": 8})
+        b.add_slice(
+            s40,
+            s + 3 * MS,
+            dur,
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, ...)",
+            KinetoCat.KERNEL,
+            {"Collective name": "allreduce", "In msg nelems": 4 * MIB, "dtype": "Float", "Group size": 8},
+        )
         # host: a linear that allocates, then frees
-        b.add_slice(main, s + 100_000, 500_000, "aten::linear", KinetoCat.CPU_OP,
-                    {"Call stack": stack("/srv/model.py(88): forward")})
+        b.add_slice(
+            main,
+            s + 100_000,
+            500_000,
+            "aten::linear",
+            KinetoCat.CPU_OP,
+            {"Call stack": stack("/srv/model.py(88): forward")},
+        )
         grow = (64 if step == 1 else 16) * MIB
         total += grow
-        b.add_instant(main, s + 200_000, "[memory]", KinetoCat.CPU_INSTANT,
-                      {"Bytes": grow, "Total Allocated": total, "Total Reserved": 200 * MIB, "Device Type": 1,
-                       "Device Id": 0, "Addr": 1234})
+        b.add_instant(
+            main,
+            s + 200_000,
+            "[memory]",
+            KinetoCat.CPU_INSTANT,
+            {
+                "Bytes": grow,
+                "Total Allocated": total,
+                "Total Reserved": 200 * MIB,
+                "Device Type": 1,
+                "Device Id": 0,
+                "Addr": 1234,
+            },
+        )
         total -= grow
-        b.add_instant(main, s + 9 * MS, "[memory]", KinetoCat.CPU_INSTANT,
-                      {"Bytes": -grow, "Total Allocated": total, "Total Reserved": 200 * MIB, "Device Type": 1,
-                       "Device Id": 0, "Addr": 1234})
+        b.add_instant(
+            main,
+            s + 9 * MS,
+            "[memory]",
+            KinetoCat.CPU_INSTANT,
+            {
+                "Bytes": -grow,
+                "Total Allocated": total,
+                "Total Reserved": 200 * MIB,
+                "Device Type": 1,
+                "Device Id": 0,
+                "Addr": 1234,
+            },
+        )
     return b.build()
 
 
@@ -47,8 +80,12 @@ def test_memory_peak_from_kineto_memory_events() -> None:
     f = one(analyze(cuda_trace()), "memory_peak")
     assert f.evidence["series"] == "cuda:0 allocated"
     assert f.evidence["peak_bytes"] == 64 * MIB and f.ts_ns == T0 + 10 * MS + 200_000
-    assert f.evidence["largest_allocations"][0] == {"bytes": 64 * MIB, "ts_ns": T0 + 10 * MS + 200_000,
-                                                    "op": "aten::linear", "call_site": "/srv/model.py:88"}
+    assert f.evidence["largest_allocations"][0] == {
+        "bytes": 64 * MIB,
+        "ts_ns": T0 + 10 * MS + 200_000,
+        "op": "aten::linear",
+        "call_site": "/srv/model.py:88",
+    }
     assert f.evidence["capacity_bytes"] == 256 * MIB and f.severity == "info"
 
 

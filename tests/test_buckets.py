@@ -18,12 +18,16 @@ def brute(sizes: list[int], counts: list[int], k: int) -> int:
         agg[s] = agg.get(s, 0) + c
     xs = sorted(s for s in agg if agg[s] > 0)
     k = min(k, len(xs))
-    return min(sum(agg[x] * (min(b for b in (*comb, xs[-1]) if b >= x) - x) for x in xs)
-               for comb in itertools.combinations(xs[:-1], k - 1))
+    return min(
+        sum(agg[x] * (min(b for b in (*comb, xs[-1]) if b >= x) - x) for x in xs)
+        for comb in itertools.combinations(xs[:-1], k - 1)
+    )
 
 
 def waste_of(plan: BucketPlan, sizes: list[int], counts: list[int]) -> int:
-    return sum(c * (min(b for b in plan.buckets if b >= s) - s) for s, c in zip(sizes, counts, strict=True) if c)
+    return sum(
+        c * (min(b for b in plan.buckets if b >= s) - s) for s, c in zip(sizes, counts, strict=True) if c
+    )
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -68,7 +72,7 @@ def test_choose_plan_rules() -> None:
     p = choose_plan(sizes, counts, max_waste_share=0.10)
     # k=1 wastes 90+89+88 (way over 10%); k=2 [12, 100] wastes 2+1 = 3 <= 13.3
     assert p.buckets == (12, 100) and p.waste == 3 and p.waste / total <= 0.10
-    # with explicit costs: one compile costs 100 elements of padding -> two buckets still win (3 + 200 < 267 + 100)
+    # explicit costs: a compile costs 100 elements of padding -> two buckets win (3 + 200 < 267 + 100)
     assert choose_plan(sizes, counts, compile_cost=100, element_cost=1).k == 2
     # compiles are cheap -> every size its own bucket
     assert choose_plan(sizes, counts, compile_cost=0.01, element_cost=1).waste == 0
@@ -109,8 +113,11 @@ def _quadratic_dp(sizes: list[int], counts: list[int], k: int) -> int:
         acc = 0
         for j in range(i + 1, n + 1):
             # group sizes[i:j] padded to sizes[j-1]
-            acc = sum(counts[t] * (sizes[j - 1] - sizes[t]) for t in range(i, j)) if j - i < 3 else \
-                acc + sum(counts[i:j - 1]) * (sizes[j - 1] - sizes[j - 2])
+            acc = (
+                sum(counts[t] * (sizes[j - 1] - sizes[t]) for t in range(i, j))
+                if j - i < 3
+                else acc + sum(counts[i : j - 1]) * (sizes[j - 1] - sizes[j - 2])
+            )
             cost[i][j] = acc
     inf = float("inf")
     dp = [0.0] + [inf] * n

@@ -7,17 +7,19 @@ import sys
 from pathlib import Path
 
 import pytest
+from neuron_prof.exporters import write_trace
 
 from neuron_prof.cli import main
-from neuron_prof.exporters import write_trace
 from tests.test_analysis import WALL, Workload
 
 
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("check")
-    return {"problem": write_trace(Workload(True).build(), d / "problem.pftrace"),
-            "clean": write_trace(Workload(False).build(), d / "clean.pftrace")}
+    return {
+        "problem": write_trace(Workload(True).build(), d / "problem.pftrace"),
+        "clean": write_trace(Workload(False).build(), d / "clean.pftrace"),
+    }
 
 
 def check(capsys: pytest.CaptureFixture[str], path: Path, *opts: str) -> tuple[int, list[str]]:
@@ -38,7 +40,10 @@ def test_compile_seconds_and_recompiles(traces: dict[str, Path], capsys: pytest.
     assert rc == 1 and len(fails) == 2
     assert "compiling took 0.060 s (8 cache misses)" in fails[0]
     assert fails[1].startswith("FAIL 5 recompiles, above --max-recompiles 4") and "train.py:30" in fails[1]
-    assert check(capsys, traces["problem"], "--max-compile-seconds", "0.06", "--max-recompiles", "5") == (0, [])
+    assert check(capsys, traces["problem"], "--max-compile-seconds", "0.06", "--max-recompiles", "5") == (
+        0,
+        [],
+    )
 
 
 def test_forbid_fallback(traces: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
@@ -46,17 +51,36 @@ def test_forbid_fallback(traces: dict[str, Path], capsys: pytest.CaptureFixture[
         rc, fails = check(capsys, traces["problem"], "--forbid-fallback", spelling)
         assert rc == 1 and len(fails) == 1
         assert "aten::nonzero ran on the host 7 times at model.py:88" in fails[0]
-    assert check(capsys, traces["problem"], "--forbid-fallback", "unique", "--forbid-fallback", "sort") == (0, [])
+    assert check(capsys, traces["problem"], "--forbid-fallback", "unique", "--forbid-fallback", "sort") == (
+        0,
+        [],
+    )
 
 
 def test_clean_trace_passes_every_limit(traces: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["check", str(traces["clean"]), "--max-fallback-share", "0", "--max-recompiles", "0",
-               "--max-compile-seconds", "1", "--forbid-fallback", "nonzero", "--fail-on", "warning"])
+    rc = main(
+        [
+            "check",
+            str(traces["clean"]),
+            "--max-fallback-share",
+            "0",
+            "--max-recompiles",
+            "0",
+            "--max-compile-seconds",
+            "1",
+            "--forbid-fallback",
+            "nonzero",
+            "--fail-on",
+            "warning",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0 and "all limits hold" in out
 
 
-def test_default_gate_is_critical_findings(traces: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+def test_default_gate_is_critical_findings(
+    traces: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     rc, fails = check(capsys, traces["problem"])
     assert rc == 1 and len(fails) == 3  # first_call_compile, recompile, cpu_fallback are critical
     assert all(f.startswith("FAIL critical finding") for f in fails)
@@ -70,6 +94,18 @@ def test_bad_input_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 
 def test_subprocess_smoke(traces: dict[str, Path]) -> None:
-    p = subprocess.run([sys.executable, "-m", "neuron_prof", "check", str(traces["problem"]),
-                        "--forbid-fallback", "nonzero"], capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "neuron_prof",
+            "check",
+            str(traces["problem"]),
+            "--forbid-fallback",
+            "nonzero",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 1 and "forbidden fallback aten::nonzero" in p.stdout

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import orjson
 import pytest
+from neuron_prof.exporters import write_trace
 
 from neuron_prof.analysis._diff import diff
 from neuron_prof.cli import main
-from neuron_prof.exporters import write_trace
 from neuron_prof.model import Trace
 from tests.test_analysis import MS, N_STEPS, STEP, Workload
 
@@ -31,15 +31,19 @@ def slower() -> Trace:
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("diff")
-    return {"problem": write_trace(Workload(True).build(), d / "problem.pftrace"),
-            "clean": write_trace(Workload(False).build(), d / "clean.pftrace"),
-            "slower": write_trace(slower(), d / "slower.pftrace")}
+    return {
+        "problem": write_trace(Workload(True).build(), d / "problem.pftrace"),
+        "clean": write_trace(Workload(False).build(), d / "clean.pftrace"),
+        "slower": write_trace(slower(), d / "slower.pftrace"),
+    }
 
 
 def test_fix_removes_fallbacks_and_compiles() -> None:
     d = diff(Workload(True).build(), Workload(False).build())
     gone = d["fallbacks"]["disappeared"]
-    assert [(g["op"], g["call_site"], g["count"]) for g in gone] == [("aten::nonzero", "model.py:88", N_STEPS - 1)]
+    assert [(g["op"], g["call_site"], g["count"]) for g in gone] == [
+        ("aten::nonzero", "model.py:88", N_STEPS - 1)
+    ]
     assert d["fallbacks"]["appeared"] == []
     gone_c = {g["key"] for g in d["compiles"]["disappeared"]}
     assert "aten::mm aten::mm(f32[8, 128], f32[128, 64])" in gone_c and "forward (frame 0)" in gone_c
@@ -76,7 +80,11 @@ def test_cli_text_json_markdown(traces: dict[str, Path], capsys: pytest.CaptureF
 
 
 def test_subprocess_smoke(traces: dict[str, Path]) -> None:
-    p = subprocess.run([sys.executable, "-m", "neuron_prof", "diff", str(traces["clean"]), str(traces["problem"])],
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "neuron_prof", "diff", str(traces["clean"]), str(traces["problem"])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     assert "fallback appeared: aten::nonzero @ model.py:88" in p.stdout

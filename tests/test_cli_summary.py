@@ -8,25 +8,61 @@ from pathlib import Path
 
 import orjson
 import pytest
+from neuron_prof.exporters import write_trace
 
 from neuron_prof.analysis import KINDS, SEVERITIES, analyze
 from neuron_prof.cli import main
-from neuron_prof.exporters import write_trace
 from tests.test_analysis import WALL, Workload
 
-FINDING_KEYS = {"kind", "severity", "title", "cost_ns", "share", "count", "call_site", "module", "advice",
-                "evidence", "ts_ns", "rank"}
-TOTAL_KEYS = {"wall_ns", "start_ns", "end_ns", "events", "rank", "steps", "host_busy_ns", "device_busy_ns",
-              "device_busy_share", "devices", "compile_ns", "compile_count", "compile_miss_count", "fallback_ns",
-              "fallback_count", "sync_ns", "sync_count", "collective_ns", "collective_count", "top_ops",
-              "top_device_ops", "steady_per_step", "findings_by_severity", "findings_by_kind"}
+FINDING_KEYS = {
+    "kind",
+    "severity",
+    "title",
+    "cost_ns",
+    "share",
+    "count",
+    "call_site",
+    "module",
+    "advice",
+    "evidence",
+    "ts_ns",
+    "rank",
+}
+TOTAL_KEYS = {
+    "wall_ns",
+    "start_ns",
+    "end_ns",
+    "events",
+    "rank",
+    "steps",
+    "host_busy_ns",
+    "device_busy_ns",
+    "device_busy_share",
+    "devices",
+    "compile_ns",
+    "compile_count",
+    "compile_miss_count",
+    "fallback_ns",
+    "fallback_count",
+    "sync_ns",
+    "sync_count",
+    "collective_ns",
+    "collective_count",
+    "top_ops",
+    "top_device_ops",
+    "steady_per_step",
+    "findings_by_severity",
+    "findings_by_kind",
+}
 
 
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("summary")
-    return {"problem": write_trace(Workload(True).build(), d / "problem.pftrace"),
-            "clean": write_trace(Workload(False).build(), d / "clean.pftrace")}
+    return {
+        "problem": write_trace(Workload(True).build(), d / "problem.pftrace"),
+        "clean": write_trace(Workload(False).build(), d / "clean.pftrace"),
+    }
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -74,7 +110,9 @@ def test_markdown(traces: dict[str, Path], capsys: pytest.CaptureFixture[str]) -
     assert all(ln.count(" | ") == 7 for ln in rows)  # pipes inside titles are escaped
 
 
-def test_output_file_and_errors(traces: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_output_file_and_errors(
+    traces: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out_file = tmp_path / "s.json"
     rc, out, _ = run(capsys, "summary", str(traces["problem"]), "--json", "-o", str(out_file))
     assert rc == 0 and out == "" and orjson.loads(out_file.read_bytes())["findings"]
@@ -85,8 +123,11 @@ def test_output_file_and_errors(traces: dict[str, Path], tmp_path: Path, capsys:
 
 
 def test_subprocess_smoke(traces: dict[str, Path]) -> None:
-    p = subprocess.run([sys.executable, "-m", "neuron_prof", "summary", str(traces["problem"]), "--json"],
-                       capture_output=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "neuron_prof", "summary", str(traces["problem"]), "--json"],
+        capture_output=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     assert orjson.loads(p.stdout)["findings"][0]["kind"] == "first_call_compile"
 
@@ -110,15 +151,20 @@ def test_annotated_findings_survive_the_file(suffix: str, tmp_path: Path) -> Non
     if suffix == ".pftrace":
         from tests.conftest import PFTRACE_CHECK
 
-        p = subprocess.run([sys.executable, str(PFTRACE_CHECK), str(tmp_path / f"t{suffix}")],
-                           capture_output=True, text=True, timeout=120)
+        p = subprocess.run(
+            [sys.executable, str(PFTRACE_CHECK), str(tmp_path / f"t{suffix}")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert p.returncode == 0, p.stdout + p.stderr
 
 
 def test_trace_strings_are_literal_text() -> None:
     """Rich markup and Markdown table syntax inside op names and call sites are shown as they are."""
-    from neuron_prof.analysis import report
     from neuron_prof.exporters.summary import summary_markdown, summary_text
+
+    from neuron_prof.analysis import report
     from neuron_prof.model import Arg, Cat, TraceBuilder, TrackKind
 
     b = TraceBuilder()

@@ -24,11 +24,30 @@ from neuron_prof.analysis._finding import KINDS, SEVERITIES, Finding
 from neuron_prof.analysis._registry import ANALYSES, register
 from neuron_prof.model import Trace
 
-__all__ = ["ANALYSES", "KINDS", "SEVERITIES", "Context", "Finding", "Report", "analyze", "annotate",
-           "compute_totals", "register", "report"]
+__all__ = [
+    "ANALYSES",
+    "KINDS",
+    "SEVERITIES",
+    "Context",
+    "Finding",
+    "Report",
+    "analyze",
+    "annotate",
+    "compute_totals",
+    "register",
+    "report",
+]
 
 _MODULES = (
-    "_compile", "_churn", "_fallback", "_dtype", "_sync", "_idle", "_memory", "_collectives", "_probes",
+    "_compile",
+    "_churn",
+    "_fallback",
+    "_dtype",
+    "_sync",
+    "_idle",
+    "_memory",
+    "_collectives",
+    "_probes",
 )
 """Modules whose @register calls define the built-in analyses (imported on first use)."""
 
@@ -47,11 +66,18 @@ def _run(trace: Trace, ctx: Context) -> list[Finding]:
         try:
             found.extend(fn(trace, ctx))
         except Exception as e:  # an analysis bug must not hide the other findings
-            found.append(Finding(kind="probe_error", severity="warning",
-                                 title=f"Analysis {name} failed: {type(e).__name__}: {e}"[:200], cost_ns=0,
-                                 share=0.0, count=1, advice="Report this with the trace if you can share it.",
-                                 evidence={"probe": f"analysis:{name}",
-                                           "traceback": traceback.format_exc(limit=6)}))
+            found.append(
+                Finding(
+                    kind="probe_error",
+                    severity="warning",
+                    title=f"Analysis {name} failed: {type(e).__name__}: {e}"[:200],
+                    cost_ns=0,
+                    share=0.0,
+                    count=1,
+                    advice="Report this with the trace if you can share it.",
+                    evidence={"probe": f"analysis:{name}", "traceback": traceback.format_exc(limit=6)},
+                )
+            )
     return sort_findings([_with_rank(trace, f) for f in found])
 
 
@@ -94,8 +120,12 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         """The `summary --json` document (schema in README, "summary --json")."""
-        return {"schema": "neuron-prof.summary", "version": 1, "totals": self.totals,
-                "findings": [f.to_dict() for f in self.findings]}
+        return {
+            "schema": "neuron-prof.summary",
+            "version": 1,
+            "totals": self.totals,
+            "findings": [f.to_dict() for f in self.findings],
+        }
 
 
 def compute_totals(trace: Trace, *, warmup_steps: int | None = None) -> dict[str, Any]:
@@ -113,11 +143,15 @@ def report(trace: Trace, *, warmup_steps: int | None = None, context: Context | 
     findings = _run(trace, ctx)
     totals = _totals(trace, ctx)
     totals["findings_by_severity"] = {s: sum(f.severity == s for f in findings) for s in SEVERITIES}
-    totals["findings_by_kind"] = {k: sum(f.kind == k for f in findings) for k in KINDS if any(f.kind == k for f in findings)}
+    totals["findings_by_kind"] = {
+        k: sum(f.kind == k for f in findings) for k in KINDS if any(f.kind == k for f in findings)
+    }
     return Report(totals=totals, findings=findings)
 
 
-def annotate(trace: Trace, findings: list[Finding] | None = None, *, warmup_steps: int | None = None) -> Trace:
+def annotate(
+    trace: Trace, findings: list[Finding] | None = None, *, warmup_steps: int | None = None
+) -> Trace:
     """`trace` with `findings` (analysed when not given) stored in trace.findings as plain dicts."""
     if findings is None:
         findings = analyze(trace, warmup_steps=warmup_steps)

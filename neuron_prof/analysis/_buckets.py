@@ -40,12 +40,20 @@ class BucketPlan:
 
     def describe(self) -> str:
         """E.g. "37 compiles -> 4 buckets [128, 256, 384, 512], +9% padded"."""
-        return (f"{self.compiles_before} compiles -> {self.k} bucket{'s' if self.k != 1 else ''} "
-                f"{list(self.buckets)}, +{self.waste_share:.0%} padded")
+        return (
+            f"{self.compiles_before} compiles -> {self.k} bucket{'s' if self.k != 1 else ''} "
+            f"{list(self.buckets)}, +{self.waste_share:.0%} padded"
+        )
 
     def to_dict(self) -> dict[str, object]:
-        return {"buckets": list(self.buckets), "k": self.k, "waste": self.waste, "total": self.total,
-                "waste_share": round(self.waste_share, 6), "compiles_before": self.compiles_before}
+        return {
+            "buckets": list(self.buckets),
+            "k": self.k,
+            "waste": self.waste,
+            "total": self.total,
+            "waste_share": round(self.waste_share, 6),
+            "compiles_before": self.compiles_before,
+        }
 
 
 def _prepare(sizes: Sequence[int], counts: Sequence[int] | None) -> tuple[list[int], list[int], int]:
@@ -89,7 +97,9 @@ def min_waste_table(sizes: Sequence[int], counts: Sequence[int] | None, kmax: in
             if pi is not None:
                 m, q = -C[i], pi + S[i]
                 # drop the last line when the new one overtakes its predecessor no later than it does
-                while len(hm) - head >= 2 and (q - hq[-2]) * (hm[-2] - hm[-1]) <= (hq[-1] - hq[-2]) * (hm[-2] - m):
+                while len(hm) - head >= 2 and (q - hq[-2]) * (hm[-2] - hm[-1]) <= (hq[-1] - hq[-2]) * (
+                    hm[-2] - m
+                ):
                     del hm[-1], hq[-1], hi[-1]
                 hm.append(m)
                 hq.append(q)
@@ -121,8 +131,15 @@ def plan_buckets(sizes: Sequence[int], counts: Sequence[int] | None = None, k: i
     return table[-1]
 
 
-def choose_plan(sizes: Sequence[int], counts: Sequence[int] | None = None, *, compile_cost: float = 0.0,
-                element_cost: float = 0.0, max_waste_share: float = 0.10, kmax: int = 16) -> BucketPlan:
+def choose_plan(
+    sizes: Sequence[int],
+    counts: Sequence[int] | None = None,
+    *,
+    compile_cost: float = 0.0,
+    element_cost: float = 0.0,
+    max_waste_share: float = 0.10,
+    kmax: int = 16,
+) -> BucketPlan:
     """The plan minimising k*compile_cost + waste*element_cost when both costs are known (> 0);
     otherwise the fewest buckets whose padded waste is at most `max_waste_share` of the real elements."""
     table = min_waste_table(sizes, counts, kmax)

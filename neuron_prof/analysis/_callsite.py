@@ -11,15 +11,27 @@ from typing import Any
 
 from neuron_prof.model.schema import Arg
 
-_LIBRARY_MARKERS = ("/torch/", "\\torch\\", "site-packages", "dist-packages", "<frozen", "/neuron_prof/",
-                    "torch_neuronx", "/lib/python3", "<built-in", "<string>", "/torch_xla/", "/_dynamo/")
+_LIBRARY_MARKERS = (
+    "/torch/",
+    "\\torch\\",
+    "site-packages",
+    "dist-packages",
+    "<frozen",
+    "/neuron_prof/",
+    "torch_neuronx",
+    "/lib/python3",
+    "<built-in",
+    "<string>",
+    "/torch_xla/",
+    "/_dynamo/",
+)
 _FRAME_PAREN = re.compile(r"^\s*(?P<path>.+?)\((?P<line>\d+)\)(?::.*)?$")
 _FRAME_COLON = re.compile(r"^\s*(?P<path>[^:]+?\.py):(?P<line>\d+)\b")
 _FRAME_PYSTYLE = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)')
 
 
 def is_library_frame(path: str) -> bool:
-    """True for frames inside torch, site-packages, the stdlib or neuron-prof itself (its demo is user code)."""
+    """True for frames in torch, site-packages, the stdlib or neuron-prof itself (its demo is user code)."""
     p = path.replace("\\", "/")
     if "neuron_prof/demo/" in p:
         return False

@@ -31,7 +31,9 @@ def _frame_sizes(trace: Trace, cs: list[_Compile]) -> tuple[str, dict[int, int]]
     per_attempt: dict[int, list[Any]] = {}
     for c in cs:
         if c.kind != "backward":
-            per_attempt.setdefault(c.attempt, []).extend(g for g in parse_reason(c.reason) if g.what == "size")
+            per_attempt.setdefault(c.attempt, []).extend(
+                g for g in parse_reason(c.reason) if g.what == "size"
+            )
     dims = Counter(g.dim for gs in per_attempt.values() for g in gs)
     if not dims:
         return None
@@ -58,8 +60,8 @@ def _region_counts(trace: Trace, ctx: Context, frame: str) -> dict[int, int]:
     host = ctx.rows(TrackKind.THREAD)
     for sid in range(len(trace.strings)):
         s = trace.strings[sid]
-        if s.startswith(prefix) and s[len(prefix):].isdigit():
-            out[int(s[len(prefix):])] = int(np.count_nonzero(trace.slices.name[host] == sid))
+        if s.startswith(prefix) and s[len(prefix) :].isdigit():
+            out[int(s[len(prefix) :])] = int(np.count_nonzero(trace.slices.name[host] == sid))
     return out
 
 
@@ -71,14 +73,26 @@ def _op_call_counts(trace: Trace, ctx: Context, op: str, tensor: int, index: int
     counts: Counter[int] = Counter()
     for r in rows[:200_000]:
         dims = ctx.slice_args(int(r)).get("Input Dims")
-        if isinstance(dims, list) and len(dims) > tensor and isinstance(dims[tensor], list) \
-                and len(dims[tensor]) > index:
+        if (
+            isinstance(dims, list)
+            and len(dims) > tensor
+            and isinstance(dims[tensor], list)
+            and len(dims[tensor]) > index
+        ):
             counts[int(dims[tensor][index])] += 1
     return counts
 
 
-def _churn_finding(ctx: Context, subject: str, what: str, dim: str, sizes: list[int], counts: list[int],
-                   cs: list[_Compile], ops: list[dict[str, Any]] | None = None) -> Finding:
+def _churn_finding(
+    ctx: Context,
+    subject: str,
+    what: str,
+    dim: str,
+    sizes: list[int],
+    counts: list[int],
+    cs: list[_Compile],
+    ops: list[dict[str, Any]] | None = None,
+) -> Finding:
     plan = choose_plan(sizes, counts)
     table = min_waste_table(sizes, counts, 8)
     compile_ns = sum(c.dur for c in cs if c.cache == "miss")
@@ -88,17 +102,36 @@ def _churn_finding(ctx: Context, subject: str, what: str, dim: str, sizes: list[
     share = ctx.share(saved)
     distinct = sorted(set(sizes))
     title = f"Shape churn in {what} {subject}: {dim} took {n} values; {plan.describe()}"
-    advice = (f"Pad {dim} up to the buckets {list(plan.buckets)} (e.g. with torch.nn.functional.pad or a "
-              f"collate_fn) so only {plan.k} signature{'s' if plan.k != 1 else ''} compile; this costs "
-              f"{plan.waste_share:.0%} extra padded elements.")
-    ev = {"subject": subject, "dimension": dim, "values": distinct[:200], "counts": sorted([int(s), int(c)] for s, c in zip(sizes, counts, strict=True)),
-          "plan": plan.to_dict(), "plans": [p.to_dict() for p in table],
-          "compile_ns": compile_ns, "rows": [c.row for c in cs[:200]]}
+    advice = (
+        f"Pad {dim} up to the buckets {list(plan.buckets)} (e.g. with torch.nn.functional.pad or a "
+        f"collate_fn) so only {plan.k} signature{'s' if plan.k != 1 else ''} compile; this costs "
+        f"{plan.waste_share:.0%} extra padded elements."
+    )
+    ev = {
+        "subject": subject,
+        "dimension": dim,
+        "values": distinct[:200],
+        "counts": sorted([int(s), int(c)] for s, c in zip(sizes, counts, strict=True)),
+        "plan": plan.to_dict(),
+        "plans": [p.to_dict() for p in table],
+        "compile_ns": compile_ns,
+        "rows": [c.row for c in cs[:200]],
+    }
     if ops:
         ev["ops"] = ops[:50]
-    return Finding(kind="shape_churn", severity=severity_for(share, "warning"), title=title, cost_ns=saved,
-                   share=share, count=n, call_site=_top_site(cs), module=next((c.module for c in cs if c.module), ""),
-                   advice=advice, evidence=ev, ts_ns=min(c.ts for c in cs))
+    return Finding(
+        kind="shape_churn",
+        severity=severity_for(share, "warning"),
+        title=title,
+        cost_ns=saved,
+        share=share,
+        count=n,
+        call_site=_top_site(cs),
+        module=next((c.module for c in cs if c.module), ""),
+        advice=advice,
+        evidence=ev,
+        ts_ns=min(c.ts for c in cs),
+    )
 
 
 @register("shape_churn")
@@ -147,12 +180,23 @@ def _eager_churn(trace: Trace, ctx: Context, eager: dict[str, list[_Compile]]) -
         calls = _op_call_counts(trace, ctx, top["op"], top["dim"].tensor, top["dim"].index)
         counts = [max(calls.get(x, 1), 1) for x in vals]
         subject = top["op"] if len(items) == 1 else f"{top['op']} and {len(items) - 1} more ops"
-        ops = [{"op": d["op"], "dimension": d["dim"].label, "compiles": len(d["miss"]), "ns": d["ns"]} for d in items]
-        f = _churn_finding(ctx, subject, "op" if len(items) == 1 else "ops", top["dim"].label, list(vals),
-                           counts, [c for d in items for c in d["miss"]], ops=ops)
+        ops = [
+            {"op": d["op"], "dimension": d["dim"].label, "compiles": len(d["miss"]), "ns": d["ns"]}
+            for d in items
+        ]
+        f = _churn_finding(
+            ctx,
+            subject,
+            "op" if len(items) == 1 else "ops",
+            top["dim"].label,
+            list(vals),
+            counts,
+            [c for d in items for c in d["miss"]],
+            ops=ops,
+        )
         seen = _first_seen_key(ctx, items, vals)
         if seen[0] == "steps" and len(seen) == 2:
-            continue  # every size appeared in one step: distinct tensors (parameters), not sizes changing over time
+            continue  # every size came in one step: distinct tensors (parameters), not sizes changing in time
         found.append(f)
         # same cause: new values in the same steps, or values in the same proportions (T and B*T)
         keys.append((seen, ("ratio", *(round(v / vals[0], 6) for v in vals))))
@@ -208,16 +252,29 @@ def _merge(ctx: Context, fs: list[Finding]) -> Finding:
     cost = sum(f.cost_ns for f in fs)
     n_ops = sum(len(f.evidence.get("ops", [])) or 1 for f in fs)
     ev = dict(main.evidence)
-    ev["related"] = [{k: f.evidence[k] for k in ("subject", "dimension", "values", "plan", "ops") if k in f.evidence}
-                     for f in fs[1:]]
+    ev["related"] = [
+        {k: f.evidence[k] for k in ("subject", "dimension", "values", "plan", "ops") if k in f.evidence}
+        for f in fs[1:]
+    ]
     ev["rows"] = sorted({r for f in fs for r in f.evidence["rows"]})[:200]
     plan = main.evidence["plan"]
-    title = (f"Shape churn: {n_ops} ops recompiled as {main.evidence['dimension']} of {main.evidence['subject']} "
-             f"took {plan['compiles_before']} values (and {len(fs) - 1} related dimension"
-             f"{'s' if len(fs) > 2 else ''}); {plan['compiles_before']} compiles -> {plan['k']} buckets "
-             f"{plan['buckets']}, +{plan['waste_share']:.0%} padded")
+    title = (
+        f"Shape churn: {n_ops} ops recompiled as {main.evidence['dimension']} of {main.evidence['subject']} "
+        f"took {plan['compiles_before']} values (and {len(fs) - 1} related dimension"
+        f"{'s' if len(fs) > 2 else ''}); {plan['compiles_before']} compiles -> {plan['k']} buckets "
+        f"{plan['buckets']}, +{plan['waste_share']:.0%} padded"
+    )
     share = ctx.share(cost)
-    return Finding(kind="shape_churn", severity=severity_for(share, "warning"), title=title, cost_ns=cost,
-                   share=share, count=main.count, call_site=main.call_site, module=main.module,
-                   advice=main.advice + " The related dimensions change with it (see evidence.related).",
-                   evidence=ev, ts_ns=min(f.ts_ns or 0 for f in fs))
+    return Finding(
+        kind="shape_churn",
+        severity=severity_for(share, "warning"),
+        title=title,
+        cost_ns=cost,
+        share=share,
+        count=main.count,
+        call_site=main.call_site,
+        module=main.module,
+        advice=main.advice + " The related dimensions change with it (see evidence.related).",
+        evidence=ev,
+        ts_ns=min(f.ts_ns or 0 for f in fs),
+    )

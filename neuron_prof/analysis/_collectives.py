@@ -26,9 +26,26 @@ SLOW_FACTOR = 3.0
 """A call slower than 3x the median of its op and size is an outlier (a late peer or a slow link)."""
 
 _KERNEL = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)", re.IGNORECASE)
-_DTYPE_BYTES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8,
-                "int": 4, "int32": 4, "long": 8, "int64": 8, "byte": 1, "char": 1, "bool": 1, "uint8": 1,
-                "int8": 1, "short": 2, "int16": 2}
+_DTYPE_BYTES = {
+    "float": 4,
+    "float32": 4,
+    "half": 2,
+    "float16": 2,
+    "bfloat16": 2,
+    "double": 8,
+    "float64": 8,
+    "int": 4,
+    "int32": 4,
+    "long": 8,
+    "int64": 8,
+    "byte": 1,
+    "char": 1,
+    "bool": 1,
+    "uint8": 1,
+    "int8": 1,
+    "short": 2,
+    "int16": 2,
+}
 
 
 def op_key(name: str, args: dict[str, Any]) -> str:
@@ -97,7 +114,9 @@ def collective(trace: Trace, ctx: Context) -> list[Finding]:
         ts, dur = sl.ts_ns[idx], sl.dur_ns[idx]
         total = int(dur.sum())
         # overlapping calls (several threads or streams) count once
-        exposed = _exposed(ts, dur, sl.ts_ns[compute], sl.dur_ns[compute]) if len(compute) else union_ns(ts, dur)
+        exposed = (
+            _exposed(ts, dur, sl.ts_ns[compute], sl.dur_ns[compute]) if len(compute) else union_ns(ts, dur)
+        )
         # slow outliers per message size
         slow: list[dict[str, Any]] = []
         excess = 0
@@ -106,8 +125,10 @@ def collective(trace: Trace, ctx: Context) -> list[Finding]:
             med = float(np.median(dur[m]))
             bad = np.flatnonzero(m & (dur > SLOW_FACTOR * max(med, 1.0)))
             excess += int((dur[bad] - med).sum())
-            slow += [{"row": int(idx[i]), "dur_ns": int(dur[i]), "median_ns": int(med), "bytes": int(b)}
-                     for i in bad[np.argsort(-dur[bad])][:5]]
+            slow += [
+                {"row": int(idx[i]), "dur_ns": int(dur[i]), "median_ns": int(med), "bytes": int(b)}
+                for i in bad[np.argsort(-dur[bad])][:5]
+            ]
         with np.errstate(divide="ignore", invalid="ignore"):
             bw = np.where((nbytes > 0) & (dur > 0), nbytes / np.maximum(dur, 1), np.nan)  # bytes/ns == GB/s
         algbw = float(np.nanmedian(bw)) if np.isfinite(bw).any() else None
@@ -120,16 +141,38 @@ def collective(trace: Trace, ctx: Context) -> list[Finding]:
             title += f", median {algbw:.2f} GB/s"
         if slow:
             title += f", {len(slow)} slow outlier{'s' if len(slow) != 1 else ''}"
-        advice = ("Overlap communication with compute (DDP bucketing, gradient_as_bucket_view, FSDP prefetch), "
-                  "send fewer, larger messages, and check the slow calls: a late peer (see straggler) or a slow "
-                  "link shows as a call far above the median for its size.")
-        ev = {"op": op, "calls": len(items), "total_ns": total, "exposed_ns": exposed,
-              "median_ns": int(np.median(dur)), "max_ns": int(dur.max()),
-              "bytes_median": int(np.median(nbytes)) if nbytes.any() else 0,
-              "algbw_gbps_median": algbw, "busbw_gbps_median": float(np.median(busbw[op])) if busbw[op] else None,
-              "slow": slow, "slow_excess_ns": excess,
-              "rows": [int(r) for r in idx[:200]], **ctx.step_split(ts, dur)}
-        out.append(Finding(kind="collective", severity=sev, title=title, cost_ns=exposed, share=share,
-                           count=len(items), advice=advice, evidence=ev, ts_ns=int(ts.min()),
-                           rank=trace.rank))
+        advice = (
+            "Overlap communication with compute (DDP bucketing, gradient_as_bucket_view, FSDP prefetch), "
+            "send fewer, larger messages, and check the slow calls: a late peer (see straggler) or a slow "
+            "link shows as a call far above the median for its size."
+        )
+        ev = {
+            "op": op,
+            "calls": len(items),
+            "total_ns": total,
+            "exposed_ns": exposed,
+            "median_ns": int(np.median(dur)),
+            "max_ns": int(dur.max()),
+            "bytes_median": int(np.median(nbytes)) if nbytes.any() else 0,
+            "algbw_gbps_median": algbw,
+            "busbw_gbps_median": float(np.median(busbw[op])) if busbw[op] else None,
+            "slow": slow,
+            "slow_excess_ns": excess,
+            "rows": [int(r) for r in idx[:200]],
+            **ctx.step_split(ts, dur),
+        }
+        out.append(
+            Finding(
+                kind="collective",
+                severity=sev,
+                title=title,
+                cost_ns=exposed,
+                share=share,
+                count=len(items),
+                advice=advice,
+                evidence=ev,
+                ts_ns=int(ts.min()),
+                rank=trace.rank,
+            )
+        )
     return out

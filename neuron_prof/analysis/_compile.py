@@ -16,9 +16,9 @@ import numpy as np
 from neuron_prof.analysis._context import Context, severity_for
 from neuron_prof.analysis._finding import Finding
 from neuron_prof.analysis._fmt import fmt_ns
+from neuron_prof.analysis._host import call_site_up
 from neuron_prof.analysis._intervals import union_ns
 from neuron_prof.analysis._registry import register
-from neuron_prof.analysis._host import call_site_up
 from neuron_prof.analysis._shapes import parse_reason, shapes_of
 from neuron_prof.model import Arg, Trace, TrackKind
 
@@ -61,10 +61,19 @@ def _parse_compiles(trace: Trace, ctx: Context) -> list[_Compile]:
         cid = str(a.get(Arg.COMPILE_ID, "") or "")
         m = _CID.match(cid)
         kind = str(a.get(Arg.COMPILE_KIND, "") or ("torch.compile" if m else "eager"))
-        c = _Compile(row=int(r), name=trace.slice_name(int(r)), ts=int(sl.ts_ns[r]), dur=int(sl.dur_ns[r]),
-                     kind=kind, cache=str(a.get(Arg.CACHE, "miss") or "miss"),
-                     signature=a.get(Arg.SHAPES) or a.get(Arg.SIGNATURE, ""), call_site=ctx.call_site(a),
-                     module=ctx.module(a), reason=str(a.get(Arg.RECOMPILE_REASON, "") or ""), args=a)
+        c = _Compile(
+            row=int(r),
+            name=trace.slice_name(int(r)),
+            ts=int(sl.ts_ns[r]),
+            dur=int(sl.dur_ns[r]),
+            kind=kind,
+            cache=str(a.get(Arg.CACHE, "miss") or "miss"),
+            signature=a.get(Arg.SHAPES) or a.get(Arg.SIGNATURE, ""),
+            call_site=ctx.call_site(a),
+            module=ctx.module(a),
+            reason=str(a.get(Arg.RECOMPILE_REASON, "") or ""),
+            args=a,
+        )
         if m:
             c.frame, c.attempt = m.group(1), int(m.group(2))
         src = host_of.get(int(r))
@@ -110,27 +119,53 @@ def first_call_compile(trace: Trace, ctx: Context) -> list[Finding]:
     split = ctx.step_split(ts, dur)
     ev: dict[str, Any] = {
         "compiles": len(first),
-        "ops": [{"op": op, "compiles": len(cs), "ns": sum(c.dur for c in cs), "call_site": _top_site(cs),
-                 "signatures": [str(c.signature) for c in cs[:5]]} for op, cs in ops[:20]],
-        "rows": [c.row for c in first[:200]], **split,
+        "ops": [
+            {
+                "op": op,
+                "compiles": len(cs),
+                "ns": sum(c.dur for c in cs),
+                "call_site": _top_site(cs),
+                "signatures": [str(c.signature) for c in cs[:5]],
+            }
+            for op, cs in ops[:20]
+        ],
+        "rows": [c.row for c in first[:200]],
+        **split,
     }
     steady = split.get("steady_ns", 0)
-    advice = (f"Run warm-up steps before measuring and keep the compile cache between runs "
-              f"({CACHE_DIR_ENV}=/persistent/dir; the default /tmp/neff_cache is lost on reboot). "
-              f"Fewer distinct shapes mean fewer compiles: pad inputs to a few bucket sizes.")
+    advice = (
+        f"Run warm-up steps before measuring and keep the compile cache between runs "
+        f"({CACHE_DIR_ENV}=/persistent/dir; the default /tmp/neff_cache is lost on reboot). "
+        f"Fewer distinct shapes mean fewer compiles: pad inputs to a few bucket sizes."
+    )
     if steady:
-        advice = (f"{split['steady_count']} compiles still happen after warm-up: new shapes keep appearing "
-                  f"(see shape_churn). " + advice)
+        advice = (
+            f"{split['steady_count']} compiles still happen after warm-up: new shapes keep appearing "
+            f"(see shape_churn). " + advice
+        )
     top = ops[0][0]
     n_ops = len(by_op)
-    title = (f"First-call compile stalls: {len(first)} compile{'s' if len(first) != 1 else ''} of {n_ops} "
-             f"op{'s' if n_ops != 1 else ''} "
-             f"blocked the host {fmt_ns(cost)} (top: {top})")
+    title = (
+        f"First-call compile stalls: {len(first)} compile{'s' if len(first) != 1 else ''} of {n_ops} "
+        f"op{'s' if n_ops != 1 else ''} "
+        f"blocked the host {fmt_ns(cost)} (top: {top})"
+    )
     share = ctx.share(cost)
-    return [Finding(kind="first_call_compile", severity=severity_for(share, "warning" if steady else "info"),
-                    title=title, cost_ns=cost, share=share, count=len(first), call_site=_top_site(first),
-                    module=next((c.module for c in first if c.module), ""), advice=advice, evidence=ev,
-                    ts_ns=int(ts.min()))]
+    return [
+        Finding(
+            kind="first_call_compile",
+            severity=severity_for(share, "warning" if steady else "info"),
+            title=title,
+            cost_ns=cost,
+            share=share,
+            count=len(first),
+            call_site=_top_site(first),
+            module=next((c.module for c in first if c.module), ""),
+            advice=advice,
+            evidence=ev,
+            ts_ns=int(ts.min()),
+        )
+    ]
 
 
 def _recompile_limit_hits(trace: Trace, ctx: Context) -> int:
@@ -163,19 +198,40 @@ def recompile(trace: Trace, ctx: Context) -> list[Finding]:
         title = f"{name} (frame {frame}) recompiled {n_re} time{'s' if n_re != 1 else ''} ({fmt_ns(cost)})"
         if dims:
             title += f": {dims.most_common(1)[0][0]} varied"
-        advice = ("Each new shape compiles a new graph (Neuron compiles statically, dynamic=False). Pad inputs "
-                  "to a few bucket sizes (see shape_churn), or mark the varying dimension with "
-                  "torch._dynamo.mark_dynamic where the backend supports it.")
+        advice = (
+            "Each new shape compiles a new graph (Neuron compiles statically, dynamic=False). Pad inputs "
+            "to a few bucket sizes (see shape_churn), or mark the varying dimension with "
+            "torch._dynamo.mark_dynamic where the backend supports it."
+        )
         if limit_hits:
-            advice += (" The recompile limit was hit, so later calls silently ran eagerly: raise "
-                       "torch._dynamo.config.recompile_limit or, better, stop the churn.")
+            advice += (
+                " The recompile limit was hit, so later calls silently ran eagerly: raise "
+                "torch._dynamo.config.recompile_limit or, better, stop the churn."
+            )
         share = ctx.share(cost)
-        ev = {"frame": frame, "compiles": len({c.attempt for c in cs}), "recompiles": n_re,
-              "reasons": [{"reason": r, "count": n} for r, n in reasons.most_common(10)],
-              "dims": dict(dims), "recompile_limit_hits": limit_hits, "rows": [c.row for c in again[:200]],
-              **ctx.step_split(ts, dur)}
-        out.append(Finding(kind="recompile", severity=severity_for(share, "warning" if n_re >= 3 else "info"),
-                           title=title, cost_ns=cost, share=share, count=n_re,
-                           call_site=_top_site(cs), module=next((c.module for c in cs if c.module), ""),
-                           advice=advice, evidence=ev, ts_ns=int(ts.min())))
+        ev = {
+            "frame": frame,
+            "compiles": len({c.attempt for c in cs}),
+            "recompiles": n_re,
+            "reasons": [{"reason": r, "count": n} for r, n in reasons.most_common(10)],
+            "dims": dict(dims),
+            "recompile_limit_hits": limit_hits,
+            "rows": [c.row for c in again[:200]],
+            **ctx.step_split(ts, dur),
+        }
+        out.append(
+            Finding(
+                kind="recompile",
+                severity=severity_for(share, "warning" if n_re >= 3 else "info"),
+                title=title,
+                cost_ns=cost,
+                share=share,
+                count=n_re,
+                call_site=_top_site(cs),
+                module=next((c.module for c in cs if c.module), ""),
+                advice=advice,
+                evidence=ev,
+                ts_ns=int(ts.min()),
+            )
+        )
     return out

@@ -75,8 +75,14 @@ class Context:
     # ---- tracks and rows ------------------------------------------------------------------------
     @cached_property
     def _slice_kind(self) -> np.ndarray:
-        codes = np.array([TrackKind.ALL.index(t.kind) if t.kind in TrackKind.ALL else len(TrackKind.ALL)
-                          for t in self.trace.tracks] or [0], dtype=np.int16)
+        codes = np.array(
+            [
+                TrackKind.ALL.index(t.kind) if t.kind in TrackKind.ALL else len(TrackKind.ALL)
+                for t in self.trace.tracks
+            ]
+            or [0],
+            dtype=np.int16,
+        )
         return codes[self.trace.slices.track] if len(self.trace.slices) else np.zeros(0, dtype=np.int16)
 
     def rows(self, *kinds: str) -> np.ndarray:
@@ -137,11 +143,15 @@ class Context:
         hit = np.unique(k[k >= 0])
         return {
             "steps": [int(st.ids[i]) for i in hit[:50]],
-            "warmup_ns": int(cost[warm].sum()), "steady_ns": int(cost[steady].sum()),
+            "warmup_ns": int(cost[warm].sum()),
+            "steady_ns": int(cost[steady].sum()),
             "steady_count": int(steady.sum()),
             "steady_per_step_ns": int(cost[steady].sum() / n_steady) if n_steady else 0,
-            "steady_step_share": (float(cost[steady].sum() / st.dur_ns[st.steady].sum())
-                                  if n_steady and st.dur_ns[st.steady].sum() > 0 else 0.0),
+            "steady_step_share": (
+                float(cost[steady].sum() / st.dur_ns[st.steady].sum())
+                if n_steady and st.dur_ns[st.steady].sum() > 0
+                else 0.0
+            ),
             "steady_steps_hit": int(len(np.unique(k[steady]))),
             "steady_steps": int(n_steady),
         }

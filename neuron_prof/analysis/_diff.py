@@ -17,8 +17,19 @@ from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._host import host_nesting
 from neuron_prof.model import KinetoCat, Trace, TrackKind
 
-_TOTAL_KEYS = ("wall_ns", "host_busy_ns", "device_busy_ns", "compile_ns", "compile_miss_count", "fallback_ns",
-               "fallback_count", "sync_ns", "sync_count", "collective_ns", "collective_count")
+_TOTAL_KEYS = (
+    "wall_ns",
+    "host_busy_ns",
+    "device_busy_ns",
+    "compile_ns",
+    "compile_miss_count",
+    "fallback_ns",
+    "fallback_count",
+    "sync_ns",
+    "sync_count",
+    "collective_ns",
+    "collective_count",
+)
 
 
 def op_self_times(trace: Trace, ctx: Context | None = None) -> dict[str, tuple[int, int]]:
@@ -54,10 +65,16 @@ def _change(a: float | None, b: float | None) -> dict[str, Any]:
 
 
 def _fallback_keys(rep: Report) -> dict[str, dict[str, Any]]:
-    return {f"{f.evidence.get('op', '')} @ {f.call_site or '?'}": {"op": f.evidence.get("op", ""),
-                                                                     "call_site": f.call_site, "count": f.count,
-                                                                     "cost_ns": f.cost_ns}
-            for f in rep.findings if f.kind == "cpu_fallback"}
+    return {
+        f"{f.evidence.get('op', '')} @ {f.call_site or '?'}": {
+            "op": f.evidence.get("op", ""),
+            "call_site": f.call_site,
+            "count": f.count,
+            "cost_ns": f.cost_ns,
+        }
+        for f in rep.findings
+        if f.kind == "cpu_fallback"
+    }
 
 
 def _compile_keys(trace: Trace, ctx: Context) -> dict[str, dict[str, Any]]:
@@ -66,15 +83,19 @@ def _compile_keys(trace: Trace, ctx: Context) -> dict[str, dict[str, Any]]:
         if c.cache != "miss":
             continue
         key = f"{c.name} {c.signature}" if c.kind == "eager" or not c.frame else f"{c.name} (frame {c.frame})"
-        d = out.setdefault(key, {"name": c.name, "kind": c.kind, "count": 0, "ns": 0, "call_site": c.call_site})
+        d = out.setdefault(
+            key, {"name": c.name, "kind": c.kind, "count": 0, "ns": 0, "call_site": c.call_site}
+        )
         d["count"] += 1
         d["ns"] += c.dur
     return out
 
 
 def _appeared(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    return {"appeared": [{"key": k, **b[k]} for k in b if k not in a],
-            "disappeared": [{"key": k, **a[k]} for k in a if k not in b]}
+    return {
+        "appeared": [{"key": k, **b[k]} for k in b if k not in a],
+        "disappeared": [{"key": k, **a[k]} for k in a if k not in b],
+    }
 
 
 def diff(base: Trace, new: Trace, *, warmup_steps: int | None = None, top: int = 20) -> dict[str, Any]:
@@ -84,7 +105,9 @@ def diff(base: Trace, new: Trace, *, warmup_steps: int | None = None, top: int =
     sb, sn = rb.totals["steps"], rn.totals["steps"]
     step = _change(sb.get("steady_step_ns"), sn.get("steady_step_ns"))
     totals = {k: _change(rb.totals.get(k), rn.totals.get(k)) for k in _TOTAL_KEYS}
-    totals["device_busy_share"] = _change(rb.totals.get("device_busy_share"), rn.totals.get("device_busy_share"))
+    totals["device_busy_share"] = _change(
+        rb.totals.get("device_busy_share"), rn.totals.get("device_busy_share")
+    )
     # per op: self time per step when both have steps (runs of different lengths compare), else per profile
     nb, nn = max(sb.get("count") or 0, 0), max(sn.get("count") or 0, 0)
     per_step = nb > 0 and nn > 0
@@ -93,20 +116,35 @@ def diff(base: Trace, new: Trace, *, warmup_steps: int | None = None, top: int =
     for name in set(ob) | set(on):
         (c0, t0), (c1, t1) = ob.get(name, (0, 0)), on.get(name, (0, 0))
         s0, s1 = (t0 / nb, t1 / nn) if per_step else (float(t0), float(t1))
-        ops.append({"name": name, "base_ns": int(s0), "new_ns": int(s1), "delta_ns": int(s1) - int(s0),
-                    "base_count": c0, "new_count": c1})
+        ops.append(
+            {
+                "name": name,
+                "base_ns": int(s0),
+                "new_ns": int(s1),
+                "delta_ns": int(s1) - int(s0),
+                "base_count": c0,
+                "new_count": c1,
+            }
+        )
     ops.sort(key=lambda o: (-abs(o["delta_ns"]), o["name"]))
     kinds = {}
     for k in sorted({f.kind for f in rb.findings} | {f.kind for f in rn.findings}):
         fb = [f for f in rb.findings if f.kind == k]
         fn = [f for f in rn.findings if f.kind == k]
-        kinds[k] = {"base_cost_ns": sum(f.cost_ns for f in fb), "new_cost_ns": sum(f.cost_ns for f in fn),
-                    "base_count": sum(f.count for f in fb), "new_count": sum(f.count for f in fn),
-                    "base_findings": len(fb), "new_findings": len(fn)}
+        kinds[k] = {
+            "base_cost_ns": sum(f.cost_ns for f in fb),
+            "new_cost_ns": sum(f.cost_ns for f in fn),
+            "base_count": sum(f.count for f in fb),
+            "new_count": sum(f.count for f in fn),
+            "base_findings": len(fb),
+            "new_findings": len(fn),
+        }
         kinds[k]["delta_cost_ns"] = kinds[k]["new_cost_ns"] - kinds[k]["base_cost_ns"]
     return {
-        "schema": "neuron-prof.diff", "version": 1,
-        "step": step, "totals": totals,
+        "schema": "neuron-prof.diff",
+        "version": 1,
+        "step": step,
+        "totals": totals,
         "ops_unit": "ns per step" if per_step else "ns per profile",
         "ops": ops[:top],
         "finding_kinds": kinds,

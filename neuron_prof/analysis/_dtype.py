@@ -19,31 +19,51 @@ def dtype_demotion(trace: Trace, ctx: Context) -> list[Finding]:
     if not len(rows):
         return []
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
-    info: dict[tuple[str, str], dict[str, object]] = {}
+    ops: dict[tuple[str, str], set[str]] = defaultdict(set)
+    shapes: dict[tuple[str, str], set[str]] = defaultdict(set)
+    modules: dict[tuple[str, str], str] = {}
     for r in rows:
         a = ctx.instant_args(int(r))
         name = trace.s(int(trace.instants.name[r]))
         key = (ctx.call_site(a), name)
         groups[key].append(int(r))
-        d = info.setdefault(key, {"ops": set(), "shapes": set(), "module": ctx.module(a)})
+        modules.setdefault(key, ctx.module(a))
         if a.get(Arg.OP):
-            d["ops"].add(str(a[Arg.OP]))  # type: ignore[attr-defined]
-        if a.get(Arg.SHAPE) is not None and len(d["shapes"]) < 10:  # type: ignore[arg-type]
-            d["shapes"].add(str(a[Arg.SHAPE]))  # type: ignore[attr-defined]
+            ops[key].add(str(a[Arg.OP]))
+        if a.get(Arg.SHAPE) is not None and len(shapes[key]) < 10:
+            shapes[key].add(str(a[Arg.SHAPE]))
     out = []
     for (site, name), rs in groups.items():
-        d = info[(site, name)]
+        key = (site, name)
         src = name.split("->")[0].strip() or "float64"
         dst = name.split("->")[-1].strip() if "->" in name else "float32"
-        ops = sorted(d["ops"])  # type: ignore[call-overload]
-        title = f"dtype demotion: {name} at {site or 'unknown site'} ({len(rs)} time{'s' if len(rs) != 1 else ''})"
-        advice = (f"The device computes {src} as {dst}: results silently lose precision. Create the tensor as "
-                  f"{dst} (torch.set_default_dtype(torch.float32), .float(), dtype=torch.float32 in factories) "
-                  f"or keep {src} math on the CPU deliberately.")
+        times = f"{len(rs)} time{'s' if len(rs) != 1 else ''}"
+        title = f"dtype demotion: {name} at {site or 'unknown site'} ({times})"
+        advice = (
+            f"The device computes {src} as {dst}: results silently lose precision. Create the tensor as "
+            f"{dst} (torch.set_default_dtype(torch.float32), .float(), dtype=torch.float32 in factories) "
+            f"or keep {src} math on the CPU deliberately."
+        )
         ts = trace.instants.ts_ns[np.asarray(rs)]
-        out.append(Finding(kind="dtype_demotion", severity="warning", title=title, cost_ns=0, share=0.0,
-                           count=len(rs), call_site=site, module=str(d["module"]), advice=advice,
-                           evidence={"from": src, "to": dst, "ops": ops, "shapes": sorted(d["shapes"]),  # type: ignore[call-overload]
-                                     "instants": rs[:200]},
-                           ts_ns=int(ts.min())))
+        out.append(
+            Finding(
+                kind="dtype_demotion",
+                severity="warning",
+                title=title,
+                cost_ns=0,
+                share=0.0,
+                count=len(rs),
+                call_site=site,
+                module=modules[key],
+                advice=advice,
+                evidence={
+                    "from": src,
+                    "to": dst,
+                    "ops": sorted(ops[key]),
+                    "shapes": sorted(shapes[key]),
+                    "instants": rs[:200],
+                },
+                ts_ns=int(ts.min()),
+            )
+        )
     return out

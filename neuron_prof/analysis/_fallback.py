@@ -74,17 +74,48 @@ def cpu_fallback(trace: Trace, ctx: Context) -> list[Finding]:
         split = ctx.step_split(ts, dur)
         alt = alternative_for(op)
         advice = f"{op} runs on the host and forces device<->host copies. "
-        advice += (f"Replace it: {alt}." if alt else
-                   "Replace it with ops the device supports, or move it out of the step loop.")
-        advice += " List fallbacks with torch_neuronx.get_fallback_ops(); TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1 makes failing registered ops raise."
+        advice += (
+            f"Replace it: {alt}."
+            if alt
+            else "Replace it with ops the device supports, or move it out of the step loop."
+        )
+        advice += (
+            " List fallbacks with torch_neuronx.get_fallback_ops(); "
+            "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1 makes failing registered ops raise."
+        )
         m = meta[(site, op)]
         per_step = split.get("steady_per_step_ns")
-        title = f"CPU fallback: {op} ran on the host {len(rs)} times at {site or 'unknown site'} ({fmt_ns(cost)}"
-        title += (f", {fmt_ns(per_step)} = {split['steady_step_share']:.1%} of each steady step)" if per_step
-                  else ")")
-        ev = {"op": op, "host_ns": cost, "copy_bytes": copies[(site, op)], "shapes": sorted(m["shapes"]),
-              "dtypes": sorted(m["dtypes"]), "alternative": alt, "rows": rs[:200], **split}
-        out.append(Finding(kind="cpu_fallback", severity=severity_for(share, "warning"), title=title,
-                           cost_ns=cost, share=share, count=len(rs), call_site=site, module=m["module"],
-                           advice=advice, evidence=ev, ts_ns=int(ts.min())))
+        title = (
+            f"CPU fallback: {op} ran on the host {len(rs)} times at {site or 'unknown site'} ({fmt_ns(cost)}"
+        )
+        title += (
+            f", {fmt_ns(per_step)} = {split['steady_step_share']:.1%} of each steady step)"
+            if per_step
+            else ")"
+        )
+        ev = {
+            "op": op,
+            "host_ns": cost,
+            "copy_bytes": copies[(site, op)],
+            "shapes": sorted(m["shapes"]),
+            "dtypes": sorted(m["dtypes"]),
+            "alternative": alt,
+            "rows": rs[:200],
+            **split,
+        }
+        out.append(
+            Finding(
+                kind="cpu_fallback",
+                severity=severity_for(share, "warning"),
+                title=title,
+                cost_ns=cost,
+                share=share,
+                count=len(rs),
+                call_site=site,
+                module=m["module"],
+                advice=advice,
+                evidence=ev,
+                ts_ns=int(ts.min()),
+            )
+        )
     return out

@@ -21,15 +21,18 @@ def _sorted_host(ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
         o = np.argsort(sl.ts_ns[n.rows], kind="stable")
         rows = n.rows[o]
         return rows, sl.ts_ns[rows], sl.end_ns[rows], n.depth[o]
+
     return ctx.memo("sorted_host", build)  # type: ignore[no-any-return]
 
 
 def _per_track(ctx: Context) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per host track: (rows sorted by start, their starts)."""
+
     def build() -> list[tuple[np.ndarray, np.ndarray]]:
         rows, ts, _, _ = _sorted_host(ctx)
         tracks = ctx.trace.slices.track[rows]
         return [(rows[tracks == t], ts[tracks == t]) for t in np.unique(tracks)]
+
     return ctx.memo("host_per_track", build)  # type: ignore[no-any-return]
 
 
@@ -80,8 +83,14 @@ def host_work_in(ctx: Context, lo: int, hi: int, top: int = 3) -> list[dict[str,
             continue
         seen.add(name)
         a = ctx.slice_args(int(rows[i]))
-        out.append({"name": name, "row": int(rows[i]), "overlap_ns": int(min(end[i], hi) - max(ts[i], lo)),
-                    "call_site": ctx.call_site(a)})
+        out.append(
+            {
+                "name": name,
+                "row": int(rows[i]),
+                "overlap_ns": int(min(end[i], hi) - max(ts[i], lo)),
+                "call_site": ctx.call_site(a),
+            }
+        )
         if len(out) >= top:
             break
     return out

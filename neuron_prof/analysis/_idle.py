@@ -6,6 +6,8 @@ that time already), so the ranking does not count one stall twice.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from neuron_prof.analysis._context import Context
@@ -25,7 +27,7 @@ _PROBE_KINDS = (TrackKind.COMPILE, TrackKind.FALLBACK, TrackKind.SYNC, TrackKind
 
 
 def device_label(trace: Trace, process: int) -> str:
-    """"GPU 2" (Kineto's label) rather than the host program's name that Kineto repeats on devices."""
+    """ "GPU 2" (Kineto's label) rather than the host program's name that Kineto repeats on devices."""
     p = trace.processes[process]
     return p.labels or p.name
 
@@ -36,11 +38,11 @@ def device_rows(ctx: Context) -> np.ndarray:
     return ctx.cat_rows(rows, (KinetoCat.GPU_USER_ANNOTATION,), keep=False)
 
 
-def _probe_work(ctx: Context, lo: int, hi: int) -> list[dict[str, object]]:
+def _probe_work(ctx: Context, lo: int, hi: int) -> list[dict[str, Any]]:
     """Compile/fallback/sync/collective probe slices overlapping [lo, hi)."""
     trace = ctx.trace
     sl = trace.slices
-    out = []
+    out: list[dict[str, Any]] = []
     for kind in _PROBE_KINDS:
         rows = ctx.rows(kind)
         if not len(rows):
@@ -49,13 +51,19 @@ def _probe_work(ctx: Context, lo: int, hi: int) -> list[dict[str, object]]:
         for i in np.argsort(-ov)[:2]:
             if ov[i] > 0:
                 r = int(rows[i])
-                out.append({"name": f"{kind}: {trace.slice_name(r)}", "row": r, "overlap_ns": int(ov[i]),
-                            "call_site": ctx.call_site(ctx.slice_args(r))})
-    return sorted(out, key=lambda d: -int(d["overlap_ns"]))  # type: ignore[call-overload]
+                out.append(
+                    {
+                        "name": f"{kind}: {trace.slice_name(r)}",
+                        "row": r,
+                        "overlap_ns": int(ov[i]),
+                        "call_site": ctx.call_site(ctx.slice_args(r)),
+                    }
+                )
+    return sorted(out, key=lambda d: -int(d["overlap_ns"]))
 
 
 def _host_during(ctx: Context, lo: np.ndarray, hi: np.ndarray) -> dict[str, int]:
-    """Time inside the idle windows the host spent compiling, falling back, waiting, in collectives, in ops."""
+    """Time in the idle windows the host spent compiling, falling back, waiting, in collectives, in ops."""
     sl = ctx.trace.slices
     out = {}
     for kind in _PROBE_KINDS:
@@ -63,7 +71,9 @@ def _host_during(ctx: Context, lo: np.ndarray, hi: np.ndarray) -> dict[str, int]
         if len(rows):
             out[kind] = intersect_ns(sl.ts_ns[rows], sl.dur_ns[rows], lo, hi)
     host = ctx.rows(TrackKind.THREAD)
-    ops = ctx.cat_rows(host, (KinetoCat.CPU_OP, KinetoCat.PYTHON, KinetoCat.CUDA_RUNTIME, KinetoCat.CUDA_DRIVER))
+    ops = ctx.cat_rows(
+        host, (KinetoCat.CPU_OP, KinetoCat.PYTHON, KinetoCat.CUDA_RUNTIME, KinetoCat.CUDA_DRIVER)
+    )
     if len(ops):
         out["host_ops"] = intersect_ns(sl.ts_ns[ops], sl.dur_ns[ops], lo, hi)
     return out
@@ -93,32 +103,57 @@ def device_idle(trace: Trace, ctx: Context) -> list[Finding]:
         # idle time the host spent in compiles, fallbacks, syncs or collectives is those findings' cost;
         # this finding costs the rest (Python overhead, data loading, ... or nothing recorded)
         probe = np.concatenate([ctx.rows(k) for k in _PROBE_KINDS])
-        explained = intersect_ns(sl.ts_ns[probe], sl.dur_ns[probe], gap_lo[big], gap_hi[big]) if len(probe) else 0
+        explained = (
+            intersect_ns(sl.ts_ns[probe], sl.dur_ns[probe], gap_lo[big], gap_hi[big]) if len(probe) else 0
+        )
         cost = idle - explained
         share = ctx.share(cost)
         top = big[np.argsort(-g[big], kind="stable")[:10]]
-        gaps = []
+        gaps: list[dict[str, Any]] = []
         for i in top:
             lo, hi = int(gap_lo[i]), int(gap_hi[i])
             host = _probe_work(ctx, lo, hi) or host_work_in(ctx, lo, hi)
             gaps.append({"start_ns": lo, "dur_ns": hi - lo, "host": host})
         first = gaps[0]
-        doing = ", ".join(str(h["name"]) for h in first["host"][:2]) or "nothing recorded"  # type: ignore[index]
+        doing = ", ".join(str(h["name"]) for h in first["host"][:2]) or "nothing recorded"
         name = device_label(trace, int(p))
-        title = (f"Device idle: {name} sat idle {fmt_ns(idle)} in {len(big)} gaps >= "
-                 f"{MIN_GAP_NS // 1000} µs (largest {fmt_ns(int(first['dur_ns']))}; host: {doing})")  # type: ignore[call-overload]
+        title = (
+            f"Device idle: {name} sat idle {fmt_ns(idle)} in {len(big)} gaps >= "
+            f"{MIN_GAP_NS // 1000} µs (largest {fmt_ns(int(first['dur_ns']))}; host: {doing})"
+        )
         if explained:
             title += f"; {fmt_ns(cost)} not explained by compiles, fallbacks, syncs or collectives"
-        site = next((str(h["call_site"]) for gp in gaps for h in gp["host"] if h.get("call_site")), "")  # type: ignore[attr-defined]
-        advice = ("The device waited for the host. Look at what the host did in the largest gaps: compiles "
-                  "(warm up, cache), CPU fallbacks, sync points (.item()), data loading (DataLoader workers, "
-                  "pin_memory, prefetch) or Python overhead (torch.compile the step, larger batches).")
+        site = next((str(h["call_site"]) for gp in gaps for h in gp["host"] if h.get("call_site")), "")
+        advice = (
+            "The device waited for the host. Look at what the host did in the largest gaps: compiles "
+            "(warm up, cache), CPU fallbacks, sync points (.item()), data loading (DataLoader workers, "
+            "pin_memory, prefetch) or Python overhead (torch.compile the step, larger batches)."
+        )
         sev = "critical" if share >= CRITICAL_IDLE else "warning" if share >= WARNING_IDLE else "info"
         during = _host_during(ctx, gap_lo[big], gap_hi[big])
-        ev = {"device": name, "gaps": int(len(big)), "idle_ns": idle, "explained_ns": explained, "busy_ns": busy,
-              "active_span_ns": int(e[-1] - s[0]), "largest": gaps, "host_during_idle_ns": during,
-              **ctx.step_split(gap_lo[big], g[big])}
-        out.append(Finding(kind="device_idle", severity=sev, title=title, cost_ns=cost, share=share,
-                           count=int(len(big)), call_site=site, advice=advice, evidence=ev,
-                           ts_ns=int(first["start_ns"])))  # type: ignore[call-overload]
+        ev = {
+            "device": name,
+            "gaps": int(len(big)),
+            "idle_ns": idle,
+            "explained_ns": explained,
+            "busy_ns": busy,
+            "active_span_ns": int(e[-1] - s[0]),
+            "largest": gaps,
+            "host_during_idle_ns": during,
+            **ctx.step_split(gap_lo[big], g[big]),
+        }
+        out.append(
+            Finding(
+                kind="device_idle",
+                severity=sev,
+                title=title,
+                cost_ns=cost,
+                share=share,
+                count=int(len(big)),
+                call_site=site,
+                advice=advice,
+                evidence=ev,
+                ts_ns=int(first["start_ns"]),
+            )
+        )
     return out

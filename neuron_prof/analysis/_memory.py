@@ -43,7 +43,9 @@ def _series(trace: Trace, ctx: Context) -> list[tuple[str, np.ndarray, np.ndarra
         if "Total Allocated" not in a:
             continue
         dt = a.get("Device Type", "?")
-        key = f"{_DEVICE_TYPES.get(dt, dt) if isinstance(dt, int) else dt}:{a.get('Device Id', '?')} allocated"
+        key = (
+            f"{_DEVICE_TYPES.get(dt, dt) if isinstance(dt, int) else dt}:{a.get('Device Id', '?')} allocated"
+        )
         ts, v = by_dev.setdefault(key, ([], []))
         ts.append(int(trace.instants.ts_ns[r]))
         v.append(float(a["Total Allocated"]))
@@ -76,7 +78,7 @@ def memory_peak(trace: Trace, ctx: Context) -> list[Finding]:
         peak, t_peak = float(v[i]), int(ts[i])
         # the climb to the peak: from the last minimum before it
         lo = int(np.argmin(v[: i + 1]))
-        delta = np.diff(v[lo: i + 1])
+        delta = np.diff(v[lo : i + 1])
         grows = np.argsort(-delta)[:5]
         allocs: list[dict[str, Any]] = []
         for j in grows:
@@ -95,13 +97,34 @@ def memory_peak(trace: Trace, ctx: Context) -> list[Finding]:
             title += f" ({frac:.0%} of {fmt_bytes(cap or 0)})"
         if at_peak:
             title += f" during {at_peak[-1]}"
-        advice = ("To lower the peak: smaller micro-batches with gradient accumulation, activation checkpointing "
-                  "(torch.utils.checkpoint) on the largest blocks, bf16 activations, and freeing tensors held "
-                  "across steps (losses kept for logging, cached outputs).")
+        advice = (
+            "To lower the peak: smaller micro-batches with gradient accumulation, activation checkpointing "
+            "(torch.utils.checkpoint) on the largest blocks, bf16 activations, and freeing tensors held "
+            "across steps (losses kept for logging, cached outputs)."
+        )
         site = next((str(a["call_site"]) for a in allocs if a["call_site"]), "")
-        ev = {"series": name, "peak_bytes": int(peak), "capacity_bytes": cap, "peak_share": frac,
-              "start_bytes": int(v[0]), "end_bytes": int(v[-1]), "largest_allocations": allocs,
-              "ops_at_peak": at_peak}
-        out.append(Finding(kind="memory_peak", severity=sev, title=title, cost_ns=0, share=0.0, count=1,
-                           call_site=site, advice=advice, evidence=ev, ts_ns=t_peak))
+        ev = {
+            "series": name,
+            "peak_bytes": int(peak),
+            "capacity_bytes": cap,
+            "peak_share": frac,
+            "start_bytes": int(v[0]),
+            "end_bytes": int(v[-1]),
+            "largest_allocations": allocs,
+            "ops_at_peak": at_peak,
+        }
+        out.append(
+            Finding(
+                kind="memory_peak",
+                severity=sev,
+                title=title,
+                cost_ns=0,
+                share=0.0,
+                count=1,
+                call_site=site,
+                advice=advice,
+                evidence=ev,
+                ts_ns=t_peak,
+            )
+        )
     return out

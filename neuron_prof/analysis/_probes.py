@@ -24,13 +24,22 @@ def probe_error(trace: Trace, ctx: Context) -> list[Finding]:
             by_probe[str(e.get("probe", "?"))].append(str(e.get("error", "")))
         else:
             by_probe["?"].append(str(e))
-    return [Finding(kind="probe_error", severity="warning",
-                    title=f"Probe {probe} failed {len(msgs)} time{'s' if len(msgs) != 1 else ''}: {msgs[0][:120]}",
-                    cost_ns=0, share=0.0, count=len(msgs),
-                    advice=(f"The {probe} data is missing or partial in this trace; the program itself ran on. "
-                            "Report the error with the neuron-prof and torch versions."),
-                    evidence={"probe": probe, "errors": msgs[:20]})
-            for probe, msgs in by_probe.items()]
+    return [
+        Finding(
+            kind="probe_error",
+            severity="warning",
+            title=f"Probe {probe} failed {len(msgs)} time{'s' if len(msgs) != 1 else ''}: {msgs[0][:120]}",
+            cost_ns=0,
+            share=0.0,
+            count=len(msgs),
+            advice=(
+                f"The {probe} data is missing or partial in this trace; the program itself ran on. "
+                "Report the error with the neuron-prof and torch versions."
+            ),
+            evidence={"probe": probe, "errors": msgs[:20]},
+        )
+        for probe, msgs in by_probe.items()
+    ]
 
 
 @register("profiler_overhead")
@@ -40,9 +49,18 @@ def profiler_overhead(trace: Trace, ctx: Context) -> list[Finding]:
     if not isinstance(ns, (int, float)) or ns <= 0:
         return []
     share = ctx.share(ns)
-    return [Finding(kind="profiler_overhead", severity="warning" if share >= OVERHEAD_WARNING else "info",
-                    title=f"Profiler overhead: {fmt_ns(ns)} ({share:.1%} of the profiled time)",
-                    cost_ns=int(ns), share=share, count=1,
-                    advice=("Timings include this overhead. Profile fewer steps or turn off deep options "
-                            "(record_shapes, with_stack, profile_memory) for timing-sensitive runs."),
-                    evidence={"overhead_ns": int(ns)})]
+    return [
+        Finding(
+            kind="profiler_overhead",
+            severity="warning" if share >= OVERHEAD_WARNING else "info",
+            title=f"Profiler overhead: {fmt_ns(ns)} ({share:.1%} of the profiled time)",
+            cost_ns=int(ns),
+            share=share,
+            count=1,
+            advice=(
+                "Timings include this overhead. Profile fewer steps or turn off deep options "
+                "(record_shapes, with_stack, profile_memory) for timing-sensitive runs."
+            ),
+            evidence={"overhead_ns": int(ns)},
+        )
+    ]

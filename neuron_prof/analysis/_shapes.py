@@ -1,8 +1,8 @@
 """Which dimension varied: parse Dynamo recompile reasons and eager op signatures into sizes.
 
-    parse_reason("0/0: tensor 'L['x']' size mismatch at index 0. expected 8, actual 16")
-      -> Guard(frame_compile="0/0", name="L['x']", what="size", index=0, expected=8, actual=16)
-    shapes_of("aten::mm(f32[8, 128], f32[128, 64])") -> ((8, 128), (128, 64))
+parse_reason("0/0: tensor 'L['x']' size mismatch at index 0. expected 8, actual 16")
+  -> Guard(frame_compile="0/0", name="L['x']", what="size", index=0, expected=8, actual=16)
+shapes_of("aten::mm(f32[8, 128], f32[128, 64])") -> ((8, 128), (128, 64))
 """
 
 from __future__ import annotations
@@ -14,8 +14,11 @@ from typing import Any
 
 _REASON = re.compile(
     r"(?:(?P<cid>\d+/\d+):\s*)?tensor '(?P<name>.*?)' (?P<what>size|stride) mismatch at index (?P<idx>\d+)\."
-    r"\s*expected (?P<exp>-?\d+), actual (?P<act>-?\d+)")
-_DTYPE_REASON = re.compile(r"tensor '(?P<name>.*?)' dtype mismatch\.\s*expected (?P<exp>\S+), actual (?P<act>\S+)")
+    r"\s*expected (?P<exp>-?\d+), actual (?P<act>-?\d+)"
+)
+_DTYPE_REASON = re.compile(
+    r"tensor '(?P<name>.*?)' dtype mismatch\.\s*expected (?P<exp>\S+), actual (?P<act>\S+)"
+)
 _VALUE_REASON = re.compile(r"(?P<name>L\[.+?\](?:\[\d+\])?) == (?P<exp>-?\d+)")
 _BRACKET = re.compile(r"\[\s*(-?\d+(?:\s*,\s*-?\d+)*)?\s*\]")
 
@@ -35,20 +38,19 @@ class Guard:
     @property
     def dim(self) -> str:
         """Human name of what varied: "L['x'] dim 0"."""
-        return f"{self.name} dim {self.index}" if self.what in ("size", "stride") else f"{self.name} {self.what}"
+        return (
+            f"{self.name} dim {self.index}" if self.what in ("size", "stride") else f"{self.name} {self.what}"
+        )
 
 
 def parse_reason(reason: str) -> list[Guard]:
     """Every failed guard in a recompile reason (one reason may list several, one per line)."""
-    out: list[Guard] = []
-    for m in _REASON.finditer(reason):
-        out.append(Guard(m["name"], m["what"], int(m["idx"]), m["exp"], m["act"], m["cid"] or ""))
-    for m in _DTYPE_REASON.finditer(reason):
-        out.append(Guard(m["name"], "dtype", 0, m["exp"], m["act"]))
-    if not out:
-        for m in _VALUE_REASON.finditer(reason):
-            out.append(Guard(m["name"], "value", 0, m["exp"], ""))
-    return out
+    out = [
+        Guard(m["name"], m["what"], int(m["idx"]), m["exp"], m["act"], m["cid"] or "")
+        for m in _REASON.finditer(reason)
+    ]
+    out += [Guard(m["name"], "dtype", 0, m["exp"], m["act"]) for m in _DTYPE_REASON.finditer(reason)]
+    return out or [Guard(m["name"], "value", 0, m["exp"], "") for m in _VALUE_REASON.finditer(reason)]
 
 
 def shapes_of(sig: Any) -> tuple[tuple[int, ...], ...]:
@@ -62,8 +64,9 @@ def shapes_of(sig: Any) -> tuple[tuple[int, ...], ...]:
                 shapes.extend(shapes_of(x))
         return tuple(shapes)
     if isinstance(sig, str):
-        return tuple(tuple(int(v) for v in m.group(1).split(",")) if m.group(1) else ()
-                     for m in _BRACKET.finditer(sig))
+        return tuple(
+            tuple(int(v) for v in m.group(1).split(",")) if m.group(1) else () for m in _BRACKET.finditer(sig)
+        )
     return ()
 
 

@@ -54,7 +54,8 @@ class Steps:
         d = self.dur_ns
         steady = d[self.steady]
         return {
-            "count": len(self), "warmup": self.warmup,
+            "count": len(self),
+            "warmup": self.warmup,
             "ids": [int(x) for x in self.ids],
             "warmup_step_ns": int(d[: self.warmup].mean()) if self.warmup else None,
             "steady_step_ns": int(np.median(steady)) if len(steady) else None,
@@ -73,8 +74,9 @@ def find_steps(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         except (TypeError, ValueError, IndexError):
             pass
     # ProfilerStep#N annotations on host threads (Kineto writes a GPU copy too: ignore device tracks)
-    step_of_sid = {sid: int(m.group(1)) for sid in range(len(trace.strings))
-                   if (m := _STEP_RX.match(trace.strings[sid]))}
+    step_of_sid = {
+        sid: int(m.group(1)) for sid in range(len(trace.strings)) if (m := _STEP_RX.match(trace.strings[sid]))
+    }
     z = np.zeros(0, dtype=np.int64)
     if not step_of_sid:
         return z, z, z
@@ -105,7 +107,7 @@ def make_steps(trace: Trace, warmup_steps: int | None = None) -> Steps:
         w = max(0, min(int(warmup_steps), n))
     elif n >= 3:
         w = 1
-        while w < n - 1 and dur[w] > SLOW_FACTOR * float(np.median(dur[w + 1:])):
+        while w < n - 1 and dur[w] > SLOW_FACTOR * float(np.median(dur[w + 1 :])):
             w += 1
     elif n == 2:
         w = 1 if dur[0] > SLOW_FACTOR * dur[1] else 0

@@ -15,8 +15,12 @@ from neuron_prof.analysis._registry import register
 from neuron_prof.model import Arg, Trace, TrackKind
 
 RUNTIME_SYNC_NAMES = (
-    "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
-    "hipStreamSynchronize", "hipDeviceSynchronize", "hipEventSynchronize",
+    "cudaStreamSynchronize",
+    "cudaDeviceSynchronize",
+    "cudaEventSynchronize",
+    "hipStreamSynchronize",
+    "hipDeviceSynchronize",
+    "hipEventSynchronize",
 )
 """Host runtime calls that block until the device catches up (Kineto cuda_runtime/cuda_sync rows)."""
 
@@ -59,14 +63,35 @@ def sync_point(trace: Trace, ctx: Context) -> list[Finding]:
         per = ""
         if split.get("steady_count"):
             per = f", {split['steady_count'] / split['steady_steps']:.1f} per steady step"
-        title = f"Sync point: {what} at {site or 'unknown site'} waited {fmt_ns(cost)} ({len(rs)} time{'s' if len(rs) != 1 else ''}{per})"
-        advice = (f"{what} blocks the host until the device has finished all queued work, so the host cannot run "
-                  "ahead. Keep values on the device (accumulate losses/metrics in tensors) and read them every "
-                  "N steps; avoid .item(), .cpu(), .tolist() and printing device tensors inside the step loop; "
-                  "use non_blocking=True copies.")
-        ev = {"what": what, "sync_kind": kinds.get((site, what), ""), "wait_ns": cost,
-              "max_wait_ns": int(dur.max()), "rows": rs[:200], **split}
-        out.append(Finding(kind="sync_point", severity=severity_for(share), title=title, cost_ns=cost, share=share,
-                           count=len(rs), call_site=site, module=modules.get((site, what), ""), advice=advice,
-                           evidence=ev, ts_ns=int(ts.min())))
+        times = f"{len(rs)} time{'s' if len(rs) != 1 else ''}"
+        title = f"Sync point: {what} at {site or 'unknown site'} waited {fmt_ns(cost)} ({times}{per})"
+        advice = (
+            f"{what} blocks the host until the device has finished all queued work, so the host cannot run "
+            "ahead. Keep values on the device (accumulate losses/metrics in tensors) and read them every "
+            "N steps; avoid .item(), .cpu(), .tolist() and printing device tensors inside the step loop; "
+            "use non_blocking=True copies."
+        )
+        ev = {
+            "what": what,
+            "sync_kind": kinds.get((site, what), ""),
+            "wait_ns": cost,
+            "max_wait_ns": int(dur.max()),
+            "rows": rs[:200],
+            **split,
+        }
+        out.append(
+            Finding(
+                kind="sync_point",
+                severity=severity_for(share),
+                title=title,
+                cost_ns=cost,
+                share=share,
+                count=len(rs),
+                call_site=site,
+                module=modules.get((site, what), ""),
+                advice=advice,
+                evidence=ev,
+                ts_ns=int(ts.min()),
+            )
+        )
     return out

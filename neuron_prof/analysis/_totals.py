@@ -66,18 +66,28 @@ def compute_totals(trace: Trace, ctx: Context) -> dict[str, Any]:
     for p in np.unique(proc[sl.track[dev]]) if len(dev) else []:
         rs = dev[proc[sl.track[dev]] == p]
         busy = union_ns(sl.ts_ns[rs], sl.dur_ns[rs])
-        devices.append({"name": device_label(trace, int(p)), "busy_ns": busy, "busy_share": ctx.share(busy),
-                        "events": int(len(rs))})
+        devices.append(
+            {
+                "name": device_label(trace, int(p)),
+                "busy_ns": busy,
+                "busy_share": ctx.share(busy),
+                "events": int(len(rs)),
+            }
+        )
     dev_busy = union_ns(sl.ts_ns[dev], sl.dur_ns[dev]) if len(dev) else 0
     comp = ctx.rows(TrackKind.COMPILE)
     misses = sum(1 for r in comp if str(ctx.slice_args(int(r)).get(Arg.CACHE, "miss") or "miss") == "miss")
     fb = ctx.rows(TrackKind.FALLBACK)
-    sync = np.concatenate([ctx.rows(TrackKind.SYNC), ctx.name_rows(ctx.rows(TrackKind.THREAD), RUNTIME_SYNC_NAMES)])
+    sync = np.concatenate(
+        [ctx.rows(TrackKind.SYNC), ctx.name_rows(ctx.rows(TrackKind.THREAD), RUNTIME_SYNC_NAMES)]
+    )
     coll = collective_rows(trace, ctx)
     n = host_nesting(ctx)
     cpu = ctx.cat_rows(n.rows, (KinetoCat.CPU_OP,))
     if len(cpu):
-        keep = np.isin(n.rows, ctx.cat_rows(n.rows, (KinetoCat.CPU_OP, KinetoCat.CUDA_RUNTIME, KinetoCat.CUDA_DRIVER)))
+        keep = np.isin(
+            n.rows, ctx.cat_rows(n.rows, (KinetoCat.CPU_OP, KinetoCat.CUDA_RUNTIME, KinetoCat.CUDA_DRIVER))
+        )
     else:
         keep = np.ones(len(n.rows), dtype=bool)
     host_s, host_e = merge(sl.ts_ns[n.rows], sl.dur_ns[n.rows])
@@ -85,8 +95,12 @@ def compute_totals(trace: Trace, ctx: Context) -> dict[str, Any]:
         "wall_ns": wall,
         "start_ns": ctx.window[0],
         "end_ns": ctx.window[1],
-        "events": {"slices": len(sl), "instants": len(trace.instants), "counters": len(trace.counters),
-                   "flows": len(trace.flows)},
+        "events": {
+            "slices": len(sl),
+            "instants": len(trace.instants),
+            "counters": len(trace.counters),
+            "flows": len(trace.flows),
+        },
         "rank": trace.rank,
         "steps": ctx.steps.summary(),
         "host_busy_ns": int((host_e - host_s).sum()),
@@ -102,8 +116,16 @@ def compute_totals(trace: Trace, ctx: Context) -> dict[str, Any]:
         "sync_count": int(len(sync)),
         "collective_ns": union_ns(sl.ts_ns[coll], sl.dur_ns[coll]),
         "collective_count": int(len(coll)),
-        "steady_per_step": _per_steady_step(ctx, {"device_busy_ns": dev, "compile_ns": comp, "fallback_ns": fb,
-                                                  "sync_ns": sync, "collective_ns": coll}),
+        "steady_per_step": _per_steady_step(
+            ctx,
+            {
+                "device_busy_ns": dev,
+                "compile_ns": comp,
+                "fallback_ns": fb,
+                "sync_ns": sync,
+                "collective_ns": coll,
+            },
+        ),
         "top_ops": _by_name(trace, n.rows[keep], n.self_ns[keep], TOP_N),
         "top_device_ops": _by_name(trace, dev, None, TOP_N),
     }

@@ -11,13 +11,19 @@ SEVERITIES = ("info", "warning", "critical")
 
 
 def _norm_op(op: str) -> str:
-    """"aten::nonzero.default" and "nonzero" compare equal."""
+    """ "aten::nonzero.default" and "nonzero" compare equal."""
     return op.strip().split("|")[-1].removeprefix("aten::").split(".")[0].lower()
 
 
-def violations(rep: Any, *, max_fallback_share: float | None = None, max_compile_seconds: float | None = None,
-               max_recompiles: int | None = None, forbid_fallback: tuple[str, ...] = (),
-               fail_on: str | None = None) -> list[str]:
+def violations(
+    rep: Any,
+    *,
+    max_fallback_share: float | None = None,
+    max_compile_seconds: float | None = None,
+    max_recompiles: int | None = None,
+    forbid_fallback: tuple[str, ...] = (),
+    fail_on: str | None = None,
+) -> list[str]:
     """One readable line per broken limit of Report `rep` (empty when all hold)."""
     t = rep.totals
     out = []
@@ -25,13 +31,17 @@ def violations(rep: Any, *, max_fallback_share: float | None = None, max_compile
     if max_fallback_share is not None:
         share = t["fallback_ns"] / wall if wall else 0.0
         if share > max_fallback_share:
-            out.append(f"CPU fallback took {share:.2%} of the profiled time ({t['fallback_ns'] / 1e6:.1f} ms in "
-                       f"{t['fallback_count']} calls), above --max-fallback-share {max_fallback_share:g}")
+            out.append(
+                f"CPU fallback took {share:.2%} of the profiled time ({t['fallback_ns'] / 1e6:.1f} ms in "
+                f"{t['fallback_count']} calls), above --max-fallback-share {max_fallback_share:g}"
+            )
     if max_compile_seconds is not None:
         s = t["compile_ns"] / 1e9
         if s > max_compile_seconds:
-            out.append(f"compiling took {s:.3f} s ({t['compile_miss_count']} cache misses), above "
-                       f"--max-compile-seconds {max_compile_seconds:g}")
+            out.append(
+                f"compiling took {s:.3f} s ({t['compile_miss_count']} cache misses), above "
+                f"--max-compile-seconds {max_compile_seconds:g}"
+            )
     if max_recompiles is not None:
         rec = [f for f in rep.findings if f.kind == "recompile"]
         n = sum(f.count for f in rec)
@@ -43,32 +53,67 @@ def violations(rep: Any, *, max_fallback_share: float | None = None, max_compile
         for f in rep.findings:
             op = str(f.evidence.get("op", ""))
             if f.kind == "cpu_fallback" and _norm_op(op) in banned:
-                out.append(f"forbidden fallback {op} ran on the host {f.count} times at {f.call_site or '?'} "
-                           f"({f.cost_ns / 1e6:.1f} ms)")
+                out.append(
+                    f"forbidden fallback {op} ran on the host {f.count} times at {f.call_site or '?'} "
+                    f"({f.cost_ns / 1e6:.1f} ms)"
+                )
     if fail_on is not None:
         lvl = SEVERITIES.index(fail_on)
-        for f in rep.findings:
-            if SEVERITIES.index(f.severity) >= lvl:
-                out.append(f"{f.severity} finding [{f.kind}] {f.title}" + (f" at {f.call_site}" if f.call_site else ""))
+        out += [
+            f"{f.severity} finding [{f.kind}] {f.title}" + (f" at {f.call_site}" if f.call_site else "")
+            for f in rep.findings
+            if SEVERITIES.index(f.severity) >= lvl
+        ]
     return out
 
 
 @click.command()
 @click.argument("trace_path", metavar="TRACE", type=click.Path(path_type=Path))
-@click.option("--max-fallback-share", type=click.FloatRange(0, 1), default=None, metavar="FRACTION",
-              help="Fail if CPU fallbacks take more than this fraction (0-1) of the profiled time.")
-@click.option("--max-compile-seconds", type=click.FloatRange(min=0), default=None, metavar="S",
-              help="Fail if compiling takes more than S seconds in total.")
-@click.option("--max-recompiles", type=click.IntRange(min=0), default=None, metavar="N",
-              help="Fail if torch.compile recompiles more than N times in total.")
-@click.option("--forbid-fallback", multiple=True, metavar="OP",
-              help="Fail if OP falls back to the CPU at all (repeat, or comma-separate; 'nonzero' = 'aten::nonzero').")
-@click.option("--fail-on", type=click.Choice(["warning", "critical"]), default=None,
-              help="Fail on any finding of this severity or worse (the default when no limit is given: critical).")
-@click.option("--warmup-steps", type=click.IntRange(min=0), default=None, help="Leading steps to treat as warm-up.")
-def command(trace_path: Path, max_fallback_share: float | None, max_compile_seconds: float | None,
-            max_recompiles: int | None, forbid_fallback: tuple[str, ...], fail_on: str | None,
-            warmup_steps: int | None) -> int:
+@click.option(
+    "--max-fallback-share",
+    type=click.FloatRange(0, 1),
+    default=None,
+    metavar="FRACTION",
+    help="Fail if CPU fallbacks take more than this fraction (0-1) of the profiled time.",
+)
+@click.option(
+    "--max-compile-seconds",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="S",
+    help="Fail if compiling takes more than S seconds in total.",
+)
+@click.option(
+    "--max-recompiles",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help="Fail if torch.compile recompiles more than N times in total.",
+)
+@click.option(
+    "--forbid-fallback",
+    multiple=True,
+    metavar="OP",
+    help="Fail if OP falls back to the CPU at all (repeat, or comma-separate; 'nonzero' = 'aten::nonzero').",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(["warning", "critical"]),
+    default=None,
+    help="Fail on any finding of this severity or worse (the default when no limit is given: critical).",
+)
+@click.option(
+    "--warmup-steps", type=click.IntRange(min=0), default=None, help="Leading steps to treat as warm-up."
+)
+def command(
+    trace_path: Path,
+    max_fallback_share: float | None,
+    max_compile_seconds: float | None,
+    max_recompiles: int | None,
+    forbid_fallback: tuple[str, ...],
+    fail_on: str | None,
+    warmup_steps: int | None,
+) -> int:
     """Check a trace against limits for CI: exit 1 listing every violation, 0 when all hold.
 
     \b
@@ -82,8 +127,14 @@ def command(trace_path: Path, max_fallback_share: float | None, max_compile_seco
     if all(v is None for v in limits) and not forbid_fallback and fail_on is None:
         fail_on = "critical"
     rep = report(load(trace_path), warmup_steps=warmup_steps)
-    bad = violations(rep, max_fallback_share=max_fallback_share, max_compile_seconds=max_compile_seconds,
-                     max_recompiles=max_recompiles, forbid_fallback=forbid_fallback, fail_on=fail_on)
+    bad = violations(
+        rep,
+        max_fallback_share=max_fallback_share,
+        max_compile_seconds=max_compile_seconds,
+        max_recompiles=max_recompiles,
+        forbid_fallback=forbid_fallback,
+        fail_on=fail_on,
+    )
     if bad:
         click.echo(f"neuron-prof check: {trace_path}: {len(bad)} violation{'s' if len(bad) != 1 else ''}")
         for line in bad:

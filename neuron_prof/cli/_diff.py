@@ -13,7 +13,9 @@ import click
 @click.option("--json", "as_json", is_flag=True, help="Print the diff as JSON.")
 @click.option("--markdown", is_flag=True, help="Print Markdown.")
 @click.option("--top", type=click.IntRange(min=1), default=15, show_default=True, help="Ops to list.")
-@click.option("--warmup-steps", type=click.IntRange(min=0), default=None, help="Leading steps to treat as warm-up.")
+@click.option(
+    "--warmup-steps", type=click.IntRange(min=0), default=None, help="Leading steps to treat as warm-up."
+)
 def command(base: Path, new: Path, as_json: bool, markdown: bool, top: int, warmup_steps: int | None) -> int:
     """Compare two traces: step time, per-op time, findings per kind, fallbacks and compiles that
     appeared or disappeared.

@@ -9,14 +9,23 @@ import click
 
 @click.command()
 @click.argument("trace_path", metavar="TRACE", type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print the stable JSON document (schema in the README).")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the stable JSON document (schema in the README)."
+)
 @click.option("--markdown", is_flag=True, help="Print Markdown (for CI job summaries and pull requests).")
-@click.option("--warmup-steps", type=click.IntRange(min=0), default=None,
-              help="Leading steps to treat as warm-up (default: the first step and slow steps after it).")
+@click.option(
+    "--warmup-steps",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Leading steps to treat as warm-up (default: the first step and slow steps after it).",
+)
 @click.option("--top", type=click.IntRange(min=0), default=10, show_default=True, help="Top ops to list.")
-@click.option("-o", "--output", type=click.Path(path_type=Path), default=None, help="Write to a file instead.")
-def command(trace_path: Path, as_json: bool, markdown: bool, warmup_steps: int | None, top: int,
-            output: Path | None) -> int:
+@click.option(
+    "-o", "--output", type=click.Path(path_type=Path), default=None, help="Write to a file instead."
+)
+def command(
+    trace_path: Path, as_json: bool, markdown: bool, warmup_steps: int | None, top: int, output: Path | None
+) -> int:
     """Print totals and the ranked findings (most costly first) for a trace.
 
     \b
@@ -41,8 +50,13 @@ def command(trace_path: Path, as_json: bool, markdown: bool, warmup_steps: int |
         data = summary_markdown(rep, source=str(trace_path), top=top).encode()
     else:
         color = output is None and sys.stdout.isatty()
-        data = summary_text(rep, source=str(trace_path), color=color, top=top,
-                            width=shutil.get_terminal_size().columns if color else 120).encode()
+        data = summary_text(
+            rep,
+            source=str(trace_path),
+            color=color,
+            top=top,
+            width=shutil.get_terminal_size().columns if color else 120,
+        ).encode()
     if output is not None:
         output.write_bytes(data)
     else:
