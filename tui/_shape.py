@@ -31,7 +31,8 @@ DEVICE_KINDS = (TrackKind.DEVICE,)
 def step_times(trace: Trace) -> np.ndarray:
     """Duration of each training step in ns (steps as the analysis finds them), in time order."""
     _, start, end = find_steps(trace)
-    return (end - start).astype(np.int64)
+    dur: np.ndarray = (end - start).astype(np.int64)
+    return dur
 
 
 # ---- probe tables ----------------------------------------------------------------------------
