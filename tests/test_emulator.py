@@ -125,15 +125,14 @@ def test_first_call_compile_only_on_first_call_of_a_signature(tnx, cfg: Emulator
     x.mul(3.5)  # ...but a different runtime scalar is not
 
     compiles = gt.records("compile")[n0:]
-    assert [c["name"] for c in compiles] == ["aten::mul.Tensor", "aten::mul.Tensor"] or [
-        c["name"] for c in compiles
-    ] == ["aten::mul.Tensor"]
+    # (7,13)x(7,13) once, then (7,13) x scalar once: 3.5 reuses the NEFF compiled for 2.5
+    assert [c["name"] for c in compiles] == ["aten::mul.Tensor", "aten::mul.Tensor"]
     assert first >= 0.040 and second < 0.020
-    entries = [
-        e for e in tnx._C._get_compilation_cache_entries() if e["cache_key"].startswith("aten::mul.Tensor_")
-    ]
-    by_access = sorted(e["access_count"] for e in entries)
-    assert by_access[-1] >= 2 and all(e["compilation_time_ms"] >= 40 for e in entries)
+    keys = {c["detail"]["cache_key"] for c in compiles}
+    entries = [e for e in tnx._C._get_compilation_cache_entries() if e["cache_key"] in keys]
+    assert all(k.startswith("aten::mul.Tensor_") for k in keys) and len(entries) == 2
+    assert sorted(e["access_count"] for e in entries) == [2, 2]
+    assert all(e["compilation_time_ms"] >= 40 for e in entries)
     stats = tnx._C._get_compilation_cache_stats()
     assert stats["total_compilations"] >= len(compiles) and stats["cache_hits"] >= 2
 

@@ -89,3 +89,14 @@ def test_gradients_through_indexing_norm_and_where_match_cpu(tnx) -> None:  # ty
     loss(xc, Y, IDX).backward()
     assert xd.grad is not None and xc.grad is not None
     torch.testing.assert_close(xd.grad.cpu(), xc.grad)
+
+
+def test_in_place_shape_changes_update_the_device_tensor(tnx) -> None:  # type: ignore[no-untyped-def]
+    t = torch.arange(6.0, device="neuron").reshape(2, 3)
+    assert t.unsqueeze_(0).shape == (1, 2, 3) and t.squeeze_(0).shape == (2, 3)
+    assert t.t_().shape == (3, 2) and t.stride() == (1, 3)
+    assert t.cpu().tolist() == [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]
+    out = torch.empty(2, 3, device="neuron")
+    assert torch.add(torch.ones(2, 3, device="neuron"), 1, out=out) is out and out.sum().item() == 12.0
+    with pytest.raises(RuntimeError, match="cannot grow in place"):
+        torch.ones(2, device="neuron").resize_(8)

@@ -166,6 +166,8 @@ def _wrap(o: Any, u: _Unwrapped, dev: int, outs: list[torch.Tensor]) -> Any:
         w = u.ids.get(id(o))
         if w is not None:  # in-place / out= ops return their input: hand back the same wrapper
             outs.append(o)
+            if w is not o and (w.shape != o.shape or w.stride() != o.stride()):
+                _restride(w, o)
             return w
         if o.layout is not torch.strided or o.is_nested:
             return o  # no sparse or nested tensors on the device (not in TorchNeuron's first release)
@@ -177,6 +179,24 @@ def _wrap(o: Any, u: _Unwrapped, dev: int, outs: list[torch.Tensor]) -> Any:
     if t is list or t is tuple:
         return t([_wrap(v, u, dev, outs) for v in o])
     return o
+
+
+_PY_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Python) | torch._C.DispatchKeySet(
+    torch._C.DispatchKey.PythonTLSSnapshot
+)
+
+
+def _restride(w: NeuronTensor, o: torch.Tensor) -> None:
+    """An in-place op changed its operand's shape (unsqueeze_, t_, resize_, a resized out=): the device
+    tensor's own metadata must follow its host values."""
+    try:
+        with torch._C._ExcludeDispatchKeyGuard(_PY_KEYS):
+            aten.as_strided_.default(w, o.shape, o.stride(), o.storage_offset())
+    except RuntimeError as e:  # the device tensor's storage cannot grow from Python
+        raise RuntimeError(
+            f"neuron (emulated): a device tensor cannot grow in place ({tuple(w.shape)} -> {tuple(o.shape)}, "
+            "e.g. resize_ or an out= tensor of the wrong size); allocate it at its final size"
+        ) from e
 
 
 def _demote_f64(t: torch.Tensor) -> None:
