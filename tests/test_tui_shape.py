@@ -176,6 +176,24 @@ def test_op_table_self_time() -> None:
     assert ops["count"][i] == N_STEPS
 
 
+def test_op_table_collapses_step_numbers() -> None:
+    trace = demo_like_trace()
+    from neuron_prof.tui._data import prepare
+
+    rank = prepare([trace]).rank
+    ops = rank.ops
+    steps = np.flatnonzero(ops["name"] == "ProfilerStep#*")
+    assert len(steps) == 1 and not any(
+        str(n).startswith("ProfilerStep#") and n != "ProfilerStep#*" for n in ops["name"]
+    )
+    i = int(steps[0])
+    assert ops["count"][i] == N_STEPS
+    assert ops["total_ns"][i] == N_STEPS * STEP_MS * MS + COMPILE_MS * MS
+    # drilling in lists every step
+    calls = rank.calls(int(ops["name_id"][i]))
+    assert len(calls["row"]) == N_STEPS and calls["dur_ns"][0] == (STEP_MS + COMPILE_MS) * MS
+
+
 def test_collective_table_bandwidth() -> None:
     tab = _shape.collective_table([demo_like_trace(0), demo_like_trace(1)])
     assert sorted(tab["rank"]) == [0, 1]

@@ -93,8 +93,12 @@ class RankData:
         return _shape.fallback_table(self.trace)
 
     @cached_property
+    def op_keys(self) -> tuple[np.ndarray, dict[int, str]]:
+        return _shape.op_keys(self.trace)
+
+    @cached_property
     def ops(self) -> _shape.Table:
-        return _shape.op_table(self.trace, self.self_ns)
+        return _shape.op_table(self.trace, self.self_ns, self.op_keys)
 
     @cached_property
     def steps(self) -> np.ndarray:
@@ -108,8 +112,8 @@ class RankData:
     def memory(self) -> list[tuple[int, np.ndarray, np.ndarray]]:
         return _shape.memory_series(self.trace)
 
-    def calls(self, name_id: int) -> _shape.Table:
-        return _shape.calls_table(self.trace, name_id, self.self_ns)
+    def calls(self, key: int) -> _shape.Table:
+        return _shape.calls_table(self.trace, key, self.self_ns, self.op_keys[0])
 
     @property
     def rank_label(self) -> str:

@@ -9,6 +9,7 @@ A table is a plain ``dict[str, np.ndarray]`` of equal-length columns; string col
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -175,19 +176,38 @@ def fallback_table(trace: Trace) -> Table:
     return _sorted(t, "total_ns")
 
 
-def op_table(trace: Trace, self_ns: np.ndarray) -> Table:
-    """Ops (host and device slices) grouped by name: self time, total time, count; most self time first.
+_NUMBERED = re.compile(r"^(ProfilerStep#)\d+$")
+"""Names that differ only by a counter: one row in the ops view ("ProfilerStep#*"), not one per step."""
 
-    Columns: name, where ("host" | "device"), self_ns, total_ns, count, avg_ns, name_id,
+
+def op_keys(trace: Trace) -> tuple[np.ndarray, dict[int, str]]:
+    """(key id per string id, display name of collapsed keys): names equal up to a step number share a key."""
+    keys = np.arange(len(trace.strings), dtype=np.int64)
+    first: dict[str, int] = {}
+    for i, name in enumerate(trace.strings.as_list()):
+        m = _NUMBERED.match(name)
+        if m:
+            keys[i] = first.setdefault(m.group(1), i)
+    return keys, {i: f"{p}*" for p, i in first.items()}
+
+
+def op_table(
+    trace: Trace, self_ns: np.ndarray, keys: tuple[np.ndarray, dict[int, str]] | None = None
+) -> Table:
+    """Ops (host and device slices) grouped by name key (see op_keys): self time, total time, count;
+    most self time first.
+
+    Columns: name, where ("host" | "device"), self_ns, total_ns, count, avg_ns, name_id (the key),
     ts_ns and track (of the longest call).
     """
+    key_of, shown = keys if keys is not None else op_keys(trace)
     s = trace.slices
     out: list[Table] = []
     for where, kinds in (("host", HOST_KINDS), ("device", DEVICE_KINDS)):
         rows = trace.slices_on(*kinds)
         if not len(rows):
             continue
-        names = s.name[rows]
+        names = key_of[s.name[rows]]
         uniq, inv = np.unique(names, return_inverse=True)
         count = np.bincount(inv)
         tot = np.bincount(inv, weights=s.dur_ns[rows]).astype(np.int64)
@@ -198,7 +218,7 @@ def op_table(trace: Trace, self_ns: np.ndarray) -> Table:
         longest = rows[o[last]]
         out.append(
             {
-                "name": _obj([trace.strings[int(i)] for i in uniq]),
+                "name": _obj([shown.get(int(i)) or trace.strings[int(i)] for i in uniq]),
                 "where": _obj([where] * len(uniq)),
                 "self_ns": self_t,
                 "total_ns": tot,
@@ -217,12 +237,14 @@ def op_table(trace: Trace, self_ns: np.ndarray) -> Table:
     return _sorted({k: np.concatenate([t[k] for t in out]) for k in out[0]}, "self_ns")
 
 
-def calls_table(trace: Trace, name_id: int, self_ns: np.ndarray) -> Table:
-    """Every call of one op (any size: the virtual table pages it), longest first.
+def calls_table(trace: Trace, key: int, self_ns: np.ndarray, key_of: np.ndarray | None = None) -> Table:
+    """Every call of the op with name key `key` (op_keys), longest first; any number of rows (the
+    virtual table pages them).
 
     Columns: row, ts_ns, dur_ns, self_ns, track.
     """
-    rows = np.flatnonzero(trace.slices.name == name_id)
+    names = trace.slices.name if key_of is None else key_of[trace.slices.name]
+    rows = np.flatnonzero(names == key)
     rows = rows[np.argsort(-trace.slices.dur_ns[rows], kind="stable")]
     s = trace.slices
     return {
