@@ -48,6 +48,7 @@ _MODULES = (
     "_memory",
     "_collectives",
     "_probes",
+    "_stragglers",
 )
 """Modules whose @register calls define the built-in analyses (imported on first use)."""
 

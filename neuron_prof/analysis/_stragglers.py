@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from neuron_prof.analysis._collective_match import RankCollectives, extract_collectives, match
+from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._finding import Finding
+from neuron_prof.analysis._registry import register
 from neuron_prof.model import Trace, TrackKind
 
 MIN_SPREAD_NS = 1_000_000
@@ -65,6 +67,12 @@ def _cause(trace: Trace, rank: int, t0: int, t1: int) -> dict[str, object]:
             ns, row = max(cand)
             return {"cause": "host work", "detail": trace.slice_name(row), "ns": ns}
     return best
+
+
+@register("straggler")
+def stragglers(trace: Trace, ctx: Context) -> list[Finding]:
+    """Registered analysis: straggler findings of a multi-rank trace (none for a single rank)."""
+    return straggler_findings(trace)
 
 
 def straggler_findings(trace: Trace) -> list[Finding]:

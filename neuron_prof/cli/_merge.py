@@ -39,7 +39,7 @@ def command(traces: tuple[str, ...], output: str, offsets: tuple[str, ...], skew
     Ranks come from each trace's metadata (distributedInfo) or its file name (trace.rank3.json).
     Prints the offset applied to each rank and its uncertainty, and the stragglers found.
     """
-    from neuron_prof.analysis._stragglers import straggler_findings
+    from neuron_prof.analysis import annotate
     from neuron_prof.exporters import format_for, write_trace
     from neuron_prof.loaders import load
     from neuron_prof.merge import merge_traces
@@ -48,8 +48,8 @@ def command(traces: tuple[str, ...], output: str, offsets: tuple[str, ...], skew
     user = parse_rank_durations(offsets, "--offset")
     skew = parse_rank_durations(skews, "--skew")
     merged, alignment = merge_traces([load(p) for p in traces], offsets_ns=user, skew_ns=skew)
-    stragglers = straggler_findings(merged)
-    merged = merged.replace(findings=tuple(f.to_dict() for f in stragglers))
+    merged = annotate(merged)
+    stragglers = [f for f in merged.findings if f.get("kind") == "straggler"]
     write_trace(merged, output, fmt)
     click.echo(f"merged {len(traces)} rank(s) -> {output}  ({len(merged.slices):,} slices)")
     click.echo(f"clock offsets against rank {alignment.reference_rank}:")
@@ -58,5 +58,5 @@ def command(traces: tuple[str, ...], output: str, offsets: tuple[str, ...], skew
         note = f"  ({o.note})" if o.note else ""
         click.echo(f"  rank {r}: {o.offset_ns / 1e6:+.3f} ms  [{o.method}, {o.matched} collectives, {unc}]{note}")
     for f in stragglers:
-        click.echo(f"straggler: {f.title}")
+        click.echo(f"straggler: {f['title']}")
     return 0
