@@ -136,3 +136,22 @@ def test_named_tracks_round_trip_through_load(run: dict[str, Any]) -> None:
         p = subprocess.run([sys.executable, str(PFTRACE_CHECK), run["roundtrip"]["pftrace"]["path"]],
                            capture_output=True, text=True, timeout=120)
         assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_deep_fallback_mode_gives_exact_call_sites_and_states_its_cost(run: dict[str, Any]) -> None:
+    deep = run["deep"]
+    assert deep["errors"] == []
+    # one step: the reported op (aten::sort) once, at the exact line that called it
+    names = [e["name"] for e in deep["events"]]
+    assert names == ["aten::sort"]
+    (ev,) = deep["events"]
+    assert ev["deep"] is True and ev["call_site"].endswith(f"emulated_run.py:{_line('torch.sort(y, dim=-1)', 2)}")
+    meta = deep["meta"]
+    assert meta["ops_recorded"] >= 4 and meta["overhead_ns_per_op"] > 0  # addmm, relu, addmm, sort, ...
+
+
+def _line(text: str, nth: int) -> int:
+    """Line number of the nth occurrence of `text` in emulated_run.py (the test's own independent answer)."""
+    lines = (REPO / "tests" / "fakes" / "emulated_run.py").read_text().splitlines()
+    hits = [i + 1 for i, ln in enumerate(lines) if text in ln]
+    return hits[nth - 1]

@@ -30,6 +30,7 @@ def _worker(rank: int, port: int, out: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
     try:
+        _joined(rank, out)
         ctx = CaptureContext(host_pid=os.getpid(), rank=rank, world_size=WORLD, start_ns=time.time_ns())
         backend = get_backend("cpu")
         backend.start(ctx)
@@ -57,11 +58,32 @@ def _worker(rank: int, port: int, out: str) -> None:
         dist.destroy_process_group()
 
 
+def _joined(rank: int, out: str) -> None:
+    """Under a real torch.profiler: each collective links to Kineto's c10d:: op and gloo: work span."""
+    from tests.fakes.kineto import profile_with
+
+    def work() -> None:
+        for n in (100, 2000):
+            dist.all_reduce(torch.ones(n))
+        dist.broadcast(torch.zeros(3), src=0)
+
+    b, ctx = profile_with(get_backend("cpu"), work, with_stack=False)
+    trace = b.build()
+    rows = trace.slices_on(TrackKind.COLLECTIVE)
+    links = []
+    for r in rows:
+        dst = trace.flows.dst[trace.flows.src == r]
+        links.append(sorted(trace.slice_name(int(d)) for d in dst))
+    ev = [trace.slice_args(int(r)) for r in rows]
+    Path(out, f"joined{rank}.json").write_bytes(orjson.dumps({"links": links, "errors": ctx.errors, "ev": ev}))
+
+
 @pytest.fixture(scope="module")
 def gloo_events(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
     out = tmp_path_factory.mktemp("gloo")
     mp.spawn(_worker, args=(_free_port(), str(out)), nprocs=WORLD, join=True)
-    return [orjson.loads(Path(out, f"rank{r}.json").read_bytes()) for r in range(WORLD)]
+    return [{**orjson.loads(Path(out, f"rank{r}.json").read_bytes()),
+             "joined": orjson.loads(Path(out, f"joined{r}.json").read_bytes())} for r in range(WORLD)]
 
 
 def test_collective_events_have_correct_bytes(gloo_events: list[dict]) -> None:
@@ -86,6 +108,16 @@ def test_collective_events_have_correct_bytes(gloo_events: list[dict]) -> None:
         assert ev[-1]["async_op"] is True
     # the same group names on both ranks, so ranks can be matched
     assert {e[Arg.GROUP] for e in gloo_events[0]["events"]} == {e[Arg.GROUP] for e in gloo_events[1]["events"]}
+
+
+def test_joined_with_kineto_c10d_and_gloo_events(gloo_events: list[dict]) -> None:
+    for res in gloo_events:
+        j = res["joined"]
+        assert j["errors"] == []
+        assert j["links"] == [["c10d::allreduce_", "gloo:all_reduce"], ["c10d::allreduce_", "gloo:all_reduce"],
+                              ["c10d::broadcast_", "gloo:broadcast"]]
+        assert [e[Arg.BYTES_IN] for e in j["ev"]] == [400, 8000, 12]
+        assert all(0 < e["work_dur_ns"] for e in j["ev"])
 
 
 def test_wrappers_are_removed_after_stop() -> None:

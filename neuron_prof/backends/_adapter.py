@@ -49,6 +49,12 @@ class ProbeBackend:
 
         return {"activities": [ProfilerActivity.CPU]}
 
+    def deep_fallback_probe(self) -> Probe:
+        """The opt-in dispatch-level fallback recorder (fallbacks judged from the dispatch table)."""
+        from neuron_prof.backends.probes.fallback import DeepFallbackProbe
+
+        return DeepFallbackProbe(self.name)
+
     # ---- the Backend protocol ---------------------------------------------------------------
     def start(self, ctx: CaptureContext) -> None:
         if not self._explicit:
@@ -74,9 +80,7 @@ class ProbeBackend:
     def _select(self, ctx: CaptureContext) -> list[Probe]:
         probes = self.default_probes(ctx)
         if ctx.options.get("deep_fallback"):
-            from neuron_prof.backends.probes.fallback import DeepFallbackProbe
-
-            probes.append(DeepFallbackProbe(self.name))
+            probes.append(self.deep_fallback_probe())
         wanted = ctx.options.get("probes")
         if wanted is not None:
             keep = set(wanted)

@@ -90,6 +90,14 @@ class NeuronBackend(ProbeBackend):
         _ = CompileProbe  # torch.compile records come through NeuronDynamoProbe (a CompileProbe)
         return probes
 
+    def deep_fallback_probe(self) -> Probe:
+        """Dispatch-level recorder whose fallbacks are the ones torch_neuronx reports (exact per-call sites)."""
+        from neuron_prof.backends.probes.fallback import DeepFallbackProbe
+
+        mod = self.module
+        report = (lambda: _compat.fallback_ops(mod)) if callable(getattr(mod, "get_fallback_ops", None)) else None
+        return DeepFallbackProbe(DEVICE, report)
+
     def _sync(self) -> None:
         _compat.synchronize(self.module, DEVICE)
 

@@ -68,6 +68,19 @@ def main() -> None:
     mem = trace.track_ids(TrackKind.MEMORY)
     out["memory"] = {trace.tracks[int(t)].name: trace.counters.value[trace.counters.track == t].tolist() for t in mem}
     out["memory_peak"] = [trace.instant_args(int(i)) for i in trace.instants_on(TrackKind.MEMORY)]
+    # opt-in deep (dispatch-level) fallback mode, on its own, for one step
+    def deep_step() -> None:
+        with torch.no_grad():
+            y = model(x)
+            torch.sort(y, dim=-1)
+            torch.neuron.synchronize()
+
+    b2, ctx2 = profile_with(get_backend("neuron"), deep_step,
+                            options={"deep_fallback": True, "probes": ["deep_fallback"]}, with_stack=False)
+    t2 = b2.build()
+    out["deep"] = {"errors": ctx2.errors, "meta": t2.metadata.get("deep_fallback"),
+                   "events": [{"name": t2.slice_name(int(r)), **t2.slice_args(int(r))}
+                              for r in t2.slices_on(TrackKind.FALLBACK)]}
     dist.destroy_process_group()
     sys.stdout.write("\n@@JSON@@" + orjson.dumps(out).decode())
 
