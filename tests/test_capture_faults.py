@@ -215,3 +215,23 @@ def test_disk_full_leaves_exit_code_and_output_unchanged(tmp_path: Path) -> None
     assert proc.returncode == 3, err
     assert out.strip() == "result 45.0"
     assert "CaptureWarning" in err and "your program was not affected" in err
+
+
+def test_sigkill_after_some_cycles_keeps_the_checkpoint(tmp_path: Path) -> None:
+    # SIGKILL (the OOM killer) runs no handler: only what was written before it survives.
+    proc = _run_script(tmp_path, """
+        import os, signal, torch, neuron_prof
+        m = torch.nn.Linear(8, 8)
+        with neuron_prof.profile("trace.json", active=1, repeat=0, quiet=True) as prof:
+            for i in range(100):
+                m(torch.randn(2, 8)).sum().backward()
+                prof.step()
+                if i == 3:
+                    os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGKILL, err
+    trace = neuron_prof.load(tmp_path / "trace.json")
+    assert trace.metadata["capture_exit"] == "checkpoint after cycle 4"
+    assert {"ProfilerStep#0", "ProfilerStep#3"} <= slice_names(trace)
+    assert not (tmp_path / "trace.pftrace").exists()  # the .pftrace is written only at the end

@@ -19,7 +19,8 @@ import os
 from collections.abc import Callable
 from typing import Any, overload
 
-from neuron_prof.capture._session import CaptureWarning, Session, current_session
+from neuron_prof.capture._report import CaptureWarning
+from neuron_prof.capture._session import Session, current_session
 
 __all__ = ["CaptureWarning", "Session", "current_session", "profile"]
 

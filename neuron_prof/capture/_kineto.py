@@ -89,11 +89,13 @@ class KinetoCollector:
     """
 
     def __init__(self, builder: TraceBuilder, source: str, on_error: Callable[[str, BaseException], None],
-                 tmpdir: str | None = None) -> None:
+                 tmpdir: str | None = None, on_cycle: Callable[[], None] | None = None) -> None:
         self.builder = builder
         self.source = source
         self.on_error = on_error
         self.tmpdir = tmpdir
+        self.on_cycle = on_cycle
+        """Called after each cycle is in the builder (the session checkpoints from it)."""
         self.cycles = 0
         self.export_ns = 0
         self.parse_ns = 0
@@ -111,6 +113,9 @@ class KinetoCollector:
             self.cycles += 1
         except Exception as e:  # noqa: BLE001  (a failed conversion is reported, never raised into user code)
             self.on_error("kineto", e)
+            return
+        if self.on_cycle is not None:
+            self.on_cycle()
 
     def _export(self, prof: Any) -> dict[str, Any]:
         errors: list[BaseException] = []

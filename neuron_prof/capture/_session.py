@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from neuron_prof.backends.base import CaptureContext
 from neuron_prof.capture import _env, _outputs
+from neuron_prof.capture._report import CaptureWarning, dedup_errors, report_problems, user_stacklevel
 from neuron_prof.capture._signals import SignalGuard
 from neuron_prof.model import Meta, TraceBuilder
 
@@ -43,10 +44,6 @@ PROCESS_GROUP = "process_group"
 
 _ACTIVE: Session | None = None
 _ACTIVE_LOCK = threading.Lock()
-
-
-class CaptureWarning(UserWarning):
-    """Something in the profiler failed; the user's program was not affected. Issued once per session."""
 
 
 def current_session() -> Session | None:
@@ -66,6 +63,8 @@ class Session(contextlib.ContextDecorator):
         pftrace: also write the native Perfetto .pftrace beside a JSON output.
         quiet: do not print where the traces went (failures are still reported).
         hint: a module, tensor or device that tells which backend to use.
+        checkpoint: under a schedule, rewrite the output after each finished cycle (inside step()), so
+            a crash that kills the process outright still leaves the cycles before it.
         profiler_kwargs: more torch.profiler.profile arguments (they win over ours and the backend's).
         **options: options for the backend's probes (e.g. probes=["compile"], deep_fallback=True).
     """
@@ -75,12 +74,14 @@ class Session(contextlib.ContextDecorator):
                  active: int | None = None, repeat: int | None = None, skip_first: int | None = None,
                  record_shapes: bool = True, with_stack: bool = True, with_modules: bool = True,
                  profile_memory: bool = True, pftrace: bool = True, quiet: bool = False, hint: object = None,
+                 checkpoint: bool = True,
                  profiler_kwargs: dict[str, Any] | None = None, **options: Any) -> None:
         self.output = Path(output) if output is not None else None
         self.backend_name = backend
         self.pftrace = pftrace
         self.quiet = quiet
         self.hint = hint
+        self.checkpoint = checkpoint
         self._schedule_args = (schedule, wait, warmup, active, repeat, skip_first)
         self._flags = {"record_shapes": record_shapes, "with_stack": with_stack, "with_modules": with_modules,
                        "profile_memory": profile_memory}
@@ -139,7 +140,7 @@ class Session(contextlib.ContextDecorator):
         with _ACTIVE_LOCK:
             if _ACTIVE is not None:
                 warnings.warn("neuron-prof: a profile() session is already recording; this nested one records "
-                              "nothing (its block runs normally)", CaptureWarning, stacklevel=_user_stacklevel())
+                              "nothing (its block runs normally)", CaptureWarning, stacklevel=user_stacklevel())
                 self._finished = True
                 return self
             _ACTIVE = self
@@ -225,7 +226,7 @@ class Session(contextlib.ContextDecorator):
             assert self._builder is not None
             source = str(self.output) if self.output is not None else "<capture>"
             tmpdir = str(self.output.parent) if self.output is not None and self.output.parent.is_dir() else None
-            self._collector = KinetoCollector(self._builder, source, self._record_error, tmpdir)
+            self._collector = KinetoCollector(self._builder, source, self._record_error, tmpdir, self._on_cycle)
             kw = profiler_kwargs(**self._flags, backend_options=backend_opts, extra=self._profiler_kwargs)
             kw["schedule"] = make_schedule(*self._schedule_args)
             kw["on_trace_ready"] = self._collector
@@ -259,7 +260,7 @@ class Session(contextlib.ContextDecorator):
                         lambda: self._backend.contribute(builder, ctx))
             self._timings["contribute"] = time.perf_counter_ns() - t2
         # After contribute: the backend may have rewritten probe_errors; keep every error exactly once.
-        builder.metadata[Meta.PROBE_ERRORS] = _dedup(list(builder.metadata.get(Meta.PROBE_ERRORS) or []) + ctx.errors)
+        builder.metadata[Meta.PROBE_ERRORS] = dedup_errors(list(builder.metadata.get(Meta.PROBE_ERRORS) or []) + ctx.errors)
         t3 = time.perf_counter_ns()
         try:
             self.trace = builder.build()
@@ -284,20 +285,17 @@ class Session(contextlib.ContextDecorator):
             ctx.rank, ctx.world_size = _env.env_rank()
             self._pg_info = None
 
-    def _set_metadata(self, builder: TraceBuilder, reason: str) -> None:
+    def _metadata(self, reason: str, end_ns: int) -> dict[str, Any]:
         ctx = self.context
         c = self._collector
         if c is not None:
             self._timings["export"] = c.export_ns
             self._timings["parse"] = c.parse_ns
-        md = builder.metadata
-        md.setdefault(Meta.SOURCE_FORMAT, "capture")
-        md[Meta.CLOCK] = "unix"
-        md[Meta.WALL] = [ctx.start_ns, ctx.end_ns]
-        md[Meta.STEPS] = [list(s) for s in ctx.steps]
-        md[Meta.BACKEND] = getattr(self._backend, "name", None)
-        md[Meta.RANK] = ctx.rank
-        md[Meta.WORLD_SIZE] = ctx.world_size
+        md: dict[str, Any] = {
+            Meta.SOURCE_FORMAT: "capture", Meta.CLOCK: "unix", Meta.WALL: [ctx.start_ns, end_ns],
+            Meta.STEPS: [list(s) for s in ctx.steps], Meta.BACKEND: getattr(self._backend, "name", None),
+            Meta.RANK: ctx.rank, Meta.WORLD_SIZE: ctx.world_size,
+        }
         if self._pg_info is not None:
             md[PROCESS_GROUP] = self._pg_info
         md.update(_env.host_metadata())
@@ -309,23 +307,37 @@ class Session(contextlib.ContextDecorator):
         md[CAPTURE_TIMINGS] = dict(self._timings)
         md[CAPTURE_EXIT] = reason
         md["profiler_cycles"] = c.cycles if c is not None else 0
+        return md
+
+    def _set_metadata(self, builder: TraceBuilder, reason: str) -> None:
+        ctx = self.context
+        builder.metadata.update(self._metadata(reason, ctx.end_ns))
         if ctx.rank is not None:
             # Tag the host process with its rank so merged views can tell ranks apart.
             for p in list(builder.processes):
                 if p.pid == ctx.host_pid:
                     builder.process(p.pid, rank=ctx.rank)
 
+    def _on_cycle(self) -> None:
+        """A profiler cycle ended inside step() (a schedule): save the trace so far, so a later crash that
+        no handler sees (SIGKILL, the OOM killer, a segfault) still leaves it. Probe tracks come at the end."""
+        if not (self._recording and self.checkpoint) or self._finished or self.output is None:
+            return
+        t0 = time.perf_counter_ns()
+        try:
+            assert self._builder is not None and self._collector is not None
+            self._fill_rank()
+            md = {**self._builder.metadata,
+                  **self._metadata(f"checkpoint after cycle {self._collector.cycles}", time.time_ns())}
+            trace = self._builder.build().replace(metadata=md)
+            path = _outputs.planned_paths(self.output, self.context.rank, self.context.world_size, False)[0]
+            _outputs.write_atomic(trace, path)
+        except Exception as e:  # noqa: BLE001
+            self._record_error("checkpoint", e, "write")
+        self._timings["checkpoint"] = self._timings.get("checkpoint", 0) + time.perf_counter_ns() - t0
+
     def _report(self, report: _outputs.WriteReport | None) -> None:
-        ctx = self.context
-        problems = [f"{e['probe']} ({e['phase']}): {e['error']}" for e in _dedup(ctx.errors)]
-        if report is not None:
-            problems += [f"could not write {p}: {why}" for p, why in report.failed]
-            if report.fallback is not None:
-                problems.append(f"the trace was saved to {report.fallback} instead")
-        if problems:
-            msg = "neuron-prof: the profiler had problems (your program was not affected):\n  " + "\n  ".join(problems)
-            with contextlib.suppress(Exception):
-                warnings.warn(msg, CaptureWarning, stacklevel=_user_stacklevel())
+        report_problems(self.context.errors, report)
         if report is not None and not self.quiet:
             n = self.trace.n_events if self.trace is not None else 0
             with contextlib.suppress(Exception):
@@ -349,25 +361,3 @@ class Session(contextlib.ContextDecorator):
     def _atexit(self) -> None:
         # start() without stop(): the interpreter is exiting (sys.exit, end of script); save what we have.
         self.stop("atexit")
-
-
-def _user_stacklevel() -> int:
-    """Stack level of the first frame outside neuron-prof's capture and contextlib (the user's `with`)."""
-    here = os.path.dirname(__file__)
-    f = sys._getframe(1)
-    level = 1
-    while f is not None and (f.f_code.co_filename.startswith(here) or f.f_code.co_filename == contextlib.__file__):
-        f = f.f_back  # type: ignore[assignment]
-        level += 1
-    return level
-
-
-def _dedup(errors: list[dict[str, str]]) -> list[dict[str, str]]:
-    seen: set[tuple[str, ...]] = set()
-    out = []
-    for e in errors:
-        key = tuple(str(e.get(k, "")) for k in ("probe", "phase", "error"))
-        if key not in seen:
-            seen.add(key)
-            out.append(e)
-    return out
