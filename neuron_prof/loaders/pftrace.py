@@ -16,7 +16,8 @@ import numpy as np
 import orjson
 
 from neuron_prof.errors import TraceFormatError, TraceLoadError
-from neuron_prof.model import Trace, TraceBuilder, Track, TrackKind, dumps_args
+from neuron_prof.loaders._pftrace_decode import Seq, da_value, fragment, packet_chunks
+from neuron_prof.model import Trace, TraceBuilder, Track, TrackKind
 from neuron_prof.model.schema import FORMAT_VERSION, META_KEY, Meta
 
 __all__ = ["load_pftrace"]
@@ -47,7 +48,7 @@ def load_pftrace(path: str | os.PathLike[str]) -> Trace:
     try:
         # Parsed a few MB of packets at a time: upb iterates a small Trace ~30% faster than one huge one, and
         # memory stays bounded. Bytes that do not frame as packets are parsed whole (and rejected there).
-        chunks = _packet_chunks(data)
+        chunks = packet_chunks(data)
         for a, z in chunks or [(0, len(data))]:
             proto = TraceProto()
             proto.ParseFromString(data[a:z])
@@ -61,56 +62,13 @@ def load_pftrace(path: str | os.PathLike[str]) -> Trace:
     return r.build()
 
 
-def _packet_chunks(data: bytes, target: int = 8 << 20) -> list[tuple[int, int]] | None:
-    """Byte ranges of about `target` bytes holding whole packets (Trace field 1), or None if `data` does not
-    frame as a sequence of packets."""
-    out: list[tuple[int, int]] = []
-    pos, n, start = 0, len(data), 0
-    while pos < n:
-        if data[pos] != 0x0A:
-            return None
-        pos += 1
-        ln = shift = 0
-        while True:
-            if pos >= n or shift > 63:
-                return None
-            byte = data[pos]
-            pos += 1
-            ln |= (byte & 0x7F) << shift
-            shift += 7
-            if byte < 0x80:
-                break
-        pos += ln
-        if pos > n:
-            return None
-        if pos - start >= target:
-            out.append((start, pos))
-            start = pos
-    if start < n:
-        out.append((start, n))
-    return out
-
-
-class _Seq:
-    __slots__ = ("names", "cats", "dan", "dsv", "annot_cache", "name_frag", "value_json")
-
-    def __init__(self) -> None:
-        self.names: dict[int, int] = {}  # iid -> model string id
-        self.cats: dict[int, int] = {}
-        self.dan: dict[int, str] = {}
-        self.dsv: dict[int, str] = {}
-        self.annot_cache: dict[bytes, bytes] = {}  # serialized nested annotation -> JSON fragment '"name":value'
-        self.name_frag: dict[int, bytes] = {}  # annotation name iid -> b'"name":'
-        self.value_json: dict[int, bytes] = {}  # string value iid -> JSON string
-
-
 class _Reader:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.b = TraceBuilder()
         self.descriptors: dict[int, Any] = {}
         self.meta: dict[str, Any] | None = None
-        self.seqs: dict[int, _Seq] = {}
+        self.seqs: dict[int, Seq] = {}
         self.ts: list[int] = []
         self.uuid: list[int] = []
         self.typ: list[int] = []
@@ -132,7 +90,7 @@ class _Reader:
         add_args = self.b.args.add_raw
         seqs = self.seqs
         ts_l, uuid_l, typ_l, name_l, cat_l, args_l = self.ts, self.uuid, self.typ, self.name, self.cat, self.args
-        seq: _Seq | None = None
+        seq: Seq | None = None
         last_sid = -1
         for p in proto.packet:
             kind = p.WhichOneof("data")
@@ -152,9 +110,9 @@ class _Reader:
                 seq = seqs.get(sid)
                 last_sid = sid
             if seq is None or p.sequence_flags & _CLEARED or p.incremental_state_cleared:
-                seq = seqs[sid] = _Seq()
+                seq = seqs[sid] = Seq()
             if p.HasField("interned_data"):
-                self._interned(p.interned_data, seq)
+                seq.interned(p.interned_data, intern)
             if kind != "track_event":
                 if kind == "track_descriptor":
                     d = type(p.track_descriptor)()  # a copy: a reference would keep its chunk's arena alive
@@ -174,10 +132,14 @@ class _Reader:
             if len(annots) and typ != _E:
                 frags = []
                 for a in annots:
-                    frag = self._fragment(a, seq)
+                    frag = fragment(a, seq)
                     if frag is None:  # our metadata instant: read, not an event
-                        frags = None
-                        break
+                        v = da_value(a, seq)
+                        if typ == _I and isinstance(v, str) and self.meta is None:
+                            self._read_meta(v)
+                            frags = None
+                            break
+                        frag = orjson.dumps(META_KEY) + b":" + orjson.dumps(v)
                     frags.append(frag)
                 if frags is None:
                     continue
@@ -201,57 +163,6 @@ class _Reader:
                     self.flow_ev.append(ev)
                     self.flow_id.append(f)
         self.n_events = len(self.ts)
-
-    def _fragment(self, a: Any, seq: _Seq) -> bytes | None:
-        """One debug annotation as the JSON text '"name":value'. Scalars are formatted directly (three proto
-        reads); strings by iid and nested values by their serialized bytes come from per-sequence caches."""
-        iid = a.name_iid
-        nf = seq.name_frag.get(iid) if iid else None
-        if nf is None:
-            name = seq.dan.get(iid, f"iid {iid}") if iid else a.name
-            if name == META_KEY and self.meta is None:
-                v = _da_value(a, seq)
-                if isinstance(v, str):
-                    self._read_meta(v)
-                    return None
-            nf = orjson.dumps(name) + b":"
-            if iid:
-                seq.name_frag[iid] = nf
-        k = a.WhichOneof("value")
-        if k == "int_value":
-            return nf + b"%d" % a.int_value
-        if k == "string_value_iid":
-            sv = seq.value_json.get(a.string_value_iid)
-            if sv is None:
-                sv = seq.value_json[a.string_value_iid] = orjson.dumps(seq.dsv.get(a.string_value_iid))
-            return nf + sv
-        if k == "double_value":
-            return nf + orjson.dumps(a.double_value)
-        if k == "bool_value":
-            return nf + (b"true" if a.bool_value else b"false")
-        if k == "uint_value":
-            return nf + b"%d" % a.uint_value
-        if k == "string_value":
-            return nf + orjson.dumps(a.string_value)
-        # nested (dict_entries / array_values), null, legacy JSON, pointers: decoded once per distinct bytes
-        key = a.SerializeToString()
-        frag = seq.annot_cache.get(key)
-        if frag is None:
-            frag = nf + dumps_args({"": _da_value(a, seq)})[4:-1]
-            if len(seq.annot_cache) < 100_000:
-                seq.annot_cache[key] = frag
-        return frag
-
-    def _interned(self, idd: Any, seq: _Seq) -> None:
-        intern = self.b.strings.intern
-        for e in idd.event_names:
-            seq.names[e.iid] = intern(e.name)
-        for e in idd.event_categories:
-            seq.cats[e.iid] = intern(e.name)
-        for e in idd.debug_annotation_names:
-            seq.dan[e.iid] = e.name
-        for e in idd.debug_annotation_string_values:
-            seq.dsv[e.iid] = e.str.decode("utf-8", "replace")
 
     def _read_meta(self, text: str) -> None:
         try:
@@ -445,29 +356,3 @@ class _Reader:
         b.f_id.extend(model_id.tolist())
         b.f_cat.extend(cat.tolist())
         b.f_name.extend(name.tolist())
-
-
-def _da_name(a: Any, seq: _Seq) -> str:
-    if a.name_iid:
-        return seq.dan.get(a.name_iid, f"iid {a.name_iid}")
-    return a.name
-
-
-def _da_value(a: Any, seq: _Seq) -> Any:
-    k = a.WhichOneof("value")
-    if k is None:  # dict_entries and array_values are outside the oneof
-        if len(a.array_values):
-            return [_da_value(x, seq) for x in a.array_values]
-        if len(a.dict_entries):
-            return {_da_name(x, seq): _da_value(x, seq) for x in a.dict_entries}
-        return None
-    if k == "string_value_iid":
-        return seq.dsv.get(a.string_value_iid)
-    if k == "legacy_json_value":
-        try:
-            return orjson.loads(a.legacy_json_value)
-        except orjson.JSONDecodeError:
-            return a.legacy_json_value
-    v = getattr(a, k)
-    return v
-
