@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -36,8 +37,21 @@ def test_demo_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert [s[0] for s in trace.metadata["steps"]] == [0, 1, 2]
 
 
-def test_demo_subprocess(tmp_path: Path) -> None:
-    res = subprocess.run([sys.executable, "-m", "neuron_prof", "demo", "-q", "-o", str(tmp_path / "d.json"),
-                          "--steps", "2", "--device", "cpu"], capture_output=True, text=True, timeout=300)
+def test_demo_subprocess_on_the_emulated_device(tmp_path: Path) -> None:
+    # What `make demo` runs (default device: the emulated neuron), short and with compile costs scaled away.
+    env = {**os.environ, "NEURON_PROF_EMULATE_COMPILE_SCALE": "0"}
+    res = subprocess.run([sys.executable, "-m", "neuron_prof", "demo", "-o", str(tmp_path / "d.json"),
+                          "--steps", "2"], capture_output=True, text=True, timeout=300, env=env)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.split() == [str(tmp_path / "d.json"), str(tmp_path / "d.pftrace")]
+    out = res.stdout
+    assert "2 steps on neuron" in out
+    # The demo's built-in problems are found: the median falls back to the CPU, .item() syncs every step.
+    assert "cpu_fallback" in out and "aten::median" in out and "sync_point" in out
+    trace = neuron_prof.load(tmp_path / "d.json")
+    assert trace.metadata["backend"] == "neuron"
+    assert json_complete_count(tmp_path / "d.json") == pftrace_slice_count(tmp_path / "d.pftrace")
+
+
+def test_demo_quiet_prints_the_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "-q", "-o", str(tmp_path / "q.json"), "--steps", "1", "--device", "cpu"]) == 0
+    assert capsys.readouterr().out.split() == [str(tmp_path / "q.json"), str(tmp_path / "q.pftrace")]

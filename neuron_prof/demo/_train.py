@@ -80,7 +80,7 @@ def prepare_device(device: str) -> None:
         raise UsageError("--device neuron needs the emulated neuron device (neuron_prof.emulator), not installed")
     import neuron_prof.emulator as emu
 
-    emu.enable()
+    emu.enable(emu.EmulatorConfig.from_env())  # NEURON_PROF_EMULATE_COMPILE_SCALE etc. tune it
 
 
 def train(model: TinyGPT, device: str, steps: int, prof: object | None = None) -> list[float]:
