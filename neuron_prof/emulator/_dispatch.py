@@ -28,6 +28,8 @@ from neuron_prof.emulator._timing import (
 )
 
 aten = torch.ops.aten
+_TO_COPY = aten._to_copy.default
+_COPY_ = aten.copy_.default
 _seq_nr = torch._C._autograd._get_sequence_nr
 _profiling = torch.autograd._profiler_enabled
 _record_functions = torch._C._autograd._enable_record_function
@@ -247,9 +249,9 @@ def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if info.name in _ALLOCATORS and not u.ins:
         # Refuse before the host allocates: a request past device capacity may not fit in host RAM either.
         rt.memory[dev].check(_requested_bytes(args, kwargs))
-    if func is aten._to_copy.default and u.target_dev < 0 and _to_host(kwargs):
+    if func is _TO_COPY and u.target_dev < 0 and _to_host(kwargs):
         return _copy_to_host(rt, info, uargs, ukwargs, u, dev)
-    if func is aten.copy_.default:
+    if func is _COPY_:
         dst, src = args[0], args[1]
         if not isinstance(dst, NeuronTensor):
             return _copy_to_host(rt, info, uargs, ukwargs, u, dev, dst=dst)
@@ -335,11 +337,7 @@ def _copy_to_host(
         "copy_d2h", copy_duration_ns(rt.cfg, nbytes), STREAM_DMA, KIND_COPY_D2H, seq_nr=_seq_nr()
     )
     rt.clocks[dev].wait()
-    out = (
-        torch.ops.aten.copy_.default(*uargs, **ukwargs)
-        if dst is not None
-        else torch.ops.aten._to_copy.default(*uargs, **ukwargs)
-    )
+    out = _COPY_(*uargs, **ukwargs) if dst is not None else _TO_COPY(*uargs, **ukwargs)
     rt.gt.add("copy", "d2h", t0, time.time_ns(), dev, start, end, detail=nbytes)
     return dst if dst is not None else out
 
