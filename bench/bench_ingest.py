@@ -61,12 +61,10 @@ def _run(mode: str, path: Path, env: dict[str, str]) -> dict[str, Any]:
 
 
 def generated(n: int, folder: Path) -> Path:
-    """The generated trace of n events (made once, kept in `folder`)."""
-    from bench.gen_trace import write
-
+    """The generated trace of n events (made once, in a child process, kept in `folder`)."""
     p = folder / f"kineto_{n}.json"
     if not p.exists():
-        write(n, p)
+        subprocess.run([sys.executable, "-m", "bench.gen_trace", str(n), str(p)], check=True)
     return p
 
 
@@ -99,20 +97,13 @@ def real_repeated(n: int, folder: Path) -> Path:
     return p
 
 
-def _entries(path: Path) -> int:
-    raw = path.read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    import orjson
-
-    doc = orjson.loads(raw)
-    return len(doc["traceEvents"] if isinstance(doc, dict) else doc)
-
-
-def measure(path: Path, entries: int) -> list[tuple[str, dict[str, Any]]]:
+def measure(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    """Every row, each in a fresh process. This process itself never parses the trace: a child inherits the
+    parent's peak RSS through fork, so a big parent would inflate every child's number."""
     base_env = dict(os.environ)
     cache_dir = tempfile.mkdtemp(prefix="neuron-prof-bench-cache-")
     rows = [("orjson.loads (read + parse)", _run("orjson", path, base_env))]
+    entries = rows[0][1]["model_events"]  # len(traceEvents)
     rows.append(("neuron_prof.load, first open, 1 process",
                  _run("load", path, {**base_env, "NEURON_PROF_CACHE": "0", "NEURON_PROF_JSON_WORKERS": "1"})))
     rows.append(("neuron_prof.load, first open", _run("load", path, {**base_env, "NEURON_PROF_CACHE": "0"})))
@@ -152,14 +143,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# ingest, {time.strftime('%Y-%m-%d %H:%M')} on {platform.node()} ({os.cpu_count()} CPUs, "
           f"{platform.python_implementation()} {platform.python_version()}); load avg {os.getloadavg()[0]:.1f}")
     if a.trace:
-        path = a.trace
-        print(table("file", path, measure(path, _entries(path))))
+        print(table("file", a.trace, measure(a.trace)))
     else:
-        path = generated(n, a.dir)
-        print(table("generated", path, measure(path, n)))
+        print(table("generated", generated(n, a.dir), measure(generated(n, a.dir))))
     if a.real:
-        path = real_repeated(n, a.dir)
-        print(table("real, repeated", path, measure(path, _entries(path))))
+        # built in a child: this process must stay small (see measure)
+        code = f"from pathlib import Path; from bench.bench_ingest import real_repeated; print(real_repeated({n}, Path({str(a.dir)!r})))"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        path = Path(out.stdout.strip().splitlines()[-1])
+        print(table("real, repeated", path, measure(path)))
     return 0
 
 
