@@ -13,7 +13,7 @@ File layout (rules: ../shared/design/perfetto-facts.md; every file passes ../sha
   categories, annotation names and string values first used by the chunk, then the chunk's packets. Slices are
   BEGIN/END pairs sorted per track by (start, -duration); partly overlapping slices move to same-name lane
   tracks. Timestamps are absolute Unix ns without clock fields.
-* flows: `flow_ids` on both endpoints, id = rank << 48 | (cat, name) combo << 40 | model flow id (or row + 1).
+* flows: `flow_ids` on both endpoints, id = model flow id (or row + 1) | (cat, name) combo << 40 | rank << 48.
 * findings: instants with the finding's fields as args on a root "findings" track.
 
 Packets are encoded by hand from numpy columns (`_pftrace_wire`): bench/bench_export.py measures this against
@@ -146,10 +146,15 @@ class _Writer:
         pairs = fl.cat.astype(np.int64) << 32 | fl.name.astype(np.int64)
         uniq, inv = np.unique(pairs, return_inverse=True)
         inv = np.minimum(inv.reshape(-1), 255).astype(np.uint64)
+        # Perfetto id = model id with the (cat, name) combo in bits 40-47, and the rank in bits 48+ when the model
+        # ids leave them free (files of several ranks can then be concatenated). Model ids that use bits 40-47
+        # (or repeat) are replaced by row + 1.
         fid = fl.flow_id
-        by_model = bool(len(np.unique(fid)) == len(fid) and fid.min() >= 0 and fid.max() < 1 << _FLOW_LOW_BITS)
+        combo_bits = np.int64(0xFF << _FLOW_LOW_BITS)
+        by_model = bool(len(np.unique(fid)) == len(fid) and fid.min() >= 0 and not (fid & combo_bits).any())
         low = fid.astype(np.uint64) if by_model else np.arange(1, len(fl) + 1, dtype=np.uint64)
-        ids = np.uint64(self.rank << 48) | (inv << np.uint64(_FLOW_LOW_BITS)) | low
+        xor = self.rank << 48 if int(low.max()) < 1 << 48 else 0
+        ids = (low ^ np.uint64(xor)) | (inv << np.uint64(_FLOW_LOW_BITS))
         # which endpoint is the source: the loader takes the earlier one (ts, then file order) unless told
         pos = np.empty(len(sl), np.int64)
         pos[order] = np.arange(len(order))
@@ -163,7 +168,7 @@ class _Writer:
         rag = w.Ragged(mat.m.reshape(-1), counts * mat.m.shape[1])
         s = self.t.strings
         meta = {"combos": [[s[int(p >> 32)], s[int(p & 0xFFFFFFFF)]] for p in uniq.tolist()],
-                "ids": "model" if by_model else "row",
+                "ids": "model" if by_model else "row", "xor": xor,
                 "src_later": ids[later].astype(np.int64).tolist()}
         return rag, meta
 

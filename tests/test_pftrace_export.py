@@ -108,6 +108,7 @@ def rich_trace():  # type: ignore[no-untyped-def]
     b.add_flow(launch, k1, 99, "ac2g", "ac2g")
     b.add_flow(m, bw, 12, "fwdbwd", "fwdbwd")
     b.add_flow(k2, a, 13, "odd", "backwards in time")  # destination starts before the source
+    b.add_flow(k1, b.add_slice(q0, T0 + 600, 10, "merged-rank flow target"), (0x7FFF << 48) | 5, "x", "merged id")
     b.metadata.update({"rank": 0, "backend": "cpu", "wall_ns": [T0, T0 + 3000]})
     b.findings.append({"kind": "sync_point", "severity": "warning", "title": "3 syncs cost 1.2 ms",
                        "cost_ns": 1_200_000, "share": 0.1, "count": 3, "advice": "avoid .item()",
@@ -139,7 +140,7 @@ def test_counts_parsed_with_the_perfetto_protos(tmp_path):
     proto = TraceProto()
     proto.ParseFromString(p.read_bytes())
     types = collections.Counter(pk.track_event.type for pk in proto.packet if pk.HasField("track_event"))
-    assert types[TrackEvent.TYPE_SLICE_BEGIN] == types[TrackEvent.TYPE_SLICE_END] == len(tr.slices) == 18
+    assert types[TrackEvent.TYPE_SLICE_BEGIN] == types[TrackEvent.TYPE_SLICE_END] == len(tr.slices) == 19
     assert types[TrackEvent.TYPE_INSTANT] == len(tr.instants) + 1 + len(tr.findings)  # + metadata instant
     assert types[TrackEvent.TYPE_COUNTER] == len(tr.counters) == 6
     ds = [pk.track_descriptor for pk in proto.packet if pk.HasField("track_descriptor")]
@@ -159,7 +160,7 @@ def test_counts_parsed_with_the_perfetto_protos(tmp_path):
     assert last_desc < first_value
     # flow ids: unique per flow, on both endpoints
     ids = collections.Counter(f for pk in proto.packet for f in pk.track_event.flow_ids)
-    assert len(ids) == 3 and set(ids.values()) == {2}
+    assert len(ids) == 4 and set(ids.values()) == {2}
 
 
 def test_round_trip_restores_the_model(tmp_path):

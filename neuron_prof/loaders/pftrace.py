@@ -24,7 +24,6 @@ __all__ = ["load_pftrace"]
 
 _B, _E, _I, _C = 1, 2, 3, 4
 _CLEARED = 1
-_FLOW_LOW = (1 << 40) - 1
 # Probe track names as the writer shows them -> kinds (for files without our metadata)
 _LABEL_KIND = {"compile": TrackKind.COMPILE, "CPU fallback": TrackKind.FALLBACK, "sync": TrackKind.SYNC,
                "collectives": TrackKind.COLLECTIVE, "dtype": TrackKind.DTYPE, "findings": TrackKind.FINDINGS}
@@ -347,7 +346,8 @@ class _Reader:
             c = np.minimum(c, len(combos))
             cat = np.array([p[0] for p in pairs], np.int64)[c]
             name = np.array([p[1] for p in pairs], np.int64)[c]
-            model_id = (ids & np.uint64(_FLOW_LOW)).astype(np.int64)
+            xor = np.uint64(int(fm.get("xor") or 0))
+            model_id = ((ids & ~np.uint64(0xFF << 40)) ^ xor).view(np.int64)
         else:
             cat = name = np.zeros(len(ids), np.int64)
             model_id = ids.view(np.int64)
