@@ -235,3 +235,23 @@ def test_sigkill_after_some_cycles_keeps_the_checkpoint(tmp_path: Path) -> None:
     assert trace.metadata["capture_exit"] == "checkpoint after cycle 4"
     assert {"ProfilerStep#0", "ProfilerStep#3"} <= slice_names(trace)
     assert not (tmp_path / "trace.pftrace").exists()  # the .pftrace is written only at the end
+
+
+def test_exporter_that_raises_is_reported_and_the_other_file_written(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # Fault injection into our own exporter (not torch): the .pftrace writer crashes mid-way.
+    import neuron_prof.exporters.perfetto as pf
+
+    def broken(trace: Any, path: Any) -> None:
+        Path(path).write_bytes(b"half")
+        raise RuntimeError("pftrace writer crashed")
+
+    monkeypatch.setattr(pf, "write_pftrace", broken)
+    model, opt = tiny_model()
+    with pytest.warns(CaptureWarning, match="pftrace writer crashed"):
+        with neuron_prof.profile(tmp_path / "t.json", quiet=True) as prof:
+            result = train_step(model, opt, 0)
+    model2, opt2 = tiny_model()
+    assert result == train_step(model2, opt2, 0)
+    assert prof.paths == [tmp_path / "t.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]  # no half-written .pftrace left
