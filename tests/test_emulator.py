@@ -401,3 +401,6 @@ def test_config_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # 
     assert cfg.eager_compile_base_ms == default.eager_compile_base_ms / 2
     assert cfg.graph_compile_ms_per_node == default.graph_compile_ms_per_node / 2
     assert EmulatorConfig.fast().eager_compile_base_ms == 0 == EmulatorConfig.fast().graph_compile_base_ms
+    monkeypatch.delenv("NEURON_PROF_EMULATE_CACHE_DIR")
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "neff"))
+    assert EmulatorConfig.from_env().cache_dir == str(tmp_path / "neff")  # the real variable works too

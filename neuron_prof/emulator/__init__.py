@@ -6,8 +6,10 @@
 
 Call enable() once per process (PyTorch cannot undo a PrivateUse1 registration); later calls return the
 same module. `neuron-prof run` calls enable_from_env() when NEURON_PROF_EMULATE=1. Other variables:
-NEURON_PROF_EMULATE_CACHE_DIR (on-disk NEFF cache), NEURON_PROF_EMULATE_COMPILE_SCALE (multiplies compile
-costs; 0 disables them), NEURON_PROF_EMULATE_DEVICE_SCALE (multiplies modelled device durations).
+NEURON_PROF_EMULATE_CACHE_DIR or TORCH_NEURONX_NEFF_CACHE_DIR (on-disk NEFF cache),
+NEURON_PROF_EMULATE_COMPILE_SCALE (multiplies compile costs; 0 disables them),
+NEURON_PROF_EMULATE_DEVICE_SCALE (multiplies modelled device durations). enable() without a config reads
+them too.
 
 What the profiler may use is only the torch_neuronx-shaped module enable() returns (also published as
 sys.modules["torch_neuronx"]) and torch.neuron; ground_truth() is for tests. See _api.py for the module.
@@ -58,6 +60,8 @@ def torch_neuronx_module() -> types.ModuleType | None:
 def enable(config: EmulatorConfig | None = None) -> types.ModuleType:
     """Register device "neuron" (emulated) and return the torch_neuronx-shaped module.
 
+    `config` defaults to EmulatorConfig.from_env(): the defaults, adjusted by NEURON_PROF_EMULATE_* variables.
+
     Raises EmulatorError when the real torch-neuronx is loaded or installed, or when PrivateUse1 is already
     taken by another backend. Idempotent: a second call returns the first module (its config is ignored).
     """
@@ -76,7 +80,7 @@ def enable(config: EmulatorConfig | None = None) -> types.ModuleType:
             raise EmulatorError(
                 f"torch_neuronx is installed ({spec.origin}): use the real device, not the emulator"
             )
-        cfg = config or EmulatorConfig()
+        cfg = config or EmulatorConfig.from_env()
         if cfg.num_devices != 1:
             # PyTorch's Python device guard reports one device, and autograd sizes its device queues by it:
             # backward on neuron:1 would abort. TorchNeuron runs one process per NeuronCore anyway.

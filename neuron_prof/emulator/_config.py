@@ -95,7 +95,8 @@ class EmulatorConfig:
     disk_load_ms: float = 0.2
     """Host time to load a NEFF from the on-disk cache (a warm run pays only this)."""
     cache_dir: str | None = None
-    """On-disk NEFF cache directory; None keeps the cache in memory only."""
+    """On-disk NEFF cache directory; None keeps the cache in memory only (unlike TorchNeuron, whose default is
+    /tmp/neff_cache: a demo should show its compiles on every run unless asked otherwise)."""
 
     # Roofline device model.
     peak_flops_bf16: float = 167e12
@@ -139,7 +140,10 @@ class EmulatorConfig:
     @classmethod
     def from_env(cls) -> EmulatorConfig:
         """Defaults, adjusted by NEURON_PROF_EMULATE_* variables (see emulator/__init__.py)."""
-        cfg = cls(cache_dir=os.environ.get("NEURON_PROF_EMULATE_CACHE_DIR") or None)
+        cache_dir = os.environ.get("NEURON_PROF_EMULATE_CACHE_DIR") or os.environ.get(
+            "TORCH_NEURONX_NEFF_CACHE_DIR"
+        )
+        cfg = cls(cache_dir=cache_dir or None)
         scale = os.environ.get("NEURON_PROF_EMULATE_COMPILE_SCALE")
         if scale:
             cfg = cfg.with_compile_scale(float(scale))
