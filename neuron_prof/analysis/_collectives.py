@@ -98,7 +98,8 @@ def collective(trace: Trace, ctx: Context) -> list[Finding]:
     if not len(rows):
         return []
     sl = trace.slices
-    compute = np.setdiff1d(device_rows(ctx), rows)
+    dev = device_rows(ctx)
+    compute = dev[~np.isin(dev, rows)]  # setdiff1d sorts and uniques: ~1 s at 1M rows
     groups: dict[str, list[tuple[int, int]]] = defaultdict(list)
     busbw: dict[str, list[float]] = defaultdict(list)
     for r in rows:

@@ -104,8 +104,8 @@ def _to_arrays(trace: Trace, key: str) -> dict[str, np.ndarray]:
         "head": np.frombuffer(orjson.dumps(head, default=str, option=orjson.OPT_NON_STR_KEYS), dtype=np.uint8),
         "str_blob": np.frombuffer(b"".join(strings), dtype=np.uint8),
         "str_len": np.array([len(s) for s in strings], dtype=np.int64),
-        "args_blob": np.frombuffer(trace.args._blob, dtype=np.uint8),
-        "args_off": trace.args._offsets,
+        "args_blob": np.frombuffer(trace.args.buffers[0], dtype=np.uint8),
+        "args_off": trace.args.buffers[1],
     }
     for tname, cls in _TABLES.items():
         table = getattr(trace, tname)

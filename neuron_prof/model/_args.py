@@ -61,6 +61,20 @@ class ArgsStore:
         return self._blob[o[i]: o[i + 1]]
 
     @property
+    def buffers(self) -> tuple[bytes, np.ndarray]:
+        """The raw storage (blob, offsets): document i is blob[offsets[i]:offsets[i+1]]. Read only.
+
+        Exporters slice it directly: ``raw()`` costs ~1 µs a call in numpy scalar indexing.
+        """
+        return self._blob, self._offsets
+
+    def json_array(self, idx: np.ndarray) -> bytes:
+        """The documents at `idx` (no -1) as one JSON array: one orjson call then parses a whole chunk."""
+        off = self._offsets
+        blob = self._blob
+        return b"[" + b",".join([blob[a:z] for a, z in zip(off[idx].tolist(), off[idx + 1].tolist())]) + b"]"
+
+    @property
     def nbytes(self) -> int:
         return len(self._blob) + self._offsets.nbytes
 
