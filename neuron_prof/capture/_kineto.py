@@ -1,13 +1,15 @@
-"""torch.profiler set-up and the route from a Kineto result into a TraceBuilder.
+"""torch.profiler set-up and the route from a Kineto result into the session's TraceBuilder.
 
-Route chosen: `export_chrome_trace` to a temporary file, orjson, then the Kineto JSON loader's
-`parse_kineto_into`. Measured on torch 2.13 CPU (2 cores), one 47k-event result of a small transformer
-with every option on: export 0.16 s, read + orjson 0.25 s. `kineto_results.events()` costs 0.20 s just
-to read ten attributes per event, and it is incomplete: no `fwdbwd` flows, no process/thread names, no
+Route chosen: `export_chrome_trace` to a temporary file, the Kineto JSON loader's chunked reader
+(`load_kineto_json`), then `append_trace` into the session's builder. Measured on torch 2.13 CPU
+(2 shared cores), one 45k-event result of a small transformer with every option on: export 0.2 s;
+chunked load 0.46-0.65 s vs 1.2-2.2 s for orjson of the whole document + `parse_kineto_into` (which
+also holds ~2 kB of Python objects per event at its peak). `kineto_results.events()` costs 0.2 s just
+to read ten attributes per event and is incomplete: no `fwdbwd` flows, no process/thread names, no
 `baseTimeNanoseconds`/`deviceProperties`/`distributedInfo`, and `name()` raises UnicodeDecodeError on
-events whose strings Kineto corrupted (seen: "Call stack" of the profiler's own import frames). The JSON
-route also makes a fresh capture and `neuron_prof.load(trace.json)` the same Trace by construction,
-because both go through one parser.
+events whose strings Kineto corrupted (seen: "Call stack" of the profiler's own import frames). The
+JSON route also makes a fresh capture and `neuron_prof.load(trace.json)` the same Trace by
+construction, because both go through one parser.
 """
 
 from __future__ import annotations
@@ -18,10 +20,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 if TYPE_CHECKING:
-    from neuron_prof.model import TraceBuilder
+    from neuron_prof.model import Trace, TraceBuilder
 
 
 def make_schedule(schedule: Callable[[int], Any] | None, wait: int | None, warmup: int | None,
@@ -68,17 +68,21 @@ def profiler_kwargs(*, record_shapes: bool, with_stack: bool, with_modules: bool
     return kw
 
 
-def read_kineto_json(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Parse a Kineto JSON export, replacing invalid UTF-8 (Kineto sometimes writes corrupted strings)."""
-    with open(path, "rb") as f:
-        raw = f.read()
+def load_in_process(path: str) -> Trace:
+    """The Kineto JSON loader, kept in this process: its parallel mode would start worker processes
+    inside the user's job (eight ranks a host would start 32 at once), so capture asks for one."""
+    from neuron_prof.loaders.kineto_json import load_kineto_json
+
+    key = "NEURON_PROF_JSON_WORKERS"
+    old = os.environ.get(key)
+    os.environ[key] = "1"
     try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        data = orjson.loads(raw.decode("utf-8", errors="replace"))
-    if not isinstance(data, dict):
-        raise ValueError("Kineto export is not a JSON object")
-    return data  # type: ignore[no-any-return]
+        return load_kineto_json(path)
+    finally:
+        if old is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = old
 
 
 class KinetoCollector:
@@ -98,18 +102,19 @@ class KinetoCollector:
         """Called after each cycle is in the builder (the session checkpoints from it)."""
         self.cycles = 0
         self.export_ns = 0
+        """Kineto writing its JSON."""
         self.parse_ns = 0
+        """Loading that JSON and appending it to the builder."""
 
     def __call__(self, prof: Any) -> None:
         try:
             t0 = time.perf_counter_ns()
-            data = self._export(prof)
-            t1 = time.perf_counter_ns()
-            from neuron_prof.loaders.kineto_json import parse_kineto_into
+            e0 = self.export_ns
+            trace = self._export(prof)
+            from neuron_prof.capture._append import append_trace
 
-            parse_kineto_into(self.builder, data, self.source)
-            self.export_ns += t1 - t0
-            self.parse_ns += time.perf_counter_ns() - t1
+            append_trace(self.builder, trace)
+            self.parse_ns += time.perf_counter_ns() - t0 - (self.export_ns - e0)
             self.cycles += 1
         except Exception as e:  # noqa: BLE001  (a failed conversion is reported, never raised into user code)
             self.on_error("kineto", e)
@@ -117,7 +122,7 @@ class KinetoCollector:
         if self.on_cycle is not None:
             self.on_cycle()
 
-    def _export(self, prof: Any) -> dict[str, Any]:
+    def _export(self, prof: Any) -> Trace:
         errors: list[BaseException] = []
         # The temp dir first; if it is full or read-only, beside the output.
         for d in dict.fromkeys([None, self.tmpdir]):
@@ -125,8 +130,10 @@ class KinetoCollector:
             try:
                 fd, path = tempfile.mkstemp(prefix="neuron-prof-kineto-", suffix=".json", dir=d)
                 os.close(fd)
+                t0 = time.perf_counter_ns()
                 prof.export_chrome_trace(path)
-                return read_kineto_json(path)
+                self.export_ns += time.perf_counter_ns() - t0
+                return load_in_process(path)
             except Exception as e:  # noqa: BLE001
                 errors.append(e)
                 if "already saved" in str(e):  # torch exports a result once; a retry cannot help
