@@ -218,3 +218,19 @@ def test_generated_trace_exports_every_event(tmp_path: Path) -> None:
     for ph in ("X", "i", "s", "f"):
         assert got[ph] == count[ph], ph
     assert_same(tr, load(tmp_path / "o.json"))
+
+
+def test_damaged_own_key_still_loads(tmp_path: Path) -> None:
+    # GIVEN our file whose neuron_prof block someone mangled
+    tr = _probe_trace()
+    write_chrome_json(tr, tmp_path / "t.json")
+    doc = json.loads((tmp_path / "t.json").read_bytes())
+    for bad in ({"tracks": "x", "processes": 5, "metadata": [1], "findings": 7},
+                {"tracks": [{"pid": [1], "tid": {"a": 1}, "kind": 3, "name": None, "orig_tid": {"x": 1}}, 5],
+                 "processes": [{"pid": None}], "findings": ["x", {"kind": "k"}]},
+                "not even an object"):
+        doc[META_KEY] = bad
+        (tmp_path / "bad.json").write_bytes(json.dumps(doc).encode())
+        # THEN the events still load, as from any Chrome JSON
+        back = load(tmp_path / "bad.json")
+        assert len(back.slices) == len(tr.slices) and len(back.counters) == len(tr.counters)

@@ -308,8 +308,9 @@ def test_permission_denied(tmp_path: Path) -> None:
 
 
 # ---- fuzz: mutated real traces either load or raise TraceLoadError ------------------------------------------
-_SEED = (KINETO_DIR / "call_stack_backward_thread.json")
-_SEED_BYTES = _SEED.read_bytes() if _SEED.is_file() else _kineto_text([_x(i) for i in range(8)]).encode()
+# A small real Kineto trace with metadata, flows, instants and string pids (16 kB once gunzipped).
+_SEED = KINETO_DIR / "triton_example_triton_example.json.gz"
+_SEED_BYTES = gzip.decompress(_SEED.read_bytes()) if _SEED.is_file() else _kineto_text([_x(i) for i in range(8)]).encode()
 
 
 @st.composite
@@ -331,7 +332,7 @@ def _mutated(draw: st.DrawFn) -> bytes:
     return bytes(data)
 
 
-@settings(max_examples=150, deadline=2000, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=2000, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(blob=_mutated())
 def test_fuzz_mutated_trace_loads_or_raises_trace_load_error(tmp_path: Path, blob: bytes) -> None:
     for name in ("f.json", "f.json.gz"):

@@ -30,8 +30,8 @@ _OWN_META_KEYS = (Meta.SOURCE, Meta.SOURCE_FORMAT, Meta.KINETO, Meta.WARNINGS, M
 
 def restore_own(trace: Trace, own: dict[str, Any], warnings: list[str] | None) -> Trace:
     """`trace` as loaded from a file neuron-prof wrote, with the `neuron_prof` block applied."""
-    procs_meta = [p for p in own.get("processes") or [] if isinstance(p, dict)]
-    tracks_meta = [t for t in own.get("tracks") or [] if isinstance(t, dict)]
+    procs_meta = [p for p in _list(own.get("processes")) if isinstance(p, dict)]
+    tracks_meta = [t for t in _list(own.get("tracks")) if isinstance(t, dict)]
 
     pid_index = {p.pid: i for i, p in enumerate(trace.processes)}
     pmap = np.full(len(trace.processes), -1, dtype=np.int64)
@@ -114,7 +114,7 @@ def restore_own(trace: Trace, own: dict[str, Any], warnings: list[str] | None) -
         cols["track"] = tmap[cols["track"]].astype(np.int32)
         return type(table)(**cols)
 
-    md = dict(own.get("metadata") or {})
+    md = dict(own["metadata"]) if isinstance(own.get("metadata"), dict) else {}
     for k in _OWN_META_KEYS:
         md.pop(k, None)
         if k in trace.metadata:
@@ -122,9 +122,13 @@ def restore_own(trace: Trace, own: dict[str, Any], warnings: list[str] | None) -
     if not warnings:
         md.pop(Meta.WARNINGS, None)
     md.pop(META_KEY, None)
-    findings = tuple(f for f in own.get("findings") or [] if isinstance(f, dict))
+    findings = tuple(f for f in _list(own.get("findings")) if isinstance(f, dict))
     return trace.replace(processes=tuple(processes), tracks=tuple(tracks), slices=remap(trace.slices),
                          instants=remap(instants), counters=remap(trace.counters), metadata=md, findings=findings)
+
+
+def _list(v: Any) -> list[Any]:
+    return v if isinstance(v, list) else []
 
 
 def _nid(v: Any) -> Any:
