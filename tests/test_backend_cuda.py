@@ -7,7 +7,6 @@ contributes. Expected numbers are counted from the raw JSON events, independentl
 from __future__ import annotations
 
 import gzip
-from pathlib import Path
 from typing import Any
 
 import orjson

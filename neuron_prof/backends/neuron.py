@@ -57,7 +57,6 @@ class NeuronBackend(ProbeBackend):
 
     def default_probes(self, ctx: CaptureContext) -> list[Probe]:
         from neuron_prof.backends.probes.collectives import CollectivesProbe
-        from neuron_prof.backends.probes.compile import CompileProbe
         from neuron_prof.backends.probes.compile_cache import CompileCacheProbe
         from neuron_prof.backends.probes.device import DeviceActivityProbe
         from neuron_prof.backends.probes.dtype import DtypeProbe
@@ -87,7 +86,6 @@ class NeuronBackend(ProbeBackend):
                                         d2h=(lambda: device.d2h_hosts) if device is not None else None))
         probes += [SyncProbe(DEVICE), DtypeProbe(DEVICE),
                    MemoryProbe(DEVICE, lambda: _compat.device_count(mod, DEVICE), self._memory), CollectivesProbe()]
-        _ = CompileProbe  # torch.compile records come through NeuronDynamoProbe (a CompileProbe)
         return probes
 
     def deep_fallback_probe(self) -> Probe:

@@ -107,14 +107,3 @@ class HostView:
         _, funcs = self._python_index()
         enc = self._enclosing(funcs, row)
         return frame_site(self.name_of(int(enc[-1]))) if len(enc) else ""
-
-    def enclosing_rows(self, rows: np.ndarray, within: np.ndarray) -> np.ndarray:
-        """For each of `rows`, the innermost row of `within` on the same track that contains it (-1 if none)."""
-        out = np.full(len(rows), -1, dtype=np.int64)
-        for k, row in enumerate(rows):
-            m = (self.track[within] == self.track[row]) & (self.ts[within] <= self.ts[row]) & (
-                self.end[within] >= self.end[row]) & (within != row)
-            cand = within[m]
-            if len(cand):
-                out[k] = cand[np.argmax(self.ts[cand])]
-        return out
