@@ -299,6 +299,13 @@ def test_parallel_parse_gives_the_same_trace(tmp_path: Path, monkeypatch: pytest
     assert_same(seq, par)
     assert_same(seq_own, par_own)
     assert seq.metadata == {**par.metadata}
+    # a .json.gz goes through a temporary file to the same result
+    import gzip as _gz
+
+    (tmp_path / "g.json.gz").write_bytes(_gz.compress(src.read_bytes()))
+    par_gz = load_kineto_json(tmp_path / "g.json.gz")
+    assert_same(seq, par_gz)
+    assert par_gz.metadata[Meta.SOURCE] == str(tmp_path / "g.json.gz")
     # and a damaged file falls back to the sequential parse, warnings included
     text = src.read_text().replace('"name": "nn.Module: Linear_6"', '"name": "nn.Module: Linear_6" @@', 1)
     (tmp_path / "bad.json").write_text(text)

@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import gc
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -77,11 +78,24 @@ def _load(p: Path) -> Trace:
         size = 0  # read_bytes says what is wrong
     workers = workers_wanted(size)
     if workers > 1:
-        trace = _load_parallel(p, size, workers)
+        trace = _load_parallel(p, size, workers, p)
         if trace is not None:
             return trace
     warnings: list[str] = []
     raw = read_bytes(p, warnings)
+    n = len(raw)
+    if n != size and not warnings and workers_wanted(n) > 1:
+        # A large .json.gz: gunzipped into a temporary file, the workers can read their ranges from it.
+        tmp = _spill(raw)
+        if tmp is not None:
+            del raw
+            try:
+                trace = _load_parallel(tmp, n, workers_wanted(n), p)
+            finally:
+                tmp.unlink(missing_ok=True)
+            if trace is not None:
+                return trace
+            raw = read_bytes(p, warnings)
     reader = JsonEventReader(raw, p)
     del raw
     builder = TraceBuilder()
@@ -94,8 +108,21 @@ def _load(p: Path) -> Trace:
     return _finish(p, conv, reader.top, warnings + reader.warnings)
 
 
-def _load_parallel(p: Path, size: int, workers: int) -> Trace | None:
-    """The same Trace as the sequential path, parsed by `workers` processes; None when it does not apply."""
+def _spill(raw: bytes | bytearray) -> Path | None:
+    """`raw` in a temporary file (None if it cannot be written: the caller parses in memory instead)."""
+    fd, name = tempfile.mkstemp(prefix="neuron-prof-", suffix=".json")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+        return Path(name)
+    except OSError:
+        Path(name).unlink(missing_ok=True)
+        return None
+
+
+def _load_parallel(p: Path, size: int, workers: int, source: Path) -> Trace | None:
+    """The same Trace as the sequential path, parsed by `workers` processes; None when it does not apply.
+    `p` holds the JSON (plain); `source` is the file the user named."""
     try:
         with open(p, "rb") as f:
             head = f.read(HEAD_BYTES)
@@ -121,10 +148,10 @@ def _load_parallel(p: Path, size: int, workers: int) -> Trace | None:
     if not isinstance(top, dict):
         return None
     top.pop("traceEvents", None)
-    conv = _Converter(TraceBuilder(), str(p))
+    conv = _Converter(TraceBuilder(), str(source))
     for part in parts:
         conv.merge_part(part)
-    return _finish(p, conv, top, [])
+    return _finish(source, conv, top, [])
 
 
 def _finish(p: Path, conv: _Converter, top: dict[str, Any], warnings: list[str]) -> Trace:
