@@ -172,3 +172,35 @@ def test_broken_api_is_recorded(fake: fk.FakeNeuronx) -> None:
     assert any(e["probe"] == "fallback" and "not initialised" in e["error"] for e in ctx.errors)
     assert b.metadata[Meta.PROBE_ERRORS] == ctx.errors
     assert b.build().slices_on(TrackKind.COMPILE).size == 2  # the other probes still worked
+
+
+def test_privateuse1_driver_events_get_launch_flows(fake: fk.FakeNeuronx) -> None:
+    """Neuron 2.33 docs: framework events of category privateuse1_driver may reach the torch.profiler JSON."""
+    import os
+
+    from neuron_prof.backends import CaptureContext
+    from neuron_prof.loaders.kineto_json import parse_kineto_into
+    from neuron_prof.model import TraceBuilder
+
+    pid = os.getpid()
+    base = 1_700_000_000_000_000_000
+    ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": pid, "tid": 7, "ts": 10.0, "dur": 5.0,
+           "args": {"External id": 41}},
+          {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": pid, "tid": 7, "ts": 20.0, "dur": 5.0,
+           "args": {"External id": 42}},
+          {"ph": "X", "cat": "privateuse1_driver", "name": "nrt_execute mm", "pid": 1, "tid": 3, "ts": 16.0,
+           "dur": 30.0, "args": {"External id": 41, "nrt_sequence_id": 9}},
+          {"ph": "X", "cat": "privateuse1_driver", "name": "nrt_execute add", "pid": 1, "tid": 3, "ts": 47.0,
+           "dur": 3.0, "args": {"External id": 42, "nrt_sequence_id": 10}}]
+    b = TraceBuilder()
+    parse_kineto_into(b, {"traceEvents": ev, "baseTimeNanoseconds": base}, "synthetic")
+    ctx = CaptureContext(host_pid=pid)
+    backend = NeuronBackend(fake.module)
+    backend.start(ctx)
+    backend.stop(ctx)
+    n0 = len(b.f_src)
+    backend.contribute(b, ctx)
+    trace = b.build()
+    pairs = {(trace.slice_name(int(s)), trace.slice_name(int(d))) for s, d in
+             zip(trace.flows.src[n0:], trace.flows.dst[n0:])}
+    assert ("aten::mm", "nrt_execute mm") in pairs and ("aten::add", "nrt_execute add") in pairs

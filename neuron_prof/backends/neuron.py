@@ -58,7 +58,7 @@ class NeuronBackend(ProbeBackend):
     def default_probes(self, ctx: CaptureContext) -> list[Probe]:
         from neuron_prof.backends.probes.collectives import CollectivesProbe
         from neuron_prof.backends.probes.compile_cache import CompileCacheProbe
-        from neuron_prof.backends.probes.device import DeviceActivityProbe
+        from neuron_prof.backends.probes.device import DeviceActivityProbe, KinetoDeviceLinkProbe
         from neuron_prof.backends.probes.dtype import DtypeProbe
         from neuron_prof.backends.probes.fallback import FallbackProbe
         from neuron_prof.backends.probes.memory import MemoryProbe
@@ -84,7 +84,7 @@ class NeuronBackend(ProbeBackend):
             clear = getattr(mod, "clear_op_tracking", None)
             probes.append(FallbackProbe(lambda: _compat.fallback_ops(mod), clear if callable(clear) else None, sync,
                                         d2h=(lambda: device.d2h_hosts) if device is not None else None))
-        probes += [SyncProbe(DEVICE), DtypeProbe(DEVICE),
+        probes += [KinetoDeviceLinkProbe(), SyncProbe(DEVICE), DtypeProbe(DEVICE),
                    MemoryProbe(DEVICE, lambda: _compat.device_count(mod, DEVICE), self._memory), CollectivesProbe()]
         return probes
 

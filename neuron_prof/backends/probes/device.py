@@ -116,3 +116,38 @@ def _seqnr_index(view: HostView) -> dict[tuple[Any, int], int]:
         if isinstance(sn, int):
             out.setdefault((tracks[int(view.track[r])].tid, sn), int(r))
     return out
+
+
+class KinetoDeviceLinkProbe(Probe):
+    """Launch flows for device events Kineto itself recorded (``privateuse1_driver``, kernels) that have none:
+    by ``External id`` shared with a host cpu_op, else by ``correlation`` with a runtime call."""
+
+    name = "device_links"
+
+    def contribute(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView) -> None:
+        from neuron_prof.model import KinetoCat
+
+        dev = view.cat_rows(*KinetoCat.DEVICE_CATS)
+        if not len(dev):
+            return
+        linked = set(builder.f_dst)
+        missing = [int(r) for r in dev if int(r) not in linked]
+        if not missing:
+            return
+        ext: dict[Any, int] = {}
+        for r in view.cat_rows(KinetoCat.CPU_OP):
+            e = view.args(int(r)).get("External id")
+            if e is not None:
+                ext.setdefault(e, int(r))
+        corr: dict[Any, int] = {}
+        for r in view.cat_rows(KinetoCat.CUDA_RUNTIME, "cuda_driver", "privateuse1_runtime"):
+            c = view.args(int(r)).get("correlation")
+            if c is not None:
+                corr[c] = int(r)
+        for r in missing:
+            a = view.args(r)
+            src = corr.get(a.get("correlation"), -1) if a.get("correlation") is not None else -1
+            if src < 0 and a.get("External id") is not None:
+                src = ext.get(a.get("External id"), -1)
+            if src >= 0:
+                builder.add_flow(src, r, cat=Cat.DEVICE, name="launch")
