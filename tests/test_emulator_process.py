@@ -118,9 +118,21 @@ with profile(activities=[ProfilerActivity.CPU]) as prof:
 names = {e.name for e in prof.events()}
 t = torch.tensor([float(rank + 1)], device="neuron")
 dist.all_reduce(t)
+gathered = [torch.zeros(2, device="neuron") for _ in range(world)]
+dist.all_gather(gathered, torch.full((2,), float(rank), device="neuron"))
+flat = torch.zeros(2 * world, device="neuron")
+dist.all_gather_into_tensor(flat, torch.full((2,), float(rank), device="neuron"))
+rs = torch.zeros(2, device="neuron")
+dist.reduce_scatter_tensor(rs, torch.arange(4.0, device="neuron"))
+b = torch.full((3,), float(rank + 10), device="neuron")
+dist.broadcast(b, src=1)
+dist.barrier()
+colls = [r["name"] for r in emulator.ground_truth().records("collective")]
 out = {"params": [p.detach().cpu().flatten().tolist() for p in ddp.module.parameters()],
        "record_param_comms": "record_param_comms" in names, "allreduce_sum": t.item(),
-       "device": str(next(ddp.module.parameters()).device), "backend": dist.get_backend()}
+       "device": str(next(ddp.module.parameters()).device), "backend": dist.get_backend(),
+       "gathered": [g.cpu().tolist() for g in gathered], "flat": flat.cpu().tolist(),
+       "bcast": b.cpu().tolist(), "rs": rs.cpu().tolist(), "collectives": colls}
 dist.destroy_process_group()
 print(json.dumps(out))
 """
@@ -164,9 +176,13 @@ def test_ddp_two_processes_on_backend_neuron() -> None:
         torch.nn.functional.mse_loss(model(x), y).backward()
         opt.step()
     expected = [p.detach().flatten().tolist() for p in model.parameters()]
-    for res in results:
+    for rank, res in enumerate(results):
         assert res["device"] == "neuron:0" and res["backend"] == "neuron"
+        assert res["rs"] == [[0.0, 2.0], [4.0, 6.0]][rank]  # rank r gets chunk r of 2 * arange(4)
         assert res["allreduce_sum"] == 3.0
+        assert res["gathered"] == [[0.0, 0.0], [1.0, 1.0]] and res["flat"] == [0.0, 0.0, 1.0, 1.0]
+        assert res["bcast"] == [11.0] * 3
+        assert {"allreduce", "allgather", "_allgather_base", "broadcast"} <= set(res["collectives"])
         assert not res["record_param_comms"]
         for got, want in zip(res["params"], expected, strict=True):
             assert got == pytest.approx(want, rel=1e-5, abs=1e-6)

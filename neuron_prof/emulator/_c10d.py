@@ -86,6 +86,15 @@ class NeuronProcessGroup(dist.ProcessGroup):
     def _allgather_base(self, output: Any, input: Any, opts: Any) -> Any:  # noqa: A002
         return self._run("_allgather_base", 0, 1.0, output, input, opts)
 
+    def all_gather_single(self, output: Any, input: Any, opts: Any) -> Any:  # noqa: A002
+        return self._run("_allgather_base", 0, 1.0, output, input, opts)
+
+    def reduce_scatter_single(self, output: Any, input: Any, opts: Any) -> Any:  # noqa: A002
+        return self._run("_reduce_scatter_base", 0, 1.0, output, input, opts)
+
+    def all_to_all_single(self, output: Any, input: Any, out_splits: Any, in_splits: Any, opts: Any) -> Any:  # noqa: A002
+        return self._run("alltoall_base", 0, 1.0, output, input, out_splits, in_splits, opts)
+
     def allgather_coalesced(self, output_lists: Any, input_list: Any, opts: Any) -> Any:
         return self._run("allgather_coalesced", 0, 1.0, output_lists, input_list, opts)
 
