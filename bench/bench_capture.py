@@ -92,29 +92,42 @@ def main(argv: list[str] | None = None) -> None:
                                      "neuron_prof": []}
     ends: list[dict[str, float]] = []
     tmp = Path(tempfile.mkdtemp(prefix="bench-capture-"))
-    for _ in range(args.rounds):
+    end: dict[str, float] = {}
+
+    def run_none() -> None:
         times["none"] += _timed_steps(step, args.steps, None)[1:]
+
+    def run_bare() -> None:
         p = _bare_profiler()
         p.start()
         times["torch.profiler"] += _timed_steps(step, args.steps, p.step)[1:]
         t0 = time.perf_counter()
         p.stop()
-        bare_stop = time.perf_counter() - t0
+        end["bare_stop"] = time.perf_counter() - t0
+
+    def run_np_bare() -> None:
         s0 = neuron_prof.profile(None, quiet=True, probes=[]).start()
         times["neuron_prof, no probes"] += _timed_steps(step, args.steps, s0.step)[1:]
         s0.stop()
+
+    def run_np() -> None:
         s = neuron_prof.profile(tmp / "t.json", quiet=True).start()
         times["neuron_prof"] += _timed_steps(step, args.steps, s.step)[1:]
         t0 = time.perf_counter()
         s.stop()
-        end_s = time.perf_counter() - t0
+        end["end"] = time.perf_counter() - t0
         tm = s.trace.metadata.get("capture_timings_ns", {}) if s.trace is not None else {}
-        ends.append({"end": end_s, "bare_stop": bare_stop, "export": tm.get("export", 0) / 1e9,
-                     "parse": tm.get("parse", 0) / 1e9, "contribute": tm.get("contribute", 0) / 1e9,
-                     "build": tm.get("build", 0) / 1e9,
-                     "events": float(s.trace.n_events if s.trace is not None else 0),
-                     "json_mb": (tmp / "t.json").stat().st_size / 1e6,
-                     "pftrace_mb": (tmp / "t.pftrace").stat().st_size / 1e6})
+        end.update({k: tm.get(k, 0) / 1e9 for k in ("export", "parse", "contribute", "build")})
+        end["events"] = float(s.trace.n_events if s.trace is not None else 0)
+        end["json_mb"] = (tmp / "t.json").stat().st_size / 1e6
+        end["pftrace_mb"] = (tmp / "t.pftrace").stat().st_size / 1e6
+
+    modes = [run_none, run_bare, run_np_bare, run_np]
+    for r in range(args.rounds):
+        # Rotate the order each round so that no mode always follows another's end-of-session work.
+        for fn in modes[r % 4:] + modes[:r % 4]:
+            fn()
+        ends.append(dict(end))
     _print(times, ends, args, torch.__version__)
 
 
