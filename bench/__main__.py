@@ -97,6 +97,8 @@ def _run_one(name: str, args: list[str], out_dir: Path) -> int:
                                 cwd=HERE.parent)
         assert proc.stdout is not None
         for line in proc.stdout:
+            if line.startswith("USDT:"):  # Kineto's trace points on stderr, one per profiler start/stop
+                continue
             sys.stdout.write(line)
             log.write(line)
         rc = proc.wait()
