@@ -35,6 +35,7 @@ class Bench:
     about: str
     args: Callable[[int | None, bool], list[str]]
     """(events or None, quick) -> the benchmark's default arguments in the suite."""
+    env: tuple[tuple[str, str], ...] = ()
 
 
 def _events(default: int, quick_n: int) -> Callable[[int | None, bool], list[str]]:
@@ -57,6 +58,24 @@ def _export_real(n: int | None, quick: bool) -> list[str]:
     return ["--trace", str(real), *_events(1_000_000, 100_000)(n, quick)]
 
 
+def _tui_file(cached: bool) -> Callable[[int | None, bool], list[str]]:
+    """bench_tui on the generated Kineto JSON file (load included in the first screen); `cached`: the
+    loader's columnar index is made first, so this is a second open."""
+
+    def args(n: int | None, quick: bool) -> list[str]:
+        from bench.bench_ingest import generated
+
+        folder = Path(os.environ.get("TMPDIR", "/tmp")) / "neuron-prof-bench"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = generated(n or (100_000 if quick else 1_000_000), folder)
+        if cached:  # in a child process: this one stays small (peak RSS would be inherited through fork)
+            subprocess.run([sys.executable, "-c", "import sys, neuron_prof; neuron_prof.load(sys.argv[1])",
+                            str(path)], check=True, cwd=HERE.parent)
+        return ["--trace", str(path), *(["--repeat", "2"] if quick else [])]
+
+    return args
+
+
 BENCHES: dict[str, Bench] = {
     "capture": Bench("bench.bench_capture", "step time: none / torch.profiler / neuron_prof.profile (CPU)",
                      _fixed([], ["--rounds", "1", "--steps", "4"])),
@@ -73,26 +92,31 @@ BENCHES: dict[str, Bench] = {
     "export-real": Bench("bench.bench_export", "the same on a real trace repeated with shifted times", _export_real),
     "tui": Bench("bench.bench_tui", "TUI first screen and keypress latency at 1M events",
                  lambda n, q: [*_events(1_000_000, 100_000)(n, q), *(["--repeat", "2"] if q else [])]),
+    "tui-file": Bench("bench.bench_tui", "TUI opening a 1M-event Kineto JSON file, first open (no index)",
+                      _tui_file(False), (("NEURON_PROF_CACHE", "0"),)),
+    "tui-file-cached": Bench("bench.bench_tui", "TUI opening the same file again (columnar index beside it)",
+                             _tui_file(True)),
     "formats": Bench("bench.check_formats", "generated trace -> .pftrace passes pftrace_check; HTA parses it",
                      lambda n, q: ["--events", str(min(n or 100_000, 200_000))]),
 }
 
 
 def _usage() -> str:
-    rows = "\n".join(f"  {k:14} {b.about}" for k, b in BENCHES.items())
+    rows = "\n".join(f"  {k:16} {b.about}" for k, b in BENCHES.items())
     return f"{__doc__}\nbenchmarks:\n{rows}\n"
 
 
 def _run_one(name: str, args: list[str], out_dir: Path) -> int:
     b = BENCHES[name]
     cmd = [sys.executable, "-m", b.module, *args]
-    head = f"## {name}: {b.about}\n$ python -m {b.module} {' '.join(args)}\n{_machine.describe()}\n"
+    envs = "".join(f"{k}={v} " for k, v in b.env)
+    head = f"## {name}: {b.about}\n$ {envs}python -m {b.module} {' '.join(args)}\n{_machine.describe()}\n"
     print(head, flush=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     with (out_dir / f"{name}.txt").open("w") as log:
         log.write(head + "\n")
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **dict(b.env)}
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                                 cwd=HERE.parent)
         assert proc.stdout is not None
