@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import torch
 
 from neuron_prof.emulator import _state
+from neuron_prof.emulator import _tensor as _tensor_module
 from neuron_prof.emulator._tensor import NeuronTensor
 from neuron_prof.emulator._timing import (
     KIND_COPY_D2H,
@@ -357,3 +358,6 @@ def copy_from_host(dst: NeuronTensor, src: torch.Tensor) -> NeuronTensor:
     )
     rt.gt.add("copy", "h2d", t0, time.time_ns(), dst._dev, start, end, detail=nbytes)
     return dst
+
+
+_tensor_module._execute = execute

@@ -13,6 +13,8 @@ import torch
 from neuron_prof.emulator import _state
 
 _DEVICES: list[torch.device] = []
+_execute: Any = None
+"""_dispatch.execute, set when _dispatch loads (it imports this module, so not imported here)."""
 
 
 def set_devices(n: int) -> None:
@@ -59,9 +61,7 @@ class NeuronTensor(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        from neuron_prof.emulator._dispatch import execute
-
-        return execute(func, args, kwargs or {})
+        return _execute(func, args, kwargs or {})
 
     def __tensor_flatten__(self) -> tuple[list[str], int]:
         return ["_elem"], self._dev
