@@ -308,8 +308,8 @@ def _requested_bytes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
     n = 1
     for d in size:
         n *= int(d)
-    dtype = kwargs.get("dtype") or (args[2] if len(args) > 2 and isinstance(args[2], torch.dtype) else None)
-    return n * (dtype or torch.get_default_dtype()).itemsize
+    dtype = kwargs.get("dtype") or torch.get_default_dtype()  # keyword-only in both allocators' schemas
+    return n * dtype.itemsize
 
 
 def host_seq_nr(u: _Unwrapped) -> int:
