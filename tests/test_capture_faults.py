@@ -232,8 +232,9 @@ def test_sigkill_after_some_cycles_keeps_the_checkpoint(tmp_path: Path) -> None:
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == -signal.SIGKILL, err
     trace = neuron_prof.load(tmp_path / "trace.json")
-    assert trace.metadata["capture_exit"] == "checkpoint after cycle 4"
-    assert {"ProfilerStep#0", "ProfilerStep#3"} <= slice_names(trace)
+    # Checkpoints are spaced to cost at most ~10% of the run, so the last one may be before cycle 4.
+    assert trace.metadata["capture_exit"].startswith("checkpoint after cycle ")
+    assert "ProfilerStep#0" in slice_names(trace)
     assert not (tmp_path / "trace.pftrace").exists()  # the .pftrace is written only at the end
 
 
@@ -255,3 +256,21 @@ def test_exporter_that_raises_is_reported_and_the_other_file_written(tmp_path: P
     assert result == train_step(model2, opt2, 0)
     assert prof.paths == [tmp_path / "t.json"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]  # no half-written .pftrace left
+
+
+def test_ctrl_c_while_saving_waits_for_the_save() -> None:
+    from neuron_prof.capture._signals import defer_sigint
+
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        with defer_sigint():
+            os.kill(os.getpid(), signal.SIGINT)  # held: the "save" goes on
+            done.append("saved")
+    assert done == ["saved"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(KeyboardInterrupt):
+        with defer_sigint():
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)  # the second one abandons the save at once
+            done.append("not reached")
+    assert done == ["saved"]

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from neuron_prof.backends.base import CaptureContext
 from neuron_prof.capture import _env, _outputs
 from neuron_prof.capture._report import CaptureWarning, dedup_errors, report_problems, user_stacklevel
-from neuron_prof.capture._signals import SignalGuard
+from neuron_prof.capture._signals import SignalGuard, defer_sigint
 from neuron_prof.model import Meta, TraceBuilder
 
 if TYPE_CHECKING:
@@ -110,6 +110,7 @@ class Session(contextlib.ContextDecorator):
         self._step_start = 0
         self._timings: dict[str, int] = {}
         self._pg_info: dict[str, Any] | None = None
+        self._next_checkpoint = 0.0
         self._signals = SignalGuard(self._on_signal)
 
     @property
@@ -182,13 +183,17 @@ class Session(contextlib.ContextDecorator):
                 self._timings["in_steps"] = self._timings.get("in_steps", 0) + time.perf_counter_ns() - t0
 
     def stop(self, reason: str = "ok") -> Trace | None:
-        """Stop recording, build the Trace, write the files. Never raises. Returns the Trace (or None)."""
+        """Stop recording, build the Trace, write the files. Returns the Trace (or None).
+
+        Never raises, except KeyboardInterrupt for a Ctrl-C pressed while saving (raised once saved).
+        """
         global _ACTIVE
         if self._finished:
             return self.trace
         self._finished = True
         try:
-            self._finish(reason)
+            with defer_sigint():  # a Ctrl-C while saving waits for the save; a second one abandons it
+                self._finish(reason)
         finally:
             self._recording = False
             self._signals.restore()
@@ -323,6 +328,8 @@ class Session(contextlib.ContextDecorator):
         no handler sees (SIGKILL, the OOM killer, a segfault) still leaves it. Probe tracks come at the end."""
         if not (self._recording and self.checkpoint) or self._finished or self.output is None:
             return
+        if time.monotonic() < self._next_checkpoint:
+            return
         t0 = time.perf_counter_ns()
         try:
             assert self._builder is not None and self._collector is not None
@@ -334,7 +341,11 @@ class Session(contextlib.ContextDecorator):
             _outputs.write_atomic(trace, path)
         except Exception as e:  # noqa: BLE001
             self._record_error("checkpoint", e, "write")
-        self._timings["checkpoint"] = self._timings.get("checkpoint", 0) + time.perf_counter_ns() - t0
+        cost = time.perf_counter_ns() - t0
+        self._timings["checkpoint"] = self._timings.get("checkpoint", 0) + cost
+        # Each checkpoint rewrites everything so far, so it grows with the run; skip cycles so that
+        # checkpoints take at most ~10% of the time they protect.
+        self._next_checkpoint = time.monotonic() + 9 * cost / 1e9
 
     def _report(self, report: _outputs.WriteReport | None) -> None:
         report_problems(self.context.errors, report)

@@ -8,9 +8,11 @@ handler runs) exactly as it would have without the profiler.
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -60,3 +62,34 @@ class SignalGuard:
             self.restore()
             # Re-deliver: SIG_DFL terminates with the signal's status, a user handler runs now, SIG_IGN ignores.
             signal.raise_signal(signum)
+
+
+@contextlib.contextmanager
+def defer_sigint() -> Iterator[None]:
+    """Hold a Ctrl-C until the block ends (then raise KeyboardInterrupt); a second one raises at once.
+
+    Saving a large trace takes seconds; the first Ctrl-C of an impatient user would otherwise lose it.
+    Main thread only, and only while Python's own SIGINT handler is installed.
+    """
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    pending: list[int] = []
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if pending:
+            raise KeyboardInterrupt
+        pending.append(signum)
+        try:
+            print("neuron-prof: saving the trace; press Ctrl-C again to abandon it", file=sys.stderr, flush=True)
+        except Exception:  # noqa: BLE001
+            pass
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if pending:
+        raise KeyboardInterrupt
