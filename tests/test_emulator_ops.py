@@ -100,3 +100,12 @@ def test_in_place_shape_changes_update_the_device_tensor(tnx) -> None:  # type: 
     assert torch.add(torch.ones(2, 3, device="neuron"), 1, out=out) is out and out.sum().item() == 12.0
     with pytest.raises(RuntimeError, match="cannot grow in place"):
         torch.ones(2, device="neuron").resize_(8)
+
+
+def test_dataloader_with_pin_memory_still_works(tnx) -> None:  # type: ignore[no-untyped-def]
+    ds = torch.utils.data.TensorDataset(torch.arange(8.0).reshape(4, 2))
+    batches = [
+        b.to("neuron", non_blocking=True) for (b,) in torch.utils.data.DataLoader(ds, 2, pin_memory=True)
+    ]
+    assert [b.device.type for b in batches] == ["neuron", "neuron"]
+    assert torch.cat(batches).sum().item() == 28.0

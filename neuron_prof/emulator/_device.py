@@ -177,6 +177,24 @@ def _composite_factory(name: str) -> Any:
     return kernel
 
 
+def _allow_pageable_pin_memory() -> None:
+    """Tensor.pin_memory() needs a pinned-memory allocator that only C++ hooks can give, and the emulated
+    accelerator makes DataLoader(pin_memory=True) call it: return the tensor unpinned instead (pinning only
+    speeds up copies; the emulator's host->device copies are modelled anyway)."""
+    original = torch.Tensor.pin_memory
+    if getattr(original, "_neuron_pageable", False):
+        return
+
+    def pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
+        try:
+            return original(self) if device is None else original(self, device)
+        except NotImplementedError:
+            return self
+
+    pin_memory._neuron_pageable = True  # type: ignore[attr-defined]
+    torch.Tensor.pin_memory = pin_memory  # type: ignore[method-assign]
+
+
 def register(module: types.ModuleType, num_devices: int) -> None:
     """Rename PrivateUse1 to "neuron" and install the kernels a Python backend needs."""
     from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
@@ -194,4 +212,5 @@ def register(module: types.ModuleType, num_devices: int) -> None:
     from neuron_prof.emulator import _autocast
 
     _autocast.register(lib)
+    _allow_pageable_pin_memory()
     _LIBS.extend([glob, lib])
