@@ -31,7 +31,7 @@ MIN_BYTES = 48 << 20
 """Below this a second process costs more than it saves (interpreter + numpy start: ~0.3 s)."""
 PART_BYTES = 24 << 20
 """At least this much JSON per part."""
-PARENT_SHARE = 0.8
+PARENT_SHARE = 0.9
 """The parent's range, as a fraction of an even share (it merges and finishes besides)."""
 _SEP = re.compile(rb"\}\s*,\s*\{")
 HEAD_BYTES = 8 << 20
