@@ -404,3 +404,74 @@ def test_config_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # 
     monkeypatch.delenv("NEURON_PROF_EMULATE_CACHE_DIR")
     monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "neff"))
     assert EmulatorConfig.from_env().cache_dir == str(tmp_path / "neff")  # the real variable works too
+
+
+def test_module_has_torch_neuronx_names_and_shapes(tnx, cfg: EmulatorConfig) -> None:  # type: ignore[no-untyped-def]
+    import dataclasses
+    import sys
+
+    # Names and keys as in torch_neuronx's __init__.py and its _C bindings (aws-neuron/torch-neuronx)
+    assert sys.modules["torch_neuronx"] is tnx and sys.modules["torch_neuronx._C"] is tnx._C
+    for name in (
+        "get_fallback_ops",
+        "get_executed_ops",
+        "clear_op_tracking",
+        "get_dynamo_metrics",
+        "reset_dynamo_metrics",
+        "synchronize",
+        "device_count",
+        "current_device",
+        "memory_stats",
+        "memory_allocated",
+        "max_memory_allocated",
+        "memory_reserved",
+        "reset_peak_memory_stats",
+    ):
+        assert callable(getattr(tnx, name)) and callable(getattr(torch.neuron, name)), name
+    torch.ones(3, device="neuron").add(1)
+    stats = tnx._C._get_compilation_cache_stats()
+    assert set(stats) == {
+        "total_entries",
+        "in_memory_hits",
+        "in_memory_misses",
+        "persistent_hits",
+        "persistent_misses",
+        "cache_hits",
+        "cache_misses",
+        "hit_rate",
+        "memory_usage_bytes",
+        "total_compilation_time_ms",
+        "evictions_performed",
+        "total_compilations",
+        "max_cache_size_bytes",
+        "max_cache_entries",
+        "memory_utilization_ratio",
+    }
+    entry = tnx._C._get_compilation_cache_entries()[0]
+    assert set(entry) == {"cache_key", "neff_size_bytes", "access_count", "compilation_time_ms"}
+    assert set(torch.neuron.memory_stats()) == {
+        "allocated_bytes",
+        "reserved_bytes",
+        "active_bytes",
+        "num_alloc_retries",
+        "num_ooms",
+        "num_tensor_frees",
+        "allocation_requests",
+    }
+    fields = {
+        f.name for f in dataclasses.fields(tnx.get_dynamo_metrics.__globals__["NeuronCompilationMetrics"])
+    }
+    assert fields == {
+        "graph_id",
+        "graph_name",
+        "model_name",
+        "has_collectives",
+        "graph_node_count",
+        "timestamp",
+        "torch_neuronx_fx_passes_us",
+        "torch_neuronx_lower_us",
+        "torch_neuronx_compile_us",
+    }
+    assert torch.neuron.device_count() == 1 and torch.neuron.get_device_properties(0).total_memory > 0
+    samples = tnx._C._neuron_metric_data("CompilationCache.CompilationTime")
+    assert samples is None or {"timestamp_ns", "value"} == set(samples["samples"][0])
