@@ -474,4 +474,4 @@ def test_module_has_torch_neuronx_names_and_shapes(tnx, cfg: EmulatorConfig) -> 
     }
     assert torch.neuron.device_count() == 1 and torch.neuron.get_device_properties(0).total_memory > 0
     samples = tnx._C._neuron_metric_data("CompilationCache.CompilationTime")
-    assert samples is None or {"timestamp_ns", "value"} == set(samples["samples"][0])
+    assert samples is not None and {"timestamp_ns", "value"} == set(samples["samples"][0])
