@@ -178,3 +178,25 @@ def test_trace_strings_are_literal_text() -> None:
     assert "\\[bold red\\]" not in md and "aten::x\\|y" in md and "a\\|b.py:[3]" in md
     row = next(ln for ln in md.splitlines() if ln.startswith("| 1 |"))
     assert row.replace("\\|", "").count("|") == 9
+
+
+def test_summary_warns_on_stderr_about_a_truncated_trace(tmp_path, capsys) -> None:
+    import gzip
+
+    from tests.conftest import KINETO_DIR
+
+    src = KINETO_DIR / "nccl_parser_config_nccl_data.json.gz"
+    if not src.exists():
+        import pytest
+
+        pytest.skip("../shared/traces absent")
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(gzip.decompress(src.read_bytes())[:300_000])
+    from neuron_prof.cli import main
+
+    assert main(["summary", str(cut), "--json"]) == 0
+    out, err = capsys.readouterr()
+    import json
+
+    assert "findings" in json.loads(out)
+    assert "truncated" in err and str(cut) in err

@@ -43,7 +43,13 @@ def command(
 
     if as_json and markdown:
         raise UsageError("choose one of --json and --markdown")
-    rep = report(load(trace_path), warmup_steps=warmup_steps)
+    trace = load(trace_path)
+    warnings = trace.metadata.get("load_warnings") or []
+    for w in warnings[:5]:  # a damaged file loaded best-effort: say so, on stderr so --json stays clean
+        click.echo(f"neuron-prof: warning: {trace_path}: {w}", err=True)
+    if len(warnings) > 5:
+        click.echo(f"neuron-prof: warning: {trace_path}: ... and {len(warnings) - 5} more", err=True)
+    rep = report(trace, warmup_steps=warmup_steps)
     if as_json:
         data = summary_json(rep)
     elif markdown:
