@@ -81,20 +81,21 @@ def dynamo_metrics(mod: Any) -> list[dict[str, Any]] | None:
 
 
 def synchronize(mod: Any, device_type: str = "neuron") -> None:
-    """``torch.neuron.synchronize()`` (docs), else the module's own ``synchronize``."""
+    """The module's ``synchronize`` (torch_neuronx re-exports it), else ``torch.neuron.synchronize()`` (docs)."""
     import torch
 
-    dev_mod = getattr(torch, device_type, None)
-    fn = getattr(dev_mod, "synchronize", None) or getattr(mod, "synchronize", None)
+    fn = getattr(mod, "synchronize", None)
+    if not callable(fn):
+        fn = getattr(getattr(torch, device_type, None), "synchronize", None)
     if callable(fn):
         fn()
 
 
 def device_count(mod: Any, device_type: str = "neuron") -> int:
-    """``torch.neuron.device_count()``, else the module's own."""
+    """The module's ``device_count``, else ``torch.neuron.device_count()``."""
     import torch
 
-    fn = getattr(getattr(torch, device_type, None), "device_count", None) or getattr(mod, "device_count", None)
+    fn = getattr(mod, "device_count", None) or getattr(getattr(torch, device_type, None), "device_count", None)
     try:
         return int(fn()) if callable(fn) else 0
     except Exception:  # noqa: BLE001

@@ -102,7 +102,12 @@ class NeuronBackend(ProbeBackend):
     def _memory(self, d: int) -> tuple[int | None, ...] | None:
         import torch
 
-        dev_mod = getattr(torch, DEVICE, None) or self.module
+        # the module we were given first (it is the authority), then the device module torch exposes
+        dev_mod = self.module if callable(getattr(self.module, "memory_stats", None)) else getattr(torch, DEVICE, None)
+        alloc_fn, res_fn = getattr(dev_mod, "memory_allocated", None), getattr(dev_mod, "memory_reserved", None)
+        if callable(alloc_fn) and callable(res_fn):  # ~10x cheaper than building the nested stats dict
+            peak_fn = getattr(dev_mod, "max_memory_allocated", None)
+            return int(alloc_fn(d)), int(res_fn(d)), int(peak_fn(d)) if callable(peak_fn) else None
         fn = getattr(dev_mod, "memory_stats", None)
         if not callable(fn):
             return None
