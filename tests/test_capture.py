@@ -6,6 +6,7 @@ import gzip
 import json
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -216,3 +217,19 @@ def test_start_stop_by_hand(tmp_path: Path) -> None:
     assert trace is s.trace and trace is not None
     assert s.stop() is trace  # idempotent
     assert (tmp_path / "hand.json").exists()
+
+
+def test_recursive_decorated_function_records_once(tmp_path: Path) -> None:
+    out = tmp_path / "rec.json"
+
+    @neuron_prof.profile(out, quiet=True, pftrace=False)
+    def fact(n: int) -> int:
+        torch.ones(2).logcumsumexp(0)
+        return 1 if n <= 1 else n * fact(n - 1)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CaptureWarning)  # no "already recording" for its own recursion
+        assert fact(4) == 24
+    trace = neuron_prof.load(out)
+    sid = trace.strings.get("aten::logcumsumexp")
+    assert int((trace.slices.name == sid).sum()) == 4  # all four calls in one trace

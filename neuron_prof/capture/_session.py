@@ -92,6 +92,8 @@ class Session(contextlib.ContextDecorator):
         self.paths: list[Path] = []
         """Files written by the last run of this session."""
         self.context = CaptureContext()
+        self._depth = 0
+        self._recording = False
         self._reset()
 
     # ---- lifecycle -------------------------------------------------------------------------
@@ -118,11 +120,17 @@ class Session(contextlib.ContextDecorator):
         return self._recording
 
     def __enter__(self) -> Session:
-        self.start()
+        # A decorated function that calls itself enters the same Session again: the outer call records.
+        self._depth += 1
+        if self._depth == 1:
+            self.start()
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> bool:
+        self._depth -= 1
+        if self._depth > 0:
+            return False
         if exc_type is None:
             reason = "ok"
         elif issubclass(exc_type, KeyboardInterrupt):
@@ -137,6 +145,8 @@ class Session(contextlib.ContextDecorator):
     def start(self) -> Session:
         """Start recording. Never raises: if the profiler cannot start, the block runs unprofiled."""
         global _ACTIVE
+        if self._recording:
+            return self  # start() twice: keep the recording that runs
         self._reset()
         with _ACTIVE_LOCK:
             if _ACTIVE is not None:
