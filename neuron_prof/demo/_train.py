@@ -12,6 +12,7 @@ On the CPU they cost little; on the emulated neuron device each shows up as it w
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -54,8 +55,25 @@ def emulator_available() -> bool:
     return callable(getattr(emu, "enable", None))
 
 
+def real_neuron_available() -> bool:
+    """Whether the real torch-neuronx is installed (then "neuron" is a real Trainium device)."""
+    import importlib.util
+
+    mod = sys.modules.get("torch_neuronx")
+    if mod is not None:  # `import torch` autoloads the real one; the emulator publishes its look-alike here
+        try:
+            from neuron_prof.emulator import torch_neuronx_module
+        except ImportError:
+            return True
+        return mod is not torch_neuronx_module()
+    try:
+        return importlib.util.find_spec("torch_neuronx") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def default_device() -> str:
-    return "neuron" if emulator_available() else "cpu"
+    return "neuron" if real_neuron_available() or emulator_available() else "cpu"
 
 
 def batches(steps: int, batch: int = 8, seed: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -71,8 +89,12 @@ def batches(steps: int, batch: int = 8, seed: int = 0) -> Iterator[tuple[torch.T
 
 
 def prepare_device(device: str) -> None:
-    """Enable the emulated neuron device when asked for one and no real torch-neuronx is present."""
+    """Make device "neuron" exist: the real torch-neuronx when installed, else the emulated device."""
     if device != "neuron":
+        return
+    if real_neuron_available():  # on a Trainium host the demo runs on the real device
+        import torch_neuronx  # noqa: F401
+
         return
     from neuron_prof.errors import UsageError
 
