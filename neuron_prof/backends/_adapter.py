@@ -21,9 +21,9 @@ from neuron_prof.model import Meta
 if TYPE_CHECKING:
     from neuron_prof.model import TraceBuilder
 
-PROBE_OVERHEAD = "probe_overhead_ns"
+PROBE_OVERHEAD = Meta.PROBE_OVERHEAD
 """Metadata key: {probe name: ns} spent by each probe in the user's program (hooks while it ran + start/stop)."""
-PROBE_HOOKS = "probe_hook_ns"
+PROBE_HOOKS = Meta.PROBE_HOOKS
 """Metadata key: {probe name: ns} spent inside hooks while the user's code ran (wrappers, sampler thread)."""
 
 

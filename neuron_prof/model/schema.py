@@ -101,6 +101,28 @@ class Arg:
     BUSBW: Final = "busbw_gbps"
     SHAPE: Final = "shape"
     OP: Final = "op"
+    # added by the backend probes (see neuron_prof/backends/probes/)
+    SILENT: Final = "silent"  # fallback the backend did not report (found from device-to-host transfers)
+    INFERRED: Final = "inferred"  # compile stall inferred from op durations (the backend reported none)
+    REPORTED_AS: Final = "reported_as"  # the backend's own name for a fallen-back op ("aten::sort.stable")
+    INPUT_BYTES: Final = "input_bytes"
+    DEVICE_TS: Final = "device_ts_ns"  # a collective's device span (NCCL kernel), when the backend gives one
+    DEVICE_DUR: Final = "device_dur_ns"
+    WORK_TS: Final = "work_ts_ns"  # a collective's backend work span (gloo:/nccl: annotation)
+    WORK_DUR: Final = "work_dur_ns"
+    REASON: Final = "reason"  # graph break / recompile-limit reason
+    DEEP: Final = "deep"  # recorded by the opt-in dispatch-level fallback mode
+    BYTES: Final = "bytes"
+    DEVICE: Final = "device"
+
+
+class EventName:
+    """Names of probe instants that analyses look for."""
+
+    RECOMPILE_LIMIT: Final = "recompile limit hit"
+    GRAPH_BREAK: Final = "graph break"
+    MEMORY_PEAK: Final = "memory peak"
+    DTYPE_DEMOTION: Final = "float64 -> float32"
 
 
 class KinetoCat:
@@ -131,6 +153,8 @@ class Meta:
     BACKEND: Final = "backend"  # adapter that captured it: "cpu" | "cuda" | "neuron" | ...
     PROBE_ERRORS: Final = "probe_errors"  # list of {"probe", "error"}
     OVERHEAD_NS: Final = "profiler_overhead_ns"
+    PROBE_OVERHEAD: Final = "probe_overhead_ns"  # {probe: ns} each probe cost the user's program (hooks + start/stop)
+    PROBE_HOOKS: Final = "probe_hook_ns"  # {probe: ns} spent inside hooks while user code ran
     WARNINGS: Final = "load_warnings"
     KINETO: Final = "kineto"  # Kineto's own top-level keys (deviceProperties, distributedInfo, ...)
     WALL: Final = "wall_ns"  # (start, end) of the profiled region when known

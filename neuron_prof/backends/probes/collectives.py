@@ -224,9 +224,9 @@ class CollectivesProbe(Probe):
             links.append(("device", _take_kernel(kernels, rec, view)))
             for kind, k in links:
                 if kind == "work" and k is not None:  # the real span of the collective on the backend's worker
-                    rec.extra.update(work_ts_ns=int(view.ts[k]), work_dur_ns=int(view.dur[k]))
+                    rec.extra.update({Arg.WORK_TS: int(view.ts[k]), Arg.WORK_DUR: int(view.dur[k])})
                 if kind == "device" and k is not None:
-                    rec.extra.update(device_ts_ns=int(view.ts[k]), device_dur_ns=int(view.dur[k]))
+                    rec.extra.update({Arg.DEVICE_TS: int(view.ts[k]), Arg.DEVICE_DUR: int(view.dur[k])})
             row = self._add(builder, ctx, track, rec)
             for kind, k in links:
                 if k is not None:
@@ -242,7 +242,7 @@ class CollectivesProbe(Probe):
                 seq[rec.group] = rec.seq + 1
                 k = _take_kernel(kernels, rec, view)
                 if k is not None:
-                    rec.extra.update(device_ts_ns=int(view.ts[k]), device_dur_ns=int(view.dur[k]))
+                    rec.extra.update({Arg.DEVICE_TS: int(view.ts[k]), Arg.DEVICE_DUR: int(view.dur[k])})
                 row = self._add(builder, ctx, track, rec)
                 builder.add_flow(row, int(r), cat=Cat.COLLECTIVE, name="record_param_comms")
                 if k is not None:
@@ -251,7 +251,7 @@ class CollectivesProbe(Probe):
     def _add(self, builder: TraceBuilder, ctx: CaptureContext, track: int, rec: CollectiveRecord) -> int:
         dur = max(rec.end_ns - rec.start_ns, 1)
         # bandwidth over the device span when the backend gives one (NCCL kernels), else the host span
-        bw_dur = max(int(rec.extra.get("device_dur_ns") or dur), 1)
+        bw_dur = max(int(rec.extra.get(Arg.DEVICE_DUR) or dur), 1)
         size = rec.bytes_out if norm_op(rec.op) in ("allgather", "allgatherintotensor", "gather") else max(rec.bytes_in,
                                                                                                     rec.bytes_out)
         algbw = size / bw_dur  # bytes/ns == GB/s

@@ -16,14 +16,15 @@ from neuron_prof.backends.probes._common import probe_track, step_of
 from neuron_prof.backends.probes._probe import Probe
 from neuron_prof.backends.probes.callsite import short_path
 from neuron_prof.model import Arg, Cat, TrackKind
+from neuron_prof.model.schema import EventName
 
 if TYPE_CHECKING:
     from neuron_prof.backends.base import CaptureContext
     from neuron_prof.backends.probes._view import HostView
     from neuron_prof.model import TraceBuilder
 
-LIMIT_HIT = "recompile limit hit"
-GRAPH_BREAK = "graph break"
+LIMIT_HIT = EventName.RECOMPILE_LIMIT
+GRAPH_BREAK = EventName.GRAPH_BREAK
 _PHASES = (("entire_frame_compile", "entire_frame_compile_time_s"), ("backend_compile", "backend_compile_time_s"),
            ("inductor_compile", "inductor_compile_time_s"), ("code_gen", "code_gen_time_s"))
 
@@ -77,7 +78,7 @@ class CompileProbe(Probe):
         module = _module_at(view, ts, dur)
         fail = str(g("fail_reason") or "")
         if fail and ("recompile limit" in fail.lower() or "cache_size_limit" in fail or "cache size limit" in fail):
-            args: dict[str, Any] = {Arg.COMPILE_ID: cid, "reason": fail.split("\n", 1)[0], "limit": _limit(),
+            args: dict[str, Any] = {Arg.COMPILE_ID: cid, Arg.REASON: fail.split("\n", 1)[0], "limit": _limit(),
                                     Arg.STEP: step_of(ts, ctx)}
             if g("recompile_reason"):
                 args[Arg.RECOMPILE_REASON] = g("recompile_reason")
@@ -100,7 +101,7 @@ class CompileProbe(Probe):
                           {k: v for k, v in args.items() if v not in (None, "")})
         for reason in sorted(g("restart_reasons") or ()):
             builder.add_instant(track, ts, GRAPH_BREAK, Cat.COMPILE,
-                                {"reason": str(reason).split("\n", 1)[0], Arg.COMPILE_ID: cid, Arg.CALL_SITE: site})
+                                {Arg.REASON: str(reason).split("\n", 1)[0], Arg.COMPILE_ID: cid, Arg.CALL_SITE: site})
 
 
 def _cache_state(m: Any) -> str:

@@ -15,13 +15,14 @@ from neuron_prof.backends.probes._common import probe_track, step_of
 from neuron_prof.backends.probes._probe import Probe
 from neuron_prof.backends.probes.callsite import frame_call_site
 from neuron_prof.model import Arg, Cat, TrackKind
+from neuron_prof.model.schema import EventName
 
 if TYPE_CHECKING:
     from neuron_prof.backends.base import CaptureContext
     from neuron_prof.backends.probes._view import HostView
     from neuron_prof.model import TraceBuilder
 
-DEMOTION = "float64 -> float32"
+DEMOTION = EventName.DTYPE_DEMOTION
 
 
 def _target(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str | None, Any]:
@@ -133,5 +134,5 @@ class DtypeProbe(Probe):
         track = probe_track(builder, ctx, TrackKind.DTYPE)
         for ts, op, shape, site in self.records:
             builder.add_instant(track, ts, DEMOTION, Cat.DTYPE, {Arg.OP: op, Arg.SHAPE: shape, Arg.CALL_SITE: site,
-                                                                 "device": self.device_type,
+                                                                 Arg.DEVICE: self.device_type,
                                                                  Arg.STEP: step_of(ts, ctx)})

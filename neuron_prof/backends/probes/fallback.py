@@ -79,7 +79,7 @@ class FallbackProbe(Probe):
             args[Arg.STEP] = step_of(int(view.ts[row]), ctx)
             last = args.pop("fused_end_row", None)
             dur = int(view.end[last] - view.ts[row]) if last is not None else int(view.dur[row])
-            name = args["reported_as"] if last is not None else view.name_of(row)
+            name = args[Arg.REPORTED_AS] if last is not None else view.name_of(row)
             s = builder.add_slice(track, int(view.ts[row]), dur, name, Cat.FALLBACK,
                                   {k: v for k, v in args.items() if v not in (None, "")})
             builder.add_flow(row, s, cat=Cat.FALLBACK, name="fallback")
@@ -135,7 +135,7 @@ def reconstruct(view: HostView, names: list[str], d2h_hosts: list[tuple[Any, int
             k = op_key(view.name_of(r))
             if r in seen or k in COPY_OPS or k in SYNC_OPS or k in keys:
                 continue
-            out.append((r, {**_event_args(view, r, None, reported=""), "silent": True}))
+            out.append((r, {**_event_args(view, r, None, reported=""), Arg.SILENT: True}))
     out.sort(key=lambda e: int(view.ts[e[0]]))
     return out, sorted(set(names) - matched)
 
@@ -177,8 +177,8 @@ def _event_args(view: HostView, row: int, copy_bytes: int | None, reported: str)
     site, module = view.site_and_module(row, a)
     in_bytes = tensor_bytes(a)
     return {Arg.SHAPES: shapes, Arg.DTYPES: dtypes, Arg.CALL_SITE: site, Arg.MODULE: module,
-            Arg.COPY_BYTES: copy_bytes if copy_bytes else in_bytes, "input_bytes": in_bytes,
-            "reported_as": reported, Arg.STACK: a.get(CALL_STACK)}
+            Arg.COPY_BYTES: copy_bytes if copy_bytes else in_bytes, Arg.INPUT_BYTES: in_bytes,
+            Arg.REPORTED_AS: reported, Arg.STACK: a.get(CALL_STACK)}
 
 
 def _nested(view: HostView, row: int, rows: np.ndarray) -> np.ndarray:
@@ -284,7 +284,7 @@ class DeepFallbackProbe(Probe):
         for name, t0, t1, shapes, dtypes, site in self.records:
             if name in fell:
                 builder.add_slice(track, t0, t1 - t0, name, Cat.FALLBACK,
-                                  {Arg.SHAPES: shapes, Arg.DTYPES: dtypes, Arg.CALL_SITE: site, "deep": True,
+                                  {Arg.SHAPES: shapes, Arg.DTYPES: dtypes, Arg.CALL_SITE: site, Arg.DEEP: True,
                                    Arg.STEP: step_of(t0, ctx)})
         builder.metadata["deep_fallback"] = {"ops_recorded": self.ops_seen, "overhead_ns": self.overhead_ns,
                                              "overhead_ns_per_op": self.overhead_ns // max(self.ops_seen, 1)}

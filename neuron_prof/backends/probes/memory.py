@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from neuron_prof.backends.probes._hostops import ThreadOps
 from neuron_prof.backends.probes._probe import Probe
 from neuron_prof.model import Arg, Cat, ProcessKind, TrackKind
+from neuron_prof.model.schema import EventName
 
 if TYPE_CHECKING:
     from neuron_prof.backends.base import CaptureContext
@@ -112,7 +113,7 @@ class MemoryProbe(Probe):
                 peak[d] = (alloc, ts)
         ops = ThreadOps(view) if len(view) else None
         for d, (value, ts) in peak.items():
-            args: dict[str, Any] = {"bytes": value, "device": f"{self.device_type}:{d}"}
+            args: dict[str, Any] = {Arg.BYTES: value, Arg.DEVICE: f"{self.device_type}:{d}"}
             reported = self._peak1.get(d)
             if reported is not None and reported > self._peak0.get(d, -1) and reported > value:
                 # the allocator's own peak rose during the capture above every sample: its value is exact,
@@ -123,7 +124,7 @@ class MemoryProbe(Probe):
                 if r >= 0:
                     site, module = view.site_and_module(r)
                     args.update({Arg.OP: view.name_of(r), Arg.CALL_SITE: site, Arg.MODULE: module})
-            builder.add_instant(tracks[(d, "allocated")], ts, "memory peak", Cat.MEMORY, args)
+            builder.add_instant(tracks[(d, "allocated")], ts, EventName.MEMORY_PEAK, Cat.MEMORY, args)
 
 
 _DEVICE_TYPES = {0: "host", 1: "cuda"}
@@ -170,7 +171,7 @@ class KinetoMemoryProbe(Probe):
                 builder.add_counter(track, ts, v)
             if label == "allocated":
                 ts, v = max(pts, key=lambda p: p[1])
-                args: dict[str, Any] = {"bytes": int(v), "device": dev}
+                args: dict[str, Any] = {Arg.BYTES: int(v), Arg.DEVICE: dev}
                 ops = ThreadOps(view) if len(view) else None
                 r = ops.innermost(ctx.main_tid, ts, named=True) if ops is not None and ctx.main_tid else -1
                 if r < 0 and ops is not None:
@@ -178,4 +179,4 @@ class KinetoMemoryProbe(Probe):
                 if r >= 0:
                     site, module = view.site_and_module(r)
                     args.update({Arg.OP: view.name_of(r), Arg.CALL_SITE: site, Arg.MODULE: module})
-                builder.add_instant(track, ts, "memory peak", Cat.MEMORY, args)
+                builder.add_instant(track, ts, EventName.MEMORY_PEAK, Cat.MEMORY, args)

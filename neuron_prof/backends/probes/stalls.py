@@ -43,7 +43,7 @@ class StallProbe(Probe):
             site, module = view.site_and_module(row, a)
             builder.add_slice(track, int(view.ts[row]), excess, view.name_of(row), Cat.COMPILE, {
                 Arg.COMPILE_KIND: "eager", Arg.CACHE: "miss", Arg.SIGNATURE: sig, Arg.CALL_SITE: site,
-                Arg.MODULE: module, "inferred": True, "first_call_ns": int(view.dur[row]), "later_median_ns": later,
+                Arg.MODULE: module, Arg.INFERRED: True, "first_call_ns": int(view.dur[row]), "later_median_ns": later,
                 Arg.STEP: step_of(int(view.ts[row]), ctx)})
 
 
