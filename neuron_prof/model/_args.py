@@ -117,6 +117,12 @@ class ArgsBuilder:
     def __len__(self) -> int:
         return len(self._parts)
 
+    def get(self, i: int) -> dict[str, Any]:
+        """The args added at index `i` (``{}`` for ``-1``): lets probes read events already in a builder."""
+        if i < 0:
+            return {}
+        return orjson.loads(self._parts[i])  # type: ignore[no-any-return]
+
     def build(self) -> ArgsStore:
         offsets = np.zeros(len(self._lengths) + 1, dtype=np.int64)
         if self._lengths:

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import orjson
 
 from neuron_prof.backends.probes.callsite import MODULE_PREFIX, frame_site, parse_call_stack
 from neuron_prof.model import KinetoCat, TraceBuilder
@@ -59,10 +58,7 @@ class HostView:
 
     def args(self, row: int) -> dict[str, Any]:
         """The args dict of slice `row` ({} when none)."""
-        i = int(self.args_idx[row])
-        if i < 0:
-            return {}
-        return orjson.loads(self.builder.args._parts[i])  # type: ignore[no-any-return]
+        return self.builder.args.get(int(self.args_idx[row]))
 
     # ---- where a host op came from -------------------------------------------------------------
     def site_and_module(self, row: int, args: dict[str, Any] | None = None) -> tuple[str, str]:

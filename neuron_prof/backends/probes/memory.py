@@ -138,8 +138,6 @@ class KinetoMemoryProbe(Probe):
     name = "kineto_memory"
 
     def contribute(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView) -> None:
-        import orjson
-
         mid = builder.strings.get("[memory]")
         if mid is None:
             return
@@ -149,7 +147,7 @@ class KinetoMemoryProbe(Probe):
             k = builder.i_args[i]
             if k < 0:
                 continue
-            a = orjson.loads(builder.args._parts[k])
+            a = builder.args.get(k)
             dt = int(a.get("Device Type", 0) or 0)
             dev = _DEVICE_TYPES.get(dt, f"device{dt}")
             if dev != "host":
