@@ -91,7 +91,8 @@ class _Writer:
     def write(self) -> None:
         t, lay = self.t, self.lay
         sl = t.slices
-        ts = sl.ts_ns
+        # Perfetto timestamps are uint64: a negative time (a relative clock, a bad probe) is written as 0
+        ts = np.maximum(sl.ts_ns, 0)
         dur = np.maximum(sl.dur_ns, 0)
         order = slice_order(ts, dur, sl.track)
         lane = lanes(ts, dur, sl.track, order)
@@ -290,7 +291,7 @@ class _Writer:
         cat_m = w.varint_mat(cat.astype(np.int64) + 1, w.E_CATEGORY_IIDS, cat > 0)
         te_len = 2 + name_m.lens + uuid.lens + cat_m.lens + annots.lens
         te_hdr = w.varint_mat(te_len, w.P_TRACK_EVENT)
-        ts_m = w.varint_mat(it.ts_ns[rows], w.P_TIMESTAMP)
+        ts_m = w.varint_mat(np.maximum(it.ts_ns[rows], 0), w.P_TIMESTAMP)
         seq_flags = w.fint(w.P_SEQ_ID, self.seq_b) + w.P_SEQ_FLAGS + b"\x02"
         pkt_hdr = w.varint_mat(ts_m.lens + len(seq_flags) + te_hdr.lens + te_len, w.T_PACKET)
         out = w.interleave([pkt_hdr, ts_m, w.Const(seq_flags, n), te_hdr, w.Const(w.E_TYPE + b"\x03", n), name_m,
@@ -312,7 +313,7 @@ class _Writer:
         uuid = w.varint_mat(cu[c.track[rows]], w.E_TRACK_UUID)
         te_len = 2 + uuid.lens + imat.lens + dmat.lens
         te_hdr = w.varint_mat(te_len, w.P_TRACK_EVENT)
-        ts_m = w.varint_mat(c.ts_ns[rows], w.P_TIMESTAMP)
+        ts_m = w.varint_mat(np.maximum(c.ts_ns[rows], 0), w.P_TIMESTAMP)
         seq = w.fint(w.P_SEQ_ID, self.seq_b)
         pkt_hdr = w.varint_mat(ts_m.lens + len(seq) + te_hdr.lens + te_len, w.T_PACKET)
         out = w.interleave([pkt_hdr, ts_m, w.Const(seq, n), te_hdr, w.Const(w.E_TYPE + b"\x04", n), uuid, imat, dmat],

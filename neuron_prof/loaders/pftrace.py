@@ -228,7 +228,13 @@ class _Reader:
         b, m = self.b, self.meta
         umap = self._tracks_from_meta(m) if m is not None else self._tracks_from_descriptors()
         skip = {int(m.get("findings_uuid") or 0)} - {0} if m is not None else set()
-        ts = np.asarray(self.ts, np.int64)
+        try:
+            ts = np.asarray(self.ts, np.int64)
+        except OverflowError:
+            # A timestamp past int64: the wire type is uint64, so a negative time written by a writer that
+            # wraps (or a hostile file) arrives as 2**64 - t. Wrap it back rather than fail the whole file.
+            ts = np.array([(t + 2**63) % 2**64 - 2**63 for t in self.ts], np.int64)
+            self.warnings.append("timestamps beyond int64 were read as negative times (uint64 wrap-around)")
         uu = np.asarray(self.uuid, np.uint64)
         typ = np.asarray(self.typ, np.int8)
         # events on tracks nobody declared go to one "unknown" track each
