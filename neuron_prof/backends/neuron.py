@@ -61,7 +61,7 @@ class NeuronBackend(ProbeBackend):
         from neuron_prof.backends.probes.device import DeviceActivityProbe, KinetoDeviceLinkProbe
         from neuron_prof.backends.probes.dtype import DtypeProbe
         from neuron_prof.backends.probes.fallback import FallbackProbe
-        from neuron_prof.backends.probes.memory import MemoryProbe
+        from neuron_prof.backends.probes.memory import KinetoMemoryProbe, MemoryProbe
         from neuron_prof.backends.probes.stalls import StallProbe
         from neuron_prof.backends.probes.sync import SyncProbe
 
@@ -84,7 +84,9 @@ class NeuronBackend(ProbeBackend):
             clear = getattr(mod, "clear_op_tracking", None)
             probes.append(FallbackProbe(lambda: _compat.fallback_ops(mod), clear if callable(clear) else None, sync,
                                         d2h=(lambda: device.d2h_hosts) if device is not None else None))
-        probes += [KinetoDeviceLinkProbe(), SyncProbe(DEVICE), DtypeProbe(DEVICE),
+        # host memory from Kineto's allocator events; the device's, polled (its allocator does not report to
+        # the profiler) unless a later release does report them
+        probes += [KinetoDeviceLinkProbe(), SyncProbe(DEVICE), DtypeProbe(DEVICE), KinetoMemoryProbe(),
                    MemoryProbe(DEVICE, lambda: _compat.device_count(mod, DEVICE), self._memory), CollectivesProbe()]
         return probes
 

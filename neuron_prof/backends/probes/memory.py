@@ -127,8 +127,8 @@ class MemoryProbe(Probe):
             builder.add_instant(tracks[(d, "allocated")], ts, EventName.MEMORY_PEAK, Cat.MEMORY, args)
 
 
-_DEVICE_TYPES = {0: "host", 1: "cuda"}
-"""Kineto's ``Device Type`` in ``[memory]`` events (c10::DeviceType): 0 CPU, 1 CUDA."""
+_DEVICE_TYPES = {0: "host", 1: "cuda", 20: "neuron"}
+"""Kineto's ``Device Type`` in ``[memory]`` events (c10::DeviceType): 0 CPU, 1 CUDA, 20 PrivateUse1 (neuron)."""
 
 
 class KinetoMemoryProbe(Probe):
