@@ -10,6 +10,7 @@ embedded once, inline; nothing is fetched when the page opens.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 from collections.abc import Sequence
@@ -339,9 +340,14 @@ def write_html_report(
     text = render_html_report(trace, findings, totals, title)
     tmp = p.with_name(f".{p.name}.tmp")
     try:
+        if p.exists() and not p.is_file():
+            # /dev/stdout, a FIFO, /dev/null: write into it; a rename would replace the device itself
+            p.write_text(text, encoding="utf-8")
+            return p
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, p)
     except OSError as e:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # e.g. the folder is a file: there is no temporary to remove
+            tmp.unlink(missing_ok=True)
         raise ExportError(f"{p}: cannot write the report: {e.strerror or e}") from None
     return p

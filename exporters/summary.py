@@ -39,8 +39,19 @@ def short_site(site: str, cwd: str | None = None) -> str:
     return site[len(base) :] if site.startswith(base) else site
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)]} | {0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
+def printable(s: object) -> str:
+    """A trace string for a terminal or a Markdown file: control characters (ESC, NUL, newlines, line
+    separators) shown as ``\\xNN``, so an op name can neither drive the terminal nor break a table row."""
+    return str(s).translate(_CONTROL)
+
+
 def clip(name: str, width: int = 80) -> str:
-    """Long C++ kernel names cut to `width` characters for tables (JSON keeps them whole)."""
+    """Long C++ kernel names cut to `width` characters for tables (JSON keeps them whole), control characters
+    escaped (see `printable`)."""
+    name = printable(name)
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
@@ -143,8 +154,8 @@ def summary_text(
                 fmt_ns(f.cost_ns) if f.cost_ns else "-",
                 _pct(f.share) if f.cost_ns else "-",
                 str(f.count),
-                Text(short_site(f.call_site) or "-"),
-                Text(f.title),
+                Text(printable(short_site(f.call_site)) or "-"),
+                Text(printable(f.title)),
             )
         con.print()
         con.print(tab)
@@ -156,7 +167,7 @@ def summary_text(
             con.print()
             con.print(Text("What to do", style="bold"))
             for i, f in worth:
-                con.print(Text(f"{i}. [{f.kind}] {f.advice}"))
+                con.print(Text(printable(f"{i}. [{f.kind}] {f.advice}")))
     ops = rep.totals.get("top_ops") or []
     if ops and top:
         tab = Table(box=None, show_edge=False, header_style="bold", title=None)
@@ -177,10 +188,9 @@ def summary_text(
 def _md(s: object) -> str:
     """A Markdown table cell: pipes, backticks and newlines neutralised, HTML-ish brackets escaped."""
     return (
-        str(s)
+        printable(str(s).replace("\n", " "))
         .replace("\\", "\\\\")
         .replace("|", "\\|")
-        .replace("\n", " ")
         .replace("<", "&lt;")
         .replace(">", "&gt;")
         .replace("`", "\\`")
@@ -317,7 +327,7 @@ def diff_text(d: dict[str, Any], base: str = "BASE", new: str = "NEW") -> str:
     table(f"Ops, largest changes ({d['ops_unit']})", ("op", "base", "new", "change"), s["ops"])
     table("Findings per kind (findings / cost)", ("kind", "base", "new", "cost change"), s["kinds"])
     if s["changes"]:
-        lines += ["Appeared / disappeared", *[f"  {c}" for c in s["changes"]], ""]
+        lines += ["Appeared / disappeared", *[f"  {printable(c)}" for c in s["changes"]], ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -149,10 +149,8 @@ class NeuronProfApp(App[int]):
     def on_neuron_prof_app_failed(self, message: Failed) -> None:
         e = message.error
         self.error = str(e) if isinstance(e, NeuronProfError) else f"{type(e).__name__}: {e}"
-        self.exit(
-            return_code=e.exit_code if isinstance(e, NeuronProfError) else 1,
-            message=Text(f"neuron-prof: error: {self.error}"),
-        )
+        # no exit message: Textual would print it wrapped at the terminal width; the CLI prints `error` as one line
+        self.exit(return_code=e.exit_code if isinstance(e, NeuronProfError) else 1)
 
     @property
     def ready(self) -> bool:

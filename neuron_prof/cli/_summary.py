@@ -64,7 +64,12 @@ def command(
             width=shutil.get_terminal_size().columns if color else 120,
         ).encode()
     if output is not None:
-        output.write_bytes(data)
+        from neuron_prof.errors import ExportError
+
+        try:
+            output.write_bytes(data)
+        except OSError as e:  # a full disk, a missing folder: one line, exit 2
+            raise ExportError(f"{output}: cannot write: {e.strerror or e}") from None
     else:
         click.echo(data, nl=False)
     return 0

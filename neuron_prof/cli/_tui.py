@@ -82,4 +82,6 @@ def command(traces: tuple[str, ...], serve: bool, port: int, host: str) -> int:
 
     app = NeuronProfApp(paths)
     app.run()
+    if app.error:
+        click.echo(f"neuron-prof: error: {app.error}", err=True)
     return int(app.return_code or 0)

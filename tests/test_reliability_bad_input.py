@@ -1,0 +1,279 @@
+"""Bad input through the command line: every kind of damaged or hostile trace file gives either a one-line
+`neuron-prof: error: <file>: <problem>` with exit code 2 and no traceback, or a best-effort result (exit 0)
+with each problem as a `neuron-prof: warning: <file>: ...` line on stderr.
+
+The loader's own behaviour per kind is in test_kineto_bad_input.py / test_pftrace_load.py; here each kind goes
+through `main([...])` (and some through a real process), plus the kinds those files do not cover.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from neuron_prof.cli import main
+from neuron_prof.errors import TraceLoadError
+from neuron_prof.loaders import load
+
+REPO = Path(__file__).resolve().parents[1]
+BASE = 1_700_000_000_000_000_000
+HOSTILE = "a\x00b\x1b[31mred\x1b[0m\n[bold]x\x07\u2028y"
+
+
+def _x(i: int, **kw: Any) -> dict[str, Any]:
+    e = {"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": 10.0 * i, "dur": 5.0,
+         "args": {"External id": i}}
+    e.update(kw)
+    return e
+
+
+def _kt(events: list[dict[str, Any]]) -> str:
+    """Kineto's layout: one event per line inside traceEvents."""
+    body = ",\n".join("  " + json.dumps(e) for e in events)
+    return (f'{{\n  "schemaVersion": 1,\n  "baseTimeNanoseconds": {BASE},\n  "traceEvents": [\n{body}\n  ],\n'
+            f'  "traceName": "t"\n}}\n')
+
+
+def _pftrace_beyond_int64() -> bytes:
+    """A valid Perfetto trace whose one slice starts past 2**63 ns (uint64 on the wire)."""
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace, TrackDescriptor, TrackEvent
+
+    t = Trace()
+    p = t.packet.add()
+    p.track_descriptor.CopyFrom(TrackDescriptor(uuid=7, name="t"))
+    p.trusted_packet_sequence_id = 1
+    for ts, typ in ((2**64 - 5_000, TrackEvent.TYPE_SLICE_BEGIN), (2**64 - 1_000, TrackEvent.TYPE_SLICE_END)):
+        q = t.packet.add()
+        q.timestamp = ts
+        q.trusted_packet_sequence_id = 1
+        q.track_event.type = typ
+        q.track_event.track_uuid = 7
+        if typ == TrackEvent.TYPE_SLICE_BEGIN:
+            q.track_event.name = "late"
+    return t.SerializeToString()
+
+
+def bad_inputs() -> dict[str, tuple[str, bytes, str, str]]:
+    """kind -> (file name, content, "error" or "ok", words the error / a warning must hold ("" = no warning))."""
+    good = _kt([_x(i) for i in range(60)])
+    gz = gzip.compress(_kt([_x(i) for i in range(3000)]).encode())
+    rnd = random.Random(0)
+    return {
+        "truncated_json": ("t.json", good[: good.index('"op40"') + 3].encode(), "ok", "truncated"),
+        "truncated_gzip": ("t.json.gz", gz[: len(gz) // 2], "ok", "gzip stream truncated"),
+        "not_gzip": ("t.json.gz", b"\x1f\x8b" + rnd.randbytes(200), "error", "not a valid gzip file"),
+        "invalid_utf8": ("t.json", _kt([_x(0), _x(1, name="BAD")]).encode().replace(b"BAD", b"B\xff\xfeD"), "ok",
+                         "invalid UTF-8"),
+        "control_chars": ("t.json", _kt([_x(0, name=HOSTILE, dur=5000.0), _x(1)]).encode(), "ok", ""),
+        "nan_infinity": ("t.json", _kt([_x(0), _x(1)]).replace('"ts": 10.0', '"ts": NaN').replace(
+            '"dur": 5.0, "args": {"External id": 0}', '"dur": Infinity, "args": {"External id": 0}').encode(), "ok",
+                         "NaN"),
+        "ids_beyond_int64": ("t.json", _kt([_x(0, pid=2**70, tid=-(2**65)), _x(1, args={"n": 2**80}),
+                                            {"ph": "s", "id": 2**70, "pid": 1, "tid": 1, "ts": 0.0, "name": "f"}
+                                            ]).encode(), "ok", ""),
+        "wrong_types": ("t.json", _kt([_x(0, ts="soon"), _x(1, dur=None), _x(2, name=["l", 1], cat={"d": 1}),
+                                       _x(3, args=[1, 2]), _x(4, pid=1.0, tid=True)]).encode(), "ok", "dur"),
+        "missing_keys": ("t.json", _kt([_x(0), {"ph": "X", "ts": 1.0, "dur": 2.0}, {"ph": "X", "name": "no ts"},
+                                        {"name": "no ph", "ts": 1}]).encode(), "ok", "phase"),
+        "negative_durations": ("t.json", _kt([_x(0, dur=-3.0), _x(1)]).encode(), "ok", "negative dur"),
+        "overlapping_unsorted": ("t.json", _kt([_x(5, ts=50.0, dur=30.0), _x(1, ts=10.0, dur=100.0),
+                                                _x(2, ts=60.0, dur=100.0)]).encode(), "ok", ""),
+        "empty_file": ("t.json", b"", "error", "empty file"),
+        "whitespace_only": ("t.json", b"  \n\t ", "error", "only whitespace"),
+        "json_not_a_trace": ("t.json", b'{"foo": 1, "bar": [1, 2]}', "error", "without traceEvents"),
+        "json_list_of_numbers": ("t.json", b"[1, 2, 3]", "error", "none of the 3 entries"),
+        "json_scalar": ("t.json", b'"just a string"', "error", "not JSON"),
+        "huge_single_string": ("t.json", _kt([_x(0), _x(1, name="},{" * 3_000_000), _x(2)]).encode(), "ok", ""),
+        "deeply_nested_args": ("t.json", _kt([_x(0), _x(1), _x(2)]).replace(
+            '{"External id": 1}', '{"deep": ' + "[" * 100_000 + "]" * 100_000 + "}").encode(), "ok", "depth"),
+        "deeply_nested_document": ("t.json", b"[" * 200_000 + b"]" * 200_000, "error", "depth"),
+        "unknown_phases": ("t.json", _kt([_x(0), {"ph": "Z", "ts": 1.0}, {"ph": 7, "ts": 2.0}]).encode(), "ok",
+                           "unknown phase"),
+        "string_pids_tids": ("t.json", _kt([_x(0, pid="Spans", tid="PyTorch Profiler"), _x(1, pid="", tid="")]
+                                           ).encode(), "ok", ""),
+        "unmatched_begin_end": ("t.json", _kt([_x(0, ts=100.0), {"ph": "B", "name": "open", "pid": 1, "tid": 1,
+                                                                  "ts": 10.0}, {"ph": "E", "pid": 1, "tid": 2,
+                                                                                "ts": 5.0}]).encode(), "ok",
+                                "without"),
+        "binary_garbage_json": ("t.json", b"\x00\x01\x02garbage" + rnd.randbytes(300), "error", "not JSON"),
+        "garbage_pftrace": ("t.pftrace", random.Random(1).randbytes(4096), "error", "not a Perfetto trace"),
+        "text_named_pftrace": ("t.pftrace", b"hello, this is not a trace\n", "error", "not a Perfetto trace"),
+        "varint_overflow_pftrace": ("t.pftrace", b"\x0a\xff\xff\xff\x0f", "error", "not a Perfetto trace"),
+        "empty_pftrace": ("t.pftrace", b"", "error", "empty file"),
+        "json_named_pftrace": ("t.pftrace", good.encode(), "ok", ""),
+        "pftrace_ts_beyond_int64": ("t.pftrace", _pftrace_beyond_int64(), "ok", "beyond int64"),
+        "garbage_unknown_suffix": ("t.bin", random.Random(3).randbytes(512), "error", "not a Perfetto trace"),
+    }
+
+
+KINDS = bad_inputs()
+
+
+def write_kind(root: Path, kind: str) -> Path:
+    name, data, _, _ = KINDS[kind]
+    d = root / kind
+    d.mkdir(parents=True, exist_ok=True)
+    (d / name).write_bytes(data)
+    return d / name
+
+
+def check_cli_result(path: Path, expect: str, words: str, rc: int, out: str, err: str) -> None:
+    """The rules for one bad file: asserted the same way for main() and a real process."""
+    assert "Traceback" not in err and "Traceback" not in out
+    lines = err.splitlines()
+    if expect == "error":
+        assert rc == 2, (rc, err)
+        assert len(lines) == 1, err  # one line
+        assert lines[0].startswith(f"neuron-prof: error: {path}: "), lines[0]
+        assert words in lines[0]
+        assert out == ""
+    else:
+        assert rc == 0, (rc, err)
+        assert all(ln.startswith(f"neuron-prof: warning: {path}: ") for ln in lines), err
+        assert (words in err) if words else not lines, err
+        assert out.startswith(f"neuron-prof summary: {path}\n")
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_summary_on_bad_input(kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_kind(tmp_path, kind)
+    _, _, expect, words = KINDS[kind]
+    rc = main(["summary", str(path)])
+    out, err = capsys.readouterr()
+    check_cli_result(path, expect, words, rc, out, err)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_load_on_bad_input(kind: str, tmp_path: Path) -> None:
+    """The API agrees with the CLI: a TraceLoadError with one line, or a Trace with load_warnings."""
+    path = write_kind(tmp_path, kind)
+    _, _, expect, words = KINDS[kind]
+    if expect == "error":
+        with pytest.raises(TraceLoadError) as e:
+            load(path)
+        assert "\n" not in str(e.value) and str(e.value).startswith(f"{path}: ") and words in str(e.value)
+        assert e.value.exit_code == 2
+    else:
+        tr = load(path)
+        w = "\n".join(tr.metadata.get("load_warnings") or [])
+        assert (words in w) if words else not w
+
+
+def test_summary_json_stays_clean_on_a_damaged_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_kind(tmp_path, "truncated_json")
+    assert main(["summary", str(path), "--json"]) == 0
+    out, err = capsys.readouterr()
+    doc = json.loads(out)  # warnings never mixed into the JSON on stdout
+    assert doc["totals"]["slices"] if "slices" in doc["totals"] else "findings" in doc
+    assert "truncated" in err
+
+
+def test_what_the_loader_kept_from_the_kinds_without_a_loader_test(tmp_path: Path) -> None:
+    # a JSON trace named .pftrace: read by content, not by name
+    tr = load(write_kind(tmp_path, "json_named_pftrace"))
+    assert [tr.slice_name(i) for i in range(len(tr.slices))] == [f"op{i}" for i in range(60)]
+    # a uint64 timestamp past int64 in a .pftrace: read (wrapped), with a warning, not an OverflowError
+    tr = load(write_kind(tmp_path, "pftrace_ts_beyond_int64"))
+    assert len(tr.slices) == 1 and tr.slice_name(0) == "late"
+    assert (int(tr.slices.ts_ns[0]), int(tr.slices.dur_ns[0])) == (-5_000, 4_000)
+
+
+def test_directory_missing_and_unreadable_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cases = [(tmp_path, "is a directory"), (tmp_path / "nope.json", "no such file"),
+             (tmp_path / "nope.pftrace", "no such file"), (tmp_path / "sub" / "x.json.gz", "no such file")]
+    for path, words in cases:
+        assert main(["summary", str(path)]) == 2
+        out, err = capsys.readouterr()
+        assert err == f"neuron-prof: error: {path}: {err.split(': ', 3)[-1]}" and words in err and not out
+        assert err.count("\n") == 1
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a chmod 000 file anyway: permission denial cannot happen")
+def test_permission_denied(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_kind(tmp_path, "overlapping_unsorted")
+    path.chmod(0)
+    try:
+        assert main(["summary", str(path)]) == 2
+        assert "permission denied" in capsys.readouterr().err
+    finally:
+        path.chmod(0o600)
+
+
+@pytest.mark.parametrize("argv", [
+    ["check", "{bad}"], ["diff", "{bad}", "{good}"], ["diff", "{good}", "{bad}"], ["report", "{bad}", "-o", "{tmp}/r.html"],
+    ["export", "{bad}", "-o", "{tmp}/x.parquet"], ["convert", "{bad}", "{tmp}/c.json"], ["merge", "{bad}", "{good}",
+                                                                                         "-o", "{tmp}/m.json"],
+    ["tui", "{bad}"],
+])
+def test_every_command_gives_the_same_one_line_error(argv: list[str], tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    bad = write_kind(tmp_path, "garbage_pftrace")
+    good = write_kind(tmp_path, "overlapping_unsorted")
+    rc = main([a.format(bad=bad, good=good, tmp=tmp_path) for a in argv])
+    out, err = capsys.readouterr()
+    assert rc == 2
+    assert err == f"neuron-prof: error: {bad}: not a Perfetto trace (protobuf decoding failed)\n"
+    assert not list(tmp_path.glob("*.html")) + list(tmp_path.glob("*.parquet")) + list(tmp_path.glob("?.json"))
+
+
+def test_unwritable_outputs_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    good = write_kind(tmp_path, "overlapping_unsorted")
+    blocker = tmp_path / "file-not-dir"
+    blocker.write_text("x")
+    for argv in (["summary", str(good), "-o", str(blocker / "s.txt")],
+                 ["report", str(good), "-o", str(blocker / "r.html")],
+                 ["convert", str(good), str(blocker / "c.pftrace")]):
+        assert main(argv) == 2, argv
+        out, err = capsys.readouterr()
+        assert err.startswith(f"neuron-prof: error: {blocker}/") and err.count("\n") == 1, err
+    # a full disk, as the OS reports it, while the summary is written
+    import errno
+
+    def enospc(self: Path, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+
+    monkeypatch.setattr(Path, "write_bytes", enospc)
+    assert main(["summary", str(good), "-o", str(tmp_path / "s.txt")]) == 2
+    assert capsys.readouterr().err == f"neuron-prof: error: {tmp_path / 's.txt'}: cannot write: No space left on device\n"
+
+
+def test_report_into_a_device_writes_into_it_not_over_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # `-o /dev/stdout`-style outputs: the report is written into the special file; a rename would have
+    # replaced the device node itself (as root, /dev/null would become an HTML file).
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    good = write_kind(tmp_path, "overlapping_unsorted")
+    import threading
+
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    try:
+        assert main(["report", str(good), "-o", str(fifo)]) == 0
+    finally:
+        reader.join(timeout=30)
+    assert fifo.is_fifo()  # still the FIFO
+    assert got and got[0].lstrip().lower().startswith(b"<!doctype html")
+
+
+def test_real_process_bad_inputs(tmp_path: Path) -> None:
+    """Through the installed entry point: exit code, one stderr line, no traceback."""
+    for kind in ("garbage_pftrace", "deeply_nested_document", "truncated_gzip"):
+        path = write_kind(tmp_path, kind)
+        _, _, expect, words = KINDS[kind]
+        p = subprocess.run([sys.executable, "-m", "neuron_prof", "summary", str(path)], capture_output=True,
+                           text=True, timeout=60, cwd=REPO)
+        check_cli_result(path, expect, words, p.returncode, p.stdout, p.stderr)
+    p = subprocess.run([sys.executable, "-m", "neuron_prof", "summary", str(tmp_path / "missing.json")],
+                       capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert (p.returncode, p.stdout) == (2, "")
+    assert p.stderr == f"neuron-prof: error: {tmp_path / 'missing.json'}: no such file\n"
