@@ -283,12 +283,23 @@ class Session(contextlib.ContextDecorator):
             self._record_error("build", e)
             self.trace = None
         self._timings["build"] = time.perf_counter_ns() - t3
+        if self.trace is not None:
+            # Findings go into trace.json/.pftrace so every viewer shows them (a failing analysis is recorded).
+            t4 = time.perf_counter_ns()
+            self._guard("analysis", "annotate", self._annotate)
+            self._timings["annotate"] = time.perf_counter_ns() - t4
         report = None
         if self.trace is not None and self.output is not None:
             paths = _outputs.planned_paths(self.output, ctx.rank, ctx.world_size, self.pftrace)
             report = _outputs.write_all(self.trace, paths)
             self.paths = list(report.written)
         self._report(report)
+
+    def _annotate(self) -> None:
+        from neuron_prof.analysis import annotate
+
+        assert self.trace is not None
+        self.trace = annotate(self.trace)
 
     def _fill_rank(self) -> None:
         ctx = self.context
