@@ -24,6 +24,9 @@ def load(path: str | os.PathLike[str]) -> Trace:
     p = Path(path)
     if p.is_dir():
         raise TraceLoadError(p, "is a directory, not a trace file")
+    if p.exists() and not p.is_file():
+        # a FIFO blocks until a writer comes and /dev/zero never ends: only regular files are read
+        raise TraceLoadError(p, "not a regular file (a pipe, socket or device); save the trace to a file first")
     try:
         with open(p, "rb") as f:
             head = f.read(4)

@@ -72,6 +72,9 @@ def _no_gc() -> Iterator[None]:
 def _load(p: Path) -> Trace:
     if p.is_dir():
         raise TraceLoadError(p, "is a directory, not a trace file")
+    if p.exists() and not p.is_file():
+        # a FIFO blocks until a writer comes and /dev/zero never ends: only regular files are read
+        raise TraceLoadError(p, "not a regular file (a pipe, socket or device); save the trace to a file first")
     try:
         size = p.stat().st_size
     except OSError:
