@@ -475,3 +475,23 @@ def test_module_has_torch_neuronx_names_and_shapes(tnx, cfg: EmulatorConfig) -> 
     assert torch.neuron.device_count() == 1 and torch.neuron.get_device_properties(0).total_memory > 0
     samples = tnx._C._neuron_metric_data("CompilationCache.CompilationTime")
     assert samples is not None and {"timestamp_ns", "value"} == set(samples["samples"][0])
+
+
+def test_module_to_neuron_inside_a_profiled_region(cfg) -> None:  # type: ignore[no-untyped-def]
+    """torch.profiler holds weak refs to tensors it saw; moving a model must still work (was: "Couldn't swap")."""
+    torch.manual_seed(0)
+    ref = torch.nn.Linear(8, 4)
+    lin = torch.nn.Linear(8, 4)
+    lin.load_state_dict(ref.state_dict())
+    x = torch.randn(3, 8)
+    with torch.profiler.profile(record_shapes=True, profile_memory=True, with_stack=True):
+        lin(x)  # the profiler sees the CPU parameters first
+        lin.to("neuron")
+        opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+        lin(x.to("neuron")).sum().backward()
+        opt.step()
+    assert lin.weight.device.type == "neuron" and isinstance(lin.weight, torch.nn.Parameter)
+    opt_ref = torch.optim.SGD(ref.parameters(), lr=0.1)
+    ref(x).sum().backward()
+    opt_ref.step()
+    torch.testing.assert_close(lin.weight.cpu(), ref.weight.detach())

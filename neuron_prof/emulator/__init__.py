@@ -125,6 +125,10 @@ def _install(cfg: EmulatorConfig) -> types.ModuleType:
 
     _dynamo_backend.register()
     _c10d.register()
+    from neuron_prof.emulator import _module_apply
+    from neuron_prof.emulator._tensor import NeuronTensor
+
+    _module_apply.install(NeuronTensor)
     # The first op PyTorch sends to a Python tensor subclass imports torch.distributed.tensor (seconds).
     # Pay it here, so the user's first device op does not look like a multi-second stall in a profile.
     import torch
