@@ -345,3 +345,17 @@ def test_fuzz_mutated_trace_loads_or_raises_trace_load_error(tmp_path: Path, blo
             continue
         assert isinstance(tr, Trace)
         assert len(tr.slices) <= _SEED_BYTES.count(b'"X"') + 20
+
+
+def test_raw_control_characters_in_strings_are_read(tmp_path) -> None:
+    """Kineto writes raw tabs and control bytes into call stacks (JSON forbids them inside strings)."""
+    from neuron_prof import load
+
+    p = tmp_path / "ctrl.json"
+    p.write_bytes(b'{"traceEvents":[\n\t{"ph":"X","name":"a\x01b\tc","pid":1,"tid":1,"ts":1,"dur":2,"cat":"cpu_op",'
+                  b'"args":{"Call stack":"f.py(3): g\nh.py(4): k"}},\n'
+                  b'{"ph":"X","name":"ok","pid":1,"tid":1,"ts":5,"dur":1}]}')
+    t = load(p)
+    assert [t.slice_name(i) for i in range(len(t.slices))] == ["a b c", "ok"]
+    assert t.slice_args(0)["Call stack"] == "f.py(3): g h.py(4): k"
+    assert any("control characters" in w for w in t.metadata["load_warnings"])

@@ -87,6 +87,9 @@ def _loads(doc: bytes | bytearray) -> Any:
     return orjson.loads(doc)
 
 
+_CONTROL_TO_SPACE = bytes.maketrans(bytes(range(32)), b" " * 32)
+
+
 class JsonEventReader:
     """Splits a Chrome JSON document into parsed chunks of `traceEvents` (see the module docstring)."""
 
@@ -112,15 +115,21 @@ class JsonEventReader:
         Repairs what real traces hold: invalid UTF-8 (each bad byte becomes "?", in place, so positions
         stay) and NaN/Infinity/out-of-range numbers (the standard library's parser accepts them)."""
         off = lo if wrap == "none" else lo - 1
-        for attempt in (0, 1):
+        repaired: set[str] = set()
+        while True:
             body = self.raw[lo:hi]
             doc = body if wrap == "none" else (b"[" + body + b"]") if wrap == "both" else (b"[" + body)
             try:
                 return _loads(doc), -1, False, ""
             except orjson.JSONDecodeError as e:
                 epos, msg = e.pos, e.msg
-            if attempt == 0 and "UTF-8" in msg:
+            if "UTF-8" in msg and "utf8" not in repaired:
+                repaired.add("utf8")
                 self._repair_utf8(lo, hi)
+                continue
+            if "control character" in msg and "control" not in repaired:
+                repaired.add("control")
+                self._repair_control(lo, hi)
                 continue
             break
         short = epos >= len(doc) - 1
@@ -147,6 +156,15 @@ class JsonEventReader:
             self.raw = bytearray(self.raw)  # one copy, only for files with bad bytes
         self.raw[lo:hi] = bytes(self.raw[lo:hi]).decode("utf-8", errors="neuron_prof_qmark").encode()
         self._warn_once("invalid UTF-8 bytes replaced by '?'")
+
+    def _repair_control(self, lo: int, hi: int) -> None:
+        # Kineto writes raw control characters (tabs, newlines, \x01...) into names and call stacks, which
+        # JSON forbids inside strings. Outside strings they are whitespace, so a space keeps the document's
+        # meaning and every byte position.
+        if isinstance(self.raw, bytes):
+            self.raw = bytearray(self.raw)
+        self.raw[lo:hi] = bytes(self.raw[lo:hi]).translate(_CONTROL_TO_SPACE)
+        self._warn_once("control characters inside strings replaced by spaces")
 
     def _warn_once(self, msg: str) -> None:
         if msg not in self.warnings:
