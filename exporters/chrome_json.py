@@ -69,11 +69,13 @@ def write_chrome_json(trace: Trace, path: str | os.PathLike[str]) -> None:
                 if out is not raw:
                     out.close()
         os.replace(tmp, path)
-    except (OSError, zlib.error) as e:
+    except BaseException as e:  # any failure (full disk, a bug, Ctrl-C) leaves no half file behind
         try:
             tmp.unlink()
         except OSError:
             pass
+        if not isinstance(e, (OSError, zlib.error)):
+            raise
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         raise ExportError(f"{path}: cannot write the trace ({reason})") from None
 

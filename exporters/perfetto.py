@@ -23,6 +23,7 @@ protos. Slices or instants that sit on a counter track go to a same-name lane (t
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 from pathlib import Path
@@ -64,9 +65,12 @@ def write_pftrace(trace: Trace, path: str | os.PathLike[str], chunk: int = CHUNK
             if gc_was:
                 gc.enable()
         os.replace(tmp, path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise ExportError(f"{path}: cannot write: {e.strerror or e}") from None
+    except BaseException as e:  # any failure (full disk, a bug, Ctrl-C) leaves no half file behind
+        with contextlib.suppress(OSError):  # e.g. the folder is a file: there is no temporary to remove
+            tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise ExportError(f"{path}: cannot write: {e.strerror or e}") from None
+        raise
     return path
 
 
