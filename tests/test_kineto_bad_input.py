@@ -359,3 +359,16 @@ def test_raw_control_characters_in_strings_are_read(tmp_path) -> None:
     assert [t.slice_name(i) for i in range(len(t.slices))] == ["a b c", "ok"]
     assert t.slice_args(0)["Call stack"] == "f.py(3): g h.py(4): k"
     assert any("control characters" in w for w in t.metadata["load_warnings"])
+
+
+def test_non_ascii_text_before_the_end_of_the_array(tmp_path) -> None:
+    """orjson reports error offsets in characters; the reader must turn them into bytes (findings titles
+    with "µs" at the end of our own exports lost every finding)."""
+    from neuron_prof import load
+
+    p = tmp_path / "mu.json"
+    p.write_text('{"traceEvents":[{"ph":"X","name":"wait 5 µs → ok","pid":1,"tid":1,"ts":1,"dur":1},'
+                 '{"ph":"X","name":"µµµµµµµµ","pid":1,"tid":1,"ts":3,"dur":1}]}', encoding="utf-8")
+    t = load(p)
+    assert [t.slice_name(i) for i in range(len(t.slices))] == ["wait 5 µs → ok", "µµµµµµµµ"]
+    assert not t.metadata.get("load_warnings")

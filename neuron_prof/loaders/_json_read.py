@@ -87,6 +87,16 @@ def _loads(doc: bytes | bytearray) -> Any:
     return orjson.loads(doc)
 
 
+def _byte_pos(doc: bytes | bytearray, char_pos: int) -> int:
+    """orjson reports error positions in characters; the reader works in bytes (they differ after any
+    non-ASCII text, e.g. "µs" in a finding's title)."""
+    head = bytes(doc[:char_pos])
+    if head.isascii():
+        return char_pos
+    text = bytes(doc).decode("utf-8", errors="replace")
+    return len(text[:char_pos].encode("utf-8"))
+
+
 _CONTROL_TO_SPACE = bytes.maketrans(bytes(range(32)), b" " * 32)
 
 
@@ -122,7 +132,7 @@ class JsonEventReader:
             try:
                 return _loads(doc), -1, False, ""
             except orjson.JSONDecodeError as e:
-                epos, msg = e.pos, e.msg
+                epos, msg = _byte_pos(doc, e.pos), e.msg
             if "UTF-8" in msg and "utf8" not in repaired:
                 repaired.add("utf8")
                 self._repair_utf8(lo, hi)
