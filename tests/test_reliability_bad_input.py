@@ -138,6 +138,7 @@ def check_cli_result(path: Path, expect: str, words: str, rc: int, out: str, err
     else:
         assert rc == 0, (rc, err)
         assert all(ln.startswith(f"neuron-prof: warning: {path}: ") for ln in lines), err
+        assert not [ln for ln in lines if ln.startswith(f"neuron-prof: warning: {path}: 0 ")], err  # no "0 events"
         assert (words in err) if words else not lines, err
         assert out.startswith(f"neuron-prof summary: {path}\n")
 

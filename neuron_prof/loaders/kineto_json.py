@@ -308,7 +308,7 @@ class _Converter:
         cols = ev.finish(base)
         flows = self._flows(cols, base)
         self._kinds(cols)
-        self._metadata(top, clock, warnings + [f"{n:,} {w}" for w, n in ev.warn.items()])
+        self._metadata(top, clock, warnings + [f"{n:,} {w}" for w, n in ev.warn.items() if n])
         return cols, flows
 
     def _clock(self, top: dict[str, Any]) -> tuple[int, str]:
