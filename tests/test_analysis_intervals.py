@@ -149,3 +149,18 @@ def test_analyses_survive_odd_data(seed: int) -> None:
     broken = [f.title for f in analyze(trace) if str(f.evidence.get("probe", "")).startswith("analysis:")]
     assert broken == []
     report(trace)
+
+
+def test_python_subclass_spans_give_their_self_time_to_the_enclosing_op() -> None:
+    from neuron_prof.analysis._nesting import nesting
+    from neuron_prof.model import TraceBuilder
+
+    b = TraceBuilder()
+    t = b.thread_track(1, 1)
+    op = b.add_slice(t, 0, 100, "aten::mm", "cpu_op")
+    ps = b.add_slice(t, 10, 80, "PythonSubclass", "cpu_op")
+    inner = b.add_slice(t, 20, 30, "aten::mm", "cpu_op")  # the CPU op under the subclass
+    tr = b.build()
+    n = nesting(tr, np.array([op, ps, inner]))
+    # aten::mm 100 - 80 (child) + 50 (PythonSubclass's own) = 70; PythonSubclass 0; inner 30
+    assert n.self_ns.tolist() == [70, 0, 30]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from neuron_prof.analysis._context import Context
-from neuron_prof.analysis._nesting import Nesting, nesting
+from neuron_prof.analysis._nesting import TRANSPARENT_SPANS, Nesting, nesting
 from neuron_prof.model import KinetoCat, TrackKind
 
 
@@ -61,7 +61,9 @@ def host_stack_at(ctx: Context, t: int, max_len: int = 12) -> list[int]:
             r = _parent(ctx, r)
         if len(chain) > len(best):
             best = chain
-    return best[::-1][-max_len:]
+    skip = set(ctx.trace.name_ids(*TRANSPARENT_SPANS).tolist())
+    names = ctx.trace.slices.name
+    return [r for r in best[::-1] if int(names[r]) not in skip][-max_len:]
 
 
 def host_work_in(ctx: Context, lo: int, hi: int, top: int = 3) -> list[dict[str, object]]:

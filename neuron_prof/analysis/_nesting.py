@@ -12,6 +12,11 @@ import numpy as np
 
 from neuron_prof.model import Trace
 
+TRANSPARENT_SPANS = ("PythonSubclass",)
+"""Spans PyTorch opens around the Python part of a tensor subclass's op (the emulated device, DTensor...):
+bookkeeping of the op that encloses them, not ops of their own. Their self time is the parent's, and they
+are skipped when naming the op a moment belongs to."""
+
 
 @dataclass(frozen=True, eq=False)
 class Nesting:
@@ -65,6 +70,12 @@ def nesting(trace: Trace, rows: np.ndarray) -> Nesting:
     # self time: my duration minus my direct children's
     child_sum = np.bincount(parent_o[parent_o >= 0], weights=dur_o[parent_o >= 0], minlength=n)
     self_o = np.maximum(dur_o - child_sum.astype(np.int64), 0)
+    transparent = np.isin(trace.slices.name[rows][order], trace.name_ids(*TRANSPARENT_SPANS))
+    if transparent.any():  # deepest first, so a chain of them ends in the first real op above
+        for level in range(int(depth_o.max()), 1, -1):
+            sel = np.flatnonzero(transparent & (depth_o == level) & (parent_o >= 0))
+            np.add.at(self_o, parent_o[sel], self_o[sel])
+            self_o[sel] = 0
     inv = np.empty(n, dtype=np.int64)
     inv[order] = np.arange(n)
     parent_rows = np.where(parent_o >= 0, rows[order][np.maximum(parent_o, 0)], -1)

@@ -12,6 +12,7 @@ import numpy as np
 from neuron_prof.analysis._collectives import collective_rows
 from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._host import host_nesting
+from neuron_prof.analysis._nesting import TRANSPARENT_SPANS
 from neuron_prof.analysis._idle import device_label, device_rows
 from neuron_prof.analysis._intervals import merge, union_ns
 from neuron_prof.analysis._sync import RUNTIME_SYNC_NAMES
@@ -90,6 +91,7 @@ def compute_totals(trace: Trace, ctx: Context) -> dict[str, Any]:
         )
     else:
         keep = np.ones(len(n.rows), dtype=bool)
+    keep &= ~np.isin(trace.slices.name[n.rows], trace.name_ids(*TRANSPARENT_SPANS))  # their time is the parent's
     host_s, host_e = merge(sl.ts_ns[n.rows], sl.dur_ns[n.rows])
     return {
         "wall_ns": wall,
