@@ -147,8 +147,11 @@ class SyncProbe(Probe):
             finally:
                 t1 = time.time_ns()
                 probe._local.depth = 0
-                probe.records.append((f"{probe.device_type}.synchronize", "synchronize", t0, t1,
-                                      frame_call_site(2), []))
+                try:  # a failure while recording must never replace the user's call's result
+                    probe.records.append((f"{probe.device_type}.synchronize", "synchronize", t0, t1,
+                                          frame_call_site(2), []))
+                except Exception:  # noqa: BLE001
+                    pass
                 probe.overhead_ns += time.time_ns() - t1
 
         return wrapper
