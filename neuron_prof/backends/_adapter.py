@@ -80,7 +80,11 @@ class ProbeBackend:
     def _select(self, ctx: CaptureContext) -> list[Probe]:
         probes = self.default_probes(ctx)
         if ctx.options.get("deep_fallback"):
-            probes.append(self.deep_fallback_probe())
+            deep = self.deep_fallback_probe()
+            for p in probes:  # the reconstructing probe takes call sites from it instead of doubling events
+                if p.name == "fallback" and hasattr(p, "deep"):
+                    p.deep = deep
+            probes.append(deep)
         wanted = ctx.options.get("probes")
         if wanted is not None:
             keep = set(wanted)

@@ -145,7 +145,10 @@ def run_demo(output: str | Path | None = "trace.json", steps: int = 12, device: 
     torch.manual_seed(seed)
     model = TinyGPT(GPTConfig()).to(device)
     t0 = time.perf_counter()
-    with neuron_prof.profile(output, quiet=quiet, hint=model, with_stack=with_stack) as prof:
+    # Without Python stacks the names-only fallback report cannot say where a fallback was called from;
+    # the opt-in dispatch-level recorder (a few µs per op) gives the exact line instead.
+    with neuron_prof.profile(output, quiet=quiet, hint=model, with_stack=with_stack,
+                             deep_fallback=not with_stack) as prof:
         losses = train(model, device, steps, prof)
     wall = time.perf_counter() - t0
     return DemoResult(trace=prof.trace, paths=prof.paths, device=device, steps=steps, losses=losses, wall_s=wall)

@@ -54,6 +54,8 @@ class FallbackProbe(Probe):
         """(host thread id, host ns) of device-to-host transfers, from the device timeline when there is one."""
         self.names: list[str] = []
         self._before: set[str] = set()
+        self.deep: DeepFallbackProbe | None = None
+        """When deep mode runs too: its dispatch records give each reconstructed call its exact call site."""
 
     def start(self, ctx: CaptureContext) -> None:
         # The report is cumulative since the last clear: clear it so it names only this capture's fallbacks.
@@ -80,6 +82,8 @@ class FallbackProbe(Probe):
             last = args.pop("fused_end_row", None)
             dur = int(view.end[last] - view.ts[row]) if last is not None else int(view.dur[row])
             name = args[Arg.REPORTED_AS] if last is not None else view.name_of(row)
+            if self.deep is not None and not args.get(Arg.CALL_SITE):
+                args[Arg.CALL_SITE] = self.deep.claim(name, int(view.ts[row]), int(view.ts[row]) + dur)
             s = builder.add_slice(track, int(view.ts[row]), dur, name, Cat.FALLBACK,
                                   {k: v for k, v in args.items() if v not in (None, "")})
             builder.add_flow(row, s, cat=Cat.FALLBACK, name="fallback")
@@ -243,6 +247,17 @@ class DeepFallbackProbe(Probe):
         self._mode: Any = None
         self.records: list[tuple[str, int, int, list[Any], list[str], str]] = []
         self.ops_seen = 0
+        self._claimed: set[int] = set()
+
+    def claim(self, name: str, t0: int, t1: int) -> str:
+        """Call site of the unclaimed record of op `name` inside [t0, t1] (the same call seen by the
+        reconstructing probe); the record is then not emitted again. "" when none matches."""
+        key = op_key(name)
+        for i, (n, a, b, _, _, site) in enumerate(self.records):
+            if i not in self._claimed and a >= t0 and b <= t1 and op_key(n) == key:
+                self._claimed.add(i)
+                return site
+        return ""
 
     def start(self, ctx: CaptureContext) -> None:
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -281,8 +296,8 @@ class DeepFallbackProbe(Probe):
         reported = {k for n in (self._report() or []) for k in split_fused(n)} if self._report else None
         fell = {name for name, *_ in self.records if _is_fallback(name, self.device_type, reported)}
         track = probe_track(builder, ctx, TrackKind.FALLBACK)
-        for name, t0, t1, shapes, dtypes, site in self.records:
-            if name in fell:
+        for i, (name, t0, t1, shapes, dtypes, site) in enumerate(self.records):
+            if name in fell and i not in self._claimed:
                 builder.add_slice(track, t0, t1 - t0, name, Cat.FALLBACK,
                                   {Arg.SHAPES: shapes, Arg.DTYPES: dtypes, Arg.CALL_SITE: site, Arg.DEEP: True,
                                    Arg.STEP: step_of(t0, ctx)})
