@@ -1,4 +1,5 @@
-"""Deep fallback mode beside the names-only report: one event per fallen-back call, with its exact line."""
+"""On the emulated device: deep fallback mode beside the names-only report gives one event per fallen-back
+call with its exact line; float64 created on the device is caught from the backend's own warning."""
 
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ SCRIPT = textwrap.dedent('''
         for _ in range(3):
             y = torch.median(x)  # MEDIAN
             z = (x * 2).sum()
+        acc = torch.zeros((), dtype=torch.float64, device="neuron")  # F64
     t = p.trace
     rows = t.slices_on(TrackKind.FALLBACK)
     import json
     print("RESULT", json.dumps([[t.slice_name(int(r)), t.slice_args(int(r)).get("call_site")] for r in rows]))
+    print("DTYPE", json.dumps([t.instant_args(int(i)).get("call_site") for i in t.instants_on(TrackKind.DTYPE)]))
 ''')
 
 
@@ -33,3 +36,6 @@ def test_each_fallback_once_with_its_call_site(tmp_path) -> None:
     got = next(ln for ln in out.stdout.splitlines() if ln.startswith("RESULT"))
     events = json.loads(got[len("RESULT "):])
     assert events == [["aten::median", f"{script}:{line}"]] * 3, out.stdout + out.stderr
+    f64_line = next(i for i, s in enumerate(SCRIPT.splitlines(), 1) if "# F64" in s)
+    dtype = json.loads(next(ln for ln in out.stdout.splitlines() if ln.startswith("DTYPE"))[len("DTYPE "):])
+    assert dtype and set(dtype) == {f"{script}:{f64_line}"}  # one per op the factory ran (empty, zero_)

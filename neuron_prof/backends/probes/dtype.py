@@ -97,6 +97,20 @@ class DtypeProbe(Probe):
                 return out
             return tensor
 
+        # float64 made on the device directly (torch.zeros(..., dtype=torch.float64, device=...)) never moves:
+        # the backend's own "computed in float32" warning is the signal (torch-neuronx warns; so does the
+        # emulator). The warning is passed on unchanged.
+        import warnings
+
+        def make_showwarning(orig: Any) -> Any:
+            def showwarning(message: Any, category: Any, filename: str, lineno: int, *a: Any, **k: Any) -> Any:
+                text = str(message)
+                if "float64" in text and "float32" in text:
+                    probe._record(f"warning: {text[:120]}", [])
+                return orig(message, category, filename, lineno, *a, **k)
+            return showwarning
+
+        patch(warnings, "showwarning", make_showwarning)
         patch(torch.Tensor, "to", make_to)
         patch(torch.Tensor, dev, make_dev)
         patch(torch, "tensor", make_tensor)
