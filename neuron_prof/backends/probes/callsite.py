@@ -47,8 +47,12 @@ def is_library_file(path: str) -> bool:
     p = path.replace("\\", "/")
     if p.startswith(("<", "nn.Module")):
         return True
+    if "neuron_prof/demo/" in p:  # the demo is a user program that ships inside neuron_prof
+        return False
+    if "/site-packages/" in p or "/dist-packages/" in p:  # installed libraries (click, transformers...)
+        return True
     if os.path.isabs(p):
-        return any(p.startswith(r) for r in _lib_roots()) or "/site-packages/torch" in p
+        return any(p.startswith(r) for r in _lib_roots())
     return p.startswith(_LIB_PARTS) or "/torch/" in p or "/neuron_prof/" in p
 
 
