@@ -37,8 +37,10 @@ def load() -> str:
 def describe() -> str:
     """Date, CPUs usable by this process, CPU model, RAM, Python and the current load."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (f"{time.strftime('%Y-%m-%d %H:%M %Z')}; {cpus} CPUs ({_cpu_model()}), {_ram_gb():.0f} GB RAM; "
-            f"Python {platform.python_version()}; {load()}")
+    return (
+        f"{time.strftime('%Y-%m-%d %H:%M %Z')}; {cpus} CPUs ({_cpu_model()}), {_ram_gb():.0f} GB RAM; "
+        f"Python {platform.python_version()}; {load()}"
+    )
 
 
 if __name__ == "__main__":

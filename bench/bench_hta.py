@@ -57,16 +57,24 @@ def table(title: str, path: Path, rows: list[tuple[str, dict[str, Any]]]) -> str
     """One table: every row against orjson.loads (x orjson) and, when HTA ran, HTA's time over the row's."""
     ref = rows[0][1]
     hta = next((r for name, r in rows if name.startswith("HTA")), None)
-    lines = [f"{title}: {path.name}, {ref['entries']:,} events, {path.stat().st_size / 1e6:,.0f} MB",
-             f"{'':40} {'wall s':>7} {'cpu s':>7} {'+workers':>8} {'events/s':>10} {'peak RSS MB':>11} "
-             f"{'worker RSS':>10} {'x orjson':>8} {'HTA / row':>9}"]
+    lines = [
+        f"{title}: {path.name}, {ref['entries']:,} events, {path.stat().st_size / 1e6:,.0f} MB",
+        (
+            f"{'':40} {'wall s':>7} {'cpu s':>7} {'+workers':>8} {'events/s':>10} {'peak RSS MB':>11} "
+            f"{'worker RSS':>10} {'x orjson':>8} {'HTA / row':>9}"
+        ),
+    ]
     for name, r in rows:
         vs_hta = f"{hta['wall'] / r['wall']:9.1f}" if hta else f"{'':>9}"
-        lines.append(f"{name:40} {r['wall']:7.2f} {r['cpu']:7.2f} {r['worker_cpu']:8.2f} "
-                     f"{r['entries'] / r['wall']:10,.0f} {r['rss_mb']:11,.0f} {r['worker_rss_mb']:10,.0f} "
-                     f"{r['wall'] / ref['wall']:8.2f} {vs_hta}")
-    lines.append("(wall s on a shared machine; cpu s is the loading process alone, +workers the CPU of its worker\n"
-                 " processes; worker RSS is the largest worker's peak. HTA / row: how many times faster than HTA.)")
+        lines.append(
+            f"{name:40} {r['wall']:7.2f} {r['cpu']:7.2f} {r['worker_cpu']:8.2f} "
+            f"{r['entries'] / r['wall']:10,.0f} {r['rss_mb']:11,.0f} {r['worker_rss_mb']:10,.0f} "
+            f"{r['wall'] / ref['wall']:8.2f} {vs_hta}"
+        )
+    lines.append(
+        "(wall s on a shared machine; cpu s is the loading process alone, +workers the CPU of its worker\n"
+        " processes; worker RSS is the largest worker's peak. HTA / row: how many times faster than HTA.)"
+    )
     return "\n".join(lines)
 
 
@@ -81,15 +89,24 @@ def verdict(rows: list[tuple[str, dict[str, Any]]], size: int) -> str:
     # the peaks is an upper bound on the memory the open needs at once.
     n_workers = 0 if first["worker_rss_mb"] == 0 else workers_wanted(size) - 1
     rss = first["rss_mb"] + n_workers * first["worker_rss_mb"]
-    ok = lambda b: "met" if b else "MISSED"  # noqa: E731
-    parts = [f"first open {first['wall']:.2f} s wall, {first['cpu'] + first['worker_cpu']:.2f} s CPU "
-             f"(<= 5 s: {ok(first['wall'] <= 5)})",
-             f"peak RSS {rss:,.0f} MB incl. workers (<= 1024 MB: {ok(rss <= 1024)})",
-             f"second open {second['wall']:.2f} s wall, {second['cpu']:.2f} s CPU (<= 1 s: {ok(second['wall'] <= 1)})"]
+    ok = lambda b: "met" if b else "MISSED"
+    parts = [
+        (
+            f"first open {first['wall']:.2f} s wall, {first['cpu'] + first['worker_cpu']:.2f} s CPU "
+            f"(<= 5 s: {ok(first['wall'] <= 5)})"
+        ),
+        f"peak RSS {rss:,.0f} MB incl. workers (<= 1024 MB: {ok(rss <= 1024)})",
+        (
+            f"second open {second['wall']:.2f} s wall, {second['cpu']:.2f} s CPU "
+            f"(<= 1 s: {ok(second['wall'] <= 1)})"
+        ),
+    ]
     if hta:
-        parts.append(f"HTA / first open {hta['wall'] / first['wall']:.1f}x wall, "
-                     f"{hta['cpu'] / (first['cpu'] + first['worker_cpu']):.1f}x CPU (>= 9x: "
-                     f"{ok(hta['wall'] / first['wall'] >= 9)})")
+        parts.append(
+            f"HTA / first open {hta['wall'] / first['wall']:.1f}x wall, "
+            f"{hta['cpu'] / (first['cpu'] + first['worker_cpu']):.1f}x CPU (>= 9x: "
+            f"{ok(hta['wall'] / first['wall'] >= 9)})"
+        )
     return "targets: " + "; ".join(parts)
 
 
@@ -106,13 +123,19 @@ def measure(path: Path, hta: bool) -> list[tuple[str, dict[str, Any]]]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.bench_hta", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--events", type=float, default=1.2e6, help="events in the generated trace (default 1.2e6)")
+    ap.add_argument(
+        "--events", type=float, default=1.2e6, help="events in the generated trace (default 1.2e6)"
+    )
     ap.add_argument("--trace", type=Path, help="benchmark this file instead of a generated one")
     ap.add_argument("--real", action="store_true", help="also a real trace repeated to --events (no HTA row)")
     ap.add_argument("--hta-real", action="store_true", help="with --real: run HTA on the real trace too")
     ap.add_argument("--no-hta", action="store_true", help="leave HTA out")
-    ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "neuron-prof-bench",
-                    help="where generated traces are kept between runs")
+    ap.add_argument(
+        "--dir",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "neuron-prof-bench",
+        help="where generated traces are kept between runs",
+    )
     a = ap.parse_args(argv)
     a.dir.mkdir(parents=True, exist_ok=True)
     n = int(a.events)
@@ -125,8 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     print(verdict(rows, path.stat().st_size), flush=True)
     if a.real:
         path = bench_ingest.real_repeated(n, a.dir)
-        print(table("real, repeated with shifted times", path, measure(path, a.hta_real and not a.no_hta)),
-              flush=True)
+        print(
+            table("real, repeated with shifted times", path, measure(path, a.hta_real and not a.no_hta)),
+            flush=True,
+        )
     print(f"# {_machine.load()}; cores {os.cpu_count()}")
     return 0
 

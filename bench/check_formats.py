@@ -38,17 +38,29 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         trace = neuron_prof.load(js)
         pf = write_trace(trace, Path(d) / "gen.pftrace")
-        print(f"generated {n:,} events -> {js.stat().st_size / 1e6:.1f} MB JSON -> model {trace.n_events:,} events "
-              f"-> {pf.stat().st_size / 1e6:.1f} MB .pftrace in {time.perf_counter() - t0:.1f} s")
+        print(
+            f"generated {n:,} events -> {js.stat().st_size / 1e6:.1f} MB JSON -> model "
+            f"{trace.n_events:,} events "
+            f"-> {pf.stat().st_size / 1e6:.1f} MB .pftrace in {time.perf_counter() - t0:.1f} s"
+        )
         if CHECKER.exists():
-            r = subprocess.run([sys.executable, str(CHECKER), str(pf)], capture_output=True, text=True, check=False)
-            print(f"pftrace_check: {'ok' if r.returncode == 0 else 'FAILED'} {r.stdout.strip()[-500:]}")
+            r = subprocess.run(
+                [sys.executable, str(CHECKER), str(pf)], capture_output=True, text=True, check=False
+            )
+            keep = ("packets", "slices", "flows", "errors", "warnings")
+            said = "; ".join(ln for ln in r.stdout.splitlines() if ln.split(":")[0] in keep)
+            print(
+                f"pftrace_check: {'ok' if r.returncode == 0 else 'FAILED'} ({said or r.stderr.strip()[-500:]})"
+            )
             bad += r.returncode != 0
         else:
             print(f"pftrace_check: skipped ({CHECKER} absent)")
         py = hta_venv.ensure()
-        code = ("import sys; from hta.trace_analysis import TraceAnalysis; a = TraceAnalysis(trace_dir=sys.argv[1]); "
-                "df = a.t.get_trace(0); print(len(df), 'rows in HTA rank 0,', df['stream'].nunique(), 'streams')")
+        code = (
+            "import sys; from hta.trace_analysis import TraceAnalysis; "
+            "a = TraceAnalysis(trace_dir=sys.argv[1]); "
+            "df = a.t.get_trace(0); print(len(df), 'rows in HTA rank 0,', df['stream'].nunique(), 'streams')"
+        )
         r = subprocess.run([str(py), "-c", code, str(js.parent)], capture_output=True, text=True, check=False)
         out = (r.stdout.strip() or r.stderr.strip()).splitlines()
         print(f"HTA TraceAnalysis: {'ok' if r.returncode == 0 else 'FAILED'} {out[-1] if out else ''}")
