@@ -61,6 +61,12 @@ def _pftrace_beyond_int64() -> bytes:
     return t.SerializeToString()
 
 
+def _foreign_pftrace() -> bytes:
+    from tests.test_pftrace_load import foreign_trace
+
+    return foreign_trace()
+
+
 def bad_inputs() -> dict[str, tuple[str, bytes, str, str]]:
     """kind -> (file name, content, "error" or "ok", words the error / a warning must hold ("" = no warning))."""
     good = _kt([_x(i) for i in range(60)])
@@ -109,6 +115,7 @@ def bad_inputs() -> dict[str, tuple[str, bytes, str, str]]:
         "varint_overflow_pftrace": ("t.pftrace", b"\x0a\xff\xff\xff\x0f", "error", "not a Perfetto trace"),
         "empty_pftrace": ("t.pftrace", b"", "error", "empty file"),
         "json_named_pftrace": ("t.pftrace", good.encode(), "ok", ""),
+        "invalid_utf8_pftrace": ("t.pftrace", _foreign_pftrace().replace(b"cpu_op", b"\x80pu_op", 1), "ok", ""),
         "pftrace_ts_beyond_int64": ("t.pftrace", _pftrace_beyond_int64(), "ok", "beyond int64"),
         "garbage_unknown_suffix": ("t.bin", random.Random(3).randbytes(512), "error", "not a Perfetto trace"),
     }
@@ -185,6 +192,10 @@ def test_what_the_loader_kept_from_the_kinds_without_a_loader_test(tmp_path: Pat
     tr = load(write_kind(tmp_path, "pftrace_ts_beyond_int64"))
     assert len(tr.slices) == 1 and tr.slice_name(0) == "late"
     assert (int(tr.slices.ts_ns[0]), int(tr.slices.dur_ns[0])) == (-5_000, 4_000)
+    # a string that is not UTF-8 in a .pftrace (protobuf hands it over as bytes): text with U+FFFD
+    tr = load(write_kind(tmp_path, "invalid_utf8_pftrace"))
+    cats = {tr.s(int(c)) for c in tr.slices.cat}
+    assert "\ufffdpu_op" in cats and all(isinstance(s, str) for s in tr.strings.as_list())
 
 
 def test_directory_missing_and_unreadable_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -278,3 +289,68 @@ def test_real_process_bad_inputs(tmp_path: Path) -> None:
                        capture_output=True, text=True, timeout=60, cwd=REPO)
     assert (p.returncode, p.stdout) == (2, "")
     assert p.stderr == f"neuron-prof: error: {tmp_path / 'missing.json'}: no such file\n"
+
+
+# ---- fuzz: mutated .pftrace files (ours and a foreign one) load or raise TraceLoadError, and what loads can be
+# summarised and written back ----------------------------------------------------------------------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+def _pftrace_seeds() -> list[bytes]:
+    import tempfile
+
+    from neuron_prof.exporters import write_trace
+
+    from tests.conftest import KINETO_DIR
+    from tests.test_pftrace_load import foreign_trace
+
+    seeds = [foreign_trace()]
+    src = KINETO_DIR / "triton_example_triton_example.json.gz"
+    with tempfile.TemporaryDirectory() as d:
+        tr = load(src) if src.is_file() else load(write_kind(Path(d), "unmatched_begin_end"))
+        out = Path(d) / "own.pftrace"
+        write_trace(tr, out)
+        seeds.append(out.read_bytes())
+    return seeds
+
+
+_PF_SEEDS = _pftrace_seeds()
+
+
+@st.composite
+def _mutated_pftrace(draw: st.DrawFn) -> bytes:
+    data = bytearray(_PF_SEEDS[draw(st.integers(0, len(_PF_SEEDS) - 1))])
+    for _ in range(draw(st.integers(1, 5))):
+        op = draw(st.sampled_from(["flip", "insert", "delete", "truncate", "dup"]))
+        i = draw(st.integers(0, max(len(data) - 1, 0)))
+        if op == "flip" and data:
+            data[i] = draw(st.integers(0, 255))
+        elif op == "insert":  # varints at their limits, lengths that overrun, field tags
+            data[i:i] = draw(st.sampled_from([b"\xff" * 9 + b"\x01", b"\x80" * 10, b"\x0a\xff\xff\xff\xff\x0f",
+                                              b"\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", b"\x00", b"\x12\x00"]))
+        elif op == "delete":
+            del data[i:i + draw(st.integers(1, 40))]
+        elif op == "truncate":
+            del data[i:]
+        elif op == "dup":
+            data[i:i] = data[max(0, i - 64):i]
+    return bytes(data)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(blob=_mutated_pftrace())
+def test_fuzz_mutated_pftrace(tmp_path: Path, blob: bytes) -> None:
+    from neuron_prof.analysis import report
+    from neuron_prof.exporters import write_trace
+
+    p = tmp_path / "f.pftrace"
+    p.write_bytes(blob)
+    try:
+        tr = load(p)
+    except TraceLoadError as e:
+        assert "\n" not in str(e) and str(e).startswith(f"{p}: ")
+        return
+    report(tr)  # what loads can be analysed
+    write_trace(tr, tmp_path / "back.json")  # and written back

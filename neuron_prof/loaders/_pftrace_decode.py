@@ -41,6 +41,11 @@ def packet_chunks(data: bytes, target: int = 8 << 20) -> list[tuple[int, int]] |
     return out
 
 
+def text(s: Any) -> str:
+    """A proto string field as str: upb hands back bytes when a string is not valid UTF-8."""
+    return s if s.__class__ is str else bytes(s).decode("utf-8", "replace")
+
+
 class Seq:
     """Interning tables and decode caches of one packet sequence."""
 
@@ -58,11 +63,11 @@ class Seq:
     def interned(self, idd: Any, intern: Callable[[str], int]) -> None:
         """Take in an InternedData message (names and categories as model string ids)."""
         for e in idd.event_names:
-            self.names[e.iid] = intern(e.name)
+            self.names[e.iid] = intern(text(e.name))
         for e in idd.event_categories:
-            self.cats[e.iid] = intern(e.name)
+            self.cats[e.iid] = intern(text(e.name))
         for e in idd.debug_annotation_names:
-            self.dan[e.iid] = e.name
+            self.dan[e.iid] = text(e.name)
         for e in idd.debug_annotation_string_values:
             self.dsv[e.iid] = e.str.decode("utf-8", "replace")
 
@@ -74,7 +79,7 @@ def fragment(a: Any, seq: Seq) -> bytes | None:
     iid = a.name_iid
     nf = seq.name_frag.get(iid) if iid else None
     if nf is None:
-        name = seq.dan.get(iid, f"iid {iid}") if iid else a.name
+        name = seq.dan.get(iid, f"iid {iid}") if iid else text(a.name)
         if name == META_KEY:  # neuron-prof's metadata: the caller reads it
             return None
         nf = orjson.dumps(name) + b":"
@@ -95,7 +100,7 @@ def fragment(a: Any, seq: Seq) -> bytes | None:
     if k == "uint_value":
         return nf + b"%d" % a.uint_value
     if k == "string_value":
-        return nf + orjson.dumps(a.string_value)
+        return nf + orjson.dumps(text(a.string_value))
     # nested (dict_entries / array_values), null, legacy JSON, pointers: decoded once per distinct bytes
     key = a.SerializeToString()
     frag = seq.annot_cache.get(key)
@@ -109,7 +114,7 @@ def fragment(a: Any, seq: Seq) -> bytes | None:
 def da_name(a: Any, seq: Seq) -> str:
     if a.name_iid:
         return seq.dan.get(a.name_iid, f"iid {a.name_iid}")
-    return a.name
+    return text(a.name)
 
 
 def da_value(a: Any, seq: Seq) -> Any:
@@ -127,5 +132,6 @@ def da_value(a: Any, seq: Seq) -> Any:
             return orjson.loads(a.legacy_json_value)
         except orjson.JSONDecodeError:
             return a.legacy_json_value
-    return getattr(a, k)
+    v = getattr(a, k)
+    return text(v) if isinstance(v, bytes) else v
 

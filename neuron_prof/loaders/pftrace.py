@@ -16,7 +16,7 @@ import numpy as np
 import orjson
 
 from neuron_prof.errors import TraceFormatError, TraceLoadError
-from neuron_prof.loaders._pftrace_decode import Seq, da_value, fragment, packet_chunks
+from neuron_prof.loaders._pftrace_decode import Seq, da_value, fragment, packet_chunks, text
 from neuron_prof.model import Trace, TraceBuilder, Track, TrackKind
 from neuron_prof.model.schema import FORMAT_VERSION, META_KEY, Meta
 
@@ -55,10 +55,20 @@ def load_pftrace(path: str | os.PathLike[str]) -> Trace:
             del proto
     except (DecodeError, ValueError, RuntimeError):
         raise TraceFormatError(p, "not a Perfetto trace (protobuf decoding failed)") from None
+    except (KeyError, TypeError, IndexError, AttributeError, OverflowError, RecursionError) as e:
+        raise TraceFormatError(p, _damaged(e)) from None
     del data
     if not r.n_events and not r.descriptors:
         raise TraceFormatError(p, "not a Perfetto trace (no track events or track descriptors)")
-    return r.build()
+    try:
+        return r.build()
+    except (KeyError, TypeError, IndexError, AttributeError, OverflowError, ValueError, RecursionError) as e:
+        # fields of the wrong type or out of range (a damaged file, or another tool's): one line, not a traceback
+        raise TraceFormatError(p, _damaged(e)) from None
+
+
+def _damaged(e: BaseException) -> str:
+    return " ".join(f"damaged Perfetto trace ({type(e).__name__}: {e})".split())[:200]
 
 
 class _Reader:
@@ -125,7 +135,7 @@ class _Reader:
             elif te.HasField("name_iid"):
                 name = seq.names.get(te.name_iid, 0)
             else:
-                name = intern(te.name) if te.HasField("name") else 0
+                name = intern(text(te.name)) if te.HasField("name") else 0
             args = -1
             annots = te.debug_annotations
             if len(annots) and typ != _E:
@@ -151,7 +161,7 @@ class _Reader:
             if len(cats):
                 cat_l.append(seq.cats.get(cats[0], 0))
             else:
-                cat_l.append(intern(te.categories[0]) if len(te.categories) else 0)
+                cat_l.append(intern(text(te.categories[0])) if len(te.categories) else 0)
             args_l.append(args)
             if typ == _C:
                 self.value.append(te.double_counter_value if te.HasField("double_counter_value")
@@ -194,21 +204,22 @@ class _Reader:
         umap: dict[int, int] = {}
         for u, d in ds.items():  # processes first: threads and custom tracks hang below them
             if d.HasField("process"):
-                b.process(d.process.pid, d.process.process_name or None)
+                b.process(d.process.pid, text(d.process.process_name) or None)
         for u, d in ds.items():
             if d.HasField("process"):
                 continue
             if d.HasField("thread"):
-                umap[u] = b.thread_track(d.thread.pid, d.thread.tid, d.thread.thread_name or None)
+                umap[u] = b.thread_track(d.thread.pid, d.thread.tid, text(d.thread.thread_name) or None)
                 continue
             pid = self._owner_pid(u)
             proc = b.process(pid if pid is not None else "perfetto", None if pid is not None else "Perfetto")
             if d.HasField("counter"):
                 bytes_ = d.counter.unit == 3
                 kind = TrackKind.MEMORY if bytes_ else TrackKind.COUNTER
-                umap[u] = b.track(proc, d.name or f"counter {u}", kind, unit="bytes" if bytes_ else d.counter.unit_name)
+                umap[u] = b.track(proc, text(d.name) or f"counter {u}", kind,
+                                  unit="bytes" if bytes_ else text(d.counter.unit_name))
             elif d.name or u:
-                umap[u] = b.track(proc, d.name or f"track {u}", _LABEL_KIND.get(d.name, TrackKind.OTHER))
+                umap[u] = b.track(proc, text(d.name) or f"track {u}", _LABEL_KIND.get(text(d.name), TrackKind.OTHER))
         return umap
 
     def _owner_pid(self, u: int) -> int | None:
