@@ -354,3 +354,53 @@ def test_fuzz_mutated_pftrace(tmp_path: Path, blob: bytes) -> None:
         return
     report(tr)  # what loads can be analysed
     write_trace(tr, tmp_path / "back.json")  # and written back
+
+
+
+from tests.test_kineto_bad_input import _SEED_BYTES as _JSON_SEED_BYTES  # noqa: E402  (a small real trace)
+
+
+@st.composite
+def _mutated_json(draw: st.DrawFn) -> bytes:
+    data = bytearray(_JSON_SEED_BYTES)
+    for _ in range(draw(st.integers(1, 6))):
+        op = draw(st.sampled_from(["flip", "insert", "delete", "dup", "value"]))
+        i = draw(st.integers(0, max(len(data) - 1, 0)))
+        if op == "flip" and data:
+            data[i] = draw(st.integers(0, 255))
+        elif op == "insert":
+            data[i:i] = draw(st.sampled_from([b"},{", b"]", b'"', b"NaN", b"\xff", b"-1e300", b"1e999", b"null",
+                                              b"-", b"9" * 30, b'"\\u0000"', b"[[[[", b"true"]))
+        elif op == "delete":
+            del data[i:i + draw(st.integers(1, 40))]
+        elif op == "dup":
+            data[i:i] = data[max(0, i - 120):i]
+        elif op == "value":  # replace a number after a key with a hostile one
+            j = data.find(b'": ', i)
+            if j >= 0:
+                data[j + 3:j + 3] = draw(st.sampled_from([b"-", b"1e30", b"-9e18", b'"x"', b"[]", b"{}", b"null"]))
+    return bytes(data)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(blob=_mutated_json())
+def test_fuzz_mutated_json_through_analysis_views_and_exporters(tmp_path: Path, blob: bytes) -> None:
+    """What the JSON loader accepts, best-effort, must also survive the analysis, the text views and both
+    exporters (a damaged file that loads but then crashes `summary` would be a traceback for the user)."""
+    from neuron_prof.analysis import report
+    from neuron_prof.exporters import write_trace
+    from neuron_prof.exporters.summary import summary_markdown, summary_text
+
+    p = tmp_path / "f.json"
+    p.write_bytes(blob)
+    try:
+        tr = load(p)
+    except TraceLoadError:
+        return
+    rep = report(tr)
+    summary_text(rep)
+    summary_markdown(rep)
+    write_trace(tr, tmp_path / "back.pftrace")
+    write_trace(tr, tmp_path / "back.json")
+    assert load(tmp_path / "back.pftrace").n_events <= tr.n_events + len(tr.findings) + 1
