@@ -196,3 +196,38 @@ def test_a_hostile_index_cache_is_never_unpickled(tmp_path: Path) -> None:
     tr = load(src)
     assert not canary.exists()
     assert {tr.slice_name(i) for i in range(len(tr.slices))} >= set(payloads(canary))
+
+
+def _non_loopback_addresses() -> list[str]:
+    import socket
+    import subprocess
+
+    try:
+        out = subprocess.run(["hostname", "-I"], capture_output=True, text=True, timeout=5).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        out = []
+    return [a for a in out if ":" not in a and not a.startswith("127.")] or [
+        a for a in {socket.gethostbyname(socket.gethostname())} if not a.startswith("127.")]
+
+
+def test_open_is_not_reachable_from_another_interface(files: dict[str, Path]) -> None:
+    import socket
+
+    from neuron_prof._open_server import TraceServer
+
+    others = _non_loopback_addresses()
+    if not others:
+        pytest.skip("this machine has no non-loopback IPv4 address to try")
+    with TraceServer(files["b"], port=0) as srv:
+        assert srv._srv.server_address[0] == "127.0.0.1"
+        socket.create_connection(("127.0.0.1", srv.port), timeout=5).close()  # it is listening
+        for addr in others:
+            with pytest.raises(OSError):
+                socket.create_connection((addr, srv.port), timeout=2).close()
+
+
+def test_servers_default_to_loopback() -> None:
+    from neuron_prof.cli._tui import command as tui
+
+    host = next(p for p in tui.params if p.name == "host")
+    assert host.default == "127.0.0.1"
