@@ -107,7 +107,9 @@ def verdict(rows: list[tuple[str, dict[str, Any]]], size: int) -> str:
             f"{hta['cpu'] / (first['cpu'] + first['worker_cpu']):.1f}x CPU (>= 9x: "
             f"{ok(hta['wall'] / first['wall'] >= 9)})"
         )
-    return "targets: " + "; ".join(parts)
+    n = first["entries"]
+    scale = "" if n >= 1_000_000 else f" [the targets are for 1.2M events; this trace has {n:,}]"
+    return "targets: " + "; ".join(parts) + scale
 
 
 def measure(path: Path, hta: bool) -> list[tuple[str, dict[str, Any]]]:
