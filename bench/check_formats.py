@@ -25,6 +25,7 @@ CHECKER = Path(__file__).resolve().parents[2] / "shared" / "tools" / "pftrace_ch
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.check_formats", description=__doc__.split("\n\n")[0])
     ap.add_argument("--events", type=float, default=1e5)
+    ap.add_argument("--no-hta", action="store_true", help="only the Perfetto checks (no HTA venv needed)")
     a = ap.parse_args(argv)
     import neuron_prof
     from bench.gen_trace import write
@@ -55,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
             bad += r.returncode != 0
         else:
             print(f"pftrace_check: skipped ({CHECKER} absent)")
+        if a.no_hta:
+            return 1 if bad else 0
         py = hta_venv.ensure()
         code = (
             "import sys; from hta.trace_analysis import TraceAnalysis; "
