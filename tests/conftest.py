@@ -32,3 +32,39 @@ def _private_index_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     import os
 
     os.environ["NEURON_PROF_CACHE_DIR"] = str(tmp_path_factory.mktemp("nprof-cache"))
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Register the emulated neuron device before any test runs when some test uses it in this process.
+
+    PyTorch's autograd engine sizes its per-device queues at the first backward of the process; a device
+    registered after that makes every later backward on it fail an internal assert. So the device must exist
+    before the first backward of the session, whichever test runs first. `torch_neuronx` is not put in
+    sys.modules here (tests that want it use the `emulated_torch_neuronx` fixture), so other tests still see
+    a process without torch-neuronx.
+    """
+    if any(item.get_closest_marker("emulator_inprocess") for item in items):
+        from neuron_prof import emulator
+
+        emulator.enable(emulator.EmulatorConfig.fast(install_torch_neuronx=False))
+
+
+@pytest.fixture(scope="module")
+def emulated_torch_neuronx():  # type: ignore[no-untyped-def]
+    """The emulator's torch_neuronx-shaped module, installed in sys.modules for one test module."""
+    import sys
+
+    from neuron_prof import emulator
+
+    mod = emulator.enable(emulator.EmulatorConfig.fast())
+    emulator.reconfigure(emulator.EmulatorConfig.fast())
+    saved = {k: sys.modules.get(k) for k in ("torch_neuronx", "torch_neuronx._C", "torch_neuronx.profiling")}
+    sys.modules["torch_neuronx"] = mod
+    sys.modules["torch_neuronx._C"] = mod._C
+    sys.modules["torch_neuronx.profiling"] = mod.profiling
+    yield mod
+    for k, v in saved.items():
+        if v is None:
+            sys.modules.pop(k, None)
+        else:
+            sys.modules[k] = v

@@ -19,11 +19,13 @@ from neuron_prof import emulator
 from neuron_prof.emulator import EmulatorConfig
 
 
+# The device is registered before the session's first backward (tests/conftest.py); see the marker.
+pytestmark = pytest.mark.emulator_inprocess
+
+
 @pytest.fixture(scope="module")
-def tnx():  # type: ignore[no-untyped-def]
-    mod = emulator.enable(EmulatorConfig.fast())
-    emulator.reconfigure(EmulatorConfig.fast())
-    return mod
+def tnx(emulated_torch_neuronx):  # type: ignore[no-untyped-def]
+    return emulated_torch_neuronx
 
 
 @pytest.fixture

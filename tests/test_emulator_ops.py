@@ -63,9 +63,13 @@ CASES: dict[str, Any] = {
 }
 
 
+# The device is registered before the session's first backward (tests/conftest.py); see the marker.
+pytestmark = pytest.mark.emulator_inprocess
+
+
 @pytest.fixture(scope="module")
-def tnx():  # type: ignore[no-untyped-def]
-    return emulator.enable(emulator.EmulatorConfig.fast())
+def tnx(emulated_torch_neuronx):  # type: ignore[no-untyped-def]
+    return emulated_torch_neuronx
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

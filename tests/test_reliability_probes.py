@@ -254,14 +254,8 @@ def _raise_call_site(*a: Any, **k: Any) -> str:
 
 @pytest.mark.parametrize("module, attr, user_code", [
     ("sync", "frame_call_site", lambda: (torch.cpu.synchronize(), float(torch.ones(3).sum()))[1]),
-    pytest.param("dtype", "frame_call_site", lambda: float(torch.tensor([1.5, 2.5], dtype=torch.float64).sum()),
-                 marks=pytest.mark.xfail(strict=True, reason=(
-                     "bug: DtypeProbe._record calls frame_call_site unguarded inside the wrapped torch.tensor / "
-                     "Tensor.to, so a failure while recording raises into the user's call"))),
-    pytest.param("fallback", "DeepFallbackProbe._record", lambda: float((torch.ones(3) * 2).sum()),
-                 marks=pytest.mark.xfail(strict=True, reason=(
-                     "bug: DeepFallbackProbe's __torch_dispatch__ calls probe._record unguarded, so a failure "
-                     "while recording raises into every op the user runs"))),
+    ("dtype", "frame_call_site", lambda: float(torch.tensor([1.5, 2.5], dtype=torch.float64).sum())),
+    ("fallback", "DeepFallbackProbe._record", lambda: float((torch.ones(3) * 2).sum())),
     ("collectives", "frame_call_site", lambda: float(torch.arange(4.0).sum())),
 ])
 def test_a_failing_hook_never_raises_into_user_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str,
@@ -329,10 +323,6 @@ class _SamplerBackend(CpuBackend):
 register_backend("garbage_sampler", f"{__name__}:_SamplerBackend")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: MemoryProbe._sample guards the read but not the use of its result (len(got), got[0]); a reader "
-    "returning a non-tuple kills the sampler thread with a traceback printed into the user's stderr. Fix: "
-    "wrap the whole per-device body of _sample (and _peaks) in the try, dropping that sample"))
 def test_memory_sampler_reader_returning_garbage_prints_nothing(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     import threading

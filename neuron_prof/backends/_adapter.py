@@ -102,6 +102,10 @@ class ProbeBackend:
                 self._phase_ns[probe.name] = self._phase_ns.get(probe.name, 0) + time.perf_counter_ns() - t0
 
     def _account(self, builder: TraceBuilder, ctx: CaptureContext) -> None:
+        for p in self.probes:
+            if getattr(p, "hook_errors", 0):
+                ctx.errors.append({"probe": p.name, "phase": "hook",
+                                   "error": f"{p.hook_errors} failure(s) inside hooks in the user's calls (ignored)"})
         per = {p.name: p.overhead_ns + self._phase_ns.get(p.name, 0) for p in self.probes}
         builder.metadata[PROBE_OVERHEAD] = per
         builder.metadata[PROBE_HOOKS] = {p.name: p.overhead_ns for p in self.probes}

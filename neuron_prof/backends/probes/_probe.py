@@ -29,6 +29,8 @@ class Probe:
     def __init__(self) -> None:
         self.overhead_ns = 0
         """Time this probe spent in the user's program (hooks, wrappers), in ns."""
+        self.hook_errors = 0
+        """Failures inside hooks that run in the user's calls (swallowed there, reported by the adapter)."""
 
     def start(self, ctx: CaptureContext) -> None:
         """Install hooks and remember counters."""

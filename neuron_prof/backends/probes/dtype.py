@@ -119,7 +119,10 @@ class DtypeProbe(Probe):
         if getattr(self._local, "busy", False):  # a transfer made inside a recorded one (.to -> backend -> .to)
             return
         t0 = time.perf_counter_ns()
-        self.records.append((time.time_ns(), op, shape, frame_call_site(3)))
+        try:  # runs inside the user's own call: a failure here must not reach it
+            self.records.append((time.time_ns(), op, shape, frame_call_site(3)))
+        except Exception:  # noqa: BLE001
+            self.hook_errors += 1
         self.overhead_ns += time.perf_counter_ns() - t0
 
     def _inner(self, fn: Any, *args: Any, **kwargs: Any) -> Any:

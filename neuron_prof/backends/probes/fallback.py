@@ -270,7 +270,10 @@ class DeepFallbackProbe(Probe):
                 t0 = time.time_ns()
                 out = func(*args, **kwargs)
                 t1 = time.time_ns()
-                probe._record(func, args, t0, t1)
+                try:  # runs inside every op of the user's program: a failure here must not reach it
+                    probe._record(func, args, t0, t1)
+                except Exception:  # noqa: BLE001
+                    probe.hook_errors += 1
                 probe.overhead_ns += time.time_ns() - t1
                 return out
 

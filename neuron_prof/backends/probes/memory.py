@@ -63,12 +63,13 @@ class MemoryProbe(Probe):
     def _sample(self) -> None:
         now = time.time_ns()
         for d in range(self._n):
-            try:
+            try:  # a failed or malformed read drops one sample, not the capture (this runs in a thread)
                 got = self._read(d)
-            except Exception:  # noqa: BLE001  (a failed read drops one sample, not the capture)
-                got = None
-            if got is not None:
-                self.samples.append((now, d, got[0], got[1] if len(got) > 1 else None))
+                if got is not None:
+                    self.samples.append((now, d, int(got[0]), int(got[1]) if len(got) > 1 and got[1] is not None
+                                         else None))
+            except Exception:  # noqa: BLE001
+                continue
 
     def stop(self, ctx: CaptureContext) -> None:
         if self._thread is not None:
@@ -83,10 +84,10 @@ class MemoryProbe(Probe):
         for d in range(self._n):
             try:
                 got = self._read(d)
+                if got is not None and len(got) > 2 and got[2] is not None:
+                    out[d] = int(got[2])
             except Exception:  # noqa: BLE001
-                got = None
-            if got is not None and len(got) > 2 and got[2] is not None:
-                out[d] = int(got[2])
+                continue
         return out
 
     def contribute(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView) -> None:
