@@ -26,6 +26,7 @@ def main() -> None:
     with neuron_prof.profile(out, quiet=True, with_stack=False, profile_memory=False) as prof:
         for _ in range(steps):
             y = torch.mm(w, w).sum()
+            time.sleep(0.05)  # the step's "compute": spaces collectives ~80 ms apart, as in real training
             if rank == delayed:
                 with torch.profiler.record_function("load_batch"):
                     time.sleep(0.03)

@@ -47,6 +47,12 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         from neuron_prof import emulator
 
         emulator.enable(emulator.EmulatorConfig.fast(install_torch_neuronx=False))
+        import torch
+
+        # The first backward sizes the engine's queues: do it now, while the device count is the real one
+        # (later tests swap device modules for fakes).
+        x = torch.ones(2, device="neuron", requires_grad=True)
+        (x * 2).sum().backward()
 
 
 @pytest.fixture(scope="module")

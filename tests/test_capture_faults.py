@@ -165,7 +165,8 @@ def test_sigterm_inside_block_leaves_loadable_trace(tmp_path: Path) -> None:
     assert "not reached" not in out
     trace = neuron_prof.load(tmp_path / "trace.json")
     assert trace.metadata["capture_exit"] == "SIGTERM"
-    assert len(trace.metadata["steps"]) >= 3 and "aten::addmm" in slice_names(trace)
+    assert len(trace.metadata["steps"]) >= 3, trace.metadata
+    assert "aten::addmm" in slice_names(trace), (trace.metadata.get("probe_errors"), err[-2000:])
     assert (tmp_path / "trace.pftrace").exists()
 
 

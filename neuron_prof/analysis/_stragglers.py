@@ -7,6 +7,8 @@ collective matched across ranks, arrival spread = last start - first start; each
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from neuron_prof.analysis._collective_match import RankCollectives, extract_collectives, match
@@ -98,9 +100,8 @@ def straggler_findings(trace: Trace) -> list[Finding]:
             continue
         cost = int(spread[ks].sum())
         worst = int(ks[np.argmax(spread[ks])])
-        prev_end = int(E[worst - 1, j]) if worst > 0 else int(S[worst, j] - 2 * spread[worst])
-        t0 = max(prev_end, int(S[worst, j] - 4 * spread[worst]))
-        cause = _cause(trace, r, t0, int(S[worst, j]))
+        cause = _dominant_cause(trace, r, [(int(E[k - 1, j]) if k > 0 else int(S[k, j] - 2 * spread[k]),
+                                             int(S[k, j]), int(spread[k])) for k in ks])
         waits = {str(rr): int((last[ks] - S[ks, jj]).sum()) for jj, rr in enumerate(ranks) if rr != r}
         share = cost / wall
         detail = f" ({cause['detail']})" if cause.get("detail") else ""
@@ -118,6 +119,22 @@ def straggler_findings(trace: Trace) -> list[Finding]:
                       "worst_start_ns": int(S[worst, j])},
             ts_ns=int(S[worst, j]), rank=r))
     return sorted(out, key=lambda f: -f.cost_ns)
+
+
+def _dominant_cause(trace: Trace, rank: int, windows: list[tuple[int, int, int]]) -> dict[str, object]:
+    """The cause seen most often over the late arrivals (prev exit, arrival, spread); ties go to more time.
+
+    One arrival can be odd (the first collective, while a profiler was still starting): what the rank did
+    before most of its late arrivals is the cause."""
+    tally: dict[tuple[str, str], list[Any]] = {}
+    for prev_end, arrival, spread in windows:
+        c = _cause(trace, rank, max(prev_end, arrival - 4 * spread), arrival)
+        key = (str(c["cause"]), str(c.get("detail", "")))
+        entry = tally.setdefault(key, [0, 0, c])
+        entry[0] += 1
+        entry[1] += int(c["ns"])  # type: ignore[call-overload]
+    count, ns, best = max(tally.values(), key=lambda e: (e[0], e[1]))
+    return {**best, "ns": ns, "arrivals": count}
 
 
 def _matches_trusted(trace: Trace) -> bool:
