@@ -133,7 +133,11 @@ def _reference_losses(steps: int) -> list[float]:
     return [train_step(model, opt, i) for i in range(steps)]
 
 
-REF = _reference_losses(2)
+@pytest.fixture(scope="module")
+def REF() -> list[float]:  # noqa: N802 - reads as the constant it stands for
+    """The unprofiled losses (computed when first needed: a backward at import time would start autograd's
+    engine during collection, before the emulated device of other test modules can register)."""
+    return _reference_losses(2)
 
 
 def _profiled(out: Path, backend: str) -> tuple[list[float], Any, list[warnings.WarningMessage]]:
@@ -149,7 +153,7 @@ def _profiled(out: Path, backend: str) -> tuple[list[float], Any, list[warnings.
 
 
 @pytest.mark.parametrize("phase", PHASES)
-def test_every_probe_raising_in_a_phase(tmp_path: Path, phase: str) -> None:
+def test_every_probe_raising_in_a_phase(tmp_path: Path, REF: list[float], phase: str) -> None:
     FAULT.clear()
     FAULT.update(mode="raise", phases=(phase,))
     out = tmp_path / "t.json"
@@ -167,7 +171,7 @@ def test_every_probe_raising_in_a_phase(tmp_path: Path, phase: str) -> None:
         assert f"{name} ({phase}): RuntimeError: injected {phase} fault in {name}" in text
 
 
-def test_every_probe_failing_everywhere_still_leaves_the_kineto_trace(tmp_path: Path) -> None:
+def test_every_probe_failing_everywhere_still_leaves_the_kineto_trace(tmp_path: Path, REF: list[float]) -> None:
     FAULT.clear()
     FAULT.update(mode="raise", phases=PHASES)
     out = tmp_path / "t.json"
@@ -181,7 +185,7 @@ def test_every_probe_failing_everywhere_still_leaves_the_kineto_trace(tmp_path: 
     assert len(ours) == 1
 
 
-def test_slow_probes_do_not_change_results_and_are_accounted(tmp_path: Path) -> None:
+def test_slow_probes_do_not_change_results_and_are_accounted(tmp_path: Path, REF: list[float]) -> None:
     FAULT.clear()
     FAULT.update(mode="slow", phases=PHASES)
     out = tmp_path / "t.json"
@@ -195,7 +199,7 @@ def test_slow_probes_do_not_change_results_and_are_accounted(tmp_path: Path) -> 
         assert per[name] >= 2 * SLOW_S * 1e9 * 0.9, (name, per[name])
 
 
-def test_probes_returning_garbage_and_writing_hostile_events(tmp_path: Path) -> None:
+def test_probes_returning_garbage_and_writing_hostile_events(tmp_path: Path, REF: list[float]) -> None:
     FAULT.clear()
     FAULT.update(mode="garbage", phases=PHASES)
     out = tmp_path / "t.json"
@@ -221,7 +225,7 @@ def test_probes_returning_garbage_and_writing_hostile_events(tmp_path: Path) -> 
     ({"default_probes": "raise"}, ("backend", "start")),
     ({"contribute": "raise"}, ("faulty_hooks", "contribute")),
 ])
-def test_adapter_hook_faults(tmp_path: Path, fault: dict[str, str], where: tuple[str, str]) -> None:
+def test_adapter_hook_faults(tmp_path: Path, REF: list[float], fault: dict[str, str], where: tuple[str, str]) -> None:
     FAULT.clear()
     FAULT.update(fault)
     out = tmp_path / "t.json"
@@ -233,7 +237,7 @@ def test_adapter_hook_faults(tmp_path: Path, fault: dict[str, str], where: tuple
     assert len(ours) == 1 and where[1] in str(ours[0].message)
 
 
-def test_adapter_options_torch_rejects_runs_the_block_unprofiled(tmp_path: Path) -> None:
+def test_adapter_options_torch_rejects_runs_the_block_unprofiled(tmp_path: Path, REF: list[float]) -> None:
     # options torch.profiler refuses: the profiler cannot start, the block still runs, a trace (of the
     # step markers and metadata) is still written and the reason is reported.
     FAULT.clear()
@@ -323,7 +327,7 @@ class _SamplerBackend(CpuBackend):
 register_backend("garbage_sampler", f"{__name__}:_SamplerBackend")
 
 
-def test_memory_sampler_reader_returning_garbage_prints_nothing(tmp_path: Path,
+def test_memory_sampler_reader_returning_garbage_prints_nothing(tmp_path: Path, REF: list[float],
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 
