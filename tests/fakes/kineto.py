@@ -9,29 +9,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import orjson
-
 from neuron_prof.backends.base import Backend, CaptureContext
 from neuron_prof.model import TraceBuilder
-
-
-def kineto_into(builder: TraceBuilder, data: dict[str, Any]) -> None:
-    """Kineto JSON into `builder`: the project's loader when it is there, else the slices probes join with."""
-    try:
-        from neuron_prof.loaders.kineto_json import parse_kineto_into
-    except ImportError:
-        parse_kineto_into = None
-    if parse_kineto_into is not None:
-        parse_kineto_into(builder, data, "test")
-        return
-    base = int(data.get("baseTimeNanoseconds") or 0)
-    for e in data.get("traceEvents", []):
-        if e.get("ph") != "X" or "ts" not in e:
-            continue
-        builder.process(e.get("pid", 0))
-        t = builder.thread_track(e.get("pid", 0), e.get("tid", 0))
-        builder.add_slice(t, int(round(float(e["ts"]) * 1000)) + base, int(round(float(e.get("dur", 0)) * 1000)),
-                          str(e.get("name", "")), str(e.get("cat", "")), e.get("args"))
 
 
 def profile_with(backend: Backend, work: Callable[[], Any], options: dict[str, Any] | None = None,
@@ -53,19 +32,16 @@ def profile_with(backend: Backend, work: Callable[[], Any], options: dict[str, A
     backend.stop(ctx)
     fd, path = tempfile.mkstemp(suffix=".json")
     os.close(fd)
+    b = TraceBuilder()
     try:
         prof.export_chrome_trace(path)
-        with open(path, "rb") as f:
-            raw = f.read()
-        try:
-            data = orjson.loads(raw)
-        except orjson.JSONDecodeError:  # Kineto sometimes writes invalid UTF-8 in stack strings
-            import json
+        # The same route as a capture: Kineto writes invalid UTF-8, raw control characters and, in long
+        # traces with Python stacks, the odd broken string; the project's loader reads past all of them.
+        from neuron_prof.capture._append import append_trace
+        from neuron_prof.capture._kineto import load_in_process
 
-            data = json.loads(raw.decode("utf-8", errors="replace"), strict=False)
+        append_trace(b, load_in_process(path))
     finally:
         os.unlink(path)
-    b = TraceBuilder()
-    kineto_into(b, data)
     backend.contribute(b, ctx)
     return b, ctx
