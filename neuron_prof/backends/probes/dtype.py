@@ -11,7 +11,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from neuron_prof.backends.probes._common import probe_track, step_of
+from neuron_prof.backends.probes._common import probe_track, restore_patches, step_of
 from neuron_prof.backends.probes._probe import Probe
 from neuron_prof.backends.probes.callsite import frame_call_site
 from neuron_prof.model import Arg, Cat, TrackKind
@@ -135,15 +135,7 @@ class DtypeProbe(Probe):
             local.busy = outer
 
     def stop(self, ctx: CaptureContext) -> None:
-        for owner, name, orig, had in reversed(self._saved):
-            if had:
-                setattr(owner, name, orig)
-            else:
-                try:
-                    delattr(owner, name)
-                except AttributeError:
-                    pass
-        self._saved.clear()
+        restore_patches(self._saved)
 
     def contribute(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView) -> None:
         if not self.records:
