@@ -12,10 +12,12 @@ import numpy as np
 
 from neuron_prof.model import Trace
 
-TRANSPARENT_SPANS = ("PythonSubclass",)
-"""Spans PyTorch opens around the Python part of a tensor subclass's op (the emulated device, DTensor...):
-bookkeeping of the op that encloses them, not ops of their own. Their self time is the parent's, and they
-are skipped when naming the op a moment belongs to."""
+TRANSPARENT_SPANS = ("PythonSubclass", "PythonDispatchMode")
+"""Spans PyTorch opens around the Python part of a tensor subclass's op or a dispatch mode (the emulated
+device, DTensor, neuron-prof's deep fallback mode...): bookkeeping of the op that encloses them, not ops of
+their own. Their self time is the parent's, and they are skipped when naming the op a moment belongs to.
+The op re-dispatched inside them (aten::mm under PythonDispatchMode under aten::mm) is the same call: its
+self time goes to the outer one too."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -28,6 +30,8 @@ class Nesting:
     parent: np.ndarray
     """Slice row of the direct parent, -1 for top level."""
     self_ns: np.ndarray
+    transparent: np.ndarray
+    """True for bookkeeping spans and re-dispatched copies of their op (see TRANSPARENT_SPANS): self time 0."""
 
 
 def nesting(trace: Trace, rows: np.ndarray) -> Nesting:
@@ -70,7 +74,12 @@ def nesting(trace: Trace, rows: np.ndarray) -> Nesting:
     # self time: my duration minus my direct children's
     child_sum = np.bincount(parent_o[parent_o >= 0], weights=dur_o[parent_o >= 0], minlength=n)
     self_o = np.maximum(dur_o - child_sum.astype(np.int64), 0)
-    transparent = np.isin(trace.slices.name[rows][order], trace.name_ids(*TRANSPARENT_SPANS))
+    names_o = trace.slices.name[rows][order]
+    transparent = np.isin(names_o, trace.name_ids(*TRANSPARENT_SPANS))
+    # an op re-dispatched under a transparent span of the same-named op is that op's own call
+    par = np.maximum(parent_o, 0)
+    redispatch = (parent_o >= 0) & transparent[par] & (parent_o[par] >= 0) & (names_o == names_o[parent_o[par]])
+    transparent |= redispatch
     if transparent.any():  # deepest first, so a chain of them ends in the first real op above
         for level in range(int(depth_o.max()), 1, -1):
             sel = np.flatnonzero(transparent & (depth_o == level) & (parent_o >= 0))
@@ -79,4 +88,5 @@ def nesting(trace: Trace, rows: np.ndarray) -> Nesting:
     inv = np.empty(n, dtype=np.int64)
     inv[order] = np.arange(n)
     parent_rows = np.where(parent_o >= 0, rows[order][np.maximum(parent_o, 0)], -1)
-    return Nesting(rows=rows, depth=depth_o[inv], parent=parent_rows[inv], self_ns=self_o[inv])
+    return Nesting(rows=rows, depth=depth_o[inv], parent=parent_rows[inv], self_ns=self_o[inv],
+                   transparent=transparent[inv])

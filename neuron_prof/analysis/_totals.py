@@ -91,7 +91,7 @@ def compute_totals(trace: Trace, ctx: Context) -> dict[str, Any]:
         )
     else:
         keep = np.ones(len(n.rows), dtype=bool)
-    keep &= ~np.isin(trace.slices.name[n.rows], trace.name_ids(*TRANSPARENT_SPANS))  # their time is the parent's
+    keep &= ~n.transparent  # their time is the parent's
     host_s, host_e = merge(sl.ts_ns[n.rows], sl.dur_ns[n.rows])
     return {
         "wall_ns": wall,
