@@ -78,6 +78,13 @@ class ViewScreen(Screen[None]):
         """Called once the view's widgets are mounted (first time and after a rebuild)."""
         if self.table is not None:
             self.table.focus()
+            self.show_row(self.table.row)
+
+    def show_row(self, row: int) -> None:
+        """Views with a detail pane fill it for the table's row `row` (-1: the table is empty)."""
+
+    def on_virtual_table_row_highlighted(self, event: VirtualTable.RowHighlighted) -> None:
+        self.show_row(event.row)
 
     def on_mount(self) -> None:
         self.ready()

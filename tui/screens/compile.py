@@ -32,12 +32,7 @@ class CompileScreen(ViewScreen):
         yield self.table
         yield Detail(id="detail")
 
-    def ready(self) -> None:
-        if self.table is not None:
-            self.table.focus()
-            self._show(self.table.row)
-
-    def _show(self, row: int) -> None:
+    def show_row(self, row: int) -> None:
         pane = self.query_one("#detail", Detail)
         if row < 0:
             pane.show([("compiles", "none recorded in this trace")])
@@ -71,9 +66,6 @@ class CompileScreen(ViewScreen):
                 if others:
                     rows += detail(("other plans", "\n" + "\n".join(others)))
         pane.show(rows)
-
-    def on_virtual_table_row_highlighted(self, event: VirtualTable.RowHighlighted) -> None:
-        self._show(event.row)
 
     def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
         self.action_jump()

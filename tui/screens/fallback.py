@@ -30,12 +30,7 @@ class FallbackScreen(ViewScreen):
         yield self.table
         yield Detail(id="detail")
 
-    def ready(self) -> None:
-        if self.table is not None:
-            self.table.focus()
-            self._show(self.table.row)
-
-    def _show(self, row: int) -> None:
+    def show_row(self, row: int) -> None:
         pane = self.query_one("#detail", Detail)
         if row < 0:
             pane.show([("CPU fallbacks", "none recorded in this trace")])
@@ -55,9 +50,6 @@ class FallbackScreen(ViewScreen):
                 rows += detail(("advice", f.advice))
                 break
         pane.show(rows)
-
-    def on_virtual_table_row_highlighted(self, event: VirtualTable.RowHighlighted) -> None:
-        self._show(event.row)
 
     def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
         self.action_jump()

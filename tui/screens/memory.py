@@ -51,12 +51,7 @@ class MemoryScreen(ViewScreen):
         self.plot = BraillePlot(x, y, id="plot")
         yield self.plot
 
-    def ready(self) -> None:
-        if self.table is not None:
-            self.table.focus()
-            self._show(self.table.row)
-
-    def _show(self, row: int) -> None:
+    def show_row(self, row: int) -> None:
         title = self.query_one("#plot-title", Static)
         if row < 0:
             title.update(Text("no memory counters in this trace", style="dim"))
@@ -72,9 +67,6 @@ class MemoryScreen(ViewScreen):
             style="dim",
         )
         title.update(t)
-
-    def on_virtual_table_row_highlighted(self, event: VirtualTable.RowHighlighted) -> None:
-        self._show(event.row)
 
     def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
         self.action_jump()

@@ -132,12 +132,7 @@ class OverviewScreen(ViewScreen):
         yield self.table
         yield Detail(id="detail")
 
-    def ready(self) -> None:
-        if self.table is not None:
-            self.table.focus()
-            self._show(self.table.row)
-
-    def _show(self, row: int) -> None:
+    def show_row(self, row: int) -> None:
         pane = self.query_one("#detail", Detail)
         if row < 0:
             pane.show(
@@ -162,9 +157,6 @@ class OverviewScreen(ViewScreen):
                 ("evidence", ev),
             )
         )
-
-    def on_virtual_table_row_highlighted(self, event: VirtualTable.RowHighlighted) -> None:
-        self._show(event.row)
 
     def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
         f = self.rank.findings[event.row]
