@@ -33,6 +33,7 @@ def main() -> None:
             dist.all_reduce(grad)
             grad.fill_(float(y) * 0 + 1)
             prof.step()
+    dist.barrier()  # nobody tears the group down while another rank still talks to it
     dist.destroy_process_group()
 
 

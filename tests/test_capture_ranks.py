@@ -42,6 +42,7 @@ def test_two_rank_gloo_job_writes_one_trace_per_rank(tmp_path: Path) -> None:
             for _ in range(2):
                 dist.all_reduce(t)
                 prof.step()
+        dist.barrier()  # nobody tears the group down while the other rank still talks to it
         dist.destroy_process_group()
     """))
     port = _free_port()

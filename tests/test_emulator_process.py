@@ -133,6 +133,7 @@ out = {"params": [p.detach().cpu().flatten().tolist() for p in ddp.module.parame
        "device": str(next(ddp.module.parameters()).device), "backend": dist.get_backend(),
        "gathered": [g.cpu().tolist() for g in gathered], "flat": flat.cpu().tolist(),
        "bcast": b.cpu().tolist(), "rs": rs.cpu().tolist(), "collectives": colls}
+dist.barrier()  # nobody tears the group down while the other rank still talks to it
 dist.destroy_process_group()
 print(json.dumps(out))
 """

@@ -54,6 +54,7 @@ def _worker(rank: int, port: int, out: str) -> None:
                **trace.slice_args(int(r))} for r in rows]
         Path(out, f"rank{rank}.json").write_bytes(orjson.dumps({"events": ev, "errors": ctx.errors,
                                                                 "ok": float(x[0]) == WORLD}))
+        dist.barrier()  # nobody tears the group down while the other rank still talks to it
     finally:
         dist.destroy_process_group()
 
