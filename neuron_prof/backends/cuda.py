@@ -36,10 +36,12 @@ class CudaBackend(ProbeBackend):
         from neuron_prof.backends.probes.collectives import CollectivesProbe
         from neuron_prof.backends.probes.compile import CompileProbe
         from neuron_prof.backends.probes.cuda_trace import CudaTraceProbe
+        from neuron_prof.backends.probes.device import KinetoDeviceLinkProbe
         from neuron_prof.backends.probes.memory import KinetoMemoryProbe, MemoryProbe
 
         # Kineto's exact allocator events first; the polled counters fill in only devices it did not report.
-        return [CompileProbe(), CollectivesProbe(), CudaTraceProbe(), KinetoMemoryProbe(),
+        return [CompileProbe(), CollectivesProbe(), CudaTraceProbe(), KinetoDeviceLinkProbe(),
+                KinetoMemoryProbe(),
                 MemoryProbe("cuda", _cuda_count, _cuda_memory)]
 
     def profiler_options(self) -> dict[str, Any]:

@@ -12,7 +12,7 @@ CUDA traces:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from neuron_prof.backends._compat import op_key
 from neuron_prof.backends.probes._common import probe_track, step_of
@@ -30,7 +30,7 @@ WAITS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize
 
 
 class CudaTraceProbe(Probe):
-    """Sync points and missing launch flows from Kineto's CUDA runtime and device events."""
+    """Sync points from Kineto's CUDA runtime events (missing launch flows: device.KinetoDeviceLinkProbe)."""
 
     name = "cuda_trace"
 
@@ -40,7 +40,6 @@ class CudaTraceProbe(Probe):
 
     def contribute(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView) -> None:
         self._syncs(builder, ctx, view)
-        self._flows(builder, view)
 
     def _syncs(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView) -> None:
         rt = view.cat_rows(KinetoCat.CUDA_RUNTIME, "cuda_driver")
@@ -64,24 +63,6 @@ class CudaTraceProbe(Probe):
             s = builder.add_slice(track, int(view.ts[r]), int(view.dur[r]), name, Cat.SYNC,
                                   {k: v for k, v in args.items() if v not in (None, "")})
             builder.add_flow(r, s, cat=Cat.SYNC, name="wait")
-
-    def _flows(self, builder: TraceBuilder, view: HostView) -> None:
-        dev = view.cat_rows(*KinetoCat.DEVICE_CATS)
-        if not len(dev):
-            return
-        linked = set(builder.f_dst)
-        missing = [int(r) for r in dev if int(r) not in linked]
-        if not missing:
-            return
-        by_corr: dict[Any, int] = {}
-        for r in view.cat_rows(KinetoCat.CUDA_RUNTIME, "cuda_driver"):
-            c = view.args(int(r)).get("correlation")
-            if c is not None:
-                by_corr[c] = int(r)
-        for r in missing:
-            src = by_corr.get(view.args(r).get("correlation"))
-            if src is not None:
-                builder.add_flow(src, r, cat=Cat.DEVICE, name="launch")
 
 
 def _kind(view: HostView, host: int, runtime: str) -> tuple[str, str]:
