@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,16 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 KINETO_DIR = SHARED / "traces" / "kineto"
 PFTRACE_CHECK = SHARED / "tools" / "pftrace_check.py"
+
+
+def pftrace_check(path: str | Path) -> subprocess.CompletedProcess[str]:
+    """Run ../shared/tools/pftrace_check.py on `path` (it replays the Perfetto importer's rules).
+
+    Skips the calling test, saying why, where ../shared is absent (CI always has it)."""
+    if not PFTRACE_CHECK.is_file():
+        pytest.skip("../shared/tools/pftrace_check.py absent: the .pftrace cannot be checked here")
+    return subprocess.run([sys.executable, str(PFTRACE_CHECK), str(path)], capture_output=True, text=True,
+                          timeout=300)
 
 
 def kineto_traces() -> list[Path]:

@@ -123,7 +123,7 @@ def test_float64_demotion(run: dict[str, Any]) -> None:
 
 
 def test_named_tracks_round_trip_through_load(run: dict[str, Any]) -> None:
-    from tests.conftest import PFTRACE_CHECK
+    from tests.conftest import pftrace_check
 
     for ext, got in run["roundtrip"].items():
         kinds = got["kinds"]
@@ -132,10 +132,8 @@ def test_named_tracks_round_trip_through_load(run: dict[str, Any]) -> None:
         assert kinds["collective"] == ["collectives"] and kinds["sync"] == ["sync points"], ext
         assert {"neuron:0 allocated", "neuron:0 reserved"} <= set(kinds["memory"]), ext
         assert got["counts"] == {k: len(run[k]) for k in ("device", "compile", "fallback", "sync", "collective")}, ext
-    if PFTRACE_CHECK.exists():
-        p = subprocess.run([sys.executable, str(PFTRACE_CHECK), run["roundtrip"]["pftrace"]["path"]],
-                           capture_output=True, text=True, timeout=120)
-        assert p.returncode == 0, p.stdout + p.stderr
+    p = pftrace_check(run["roundtrip"]["pftrace"]["path"])
+    assert p.returncode == 0, p.stdout + p.stderr
 
 
 def test_deep_fallback_mode_gives_exact_call_sites_and_states_its_cost(run: dict[str, Any]) -> None:

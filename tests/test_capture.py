@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,7 @@ from torch import nn
 
 import neuron_prof
 from neuron_prof.capture import CaptureWarning, current_session
-from tests.conftest import PFTRACE_CHECK
+from tests.conftest import pftrace_check
 
 
 # ---- helpers shared by the capture tests (independent of the code under test) -------------------
@@ -54,11 +52,6 @@ def pftrace_slice_count(path: Path) -> int:
     t = Trace()
     t.ParseFromString(path.read_bytes())
     return sum(1 for p in t.packet if p.HasField("track_event") and p.track_event.type == TrackEvent.TYPE_SLICE_BEGIN)
-
-
-def pftrace_check(path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(PFTRACE_CHECK), str(path)], capture_output=True, text=True,
-                          timeout=300)
 
 
 def slice_names(trace: neuron_prof.Trace) -> set[str]:

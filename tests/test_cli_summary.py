@@ -149,14 +149,9 @@ def test_annotated_findings_survive_the_file(suffix: str, tmp_path: Path) -> Non
         drop = lambda fs: [{k: v for k, v in f.items() if k != "evidence"} for f in fs]  # noqa: E731
         assert drop(again) == drop(want)
     if suffix == ".pftrace":
-        from tests.conftest import PFTRACE_CHECK
+        from tests.conftest import pftrace_check
 
-        p = subprocess.run(
-            [sys.executable, str(PFTRACE_CHECK), str(tmp_path / f"t{suffix}")],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        p = pftrace_check(tmp_path / f"t{suffix}")
         assert p.returncode == 0, p.stdout + p.stderr
 
 

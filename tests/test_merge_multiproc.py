@@ -76,8 +76,7 @@ def test_merge_real_gloo_job(tmp_path: Path, capsys: pytest.CaptureFixture[str],
         assert wait > top["count"] * 20_000_000, (r, wait)
     # the merged trace has one process group per rank, and passes the Perfetto import checks
     assert sorted({p.rank for p in merged.processes}) == list(range(world))
-    from tests.conftest import PFTRACE_CHECK
+    from tests.conftest import pftrace_check
 
-    if PFTRACE_CHECK.exists():
-        res = subprocess.run([sys.executable, str(PFTRACE_CHECK), str(merged_path)], capture_output=True, text=True)
-        assert res.returncode == 0, res.stdout + res.stderr
+    res = pftrace_check(merged_path)
+    assert res.returncode == 0, res.stdout + res.stderr

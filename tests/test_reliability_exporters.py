@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import errno
 import os
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -17,7 +15,7 @@ import pytest
 import neuron_prof
 from neuron_prof.capture import CaptureWarning
 from neuron_prof.cli import main
-from tests.conftest import PFTRACE_CHECK
+from tests.conftest import pftrace_check
 from tests.test_capture import json_complete_count, slice_names, tiny_model, train_step
 
 ENOSPC = os.strerror(errno.ENOSPC)
@@ -73,8 +71,7 @@ def test_json_exporter_disk_full_keeps_the_pftrace_and_the_old_json(tmp_path: Pa
     assert out.read_bytes() == b'{"traceEvents": []}'
     pf = neuron_prof.load(tmp_path / "t.pftrace")
     assert "aten::addmm" in slice_names(pf) and len(pf.slices) == len(prof.trace.slices)
-    chk = subprocess.run([sys.executable, str(PFTRACE_CHECK), str(tmp_path / "t.pftrace")], capture_output=True,
-                         text=True, timeout=120)
+    chk = pftrace_check(tmp_path / "t.pftrace")
     assert chk.returncode == 0, chk.stdout
     assert len(ours) == 1 and f"could not write {out}: {ENOSPC}" in str(ours[0].message)
     assert not _stray(tmp_path)

@@ -212,10 +212,9 @@ def test_probes_returning_garbage_and_writing_hostile_events(tmp_path: Path, REF
         names = [trace.slice_name(i) for i in range(len(trace.slices))]
         assert names.count("\x00\x1b[2J[bold]garbage</script>") == len(ALL_NAMES), path
         assert not trace.metadata["probe_errors"]
-    from tests.conftest import PFTRACE_CHECK
+    from tests.conftest import pftrace_check
 
-    chk = subprocess.run([sys.executable, str(PFTRACE_CHECK), str(tmp_path / "t.pftrace")], capture_output=True,
-                         text=True, timeout=120)
+    chk = pftrace_check(tmp_path / "t.pftrace")
     assert chk.returncode == 0, chk.stdout + chk.stderr
 
 
