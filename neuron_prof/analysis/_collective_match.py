@@ -100,10 +100,12 @@ def _source_rows(trace: Trace, procs: np.ndarray, source: str) -> np.ndarray:
     return np.flatnonzero(np.isin(trace.slices.track, tracks))
 
 
-def extract_collectives(trace: Trace) -> dict[int, RankCollectives]:
-    """Each rank's collectives from the best source that all ranks share."""
-    ranks = ranks_of(trace)
+def collectives_by_source(trace: Trace, *, stop_when_complete: bool = False) -> dict[str, dict[int, RankCollectives]]:
+    """Each source's collectives per rank, in SOURCES order (a rank without that source is absent).
+
+    `stop_when_complete`: stop at the first source that every rank of `trace` has (what `pick_source` takes)."""
     found: dict[str, dict[int, RankCollectives]] = {}
+    ranks = ranks_of(trace)
     for source in SOURCES:
         per: dict[int, RankCollectives] = {}
         for r, procs in ranks.items():
@@ -116,11 +118,25 @@ def extract_collectives(trace: Trace) -> dict[int, RankCollectives]:
                                      start_ns=trace.slices.ts_ns[rows].copy(),
                                      end_ns=(trace.slices.ts_ns[rows] + trace.slices.dur_ns[rows]),
                                      bytes=nbytes[order], row=rows)
-        if per and len(per) == len(ranks):
-            return per
         if per:
-            found.setdefault(source, per)
-    return next(iter(found.values()), {})
+            found[source] = per
+            if stop_when_complete and len(per) == len(ranks):
+                break
+    return found
+
+
+def pick_source(found: dict[str, dict[int, RankCollectives]], ranks: int) -> dict[int, RankCollectives]:
+    """The best source that all `ranks` ranks have, else the best one any rank has ({} when none)."""
+    for source in SOURCES:
+        per = found.get(source)
+        if per and len(per) == ranks:
+            return per
+    return next((found[s] for s in SOURCES if found.get(s)), {})
+
+
+def extract_collectives(trace: Trace) -> dict[int, RankCollectives]:
+    """Each rank's collectives from the best source that all ranks share."""
+    return pick_source(collectives_by_source(trace, stop_when_complete=True), len(ranks_of(trace)))
 
 
 def match(per_rank: dict[int, RankCollectives]) -> tuple[list[int], np.ndarray]:

@@ -7,6 +7,7 @@ collective matched across ranks, arrival spread = last start - first start; each
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -81,27 +82,75 @@ def straggler_findings(trace: Trace) -> list[Finding]:
     """One finding per rank that arrived late at collectives, most costly first."""
     if not _matches_trusted(trace):
         return []
-    per_rank: dict[int, RankCollectives] = extract_collectives(trace)
+    late = late_arrivals(extract_collectives(trace))
+    if late is None:
+        return []
+    causes = {r: dominant_cause(trace, r, late.windows(r)) for r in late.late_ranks()}
+    return findings_from(late, causes, trace.wall_ns)
+
+
+@dataclass(frozen=True)
+class LateArrivals:
+    """The collectives matched across ranks (clocks aligned) and who arrived last at each."""
+
+    ranks: list[int]
+    keys: list[str]
+    """"group/op" of each matched collective."""
+    start: np.ndarray
+    """(n_matched, n_ranks) start of each collective on each rank."""
+    end: np.ndarray
+
+    @property
+    def spread(self) -> np.ndarray:
+        return self.start.max(axis=1) - self.start.min(axis=1)
+
+    @property
+    def significant(self) -> np.ndarray:
+        """Spreads that count: over MIN_SPREAD_NS and over half of what is left of the collective."""
+        last = self.start.max(axis=1)
+        return self.spread > np.maximum(MIN_SPREAD_NS, 0.5 * (self.end.max(axis=1) - last))
+
+    def late_rows(self, rank: int) -> np.ndarray:
+        """Matched collectives where `rank` arrived last by a significant spread."""
+        j = self.ranks.index(rank)
+        return np.flatnonzero(self.significant & (np.argmax(self.start, axis=1) == j))
+
+    def late_ranks(self) -> list[int]:
+        return [r for r in self.ranks if len(self.late_rows(r))]
+
+    def windows(self, rank: int) -> list[tuple[int, int, int]]:
+        """(previous collective's exit, arrival, spread) of each late arrival of `rank`: where to look for why."""
+        j, spread = self.ranks.index(rank), self.spread
+        return [(int(self.end[k - 1, j]) if k > 0 else int(self.start[k, j] - 2 * spread[k]),
+                 int(self.start[k, j]), int(spread[k])) for k in self.late_rows(rank)]
+
+
+def late_arrivals(per_rank: dict[int, RankCollectives]) -> LateArrivals | None:
+    """Match `per_rank`'s collectives (clocks already aligned); None when fewer than two ranks share any."""
     ranks, mat = match(per_rank)
     if len(ranks) < 2 or not len(mat):
-        return []
-    S = np.stack([per_rank[r].start_ns[mat[:, j]] for j, r in enumerate(ranks)], axis=1)
-    E = np.stack([per_rank[r].end_ns[mat[:, j]] for j, r in enumerate(ranks)], axis=1)
+        return None
+    return LateArrivals(
+        ranks=ranks, keys=[per_rank[ranks[0]].key[int(i)] for i in mat[:, 0]],
+        start=np.stack([per_rank[r].start_ns[mat[:, j]] for j, r in enumerate(ranks)], axis=1),
+        end=np.stack([per_rank[r].end_ns[mat[:, j]] for j, r in enumerate(ranks)], axis=1))
+
+
+def findings_from(late: LateArrivals, causes: dict[int, dict[str, object]], wall_ns: int) -> list[Finding]:
+    """The straggler findings, given each late rank's cause (`dominant_cause` over `late.windows(rank)`)."""
+    S, E, ranks = late.start, late.end, late.ranks
     last = S.max(axis=1)
-    spread = last - S.min(axis=1)
-    late = np.argmax(S, axis=1)
+    spread = late.spread
     dur = np.median(E - S, axis=1)
-    significant = spread > np.maximum(MIN_SPREAD_NS, 0.5 * (E.max(axis=1) - last))
-    wall = max(trace.wall_ns, 1)
+    wall = max(wall_ns, 1)
     out: list[Finding] = []
     for j, r in enumerate(ranks):
-        ks = np.flatnonzero(significant & (late == j))
-        if not len(ks):
+        ks = late.late_rows(r)
+        if not len(ks) or r not in causes:
             continue
         cost = int(spread[ks].sum())
         worst = int(ks[np.argmax(spread[ks])])
-        cause = _dominant_cause(trace, r, [(int(E[k - 1, j]) if k > 0 else int(S[k, j] - 2 * spread[k]),
-                                             int(S[k, j]), int(spread[k])) for k in ks])
+        cause = causes[r]
         waits = {str(rr): int((last[ks] - S[ks, jj]).sum()) for jj, rr in enumerate(ranks) if rr != r}
         share = cost / wall
         detail = f" ({cause['detail']})" if cause.get("detail") else ""
@@ -114,14 +163,14 @@ def straggler_findings(trace: Trace) -> list[Finding]:
             advice=_advice(str(cause["cause"])),
             evidence={"late_rank": r, "ranks": ranks, "wait_ns_by_rank": waits,
                       "spread_ns": [int(x) for x in spread[ks][:50]],
-                      "collectives": [per_rank[r].key[int(mat[k, j])] for k in ks[:50]],
+                      "collectives": [late.keys[int(k)] for k in ks[:50]],
                       "median_collective_ns": int(np.median(dur[ks])), "cause": cause,
                       "worst_start_ns": int(S[worst, j])},
             ts_ns=int(S[worst, j]), rank=r))
     return sorted(out, key=lambda f: -f.cost_ns)
 
 
-def _dominant_cause(trace: Trace, rank: int, windows: list[tuple[int, int, int]]) -> dict[str, object]:
+def dominant_cause(trace: Trace, rank: int, windows: list[tuple[int, int, int]]) -> dict[str, object]:
     """The cause seen most often over the late arrivals (prev exit, arrival, spread); ties go to more time.
 
     One arrival can be odd (the first collective, while a profiler was still starting): what the rank did
