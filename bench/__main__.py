@@ -134,6 +134,11 @@ BENCHES: dict[str, Bench] = {
     "tui-file-cached": Bench(
         "bench.bench_tui", "TUI opening the same file again (columnar index beside it)", _tui_file(True)
     ),
+    "merge": Bench(
+        "bench.bench_merge",
+        "merge peak RSS and time at 2 and 4 ranks: streaming (as shipped) against all ranks in memory",
+        lambda n, q: ["--events", str(n or (50_000 if q else 300_000))],
+    ),
     "formats": Bench(
         "bench.check_formats",
         "generated trace -> .pftrace passes pftrace_check; HTA parses it",

@@ -265,8 +265,8 @@ def events(n: int, seed: int = 0) -> Iterator[str]:
         count += 1
 
 
-def write(n: int, path: str | Path, seed: int = 0) -> Path:
-    """Write a trace of exactly `n` events to `path` (.json or .json.gz). Returns the path."""
+def write(n: int, path: str | Path, seed: int = 0, rank: int = 0) -> Path:
+    """Write a trace of exactly `n` events to `path` (.json or .json.gz) as rank `rank`. Returns the path."""
     path = Path(path)
     raw = open(path, "wb")  # noqa: SIM115 - wrapped below, closed in finally
     f: io.BufferedIOBase = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6) if path.name.endswith(".gz") else raw  # type: ignore[assignment]
@@ -275,7 +275,8 @@ def write(n: int, path: str | Path, seed: int = 0) -> Path:
                 b'"totalGlobalMem": 85031714816,\n      "computeMajor": 8, "computeMinor": 0,\n      '
                 b'"maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048,\n      "regsPerBlock": 65536, '
                 b'"warpSize": 32,\n      "sharedMemPerBlock": 49152, "numSms": 108\n    }\n  ],\n'
-                b'  "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 8, "pg_count": 1, '
+                b'  "distributedInfo": {"backend": "nccl", "rank": ' + str(rank).encode()
+                + b', "world_size": ' + str(max(8, rank + 1)).encode() + b', "pg_count": 1, '
                 b'"pg_config": [], "nccl_version": "2.21.5"},\n'
                 b'  "record_shapes": 1,\n  "with_stack": 1,\n  "displayTimeUnit": "ms",\n'
                 b'  "baseTimeNanoseconds": ' + str(BASE_NS).encode() + b',\n  "traceEvents": [\n')
@@ -303,8 +304,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("n", type=float, help="number of events (1e6 accepted)")
     ap.add_argument("out", help="output path (.json or .json.gz)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rank", type=int, default=0, help="distributedInfo.rank (default 0)")
     a = ap.parse_args(argv)
-    p = write(int(a.n), a.out, a.seed)
+    p = write(int(a.n), a.out, a.seed, a.rank)
     print(f"{p}: {int(a.n):,} events, {p.stat().st_size / 1e6:.1f} MB", file=sys.stderr)
     return 0
 

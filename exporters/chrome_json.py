@@ -25,7 +25,7 @@ import os
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 import orjson
@@ -33,6 +33,9 @@ import orjson
 from neuron_prof.errors import ExportError
 from neuron_prof.model import Trace
 from neuron_prof.model.schema import FORMAT_VERSION, META_KEY, Cat, Meta, ProcessKind, TrackKind
+
+if TYPE_CHECKING:
+    from neuron_prof.merge import FlowEnds
 
 __all__ = ["write_chrome_json"]
 
@@ -98,15 +101,22 @@ def _numbers(a: np.ndarray) -> list[bytes]:
 
 
 class _ChromeWriter:
-    """Formats one trace; `blocks()` yields the file's bytes in pieces."""
+    """Formats one trace; `blocks()` yields the file's bytes in pieces.
 
-    def __init__(self, trace: Trace) -> None:
+    As one rank of a merged file (`neuron_prof.exporters.merged`), `events()` gives its events only, with
+    `base` the file's time base, `row_base` its first slice's merged row (flow ends carry merged rows) and
+    `flow_ends` its ends of the cross-rank flows."""
+
+    def __init__(self, trace: Trace, *, base: int | None = None, row_base: int = 0,
+                 flow_ends: FlowEnds | None = None) -> None:
         self.t = trace
         self.enc = np.array([_dumps(s) for s in trace.strings.as_list()], dtype=object)
         """JSON text of each interned string, escaped once."""
         lo, _ = trace.time_range()
         self.unix = trace.metadata.get(Meta.CLOCK, "unix") != "relative"
-        self.base = (lo // 1_000_000_000) * 1_000_000_000 if self.unix else 0
+        self.base = base if base is not None else (lo // 1_000_000_000) * 1_000_000_000 if self.unix else 0
+        self.row_base = row_base
+        self.flow_ends = flow_ends
         self._tids()
 
     # ---- tracks --------------------------------------------------------------------------------------
@@ -150,7 +160,7 @@ class _ChromeWriter:
     def blocks(self) -> Iterator[bytes]:
         yield self._header()
         first = True
-        for block in self._events():
+        for block in self.events():
             if block:
                 yield block if first else b",\n" + block
                 first = False
@@ -172,11 +182,12 @@ class _ChromeWriter:
         if self.unix:
             top["baseTimeNanoseconds"] = self.base
         top["displayTimeUnit"] = "ms"
-        top[META_KEY] = self._own()
+        top[META_KEY] = self.own()
         head = _dumps(top)
         return head[:-1] + b',\n"traceEvents":[\n'
 
-    def _own(self) -> dict[str, Any]:
+    def own(self) -> dict[str, Any]:
+        """The `neuron_prof` block (see neuron_prof.loaders._json_restore)."""
         t = self.t
         procs = [{"pid": p.pid, "name": p.name, "kind": p.kind, "rank": p.rank, "sort_index": p.sort_index,
                   "labels": p.labels} for p in t.processes]
@@ -201,12 +212,14 @@ class _ChromeWriter:
         return {"format_version": FORMAT_VERSION, "metadata": md, "findings": list(t.findings),
                 "processes": procs, "tracks": tracks}
 
-    def _events(self) -> Iterator[bytes]:
+    def events(self) -> Iterator[bytes]:
+        """The traceEvents' elements, comma-separated, in blocks (some may be empty)."""
         yield self._metadata_events()
         yield from self._slices()
         yield from self._instants()
         yield from self._counters()
         yield from self._flows()
+        yield self._flow_ends()
         yield self._findings()
 
     def _metadata_events(self) -> bytes:
@@ -285,7 +298,7 @@ class _ChromeWriter:
             cat, name = enc[f.cat[a:b]].tolist(), enc[f.name[a:b]].tolist()
             s_ts, d_ts = self._ts(s.ts_ns[src]), self._ts(s.ts_ns[dst])
             s_pt, d_pt = self.pidtid[s.track[src]].tolist(), self.pidtid[s.track[dst]].tolist()
-            rows_s, rows_d = _numbers(src), _numbers(dst)
+            rows_s, rows_d = _numbers(src + self.row_base), _numbers(dst + self.row_base)
             out = []
             for i, c, n, spt, sts, sr, dpt, dts, dr in zip(ids, cat, name, s_pt, s_ts, rows_s, d_pt, d_ts, rows_d):
                 out.append(b'{"ph":"s","id":%b,"cat":%b,"name":%b%b,"ts":%b,"np_slice":%b}' % (i, c, n, spt, sts, sr))
@@ -293,18 +306,34 @@ class _ChromeWriter:
                            % (i, c, n, dpt, dts, dr))
             yield b",\n".join(out)
 
+    def _flow_ends(self) -> bytes:
+        """This rank's ends of cross-rank flows: "s" on sources, "f" on destinations, merged rows in np_slice."""
+        fe, s = self.flow_ends, self.t.slices
+        if fe is None or not len(fe):
+            return b""
+        cat, name = _dumps(fe.cat), _dumps(fe.name)
+        ph = [b'"ph":"s"' if x else b'"ph":"f","bp":"e"' for x in fe.is_src.tolist()]
+        return b",\n".join([b'{%b,"id":%b,"cat":%b,"name":%b%b,"ts":%b,"np_slice":%b}' % (p, i, cat, name, pt, ts, r)
+                            for p, i, pt, ts, r in zip(ph, _numbers(fe.flow_id), self.pidtid[s.track[fe.row]].tolist(),
+                                                       self._ts(s.ts_ns[fe.row]), _numbers(fe.row + self.row_base))])
+
     def _findings(self) -> bytes:
         if self.findings_track is None:
             return b""
         lo, _ = self.t.time_range()
-        pid, tid = (_dumps(v) for v in self.findings_track)
-        out = []
-        for fd in self.t.findings:
-            ts = fd.get("ts_ns") if isinstance(fd.get("ts_ns"), int) else lo
-            out.append(b'{"ph":"i","s":"t","cat":%b,"name":%b,"pid":%b,"tid":%b,"ts":%b,"args":%b}' % (
-                _dumps(Cat.FINDING), _dumps(str(fd.get("title") or fd.get("kind") or "finding")), pid, tid,
-                _numbers(np.array([(ts - self.base) / 1000.0]))[0], _dumps(fd)))
-        return b",\n".join(out)
+        return findings_events(self.t.findings, self.findings_track, self.base, lo)
+
+
+def findings_events(findings: Any, track: tuple[Any, Any], base: int, default_ts: int) -> bytes:
+    """One instant per finding on the (pid, tid) track, comma-separated: name = title, args = the finding."""
+    pid, tid = (_dumps(v) for v in track)
+    out = []
+    for fd in findings:
+        ts = fd.get("ts_ns") if isinstance(fd.get("ts_ns"), int) else default_ts
+        out.append(b'{"ph":"i","s":"t","cat":%b,"name":%b,"pid":%b,"tid":%b,"ts":%b,"args":%b}' % (
+            _dumps(Cat.FINDING), _dumps(str(fd.get("title") or fd.get("kind") or "finding")), pid, tid,
+            _numbers(np.array([(ts - base) / 1000.0]))[0], _dumps(fd)))
+    return b",\n".join(out)
 
 
 def _counter_name(name: str) -> tuple[str, str]:

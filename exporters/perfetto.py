@@ -27,7 +27,7 @@ import contextlib
 import gc
 import os
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 import orjson
@@ -39,6 +39,9 @@ from neuron_prof.exporters._pftrace_layout import (Layout, lanes, plan, process_
                                                    track_name, track_order)
 from neuron_prof.model import Trace
 from neuron_prof.model.schema import FORMAT_VERSION, META_KEY, TrackKind
+
+if TYPE_CHECKING:
+    from neuron_prof.merge import FlowEnds
 
 __all__ = ["write_pftrace", "CHUNK"]
 
@@ -75,12 +78,22 @@ def write_pftrace(trace: Trace, path: str | os.PathLike[str], chunk: int = CHUNK
 
 
 class _Writer:
-    def __init__(self, trace: Trace, f: BinaryIO, chunk: int) -> None:
+    """Writes one trace, or one segment of a merged file (`rank` given: see `neuron_prof.exporters.merged`).
+
+    In a segment, `flow_ends` are this rank's ends of cross-rank flows and `combos` the (cat, name) -> index
+    registry shared by all segments, so that one flow id means the same on every rank."""
+
+    def __init__(self, trace: Trace, f: BinaryIO, chunk: int, *, rank: int | None = None,
+                 flow_ends: FlowEnds | None = None, combos: dict[tuple[str, str], int] | None = None,
+                 t0: int | None = None) -> None:
         self.t = trace
         self.f = f
         self.chunk = max(1, chunk)
-        rank = trace.rank if trace.rank is not None and 0 <= trace.rank < 1 << 15 else 0
+        if rank is None:
+            rank = trace.rank if trace.rank is not None and 0 <= trace.rank < 1 << 15 else 0
         self.rank = rank
+        self.flow_ends = flow_ends
+        self.combos = combos
         self.seq_a = rank << 8 | 1
         self.seq_b = rank << 8 | 2
         self.lay: Layout = plan(trace, rank)
@@ -88,8 +101,10 @@ class _Writer:
         self.names_done = np.zeros(len(trace.strings), bool)
         self.cats_done = np.zeros(len(trace.strings), bool)
         self.first_b = True
-        t0, _ = trace.time_range()
+        if t0 is None:
+            t0, _ = trace.time_range()
         self.t0 = max(t0, 0)
+        """Timestamp of the descriptors and of findings without a time of their own."""
 
     # ---- top level -------------------------------------------------------------------------------
     def write(self) -> None:
@@ -145,20 +160,38 @@ class _Writer:
 
     # ---- flows -------------------------------------------------------------------------------------
     def _flows(self, order: np.ndarray) -> tuple[w.Ragged | None, dict[str, Any]]:
-        fl, sl = self.t.flows, self.t.slices
-        if not len(fl):
+        fl, sl, s = self.t.flows, self.t.slices, self.t.strings
+        ends = self.flow_ends
+        n_ends = len(ends) if ends is not None else 0
+        if not len(fl) and not n_ends:
             return None, {}
         pairs = fl.cat.astype(np.int64) << 32 | fl.name.astype(np.int64)
         uniq, inv = np.unique(pairs, return_inverse=True)
-        inv = np.minimum(inv.reshape(-1), 255).astype(np.uint64)
+        names = [(s[int(p >> 32)], s[int(p & 0xFFFFFFFF)]) for p in uniq.tolist()]
+        if self.combos is None:  # a file of its own: its combos are its own
+            combos = names
+            combo_of = np.arange(len(uniq), dtype=np.int64)
+        else:  # a segment of a merged file: one registry for all segments (the last one lists them all)
+            combo_of = np.array([self.combos.setdefault(c, len(self.combos)) for c in names], np.int64)
+            if ends is not None and n_ends:
+                self.combos.setdefault((ends.cat, ends.name), len(self.combos))
+            combos = sorted(self.combos, key=self.combos.__getitem__)
+        inv = np.minimum(combo_of[inv.reshape(-1)] if len(fl) else np.zeros(0, np.int64), 255).astype(np.uint64)
         # Perfetto id = model id with the (cat, name) combo in bits 40-47, and the rank in bits 48+ when the model
         # ids leave them free (files of several ranks can then be concatenated). Model ids that use bits 40-47
-        # (or repeat) are replaced by row + 1.
+        # (or repeat) are replaced by row + 1. In a merged file the ids already hold their rank (merge ids are
+        # rank << 48 | id), so nothing is xor-ed and row ids get the rank instead.
         fid = fl.flow_id
         combo_bits = np.int64(0xFF << _FLOW_LOW_BITS)
-        by_model = bool(len(np.unique(fid)) == len(fid) and fid.min() >= 0 and not (fid & combo_bits).any())
+        by_model = bool(len(fl) and len(np.unique(fid)) == len(fid) and fid.min() >= 0
+                        and not (fid & combo_bits).any())
         low = fid.astype(np.uint64) if by_model else np.arange(1, len(fl) + 1, dtype=np.uint64)
-        xor = self.rank << 48 if int(low.max()) < 1 << 48 else 0
+        if self.combos is None:
+            xor = self.rank << 48 if len(low) and int(low.max()) < 1 << 48 else 0
+        else:
+            xor = 0
+            if not by_model:
+                low |= np.uint64(self.rank << 48)
         ids = (low ^ np.uint64(xor)) | (inv << np.uint64(_FLOW_LOW_BITS))
         # which endpoint is the source: the loader takes the earlier one (ts, then file order) unless told
         pos = np.empty(len(sl), np.int64)
@@ -167,14 +200,19 @@ class _Writer:
         later = (ts[fl.src] > ts[fl.dst]) | ((ts[fl.src] == ts[fl.dst]) & (pos[fl.src] > pos[fl.dst]))
         rows = np.concatenate([fl.src, fl.dst])
         eids = np.concatenate([ids, ids])
+        src_later = ids[later]
+        if ends is not None and n_ends:
+            combo = np.uint64(min(self.combos[(ends.cat, ends.name)], 255)) if self.combos is not None else 0
+            xids = ends.flow_id.astype(np.uint64) | (np.uint64(combo) << np.uint64(_FLOW_LOW_BITS))
+            rows = np.concatenate([rows, ends.row])
+            eids = np.concatenate([eids, xids])
+            src_later = np.concatenate([src_later, xids[ends.src_later & ends.is_src]])
         o = np.argsort(rows, kind="stable")
         mat = w.fixed64_mat(eids[o], w.E_FLOW_IDS)
         counts = np.bincount(rows, minlength=len(sl)).astype(np.int64)
         rag = w.Ragged(mat.m.reshape(-1), counts * mat.m.shape[1])
-        s = self.t.strings
-        meta = {"combos": [[s[int(p >> 32)], s[int(p & 0xFFFFFFFF)]] for p in uniq.tolist()],
-                "ids": "model" if by_model else "row", "xor": xor,
-                "src_later": ids[later].astype(np.int64).tolist()}
+        meta = {"combos": [list(c) for c in combos], "ids": "model" if by_model else "row", "xor": xor,
+                "src_later": src_later.astype(np.int64).tolist()}
         return rag, meta
 
     # ---- descriptors and metadata ----------------------------------------------------------------------

@@ -39,19 +39,22 @@ def command(traces: tuple[str, ...], output: str, offsets: tuple[str, ...], skew
     Ranks come from each trace's metadata (distributedInfo) or its file name (trace.rank3.json).
     Prints the offset applied to each rank and its uncertainty, and the stragglers found.
     """
-    from neuron_prof.analysis import annotate
-    from neuron_prof.exporters import format_for, write_trace
+    from neuron_prof.exporters import format_for
+    from neuron_prof.exporters.merged import write_merged
     from neuron_prof.loaders import load
-    from neuron_prof.merge import merge_traces
+    from neuron_prof.merge import StreamingMerge, rank_of
 
     fmt = format_for(output)
     user = parse_rank_durations(offsets, "--offset")
     skew = parse_rank_durations(skews, "--skew")
-    merged, alignment = merge_traces([load(p) for p in traces], offsets_ns=user, skew_ns=skew)
-    merged = annotate(merged)
-    stragglers = [f for f in merged.findings if f.get("kind") == "straggler"]
-    write_trace(merged, output, fmt)
-    click.echo(f"merged {len(traces)} rank(s) -> {output}  ({len(merged.slices):,} slices)")
+    # Two passes over the inputs with one rank in memory at a time: the first finds the collectives and
+    # the clock offsets, the second writes each rank aligned (memory grows with the largest rank).
+    merge = StreamingMerge(list(traces), load=load, rank_of=rank_of, offsets_ns=user, skew_ns=skew)
+    write_merged(merge, output, fmt)
+    alignment = merge.alignment
+    n_slices = sum(i.n_slices for i in merge.plan.infos)
+    stragglers = [f for f in merge.findings if f.get("kind") == "straggler"]
+    click.echo(f"merged {len(traces)} rank(s) -> {output}  ({n_slices:,} slices)")
     click.echo(f"clock offsets against rank {alignment.reference_rank}:")
     for r, o in sorted(alignment.offsets.items()):
         unc = "unknown" if o.uncertainty_ns is None else f"±{o.uncertainty_ns / 1e3:.1f} µs"

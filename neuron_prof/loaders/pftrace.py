@@ -76,7 +76,8 @@ class _Reader:
         self.path = path
         self.b = TraceBuilder()
         self.descriptors: dict[int, Any] = {}
-        self.meta: dict[str, Any] | None = None
+        self.metas: list[dict[str, Any]] = []
+        """neuron-prof's metadata instants: one per file, or one per rank and one for the merge in a merged file."""
         self.seqs: dict[int, Seq] = {}
         self.ts: list[int] = []
         self.uuid: list[int] = []
@@ -144,7 +145,7 @@ class _Reader:
                     frag = fragment(a, seq)
                     if frag is None:  # our metadata instant: read, not an event
                         v = da_value(a, seq)
-                        if typ == _I and isinstance(v, str) and self.meta is None:
+                        if typ == _I and isinstance(v, str):
                             self._read_meta(v)
                             frags = None
                             break
@@ -182,21 +183,23 @@ class _Reader:
         if not isinstance(m, dict) or int(m.get("format_version", 0)) > FORMAT_VERSION:
             self.warnings.append("neuron_prof metadata of a newer format; tracks inferred instead")
             return
-        self.meta = m
+        self.metas.append(m)
 
     # ---- tracks --------------------------------------------------------------------------------------
-    def _tracks_from_meta(self, m: dict[str, Any]) -> dict[int, int]:
+    def _tracks_from_meta(self) -> dict[int, int]:
+        """Processes and tracks of every metadata block, in file order (a merged file has one per rank)."""
         b = self.b
-        for pr in m["processes"]:
-            b.process(pr["pid"], pr["name"], kind=pr["kind"], rank=pr["rank"], sort_index=pr["sort_index"],
-                      labels=pr["labels"])
         umap: dict[int, int] = {}
-        for i, t in enumerate(m["tracks"]):
-            b.tracks.append(Track(process=t["process"], name=t["name"], kind=t["kind"], tid=t["tid"],
-                                  sort_index=t["sort_index"], unit=t["unit"]))
-            for u in [t["uuid"], *t["lanes"], t.get("counter_uuid")]:
-                if u is not None:
-                    umap[int(u)] = i
+        for m in self.metas:
+            pidx = [b.process(pr["pid"], pr["name"], kind=pr["kind"], rank=pr["rank"], sort_index=pr["sort_index"],
+                              labels=pr["labels"]) for pr in m["processes"]]
+            for t in m["tracks"]:
+                i = len(b.tracks)
+                b.tracks.append(Track(process=pidx[t["process"]], name=t["name"], kind=t["kind"], tid=t["tid"],
+                                      sort_index=t["sort_index"], unit=t["unit"]))
+                for u in [t["uuid"], *t["lanes"], t.get("counter_uuid")]:
+                    if u is not None:
+                        umap[int(u)] = i
         return umap
 
     def _tracks_from_descriptors(self) -> dict[int, int]:
@@ -236,9 +239,9 @@ class _Reader:
 
     # ---- events -> tables ----------------------------------------------------------------------------------
     def build(self) -> Trace:
-        b, m = self.b, self.meta
-        umap = self._tracks_from_meta(m) if m is not None else self._tracks_from_descriptors()
-        skip = {int(m.get("findings_uuid") or 0)} - {0} if m is not None else set()
+        b = self.b
+        umap = self._tracks_from_meta() if self.metas else self._tracks_from_descriptors()
+        skip = {int(m.get("findings_uuid") or 0) for m in self.metas} - {0}
         try:
             ts = np.asarray(self.ts, np.int64)
         except OverflowError:
@@ -271,7 +274,7 @@ class _Reader:
         b.c_ts, b.c_track = ts[cnt][keep].tolist(), tr[cnt][keep].tolist()
         b.c_value = np.asarray(self.value, np.float64)[keep].tolist()
         self._flows(ts, slice_of_event)
-        if m is not None:
+        for m in self.metas:
             b.metadata.update(m.get("metadata") or {})
             b.findings.extend(m.get("findings") or [])
         b.metadata[Meta.SOURCE] = str(self.path)
@@ -348,7 +351,7 @@ class _Reader:
         fid, row = fid[o], row[o]
         same = fid[1:] == fid[:-1]
         src, dst, ids = row[:-1][same], row[1:][same], fid[:-1][same]
-        fm = (self.meta or {}).get("flows") or {}
+        fm = self._flow_meta()
         later = np.array([int(x) & ((1 << 64) - 1) for x in fm.get("src_later") or []], np.uint64)
         if len(later):
             _, counts = np.unique(fid, return_counts=True)
@@ -373,3 +376,12 @@ class _Reader:
         b.f_id.extend(model_id.tolist())
         b.f_cat.extend(cat.tolist())
         b.f_name.extend(name.tolist())
+
+    def _flow_meta(self) -> dict[str, Any]:
+        """The flow id scheme. Segments of a merged file share one combo registry (each lists it as it was,
+        the last one whole) and xor nothing; their src_later lists add up."""
+        fms = [m.get("flows") for m in self.metas if isinstance(m.get("flows"), dict) and m.get("flows")]
+        if len(fms) <= 1:
+            return fms[0] if fms else {}
+        return {"combos": max((fm.get("combos") or [] for fm in fms), key=len), "xor": 0,
+                "src_later": [x for fm in fms for x in fm.get("src_later") or []]}

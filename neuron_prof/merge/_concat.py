@@ -21,8 +21,12 @@ def _merged_pid(rank: int, pid: int | str, index: int) -> int:
     return rank * PID_STRIDE + PID_STRIDE - 100_000 + index
 
 
-def concat_ranks(traces: list[Trace], ranks: list[int], shifts: list[int]) -> tuple[Trace, list[int]]:
-    """One Trace holding every rank; returns it and each input's slice-row offset in the result."""
+def concat_ranks(traces: list[Trace], ranks: list[int], shifts: list[int], *,
+                 rename: bool = True) -> tuple[Trace, list[int]]:
+    """One Trace holding every rank; returns it and each input's slice-row offset in the result.
+
+    `rename=False`: the inputs are already ranks of a merge (see `rank_trace`): pids, names and flow ids
+    are kept as they are."""
     strings = StringTable()
     processes, tracks = [], []
     cols: dict[str, list[np.ndarray]] = {k: [] for k in ("s_ts", "s_dur", "s_track", "s_name", "s_cat", "s_args",
@@ -36,6 +40,9 @@ def concat_ranks(traces: list[Trace], ranks: list[int], shifts: list[int]) -> tu
         smap = np.array([strings.intern(s) for s in t.strings.as_list()], dtype=np.int32)
         proc_base, track_base = len(processes), len(tracks)
         for i, p in enumerate(t.processes):
+            if not rename:
+                processes.append(p)
+                continue
             name = p.name if p.name.startswith(f"rank {rank}") else f"rank {rank}: {p.name}"
             processes.append(dataclasses.replace(p, pid=_merged_pid(rank, p.pid, i), name=name, rank=rank,
                                                  sort_index=rank * 1000 + (p.sort_index or 0) % 1000))
@@ -58,7 +65,8 @@ def concat_ranks(traces: list[Trace], ranks: list[int], shifts: list[int]) -> tu
         cols["c_val"].append(c.value)
         cols["f_src"].append(f.src + slice_base)
         cols["f_dst"].append(f.dst + slice_base)
-        cols["f_id"].append((np.int64(rank) << FLOW_RANK_SHIFT) | (f.flow_id & ((1 << FLOW_RANK_SHIFT) - 1)))
+        cols["f_id"].append((np.int64(rank) << FLOW_RANK_SHIFT) | (f.flow_id & ((1 << FLOW_RANK_SHIFT) - 1))
+                            if rename else f.flow_id)
         cols["f_cat"].append(smap[f.cat])
         cols["f_name"].append(smap[f.name])
         slice_bases.append(slice_base)

@@ -1,0 +1,126 @@
+"""The streaming merge (`neuron-prof merge`): one rank in memory at a time, the same result as merging in memory."""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from neuron_prof.cli import main
+from neuron_prof.errors import UsageError
+from neuron_prof.exporters import write_trace
+from neuron_prof.exporters.merged import write_merged
+from neuron_prof.loaders import load
+from neuron_prof.merge import CROSS_RANK_FLOW_BASE, StreamingMerge, merge_traces, rank_of
+from neuron_prof.model import Trace
+from tests.conftest import pftrace_check
+from tests.test_merge import SKEW, _rank
+
+
+@pytest.fixture(scope="module")
+def rank_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Three ranks on disk, given out of rank order: rank 1 late (compiling) and 5 s ahead, rank 2 5 s behind."""
+    d = tmp_path_factory.mktemp("ranks")
+    out = []
+    for r, kw in ((2, {"skew": -SKEW}), (0, {}), (1, {"skew": SKEW, "late_compile": True, "jitter": 20_000})):
+        p = d / f"t.rank{r}.json"
+        write_trace(_rank(r, **kw), p)
+        out.append(p)
+    return out
+
+
+def _canon(t: Trace) -> tuple[Any, ...]:
+    """A trace as sorted plain values: equal for equal traces whatever the row order."""
+    s = t.slices
+
+    def where(track: int) -> tuple[Any, ...]:
+        tr = t.tracks[track]
+        return t.processes[tr.process].pid, tr.name, tr.kind
+
+    rows = [(int(s.ts_ns[i]), int(s.dur_ns[i]), where(int(s.track[i])), t.strings[int(s.name[i])],
+             t.strings[int(s.cat[i])], sorted(t.slice_args(i).items())) for i in range(len(s))]
+    flows = sorted((rows[a], rows[b], t.strings[int(c)], t.strings[int(n)])
+                   for a, b, c, n in zip(t.flows.src, t.flows.dst, t.flows.cat, t.flows.name))
+    counters = sorted(zip(t.counters.ts_ns.tolist(), t.counters.value.tolist(),
+                          [where(int(x)) for x in t.counters.track]))
+    procs = [(p.pid, p.name, p.rank, p.kind) for p in t.processes]
+    tracks = [(x.name, x.kind, x.tid, t.processes[x.process].pid) for x in t.tracks]
+    return sorted(rows, key=repr), flows, counters, procs, tracks
+
+
+@pytest.mark.parametrize("name", ["merged.json", "merged.json.gz", "merged.pftrace"])
+def test_streaming_equals_in_memory(rank_files: list[Path], tmp_path: Path, name: str) -> None:
+    # GIVEN the same ranks merged in memory and written, and merged rank by rank straight into the file
+    ref, al = merge_traces([load(p) for p in rank_files])
+    write_trace(ref, tmp_path / f"ref.{name}")
+    m = StreamingMerge(rank_files, load=load, rank_of=rank_of)
+    write_merged(m, tmp_path / name)
+    got, want = load(tmp_path / name), load(tmp_path / f"ref.{name}")
+    # THEN both files hold the same events, processes, tracks and flows
+    assert _canon(got) == _canon(want)
+    if name.endswith((".json", ".gz")):  # JSON keeps row order: the very same tables
+        assert np.array_equal(got.slices.ts_ns, ref.slices.ts_ns)
+        assert sorted(zip(got.flows.src.tolist(), got.flows.dst.tolist())) == sorted(
+            zip(want.flows.src.tolist(), want.flows.dst.tolist()))
+    # processes come in rank order whatever the order on the command line
+    assert [p.rank for p in got.processes] == [0, 1, 2]
+    assert got.metadata["alignment"] == want.metadata["alignment"] == al.to_dict()
+    # 6 collectives x 2 other ranks, linked from rank 0
+    cross = got.flows.flow_id >= CROSS_RANK_FLOW_BASE if name.endswith("pftrace") else \
+        np.array([got.strings[int(c)] == "neuron_prof.collective" for c in got.flows.cat])
+    assert int(cross.sum()) == 12
+    src_rank = {got.processes[got.tracks[int(got.slices.track[r])].process].rank for r in got.flows.src[cross]}
+    assert src_rank == {0}
+    # and the findings: each rank's own plus the straggler, whose cause was read while rank 1 was loaded
+    kinds = [f["kind"] for f in got.findings]
+    assert "straggler" in kinds and "first_call_compile" in kinds
+    [st] = [f for f in got.findings if f["kind"] == "straggler"]
+    assert st["rank"] == 1 and st["call_site"] == "train.py:42" and "compile stall" in st["title"]
+    if name.endswith("pftrace"):
+        assert pftrace_check(tmp_path / name).returncode == 0
+
+
+def test_one_rank_in_memory_at_a_time(rank_files: list[Path], tmp_path: Path) -> None:
+    """Memory grows with the largest rank, not the sum: no Trace is alive when the next rank is read."""
+    alive_at_load: list[int] = []
+
+    def counting_load(p: Path) -> Trace:
+        gc.collect()
+        alive_at_load.append(sum(type(o) is Trace for o in gc.get_objects()))
+        return load(p)
+
+    for name in ("m.pftrace", "m.json"):
+        alive_at_load.clear()
+        write_merged(StreamingMerge(rank_files, load=counting_load, rank_of=rank_of), tmp_path / name)
+        # two passes over three ranks; each read finds no other rank's trace (nor its aligned copy) alive
+        assert alive_at_load == [0] * 6
+
+
+def test_input_changed_between_passes_is_refused(rank_files: list[Path], tmp_path: Path) -> None:
+    calls: list[Path] = []
+
+    def load_then_shrink(p: Path) -> Trace:
+        t = load(p)
+        calls.append(p)
+        if len(calls) > 3:  # the second pass sees fewer slices than the first
+            t = t.replace(slices=t.slices.take(np.arange(len(t.slices) - 1)))
+        return t
+
+    m = StreamingMerge(rank_files, load=load_then_shrink, rank_of=rank_of)
+    with pytest.raises(UsageError, match="changed while being merged"):
+        write_merged(m, tmp_path / "m.pftrace")
+    assert not list(tmp_path.iterdir())  # no half file
+
+
+def test_merge_cli_streams_to_json_and_names_straggler(rank_files: list[Path], tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "merged.json.gz"
+    assert main(["merge", *map(str, rank_files), "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "merged 3 rank(s)" in text and "(42 slices)" in text
+    assert "straggler: rank 1 arrives last at 6 collective(s)" in text
+    merged = load(out)
+    assert sorted({p.rank for p in merged.processes}) == [0, 1, 2]
