@@ -124,3 +124,49 @@ def test_merge_cli_streams_to_json_and_names_straggler(rank_files: list[Path], t
     assert "straggler: rank 1 arrives last at 6 collective(s)" in text
     merged = load(out)
     assert sorted({p.rank for p in merged.processes}) == [0, 1, 2]
+
+
+def test_split_ranks_gives_back_each_rank(rank_files: list[Path], tmp_path: Path) -> None:
+    from neuron_prof.model import split_ranks
+
+    out = tmp_path / "m.pftrace"
+    write_merged(StreamingMerge(rank_files, load=load, rank_of=rank_of), out)
+    merged = load(out)
+    parts = split_ranks(merged)
+    assert list(parts) == [0, 1, 2]
+    for r, part in parts.items():
+        alone = load(next(p for p in rank_files if f"rank{r}" in p.name))
+        assert part.rank == r and len(part.slices) == len(alone.slices)
+        # same names and durations as the rank's own file; times moved by the alignment only
+        assert sorted(part.strings[int(n)] for n in part.slices.name) == sorted(
+            alone.strings[int(n)] for n in alone.slices.name)
+        assert sorted(part.slices.dur_ns.tolist()) == sorted(alone.slices.dur_ns.tolist())
+        assert {p.rank for p in part.processes} == {r}
+        assert all(f.get("rank") == r for f in part.findings)
+        assert not len(part.flows)  # the cross-rank flows have their other end elsewhere
+    assert split_ranks(parts[0]) == {}
+
+
+async def test_tui_opens_merged_file_with_one_row_per_rank(rank_files: list[Path], tmp_path: Path) -> None:
+    from neuron_prof.tui.app import NeuronProfApp
+    from tests.test_tui_app import SIZE, ready, screen_text, table
+
+    out = tmp_path / "merged.pftrace"
+    assert main(["merge", *map(str, rank_files), "-o", str(out)]) == 0
+    app = NeuronProfApp([out])
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app)
+        await pilot.press("8")
+        await pilot.pause()
+        assert table(app).visible_text("rank") == ["0", "1", "2"]
+        # rank 1's overview leads with its late arrivals and their cause
+        t = table(app)
+        t.move_to(1)
+        await pilot.press("enter")
+        for _ in range(3):
+            await pilot.pause()
+        assert app.current_mode == "overview" and app.data.rank.trace.rank == 1
+        assert "rank 1 arrives last at 6 collective(s)" in screen_text(app)
+        await pilot.press("7")
+        await pilot.pause()
+        assert sorted(set(table(app).visible_text("rank"))) == ["0", "1", "2"]

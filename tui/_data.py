@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.analysis import Finding
+from neuron_prof.analysis import Finding, cross_rank_findings, sort_findings
 from neuron_prof.analysis._nesting import nesting
-from neuron_prof.model import Trace
+from neuron_prof.model import Trace, split_ranks
 from neuron_prof.tui import _shape
 from neuron_prof.tui._fmt import fmt_bytes
 from neuron_prof.tui._lanes import Lane, build_lanes
@@ -148,8 +148,10 @@ class TuiData:
             _ = self.collectives, self.rank_table
 
 
-def _rank(trace: Trace, source: str) -> RankData:
+def _rank(trace: Trace, source: str, cross: Sequence[Finding] = ()) -> RankData:
     totals, found, warnings = analyse(trace)
+    if cross:
+        found = sort_findings([*found, *cross])
     warnings = [*map(str, trace.metadata.get("load_warnings") or []), *warnings]
     span = trace.time_range()
     return RankData(
@@ -191,11 +193,18 @@ def prepare(
         timings[f"load {i}"] = time.perf_counter() - t
         report((i + 0.6) / n, f"analysing {os.path.basename(name)}")
         t = time.perf_counter()
-        rank = _rank(trace, str(trace.metadata.get("source", name)))
+        source = str(trace.metadata.get("source", name))
+        parts = split_ranks(trace)
+        if parts:  # a merged trace: one entry per rank, each with its own views and the stragglers about it
+            cross = cross_rank_findings(trace)
+            del trace
+            for r, part in parts.items():
+                ranks.append(_rank(part, source, [f for f in cross if f.rank == r]))
+        else:
+            ranks.append(_rank(trace, source))
         # the overview is what a user sees first; the other views' tables are warmed after it shows
-        _ = rank.steps
+        _ = ranks[-1].steps
         timings[f"analyse {i}"] = time.perf_counter() - t
-        ranks.append(rank)
     # several ranks: order by rank number when every trace has one
     if all(r.trace.rank is not None for r in ranks):
         ranks.sort(key=lambda r: r.trace.rank)  # type: ignore[arg-type, return-value]

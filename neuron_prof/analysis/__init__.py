@@ -34,8 +34,10 @@ __all__ = [
     "analyze",
     "annotate",
     "compute_totals",
+    "cross_rank_findings",
     "register",
     "report",
+    "sort_findings",
 ]
 
 _MODULES = (
@@ -110,6 +112,14 @@ def analyze(trace: Trace, *, warmup_steps: int | None = None) -> list[Finding]:
         warmup_steps: leading steps to treat as warm-up; None chooses from step durations.
     """
     return _run(trace, Context(trace, warmup_steps))
+
+
+def cross_rank_findings(trace: Trace) -> list[Finding]:
+    """The findings that need every rank at once (stragglers) of a trace holding several ranks, e.g. a
+    `neuron-prof merge` result; each names its rank. Empty for a single rank."""
+    from neuron_prof.analysis._stragglers import straggler_findings
+
+    return straggler_findings(trace)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ Names used by producers and consumers are in `neuron_prof.model.schema`.
 
 from neuron_prof.model._args import ArgsBuilder, ArgsStore, dumps_args
 from neuron_prof.model._builder import TraceBuilder
+from neuron_prof.model._select import select_processes, split_ranks
 from neuron_prof.model._strings import StringTable
 from neuron_prof.model._tables import CounterTable, FlowTable, InstantTable, SliceTable
 from neuron_prof.model._trace import Process, Trace, Track
@@ -25,5 +26,5 @@ from neuron_prof.model.schema import Arg, Cat, KinetoCat, Meta, ProcessKind, Tra
 __all__ = [
     "Arg", "ArgsBuilder", "ArgsStore", "Cat", "CounterTable", "FlowTable", "InstantTable", "KinetoCat", "Meta",
     "Process", "ProcessKind", "SliceTable", "StringTable", "Trace", "TraceBuilder", "Track", "TrackKind",
-    "dumps_args",
+    "dumps_args", "select_processes", "split_ranks",
 ]
