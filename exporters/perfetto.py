@@ -15,6 +15,8 @@ File layout (rules: ../shared/design/perfetto-facts.md; every file passes ../sha
   tracks. Timestamps are absolute Unix ns without clock fields.
 * flows: `flow_ids` on both endpoints, id = model flow id (or row + 1) | (cat, name) combo << 40 | rank << 48.
 * findings: instants with the finding's fields as args on a root "findings" track.
+* sections: sequence ids, uuids (rank << 32) and flow ids are disjoint per rank, so rank files can follow one
+  another in one file; `neuron_prof.exporters.merged` writes merged traces that way, one rank at a time.
 
 Packets are encoded by hand from numpy columns (`_pftrace_wire`): bench/bench_export.py measures this against
 building perfetto's proto objects (4-6x faster on the same trace), and tests parse every file back with the

@@ -134,3 +134,31 @@ def test_truncated_own_file_is_a_format_error(tmp_path):
 def test_missing_file_is_a_load_error(tmp_path):
     with pytest.raises(TraceLoadError, match="no such file"):
         neuron_prof.load(tmp_path / "nope.pftrace")
+
+
+def test_concatenated_rank_files_read_as_one_trace_with_each_ranks_flows(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Per-rank .pftrace files use disjoint sequence ids, uuids and flow ids, so `cat` joins them (Perfetto
+    reads that too): every section's processes, tracks and flows come back, flow names decoded per section."""
+    from neuron_prof.exporters.perfetto import write_pftrace
+    from neuron_prof.loaders.pftrace import load_pftrace
+    from neuron_prof.model import Meta, TraceBuilder
+
+    parts = []
+    for rank, (cat, name) in enumerate((("ac2g", "launch"), ("fwdbwd", "fwd->bwd"))):
+        b = TraceBuilder()
+        t = b.thread_track(100 + rank, 1, "main")
+        a = b.add_slice(t, 1_000 + rank, 10, "op_a")
+        z = b.add_slice(t, 2_000 + rank, 10, "op_b")
+        b.add_flow(a, z, 7, cat=cat, name=name)  # the same model id on both ranks
+        b.metadata[Meta.RANK] = rank
+        p = tmp_path / f"r{rank}.pftrace"
+        write_pftrace(b.build(), p)
+        parts.append(p.read_bytes())
+    both = tmp_path / "both.pftrace"
+    both.write_bytes(b"".join(parts))
+    tr = load_pftrace(both)
+    assert [p.pid for p in tr.processes] == [100, 101]
+    flows = sorted((tr.processes[tr.tracks[int(tr.slices.track[s])].process].pid, tr.strings[int(c)],
+                    tr.strings[int(n)], int(i)) for s, c, n, i in zip(tr.flows.src, tr.flows.cat, tr.flows.name,
+                                                                     tr.flows.flow_id))
+    assert flows == [(100, "ac2g", "launch", 7), (101, "fwdbwd", "fwd->bwd", 7)]

@@ -4,6 +4,11 @@ Parsed with the perfetto package's `Trace` proto. Files neuron-prof wrote carry 
 instant (see neuron_prof.exporters.perfetto) from which processes, tracks (kinds, original pids/tids, overlap
 lanes folded back), flows, trace.metadata and trace.findings are restored exactly; other TrackEvent files are
 read by the same rules with kinds inferred from the descriptors. Slices come from BEGIN/END pairs per track.
+
+A file may hold several sections, each with its own metadata instant: a `neuron-prof merge` result (one per
+rank, then one with the merged metadata and findings) or rank files joined with `cat`. Every section's
+processes and tracks are read in file order, metadata and findings add up, and flow ids are decoded with the
+scheme of the section (sequence id >> 8 = the writer's rank) that wrote them.
 """
 
 from __future__ import annotations
@@ -88,6 +93,7 @@ class _Reader:
         self.value: list[float] = []
         self.flow_ev: list[int] = []  # event index of each flow endpoint
         self.flow_id: list[int] = []
+        self.flow_sec: list[int] = []  # file section (writer's rank: sequence id >> 8) of each endpoint
         self.n_events = 0
         self.warnings: list[str] = []
 
@@ -172,6 +178,7 @@ class _Reader:
                 for f in list(te.flow_ids) + list(te.terminating_flow_ids):
                     self.flow_ev.append(ev)
                     self.flow_id.append(f)
+                    self.flow_sec.append(sid >> 8)
         self.n_events = len(self.ts)
 
     def _read_meta(self, text: str) -> None:
@@ -346,42 +353,47 @@ class _Reader:
         fid = np.asarray(self.flow_id, np.uint64)
         row = slice_of_event[ev]
         keep = row >= 0  # endpoints on instants have no slice to link
+        sec = np.asarray(self.flow_sec, np.int64)[keep]
         ev, fid, row = ev[keep], fid[keep], row[keep]
         o = np.lexsort((ev, ts[ev], fid))
-        fid, row = fid[o], row[o]
+        fid, row, sec = fid[o], row[o], sec[o]
         same = fid[1:] == fid[:-1]
-        src, dst, ids = row[:-1][same], row[1:][same], fid[:-1][same]
-        fm = self._flow_meta()
-        later = np.array([int(x) & ((1 << 64) - 1) for x in fm.get("src_later") or []], np.uint64)
+        src, dst, ids, sec = row[:-1][same], row[1:][same], fid[:-1][same], sec[:-1][same]
+        later = np.array([int(x) & ((1 << 64) - 1) for m in self.metas for x in (m.get("flows") or {}).get(
+            "src_later") or []], np.uint64)
         if len(later):
             _, counts = np.unique(fid, return_counts=True)
             two = np.isin(ids, np.unique(fid)[counts == 2])
             swap = two & np.isin(ids, later)
             src, dst = np.where(swap, dst, src), np.where(swap, src, dst)
         b = self.b
-        combos = fm.get("combos") or []
-        if combos:
-            c = ((ids >> np.uint64(40)) & np.uint64(0xFF)).astype(np.int64)
+        cat = np.zeros(len(ids), np.int64)
+        name = np.zeros(len(ids), np.int64)
+        model_id = ids.view(np.int64).copy()
+        for section in np.unique(sec).tolist():
+            fm = self._flow_meta(section)
+            combos = fm.get("combos") or []
+            if not combos:
+                continue
+            k = sec == section
+            c = ((ids[k] >> np.uint64(40)) & np.uint64(0xFF)).astype(np.int64)
             pairs = [(b.strings.intern(x), b.strings.intern(y)) for x, y in combos] + [(0, 0)]
             c = np.minimum(c, len(combos))
-            cat = np.array([p[0] for p in pairs], np.int64)[c]
-            name = np.array([p[1] for p in pairs], np.int64)[c]
+            cat[k] = np.array([p[0] for p in pairs], np.int64)[c]
+            name[k] = np.array([p[1] for p in pairs], np.int64)[c]
             xor = np.uint64(int(fm.get("xor") or 0))
-            model_id = ((ids & ~np.uint64(0xFF << 40)) ^ xor).view(np.int64)
-        else:
-            cat = name = np.zeros(len(ids), np.int64)
-            model_id = ids.view(np.int64)
+            model_id[k] = ((ids[k] & ~np.uint64(0xFF << 40)) ^ xor).view(np.int64)
         b.f_src.extend(src.tolist())
         b.f_dst.extend(dst.tolist())
         b.f_id.extend(model_id.tolist())
         b.f_cat.extend(cat.tolist())
         b.f_name.extend(name.tolist())
 
-    def _flow_meta(self) -> dict[str, Any]:
-        """The flow id scheme. Segments of a merged file share one combo registry (each lists it as it was,
-        the last one whole) and xor nothing; their src_later lists add up."""
+    def _flow_meta(self, section: int) -> dict[str, Any]:
+        """The flow id scheme of one file section: the metadata written with that rank's sequences (files of
+        several ranks, merged or concatenated, have one each), else the file's only one."""
+        for m in self.metas:
+            if m.get("rank") == section and isinstance(m.get("flows"), dict):
+                return m["flows"]  # type: ignore[no-any-return]
         fms = [m.get("flows") for m in self.metas if isinstance(m.get("flows"), dict) and m.get("flows")]
-        if len(fms) <= 1:
-            return fms[0] if fms else {}
-        return {"combos": max((fm.get("combos") or [] for fm in fms), key=len), "xor": 0,
-                "src_later": [x for fm in fms for x in fm.get("src_later") or []]}
+        return fms[0] if len(fms) == 1 else {}
