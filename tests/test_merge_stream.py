@@ -170,3 +170,26 @@ async def test_tui_opens_merged_file_with_one_row_per_rank(rank_files: list[Path
         await pilot.press("7")
         await pilot.pause()
         assert sorted(set(table(app).visible_text("rank"))) == ["0", "1", "2"]
+
+
+def test_progress_names_each_pass_and_file(rank_files: list[Path]) -> None:
+    import io
+
+    from rich.console import Console
+
+    from neuron_prof.cli._progress import steps
+
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, width=100)
+    seen: list[str] = []
+    with steps(2 * len(rank_files), console) as step:
+        def on_rank(phase: str, i: int) -> None:
+            step(f"{phase} {rank_files[i].name}")
+            seen.append(f"{phase} {rank_files[i].name}")
+
+        m = StreamingMerge(rank_files, load=load, rank_of=rank_of, on_rank=on_rank)
+        for _ in m.segments():
+            pass
+    # pass 1 in the order given, pass 2 in rank order
+    assert seen == [f"read {p.name}" for p in rank_files] + [f"write t.rank{r}.json" for r in (0, 1, 2)]
+    assert "t.rank" in buf.getvalue()

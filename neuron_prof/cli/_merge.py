@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import click
 
+from neuron_prof.cli._progress import steps
 from neuron_prof.errors import UsageError
 
 _UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000, "": 1}
@@ -49,8 +51,14 @@ def command(traces: tuple[str, ...], output: str, offsets: tuple[str, ...], skew
     skew = parse_rank_durations(skews, "--skew")
     # Two passes over the inputs with one rank in memory at a time: the first finds the collectives and
     # the clock offsets, the second writes each rank aligned (memory grows with the largest rank).
-    merge = StreamingMerge(list(traces), load=load, rank_of=rank_of, offsets_ns=user, skew_ns=skew)
-    write_merged(merge, output, fmt)
+    with steps(2 * len(traces)) as step:
+        def on_rank(phase: str, i: int) -> None:
+            what = "reading" if phase == "read" else "aligning and writing"
+            step(f"{what} {os.path.basename(traces[i])}")
+
+        merge = StreamingMerge(list(traces), load=load, rank_of=rank_of, offsets_ns=user, skew_ns=skew,
+                               on_rank=on_rank)
+        write_merged(merge, output, fmt)
     alignment = merge.alignment
     n_slices = sum(i.n_slices for i in merge.plan.infos)
     stragglers = [f for f in merge.findings if f.get("kind") == "straggler"]
