@@ -85,7 +85,9 @@ def _write_pftrace(merge: StreamingMerge[Any], f: BinaryIO) -> None:
     for seg in merge.segments():
         if not 0 <= seg.rank < MERGE_SECTION:
             raise ExportError(f"rank {seg.rank}: a .pftrace holds ranks 0..{MERGE_SECTION - 1}; merge to .json")
-        _Writer(seg.trace, f, CHUNK, rank=seg.rank, flow_ends=seg.flow_ends, combos=combos).write()
+        # a section's metadata would add to the merged one on loading: the rank's own goes in the last section
+        _Writer(seg.trace.replace(metadata={}), f, CHUNK, rank=seg.rank, flow_ends=seg.flow_ends,
+                combos=combos).write()
         del seg  # before the next rank is read: one rank in memory at a time
     last = TraceBuilder().build().replace(metadata=merge.metadata(), findings=tuple(merge.findings))
     _Writer(last, f, CHUNK, rank=MERGE_SECTION, combos=combos, t0=merge.plan.time_range[0]).write()

@@ -57,6 +57,19 @@ def test_offset_recovered_and_straggler_named() -> None:
     assert abs(f.evidence["wait_ns_by_rank"]["0"] - 6 * 7_000_000) < 6 * 100_000
 
 
+def test_wall_and_steps_move_with_the_clock() -> None:
+    # GIVEN rank 1's steps recorded on its own clock, 5 s ahead, and rank 0 without steps
+    r1 = _rank(1, skew=SKEW)
+    steps = [[k, 1_950_000_000 + k * 50_000_000 + SKEW, 1_990_000_000 + k * 50_000_000 + SKEW] for k in range(6)]
+    r1 = r1.replace(metadata={**r1.metadata, Meta.STEPS: steps})
+    merged, al = merge_traces([_rank(0), r1])
+    off = al.offsets[1].offset_ns
+    # THEN the merged steps and wall range are on rank 0's clock
+    assert merged.metadata[Meta.STEPS] == [[k, a + off, b + off] for k, a, b in steps]
+    assert abs(merged.metadata[Meta.STEPS][0][1] - 1_950_000_000) < 40_000
+    assert merged.metadata[Meta.WALL] == [1_900_000_000 + min(0, SKEW + off), 2_400_000_000 + max(0, SKEW + off)]
+
+
 def test_user_offset_wins_and_duplicate_ranks_refused() -> None:
     _, al = merge_traces([_rank(0), _rank(1, skew=SKEW)], offsets_ns={1: -123})
     assert al.offsets[1].offset_ns == -123 and al.offsets[1].method == "user"

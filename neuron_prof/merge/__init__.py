@@ -46,7 +46,7 @@ def merge_traces(traces: list[Trace], *, offsets_ns: dict[int, int] | None = Non
     m = StreamingMerge(traces, load=lambda t: t, rank_of=rank_of, offsets_ns=offsets_ns, skew_ns=skew_ns,
                        analyze=False)
     segs = list(m.segments())
-    merged, _ = concat_ranks([s.trace for s in segs], [s.rank for s in segs], [0] * len(segs), rename=False)
+    merged = concat_ranks([s.trace for s in segs])
     plan = m.plan
     merged = add_flows(merged, plan.cross_src, plan.cross_dst, CROSS_RANK_FLOW_BASE, CROSS_RANK_FLOW_CAT,
                        CROSS_RANK_FLOW_NAME)

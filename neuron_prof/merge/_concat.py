@@ -1,12 +1,13 @@
-"""Concatenate per-rank traces into one Trace: one process group per rank, clocks shifted, ids kept disjoint."""
+"""Ranks of a merge: each input made a rank (`rank_trace`), and ranks concatenated into one Trace."""
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
-from neuron_prof.model import ArgsStore, StringTable, Trace
+from neuron_prof.model import ArgsStore, Meta, StringTable, Trace
 from neuron_prof.model._tables import CounterTable, FlowTable, InstantTable, SliceTable
 
 PID_STRIDE = 10_000_000
@@ -21,12 +22,40 @@ def _merged_pid(rank: int, pid: int | str, index: int) -> int:
     return rank * PID_STRIDE + PID_STRIDE - 100_000 + index
 
 
-def concat_ranks(traces: list[Trace], ranks: list[int], shifts: list[int], *,
-                 rename: bool = True) -> tuple[Trace, list[int]]:
-    """One Trace holding every rank; returns it and each input's slice-row offset in the result.
+def rank_trace(trace: Trace, rank: int, shift_ns: int) -> Trace:
+    """`trace` as rank `rank` of a merge: processes named "rank R: ...", pids namespaced, flow ids made unique
+    across ranks, clock shifted (timestamps, the wall range and step bounds in the metadata), metadata rank set.
 
-    `rename=False`: the inputs are already ranks of a merge (see `rank_trace`): pids, names and flow ids
-    are kept as they are."""
+    Columns other than timestamps and flow ids are shared with `trace`, not copied."""
+    procs = tuple(dataclasses.replace(
+        p, pid=_merged_pid(rank, p.pid, i), rank=rank, sort_index=rank * 1000 + (p.sort_index or 0) % 1000,
+        name=p.name if p.name.startswith(f"rank {rank}") else f"rank {rank}: {p.name}")
+        for i, p in enumerate(trace.processes))
+    s, ins, c, f = trace.slices, trace.instants, trace.counters, trace.flows
+    md = dict(trace.metadata)
+    md[Meta.RANK] = rank
+    wall = md.get(Meta.WALL)
+    if isinstance(wall, (list, tuple)) and len(wall) == 2:
+        md[Meta.WALL] = [int(wall[0]) + shift_ns, int(wall[1]) + shift_ns]
+    if isinstance(md.get(Meta.STEPS), list):
+        md[Meta.STEPS] = shift_steps(md[Meta.STEPS], shift_ns)
+    return trace.replace(
+        processes=procs, metadata=md, findings=(),
+        slices=SliceTable(s.ts_ns + shift_ns, s.dur_ns, s.track, s.name, s.cat, s.args),
+        instants=InstantTable(ins.ts_ns + shift_ns, ins.track, ins.name, ins.cat, ins.args),
+        counters=CounterTable(c.ts_ns + shift_ns, c.track, c.value),
+        flows=FlowTable(f.src, f.dst, (np.int64(rank) << FLOW_RANK_SHIFT) | (f.flow_id & ((1 << FLOW_RANK_SHIFT) - 1)),
+                        f.cat, f.name))
+
+
+def shift_steps(steps: list[Any], shift_ns: int) -> list[Any]:
+    """Metadata `steps` rows ([step, start_ns, end_ns]) moved by `shift_ns`; other rows kept as they are."""
+    return [[row[0], int(row[1]) + shift_ns, int(row[2]) + shift_ns] if isinstance(row, (list, tuple))
+            and len(row) == 3 else row for row in steps]
+
+
+def concat_ranks(traces: list[Trace]) -> Trace:
+    """One Trace holding the ranks of a merge (each made by `rank_trace`) one after the other."""
     strings = StringTable()
     processes, tracks = [], []
     cols: dict[str, list[np.ndarray]] = {k: [] for k in ("s_ts", "s_dur", "s_track", "s_name", "s_cat", "s_args",
@@ -35,41 +64,32 @@ def concat_ranks(traces: list[Trace], ranks: list[int], shifts: list[int], *,
                                                           "f_src", "f_dst", "f_id", "f_cat", "f_name")}
     args_store, arg_bases = ArgsStore.concat([t.args for t in traces])
     slice_base = 0
-    slice_bases: list[int] = []
-    for t, rank, shift, arg_base in zip(traces, ranks, shifts, arg_bases):
+    for t, arg_base in zip(traces, arg_bases):
         smap = np.array([strings.intern(s) for s in t.strings.as_list()], dtype=np.int32)
         proc_base, track_base = len(processes), len(tracks)
-        for i, p in enumerate(t.processes):
-            if not rename:
-                processes.append(p)
-                continue
-            name = p.name if p.name.startswith(f"rank {rank}") else f"rank {rank}: {p.name}"
-            processes.append(dataclasses.replace(p, pid=_merged_pid(rank, p.pid, i), name=name, rank=rank,
-                                                 sort_index=rank * 1000 + (p.sort_index or 0) % 1000))
+        processes += t.processes
         for tr in t.tracks:
             tracks.append(dataclasses.replace(tr, process=tr.process + proc_base))
         s, ins, c, f = t.slices, t.instants, t.counters, t.flows
-        cols["s_ts"].append(s.ts_ns + shift)
+        cols["s_ts"].append(s.ts_ns)
         cols["s_dur"].append(s.dur_ns)
         cols["s_track"].append(s.track + track_base)
         cols["s_name"].append(smap[s.name])
         cols["s_cat"].append(smap[s.cat])
         cols["s_args"].append(np.where(s.args >= 0, s.args + arg_base, -1))
-        cols["i_ts"].append(ins.ts_ns + shift)
+        cols["i_ts"].append(ins.ts_ns)
         cols["i_track"].append(ins.track + track_base)
         cols["i_name"].append(smap[ins.name])
         cols["i_cat"].append(smap[ins.cat])
         cols["i_args"].append(np.where(ins.args >= 0, ins.args + arg_base, -1))
-        cols["c_ts"].append(c.ts_ns + shift)
+        cols["c_ts"].append(c.ts_ns)
         cols["c_track"].append(c.track + track_base)
         cols["c_val"].append(c.value)
         cols["f_src"].append(f.src + slice_base)
         cols["f_dst"].append(f.dst + slice_base)
-        cols["f_id"].append((np.int64(rank) << FLOW_RANK_SHIFT) | (f.flow_id & ((1 << FLOW_RANK_SHIFT) - 1))
-                            if rename else f.flow_id)
+        cols["f_id"].append(f.flow_id)
         cols["f_cat"].append(smap[f.cat])
         cols["f_name"].append(smap[f.name])
-        slice_bases.append(slice_base)
         slice_base += len(s)
 
     def cat(k: str, dt: type) -> np.ndarray:
@@ -86,7 +106,7 @@ def concat_ranks(traces: list[Trace], ranks: list[int], shifts: list[int], *,
                         cat("f_cat", np.int32), cat("f_name", np.int32)),
         args=args_store,
     )
-    return merged, slice_bases
+    return merged
 
 
 def add_flows(trace: Trace, src: np.ndarray, dst: np.ndarray, first_id: int, cat: str, name: str) -> Trace:

@@ -18,7 +18,7 @@ from neuron_prof.analysis._collective_match import (RankCollectives, collectives
                                                     pick_source)
 from neuron_prof.analysis._stragglers import LateArrivals, late_arrivals
 from neuron_prof.merge._align import Alignment, RankOffset, estimate_offsets
-from neuron_prof.merge._concat import concat_ranks
+from neuron_prof.merge._concat import rank_trace, shift_steps
 from neuron_prof.model import Meta, Trace
 
 CROSS_RANK_FLOW_BASE = 0x7FFF << 48
@@ -44,11 +44,6 @@ class RankInfo:
     """The fields the merged metadata is built from: source, wall, world size, steps."""
 
 
-def rank_trace(trace: Trace, rank: int, shift_ns: int) -> Trace:
-    """`trace` as rank `rank` of a merge: processes named "rank R: ...", pids namespaced, clock shifted."""
-    return concat_ranks([trace], [rank], [shift_ns])[0]
-
-
 def summarize(trace: Trace, index: int, rank: int, skew_ns: int = 0) -> RankInfo:
     """Pass 1 for one rank."""
     t = rank_trace(trace, rank, skew_ns)
@@ -68,7 +63,7 @@ class MergePlan:
     source: str | None
     """The collective source every rank was matched on."""
     slice_base: dict[int, int]
-    """rank -> merged row of its first slice (ranks in input order)."""
+    """rank -> merged row of its first slice (ranks in rank order)."""
     cross_src: np.ndarray
     """Merged slice rows of the cross-rank flows' sources (the reference rank's collective) ..."""
     cross_dst: np.ndarray
@@ -111,9 +106,10 @@ class MergePlan:
             offs = [self.shift_ns(i.rank) for i in infos]
             meta[Meta.WALL] = [min(int(w[0]) + o for w, o in zip(walls, offs)),  # type: ignore[index]
                                max(int(w[1]) + o for w, o in zip(walls, offs))]  # type: ignore[index]
-        steps = next((i.metadata[Meta.STEPS] for i in infos if i.metadata.get(Meta.STEPS)), None)
-        if steps:
-            meta[Meta.STEPS] = steps
+        # steps: the first rank's that has them (all ranks step together), on the merged clock
+        with_steps = next((i for i in infos if i.metadata.get(Meta.STEPS)), None)
+        if with_steps is not None:
+            meta[Meta.STEPS] = shift_steps(with_steps.metadata[Meta.STEPS], self.shift_ns(with_steps.rank))
         return meta
 
     @property

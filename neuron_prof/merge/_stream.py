@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import numpy as np
 
 from neuron_prof.errors import UsageError
-from neuron_prof.merge._plan import (CROSS_RANK_FLOW_CAT, CROSS_RANK_FLOW_NAME, MergePlan, plan_merge, rank_trace,
-                                     summarize)
+from neuron_prof.merge._concat import rank_trace
+from neuron_prof.merge._plan import CROSS_RANK_FLOW_CAT, CROSS_RANK_FLOW_NAME, MergePlan, plan_merge, summarize
 from neuron_prof.model import Trace
 
 if TYPE_CHECKING:
@@ -56,7 +56,8 @@ class RankSegment:
 
     rank: int
     trace: Trace
-    """This rank alone: processes "rank R: ...", pids namespaced, clock aligned, no findings."""
+    """This rank alone (`rank_trace`): processes "rank R: ...", pids namespaced, clock aligned, its metadata
+    (rank set, times shifted), no findings."""
     slice_base: int
     """Merged row of the segment's first slice."""
     flow_ends: FlowEnds
