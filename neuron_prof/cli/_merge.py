@@ -39,7 +39,8 @@ def command(traces: tuple[str, ...], output: str, offsets: tuple[str, ...], skew
     """Merge one trace per rank onto one timeline, aligning clocks from the collectives.
 
     Ranks come from each trace's metadata (distributedInfo) or its file name (trace.rank3.json).
-    Prints the offset applied to each rank and its uncertainty, and the stragglers found.
+    Prints the offset applied to each rank and its uncertainty, and the stragglers found. Each input is
+    read twice and one rank is held in memory at a time, so memory grows with the largest rank.
     """
     from neuron_prof.exporters import format_for
     from neuron_prof.exporters.merged import write_merged
