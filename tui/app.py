@@ -5,13 +5,18 @@
 
 Loading and analysis run in a daemon thread (awaited by a worker) that posts `Progress`, `Loaded` or
 `Failed`; the UI stays on a progress bar meanwhile and `q` quits at once, even mid-parse.
+
+Once the first view is painted, a worker builds every view's tables (`TuiData.warm`, in a thread) and
+then mounts every other view's screen in the background (`_premount`), one per refresh, so the first
+switch to a view shows a screen that is already composed, styled and laid out.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -20,12 +25,13 @@ from textual import work
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.message import Message
+from textual.message_pump import MessagePump
 from textual.worker import Worker, get_current_worker
 
 from neuron_prof.errors import NeuronProfError
 from neuron_prof.tui._data import Source, TuiData, prepare
 from neuron_prof.tui._threads import in_daemon_thread
-from neuron_prof.tui.screens._base import VIEWS
+from neuron_prof.tui.screens._base import VIEWS, ViewScreen
 from neuron_prof.tui.screens.collectives import CollectivesScreen
 from neuron_prof.tui.screens.compile import CompileScreen
 from neuron_prof.tui.screens.fallback import FallbackScreen
@@ -38,6 +44,20 @@ from neuron_prof.tui.screens.ranks import RanksScreen
 from neuron_prof.tui.screens.timeline import TimelineScreen
 
 VIEW_NAMES = tuple(v for v, _ in VIEWS)
+
+
+async def _in_queue(node: MessagePump, fn: Callable[[], Awaitable[None]]) -> None:
+    """Run `fn` in `node`'s message queue (after what is already there) and wait for it to end."""
+    done = asyncio.Event()
+
+    async def run() -> None:
+        try:
+            await fn()
+        finally:
+            done.set()
+
+    if node.call_later(run):
+        await done.wait()
 
 
 class NeuronProfApp(App[int]):
@@ -99,6 +119,12 @@ class NeuronProfApp(App[int]):
         """perf_counter() when the first view was painted with the loaded data (bench_tui reads it)."""
         self.loader: Worker[None] | None = None
         """The load worker (finished workers leave app.workers; tests and benches wait on this)."""
+        self.warmed_at: float | None = None
+        """perf_counter() when the shown rank's tables were all built (bench_tui reads it)."""
+        self.premounter: Worker[None] | None = None
+        """The worker mounting the views' screens in the background (started once the views are warm)."""
+        self.premounted_at: float | None = None
+        """perf_counter() when every view's screen was mounted and up to date (bench_tui reads it)."""
 
     # ---- loading -----------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -136,6 +162,51 @@ class NeuronProfApp(App[int]):
         """Build every view's tables while the user reads the overview, so switching views is instant."""
         worker = get_current_worker()
         await in_daemon_thread(self.data.warm, lambda: worker.is_cancelled, name="neuron-prof-warm")
+        if not worker.is_cancelled:
+            self.warmed_at = time.perf_counter()
+            # after the tables: composing a view reads them, and on the UI thread they would block it
+            self.premounter = self._premount()
+
+    @work(exit_on_error=False, name="premount", group="premount", exclusive=True)
+    async def _premount(self) -> None:
+        """Mount every view's screen that is not shown, and rebuild those built for another rank.
+
+        Textual mounts a mode's screen on the first `switch_mode` to it: compose, a CSS pass over every
+        mounted screen (twice: once for the new screen, again when it becomes the current one), layout
+        and the first render; 29-70 ms of the event loop's CPU at 1M events (bench_tui). Done here, a
+        first switch is a layout and a render (12-20 ms). One screen per refresh: a key pressed
+        meanwhile waits for one screen's mount at most (17 ms at 1M events).
+        Textual has no public call that mounts a mode's screen without showing it: `_init_mode` is what
+        `switch_mode` calls for a mode's first screen (Textual 8.2); without it a switch mounts as before.
+        """
+        worker = get_current_worker()
+        self.premounted_at = None
+        for view in VIEW_NAMES:
+            await self.wait_for_refresh()  # the shown screen has handled its keys and repainted
+            if worker.is_cancelled or not self.is_running:
+                return
+            if view == self.current_mode:
+                continue
+            try:
+                stack = self.get_screen_stack(view)
+            except KeyError:  # not shown yet
+                stack = []
+            if stack:
+                # mounted already: rebuilt in its own message queue if another rank was chosen since
+                screen = stack[0]
+                if isinstance(screen, ViewScreen):
+                    await _in_queue(screen, screen.catch_up)
+                continue
+            init_mode = getattr(self, "_init_mode", None)
+            if init_mode is None:
+                return
+            css_version = self._css_update_count
+            await init_mode(view)
+            screen = self.get_screen_stack(view)[0]
+            # styled by this stylesheet when it mounted: the switch need not restyle every screen again
+            if self._css_update_count == css_version:
+                screen._css_update_count = css_version
+        self.premounted_at = time.perf_counter()
 
     def on_neuron_prof_app_loaded(self, message: Loaded) -> None:
         self.data = message.data
@@ -186,14 +257,19 @@ class NeuronProfApp(App[int]):
             self.show_view("timeline")
 
     def select_rank(self, index: int) -> None:
-        """Make loaded trace `index` the one the views show."""
+        """Make loaded trace `index` the one the views show.
+
+        The shown view is rebuilt now; the others when shown (`ViewScreen.on_screen_resume`) or, once
+        the new rank's tables are warm, in the background (`_premount`).
+        """
         if index != self.data.current and 0 <= index < len(self.data.ranks):
             self.data.current = index
             self.data_version += 1
             self._warm()
-            rebuild = getattr(self.screen, "rebuild", None)
-            if rebuild is not None:
-                self.call_later(rebuild)
+            screen = self.screen
+            if isinstance(screen, ViewScreen):
+                # in the screen's own queue, like its resume and the background rebuild: one at a time
+                screen.call_later(screen.catch_up)
 
     # ---- help and hand-off ---------------------------------------------------------------------
     def action_help(self) -> None:

@@ -87,18 +87,31 @@ class ViewScreen(Screen[None]):
         self.show_row(event.row)
 
     def on_mount(self) -> None:
-        self.ready()
+        # not attached: the app is exiting (`q` while this screen mounted in the background); its
+        # widgets were not mounted, and there is nothing to show
+        if self.is_attached:
+            self.ready()
 
     async def rebuild(self) -> None:
         """Compose the view again from the current data (another rank was chosen)."""
         self.table = None
         await self.recompose()
-        self.ready()
+        if self.is_attached:
+            self.ready()
 
-    async def on_screen_resume(self) -> None:
-        # _version is -1 until the first compose: a resume before that has nothing to rebuild
+    async def catch_up(self) -> None:
+        """Rebuild if the view was built for another rank than the one shown now.
+
+        Runs in the screen's own message queue (its resume, `select_rank` and the app's background
+        rebuild all call it there), so two rebuilds never interleave.
+        """
+        # _version is -1 until the first compose: before that there is nothing to rebuild
         if 0 <= self._version != self.np_app.data_version:
             await self.rebuild()
+
+    async def on_screen_resume(self) -> None:
+        if 0 <= self._version != self.np_app.data_version:
+            await self.catch_up()
         elif self.table is not None and self.focused is None:
             self.table.focus()
 
