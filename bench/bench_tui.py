@@ -10,6 +10,10 @@ Targets (issue 6): first screen <= 3 s, <= 100 ms per key. Headless (`App.run_te
 "key" is measured two ways: `pilot.press(key)` end to end (it includes Pilot's idle polling, ~60 ms
 whatever the app does, textual-facts.md) minus the same for a key bound to nothing, and the work the
 app itself does: the key's action plus rendering every line of the screen.
+"switch to <view>" is the first press of the view's key (1-8), after the app has mounted the views in
+the background: press - baseline as for the other keys, the event loop's CPU time during the press less
+the unbound key's (the app's work for the switch: it cannot be repeated, a second switch costs less),
+and the raw press time.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ import numpy as np
 from neuron_prof.model import Arg, Cat, ProcessKind, Trace, TraceBuilder, TrackKind
 
 T0 = 1_790_000_000_000_000_000
+VIEW_ORDER = "overview compile fallback ops timeline memory collectives ranks".split()
+"""Views in the order of their keys 1-8."""
 OPS = [f"aten::op_{i}" for i in range(300)]
 
 
@@ -137,29 +143,37 @@ async def run(source: Any, keys: list[tuple[str, str]], repeat: int) -> dict[str
         await pilot.pause()
         while any(w.name == "warm" and w.is_running for w in app.workers):
             await asyncio.sleep(0.01)
-        out["warm_s"] = time.perf_counter() - app.shown_at
+        out["warm_s"] = (app.warmed_at or time.perf_counter()) - app.shown_at
+        # then the views' screens mount in the background (NeuronProfApp._premount)
+        while app.premounted_at is None and any(w.name == "premount" for w in app.workers):
+            await asyncio.sleep(0.01)
+        await pilot.pause()
+        out["premount_s"] = None if app.premounted_at is None else app.premounted_at - app.shown_at
         out["timings"] = dict(app.data.timings)
-        base = []
+        base, base_cpu = [], []
         for _ in range(repeat):
-            s = time.perf_counter()
+            s, cpu = time.perf_counter(), time.thread_time()
             await pilot.press("f19")  # bound to nothing: Pilot's own cost
             base.append(time.perf_counter() - s)
+            base_cpu.append(time.thread_time() - cpu)
         out["press_baseline_ms"] = 1e3 * statistics.median(base)
         rows = []
         for view, key in keys:
             if view and app.current_mode != view:
-                s = time.perf_counter()
-                await pilot.press(
-                    str(
-                        "12345678"[
-                            "overview compile fallback ops timeline memory collectives ranks".split().index(
-                                view
-                            )
-                        ]
+                key_of_view = "12345678"[VIEW_ORDER.index(view)]
+                s, cpu = time.perf_counter(), time.thread_time()
+                await pilot.press(key_of_view)
+                switch, switch_cpu = time.perf_counter() - s, time.thread_time() - cpu
+                # like the other keys: less Pilot's idle wait; the raw press and the event loop's CPU time
+                # (the app's work plus Pilot's polling, less the same for the unbound key) stay visible
+                rows.append(
+                    (
+                        f"switch to {view}",
+                        1e3 * (switch - statistics.median(base)),
+                        1e3 * (switch_cpu - statistics.median(base_cpu)),
+                        1e3 * switch,
                     )
                 )
-                switch = time.perf_counter() - s
-                rows.append((f"switch to {view}", 1e3 * switch, float("nan")))
             press, work = [], []
             for _ in range(repeat):
                 s = time.perf_counter()
@@ -175,6 +189,7 @@ async def run(source: Any, keys: list[tuple[str, str]], repeat: int) -> dict[str
                     f"{view}: {key}",
                     1e3 * (statistics.median(press) - statistics.median(base)),
                     1e3 * statistics.median(work),
+                    float("nan"),
                 )
             )
         out["keys"] = rows
@@ -232,11 +247,16 @@ def main(argv: list[str] | None = None) -> int:
         + "  ".join(f"{k} {v:.2f} s" for k, v in r["timings"].items())
     )
     print(f"views warmed in the background {r['warm_s']:.2f} s after the first screen")
+    if r["premount_s"] is not None:
+        print(f"views' screens mounted in the background {r['premount_s']:.2f} s after the first screen")
     print(f"pilot.press baseline (unbound key): {r['press_baseline_ms']:.0f} ms")
-    print(f"{'key':<28}{'press - baseline':>18}{'action + full repaint':>24}   (target <= 100 ms)")
-    for name, press, work in r["keys"]:
-        w = "" if np.isnan(work) else f"{work:.1f} ms"
-        print(f"{name:<28}{press:>15.1f} ms{w:>24}")
+    head = f"{'key':<28}{'press - baseline':>18}{'action + full repaint':>24}{'raw press':>12}"
+    print(f"{head}   (target <= 100 ms)")
+    for name, press, work, raw in r["keys"]:
+        w = "" if np.isnan(work) else f"{work:.1f} ms" + (" (cpu)" if not np.isnan(raw) else "")
+        rw = "" if np.isnan(raw) else f"{raw:.1f} ms"
+        print(f"{name:<28}{press:>15.1f} ms{w:>24}{rw:>12}")
+    print("switch rows: the action column is the event loop's CPU time in the press less the unbound key's")
     print(f"peak RSS: {r['peak_rss_mb']:.0f} MB")
     return 0
 
