@@ -221,6 +221,10 @@ KEYS = [
     ("timeline", "down"),
     ("fallback", "down"),
     ("memory", "down"),
+    # the other views, for their first switch (target: every view)
+    ("compile", "down"),
+    ("collectives", "down"),
+    ("ranks", "down"),
 ]
 
 
