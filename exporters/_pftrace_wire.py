@@ -146,26 +146,27 @@ Seg = Ragged | Const | Mat
 def varint_mat(values: np.ndarray, prefix: bytes = b"", present: np.ndarray | None = None) -> Mat:
     """`prefix` + varint(v) per row (v as uint64: negative int64 gives 10 bytes, like protobuf).
 
-    Rows where `present` is False are empty (an absent optional field).
+    Rows where `present` is False are empty (an absent optional field). Built transposed (one contiguous row per
+    byte position, only as many as the largest value needs); `m` is a view of that.
     """
     v = np.ascontiguousarray(values).astype(np.int64, copy=False).view(np.uint64)
-    n = len(v)
-    nb = np.ones(n, np.int64)
-    for k in range(1, 10):
-        nb += v >= np.uint64(1 << (7 * k))
-    w = int(nb.max()) if n else 1
-    p = len(prefix)
-    m = np.empty((n, p + w), np.uint8)
+    n, p = len(v), len(prefix)
+    wd = max(1, (int(v.max()).bit_length() + 6) // 7) if n else 1
+    mt = np.empty((p + wd, n), np.uint8)
     if p:
-        m[:, :p] = np.frombuffer(prefix, np.uint8)
-    for k in range(w):
-        byte = ((v >> np.uint64(7 * k)) & np.uint64(0x7F)).astype(np.uint8)
-        byte |= (nb > k + 1).astype(np.uint8) << 7
-        m[:, p + k] = byte
+        mt[:p] = np.frombuffer(prefix, np.uint8)[:, None]
+    nb = np.ones(n, np.int64)
+    for k in range(wd):
+        np.bitwise_and(v, np.uint64(0x7F), out=mt[p + k], casting="unsafe")
+        if k + 1 < wd:
+            v = v >> np.uint64(7)
+            more = v != 0
+            mt[p + k] |= more.view(np.uint8) << np.uint8(7)
+            nb += more
     lens = nb + p
     if present is not None:
         lens = np.where(present, lens, 0)
-    return Mat(m, lens)
+    return Mat(mt.T, lens)
 
 
 def fixed64_mat(values: np.ndarray, prefix: bytes) -> Mat:
@@ -180,44 +181,45 @@ def fixed64_mat(values: np.ndarray, prefix: bytes) -> Mat:
     return Mat(m, np.full(len(a), p + 8, np.int64))
 
 
+def _width(s: Seg, n: int) -> int:
+    if isinstance(s, Const):
+        return len(s.b)
+    if isinstance(s, Mat):
+        return int(s.m.shape[1])
+    return int(s.lens.max()) if n else 0
+
+
 def interleave(segs: list[Seg], n: int) -> Ragged:
     """Row i of the result is row i of every segment, concatenated in order.
 
-    Lays the segments side by side in one (n x total width) byte matrix with a mask of the bytes in use and
-    compresses it row-major: no per-byte index arrays. Ragged segments with a few very long rows (which would
-    make the matrix mostly padding) go through index arithmetic instead.
+    Lays the segments side by side in one (n x total width) byte matrix and compresses it row-major through one
+    mask (column j is used where its offset in its segment < the row's length there): no per-byte index arrays.
+    Ragged segments with a few very long rows (which would make the matrix mostly padding) go through index
+    arithmetic instead.
     """
-    widths = []
-    total = np.zeros(n, np.int64)
-    for s in segs:
-        total += s.lens
-        if isinstance(s, Const):
-            widths.append(len(s.b))
-        elif isinstance(s, Mat):
-            widths.append(s.m.shape[1])
-        else:
-            widths.append(int(s.lens.max()) if n else 0)
+    widths = [_width(s, n) for s in segs]
     width = sum(widths)
+    dt = np.int16 if width < 1 << 15 else np.int64
+    lens = np.empty((n, len(segs)), dt)
+    for j, s in enumerate(segs):
+        lens[:, j] = len(s.b) if isinstance(s, Const) else s.lens
+    total = lens.sum(1, dtype=np.int64)
     if n * width > 3 * int(total.sum()) + (1 << 16):
         return _interleave_indexed(segs, n)
     m = np.empty((n, width), np.uint8)
-    mask = np.empty((n, width), bool)
     c = 0
-    for s, wd in zip(segs, widths):
+    for j, (s, wd) in enumerate(zip(segs, widths)):
         if not wd:
             continue
         if isinstance(s, Const):
             m[:, c: c + wd] = np.frombuffer(s.b, np.uint8)
-            mask[:, c: c + wd] = True
-        else:
-            sub_mask = np.arange(wd) < s.lens[:, None]
-            mask[:, c: c + wd] = sub_mask
-            if isinstance(s, Mat):
-                m[:, c: c + wd] = s.m
-            else:
-                m[:, c: c + wd][sub_mask] = s.data  # row-major fill: exactly the ragged rows in order
+        elif isinstance(s, Mat):
+            m[:, c: c + wd] = s.m
+        else:  # row-major fill: exactly the ragged rows in order
+            m[:, c: c + wd][np.arange(wd, dtype=dt) < lens[:, j: j + 1]] = s.data
         c += wd
-    return Ragged(m[mask], total)
+    offset = np.concatenate([np.arange(wd, dtype=dt) for wd in widths]) if segs else np.zeros(0, dt)
+    return Ragged(m[offset < np.repeat(lens, widths, axis=1)], total)
 
 
 def _interleave_indexed(segs: list[Seg], n: int) -> Ragged:
