@@ -179,3 +179,17 @@ async def test_another_rank_rebuilds_the_hidden_views_in_the_background() -> Non
         await pilot.pause()
         assert "showing rank 1" in screen_text(app)
         assert table(app).row == 1
+
+
+async def test_the_heap_is_frozen_while_the_app_runs_and_unfrozen_when_it_ends() -> None:
+    import gc
+
+    before = gc.get_freeze_count()
+    app = NeuronProfApp([demo_like_trace()])
+    async with app.run_test(size=SIZE) as pilot:
+        await premounted(pilot, app)
+        # GIVEN every view mounted, THEN what is alive is out of the full collections' way
+        assert gc.get_freeze_count() > before
+        await pilot.press("q")
+    # and back in them once the app has ended, so that what it leaves behind is collected
+    assert gc.get_freeze_count() == 0

@@ -14,6 +14,7 @@ switch to a view shows a screen that is already composed, styled and laid out.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -125,6 +126,7 @@ class NeuronProfApp(App[int]):
         """The worker mounting the views' screens in the background (started once the views are warm)."""
         self.premounted_at: float | None = None
         """perf_counter() when every view's screen was mounted and up to date (bench_tui reads it)."""
+        self._heap_frozen = False
 
     # ---- loading -----------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -207,6 +209,27 @@ class NeuronProfApp(App[int]):
             if self._css_update_count == css_version:
                 screen._css_update_count = css_version
         self.premounted_at = time.perf_counter()
+        self._freeze_heap()
+
+    def _freeze_heap(self) -> None:
+        """Keep what is loaded and mounted out of the cyclic GC's full collections.
+
+        With a 1M-event trace shown, a full collection walks 60-76k tracked objects (Textual's widgets,
+        styles and caches, the trace's tables) and takes 12-49 ms; one ran every ~2 s while bench_tui
+        pressed keys, and in most runs one fell into the first switch to the compile view: 59-115 ms
+        of CPU instead of ~20. `gc.freeze()` moves every object alive now to the permanent generation,
+        which collections skip (reference counting still frees them); `on_unmount` unfreezes them, so
+        what the app leaves behind is collected as usual. Run again after a rank change (the new
+        rank's screens). The collection first, so no garbage is kept: 12-35 ms once, in the background.
+        """
+        gc.collect()
+        gc.freeze()
+        self._heap_frozen = True
+
+    def on_unmount(self) -> None:
+        if self._heap_frozen:
+            self._heap_frozen = False
+            gc.unfreeze()
 
     def on_neuron_prof_app_loaded(self, message: Loaded) -> None:
         self.data = message.data
