@@ -2,40 +2,41 @@
 
 Documents of one kind (a Kineto cpu_op, a kernel) differ only in their digits: ids, sizes, counts. A chunk's
 documents are grouped by their text with every digit masked to "0" (a *template*). A template is tokenised once
-(`_parse`); per chunk, the digits of each group are gathered from the args blob as one matrix, each variable
-number or string becomes a column of values (numpy), and the group's annotation bytes are the template's bytes
-(laid out once per combination of varint lengths) with those columns written in. Groups that are small, or whose
-variable digits the fast path does not decode exactly (digits in keys, exponents, floats of > 15 digits, ints of
-> 18), are parsed with orjson and encoded key by key (`_encode_dicts`: a column of ints, floats or strings at a
-time; nested values once per distinct value).
+(`_Tmpl`); per chunk, the digits of each group are gathered from the args blob as one matrix, each variable
+number or string becomes a column of values (numpy; floats as m / 10**f while that is exact, else orjson per
+value), and the group's annotation bytes are the template's bytes (laid out once per combination of varint
+lengths) with those columns written in. Small groups, and templates the fast path does not decode exactly (digits
+in keys, repeated keys, ints past 18 digits), are parsed with orjson and encoded key by key (`_encode_cols`: a
+column of ints, floats or strings at a time; nested values once per distinct value).
 
 Annotation names and string values are interned: their iids are global to the writer, and `take_new_interned`
-hands out the entries not yet written. New strings get their iids in the order `_encode_dicts` alone would give
-them (so the output does not depend on which path a group takes).
+hands out the entries not yet written. New strings get their iids in the order the column encoder alone would
+give them, so the output does not depend on which path a group takes.
 """
 
 from __future__ import annotations
 
 import re
 import struct
+from itertools import pairwise
 from operator import itemgetter
 from typing import Any
 
 import numpy as np
 import orjson
 
-from neuron_prof.model import ArgsStore
 from neuron_prof.exporters import _pftrace_wire as w
+from neuron_prof.model import ArgsStore
 
 _I64_MIN, _I64_MAX, _U64_MAX = -(1 << 63), (1 << 63) - 1, (1 << 64) - 1
 _MASK = bytes.maketrans(b"123456789", b"000000000")
 _MIN_ROWS = 24
 """Documents of one template below which orjson + the column encoder is cheaper than the template path."""
-_STR = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
-_NUM = re.compile(rb"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
-_WS = re.compile(rb"[ \t\n\r]*")
+_TOK = re.compile(rb'"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*|true|false|null', re.DOTALL)
+"""The scalar tokens of a JSON text (strings, keys included; numbers; literals), in order."""
 _P10 = 10 ** np.arange(17, -1, -1, dtype=np.int64)
 _VTAG = {"s": w.A_STRING_IID, "i": w.A_INT, "f": w.A_DOUBLE}
+_TYPES = {"s": (str,), "i": (int,), "f": (float,), "l": (bool, type(None))}
 
 
 class _Unsupported(Exception):
@@ -43,104 +44,68 @@ class _Unsupported(Exception):
 
 
 class _Tmpl:
-    """A compiled template: the document tree, its digit-bearing tokens and the byte positions of their digits.
+    """A compiled template: orjson's parse of one document with each scalar tied to its token in the text.
 
     tree: [(key, node)], node = ("v", value, tok | None) | ("a", [node]) | ("o", [(key, node)]);
-    toks[t] = (kind "s"|"i"|"f", start, end, first digit column, end column, fraction digits, negative, exponent);
+    toks[t] = (kind "s"|"i"|"f", start, end, first digit column, end column, fraction digits, negative, exponent)
+    for the tokens holding digits, whose digit byte positions are pos[first: end];
     slots: the strings to intern, in encoding order: (key index, order, table 0 names | 1 values, tok, value)."""
 
-    __slots__ = ("key", "keys", "tree", "toks", "pos", "slots")
+    __slots__ = ("key", "keys", "pos", "slots", "toks", "tree")
 
     def __init__(self, key: bytes, doc: bytes) -> None:
-        self.key, self.toks, pos = key, [], []
-        try:
-            node, i = self._value(doc, 0, pos)
-            if node[0] != "o" or _WS.match(doc, i).end() != len(doc) or not _same(_plain(node), orjson.loads(doc)):
-                raise _Unsupported
-        except (ValueError, IndexError, AttributeError, TypeError, RecursionError) as e:  # orjson.JSONDecodeError is a ValueError
-            raise _Unsupported from e
-        self.tree = node[1]
-        self.keys = tuple(k for k, _ in self.tree)
-        self.pos = np.asarray(pos, np.int64)
+        self.key = key
+        self.toks: list[tuple[str, int, int, int, int, int, bool, bool]] = []
         self.slots: list[tuple[int, int, int, int | None, str]] = []
-        for ki, (_, nd) in enumerate(self.tree):
-            self._slots(ki, nd)
+        pos: list[int] = []
+        try:
+            d = orjson.loads(doc)
+            spans = iter([m.span() for m in _TOK.finditer(doc)])
+            if type(d) is not dict:
+                raise _Unsupported
+            self.tree = [(k, self._node(x, doc, spans, pos, ki, k)) for ki, (k, x) in enumerate(d.items())]
+            if next(spans, None) is not None:  # a repeated key (orjson keeps one) or a misread token
+                raise _Unsupported
+        except (ValueError, StopIteration, RecursionError) as e:  # orjson.JSONDecodeError is a ValueError
+            raise _Unsupported from e
+        self.keys = tuple(d)
+        self.pos = np.asarray(pos, np.int64)
 
-    def _slots(self, ki: int, nd: tuple) -> None:
-        if nd[0] == "v":
-            if isinstance(nd[1], str):
-                self.slots.append((ki, len(self.slots), 1, nd[2], nd[1]))
-        else:
-            for it in nd[1]:
-                if nd[0] == "o":
-                    self.slots.append((ki, len(self.slots), 0, None, it[0]))
-                self._slots(ki, it[1] if nd[0] == "o" else it)
-
-    def _tok(self, doc: bytes, kind: str, a: int, b: int, pos: list[int], frac: int = 0, exp: bool = False) -> int | None:
+    def _node(self, v: Any, doc: bytes, spans: Any, pos: list[int], ki: int, key: str | None = None) -> tuple:
+        if key is not None:  # the key's own token: no digits (they may vary within a group)
+            a, b = next(spans)
+            if any(48 <= x <= 57 for x in doc[a:b]) or orjson.loads(doc[a:b]) != key:
+                raise _Unsupported
+        if type(v) is dict or type(v) is list:
+            if type(v) is list:
+                return "a", [self._node(x, doc, spans, pos, ki) for x in v]
+            items = []
+            for k, x in v.items():  # type: ignore[union-attr]
+                self.slots.append((ki, len(self.slots), 0, None, k))
+                items.append((k, self._node(x, doc, spans, pos, ki, k)))
+            return "o", items
+        a, b = next(spans)
+        text = doc[a:b]
+        kind = "s" if text[0] == 34 else "l" if text[0] in b"tfn" else "f" if any(c in b".eE" for c in text) else "i"
+        if type(v) not in _TYPES[kind] or kind == "s" and orjson.loads(text) != v:
+            raise _Unsupported  # the token is not the value it should be: misaligned
         digits = [i for i in range(a, b) if 48 <= doc[i] <= 57]
-        if not digits:
-            return None
-        self.toks.append((kind, a, b, len(pos), len(pos) + len(digits), frac, doc[a] == 45, exp))
-        pos += digits
-        return len(self.toks) - 1
-
-    def _value(self, doc: bytes, i: int, pos: list[int]) -> tuple[tuple, int]:
-        i = _WS.match(doc, i).end()
-        c = doc[i]
-        if c in b"{[":
-            items: list[Any] = []
-            i = _WS.match(doc, i + 1).end()
-            if doc[i] == c + 2:  # "}" / "]"
-                return ("o" if c == 123 else "a", items), i + 1
-            while True:
-                if c == 123:
-                    m = _STR.match(doc, i)
-                    key = orjson.loads(m.group())  # type: ignore[union-attr]
-                    if any(48 <= x <= 57 for x in m.group()) or key in {k for k, _ in items}:  # type: ignore[union-attr]
-                        raise _Unsupported  # digits in keys may vary in a group; repeated keys collapse
-                    i = _WS.match(doc, m.end()).end()  # type: ignore[union-attr]
-                    if doc[i] != 58:
-                        raise _Unsupported
-                    nd, i = self._value(doc, i + 1, pos)
-                    items.append((key, nd))
-                else:
-                    nd, i = self._value(doc, i, pos)
-                    items.append(nd)
-                i = _WS.match(doc, i).end()
-                if doc[i] == c + 2:
-                    return ("o" if c == 123 else "a", items), i + 1
-                if doc[i] != 44:
-                    raise _Unsupported
-                i = _WS.match(doc, i + 1).end()
-        if c == 34:
-            m = _STR.match(doc, i)
-            return ("v", orjson.loads(m.group()), self._tok(doc, "s", i, m.end(), pos)), m.end()  # type: ignore[union-attr]
-        for lit, v in ((b"true", True), (b"false", False), (b"null", None)):
-            if doc.startswith(lit, i):
-                return ("v", v, None), i + len(lit)
-        m = _NUM.match(doc, i)
-        if m is None:
-            raise _Unsupported
-        frac, exp = m.group(1), m.group(2)
-        t = self._tok(doc, "f" if frac or exp else "i", i, m.end(), pos, len(frac) - 1 if frac else 0, bool(exp))
-        return ("v", orjson.loads(m.group()), t), m.end()
+        tok = None
+        if digits:
+            e = max(text.find(b"e"), text.find(b"E"))
+            frac = ((e if e >= 0 else len(text)) - text.find(b".") - 1) if kind == "f" and b"." in text else 0
+            self.toks.append((kind, a, b, len(pos), len(pos) + len(digits), frac, text[0] == 45, e >= 0))
+            pos += digits
+            tok = len(self.toks) - 1
+        if kind == "s":
+            self.slots.append((ki, len(self.slots), 1, tok, v))
+        return "v", v, tok
 
 
-def _plain(nd: tuple) -> Any:
-    if nd[0] == "v":
-        return nd[1]
-    return {k: _plain(x) for k, x in nd[1]} if nd[0] == "o" else [_plain(x) for x in nd[1]]
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal with the same types, key order and float bits (the template must decode exactly as orjson does)."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(_same(x, b[k]) for k, x in a.items())
-    if isinstance(a, list):
-        return len(a) == len(b) and all(map(_same, a, b))
-    return struct.pack("<d", a) == struct.pack("<d", b) if isinstance(a, float) else a == b
+def _intern(table: dict[str, int], new: list[tuple[int, str]], s: str) -> int:
+    i = table[s] = len(table) + 1
+    new.append((i, s))
+    return i
 
 
 def _digits(d: np.ndarray) -> np.ndarray:
@@ -162,18 +127,10 @@ class ArgsEncoder:
 
     # ---- interning -----------------------------------------------------------------------------
     def name_iid(self, s: str) -> int:
-        i = self.names.get(s)
-        if i is None:
-            i = self.names[s] = len(self.names) + 1
-            self._new_names.append((i, s))
-        return i
+        return self.names.get(s) or _intern(self.names, self._new_names, s)
 
     def value_iid(self, s: str) -> int:
-        i = self.values.get(s)
-        if i is None:
-            i = self.values[s] = len(self.values) + 1
-            self._new_values.append((i, s))
-        return i
+        return self.values.get(s) or _intern(self.values, self._new_values, s)
 
     def take_new_interned(self) -> bytes:
         """InternedData fields for the names/values created since the last call."""
@@ -238,34 +195,26 @@ class ArgsEncoder:
         docs = list(map(blob.__getitem__, map(slice, st.tolist(), off[idx[has] + 1].tolist())))
         keys = [d.translate(_MASK) for d in docs]
         kid = {k: i for i, k in enumerate(dict.fromkeys(keys))}
-        rows_of = _groups(np.fromiter(map(kid.__getitem__, keys), np.int64, count=len(keys)), len(kid))
+        rows_of = w.row_groups(np.fromiter(map(kid.__getitem__, keys), np.int64, count=len(keys)), len(kid))
         arr = np.frombuffer(blob, np.uint8)
         groups, slow, cands = [], [], []
         for key, rows in zip(kid, rows_of):
-            tm = self._tmpl.get(key, False)
-            if len(rows) >= _MIN_ROWS and tm is False:
-                try:
-                    tm = _Tmpl(key, docs[rows[0]])
-                except _Unsupported:
-                    tm = None
-                if len(self._tmpl) < 50_000:
-                    self._tmpl[key] = tm
-            if len(rows) < _MIN_ROWS or not tm:
-                slow.append(rows)
-                continue
+            tm = self._template(key, docs[rows[0]]) if len(rows) >= _MIN_ROWS else None
             try:
-                tv = self._prepare(tm, rows, docs, arr[st[rows][:, None] + tm.pos] if len(tm.pos) else None)
+                if tm is None:
+                    raise _Unsupported
+                tv, lkey = self._prepare(tm, rows, docs, arr[st[rows][:, None] + tm.pos])
             except _Unsupported:
                 slow.append(rows)
                 continue
-            groups.append((tm, rows, tv))
+            groups.append((tm, rows, tv, lkey))
             cands += self._new_strings(tm, rows, tv)
         srows = np.sort(np.concatenate(slow)) if slow else np.zeros(0, np.int64)
         dgroups = self._dict_groups(orjson.loads(b"[" + b",".join([docs[j] for j in srows.tolist()]) + b"]"), srows)
         cands += self._dict_strings(dgroups)
         # groups in order of their key tuple's first row, as the column encoder alone would take them
         first: dict[tuple, int] = {}
-        for kt, rows in [(g[0].keys, g[1]) for g in groups] + [(g[0], g[1]) for g in dgroups]:
+        for kt, rows in [(g[0].keys, g[1]) for g in groups] + [g[:2] for g in dgroups]:
             first[kt] = min(first.get(kt, n), int(rows[0]))
         rank = {kt: r for r, kt in enumerate(sorted(first, key=first.__getitem__))}
         for c in sorted((rank[kt], *c) for kt, *c in cands):
@@ -273,13 +222,26 @@ class ArgsEncoder:
         parts: list[tuple[np.ndarray, w.Mat | w.Ragged]] = [self._write(*g) for g in groups]
         parts += [(rows, self._encode_cols(keys, cols, len(rows)))
                   for keys, rows, cols in sorted(dgroups, key=lambda g: rank[g[0]])]
-        return _assemble(n, [(has[r], p) for r, p in parts])
+        return w.assemble(n, [(has[r], p) for r, p in parts])
 
-    def _prepare(self, tm: _Tmpl, rows: np.ndarray, docs: list[bytes], dg: np.ndarray | None) -> dict[int, tuple]:
-        """Each digit-bearing token of a group: ("c", value) when constant, else its column(s) of values."""
+    def _template(self, key: bytes, doc: bytes) -> _Tmpl | None:
+        """The compiled template of masked text `key` (None: the template path does not take it)."""
+        tm = self._tmpl.get(key)
+        if tm is None and key not in self._tmpl:
+            try:
+                tm = _Tmpl(key, doc)
+            except _Unsupported:
+                tm = None
+            if len(self._tmpl) < 10_000:  # a few KB each
+                self._tmpl[key] = tm
+        return tm
+
+    def _prepare(self, tm: _Tmpl, rows: np.ndarray, docs: list[bytes], dg: np.ndarray) -> tuple[dict, tuple]:
+        """Each digit-bearing token of a group (digits `dg`): ("c", value) when constant, else its column(s) of
+        values; and the key of the group's layouts (the template and its constant digits)."""
         d0 = docs[rows[0]]
-        var = (dg != dg[0]).any(0) if dg is not None else None
-        tv: dict[int, tuple] = {"key": (tm.key, np.where(var, 0, dg[0]).tobytes() if dg is not None else b"")}
+        var = (dg != dg[0]).any(0)
+        tv: dict[int, tuple] = {}
         for t, (kind, a, b, c0, c1, frac, neg, exp) in enumerate(tm.toks):
             vc = np.flatnonzero(var[c0:c1]) + c0
             if not len(vc):
@@ -309,7 +271,9 @@ class ArgsEncoder:
                 if len(slow):
                     x[slow] = [orjson.loads(docs[j][a:b]) for j in rows[slow].tolist()]
                 tv[t] = (kind, x)
-        return tv
+        if sum(x[0] in "is" for x in tv.values()) > 18:
+            raise _Unsupported  # layouts are told apart by an int64 code of the varint lengths
+        return tv, (tm.key, np.where(var, 0, dg[0]).tobytes())
 
     def _new_strings(self, tm: _Tmpl, rows: np.ndarray, tv: dict[int, tuple]) -> list[tuple]:
         """(key tuple, key index, phase, first row, order, table, string) of each string not interned yet."""
@@ -326,7 +290,7 @@ class ArgsEncoder:
                         if v not in tab]
         return out
 
-    def _write(self, tm: _Tmpl, rows: np.ndarray, tv: dict[int, tuple]) -> tuple[np.ndarray, w.Mat]:
+    def _write(self, tm: _Tmpl, rows: np.ndarray, tv: dict[int, tuple], lkey: tuple) -> tuple[np.ndarray, w.Mat]:
         """The group's annotation rows as a matrix (rows sorted by their layout)."""
         cols: dict[int, w.Mat] = {}
         for t, x in tv.items():
@@ -337,39 +301,35 @@ class ArgsEncoder:
                 cols[t] = w.varint_mat(x[1])
             elif x[0] == "f":
                 cols[t] = w.fixed64_mat(x[1].astype(np.float64), b"")
-        var = [t for t in cols if tv[t][0] != "f"]
+        var = [t for t in cols if tv[t][0] != "f"]  # at most 18 (`_prepare`): the code fits an int64
         code = np.zeros(len(rows), np.int64)
-        for j, t in enumerate(var):
-            code = code * 11 + cols[t].lens if j < 18 else code  # more than 18: see below
-        if len(var) > 18:
-            code = np.unique(np.stack([cols[t].lens for t in var], 1), axis=0, return_inverse=True)[1].reshape(-1)
+        for t in var:
+            code = code * 11 + cols[t].lens
         if not len(var) or code.min() == code.max():
             order, bounds = np.arange(len(rows)), [0, len(rows)]
         else:
             order = np.argsort(code, kind="stable")
             bounds = [0, *(np.flatnonzero(np.diff(code[order])) + 1).tolist(), len(rows)]
-        lays = [self._layout(tm, tv, {t: int(cols[t].lens[order[a]]) for t in var}) for a in bounds[:-1]]
+        lays = [self._layout(tm, tv, {t: int(cols[t].lens[order[a]]) for t in var}, lkey) for a in bounds[:-1]]
         m = np.empty((len(rows), max(len(lay[0]) for lay in lays)), np.uint8)
         lens = np.empty(len(rows), np.int64)
-        single = len(lays) == 1
-        for (a, z), (row, offs) in zip(zip(bounds[:-1], bounds[1:]), lays):
-            sel = order[a:z]
+        for (a, z), (row, offs) in zip(pairwise(bounds), lays):
+            sel = order[a:z] if len(lays) > 1 else slice(None)
             m[a:z, : len(row)] = row
             lens[a:z] = len(row)
             for t, o in offs:
-                c = cols[t]
-                k = int(c.lens[sel[0]])
-                m[a:z, o: o + k] = c.m[:, :k] if single else c.m[sel, :k]
+                k = int(cols[t].lens[order[a]])
+                m[a:z, o: o + k] = cols[t].m[sel, :k]
         return rows[order], w.Mat(m, lens)
 
-    def _layout(self, tm: _Tmpl, tv: dict[int, tuple], hl: dict[int, int]) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    def _layout(self, tm: _Tmpl, tv: dict[int, tuple], hl: dict[int, int], lkey: tuple) -> tuple[np.ndarray, list]:
         """A group's annotation bytes for one set of hole lengths, zeros in the holes, and each hole's offset."""
-        key = (*tv["key"], *hl.items())
+        key = (*lkey, *hl.items())
         lay = self._layouts.get(key)
         if lay is None:
             out, offs = self._items(w.E_DEBUG_ANNOTATIONS, tm.tree, True, tv, hl)
             lay = (np.frombuffer(out, np.uint8), offs)
-            if len(self._layouts) < 100_000:
+            if len(self._layouts) < 20_000:  # a few hundred bytes each
                 self._layouts[key] = lay
         return lay
 
@@ -400,7 +360,8 @@ class ArgsEncoder:
         key_of = list(map(tuple, dicts))
         kid = {k: i for i, k in enumerate(dict.fromkeys(key_of))}
         out = []
-        for keys, g in zip(kid, _groups(np.fromiter(map(kid.__getitem__, key_of), np.int64, count=len(key_of)), len(kid))):
+        codes = np.fromiter(map(kid.__getitem__, key_of), np.int64, count=len(key_of))
+        for keys, g in zip(kid, w.row_groups(codes, len(kid))):
             ds = [dicts[j] for j in g.tolist()]
             out.append((keys, rows[g], [list(map(itemgetter(k), ds)) for k in keys]))
         return out
@@ -408,32 +369,30 @@ class ArgsEncoder:
     def _dict_strings(self, groups: list[tuple[tuple, np.ndarray, list[list]]]) -> list[tuple]:
         """`_new_strings` for parsed documents: names first, then each value's strings in row order."""
         out: list[tuple] = []
+        nest = self._nested
         for keys, rows, cols in groups:
             for ki, (k, vals) in enumerate(zip(keys, cols)):
                 if str(k) not in self.names:
                     out.append((keys, ki, 0, 0, 0, 0, str(k)))
                 for r, v in zip(rows.tolist(), vals):
-                    if type(v) is not float and type(v) is not bool and v is not None:
-                        found: list[tuple[int, str]] = []
-                        self._strings(v, found)
-                        out += [(keys, ki, 1, r, t, tab, x) for t, (tab, x) in enumerate(found)
-                                if x not in (self.values if tab else self.names)]
+                    t = type(v)
+                    if (t is str and v in self.values or t is float or t is bool or v is None
+                            or t is int and _I64_MIN <= v <= _U64_MAX or t in (list, dict) and orjson.dumps(v) in nest):
+                        continue  # nothing new (a cached nested value had its strings interned)
+                    found: list[tuple[int, str]] = []
+                    self._strings(v, found)
+                    out += [(keys, ki, 1, r, j, tab, x) for j, (tab, x) in enumerate(found)
+                            if x not in (self.values if tab else self.names)]
         return out
 
     def _strings(self, v: Any, out: list[tuple[int, str]]) -> None:
         """The (table, string) pairs `value_body(v)` interns, in its order."""
-        if type(v) is str:
-            out.append((1, v))
-        elif type(v) is int:
-            if not _I64_MIN <= v <= _U64_MAX:
-                out.append((1, str(v)))
-        elif type(v) is list:
-            for x in v:
-                self._strings(x, out)
-        elif type(v) is dict:
-            for k, x in v.items():
+        if type(v) is str or type(v) is int and not _I64_MIN <= v <= _U64_MAX:
+            out.append((1, str(v)))
+        for k, x in v.items() if type(v) is dict else enumerate(v) if type(v) is list else ():
+            if type(v) is dict:
                 out.append((0, str(k)))
-                self._strings(x, out)
+            self._strings(x, out)
 
     def _encode_cols(self, keys: tuple, cols: list[list], m: int) -> w.Ragged:
         """`m` rows of one key tuple, each key a column (see `_column`)."""
@@ -478,43 +437,3 @@ class ArgsEncoder:
             body_of = self.value_body
             bodies = [b if b is not None else body_of(v) for b, v in zip(bodies, vals)]
         return w.Ragged.from_list(bodies)  # type: ignore[arg-type]
-
-
-def _groups(codes: np.ndarray, k: int) -> list[np.ndarray]:
-    """Row numbers of each code 0..k-1, ascending."""
-    by = np.argsort(codes, kind="stable")
-    b = np.searchsorted(codes[by], np.arange(k + 1)).tolist()
-    return [by[b[g]: b[g + 1]] for g in range(k)]
-
-
-def _assemble(n: int, parts: list[tuple[np.ndarray, w.Mat | w.Ragged]]) -> w.Mat | w.Ragged:
-    """One row per event from (rows, bytes of those rows) parts: a matrix unless a few long rows make it sparse."""
-    lens = np.zeros(n, np.int64)
-    for rows, p in parts:
-        lens[rows] = p.lens
-    width, total = int(lens.max()), int(lens.sum())
-    if n * width <= 4 * total + (1 << 16):
-        mat = np.empty((n, width), np.uint8)
-        for rows, p in parts:
-            pm = w.padded(p) if isinstance(p, w.Ragged) else p
-            if isinstance(pm, w.Mat):
-                mat[rows, : pm.m.shape[1]] = pm.m
-            else:
-                mat[rows] = _fill(pm, width)
-        return w.Mat(mat, lens)
-    out = np.empty(total, np.uint8)
-    start = np.zeros(n, np.int64)
-    np.cumsum(lens[:-1], out=start[1:])
-    for rows, p in parts:
-        if isinstance(p, w.Mat):
-            used = np.arange(p.m.shape[1]) < p.lens[:, None]
-            out[(start[rows][:, None] + np.arange(p.m.shape[1]))[used]] = p.m[used]
-        elif len(p.data):
-            out[np.repeat(start[rows] - p.starts(), p.lens) + np.arange(len(p.data))] = p.data
-    return w.Ragged(out, lens)
-
-
-def _fill(r: w.Ragged, width: int) -> np.ndarray:
-    sub = np.zeros((len(r), width), np.uint8)
-    sub[np.arange(width) < r.lens[:, None]] = r.data
-    return sub

@@ -250,12 +250,48 @@ def _interleave_indexed(segs: list[Seg], n: int) -> Ragged:
     return Ragged(out, total_lens)
 
 
-def padded(r: Ragged) -> Mat | Ragged:
-    """The rows of `r` left-aligned in a matrix (cheap to interleave), unless a few long rows make it sparse."""
+def padded(r: Ragged, width: int | None = None) -> Mat | Ragged:
+    """The rows of `r` left-aligned in a matrix (cheap to interleave), unless a few long rows make it sparse;
+    always a matrix of `width` columns when `width` is given."""
     n = len(r)
     wd = int(r.lens.max()) if n else 0
-    if n * wd > 4 * len(r.data) + (1 << 16):
+    if width is None and n * wd > 4 * len(r.data) + (1 << 16):
         return r
-    m = np.zeros((n, wd), np.uint8)
-    m[np.arange(wd) < r.lens[:, None]] = r.data
+    m = np.zeros((n, width or wd), np.uint8)
+    m[np.arange(width or wd) < r.lens[:, None]] = r.data
     return Mat(m, r.lens)
+
+
+def row_groups(codes: np.ndarray, k: int) -> list[np.ndarray]:
+    """Row numbers of each code 0..k-1, ascending."""
+    by = np.argsort(codes, kind="stable")
+    b = np.searchsorted(codes[by], np.arange(k + 1)).tolist()
+    return [by[b[g]: b[g + 1]] for g in range(k)]
+
+
+def assemble(n: int, parts: list[tuple[np.ndarray, Mat | Ragged]]) -> Mat | Ragged:
+    """n rows from parts (rows, those rows' bytes) that cover some rows once (the others are empty): a matrix,
+    unless a few long rows would make it mostly padding."""
+    lens = np.zeros(n, np.int64)
+    for rows, p in parts:
+        lens[rows] = p.lens
+    width, total = int(lens.max()) if n else 0, int(lens.sum())
+    if n * width <= 4 * total + (1 << 16):
+        mat = np.empty((n, width), np.uint8)
+        for rows, p in parts:
+            pm = padded(p) if isinstance(p, Ragged) else p
+            if isinstance(pm, Mat):
+                mat[rows, : pm.m.shape[1]] = pm.m
+            else:
+                mat[rows] = padded(pm, width).m  # type: ignore[union-attr]
+        return Mat(mat, lens)
+    out = np.empty(total, np.uint8)
+    start = np.zeros(n, np.int64)
+    np.cumsum(lens[:-1], out=start[1:])
+    for rows, p in parts:
+        if isinstance(p, Mat):
+            used = np.arange(p.m.shape[1]) < p.lens[:, None]
+            out[(start[rows][:, None] + np.arange(p.m.shape[1]))[used]] = p.m[used]
+        elif len(p.data):
+            out[np.repeat(start[rows] - p.starts(), p.lens) + np.arange(len(p.data))] = p.data
+    return Ragged(out, lens)

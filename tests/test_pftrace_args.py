@@ -20,7 +20,6 @@ from neuron_prof.model import ArgsBuilder
 
 
 def _value(rnd: random.Random, kind: str, i: int):  # type: ignore[no-untyped-def]
-    r = rnd.random()
     if kind == "int":
         return rnd.choice([i, -i, 7, rnd.randint(100, 999), rnd.randint(0, 10 ** rnd.randint(1, 18)),
                            (1 << 63) + i, (1 << 64) + i, 10 ** 20 + i, 0])
