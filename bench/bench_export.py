@@ -268,10 +268,11 @@ def _timed(fn, *a):  # type: ignore[no-untyped-def]
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--events", type=float, default=1e6, help="events (default 1e6; 1e6 and 1000000 both work)")
     ap.add_argument("--proto-events", type=int, default=200_000, help="slices for the proto-object writer")
     ap.add_argument("--trace", help="benchmark this trace file (repeated with shifted times to --events) instead")
     ns = ap.parse_args(argv)
+    ns.events = int(ns.events)
     from neuron_prof.exporters.perfetto import write_pftrace
 
     if ns.trace:
