@@ -175,9 +175,9 @@ class NeuronProfApp(App[int]):
 
         Textual mounts a mode's screen on the first `switch_mode` to it: compose, a CSS pass over every
         mounted screen (twice: once for the new screen, again when it becomes the current one), layout
-        and the first render; 29-70 ms of the event loop's CPU at 1M events (bench_tui). Done here, a
-        first switch is a layout and a render (12-20 ms). One screen per refresh: a key pressed
-        meanwhile waits for one screen's mount at most (17 ms at 1M events).
+        and the first render; 27-94 ms of the event loop's CPU at 1.1M events (bench_tui). Done here, a
+        first switch is a layout and a render (7-27 ms). One screen per refresh: a key pressed
+        meanwhile waits for one screen's mount at most (15-17 ms at 1.1M events).
         Textual has no public call that mounts a mode's screen without showing it: `_init_mode` is what
         `switch_mode` calls for a mode's first screen (Textual 8.2); without it a switch mounts as before.
         """
