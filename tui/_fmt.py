@@ -7,19 +7,16 @@ import re
 
 from rich.text import Text
 
+from neuron_prof.analysis._fmt import fmt_ns as _fmt_ns
+
 
 def fmt_ns(ns: float) -> str:
-    """A duration in the largest unit that keeps it >= 1: "1.23 s", "45.6 ms", "789 µs", "12 ns"."""
+    """A duration in the largest unit that keeps it >= 1: "1.23 s", "45.6 ms", "789 µs", "12 ns"; "-" for none.
+
+    The findings' own format (`neuron_prof.analysis._fmt.fmt_ns`), with whole µs to fit table columns."""
     if ns is None or (isinstance(ns, float) and math.isnan(ns)):
         return "-"
-    a = abs(ns)
-    if a >= 1e9:
-        return f"{ns / 1e9:.2f} s"
-    if a >= 1e6:
-        return f"{ns / 1e6:.1f} ms"
-    if a >= 1e3:
-        return f"{ns / 1e3:.0f} µs"
-    return f"{ns:.0f} ns"
+    return _fmt_ns(round(ns) if abs(ns) < 1e3 else ns, us_digits=0)
 
 
 def fmt_ts(ns: float, origin: int) -> str:

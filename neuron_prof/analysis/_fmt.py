@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 
-def fmt_ns(ns: float) -> str:
-    """1234 -> "1.2 µs", 45_000_000 -> "45.0 ms", 3.2e9 -> "3.20 s"."""
+def fmt_ns(ns: float, us_digits: int = 1) -> str:
+    """1234 -> "1.2 µs", 45_000_000 -> "45.0 ms", 3.2e9 -> "3.20 s" (`us_digits`: decimals of µs)."""
     a = abs(ns)
     if a >= 1e9:
         return f"{ns / 1e9:.2f} s"
     if a >= 1e6:
         return f"{ns / 1e6:.1f} ms"
     if a >= 1e3:
-        return f"{ns / 1e3:.1f} µs"
+        return f"{ns / 1e3:.{us_digits}f} µs"
     return f"{int(ns)} ns"
 
 
