@@ -198,12 +198,13 @@ def prepare(
         if parts:  # a merged trace: one entry per rank, each with its own views and the stragglers about it
             cross = cross_rank_findings(trace)
             del trace
-            for r, part in parts.items():
-                ranks.append(_rank(part, source, [f for f in cross if f.rank == r]))
+            new = [_rank(part, source, [f for f in cross if f.rank == r]) for r, part in parts.items()]
         else:
-            ranks.append(_rank(trace, source))
+            new = [_rank(trace, source)]
         # the overview is what a user sees first; the other views' tables are warmed after it shows
-        _ = ranks[-1].steps
+        for rank in new:
+            _ = rank.steps
+        ranks += new
         timings[f"analyse {i}"] = time.perf_counter() - t
     # several ranks: order by rank number when every trace has one
     if all(r.trace.rank is not None for r in ranks):
