@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from neuron_prof.capture._sites import CycleSites, StackRewriter
     from neuron_prof.model import Trace, TraceBuilder
 
 
@@ -68,16 +69,18 @@ def profiler_kwargs(*, record_shapes: bool, with_stack: bool, with_modules: bool
     return kw
 
 
-def load_in_process(path: str) -> Trace:
-    """The Kineto JSON loader, kept in this process: its parallel mode would start worker processes
-    inside the user's job (eight ranks a host would start 32 at once), so capture asks for one."""
+def load_in_process(path: str, sites: CycleSites | None = None) -> tuple[Trace, StackRewriter | None]:
+    """The Kineto JSON loader, kept in this process (its parallel mode would start worker processes inside
+    the user's job: eight ranks a host would start 32 at once), with the cycle's exact stacks applied."""
+    from neuron_prof.capture._sites import StackRewriter, base_ns
     from neuron_prof.loaders.kineto_json import load_kineto_json
 
+    rewriter = StackRewriter(sites, base_ns(path)) if sites is not None else None
     key = "NEURON_PROF_JSON_WORKERS"
     old = os.environ.get(key)
     os.environ[key] = "1"
     try:
-        return load_kineto_json(path)
+        return load_kineto_json(path, transform=rewriter), rewriter
     finally:
         if old is None:
             os.environ.pop(key, None)
@@ -93,8 +96,13 @@ class KinetoCollector:
     """
 
     def __init__(self, builder: TraceBuilder, source: str, on_error: Callable[[str, BaseException], None],
-                 tmpdir: str | None = None, on_cycle: Callable[[], None] | None = None) -> None:
+                 tmpdir: str | None = None, on_cycle: Callable[[], None] | None = None,
+                 with_stack: bool = False) -> None:
         self.builder = builder
+        self.with_stack = with_stack
+        """Exact call stacks are taken from the profiler's event tree (`_sites`) for each cycle."""
+        self.exact_cycles = 0
+        self.user_files: set[str] = set()
         self.source = source
         self.on_error = on_error
         self.tmpdir = tmpdir
@@ -110,10 +118,12 @@ class KinetoCollector:
         try:
             t0 = time.perf_counter_ns()
             e0 = self.export_ns
-            trace = self._export(prof)
+            sites = self._sites(prof)
+            trace, rewriter = self._export(prof, sites)
             from neuron_prof.capture._append import append_trace
 
             append_trace(self.builder, trace)
+            self._mark_stacks(rewriter)
             self.parse_ns += time.perf_counter_ns() - t0 - (self.export_ns - e0)
             self.cycles += 1
         except Exception as e:  # noqa: BLE001  (a failed conversion is reported, never raised into user code)
@@ -122,7 +132,34 @@ class KinetoCollector:
         if self.on_cycle is not None:
             self.on_cycle()
 
-    def _export(self, prof: Any) -> Trace:
+    def _sites(self, prof: Any) -> CycleSites | None:
+        """The cycle's exact stacks (None without with_stack, or if the walk fails: recorded, not raised)."""
+        if not self.with_stack:
+            return None
+        from neuron_prof.capture._sites import walk
+
+        try:
+            sites = walk(prof)
+        except Exception as e:  # noqa: BLE001  (a failed walk leaves torch's entry-line stacks, unmarked)
+            self.on_error("call sites", e)
+            return None
+        self.user_files |= sites.user_files
+        return sites
+
+    def _mark_stacks(self, rewriter: StackRewriter | None) -> None:
+        """The trace's stacks are exact only if every cycle's were rewritten."""
+        from neuron_prof.model.callsite import EXACT, STACK_LINES, USER_FILES
+
+        md = self.builder.metadata
+        if rewriter is not None and rewriter.base is not None:
+            self.exact_cycles += 1
+        if self.with_stack and self.exact_cycles == self.cycles + 1:
+            md[STACK_LINES] = EXACT
+            md[USER_FILES] = sorted(self.user_files)
+        else:
+            md.pop(STACK_LINES, None)
+
+    def _export(self, prof: Any, sites: CycleSites | None = None) -> tuple[Trace, StackRewriter | None]:
         errors: list[BaseException] = []
         # The temp dir first; if it is full or read-only, beside the output.
         for d in dict.fromkeys([None, self.tmpdir]):
@@ -133,7 +170,7 @@ class KinetoCollector:
                 t0 = time.perf_counter_ns()
                 prof.export_chrome_trace(path)
                 self.export_ns += time.perf_counter_ns() - t0
-                return load_in_process(path)
+                return load_in_process(path, sites)
             except Exception as e:  # noqa: BLE001
                 errors.append(e)
                 if "already saved" in str(e):  # torch exports a result once; a retry cannot help

@@ -105,6 +105,7 @@ class Session(contextlib.ContextDecorator):
         self._prof: Any = None
         self._backend: Any = None
         self._collector: Any = None
+        self._operators: Any = None
         self._builder: TraceBuilder | None = None
         self._recording = False
         self._finished = False
@@ -161,6 +162,12 @@ class Session(contextlib.ContextDecorator):
         backend_opts = self._open_backend()
         prof = self._make_profiler(backend_opts)
         self._guard("backend", "start", lambda: self._backend.start(ctx) if self._backend is not None else None)
+        if prof is not None and self._collector is not None and self._collector.with_stack:
+            from neuron_prof.capture._operators import OperatorRecorder
+
+            rec = OperatorRecorder()
+            if self._guard("operator recorder", "start", rec.install):
+                self._operators = rec
         ctx.start_ns = time.time_ns()
         t1 = time.perf_counter_ns()
         if prof is not None and self._guard("torch.profiler", "start", prof.start):
@@ -241,8 +248,9 @@ class Session(contextlib.ContextDecorator):
             assert self._builder is not None
             source = str(self.output) if self.output is not None else "<capture>"
             tmpdir = str(self.output.parent) if self.output is not None and self.output.parent.is_dir() else None
-            self._collector = KinetoCollector(self._builder, source, self._record_error, tmpdir, self._on_cycle)
             kw = profiler_kwargs(**self._flags, backend_options=backend_opts, extra=self._profiler_kwargs)
+            self._collector = KinetoCollector(self._builder, source, self._record_error, tmpdir, self._on_cycle,
+                                              with_stack=bool(kw.get("with_stack")))
             kw["schedule"] = make_schedule(*self._schedule_args)
             kw["on_trace_ready"] = self._collector
             out.append(torch.profiler.profile(**kw))
@@ -258,6 +266,9 @@ class Session(contextlib.ContextDecorator):
         t0 = time.perf_counter_ns()
         if self._prof is not None:
             self._guard("torch.profiler", "stop", self._prof.stop)
+        if self._operators is not None:
+            self._guard("operator recorder", "stop", self._operators.remove)
+            self._operators = None
         t1 = time.perf_counter_ns()
         conv_at_stop = (c.export_ns + c.parse_ns if c is not None else 0) - conv_in_loop
         # stop() runs on_trace_ready (our conversion) for the last cycle: that is after the region, not in it.

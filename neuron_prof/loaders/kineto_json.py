@@ -20,7 +20,7 @@ import dataclasses
 import gc
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,14 +46,20 @@ UNIX_US_MIN = 1e15
 _PARSE_BATCH = 50_000
 
 
-def load_kineto_json(path: str | os.PathLike[str]) -> Trace:
+def load_kineto_json(path: str | os.PathLike[str], *,
+                     transform: Callable[[list[Any]], list[Any]] | None = None) -> Trace:
     """Load a Chrome/Kineto JSON trace (.json or .json.gz).
+
+    Args:
+        path: the file.
+        transform: applied to each chunk of parsed traceEvents entries before they are converted (capture
+            rewrites stacks this way); the file is then read in this process.
 
     Raises:
         TraceLoadError: missing, unreadable or a directory; TraceFormatError: not a trace at all.
     """
     with _no_gc():
-        return _load(Path(path))
+        return _load(Path(path), transform)
 
 
 @contextlib.contextmanager
@@ -69,7 +75,7 @@ def _no_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _load(p: Path) -> Trace:
+def _load(p: Path, transform: Callable[[list[Any]], list[Any]] | None = None) -> Trace:
     if p.is_dir():
         raise TraceLoadError(p, "is a directory, not a trace file")
     if p.exists() and not p.is_file():
@@ -79,7 +85,7 @@ def _load(p: Path) -> Trace:
         size = p.stat().st_size
     except OSError:
         size = 0  # read_bytes says what is wrong
-    workers = workers_wanted(size)
+    workers = workers_wanted(size) if transform is None else 1
     if workers > 1:
         trace = _load_parallel(p, size, workers, p)
         if trace is not None:
@@ -87,7 +93,7 @@ def _load(p: Path) -> Trace:
     warnings: list[str] = []
     raw = read_bytes(p, warnings)
     n = len(raw)
-    if n != size and not warnings and workers_wanted(n) > 1:
+    if n != size and not warnings and transform is None and workers_wanted(n) > 1:
         # A large .json.gz: gunzipped into a temporary file, the workers can read their ranges from it.
         tmp = _spill(raw)
         if tmp is not None:
@@ -105,7 +111,7 @@ def _load(p: Path) -> Trace:
     conv = _Converter(builder, str(p))
     try:
         for chunk in reader.chunks():
-            conv.add(chunk)
+            conv.add(chunk if transform is None else transform(chunk))
     except RecursionError:
         raise TraceFormatError(p, "JSON nested too deeply to read") from None
     return _finish(p, conv, reader.top, warnings + reader.warnings)

@@ -40,7 +40,7 @@ def profile_with(backend: Backend, work: Callable[[], Any], options: dict[str, A
         from neuron_prof.capture._append import append_trace
         from neuron_prof.capture._kineto import load_in_process
 
-        append_trace(b, load_in_process(path))
+        append_trace(b, load_in_process(path)[0])
     finally:
         os.unlink(path)
     backend.contribute(b, ctx)

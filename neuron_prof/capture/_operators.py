@@ -1,0 +1,111 @@
+"""The operator recorder: a recorded Python call for every tensor operator statement (``a @ b``, ``x[i]``,
+``float(t)``), so that exact call sites (`_sites`) cover them too.
+
+torch.profiler's Python tracer records calls made by a ``CALL`` instruction (functions, methods, C functions),
+each with the caller's current line. Operators are slots (``nb_add``, ``mp_subscript``, ``nb_float``): no call is
+recorded and the statement's line is lost. While a session records with stacks, the operator methods that
+``torch.Tensor`` implements in C get a Python forwarder, so Python itself calls one for each operator and the
+tracer records it with the user's line. The forwarder is a frame of neuron_prof: it is never written into the
+trace (`_sites` drops it), only the line it carries is used. Methods torch already implements in Python
+(``__rsub__``, ``__repr__``, ``__len__``...) are recorded anyway and are left alone. torch.compile'd code runs
+its graph, not these methods, and Dynamo traces operators itself.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from typing import Any
+
+from neuron_prof.model.callsite import HIDDEN, file_kind
+
+_OPERATORS = (
+    "__add__", "__radd__", "__iadd__", "__sub__", "__isub__", "__mul__", "__rmul__", "__imul__", "__truediv__",
+    "__itruediv__", "__idiv__", "__ifloordiv__", "__matmul__", "__mod__", "__imod__", "__neg__", "__pos__",
+    "__abs__", "__invert__", "__and__", "__rand__", "__iand__", "__or__", "__ror__", "__ior__", "__xor__",
+    "__rxor__", "__ixor__", "__lshift__", "__ilshift__", "__rshift__", "__irshift__", "__eq__", "__ne__",
+    "__lt__", "__le__", "__gt__", "__ge__", "__getitem__", "__setitem__", "__bool__", "__float__", "__int__",
+    "__index__", "__complex__",
+)
+_PROPERTIES = ("T", "mT", "H", "mH")
+"""Attributes that run an op (``x.T`` is aten::numpy_T)."""
+
+
+def _property(orig: Any) -> property:
+    get = orig.__get__
+
+    def attribute(self: Any) -> Any:
+        return get(self)
+
+    return property(attribute, doc=getattr(orig, "__doc__", None))
+
+
+def _forwarder(name: str, orig: Any) -> Any:
+    def op(*args: Any, **kwargs: Any) -> Any:
+        return orig(*args, **kwargs)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = getattr(orig, "__doc__", None)
+    return op
+
+
+def _at_user_line(show: Any) -> Any:
+    """`warnings.showwarning` that shows a warning raised inside one of neuron-prof's forwarders (torch warns
+    from C++ at the innermost Python frame) at the user's line that made the call, as it would be unprofiled."""
+
+    def showwarning(message: Any, category: Any, filename: str, lineno: int, *args: Any, **kwargs: Any) -> Any:
+        if file_kind(filename) == HIDDEN:
+            f = sys._getframe(1)
+            while f is not None and file_kind(f.f_code.co_filename) == HIDDEN or f is not None and \
+                    f.f_code.co_filename.endswith(("warnings.py", "<frozen warnings>")):
+                f = f.f_back
+            if f is not None:
+                filename, lineno = f.f_code.co_filename, f.f_lineno
+        return show(message, category, filename, lineno, *args, **kwargs)
+
+    return showwarning
+
+
+class OperatorRecorder:
+    """Installs the forwarders on torch.Tensor (`install`) and restores the originals (`remove`)."""
+
+    def __init__(self) -> None:
+        self._saved: list[tuple[str, Any, bool]] = []
+        self._warnings: Any = None
+
+    def install(self) -> None:
+        import torch
+
+        cls = torch.Tensor
+        for name in _OPERATORS:
+            orig = getattr(cls, name, None)
+            if orig is None or type(orig).__name__ not in ("method_descriptor", "wrapper_descriptor"):
+                continue  # absent, or already Python (recorded by the tracer as it is)
+            had = name in cls.__dict__
+            self._saved.append((name, cls.__dict__[name] if had else None, had))
+            setattr(cls, name, _forwarder(name, orig))
+        for name in _PROPERTIES:
+            orig = cls.__dict__.get(name)
+            if type(orig).__name__ != "getset_descriptor":
+                continue
+            self._saved.append((name, orig, True))
+            setattr(cls, name, _property(orig))
+        self._warnings = warnings.showwarning
+        warnings.showwarning = _at_user_line(self._warnings)
+
+    def remove(self) -> None:
+        import torch
+
+        if self._warnings is not None:
+            warnings.showwarning = self._warnings
+            self._warnings = None
+        cls = torch.Tensor
+        for name, orig, had in reversed(self._saved):
+            if had:
+                setattr(cls, name, orig)
+            else:
+                try:
+                    delattr(cls, name)
+                except AttributeError:
+                    pass
+        self._saved.clear()

@@ -1,0 +1,209 @@
+"""Exact call stacks for a profiler cycle, from torch.profiler's own Python tracer.
+
+torch.profiler's JSON gives every Python frame its *first* line. Its in-memory event tree also keeps, for
+each recorded Python call (a function, a module, a C function such as ``torch.sort``), the **caller's
+current line** (``extra_fields.caller``): the statement that made the call. Walking the tree once per
+cycle gives every top-level op the stack of lines being executed, innermost first:
+
+    <built-in method sort ...> called from train.py line 13  ->  "train.py(13): <module>"
+
+The stack is written into the op's ``Call stack`` argument (Kineto's format, so every viewer shows it), and
+the trace is marked ``stack_lines = "exact"``. An operator statement (``a @ b``) makes no call the tracer
+records; its innermost frame gets line 0 (unknown) unless a recorded call happened inside the op (the
+operator recorder, `_operators`, makes sure one does).
+
+Python frames of neuron_prof, the emulated device and torch_neuronx, and library frames they call, are
+dropped from the trace (`StackRewriter`), as is the per-function ``Call stack`` of python_function events
+(the nesting already says it; it was most of the trace's bytes). Cost: one visit per event, ~2 µs each,
+at the end of each cycle, outside the user's steps.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from neuron_prof.model.callsite import HIDDEN, MODULE_PREFIX, USER, display_path, file_kind, format_frame
+
+CALL_STACK = "Call stack"
+_PY_CAT = "python_function"
+_Node = tuple  # (text, visible, parent node | None)
+_BASE = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
+
+
+@dataclass
+class CycleSites:
+    """What one cycle's walk found, keyed by (start ns, name) as the Kineto JSON has them (the tree's thread
+    ids are RecordFunction's small counters, not the JSON's OS thread ids)."""
+
+    op_stacks: dict[tuple[int, str], str] = field(default_factory=dict)
+    """Top-level ops (not nested in another op) -> exact ``Call stack`` (innermost first, visible frames)."""
+    hidden_py: set[tuple[int, str]] = field(default_factory=set)
+    """Python events of hidden frames (neuron_prof, the emulator, torch_neuronx and what they call)."""
+    user_files: set[str] = field(default_factory=set)
+    """Display paths of the user's files seen on the stacks."""
+    unreadable: int = 0
+    """Events whose strings Kineto could not give back (skipped)."""
+
+
+class _Ctx:
+    """The walk's state below an event: the frames above it and the frame now executing."""
+
+    __slots__ = ("chain", "hidden", "last", "open", "in_op")
+
+    def __init__(self, chain: _Node | None, hidden: bool, last: Any, open_: Any, in_op: bool) -> None:
+        self.chain = chain
+        """Frames with known lines (innermost first through parent links)."""
+        self.hidden = hidden
+        """The executing frame is hidden or runs under a hidden frame."""
+        self.last = last
+        """(file, func, line) of the frame pushed last when it is still the executing frame (else None)."""
+        self.open = open_
+        """(display path, func) of the executing frame entered by a Python call: its line is not known yet."""
+        self.in_op = in_op
+        """Directly inside an op span (nested ops inherit the outer op's stack)."""
+
+
+def _py_event(ev: Any, ef: Any, c_call: bool, ctx: _Ctx, out: CycleSites) -> _Ctx:
+    """The state below a recorded Python call (a function, a module or a C function)."""
+    c = ef.caller
+    cfile, cline, cfunc = c.file_name, c.line_number, c.function_name
+    ckind = file_kind(cfile)
+    if ckind == USER:
+        out.user_files.add(display_path(cfile))
+    chain = ctx.chain
+    key = (cfile, cfunc, cline)
+    if ctx.last != key:  # a new line of the executing frame (not the same frame seen again through a C call)
+        chain = (format_frame(display_path(cfile), cline, cfunc), not ctx.hidden and ckind != HIDDEN, chain)
+    if c_call:
+        child = _Ctx(chain, ctx.hidden, key, None, False)
+        hidden = ctx.hidden
+    else:
+        name = ev.name
+        if name.startswith(MODULE_PREFIX):  # its own frames (torch/nn) come as calls of their own
+            hidden = ctx.hidden
+            chain = (name, not hidden, chain)
+            child = _Ctx(chain, hidden, None, None, False)
+        else:
+            callee = ef.callsite
+            kind = file_kind(callee.file_name)
+            hidden = kind == HIDDEN or (kind != USER and ctx.hidden)
+            open_ = (display_path(callee.file_name), callee.function_name) if not hidden else None
+            child = _Ctx(chain, hidden, None, open_, False)
+    if hidden:
+        out.hidden_py.add((ev.start_time_ns, ev.name))
+    return child
+
+
+def walk(prof: Any) -> CycleSites:
+    """Walk the cycle's event tree once (`prof` is a torch.profiler.profile that just finished a cycle)."""
+    import torch._C._profiler as P
+
+    py_call, py_ccall, torch_op = P._ExtraFields_PyCall, P._ExtraFields_PyCCall, P._ExtraFields_TorchOp
+    user_scope = P.RecordScope.USER_SCOPE
+    out = CycleSites()
+    rendered: dict[int, str] = {}
+    keep_alive: list[_Node] = []  # rendered[] is keyed by id(): keep the nodes alive for the whole walk
+    roots = prof.profiler.kineto_results.experimental_event_tree()
+    todo: list[tuple[Any, _Ctx]] = [(r, _Ctx(None, False, None, None, False)) for r in reversed(roots)]
+
+    def render(node: _Node | None) -> str:
+        if node is None:
+            return ""
+        got = rendered.get(id(node))
+        if got is None:
+            parts = []
+            n: _Node | None = node
+            while n is not None:
+                if n[1]:
+                    parts.append(n[0])
+                n = n[2]
+            got = ";".join(parts)
+            rendered[id(node)] = got
+            keep_alive.append(node)
+        return got
+
+    while todo:
+        ev, ctx = todo.pop()
+        ef = ev.extra_fields
+        t = type(ef)
+        try:
+            if t is py_call or t is py_ccall:
+                child = _py_event(ev, ef, t is py_ccall, ctx, out)
+            elif t is torch_op:
+                if not ctx.in_op:
+                    chain = ctx.chain
+                    if ctx.open is not None:
+                        chain = (format_frame(ctx.open[0], 0, ctx.open[1]), True, chain)
+                    out.op_stacks[(ev.start_time_ns, ev.name)] = render(chain)
+                # ops inside an op inherit its stack; inside an annotation (ProfilerStep#, record_function,
+                # Optimizer.step#...) they are top-level ops of their own
+                child = ctx if ef.scope == user_scope else _Ctx(ctx.chain, ctx.hidden, ctx.last, ctx.open, True)
+            else:
+                child = ctx
+        except UnicodeDecodeError:
+            # Kineto keeps some strings as views into code objects that may be gone by now (seen on frames
+            # that were running when the profiler started): this event says nothing; its children still do
+            child = ctx
+            out.unreadable += 1
+        for ch in reversed(ev.children):
+            todo.append((ch, child))
+    return out
+
+
+def base_ns(path: str) -> int | None:
+    """``baseTimeNanoseconds`` of a Kineto JSON file, read from its head or tail (Kineto writes its
+    top-level keys around ``traceEvents``); None when absent."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(65536)
+            m = _BASE.search(head)
+            if m is None:
+                size = os.fstat(f.fileno()).st_size
+                f.seek(max(0, size - 65536))
+                m = _BASE.search(f.read())
+    except OSError:
+        return None
+    return int(m.group(1)) if m else None
+
+
+class StackRewriter:
+    """Loader hook (`load_kineto_json(transform=...)`): exact op stacks in, hidden Python events out."""
+
+    def __init__(self, sites: CycleSites, base: int | None) -> None:
+        self.sites = sites
+        self.base = base
+        self.rewritten = 0
+        self.dropped = 0
+
+    def _key(self, e: dict[str, Any]) -> tuple[int, str] | None:
+        ts = e.get("ts")
+        if self.base is None or not isinstance(ts, (int, float)):
+            return None
+        return (self.base + round(ts * 1000), e.get("name", ""))
+
+    def __call__(self, events: list[Any]) -> list[Any]:
+        out = []
+        stacks, hidden = self.sites.op_stacks, self.sites.hidden_py
+        for e in events:
+            if not isinstance(e, dict) or e.get("ph") != "X":
+                out.append(e)
+                continue
+            args = e.get("args")
+            if e.get("cat") == _PY_CAT:
+                if hidden and self._key(e) in hidden:
+                    self.dropped += 1
+                    continue
+                if isinstance(args, dict):
+                    args.pop(CALL_STACK, None)
+            elif isinstance(args, dict):
+                stack = stacks.get(self._key(e))  # type: ignore[arg-type]
+                if stack:
+                    args[CALL_STACK] = stack
+                    self.rewritten += 1
+                else:  # a nested op (its stack is its parent op's) or one no Python code made
+                    args.pop(CALL_STACK, None)
+            out.append(e)
+        return out
