@@ -284,7 +284,12 @@ def _diff_sections(d: dict[str, Any]) -> dict[str, Any]:
                 )
             )
     ops = [
-        (clip(o["name"]), fmt_ns(o["base_ns"]), fmt_ns(o["new_ns"]), _signed_ns(o["delta_ns"]))
+        (
+            clip(o["name"] + (" (device)" if o.get("where") == "device" else "")),
+            fmt_ns(o["base_ns"]),
+            fmt_ns(o["new_ns"]),
+            _signed_ns(o["delta_ns"]),
+        )
         for o in d["ops"]
         if o["delta_ns"]
     ]

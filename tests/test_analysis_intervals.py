@@ -164,18 +164,3 @@ def test_python_subclass_spans_give_their_self_time_to_the_enclosing_op() -> Non
     n = nesting(tr, np.array([op, ps, inner]))
     # aten::mm 100 - 80 (child) + 50 (PythonSubclass's own) = 70; PythonSubclass 0; aten::add 30
     assert n.self_ns.tolist() == [70, 0, 30]
-
-
-def test_an_op_redispatched_under_a_dispatch_mode_is_one_call() -> None:
-    from neuron_prof.analysis._nesting import nesting
-    from neuron_prof.model import TraceBuilder
-
-    b = TraceBuilder()
-    t = b.thread_track(1, 1)
-    outer = b.add_slice(t, 0, 100, "aten::mm", "cpu_op")
-    mode = b.add_slice(t, 5, 90, "PythonDispatchMode", "cpu_op")
-    inner = b.add_slice(t, 10, 60, "aten::mm", "cpu_op")
-    n = nesting(b.build(), np.array([outer, mode, inner]))
-    # all 100 ns are the one aten::mm call; the mode and the re-dispatched copy are bookkeeping
-    assert n.self_ns.tolist() == [100, 0, 0]
-    assert n.transparent.tolist() == [False, True, True]

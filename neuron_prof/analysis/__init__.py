@@ -21,6 +21,7 @@ import numpy as np
 
 from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._finding import KINDS, SEVERITIES, Finding
+from neuron_prof.analysis._ops import OpTable, op_key, op_table
 from neuron_prof.analysis._registry import ANALYSES, register
 from neuron_prof.model import Trace
 
@@ -30,11 +31,14 @@ __all__ = [
     "SEVERITIES",
     "Context",
     "Finding",
+    "OpTable",
     "Report",
     "analyze",
     "annotate",
     "compute_totals",
     "cross_rank_findings",
+    "op_key",
+    "op_table",
     "register",
     "report",
     "sort_findings",

@@ -1,5 +1,5 @@
-"""Diff of two traces: step time, totals, per-op self time, per finding kind, and the fallbacks and
-compiles that appeared or disappeared.
+"""Diff of two traces: step time, totals, per-op calls and self time (host and device apart, as
+`_ops.op_table` counts them), per finding kind, and the fallbacks and compiles that appeared or disappeared.
 
     d = diff(load("base.json"), load("new.json"))
     d["step"]["delta_ns"], d["ops"][0], d["fallbacks"]["appeared"]
@@ -14,8 +14,8 @@ import numpy as np
 from neuron_prof.analysis import Report, report
 from neuron_prof.analysis._compile import compiles
 from neuron_prof.analysis._context import Context
-from neuron_prof.analysis._host import host_nesting
-from neuron_prof.model import KinetoCat, Trace, TrackKind
+from neuron_prof.analysis._ops import op_table
+from neuron_prof.model import Trace
 
 _TOTAL_KEYS = (
     "wall_ns",
@@ -32,28 +32,13 @@ _TOTAL_KEYS = (
 )
 
 
-def op_self_times(trace: Trace, ctx: Context | None = None) -> dict[str, tuple[int, int]]:
-    """name -> (count, self ns) over host ops (cpu_op and runtime calls when present) and device work."""
-    ctx = ctx or Context(trace)
-    n = host_nesting(ctx)
-    rows, self_ns = n.rows, n.self_ns
-    keep_cats = ctx.cat_rows(rows, (KinetoCat.CPU_OP, KinetoCat.CUDA_RUNTIME, KinetoCat.CUDA_DRIVER))
-    if len(ctx.cat_rows(rows, (KinetoCat.CPU_OP,))):
-        m = np.isin(rows, keep_cats)
-        rows, self_ns = rows[m], self_ns[m]
-    out: dict[str, tuple[int, int]] = {}
-    for rs, vals in ((rows, self_ns), (ctx.rows(TrackKind.DEVICE), None)):
-        if not len(rs):
-            continue
-        v = trace.slices.dur_ns[rs] if vals is None else vals
-        uniq, inv = np.unique(trace.slices.name[rs], return_inverse=True)
-        s = np.bincount(inv, weights=v)
-        c = np.bincount(inv)
-        for i, sid in enumerate(uniq):
-            name = trace.s(int(sid))
-            pc, ps = out.get(name, (0, 0))
-            out[name] = (pc + int(c[i]), ps + int(s[i]))
-    return out
+def op_self_times(trace: Trace, ctx: Context | None = None) -> dict[tuple[str, str], tuple[int, int]]:
+    """(where, op) -> (calls, self ns) of every op (`_ops.op_table`: the numbers summary and the TUI show)."""
+    t = op_table(trace, ctx)
+    return {
+        (str(t.where[i]), str(t.name[i])): (int(t.calls[i]), int(t.self_ns[i]))
+        for i in np.flatnonzero(t.is_op).tolist()
+    }
 
 
 def _change(a: float | None, b: float | None) -> dict[str, Any]:
@@ -113,12 +98,13 @@ def diff(base: Trace, new: Trace, *, warmup_steps: int | None = None, top: int =
     per_step = nb > 0 and nn > 0
     ob, on = op_self_times(base, cb), op_self_times(new, cn)
     ops: list[dict[str, Any]] = []
-    for name in set(ob) | set(on):
-        (c0, t0), (c1, t1) = ob.get(name, (0, 0)), on.get(name, (0, 0))
+    for where, name in set(ob) | set(on):
+        (c0, t0), (c1, t1) = ob.get((where, name), (0, 0)), on.get((where, name), (0, 0))
         s0, s1 = (t0 / nb, t1 / nn) if per_step else (float(t0), float(t1))
         ops.append(
             {
                 "name": name,
+                "where": where,
                 "base_ns": int(s0),
                 "new_ns": int(s1),
                 "delta_ns": int(s1) - int(s0),
@@ -126,7 +112,7 @@ def diff(base: Trace, new: Trace, *, warmup_steps: int | None = None, top: int =
                 "new_count": c1,
             }
         )
-    ops.sort(key=lambda o: (-abs(o["delta_ns"]), o["name"]))
+    ops.sort(key=lambda o: (-abs(o["delta_ns"]), o["name"], o["where"]))
     kinds = {}
     for k in sorted({f.kind for f in rb.findings} | {f.kind for f in rn.findings}):
         fb = [f for f in rb.findings if f.kind == k]

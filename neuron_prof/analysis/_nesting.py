@@ -16,8 +16,8 @@ TRANSPARENT_SPANS = ("PythonSubclass", "PythonDispatchMode")
 """Spans PyTorch opens around the Python part of a tensor subclass's op or a dispatch mode (the emulated
 device, DTensor, neuron-prof's deep fallback mode...): bookkeeping of the op that encloses them, not ops of
 their own. Their self time is the parent's, and they are skipped when naming the op a moment belongs to.
-The op re-dispatched inside them (aten::mm under PythonDispatchMode under aten::mm) is the same call: its
-self time goes to the outer one too."""
+Whether an op inside them (aten::mm under PythonDispatchMode under aten::mm) is the same call as the op
+around them is op accounting's rule (`_ops`), not nesting's."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -31,7 +31,7 @@ class Nesting:
     """Slice row of the direct parent, -1 for top level."""
     self_ns: np.ndarray
     transparent: np.ndarray
-    """True for bookkeeping spans and re-dispatched copies of their op (see TRANSPARENT_SPANS): self time 0."""
+    """True for bookkeeping spans (TRANSPARENT_SPANS): self time 0, given to the enclosing slice."""
 
 
 def nesting(trace: Trace, rows: np.ndarray) -> Nesting:
@@ -76,10 +76,6 @@ def nesting(trace: Trace, rows: np.ndarray) -> Nesting:
     self_o = np.maximum(dur_o - child_sum.astype(np.int64), 0)
     names_o = trace.slices.name[rows][order]
     transparent = np.isin(names_o, trace.name_ids(*TRANSPARENT_SPANS))
-    # an op re-dispatched under a transparent span of the same-named op is that op's own call
-    par = np.maximum(parent_o, 0)
-    redispatch = (parent_o >= 0) & transparent[par] & (parent_o[par] >= 0) & (names_o == names_o[parent_o[par]])
-    transparent |= redispatch
     if transparent.any():  # deepest first, so a chain of them ends in the first real op above
         for level in range(int(depth_o.max()), 1, -1):
             sel = np.flatnonzero(transparent & (depth_o == level) & (parent_o >= 0))

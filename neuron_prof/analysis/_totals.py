@@ -1,6 +1,6 @@
 """Totals: wall time, device busy share, compile/fallback/sync/collective time, steps and top ops.
 
-Self time is computed per track from nesting (`_nesting`), vectorised, then summed per name.
+Top ops come from op accounting (`_ops.op_table`), the table the diff, report and TUI read too.
 """
 
 from __future__ import annotations
@@ -12,35 +12,13 @@ import numpy as np
 from neuron_prof.analysis._collectives import collective_rows
 from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._host import host_nesting
-from neuron_prof.analysis._nesting import TRANSPARENT_SPANS
 from neuron_prof.analysis._idle import device_label, device_rows
 from neuron_prof.analysis._intervals import merge, union_ns
+from neuron_prof.analysis._ops import op_table
 from neuron_prof.analysis._sync import RUNTIME_SYNC_NAMES
-from neuron_prof.model import Arg, KinetoCat, Trace, TrackKind
+from neuron_prof.model import Arg, Trace, TrackKind
 
 TOP_N = 15
-
-
-def _by_name(trace: Trace, rows: np.ndarray, self_ns: np.ndarray | None, top: int) -> list[dict[str, Any]]:
-    """Top names by self time (or total time when `self_ns` is None)."""
-    if not len(rows):
-        return []
-    sl = trace.slices
-    names = sl.name[rows]
-    dur = sl.dur_ns[rows]
-    key = dur if self_ns is None else self_ns
-    uniq, inv = np.unique(names, return_inverse=True)
-    k_sum = np.bincount(inv, weights=key)
-    t_sum = np.bincount(inv, weights=dur)
-    cnt = np.bincount(inv)
-    order = np.argsort(-k_sum, kind="stable")[:top]
-    out = []
-    for i in order:
-        d = {"name": trace.s(int(uniq[i])), "count": int(cnt[i]), "total_ns": int(t_sum[i])}
-        if self_ns is not None:
-            d["self_ns"] = int(k_sum[i])
-        out.append(d)
-    return out
 
 
 def _per_steady_step(ctx: Context, parts: dict[str, np.ndarray]) -> dict[str, int] | None:
@@ -84,14 +62,7 @@ def compute_totals(trace: Trace, ctx: Context) -> dict[str, Any]:
     )
     coll = collective_rows(trace, ctx)
     n = host_nesting(ctx)
-    cpu = ctx.cat_rows(n.rows, (KinetoCat.CPU_OP,))
-    if len(cpu):
-        keep = np.isin(
-            n.rows, ctx.cat_rows(n.rows, (KinetoCat.CPU_OP, KinetoCat.CUDA_RUNTIME, KinetoCat.CUDA_DRIVER))
-        )
-    else:
-        keep = np.ones(len(n.rows), dtype=bool)
-    keep &= ~n.transparent  # their time is the parent's
+    ops = op_table(trace, ctx)
     host_s, host_e = merge(sl.ts_ns[n.rows], sl.dur_ns[n.rows])
     return {
         "wall_ns": wall,
@@ -128,6 +99,6 @@ def compute_totals(trace: Trace, ctx: Context) -> dict[str, Any]:
                 "collective_ns": coll,
             },
         ),
-        "top_ops": _by_name(trace, n.rows[keep], n.self_ns[keep], TOP_N),
-        "top_device_ops": _by_name(trace, dev, None, TOP_N),
+        "top_ops": ops.top("host", TOP_N, by="self_ns"),
+        "top_device_ops": ops.top("device", TOP_N, by="total_ns"),
     }
