@@ -190,7 +190,7 @@ def test_op_table_collapses_step_numbers() -> None:
     assert ops["count"][i] == N_STEPS
     assert ops["total_ns"][i] == N_STEPS * STEP_MS * MS + COMPILE_MS * MS
     # drilling in lists every step
-    calls = rank.calls(int(ops["name_id"][i]))
+    calls = rank.calls(int(ops["op"][i]))
     assert len(calls["row"]) == N_STEPS and calls["dur_ns"][0] == (STEP_MS + COMPILE_MS) * MS
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.analysis import Finding, cross_rank_findings, sort_findings
+from neuron_prof.analysis import Finding, OpTable, cross_rank_findings, op_table, sort_findings
 from neuron_prof.analysis._nesting import nesting
 from neuron_prof.model import Trace, split_ranks
 from neuron_prof.tui import _shape
@@ -62,20 +62,11 @@ class RankData:
     span: tuple[int, int]
 
     @cached_property
-    def _nesting(self) -> tuple[np.ndarray, np.ndarray]:
-        nest = nesting(self.trace, np.arange(len(self.trace.slices), dtype=np.int64))
-        # the analysis counts depth from 1 (top level); lanes count from 0
-        return nest.depth - 1, nest.self_ns
-
-    @property
     def depth(self) -> np.ndarray:
         """Nesting depth of every slice on its track (0: top level)."""
-        return self._nesting[0]
-
-    @property
-    def self_ns(self) -> np.ndarray:
-        """Self time of every slice: its duration minus its direct children's."""
-        return self._nesting[1]
+        # the analysis counts depth from 1 (top level); lanes count from 0
+        d: np.ndarray = nesting(self.trace, np.arange(len(self.trace.slices), dtype=np.int64)).depth - 1
+        return d
 
     def warm(self, cancelled: Callable[[], bool] = lambda: False) -> None:
         """Compute every view's table now (a background worker calls this after the first screen)."""
@@ -93,12 +84,13 @@ class RankData:
         return _shape.fallback_table(self.trace)
 
     @cached_property
-    def op_keys(self) -> tuple[np.ndarray, dict[int, str]]:
-        return _shape.op_keys(self.trace)
+    def op_accounting(self) -> OpTable:
+        """The analysis' op accounting (calls, self and total time per op, and each op's calls)."""
+        return op_table(self.trace)
 
     @cached_property
     def ops(self) -> _shape.Table:
-        return _shape.op_table(self.trace, self.self_ns, self.op_keys)
+        return _shape.op_view(self.trace, self.op_accounting)
 
     @cached_property
     def steps(self) -> np.ndarray:
@@ -112,8 +104,9 @@ class RankData:
     def memory(self) -> list[tuple[int, np.ndarray, np.ndarray]]:
         return _shape.memory_series(self.trace)
 
-    def calls(self, key: int) -> _shape.Table:
-        return _shape.calls_table(self.trace, key, self.self_ns, self.op_keys[0])
+    def calls(self, op: int) -> _shape.Table:
+        """Every call of entry `op` of the op table (the ops view's "op" column), longest first."""
+        return _shape.calls_table(self.trace, self.op_accounting, op)
 
     @property
     def rank_label(self) -> str:

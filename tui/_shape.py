@@ -1,21 +1,21 @@
 """View-specific shaping of a Trace into the columns the TUI tables show. Pure numpy, no Textual.
 
 Everything here is a grouping of probe slices the way one view lays them out (compile stalls by
-signature, fallbacks by call site, ops by name, collectives by op and rank). Diagnoses (findings,
-their cost ranking and advice) come from `neuron_prof.analysis`, never from here.
+signature, fallbacks by call site, collectives by op and rank) or the columns of an analysis table (ops).
+Diagnoses (findings, their cost ranking and advice) and op accounting come from `neuron_prof.analysis`.
 
 A table is a plain ``dict[str, np.ndarray]`` of equal-length columns; string columns are object arrays.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import orjson
 
+from neuron_prof.analysis import OpTable
 from neuron_prof.analysis._callsite import call_site_of
 from neuron_prof.analysis._collectives import collective_rows, message_bytes, op_key
 from neuron_prof.analysis._compile import compiles
@@ -24,9 +24,6 @@ from neuron_prof.analysis._steps import find_steps
 from neuron_prof.model import Arg, Trace, TrackKind
 
 Table = dict[str, np.ndarray]
-
-HOST_KINDS = (TrackKind.THREAD,)
-DEVICE_KINDS = (TrackKind.DEVICE,)
 
 
 def step_times(trace: Trace) -> np.ndarray:
@@ -176,82 +173,41 @@ def fallback_table(trace: Trace) -> Table:
     return _sorted(t, "total_ns")
 
 
-_NUMBERED = re.compile(r"^(ProfilerStep#)\d+$")
-"""Names that differ only by a counter: one row in the ops view ("ProfilerStep#*"), not one per step."""
+def op_view(trace: Trace, ops: OpTable) -> Table:
+    """The analysis' op table (`neuron_prof.analysis.op_table`) as the ops view's columns, most self time
+    first: the calls, self and total time that `summary` and `diff` show.
 
-
-def op_keys(trace: Trace) -> tuple[np.ndarray, dict[int, str]]:
-    """(key id per string id, display name of collapsed keys): names equal up to a step number share a key."""
-    keys = np.arange(len(trace.strings), dtype=np.int64)
-    first: dict[str, int] = {}
-    for i, name in enumerate(trace.strings.as_list()):
-        m = _NUMBERED.match(name)
-        if m:
-            keys[i] = first.setdefault(m.group(1), i)
-    return keys, {i: f"{p}*" for p, i in first.items()}
-
-
-def op_table(
-    trace: Trace, self_ns: np.ndarray, keys: tuple[np.ndarray, dict[int, str]] | None = None
-) -> Table:
-    """Ops (host and device slices) grouped by name key (see op_keys): self time, total time, count;
-    most self time first.
-
-    Columns: name, where ("host" | "device"), self_ns, total_ns, count, avg_ns, name_id (the key),
-    ts_ns and track (of the longest call).
+    Columns: name (the op key: "ProfilerStep#*" for every step, overloads folded), where ("host" |
+    "device"), self_ns, total_ns, count, avg_ns, op (index into `ops`, for calls_table), ts_ns and track
+    (of the longest call).
     """
-    key_of, shown = keys if keys is not None else op_keys(trace)
-    s = trace.slices
-    out: list[Table] = []
-    for where, kinds in (("host", HOST_KINDS), ("device", DEVICE_KINDS)):
-        rows = trace.slices_on(*kinds)
-        if not len(rows):
-            continue
-        names = key_of[s.name[rows]]
-        uniq, inv = np.unique(names, return_inverse=True)
-        count = np.bincount(inv)
-        tot = np.bincount(inv, weights=s.dur_ns[rows]).astype(np.int64)
-        self_t = np.bincount(inv, weights=self_ns[rows]).astype(np.int64)
-        # the longest call of each op: the place a timeline jump lands on
-        o = np.lexsort((s.dur_ns[rows], inv))
-        last = np.append(np.flatnonzero(np.diff(inv[o])), len(o) - 1)
-        longest = rows[o[last]]
-        out.append(
-            {
-                "name": _obj([shown.get(int(i)) or trace.strings[int(i)] for i in uniq]),
-                "where": _obj([where] * len(uniq)),
-                "self_ns": self_t,
-                "total_ns": tot,
-                "count": count.astype(np.int64),
-                "avg_ns": tot // np.maximum(count, 1),
-                "name_id": uniq.astype(np.int64),
-                "ts_ns": s.ts_ns[longest],
-                "track": s.track[longest].astype(np.int64),
-            }
-        )
-    if not out:
-        return {
-            k: np.zeros(0, dtype=object if k in ("name", "where") else np.int64)
-            for k in ("name", "where", "self_ns", "total_ns", "count", "avg_ns", "name_id", "ts_ns", "track")
-        }
-    return _sorted({k: np.concatenate([t[k] for t in out]) for k in out[0]}, "self_ns")
-
-
-def calls_table(trace: Trace, key: int, self_ns: np.ndarray, key_of: np.ndarray | None = None) -> Table:
-    """Every call of the op with name key `key` (op_keys), longest first; any number of rows (the
-    virtual table pages them).
-
-    Columns: row, ts_ns, dur_ns, self_ns, track.
-    """
-    names = trace.slices.name if key_of is None else key_of[trace.slices.name]
-    rows = np.flatnonzero(names == key)
-    rows = rows[np.argsort(-trace.slices.dur_ns[rows], kind="stable")]
     s = trace.slices
     return {
-        "row": rows.astype(np.int64),
+        "name": ops.name,
+        "where": ops.where,
+        "self_ns": ops.self_ns,
+        "total_ns": ops.total_ns,
+        "count": ops.calls,
+        "avg_ns": ops.total_ns // np.maximum(ops.calls, 1),
+        "op": np.arange(len(ops), dtype=np.int64),
+        "ts_ns": s.ts_ns[ops.longest],
+        "track": s.track[ops.longest].astype(np.int64),
+    }
+
+
+def calls_table(trace: Trace, ops: OpTable, op: int) -> Table:
+    """Every call of entry `op` of the op table, longest first: one row per call (a re-dispatched copy of
+    the op inside it is not a call of its own); any number of rows (the virtual table pages them).
+
+    Columns: row (the call's outer slice), ts_ns, dur_ns, self_ns, track.
+    """
+    rows, self_ns = ops.call_rows(op)
+    s = trace.slices
+    return {
+        "row": rows,
         "ts_ns": s.ts_ns[rows],
         "dur_ns": s.dur_ns[rows],
-        "self_ns": self_ns[rows],
+        "self_ns": self_ns,
         "track": s.track[rows].astype(np.int64),
     }
 

@@ -1,4 +1,6 @@
-"""Ops: host and device ops by self time (filter with `/`); enter lists every call of an op."""
+"""Ops: host and device ops by self time (filter with `/`); enter lists every call of an op.
+
+Both tables show the analysis' op accounting (`neuron_prof.analysis.op_table`), the numbers of `summary`."""
 
 from __future__ import annotations
 
@@ -43,22 +45,23 @@ class OpsScreen(ViewScreen):
 
     def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
         t = event.table
-        self.app.push_screen(CallsScreen(self.rank, int(t.value("name_id")), str(t.value("name"))))
+        self.app.push_screen(CallsScreen(self.rank, int(t.value("op")), str(t.value("name"))))
 
 
 class CallsScreen(Screen[None]):
-    """Every call of one op, longest first (a virtual table: a million calls page like ten)."""
+    """Every call of one op, longest first (a virtual table: a million calls page like ten): the calls the
+    ops view counts, so an op re-dispatched under itself is listed once, with its outer span's times."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,backspace", "app.pop_screen", "Back"),
         Binding("t", "jump", "Timeline jump"),
     ]
 
-    def __init__(self, rank: RankData, name_id: int, name: str) -> None:
+    def __init__(self, rank: RankData, op: int, name: str) -> None:
         super().__init__()
         self.rank = rank
         self.op_name = name
-        data = rank.calls(name_id)
+        data = rank.calls(op)
         tracks = rank.trace.tracks
         origin = rank.origin
         cols = [
