@@ -178,23 +178,37 @@ async def test_tui_shows_markup_literally_and_escapes_control_characters(files: 
     assert not files["canary"].exists()
 
 
-def test_a_hostile_index_cache_is_never_unpickled(tmp_path: Path) -> None:
-    """The .nprof index beside a trace is read with allow_pickle=False: a planted object array runs nothing."""
+def test_a_hostile_index_cache_is_never_unpickled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index is read with allow_pickle=False: a planted object array runs nothing. It is planted where
+    the loader looks by default (the user's cache folder) with the trace's valid key, so the loader reads
+    it (a valid index there is used: checked first) and only the refused pickle stops it."""
     from neuron_prof.loaders import _cache
 
+    monkeypatch.delenv("NEURON_PROF_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     canary = tmp_path / "CANARY"
     src = tmp_path / "t.json"
     write_trace(hostile_trace(canary), src)
+    planted = _cache.index_path(src)
+    assert planted is not None and planted.parent == tmp_path / "cache" / "neuron-prof"
+    planted.parent.mkdir(parents=True)
+    # GIVEN a valid index at that place, the loader takes the trace from it (it is really read)
+    marker = TraceBuilder()
+    marker.add_slice(marker.thread_track(1, 1), 0, 1, "from the index")
+    with open(planted, "wb") as f:
+        np.savez(f, **_cache._to_arrays(marker.build(), _cache._key(src)))
+    assert load(src).slice_name(0) == "from the index"
 
     class Boom:
         def __reduce__(self):  # type: ignore[no-untyped-def]
             return (open, (str(canary), "w"))
 
+    # WHEN a hostile one replaces it
     head = np.frombuffer(json.dumps({"key": _cache._key(src)}).encode(), np.uint8)
-    planted = src.with_name(f".{src.name}.nprof")
     with open(planted, "wb") as f:
         np.savez(f, head=head, str_blob=np.array([Boom()], dtype=object))
     tr = load(src)
+    # THEN nothing ran, and the trace came from the file itself
     assert not canary.exists()
     assert {tr.slice_name(i) for i in range(len(tr.slices))} >= set(payloads(canary))
 

@@ -1,9 +1,14 @@
-"""A columnar index beside a trace file, so the second open is a read of arrays, not a parse.
+"""A columnar index of a trace file in the user's cache folder, so the second open reads arrays, not JSON.
 
-`<dir>/.<name>.nprof` (or, when that folder is not writable, `$NEURON_PROF_CACHE_DIR` or
-`~/.cache/neuron-prof/<hash>.nprof`) holds the Trace's columns as an uncompressed .npz. It is keyed by the
-source file's size and mtime and by CACHE_VERSION: any change to the file, or to the loader's output
-format, invalidates it. Set NEURON_PROF_CACHE=0 to disable.
+`$NEURON_PROF_CACHE_DIR`, else `$XDG_CACHE_HOME/neuron-prof`, else `~/.cache/neuron-prof` holds one
+`<hash of the trace's path>.nprof` per trace: the Trace's columns as an uncompressed .npz, read with
+pickles refused. Nothing is ever written beside a trace (shared or read-only folders stay as they are),
+and indexes older releases wrote there are not read. An index is keyed by the trace file's size and
+mtime and by CACHE_VERSION: any change to the file, or to the loader's output, invalidates it. It is
+written only when it is smaller than the trace file (else reading it would not pay: a .json.gz or
+.pftrace is usually smaller than its columns) and fits the budget; after each write the least recently
+used indexes are deleted until the folder holds at most MAX_BYTES (`$NEURON_PROF_CACHE_MAX_BYTES`).
+Set NEURON_PROF_CACHE=0 to disable.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,23 +30,53 @@ CACHE_VERSION = 1
 _TABLES = {"slices": SliceTable, "instants": InstantTable, "counters": CounterTable, "flows": FlowTable}
 MIN_SIZE = 2_000_000
 """Files smaller than this parse fast enough; no index is written for them."""
+MAX_BYTES = 2 * 1024**3
+"""Default budget of the cache folder (2 GiB): least recently used indexes beyond it are deleted."""
+SUFFIX = ".nprof"
+_TMP_PREFIX = ".nprof-"
+_STALE_TMP_S = 3600
+"""A temporary file this old was left by a process that died mid-write."""
+_HEADER_BYTES = 512
+"""Bound on the .npz bytes around each array (.npy header ~128, zip entry and directory ~200)."""
 
 
 def enabled() -> bool:
     return os.environ.get("NEURON_PROF_CACHE", "1") not in ("0", "false", "no")
 
 
+def cache_dir() -> Path | None:
+    """The folder indexes go to (None when no home folder is known)."""
+    base = os.environ.get("NEURON_PROF_CACHE_DIR")
+    if base:
+        return Path(base)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg and os.path.isabs(xdg):  # the XDG spec: a relative path is invalid and ignored
+        return Path(xdg) / "neuron-prof"
+    try:
+        return Path.home() / ".cache" / "neuron-prof"
+    except (RuntimeError, KeyError):
+        return None
+
+
+def max_bytes() -> int:
+    try:
+        return max(0, int(os.environ.get("NEURON_PROF_CACHE_MAX_BYTES", MAX_BYTES)))
+    except ValueError:
+        return MAX_BYTES
+
+
+def index_path(src: Path) -> Path | None:
+    """Where the index of `src` lives (whether or not it exists)."""
+    d = cache_dir()
+    if d is None:
+        return None
+    digest = hashlib.sha1(str(src.resolve()).encode()).hexdigest()[:16]
+    return d / f"{digest}{SUFFIX}"
+
+
 def _key(src: Path) -> str:
     st = src.stat()
     return f"v{CACHE_VERSION}:{st.st_size}:{st.st_mtime_ns}"
-
-
-def _candidates(src: Path) -> list[Path]:
-    digest = hashlib.sha1(str(src.resolve()).encode()).hexdigest()[:16]
-    base = os.environ.get("NEURON_PROF_CACHE_DIR")
-    user = Path(base) if base else Path.home() / ".cache" / "neuron-prof"
-    out = [] if base else [src.with_name(f".{src.name}.nprof")]
-    return out + [user / f"{digest}.nprof"]
 
 
 def load_cached(src: Path) -> Trace | None:
@@ -49,46 +85,94 @@ def load_cached(src: Path) -> Trace | None:
         return None
     try:
         key = _key(src)
-    except OSError:
+        path = index_path(src)
+        if path is None:
+            return None
+        with np.load(path, allow_pickle=False) as z:
+            head = orjson.loads(bytes(z["head"]))
+            if head.get("key") != key:
+                return None
+            trace = _from_arrays(head, z)
+    except Exception:  # noqa: BLE001 - a missing or damaged index is ignored, the file is parsed again
         return None
-    for path in _candidates(src):
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                head = orjson.loads(bytes(z["head"]))
-                if head.get("key") != key:
-                    continue
-                return _from_arrays(head, z)
-        except Exception:  # noqa: BLE001 - a damaged index is ignored, the file is parsed again
-            continue
-    return None
+    try:
+        os.utime(path)  # recently used: evicted last
+    except OSError:
+        pass
+    return trace
 
 
 def save_cached(src: Path, trace: Trace) -> Path | None:
-    """Write the index for `src`; returns where, or None when nothing could be written (never raises)."""
+    """Write the index for `src`; returns where, or None when none was written (never raises)."""
     if not enabled():
         return None
     try:
-        if src.stat().st_size < MIN_SIZE:
+        size = src.stat().st_size
+        if size < MIN_SIZE:
             return None
         key = _key(src)
+        path = index_path(src)
     except OSError:
         return None
+    if path is None:
+        return None
     arrays = _to_arrays(trace, key)
-    for path in _candidates(src):
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".nprof-", suffix=".tmp")
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, **arrays)
-            os.replace(tmp, path)
-            return path
-        except OSError:
+    need = sum(a.nbytes + _HEADER_BYTES for a in arrays.values())
+    budget = max_bytes()
+    if need >= size or need > budget:
+        return None
+    tmp = None
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_TMP_PREFIX, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, path)
+    except OSError:
+        if tmp is not None:
             try:
                 os.unlink(tmp)
-            except (OSError, UnboundLocalError):
+            except OSError:
                 pass
-            continue
-    return None
+        return None
+    evict(path.parent, budget, keep=path)
+    return path
+
+
+def evict(folder: Path, budget: int, keep: Path | None = None) -> list[Path]:
+    """Delete the least recently used indexes until `folder` holds at most `budget` bytes (and temporary
+    files of writers that died); `keep` is never deleted. Returns what was deleted (never raises)."""
+    entries: list[tuple[float, int, Path]] = []
+    gone: list[Path] = []
+    now = time.time()
+    try:
+        with os.scandir(folder) as it:
+            for e in it:
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if e.name.startswith(_TMP_PREFIX) and now - st.st_mtime > _STALE_TMP_S:
+                    gone.append(Path(e.path))
+                elif e.name.endswith(SUFFIX) and e.is_file(follow_symlinks=False):
+                    entries.append((st.st_mtime, st.st_size, Path(e.path)))
+    except OSError:
+        return []
+    total = sum(size for _, size, _ in entries)
+    for _, size, p in sorted(entries, key=lambda t: t[0]):  # oldest use first
+        if total <= budget:
+            break
+        if p != keep:
+            gone.append(p)
+            total -= size
+    deleted = []
+    for p in gone:
+        try:
+            p.unlink()
+            deleted.append(p)
+        except OSError:
+            pass  # another process got there first
+    return deleted
 
 
 def _to_arrays(trace: Trace, key: str) -> dict[str, np.ndarray]:
