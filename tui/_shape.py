@@ -15,8 +15,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from neuron_prof.analysis import OpTable
-from neuron_prof.analysis._callsite import call_site_of
+from neuron_prof.analysis import OpTable, sites_of
 from neuron_prof.analysis._collectives import collective_rows, message_bytes, op_key
 from neuron_prof.analysis._compile import compiles
 from neuron_prof.analysis._context import Context
@@ -135,12 +134,13 @@ def fallback_table(trace: Trace) -> Table:
     """
     rows = trace.slices_on(TrackKind.FALLBACK)
     s = trace.slices
+    sites = sites_of(Context(trace))
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for r in rows[np.argsort(s.ts_ns[rows], kind="stable")]:
         a = trace.slice_args(int(r))
-        # the analysis' call site (the user's frame of the stack when the probe gave none) keeps
-        # this table's rows matching the cpu_fallback findings
-        key = (call_site_of(a), trace.slice_name(int(r)))
+        # the analysis' call site keeps this table's rows matching the cpu_fallback findings
+        site = sites.of_row(int(r))
+        key = (site.call_site or site.function, trace.slice_name(int(r)))
         g = groups.get(key)
         if g is None:
             g = groups[key] = {

@@ -23,6 +23,7 @@ from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._finding import KINDS, SEVERITIES, Finding
 from neuron_prof.analysis._ops import OpTable, op_key, op_table
 from neuron_prof.analysis._registry import ANALYSES, register
+from neuron_prof.analysis._sites import Site, Sites, sites_of
 from neuron_prof.model import Trace
 
 __all__ = [
@@ -33,6 +34,8 @@ __all__ = [
     "Finding",
     "OpTable",
     "Report",
+    "Site",
+    "Sites",
     "analyze",
     "annotate",
     "compute_totals",
@@ -41,6 +44,7 @@ __all__ = [
     "op_table",
     "register",
     "report",
+    "sites_of",
     "sort_findings",
 ]
 

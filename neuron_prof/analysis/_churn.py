@@ -20,7 +20,8 @@ from neuron_prof.analysis._context import Context, severity_for
 from neuron_prof.analysis._finding import Finding
 from neuron_prof.analysis._registry import register
 from neuron_prof.analysis._shapes import parse_reason, shapes_of, varying_dims
-from neuron_prof.model import Trace, TrackKind
+from neuron_prof.analysis._sites import NO_STACK, Site, sites_of
+from neuron_prof.model import KinetoCat, Trace, TrackKind
 
 MIN_VALUES = 3
 """Fewer distinct sizes than this is not churn (a last smaller batch is normal)."""
@@ -92,6 +93,7 @@ def _churn_finding(
     counts: list[int],
     cs: list[_Compile],
     ops: list[dict[str, Any]] | None = None,
+    created: Site | None = None,
 ) -> Finding:
     plan = choose_plan(sizes, counts)
     table = min_waste_table(sizes, counts, 8)
@@ -119,6 +121,11 @@ def _churn_finding(
     }
     if ops:
         ev["ops"] = ops[:50]
+    site = created if created is not None and created.call_site else None
+    if site is not None:
+        ev["created_at"] = site.call_site
+        ev.update(site.evidence())
+    ev["compiled_at"] = sorted({c.call_site for c in cs if c.call_site})[:20]
     return Finding(
         kind="shape_churn",
         severity=severity_for(share, "warning"),
@@ -126,7 +133,7 @@ def _churn_finding(
         cost_ns=saved,
         share=share,
         count=n,
-        call_site=_top_site(cs),
+        call_site=site.call_site if site is not None else _top_site(cs),
         module=next((c.module for c in cs if c.module), ""),
         advice=advice,
         evidence=ev,
@@ -140,9 +147,13 @@ def shape_churn(trace: Trace, ctx: Context) -> list[Finding]:
     out = []
     all_c = compiles(trace, ctx)
     frames: dict[str, list[_Compile]] = defaultdict(list)
-    eager: dict[str, list[_Compile]] = defaultdict(list)
+    # eager ops: one statement at a time (the same op at two lines or in two modules is two tensors)
+    eager: dict[tuple[str, str, str], list[_Compile]] = defaultdict(list)
     for c in all_c:
-        (frames[c.frame] if c.frame else eager[c.name]).append(c)
+        if c.frame:
+            frames[c.frame].append(c)
+        else:
+            eager[(c.name, c.call_site or str(c.args.get("function", "")), c.module)].append(c)
     for frame, cs in frames.items():
         found = _frame_sizes(trace, cs)
         if not found:
@@ -159,10 +170,10 @@ def shape_churn(trace: Trace, ctx: Context) -> list[Finding]:
     return out
 
 
-def _eager_churn(trace: Trace, ctx: Context, eager: dict[str, list[_Compile]]) -> list[Finding]:
+def _eager_churn(trace: Trace, ctx: Context, eager: dict[tuple[str, str, str], list[_Compile]]) -> list[Finding]:
     """One finding per set of values that ops' varying dimensions took."""
     groups: dict[tuple[int, ...], list[dict[str, Any]]] = defaultdict(list)
-    for op, cs in eager.items():
+    for (op, _site, _module), cs in eager.items():
         miss = [c for c in cs if c.cache == "miss"]
         uniq = list(dict.fromkeys(s for s in (shapes_of(c.signature) for c in miss) if s))
         if len(uniq) < MIN_VALUES:
@@ -193,6 +204,7 @@ def _eager_churn(trace: Trace, ctx: Context, eager: dict[str, list[_Compile]]) -
             counts,
             [c for d in items for c in d["miss"]],
             ops=ops,
+            created=_creation_site(ctx, items),
         )
         seen = _first_seen_key(ctx, items, vals)
         if seen[0] == "steps" and len(seen) == 2:
@@ -201,6 +213,68 @@ def _eager_churn(trace: Trace, ctx: Context, eager: dict[str, list[_Compile]]) -
         # same cause: new values in the same steps, or values in the same proportions (T and B*T)
         keys.append((seen, ("ratio", *(round(v / vals[0], 6) for v in vals))))
     return [_merge(ctx, [found[i] for i in members]) for members in _connected(keys)]
+
+
+def _creation_site(ctx: Context, items: list[dict[str, Any]]) -> Site:
+    """Where the varying tensor is made: for each new value, the first host op before the first compile that
+    saw it whose tensors include that compile's varying shape (a factory's size argument counts); the most
+    frequent such statement."""
+    firsts: dict[int, tuple[_Compile, tuple[int, ...]]] = {}
+    for d in items:
+        t, i = d["dim"].tensor, d["dim"].index
+        for c in d["miss"]:
+            sh = shapes_of(c.signature)
+            if len(sh) > t and len(sh[t]) > i and (sh[t][i] not in firsts or c.ts < firsts[sh[t][i]][0].ts):
+                firsts[sh[t][i]] = (c, sh[t])
+    if not firsts:
+        return NO_STACK
+    ops = _host_ops(ctx)
+    ts = ctx.trace.slices.ts_ns[ops]
+    starts = sorted(c.ts for c, _ in firsts.values())
+    sites = sites_of(ctx)
+    votes: Counter[str] = Counter()
+    found: dict[str, Site] = {}
+    for c, shape in firsts.values():
+        k = starts.index(c.ts)
+        lo = max(starts[k - 1] if k else 0, _step_start(ctx, c.ts))
+        a, b = np.searchsorted(ts, lo, side="left"), np.searchsorted(ts, c.ts, side="right")
+        for r in ops[a:b][:5000]:
+            if _has_shape(ctx.slice_args(int(r)), shape):
+                site = sites.of_row(int(r))
+                if site.call_site:
+                    votes[site.call_site] += 1
+                    found[site.call_site] = site
+                break
+    return found[votes.most_common(1)[0][0]] if votes else NO_STACK
+
+
+def _host_ops(ctx: Context) -> np.ndarray:
+    """Host cpu_op rows in time order (computed once)."""
+
+    def build() -> np.ndarray:
+        rows = ctx.cat_rows(ctx.rows(TrackKind.THREAD), (KinetoCat.CPU_OP,))
+        return rows[np.argsort(ctx.trace.slices.ts_ns[rows], kind="stable")]
+
+    return ctx.memo("churn_host_ops", build)  # type: ignore[no-any-return]
+
+
+def _step_start(ctx: Context, t: int) -> int:
+    st = ctx.steps
+    k = st.step_index(np.array([t], dtype=np.int64))[0] if len(st) else -1
+    return int(st.start_ns[k]) if k >= 0 else 0
+
+
+def _has_shape(args: dict[str, Any], shape: tuple[int, ...]) -> bool:
+    """Whether an op's inputs ("Input Dims") or size arguments ("Concrete Inputs") include `shape`."""
+    want = list(shape)
+    dims = args.get("Input Dims")
+    if isinstance(dims, list) and want in dims:
+        return True
+    conc = args.get("Concrete Inputs")
+    if isinstance(conc, list):
+        text = "[" + ", ".join(str(d) for d in shape) + "]"
+        return any(isinstance(x, str) and x.replace(" ", "") == text.replace(" ", "") for x in conc)
+    return False
 
 
 def _connected(keys: list[tuple[tuple[Any, ...], ...]]) -> list[list[int]]:

@@ -16,9 +16,9 @@ import numpy as np
 from neuron_prof.analysis._context import Context, severity_for
 from neuron_prof.analysis._finding import Finding
 from neuron_prof.analysis._fmt import fmt_ns
-from neuron_prof.analysis._host import call_site_up
 from neuron_prof.analysis._intervals import union_ns
 from neuron_prof.analysis._registry import register
+from neuron_prof.analysis._sites import sites_of
 from neuron_prof.analysis._shapes import parse_reason, shapes_of
 from neuron_prof.model import Arg, Trace, TrackKind
 
@@ -56,8 +56,10 @@ def _parse_compiles(trace: Trace, ctx: Context) -> list[_Compile]:
     fl = trace.flows
     linked = np.isin(fl.dst, rows)
     host_of = dict(zip(fl.dst[linked].tolist(), fl.src[linked].tolist(), strict=True))
+    sites = sites_of(ctx)
     for r in rows[np.argsort(sl.ts_ns[rows], kind="stable")]:
         a = ctx.slice_args(int(r))
+        site = sites.of_row(int(r))
         cid = str(a.get(Arg.COMPILE_ID, "") or "")
         m = _CID.match(cid)
         kind = str(a.get(Arg.COMPILE_KIND, "") or ("torch.compile" if m else "eager"))
@@ -69,8 +71,8 @@ def _parse_compiles(trace: Trace, ctx: Context) -> list[_Compile]:
             kind=kind,
             cache=str(a.get(Arg.CACHE, "miss") or "miss"),
             signature=a.get(Arg.SHAPES) or a.get(Arg.SIGNATURE, ""),
-            call_site=ctx.call_site(a),
-            module=ctx.module(a),
+            call_site=site.call_site,
+            module=site.module or ctx.module(a),
             reason=str(a.get(Arg.RECOMPILE_REASON, "") or ""),
             args=a,
         )
@@ -84,13 +86,11 @@ def _parse_compiles(trace: Trace, ctx: Context) -> list[_Compile]:
 
 
 def _from_host_op(ctx: Context, c: _Compile, src: int) -> None:
-    """Fill what the compile slice lacks from its host op: shapes ("Input Dims") and the user's call site."""
+    """Fill what the compile slice lacks from its host op: shapes ("Input Dims")."""
     if not shapes_of(c.signature):
         dims = ctx.slice_args(src).get("Input Dims")
         if isinstance(dims, list) and dims:
             c.signature = dims
-    if not c.call_site:
-        c.call_site = call_site_up(ctx, src)[0]
 
 
 def _top_site(items: list[_Compile]) -> str:
@@ -101,71 +101,148 @@ def _top_site(items: list[_Compile]) -> str:
     return cost.most_common(1)[0][0] if cost else ""
 
 
+def signature_text(sig: Any) -> str:
+    """A compile signature in one line: shapes as "[8, 128], [128, 64]", other forms as they are."""
+    shapes = shapes_of(sig)
+    if shapes:
+        return ", ".join(f"[{', '.join(str(d) for d in sh)}]" for sh in shapes)
+    return sig if isinstance(sig, str) else str(sig)
+
+
+@dataclass
+class CompileGroup:
+    """The compiles of one (op or graph, signature, call site)."""
+
+    name: str
+    signature: str
+    call_site: str
+    module: str
+    kind: str
+    rows: list[int] = field(default_factory=list)
+    total_ns: int = 0
+    max_ns: int = 0
+    first_ts: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"op": self.name, "signature": self.signature, "call_site": self.call_site, "module": self.module,
+                "count": len(self.rows), "total_ns": self.total_ns, "max_ns": self.max_ns}
+
+
+def compile_groups(trace: Trace, ctx: Context, items: list[_Compile] | None = None) -> list[CompileGroup]:
+    """Compiles grouped by (op or graph, signature, call site), most total time first (the compile view's
+    rows and the findings' evidence: one grouping)."""
+    groups: dict[tuple[str, str, str], CompileGroup] = {}
+    for c in compiles(trace, ctx) if items is None else items:
+        site = c.call_site or c.args.get("function", "") or ""
+        key = (c.name, signature_text(c.signature), site)
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = CompileGroup(c.name, key[1], c.call_site, c.module, c.kind, first_ts=c.ts)
+        g.rows.append(c.row)
+        g.total_ns += c.dur
+        g.max_ns = max(g.max_ns, c.dur)
+    return sorted(groups.values(), key=lambda g: -g.total_ns)
+
+
+def first_compiles(trace: Trace, ctx: Context) -> tuple[list[_Compile], list[_Compile]]:
+    """(cold, new-shape) first-call compiles (cache misses of eager ops and first graphs): a statement's
+    first compile fills a cold cache; a later one of the same (op, call site, module) compiles a new shape."""
+
+    def split() -> tuple[list[_Compile], list[_Compile]]:
+        # eager ops, first graphs of each frame (and their backward), NEFF compiles placed on graph spans;
+        # compiles of a frame's later attempts are recompiles (see `recompile`)
+        first = [c for c in compiles(trace, ctx) if c.cache == "miss" and c.attempt == 0]
+        seen: set[tuple[str, str, str]] = set()
+        cold, new = [], []
+        for c in first:  # time order
+            key = (c.name, c.call_site or c.args.get("function", "") or "", c.module)
+            (new if key in seen else cold).append(c)
+            seen.add(key)
+        return cold, new
+
+    return ctx.memo("first_compiles", split)  # type: ignore[no-any-return]
+
+
 @register("first_call_compile")
 def first_call_compile(trace: Trace, ctx: Context) -> list[Finding]:
-    """Host time blocked compiling new signatures (eager ops and first graphs), cache misses only."""
-    # eager ops, first graphs of each frame (and their backward), NEFF compiles placed on graph spans;
-    # compiles of a frame's later attempts are recompiles (see `recompile`)
-    first = [c for c in compiles(trace, ctx) if c.cache == "miss" and c.attempt == 0]
+    """Host time blocked compiling new signatures: a cold compile cache (each statement's first compile) and
+    compiles of new shapes (the same statement again: what `shape_churn` plans buckets for)."""
+    cold, new = first_compiles(trace, ctx)
+    first = sorted(cold + new, key=lambda c: c.ts)
     if not first:
         return []
     ts = np.array([c.ts for c in first], dtype=np.int64)
     dur = np.array([c.dur for c in first], dtype=np.int64)
     cost = union_ns(ts, dur)
+    split = ctx.step_split(ts, dur)
+    st = ctx.steps
+    steady = _in_steady(ctx, cold)
+    cold_ns, new_ns = sum(c.dur for c in cold), sum(c.dur for c in new)
+    groups = compile_groups(trace, ctx, first)
     by_op: dict[str, list[_Compile]] = defaultdict(list)
     for c in first:
         by_op[c.name].append(c)
     ops = sorted(by_op.items(), key=lambda kv: -sum(c.dur for c in kv[1]))
-    split = ctx.step_split(ts, dur)
+    top = groups[0]
+    where = f"{top.name} [{top.signature}]" + (f" at {top.call_site}" if top.call_site else "")
+    n_ops = len(by_op)
+    what = f"{len(first)} compile{'s' if len(first) != 1 else ''} of {n_ops} op{'s' if n_ops != 1 else ''}"
+    if new:
+        title = (f"First-call compile stalls: {what} took {fmt_ns(cost)}; {len(new)} of them for new shapes "
+                 f"(top: {where})")
+    elif steady:
+        title = f"First-call compile stalls after warm-up: {what} took {fmt_ns(cost)} (top: {where})"
+    else:
+        title = f"Cold compile cache: {what} took {fmt_ns(cost)} in warm-up (top: {where})"
+    advice = (
+        f"A persistent compile cache saves these on the next run ({CACHE_DIR_ENV}=/persistent/dir; the default "
+        f"/tmp/neff_cache is lost on reboot); run warm-up steps before measuring."
+    )
+    if new:
+        advice = (f"{len(new)} compiles were for new shapes of statements already compiled: pad inputs to a few "
+                  f"bucket sizes (see shape_churn). " + advice)
+    # Severity: a cold cache paid in warm-up is expected (info); first compiles after warm-up are not. New
+    # shapes are shape_churn's alarm (its bucket plan is the fix), not a second one here.
+    charged = sum(c.dur for c in steady)
+    share = ctx.share(cost)
+    sev = severity_for(ctx.share(charged)) if charged and len(st) > st.warmup else "info"
     ev: dict[str, Any] = {
         "compiles": len(first),
+        "cold": {"count": len(cold), "ns": cold_ns, "after_warmup": len(steady)},
+        "new_shapes": {"count": len(new), "ns": new_ns},
+        "sites": [g.to_dict() for g in groups[:50]],
         "ops": [
-            {
-                "op": op,
-                "compiles": len(cs),
-                "ns": sum(c.dur for c in cs),
-                "call_site": _top_site(cs),
-                "signatures": [str(c.signature) for c in cs[:5]],
-            }
+            {"op": op, "compiles": len(cs), "ns": sum(c.dur for c in cs), "call_site": _top_site(cs),
+             "signatures": list(dict.fromkeys(signature_text(c.signature) for c in cs))[:10]}
             for op, cs in ops[:20]
         ],
         "rows": [c.row for c in first[:200]],
         **split,
     }
-    steady = split.get("steady_ns", 0)
-    advice = (
-        f"Run warm-up steps before measuring and keep the compile cache between runs "
-        f"({CACHE_DIR_ENV}=/persistent/dir; the default /tmp/neff_cache is lost on reboot). "
-        f"Fewer distinct shapes mean fewer compiles: pad inputs to a few bucket sizes."
-    )
-    if steady:
-        advice = (
-            f"{split['steady_count']} compiles still happen after warm-up: new shapes keep appearing "
-            f"(see shape_churn). " + advice
-        )
-    top = ops[0][0]
-    n_ops = len(by_op)
-    title = (
-        f"First-call compile stalls: {len(first)} compile{'s' if len(first) != 1 else ''} of {n_ops} "
-        f"op{'s' if n_ops != 1 else ''} "
-        f"blocked the host {fmt_ns(cost)} (top: {top})"
-    )
-    share = ctx.share(cost)
     return [
         Finding(
             kind="first_call_compile",
-            severity=severity_for(share, "warning" if steady else "info"),
+            severity=sev,
             title=title,
             cost_ns=cost,
             share=share,
             count=len(first),
-            call_site=_top_site(first),
-            module=next((c.module for c in first if c.module), ""),
+            call_site=top.call_site,
+            module=top.module,
             advice=advice,
             evidence=ev,
             ts_ns=int(ts.min()),
         )
     ]
+
+
+def _in_steady(ctx: Context, items: list[_Compile]) -> list[_Compile]:
+    """The compiles that happened in steady (after warm-up) steps."""
+    st = ctx.steps
+    if not len(st) or not items:
+        return []
+    k = st.step_index(np.array([c.ts for c in items], dtype=np.int64))
+    return [c for c, i in zip(items, k, strict=True) if i >= st.warmup]
 
 
 def _recompile_limit_hits(trace: Trace, ctx: Context) -> int:

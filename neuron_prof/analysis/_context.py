@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.analysis._callsite import call_site_of
 from neuron_prof.analysis._steps import Steps, make_steps
 from neuron_prof.model import Arg, Meta, Trace, TrackKind
 
@@ -117,9 +116,6 @@ class Context:
 
     def instant_args(self, row: int) -> dict[str, Any]:
         return self.args(int(self.trace.instants.args[row]))
-
-    def call_site(self, args: dict[str, Any]) -> str:
-        return call_site_of(args)
 
     def module(self, args: dict[str, Any]) -> str:
         m = args.get(Arg.MODULE)

@@ -9,6 +9,7 @@ import numpy as np
 from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._finding import Finding
 from neuron_prof.analysis._registry import register
+from neuron_prof.analysis._sites import NO_STACK, Site, sites_of
 from neuron_prof.model import Arg, Trace, TrackKind
 
 
@@ -18,27 +19,30 @@ def dtype_demotion(trace: Trace, ctx: Context) -> list[Finding]:
     rows = trace.instants_on(TrackKind.DTYPE)
     if not len(rows):
         return []
+    sites = sites_of(ctx)
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
     ops: dict[tuple[str, str], set[str]] = defaultdict(set)
     shapes: dict[tuple[str, str], set[str]] = defaultdict(set)
-    modules: dict[tuple[str, str], str] = {}
+    where: dict[tuple[str, str], Site] = {}
     for r in rows:
         a = ctx.instant_args(int(r))
         name = trace.s(int(trace.instants.name[r]))
-        key = (ctx.call_site(a), name)
+        site = sites.of_args(a) or NO_STACK
+        key = (site.call_site or site.function, name)
         groups[key].append(int(r))
-        modules.setdefault(key, ctx.module(a))
+        where.setdefault(key, site)
         if a.get(Arg.OP):
             ops[key].add(str(a[Arg.OP]))
         if a.get(Arg.SHAPE) is not None and len(shapes[key]) < 10:
             shapes[key].add(str(a[Arg.SHAPE]))
     out = []
-    for (site, name), rs in groups.items():
-        key = (site, name)
+    for key, rs in groups.items():
+        name = key[1]
+        site = where[key].call_site
         src = name.split("->")[0].strip() or "float64"
         dst = name.split("->")[-1].strip() if "->" in name else "float32"
         times = f"{len(rs)} time{'s' if len(rs) != 1 else ''}"
-        title = f"dtype demotion: {name} at {site or 'unknown site'} ({times})"
+        title = f"dtype demotion: {name} ({times})"
         advice = (
             f"The device computes {src} as {dst}: results silently lose precision. Create the tensor as "
             f"{dst} (torch.set_default_dtype(torch.float32), .float(), dtype=torch.float32 in factories) "
@@ -54,7 +58,7 @@ def dtype_demotion(trace: Trace, ctx: Context) -> list[Finding]:
                 share=0.0,
                 count=len(rs),
                 call_site=site,
-                module=modules[key],
+                module=where[key].module,
                 advice=advice,
                 evidence={
                     "from": src,
@@ -62,6 +66,7 @@ def dtype_demotion(trace: Trace, ctx: Context) -> list[Finding]:
                     "ops": sorted(ops[key]),
                     "shapes": sorted(shapes[key]),
                     "instants": rs[:200],
+                    **where[key].evidence(),
                 },
                 ts_ns=int(ts.min()),
             )

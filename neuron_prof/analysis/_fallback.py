@@ -14,7 +14,9 @@ import numpy as np
 from neuron_prof.analysis._context import Context, as_int, severity_for
 from neuron_prof.analysis._finding import Finding
 from neuron_prof.analysis._fmt import fmt_ns
+from neuron_prof.analysis._host import enclosing_ops
 from neuron_prof.analysis._registry import register
+from neuron_prof.analysis._sites import sites_of
 from neuron_prof.model import Arg, Trace, TrackKind
 
 # Known replacements for ops that commonly fall back (names without "aten::" and overload).
@@ -52,21 +54,29 @@ def cpu_fallback(trace: Trace, ctx: Context) -> list[Finding]:
     if not len(rows):
         return []
     sl = trace.slices
+    sites = sites_of(ctx)
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
     meta: dict[tuple[str, str], dict[str, Any]] = {}
     copies: dict[tuple[str, str], int] = defaultdict(int)
     for r in rows:
         a = ctx.slice_args(int(r))
-        key = (ctx.call_site(a), trace.slice_name(int(r)))
+        site = sites.of_row(int(r))
+        key = (site.call_site or site.function, trace.slice_name(int(r)))
         groups[key].append(int(r))
         copies[key] += as_int(a.get(Arg.COPY_BYTES))
-        m = meta.setdefault(key, {"module": ctx.module(a), "shapes": set(), "dtypes": set()})
+        m = meta.setdefault(key, {"module": site.module or ctx.module(a), "shapes": set(), "dtypes": set(),
+                                  "site": site, "called_as": {}, "reported_as": set()})
+        m["called_as"].update(dict.fromkeys(enclosing_ops(ctx, int(r))))
+        if a.get(Arg.REPORTED_AS):
+            m["reported_as"].add(str(a[Arg.REPORTED_AS]))
         if len(m["shapes"]) < 10 and a.get(Arg.SHAPES) is not None:
             m["shapes"].add(str(a.get(Arg.SHAPES)))
         if a.get(Arg.DTYPES) is not None:
             m["dtypes"].add(str(a.get(Arg.DTYPES)))
     out = []
-    for (site, op), rs in groups.items():
+    for (key, op), rs in groups.items():
+        m = meta[(key, op)]
+        site = m["site"].call_site
         idx = np.asarray(rs, dtype=np.int64)
         ts, dur = sl.ts_ns[idx], sl.dur_ns[idx]
         cost = int(dur.sum())
@@ -83,10 +93,9 @@ def cpu_fallback(trace: Trace, ctx: Context) -> list[Finding]:
             " List fallbacks with torch_neuronx.get_fallback_ops(); "
             "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1 makes failing registered ops raise."
         )
-        m = meta[(site, op)]
         per_step = split.get("steady_per_step_ns")
         title = (
-            f"CPU fallback: {op} ran on the host {len(rs)} times at {site or 'unknown site'} ({fmt_ns(cost)}"
+            f"CPU fallback: {op} ran on the host {len(rs)} times ({fmt_ns(cost)}"
         )
         title += (
             f", {fmt_ns(per_step)} = {split['steady_step_share']:.1%} of each steady step)"
@@ -96,12 +105,15 @@ def cpu_fallback(trace: Trace, ctx: Context) -> list[Finding]:
         ev = {
             "op": op,
             "host_ns": cost,
-            "copy_bytes": copies[(site, op)],
+            "copy_bytes": copies[(key, op)],
             "shapes": sorted(m["shapes"]),
             "dtypes": sorted(m["dtypes"]),
+            "called_as": [n for n in m["called_as"] if n != op],
+            "reported_as": sorted(m["reported_as"] - {op}),
             "alternative": alt,
             "rows": rs[:200],
             **split,
+            **m["site"].evidence(),
         }
         out.append(
             Finding(

@@ -84,43 +84,27 @@ def host_work_in(ctx: Context, lo: int, hi: int, top: int = 3) -> list[dict[str,
         if name in seen or name.startswith("ProfilerStep#"):
             continue
         seen.add(name)
-        a = ctx.slice_args(int(rows[i]))
-        out.append(
-            {
-                "name": name,
-                "row": int(rows[i]),
-                "overlap_ns": int(min(end[i], hi) - max(ts[i], lo)),
-                "call_site": ctx.call_site(a),
-            }
-        )
+        out.append({"name": name, "row": int(rows[i]), "overlap_ns": int(min(end[i], hi) - max(ts[i], lo))})
         if len(out) >= top:
             break
     return out
 
 
-def call_site_up(ctx: Context, row: int, max_up: int = 30) -> tuple[str, str]:
-    """(call site, nearest enclosing cpu_op name) walking up from a host slice through its parents."""
+def enclosing_ops(ctx: Context, row: int) -> list[str]:
+    """Names of the host ops around slice `row` (itself included), outermost first: what the user's call was
+    (aten::linalg_svdvals around aten::_linalg_svd). A probe slice starts from the host op its flow comes from."""
     trace = ctx.trace
+    fl = trace.flows
+    src = fl.src[fl.dst == row]
+    r = int(src[0]) if len(src) else row
+    n = host_nesting(ctx)
     cpu_op = trace.strings.get(KinetoCat.CPU_OP)
-    site, op = "", ""
-    r = row
-    for _ in range(max_up):
-        if r < 0:
+    out: list[str] = []
+    for _ in range(64):
+        i = int(np.searchsorted(n.rows, r))
+        if i >= len(n.rows) or n.rows[i] != r:
             break
-        if not site:
-            site = ctx.call_site(ctx.slice_args(r))
-        if not op and cpu_op is not None and int(trace.slices.cat[r]) == cpu_op and r != row:
-            op = trace.slice_name(r)
-        if site and op:
-            break
-        r = _parent(ctx, r)
-    return site, op
-
-
-def site_at(ctx: Context, t: int) -> str:
-    """The user's call site of whatever the host was running at time `t` ("" when nothing says)."""
-    for r in reversed(host_stack_at(ctx, t)):
-        site = call_site_up(ctx, r)[0]
-        if site:
-            return site
-    return ""
+        if cpu_op is not None and int(trace.slices.cat[r]) == cpu_op:
+            out.append(trace.slice_name(r))
+        r = int(n.parent[i])
+    return out[::-1]

@@ -16,6 +16,7 @@ from neuron_prof.analysis._fmt import fmt_ns
 from neuron_prof.analysis._host import host_work_in
 from neuron_prof.analysis._intervals import intersect_ns, merge, overlap_ns
 from neuron_prof.analysis._registry import register
+from neuron_prof.analysis._sites import sites_of
 from neuron_prof.model import KinetoCat, Trace, TrackKind
 
 MIN_GAP_NS = 100_000
@@ -56,7 +57,7 @@ def _probe_work(ctx: Context, lo: int, hi: int) -> list[dict[str, Any]]:
                         "name": f"{kind}: {trace.slice_name(r)}",
                         "row": r,
                         "overlap_ns": int(ov[i]),
-                        "call_site": ctx.call_site(ctx.slice_args(r)),
+                        "call_site": sites_of(ctx).of_row(r).call_site,
                     }
                 )
     return sorted(out, key=lambda d: -int(d["overlap_ns"]))
@@ -112,7 +113,9 @@ def device_idle(trace: Trace, ctx: Context) -> list[Finding]:
         gaps: list[dict[str, Any]] = []
         for i in top:
             lo, hi = int(gap_lo[i]), int(gap_hi[i])
-            host = _probe_work(ctx, lo, hi) or host_work_in(ctx, lo, hi)
+            host = _probe_work(ctx, lo, hi) or [
+                {**h, "call_site": sites_of(ctx).of_row(int(h["row"])).call_site}  # type: ignore[call-overload]
+                for h in host_work_in(ctx, lo, hi)]
             gaps.append({"start_ns": lo, "dur_ns": hi - lo, "host": host})
         first = gaps[0]
         doing = ", ".join(str(h["name"]) for h in first["host"][:2]) or "nothing recorded"

@@ -15,6 +15,7 @@ from neuron_prof.analysis._finding import Finding
 from neuron_prof.analysis._fmt import fmt_bytes
 from neuron_prof.analysis._host import host_stack_at
 from neuron_prof.analysis._registry import register
+from neuron_prof.analysis._sites import sites_of
 from neuron_prof.model import Meta, Trace, TrackKind
 
 NEAR_CAPACITY = 0.90
@@ -87,7 +88,7 @@ def memory_peak(trace: Trace, ctx: Context) -> list[Finding]:
             t = int(ts[lo + j + 1])
             stack = host_stack_at(ctx, t)
             op = trace.slice_name(stack[-1]) if stack else ""
-            site = next((s for s in (ctx.call_site(ctx.slice_args(r)) for r in reversed(stack)) if s), "")
+            site = next((s for s in (sites_of(ctx).of_row(r).call_site for r in reversed(stack)) if s), "")
             allocs.append({"bytes": int(delta[j]), "ts_ns": t, "op": op, "call_site": site})
         at_peak = [trace.slice_name(r) for r in host_stack_at(ctx, t_peak)]
         frac = peak / cap if cap else None

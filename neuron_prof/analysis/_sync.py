@@ -9,9 +9,10 @@ import numpy as np
 from neuron_prof.analysis._context import Context, severity_for
 from neuron_prof.analysis._finding import Finding
 from neuron_prof.analysis._fmt import fmt_ns
-from neuron_prof.analysis._host import call_site_up, site_at
+from neuron_prof.analysis._host import enclosing_ops
 from neuron_prof.analysis._intervals import merge
 from neuron_prof.analysis._registry import register
+from neuron_prof.analysis._sites import Site, sites_of
 from neuron_prof.model import Arg, Trace, TrackKind
 
 RUNTIME_SYNC_NAMES = (
@@ -37,24 +38,29 @@ def sync_point(trace: Trace, ctx: Context) -> list[Finding]:
         k = np.searchsorted(s, sl.ts_ns[runtime], side="right") - 1
         inside = (k >= 0) & (sl.ts_ns[runtime] < e[np.maximum(k, 0)])
         runtime = runtime[~inside]
+    sites = sites_of(ctx)
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
     kinds: dict[tuple[str, str], str] = {}
-    modules: dict[tuple[str, str], str] = {}
+    where: dict[tuple[str, str], Site] = {}
     for r in probe:
         a = ctx.slice_args(int(r))
-        # a probe that could not see the user's frame: ask the host op running at that moment
-        site = ctx.call_site(a) or site_at(ctx, int(sl.ts_ns[r]) + int(sl.dur_ns[r]) // 2)
-        key = (site, trace.slice_name(int(r)))
+        site = sites.of_row(int(r))
+        if not site.call_site and not site.stack:  # a probe that saw no user frame: the host op at that moment
+            site = sites.at(int(sl.ts_ns[r]) + int(sl.dur_ns[r]) // 2)
+        key = (site.call_site or site.function, trace.slice_name(int(r)))
         groups[key].append(int(r))
         kinds[key] = str(a.get(Arg.SYNC_KIND, "") or "")
-        modules.setdefault(key, ctx.module(a))
+        where.setdefault(key, site)
     for r in runtime:
-        site, op = call_site_up(ctx, int(r))
-        key = (site, op or trace.slice_name(int(r)))
+        site = sites.of_row(int(r))
+        ops = enclosing_ops(ctx, int(r))
+        key = (site.call_site or site.function, ops[-1] if ops else trace.slice_name(int(r)))
         groups[key].append(int(r))
         kinds.setdefault(key, "synchronize")
+        where.setdefault(key, site)
     out = []
-    for (site, what), rs in groups.items():
+    for (key_site, what), rs in groups.items():
+        site = where[(key_site, what)].call_site
         idx = np.asarray(rs, dtype=np.int64)
         ts, dur = sl.ts_ns[idx], sl.dur_ns[idx]
         cost = int(dur.sum())
@@ -64,7 +70,7 @@ def sync_point(trace: Trace, ctx: Context) -> list[Finding]:
         if split.get("steady_count"):
             per = f", {split['steady_count'] / split['steady_steps']:.1f} per steady step"
         times = f"{len(rs)} time{'s' if len(rs) != 1 else ''}"
-        title = f"Sync point: {what} at {site or 'unknown site'} waited {fmt_ns(cost)} ({times}{per})"
+        title = f"Sync point: {what} waited {fmt_ns(cost)} ({times}{per})"
         advice = (
             f"{what} blocks the host until the device has finished all queued work, so the host cannot run "
             "ahead. Keep values on the device (accumulate losses/metrics in tensors) and read them every "
@@ -73,11 +79,12 @@ def sync_point(trace: Trace, ctx: Context) -> list[Finding]:
         )
         ev = {
             "what": what,
-            "sync_kind": kinds.get((site, what), ""),
+            "sync_kind": kinds.get((key_site, what), ""),
             "wait_ns": cost,
             "max_wait_ns": int(dur.max()),
             "rows": rs[:200],
             **split,
+            **where[(key_site, what)].evidence(),
         }
         out.append(
             Finding(
@@ -88,7 +95,7 @@ def sync_point(trace: Trace, ctx: Context) -> list[Finding]:
                 share=share,
                 count=len(rs),
                 call_site=site,
-                module=modules.get((site, what), ""),
+                module=where[(key_site, what)].module,
                 advice=advice,
                 evidence=ev,
                 ts_ns=int(ts.min()),

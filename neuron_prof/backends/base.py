@@ -37,6 +37,9 @@ class CaptureContext:
     rank: int | None = None
     world_size: int | None = None
     errors: list[dict[str, str]] = field(default_factory=list)
+    device_ops: list[Any] = field(default_factory=list)
+    """`neuron_prof.capture.DeviceOp` facts the profiler recorded (host reads of device data, float64/int64
+    reaching a device), one per call the user's code made; filled at the end of each profiler cycle."""
     """Probe failures: {"probe": name, "phase": start/stop/contribute, "error": text}."""
 
 

@@ -97,12 +97,14 @@ class KinetoCollector:
 
     def __init__(self, builder: TraceBuilder, source: str, on_error: Callable[[str, BaseException], None],
                  tmpdir: str | None = None, on_cycle: Callable[[], None] | None = None,
-                 with_stack: bool = False) -> None:
+                 with_stack: bool = False, device_ops: list[Any] | None = None) -> None:
         self.builder = builder
         self.with_stack = with_stack
         """Exact call stacks are taken from the profiler's event tree (`_sites`) for each cycle."""
         self.exact_cycles = 0
         self.user_files: set[str] = set()
+        self.device_ops = device_ops if device_ops is not None else []
+        """DeviceOp facts of every cycle (the session's CaptureContext.device_ops, read by the probes)."""
         self.source = source
         self.on_error = on_error
         self.tmpdir = tmpdir
@@ -133,9 +135,7 @@ class KinetoCollector:
             self.on_cycle()
 
     def _sites(self, prof: Any) -> CycleSites | None:
-        """The cycle's exact stacks (None without with_stack, or if the walk fails: recorded, not raised)."""
-        if not self.with_stack:
-            return None
+        """The cycle's exact stacks and device facts (None if the walk fails: recorded, not raised)."""
         from neuron_prof.capture._sites import walk
 
         try:
@@ -144,6 +144,7 @@ class KinetoCollector:
             self.on_error("call sites", e)
             return None
         self.user_files |= sites.user_files
+        self.device_ops.extend(sorted(sites.device_ops.values(), key=lambda d: d.start_ns))
         return sites
 
     def _mark_stacks(self, rewriter: StackRewriter | None) -> None:

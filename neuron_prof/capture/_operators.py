@@ -45,6 +45,7 @@ def _forwarder(name: str, orig: Any) -> Any:
         return orig(*args, **kwargs)
 
     op.__name__ = op.__qualname__ = name
+    op.__code__ = op.__code__.replace(co_name=name)  # the profiler records the code's name
     op.__doc__ = getattr(orig, "__doc__", None)
     return op
 

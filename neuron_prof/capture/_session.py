@@ -250,7 +250,8 @@ class Session(contextlib.ContextDecorator):
             tmpdir = str(self.output.parent) if self.output is not None and self.output.parent.is_dir() else None
             kw = profiler_kwargs(**self._flags, backend_options=backend_opts, extra=self._profiler_kwargs)
             self._collector = KinetoCollector(self._builder, source, self._record_error, tmpdir, self._on_cycle,
-                                              with_stack=bool(kw.get("with_stack")))
+                                              with_stack=bool(kw.get("with_stack")),
+                                              device_ops=self.context.device_ops)
             kw["schedule"] = make_schedule(*self._schedule_args)
             kw["on_trace_ready"] = self._collector
             out.append(torch.profiler.profile(**kw))

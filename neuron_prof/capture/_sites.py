@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from neuron_prof.capture._device_ops import WATCH, DeviceOp, classify, user_call_name
 from neuron_prof.model.callsite import HIDDEN, MODULE_PREFIX, USER, display_path, file_kind, format_frame
 
 CALL_STACK = "Call stack"
@@ -46,14 +47,26 @@ class CycleSites:
     """Display paths of the user's files seen on the stacks."""
     unreadable: int = 0
     """Events whose strings Kineto could not give back (skipped)."""
+    device_ops: dict[tuple[str, int], DeviceOp] = field(default_factory=dict)
+    """Host reads of device data and float64/int64 reaching a device, one per (kind, call of the user's code)."""
+
+    def add_device_op(self, kind: str, what: str, op: str, ev: Any, stack: str, shape: list[int], device: str,
+                      call: int, call_name: str) -> None:
+        got = self.device_ops.get((kind, call))
+        if got is None:
+            self.device_ops[(kind, call)] = DeviceOp(kind, what, op, ev.start_time_ns, ev.end_time_ns, stack,
+                                                     shape, device, call_name)
+        else:  # the same call of the user's code did it again (print copies several tensors)
+            got.end_ns = max(got.end_ns, ev.end_time_ns)
 
 
 class _Ctx:
     """The walk's state below an event: the frames above it and the frame now executing."""
 
-    __slots__ = ("chain", "hidden", "last", "open", "in_op")
+    __slots__ = ("chain", "hidden", "last", "open", "in_op", "call", "stack", "call_name")
 
-    def __init__(self, chain: _Node | None, hidden: bool, last: Any, open_: Any, in_op: bool) -> None:
+    def __init__(self, chain: _Node | None, hidden: bool, last: Any, open_: Any, in_op: bool, call: int = -1,
+                 stack: str = "", call_name: str = "") -> None:
         self.chain = chain
         """Frames with known lines (innermost first through parent links)."""
         self.hidden = hidden
@@ -64,6 +77,12 @@ class _Ctx:
         """(display path, func) of the executing frame entered by a Python call: its line is not known yet."""
         self.in_op = in_op
         """Directly inside an op span (nested ops inherit the outer op's stack)."""
+        self.call = call
+        """Start ns of the innermost call the user's code made (what one user statement did), -1 if none."""
+        self.stack = stack
+        """The rendered stack of the op we are inside (when `in_op`)."""
+        self.call_name = call_name
+        """How the user wrote that call (`_device_ops.user_call_name`)."""
 
 
 def _py_event(ev: Any, ef: Any, c_call: bool, ctx: _Ctx, out: CycleSites) -> _Ctx:
@@ -77,21 +96,26 @@ def _py_event(ev: Any, ef: Any, c_call: bool, ctx: _Ctx, out: CycleSites) -> _Ct
     key = (cfile, cfunc, cline)
     if ctx.last != key:  # a new line of the executing frame (not the same frame seen again through a C call)
         chain = (format_frame(display_path(cfile), cline, cfunc), not ctx.hidden and ckind != HIDDEN, chain)
+    # a new call of the user's code, unless it is the same statement seen again through a C call or an op
+    new_call = ckind == USER and (ctx.last != key or ctx.call < 0)
+    call = ev.start_time_ns if new_call else ctx.call
+    call_name = user_call_name(ev.name, c_call, "" if c_call else ef.callsite.function_name) if new_call \
+        else ctx.call_name
     if c_call:
-        child = _Ctx(chain, ctx.hidden, key, None, False)
+        child = _Ctx(chain, ctx.hidden, key, None, False, call, "", call_name)
         hidden = ctx.hidden
     else:
         name = ev.name
         if name.startswith(MODULE_PREFIX):  # its own frames (torch/nn) come as calls of their own
             hidden = ctx.hidden
             chain = (name, not hidden, chain)
-            child = _Ctx(chain, hidden, None, None, False)
+            child = _Ctx(chain, hidden, None, None, False, call, "", call_name)
         else:
             callee = ef.callsite
             kind = file_kind(callee.file_name)
             hidden = kind == HIDDEN or (kind != USER and ctx.hidden)
-            open_ = (display_path(callee.file_name), callee.function_name) if not hidden else None
-            child = _Ctx(chain, hidden, None, open_, False)
+            open_ = (display_path(callee.file_name), callee.function_name, kind == USER) if not hidden else None
+            child = _Ctx(chain, hidden, None, open_, False, call, "", call_name)
     if hidden:
         out.hidden_py.add((ev.start_time_ns, ev.name))
     return child
@@ -102,6 +126,7 @@ def walk(prof: Any) -> CycleSites:
     import torch._C._profiler as P
 
     py_call, py_ccall, torch_op = P._ExtraFields_PyCall, P._ExtraFields_PyCCall, P._ExtraFields_TorchOp
+    tensor_meta = P._TensorMetadata
     user_scope = P.RecordScope.USER_SCOPE
     out = CycleSites()
     rendered: dict[int, str] = {}
@@ -133,14 +158,24 @@ def walk(prof: Any) -> CycleSites:
             if t is py_call or t is py_ccall:
                 child = _py_event(ev, ef, t is py_ccall, ctx, out)
             elif t is torch_op:
+                name = ev.name
+                stack, call, call_name = ctx.stack, ctx.call, ctx.call_name
                 if not ctx.in_op:
                     chain = ctx.chain
                     if ctx.open is not None:
                         chain = (format_frame(ctx.open[0], 0, ctx.open[1]), True, chain)
-                    out.op_stacks[(ev.start_time_ns, ev.name)] = render(chain)
+                        if ctx.open[2]:  # an operator statement of the user's code: the op is the call
+                            call, call_name = ev.start_time_ns, name
+                    stack = render(chain)
+                    out.op_stacks[(ev.start_time_ns, name)] = stack
+                if name in WATCH:
+                    for kind, what, shape, dev in classify(name, list(ef.inputs), tensor_meta):
+                        out.add_device_op(kind, what, name, ev, stack, shape, dev,
+                                          call if call >= 0 else ev.start_time_ns, call_name)
                 # ops inside an op inherit its stack; inside an annotation (ProfilerStep#, record_function,
                 # Optimizer.step#...) they are top-level ops of their own
-                child = ctx if ef.scope == user_scope else _Ctx(ctx.chain, ctx.hidden, ctx.last, ctx.open, True)
+                child = ctx if ef.scope == user_scope else _Ctx(ctx.chain, ctx.hidden, ctx.last, ctx.open, True,
+                                                                call, stack, call_name)
             else:
                 child = ctx
         except UnicodeDecodeError:

@@ -10,6 +10,8 @@ execute(func, args, kwargs)
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 import warnings
 from typing import Any, NamedTuple
@@ -66,6 +68,7 @@ _NO_DEVICE_WORK = {
     "aten::new_empty_strided",
 }
 _ALLOCATORS = {"aten::empty.memory_format", "aten::empty_strided"}
+_SKIP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # neuron_prof
 _SYNC_OPS = {"aten::_local_scalar_dense", "aten::equal", "aten::is_nonzero"}
 
 
@@ -219,8 +222,16 @@ def _warn_f64(name: str, dev: int) -> None:
         warnings.warn(
             f"neuron: float64 is not supported on Neuron devices; {name} computed in float32",
             UserWarning,
-            stacklevel=4,
+            stacklevel=_user_level(),
         )
+
+
+def _user_level() -> int:
+    """The stacklevel of the first frame outside this package and torch (a warning is about user code)."""
+    f, level = sys._getframe(1), 1
+    while f is not None and (f.f_code.co_filename.startswith(_SKIP) or f"{os.sep}torch{os.sep}" in f.f_code.co_filename):
+        f, level = f.f_back, level + 1
+    return level
 
 
 def sync_point(dev: int, reason: str) -> int:
@@ -250,8 +261,14 @@ def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if info.name in _ALLOCATORS and not u.ins:
         # Refuse before the host allocates: a request past device capacity may not fit in host RAM either.
         rt.memory[dev].check(_requested_bytes(args, kwargs))
-    if func is _TO_COPY and u.target_dev < 0 and _to_host(kwargs):
-        return _copy_to_host(rt, info, uargs, ukwargs, u, dev)
+    if func is _TO_COPY and not u.tracing:
+        # As a backend that implements copies only (PrivateUse1 `copy_`/`_copy_from`) runs `_to_copy`: a new
+        # tensor on the target device, then `copy_` into it; the profiler records the copy with both devices.
+        src = args[0]
+        if not isinstance(src, NeuronTensor) and u.target_dev >= 0:
+            return _via_copy(src, kwargs, f"neuron:{u.target_dev}")
+        if isinstance(src, NeuronTensor) and u.target_dev < 0 and _to_host(kwargs):
+            return _via_copy(src, kwargs, "cpu")
     if func is _COPY_:
         dst, src = args[0], args[1]
         if not isinstance(dst, NeuronTensor):
@@ -320,6 +337,17 @@ def host_seq_nr(u: _Unwrapped) -> int:
     """
     seq = _seq_nr()
     return seq - 1 if u.rg and _grad_enabled() else seq
+
+
+def _via_copy(src: torch.Tensor, kwargs: dict[str, Any], device: str) -> torch.Tensor:
+    """`_to_copy(src, ...)` onto `device` as an allocation plus `copy_` (see execute)."""
+    host = src._elem if isinstance(src, NeuronTensor) else src
+    mf = kwargs.get("memory_format")
+    with torch.no_grad():
+        dst = torch.empty_like(host, dtype=kwargs.get("dtype") or host.dtype, device=device,
+                               memory_format=mf if mf is not None else torch.preserve_format)
+        aten.copy_.default(dst, src, bool(kwargs.get("non_blocking", False)))
+    return dst
 
 
 def _to_host(kwargs: dict[str, Any]) -> bool:

@@ -73,11 +73,9 @@ class NeuronTensor(torch.Tensor):
         return NeuronTensor(inner["_elem"], ctx)
 
     def tolist(self) -> Any:
-        """A sync point, like .item()."""
-        from neuron_prof.emulator._dispatch import sync_point
-
-        sync_point(self._dev, "tolist")
-        return self._elem.tolist()
+        """torch refuses .tolist() on tensor subclasses: read the values through a copy to the host, as the
+        stock C++ path does for a device tensor (a sync point)."""
+        return self.to("cpu").tolist()
 
     def __reduce_ex__(self, proto: Any) -> Any:
         # torch.save stores a host copy (a sync point), loadable with weights_only=True and without the
@@ -94,10 +92,10 @@ class NeuronTensor(torch.Tensor):
         return self.cpu().numpy()
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:
-        from neuron_prof.emulator._dispatch import sync_point
-
-        sync_point(self._dev, "print")
-        body = torch._tensor_str._str(self._elem.detach())
+        # printing reads the values on the host: a copy to host, so a sync point as on a real async device
+        with torch.no_grad():
+            host = self.to("cpu")
+        body = torch._tensor_str._str(host.detach())
         extra = f", device='{_DEVICES[self._dev]}'"
         if self.grad_fn is not None:
             extra += f", grad_fn=<{type(self.grad_fn).__name__}>"

@@ -210,9 +210,10 @@ def site_from_stack(stack: str, exact: bool, user_files: frozenset[str] | None =
 
 
 def live_site(skip: int = 1) -> Site:
-    """The Site of the calling Python code right now (probes that run inside the user's call); exact lines."""
+    """The Site of the Python code running now, looking from `skip` frames up (1: live_site's caller);
+    for probes that run inside the user's call. Exact lines."""
     try:
-        f = sys._getframe(skip + 1)
+        f = sys._getframe(skip)
     except ValueError:  # a thread's entry point: no caller
         return Site(reason="called from no Python frame")
     frames: list[str] = []

@@ -123,6 +123,7 @@ class EventName:
     GRAPH_BREAK: Final = "graph break"
     MEMORY_PEAK: Final = "memory peak"
     DTYPE_DEMOTION: Final = "float64 -> float32"
+    INT64_DEMOTION: Final = "int64 -> int32"
 
 
 class KinetoCat:

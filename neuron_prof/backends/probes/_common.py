@@ -5,7 +5,10 @@ from __future__ import annotations
 import bisect
 from typing import TYPE_CHECKING
 
-from neuron_prof.model import TrackKind
+from typing import Any
+
+from neuron_prof.model import Arg, TrackKind
+from neuron_prof.model.callsite import Site
 
 if TYPE_CHECKING:
     from neuron_prof.backends.base import CaptureContext
@@ -36,6 +39,20 @@ def _known_pids(builder: TraceBuilder) -> set[int | str]:
 def probe_track(builder: TraceBuilder, ctx: CaptureContext, kind: str) -> int:
     """The host process's probe track of `kind` ("compile", "CPU fallback", ...)."""
     return builder.track(host_process(builder, ctx), TRACK_NAMES[kind], kind, sort_index=_SORT.get(kind))
+
+
+def site_args(site: Site) -> dict[str, Any]:
+    """What a probe event records about where it happened: call site, the user's stack, module, or why not."""
+    out: dict[str, Any] = {}
+    if site.call_site:
+        out[Arg.CALL_SITE] = site.call_site
+    if site.stack:
+        out[Arg.STACK] = list(site.stack)
+    if site.module:
+        out[Arg.MODULE] = site.module
+    if not site.call_site and site.reason:
+        out["site_unknown"] = site.reason
+    return out
 
 
 def step_of(ts_ns: int, ctx: CaptureContext) -> int | None:

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.backends.probes.callsite import MODULE_PREFIX, frame_site, parse_call_stack
 from neuron_prof.model import KinetoCat, TraceBuilder
+from neuron_prof.model.callsite import MODULE_PREFIX, NO_STACK, Site, site_from_stack, stack_is_exact
 
 CALL_STACK = "Call stack"
 
@@ -30,8 +30,11 @@ class HostView:
         self.name = np.asarray(builder.s_name, dtype=np.int32)
         self.cat = np.asarray(builder.s_cat, dtype=np.int32)
         self.args_idx = np.asarray(builder.s_args, dtype=np.int64)
+        self.exact = stack_is_exact(builder.metadata)
+        """The ``Call stack`` lines are the lines executed (capture rewrote them); else no call sites."""
         self._modules: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
-        self._pyfuncs: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
+        self._by_track: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
+        self._ops: Any = None
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -61,45 +64,65 @@ class HostView:
         return self.builder.args.get(int(self.args_idx[row]))
 
     # ---- where a host op came from -------------------------------------------------------------
-    def site_and_module(self, row: int, args: dict[str, Any] | None = None) -> tuple[str, str]:
-        """(call_site, module path) of host slice `row`: from its Call stack, else enclosing python spans."""
+    def site(self, row: int, args: dict[str, Any] | None = None) -> Site:
+        """Where in the user's code host slice `row` came from: its own ``Call stack``, else the nearest
+        enclosing host op's (capture writes exact stacks on top-level ops only; see model.callsite)."""
         a = self.args(row) if args is None else args
+        got = self._site_of(a)
+        if got is not None:
+            return got
+        for r in self._enclosing_ops(row)[::-1]:
+            got = self._site_of(self.args(int(r)))
+            if got is not None:
+                return got
+        return NO_STACK
+
+    def site_and_module(self, row: int, args: dict[str, Any] | None = None) -> tuple[str, str]:
+        """(call_site, module path) of host slice `row` (see `site`)."""
+        s = self.site(row, args)
+        return s.call_site, s.module
+
+    def site_at(self, t_ns: int, tid: Any) -> Site:
+        """The Site of the innermost host op running on thread `tid` at `t_ns` (NO_STACK when none)."""
+        from neuron_prof.backends.probes._hostops import ThreadOps
+
+        if self._ops is None:
+            self._ops = ThreadOps(self)
+        r = self._ops.innermost(tid, t_ns)
+        return self.site(r) if r >= 0 else NO_STACK
+
+    def _site_of(self, a: dict[str, Any]) -> Site | None:
         stack = a.get(CALL_STACK)
         if isinstance(stack, str) and stack:
-            site, module = parse_call_stack(stack)
-            if site or module:
-                return site, module
-        return self._enclosing_site(row), self._enclosing_modules(row)
+            return site_from_stack(stack, self.exact, None)
+        return None
 
-    def _python_index(self) -> tuple[dict[int, Any], dict[int, Any]]:
-        if self._modules is None or self._pyfuncs is None:
-            rows = self.cat_rows(KinetoCat.PYTHON)
-            mods = self.name_rows(lambda s: s.startswith(MODULE_PREFIX), rows)
-            funcs = self.name_rows(lambda s: bool(frame_site(s)), rows)
-            self._modules = self._by_track(mods)
-            self._pyfuncs = self._by_track(funcs)
-        return self._modules, self._pyfuncs
+    def _enclosing_ops(self, row: int) -> np.ndarray:
+        """cpu_op rows on `row`'s track that enclose it, outermost first."""
+        if self._by_track is None:
+            self._by_track = self._index(self.cat_rows(KinetoCat.CPU_OP))
+        got = self._by_track.get(int(self.track[row]))
+        if got is None:
+            return np.empty(0, dtype=np.int64)
+        r, ts, end = got
+        m = (ts <= self.ts[row]) & (end >= self.end[row]) & (r != row)
+        return r[m]  # time order = outermost first
 
-    def _by_track(self, rows: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    def _index(self, rows: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
         out = {}
         for t in np.unique(self.track[rows]):
             r = rows[self.track[rows] == t]
             out[int(t)] = (r, self.ts[r], self.end[r])
         return out
 
-    def _enclosing(self, index: dict[int, Any], row: int) -> np.ndarray:
-        got = index.get(int(self.track[row]))
-        if got is None:
-            return np.empty(0, dtype=np.int64)
-        r, ts, end = got
-        m = (ts <= self.ts[row]) & (end >= self.end[row])
-        return r[m]  # time order = outermost first
-
-    def _enclosing_modules(self, row: int) -> str:
-        mods, _ = self._python_index()
-        return "/".join(self.name_of(int(r))[len(MODULE_PREFIX):] for r in self._enclosing(mods, row))
-
-    def _enclosing_site(self, row: int) -> str:
-        _, funcs = self._python_index()
-        enc = self._enclosing(funcs, row)
-        return frame_site(self.name_of(int(enc[-1]))) if len(enc) else ""
+    def modules_at(self, t0: int, t1: int) -> str:
+        """Module path of the nn.Module spans enclosing [t0, t1] on the thread that has the deepest such path."""
+        if self._modules is None:
+            rows = self.cat_rows(KinetoCat.PYTHON)
+            self._modules = self._index(self.name_rows(lambda s: s.startswith(MODULE_PREFIX), rows))
+        best: list[int] = []
+        for rows, a, b in self._modules.values():
+            enc = rows[(a <= t0) & (b >= t1)]
+            if len(enc) > len(best):
+                best = [int(r) for r in enc]
+        return "/".join(self.name_of(r)[len(MODULE_PREFIX):] for r in best)

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from neuron_prof.backends.probes._common import dtype_bytes, probe_track, step_of
+from neuron_prof.backends.probes._common import dtype_bytes, probe_track, site_args, step_of
 from neuron_prof.backends.probes._probe import Probe
-from neuron_prof.backends.probes.callsite import frame_call_site
+from neuron_prof.model.callsite import Site, live_site
 from neuron_prof.model import Arg, Cat, KinetoCat, TrackKind
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ class CollectiveRecord:
     ranks: list[int]
     world_size: int
     seq: int
-    call_site: str
+    site: Site
     async_op: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -200,7 +200,7 @@ class CollectivesProbe(Probe):
         gname = _group_name(dist, g)
         return {"bytes_in": f_in(bound), "bytes_out": f_out(bound), "dtype": _dtype(bound.get(dkey)) if dkey else "",
                 "group": gname, "ranks": ranks, "world_size": len(ranks) or dist.get_world_size(g),
-                "async_op": bool(bound.get("async_op", False)), "call_site": frame_call_site(3)}
+                "async_op": bool(bound.get("async_op", False)), "site": live_site(3)}
 
     def _after(self, op: str, pre: dict[str, Any], t0: int, t1: int) -> None:
         with self._lock:
@@ -259,8 +259,8 @@ class CollectivesProbe(Probe):
         factor = _OPS.get(rec.op, (None, None, None, _ONE))[3](n) if n > 1 else 1.0
         args = {Arg.BYTES_IN: rec.bytes_in, Arg.BYTES_OUT: rec.bytes_out, Arg.DTYPE: rec.dtype, Arg.GROUP: rec.group,
                 Arg.RANKS: rec.ranks, Arg.WORLD_SIZE: rec.world_size, Arg.SEQ: rec.seq,
-                Arg.ALGBW: float(f"{algbw:.6g}"), Arg.BUSBW: float(f"{algbw * factor:.6g}"), Arg.CALL_SITE: rec.call_site,
-                Arg.STEP: step_of(rec.start_ns, ctx), "async_op": rec.async_op, **rec.extra}
+                Arg.ALGBW: float(f"{algbw:.6g}"), Arg.BUSBW: float(f"{algbw * factor:.6g}"),
+                Arg.STEP: step_of(rec.start_ns, ctx), "async_op": rec.async_op, **site_args(rec.site), **rec.extra}
         return builder.add_slice(track, rec.start_ns, dur, rec.op, Cat.COLLECTIVE,
                                  {k: v for k, v in args.items() if v not in (None, "")})
 
@@ -344,11 +344,11 @@ def _record_from_rpc(view: HostView, row: int) -> CollectiveRecord | None:
         ranks = [int(x) for x in ranks_s.strip("[]").split(",") if x.strip()]
     except ValueError:
         ranks = []
-    site, _ = view.site_and_module(row, a)
+    site = view.site(row, a)
     op = {"allreduce": "all_reduce", "allgather": "all_gather", "reduce_scatter": "reduce_scatter",
           "broadcast": "broadcast", "all_to_all": "all_to_all", "alltoall": "all_to_all"}.get(name, name)
     return CollectiveRecord(op=op, start_ns=int(view.ts[row]), end_ns=int(view.end[row]),
                             bytes_in=int(n_in or 0) * esize, bytes_out=int(n_out or 0) * esize,
                             dtype=str(a.get("dtype", "")), group=str(a.get("Process Group Name", "")), ranks=ranks,
-                            world_size=int(a.get("Group size") or len(ranks) or 1), seq=-1, call_site=site,
+                            world_size=int(a.get("Group size") or len(ranks) or 1), seq=-1, site=site,
                             extra={"source": "record_param_comms"})

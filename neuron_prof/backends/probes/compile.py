@@ -12,9 +12,9 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from neuron_prof.backends.probes._common import probe_track, step_of
+from neuron_prof.backends.probes._common import probe_track, site_args, step_of
 from neuron_prof.backends.probes._probe import Probe
-from neuron_prof.backends.probes.callsite import short_path
+from neuron_prof.model.callsite import display_path
 from neuron_prof.model import Arg, Cat, TrackKind
 from neuron_prof.model.schema import EventName
 
@@ -74,8 +74,11 @@ class CompileProbe(Probe):
         ts, dur = int(start_us) * 1000, int(dur_us) * 1000
         cid = str(g("compile_id") or "")
         filename, line = g("co_filename"), g("co_firstlineno")
-        site = f"{short_path(filename)}:{line}" if filename else ""
-        module = _module_at(view, ts, dur)
+        code = f"{display_path(filename)}:{line} {g('co_name') or ''}".strip() if filename else ""
+        # the user's call that ran into the compile: the host op running when it started (Dynamo compiles
+        # inside the call of the compiled function); the compiled function itself is `code`
+        site = view.site_at(ts + 1, ctx.main_tid) if ctx.main_tid else view.site_at(ts + 1, None)
+        module = view.modules_at(ts, ts + dur) or site.module
         fail = str(g("fail_reason") or "")
         if fail and ("recompile limit" in fail.lower() or "cache_size_limit" in fail or "cache size limit" in fail):
             args: dict[str, Any] = {Arg.COMPILE_ID: cid, Arg.REASON: fail.split("\n", 1)[0], "limit": _limit(),
@@ -88,7 +91,7 @@ class CompileProbe(Probe):
         phases.update(self.extra_phases.get(cid, {}))
         args = {
             Arg.COMPILE_KIND: "torch.compile" if g("is_forward") is not False else "backward",
-            Arg.COMPILE_ID: cid, Arg.CALL_SITE: site, Arg.MODULE: module, Arg.CACHE: _cache_state(m),
+            Arg.COMPILE_ID: cid, **site_args(site), Arg.MODULE: module, "code": code, Arg.CACHE: _cache_state(m),
             Arg.PHASES: phases, Arg.STEP: step_of(ts, ctx), "graph_op_count": g("graph_op_count"),
             "guard_count": g("guard_count"),
         }
@@ -101,7 +104,7 @@ class CompileProbe(Probe):
                           {k: v for k, v in args.items() if v not in (None, "")})
         for reason in sorted(g("restart_reasons") or ()):
             builder.add_instant(track, ts, GRAPH_BREAK, Cat.COMPILE,
-                                {Arg.REASON: str(reason).split("\n", 1)[0], Arg.COMPILE_ID: cid, Arg.CALL_SITE: site})
+                                {Arg.REASON: str(reason).split("\n", 1)[0], Arg.COMPILE_ID: cid, **site_args(site)})
 
 
 def _cache_state(m: Any) -> str:
@@ -119,18 +122,3 @@ def _limit() -> int | None:
         return int(getattr(cfg, "recompile_limit", getattr(cfg, "cache_size_limit", 0)))
     except Exception:  # noqa: BLE001  (config names move between torch versions)
         return None
-
-
-def _module_at(view: HostView, ts: int, dur: int) -> str:
-    """Module path of the nn.Module spans enclosing a compile (Dynamo compiles inside the module's call)."""
-    if not len(view):
-        return ""
-    mods, _ = view._python_index()
-    best: list[int] = []
-    for rows, t0, t1 in mods.values():
-        enc = rows[(t0 <= ts) & (t1 >= ts + dur)]
-        if len(enc) > len(best):
-            best = [int(r) for r in enc]
-    from neuron_prof.backends.probes.callsite import MODULE_PREFIX
-
-    return "/".join(view.name_of(r)[len(MODULE_PREFIX):] for r in best)

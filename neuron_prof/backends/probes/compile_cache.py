@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from neuron_prof.backends._compat import op_key, split_fused
-from neuron_prof.backends.probes._common import probe_track, step_of
+from neuron_prof.backends.probes._common import probe_track, site_args, step_of
 from neuron_prof.backends.probes._hostops import top_level_same_key
 from neuron_prof.backends.probes._probe import Probe
 from neuron_prof.model import Arg, Cat, KinetoCat, TrackKind
@@ -89,15 +89,13 @@ class CompileCacheProbe(Probe):
             ms = float(e.get("compilation_time_ms") or 0)
             dur = int(ms * 1e6) if ms > 0 else 0
             cache = "miss" if ms > 0 else "disk"
-            a = view.args(row) if row >= 0 else {}
-            site, module = view.site_and_module(row, a) if row >= 0 else ("", "")
             ts = int(view.ts[row])
             if exact is not None:
                 ts, dur = exact
             s = builder.add_slice(track, ts, dur, key_op(str(e.get("cache_key"))), Cat.COMPILE, {
                 k: v for k, v in {
                     Arg.COMPILE_KIND: kind, Arg.SIGNATURE: str(e.get("cache_key")), Arg.CACHE: cache,
-                    Arg.CALL_SITE: site, Arg.MODULE: module, "neff_size_bytes": e.get("neff_size_bytes"),
+                    **(site_args(view.site(row)) if row >= 0 else {}), "neff_size_bytes": e.get("neff_size_bytes"),
                     Arg.STEP: step_of(ts, ctx), "host_op_ns": int(view.dur[row])}.items() if v not in (None, "")})
             builder.add_flow(row, s, cat=Cat.COMPILE, name="compile")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from neuron_prof.backends._compat import op_key
-from neuron_prof.backends.probes._common import probe_track, step_of
+from neuron_prof.backends.probes._common import probe_track, site_args, step_of
 from neuron_prof.backends.probes._hostops import COPY_OPS, SYNC_OPS, ThreadOps
 from neuron_prof.backends.probes._probe import Probe
 from neuron_prof.model import Arg, Cat, KinetoCat
@@ -54,9 +54,8 @@ class CudaTraceProbe(Probe):
             r = int(r)
             host = ops.innermost(tracks[int(view.track[r])].tid, int(view.ts[r]), named=True)
             kind, name = _kind(view, host, view.name_of(r))
-            a = view.args(host) if host >= 0 else {}
-            site, module = view.site_and_module(host, a) if host >= 0 else ("", "")
-            out.append((r, name, {Arg.SYNC_KIND: kind, Arg.CALL_SITE: site, Arg.MODULE: module,
+            site = view.site(host) if host >= 0 else view.site(r)
+            out.append((r, name, {Arg.SYNC_KIND: kind, **site_args(site),
                                   "runtime_call": view.name_of(r), Arg.STEP: step_of(int(view.ts[r]), ctx)}))
         track = probe_track(builder, ctx, "sync")
         for r, name, args in out:

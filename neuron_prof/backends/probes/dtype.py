@@ -1,20 +1,20 @@
-"""dtype-demotion probe: float64 tensors sent to a device that computes them as float32 (torch-neuronx).
+"""dtype-demotion probe: float64 (and int64) reaching a device that computes them narrower (torch-neuronx:
+float64 as float32; int64 may be cast to int32).
 
-Wraps ``Tensor.to``, ``Tensor.<device>()`` and ``torch.tensor`` during the capture; ``Module.to`` goes through
-``Tensor.to``. One instant per transfer, with call site, shape and the call that did it.
+The events are capture's `neuron_prof.capture.DeviceOp` facts of kind "float64"/"int64", read at the aten
+layer from the ops' recorded inputs: where such a tensor *reaches* the device (a factory with ``dtype=`` and
+``device=``, ``.to(device)`` of a float64 host tensor, ``.double()``, a float64 default dtype), one per call of
+the user's code, with its true shape. Later uses of the same tensor are not new demotions.
 """
 
 from __future__ import annotations
 
-import functools
-import threading
-import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from neuron_prof.backends.probes._common import probe_track, restore_patches, step_of
+from neuron_prof.backends.probes._common import probe_track, site_args, step_of
 from neuron_prof.backends.probes._probe import Probe
-from neuron_prof.backends.probes.callsite import frame_call_site
 from neuron_prof.model import Arg, Cat, TrackKind
+from neuron_prof.model.callsite import site_from_stack
 from neuron_prof.model.schema import EventName
 
 if TYPE_CHECKING:
@@ -23,125 +23,26 @@ if TYPE_CHECKING:
     from neuron_prof.model import TraceBuilder
 
 DEMOTION = EventName.DTYPE_DEMOTION
-
-
-def _target(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str | None, Any]:
-    """(device type, dtype) a .to(...) call asks for (None when not given)."""
-    import torch
-
-    dev, dt = kwargs.get("device"), kwargs.get("dtype")
-    for a in args:
-        if isinstance(a, torch.dtype):
-            dt = a
-        elif isinstance(a, (str, torch.device)) and dev is None:
-            dev = a
-        elif isinstance(a, torch.Tensor):
-            dev, dt = a.device, a.dtype
-    try:
-        dtype_ = torch.device(dev).type if dev is not None else None
-    except (RuntimeError, TypeError):
-        dtype_ = None
-    return dtype_, dt
+NAMES = {"float64": DEMOTION, "int64": EventName.INT64_DEMOTION}
 
 
 class DtypeProbe(Probe):
-    """Records float64 data moved to `device_type`."""
+    """Records float64 / int64 tensors reaching `device_type`."""
 
     name = "dtype"
 
     def __init__(self, device_type: str = "neuron") -> None:
         super().__init__()
         self.device_type = device_type
-        self.records: list[tuple[int, str, list[int], str]] = []
-        self._saved: list[tuple[Any, str, Any, bool]] = []
-        self._local = threading.local()
-
-    def start(self, ctx: CaptureContext) -> None:
-        import torch
-
-        f64 = torch.float64
-        dev = self.device_type
-        probe = self
-
-        def patch(owner: Any, name: str, make: Any) -> None:
-            orig = getattr(owner, name, None)
-            if orig is None:
-                return
-            had = name in vars(owner)
-            self._saved.append((owner, name, orig if had else None, had))
-            setattr(owner, name, functools.wraps(orig)(make(orig)))
-
-        def make_to(orig: Any) -> Any:
-            def to(self: Any, *args: Any, **kwargs: Any) -> Any:
-                if self.dtype is f64:
-                    d, dt = _target(args, kwargs)
-                    if d == dev and (dt is None or dt is f64) and self.device.type != dev:
-                        probe._record("Tensor.to", list(self.shape))
-                        return probe._inner(orig, self, *args, **kwargs)
-                return orig(self, *args, **kwargs)
-            return to
-
-        def make_dev(orig: Any) -> Any:
-            def to_dev(self: Any, *args: Any, **kwargs: Any) -> Any:
-                if self.dtype is f64 and self.device.type != dev:
-                    probe._record(f"Tensor.{dev}", list(self.shape))
-                    return probe._inner(orig, self, *args, **kwargs)
-                return orig(self, *args, **kwargs)
-            return to_dev
-
-        def make_tensor(orig: Any) -> Any:
-            def tensor(*args: Any, **kwargs: Any) -> Any:
-                out = probe._inner(orig, *args, **kwargs)
-                if out.dtype is f64 and out.device.type == dev:
-                    probe._record("torch.tensor", list(out.shape))
-                return out
-            return tensor
-
-        # float64 made on the device directly (torch.zeros(..., dtype=torch.float64, device=...)) never moves:
-        # the backend's own "computed in float32" warning is the signal (torch-neuronx warns; so does the
-        # emulator). The warning is passed on unchanged.
-        import warnings
-
-        def make_showwarning(orig: Any) -> Any:
-            def showwarning(message: Any, category: Any, filename: str, lineno: int, *a: Any, **k: Any) -> Any:
-                text = str(message)
-                if "float64" in text and "float32" in text:
-                    probe._record(f"warning: {text[:120]}", [])
-                return orig(message, category, filename, lineno, *a, **k)
-            return showwarning
-
-        patch(warnings, "showwarning", make_showwarning)
-        patch(torch.Tensor, "to", make_to)
-        patch(torch.Tensor, dev, make_dev)
-        patch(torch, "tensor", make_tensor)
-
-    def _record(self, op: str, shape: list[int]) -> None:
-        if getattr(self._local, "busy", False):  # a transfer made inside a recorded one (.to -> backend -> .to)
-            return
-        t0 = time.perf_counter_ns()
-        try:  # runs inside the user's own call: a failure here must not reach it
-            self.records.append((time.time_ns(), op, shape, frame_call_site(3)))
-        except Exception:  # noqa: BLE001
-            self.hook_errors += 1
-        self.overhead_ns += time.perf_counter_ns() - t0
-
-    def _inner(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        local = self._local
-        outer = getattr(local, "busy", False)
-        local.busy = True
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            local.busy = outer
-
-    def stop(self, ctx: CaptureContext) -> None:
-        restore_patches(self._saved)
 
     def contribute(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView) -> None:
-        if not self.records:
+        facts = [d for d in ctx.device_ops
+                 if d.kind in NAMES and d.device.split(":", 1)[0] == self.device_type]
+        if not facts:
             return
         track = probe_track(builder, ctx, TrackKind.DTYPE)
-        for ts, op, shape, site in self.records:
-            builder.add_instant(track, ts, DEMOTION, Cat.DTYPE, {Arg.OP: op, Arg.SHAPE: shape, Arg.CALL_SITE: site,
-                                                                 Arg.DEVICE: self.device_type,
-                                                                 Arg.STEP: step_of(ts, ctx)})
+        for d in facts:
+            site = site_from_stack(d.stack, True, None)
+            builder.add_instant(track, d.start_ns, NAMES[d.kind], Cat.DTYPE, {
+                Arg.OP: d.op, "how": d.what, "call": d.call, Arg.SHAPE: d.shape, Arg.DEVICE: d.device,
+                **site_args(site), Arg.STEP: step_of(d.start_ns, ctx)})

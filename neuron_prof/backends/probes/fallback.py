@@ -25,11 +25,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from neuron_prof.backends._compat import op_key, split_fused
-from neuron_prof.backends.probes._common import probe_track, step_of
+from neuron_prof.backends.probes._common import probe_track, site_args, step_of
 from neuron_prof.backends.probes._hostops import COPY_OPS, SYNC_OPS, shapes_dtypes, tensor_bytes, top_level_same_key
 from neuron_prof.backends.probes._probe import Probe
-from neuron_prof.backends.probes.callsite import frame_call_site
-from neuron_prof.backends.probes._view import CALL_STACK
+from neuron_prof.model.callsite import Site, live_site
 from neuron_prof.model import Arg, Cat, KinetoCat, TrackKind
 
 if TYPE_CHECKING:
@@ -82,8 +81,10 @@ class FallbackProbe(Probe):
             last = args.pop("fused_end_row", None)
             dur = int(view.end[last] - view.ts[row]) if last is not None else int(view.dur[row])
             name = args[Arg.REPORTED_AS] if last is not None else view.name_of(row)
-            if self.deep is not None and not args.get(Arg.CALL_SITE):
-                args[Arg.CALL_SITE] = self.deep.claim(name, int(view.ts[row]), int(view.ts[row]) + dur)
+            if self.deep is not None:  # the deep recorder saw this same call: one event, never two
+                seen = self.deep.claim(name, int(view.ts[row]), int(view.ts[row]) + dur)
+                if seen is not None and not args.get(Arg.CALL_SITE):
+                    args.update(site_args(seen))
             s = builder.add_slice(track, int(view.ts[row]), dur, name, Cat.FALLBACK,
                                   {k: v for k, v in args.items() if v not in (None, "")})
             builder.add_flow(row, s, cat=Cat.FALLBACK, name="fallback")
@@ -178,11 +179,10 @@ def _sequences(view: HostView, ops: np.ndarray, parts: list[str]) -> list[tuple[
 def _event_args(view: HostView, row: int, copy_bytes: int | None, reported: str) -> dict[str, Any]:
     a = view.args(row)
     shapes, dtypes = shapes_dtypes(a)
-    site, module = view.site_and_module(row, a)
     in_bytes = tensor_bytes(a)
-    return {Arg.SHAPES: shapes, Arg.DTYPES: dtypes, Arg.CALL_SITE: site, Arg.MODULE: module,
+    return {Arg.SHAPES: shapes, Arg.DTYPES: dtypes, **site_args(view.site(row, a)),
             Arg.COPY_BYTES: copy_bytes if copy_bytes else in_bytes, Arg.INPUT_BYTES: in_bytes,
-            Arg.REPORTED_AS: reported, Arg.STACK: a.get(CALL_STACK)}
+            Arg.REPORTED_AS: reported}
 
 
 def _nested(view: HostView, row: int, rows: np.ndarray) -> np.ndarray:
@@ -245,19 +245,19 @@ class DeepFallbackProbe(Probe):
         self.device_type = device_type
         self._report = report
         self._mode: Any = None
-        self.records: list[tuple[str, int, int, list[Any], list[str], str]] = []
+        self.records: list[tuple[str, int, int, list[Any], list[str], Site]] = []
         self.ops_seen = 0
         self._claimed: set[int] = set()
 
-    def claim(self, name: str, t0: int, t1: int) -> str:
-        """Call site of the unclaimed record of op `name` inside [t0, t1] (the same call seen by the
-        reconstructing probe); the record is then not emitted again. "" when none matches."""
+    def claim(self, name: str, t0: int, t1: int) -> Site | None:
+        """Site of the unclaimed record of op `name` inside [t0, t1] (the same call seen by the
+        reconstructing probe); the record is then not emitted again. None when none matches."""
         key = op_key(name)
         for i, (n, a, b, _, _, site) in enumerate(self.records):
             if i not in self._claimed and a >= t0 and b <= t1 and op_key(n) == key:
                 self._claimed.add(i)
                 return site
-        return ""
+        return None
 
     def start(self, ctx: CaptureContext) -> None:
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -288,7 +288,7 @@ class DeepFallbackProbe(Probe):
             return
         self.ops_seen += 1
         self.records.append((str(func._schema.name), t0, t1, [list(t.shape) for t in ts],
-                             [str(t.dtype).removeprefix("torch.") for t in ts], frame_call_site(3)))
+                             [str(t.dtype).removeprefix("torch.") for t in ts], live_site(3)))
 
     def stop(self, ctx: CaptureContext) -> None:
         if self._mode is not None:
@@ -302,7 +302,7 @@ class DeepFallbackProbe(Probe):
         for i, (name, t0, t1, shapes, dtypes, site) in enumerate(self.records):
             if name in fell and i not in self._claimed:
                 builder.add_slice(track, t0, t1 - t0, name, Cat.FALLBACK,
-                                  {Arg.SHAPES: shapes, Arg.DTYPES: dtypes, Arg.CALL_SITE: site, Arg.DEEP: True,
+                                  {Arg.SHAPES: shapes, Arg.DTYPES: dtypes, **site_args(site), Arg.DEEP: True,
                                    Arg.STEP: step_of(t0, ctx)})
         builder.metadata["deep_fallback"] = {"ops_recorded": self.ops_seen, "overhead_ns": self.overhead_ns,
                                              "overhead_ns_per_op": self.overhead_ns // max(self.ops_seen, 1)}

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from neuron_prof.backends.probes._common import site_args
 from neuron_prof.backends.probes._hostops import ThreadOps
 from neuron_prof.backends.probes._probe import Probe
 from neuron_prof.model import Arg, Cat, ProcessKind, TrackKind
@@ -123,8 +124,7 @@ class MemoryProbe(Probe):
             if ops is not None:
                 r = ops.innermost(ctx.main_tid, ts, named=True) if ctx.main_tid else ops.any_thread(ts)
                 if r >= 0:
-                    site, module = view.site_and_module(r)
-                    args.update({Arg.OP: view.name_of(r), Arg.CALL_SITE: site, Arg.MODULE: module})
+                    args.update({Arg.OP: view.name_of(r), **site_args(view.site(r))})
             builder.add_instant(tracks[(d, "allocated")], ts, EventName.MEMORY_PEAK, Cat.MEMORY, args)
 
 
@@ -176,6 +176,5 @@ class KinetoMemoryProbe(Probe):
                 if r < 0 and ops is not None:
                     r = ops.any_thread(ts)
                 if r >= 0:
-                    site, module = view.site_and_module(r)
-                    args.update({Arg.OP: view.name_of(r), Arg.CALL_SITE: site, Arg.MODULE: module})
+                    args.update({Arg.OP: view.name_of(r), **site_args(view.site(r))})
                 builder.add_instant(track, ts, EventName.MEMORY_PEAK, Cat.MEMORY, args)

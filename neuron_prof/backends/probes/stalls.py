@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from neuron_prof.backends.probes._common import probe_track, step_of
+from neuron_prof.backends.probes._common import probe_track, site_args, step_of
 from neuron_prof.backends.probes._hostops import shapes_dtypes
 from neuron_prof.backends.probes._probe import Probe
 from neuron_prof.model import Arg, Cat, KinetoCat, TrackKind
@@ -39,11 +39,9 @@ class StallProbe(Probe):
             return
         track = probe_track(builder, ctx, TrackKind.COMPILE)
         for row, excess, later, sig in found:
-            a = view.args(row)
-            site, module = view.site_and_module(row, a)
             builder.add_slice(track, int(view.ts[row]), excess, view.name_of(row), Cat.COMPILE, {
-                Arg.COMPILE_KIND: "eager", Arg.CACHE: "miss", Arg.SIGNATURE: sig, Arg.CALL_SITE: site,
-                Arg.MODULE: module, Arg.INFERRED: True, "first_call_ns": int(view.dur[row]), "later_median_ns": later,
+                Arg.COMPILE_KIND: "eager", Arg.CACHE: "miss", Arg.SIGNATURE: sig, **site_args(view.site(row)),
+                Arg.INFERRED: True, "first_call_ns": int(view.dur[row]), "later_median_ns": later,
                 Arg.STEP: step_of(int(view.ts[row]), ctx)})
 
 
