@@ -97,7 +97,8 @@ def _oracle(trace: Trace, name: str) -> tuple[int, int, int]:
         edges = np.unique(np.r_[ts[inside], end[inside]])
         for lo, hi in zip(edges[:-1], edges[1:], strict=True):
             cover = inside[(ts[inside] <= lo) & (end[inside] >= hi)]
-            inner = cover[np.lexsort((cover, -sl.dur_ns[cover], ts[cover]))[-1]]  # latest start, then shortest
+            # the innermost: latest start, then shortest
+            inner = cover[np.lexsort((cover, -sl.dur_ns[cover], ts[cover]))[-1]]
             self_ns += int(hi - lo) if mine[inner] else 0
     return calls, self_ns, total
 
@@ -156,7 +157,7 @@ def test_summary_diff_and_report_show_the_same_numbers(
         assert op["base_count"] == N_MM
 
 
-async def _tui_row(app: NeuronProfApp, pilot, name: str, where: str) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+async def _tui_row(app: NeuronProfApp, pilot: Any, name: str, where: str) -> dict[str, Any]:
     """Filter the ops view to `name`, highlight its `where` row, press enter: what the ops view row and the
     list of calls show."""
     await pilot.press("4", "slash", *name, "enter")
@@ -191,7 +192,9 @@ async def test_tui_ops_view_and_drill_in_show_the_same_numbers(
     top |= {(o["name"], "device"): o for o in totals["top_device_ops"]}
     trace = neuron_prof.load(path)
     tab = op_table(trace)
-    names = [("aten::mm", "host"), ("aten::sort", "host")] + ([("aten::mm", "device")] if which == "emulated" else [])
+    names = [("aten::mm", "host"), ("aten::sort", "host")]
+    if which == "emulated":
+        names.append(("aten::mm", "device"))
     app = NeuronProfApp([trace])
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot, app)
@@ -200,7 +203,8 @@ async def test_tui_ops_view_and_drill_in_show_the_same_numbers(
             i = tab.find(name, where)
             calls, self_ns, total = int(tab.calls[i]), int(tab.self_ns[i]), int(tab.total_ns[i])
             summary = top[(name, where)]
-            assert (summary["count"], summary.get("self_ns", self_ns), summary["total_ns"]) == (calls, self_ns, total)
+            shown = (summary["count"], summary.get("self_ns", self_ns), summary["total_ns"])
+            assert shown == (calls, self_ns, total)
             # the ops view row: its values and what is drawn
             assert got["view"] == {"count": calls, "self_ns": self_ns, "total_ns": total}
             drawn = " ".join(got["row"].split())

@@ -162,13 +162,16 @@ def _side(trace: Trace, nest: Nesting, op_cat: np.ndarray, where: str) -> dict[s
     ci, dur, k = ci[o], dur[o], k[o]
     uk, first, counts = np.unique(k, return_index=True, return_counts=True)
     is_op = np.bincount(k, weights=op_cat[ci], minlength=len(key_names))[uk] > 0
+    def per_op(v: np.ndarray) -> np.ndarray:
+        return np.add.reduceat(v, first).astype(np.int64) if len(ci) else np.zeros(0, np.int64)
+
     return {
         "name": key_names[uk],
         "where": np.full(len(uk), where, dtype=object),
         "is_op": is_op,
         "calls": counts.astype(np.int64),
-        "total_ns": np.add.reduceat(dur, first).astype(np.int64) if len(ci) else np.zeros(0, np.int64),
-        "self_ns": np.add.reduceat(call_self[ci], first).astype(np.int64) if len(ci) else np.zeros(0, np.int64),
+        "total_ns": per_op(dur),
+        "self_ns": per_op(call_self[ci]),
         "longest": rows[ci[first]].astype(np.int64),
         "call_row": rows[ci].astype(np.int64),
         "call_self_ns": call_self[ci],
