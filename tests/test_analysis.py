@@ -65,6 +65,7 @@ class Workload:
         b.metadata[Meta.STEPS] = steps
         b.metadata[Meta.WALL] = [T0, steps[-1][2]]
         b.metadata["device_memory_bytes"] = 32 * GIB
+        b.metadata["stack_lines"] = "exact"  # a neuron-prof capture: Call stack lines are the lines executed
         self._compiles(steps)
         for k in range(1, N_STEPS):
             self._steady_step(k, step_start(k))
@@ -295,7 +296,12 @@ def test_first_call_compile_names_ops_sites_and_steps(findings: list[Finding]) -
     # aten::mm 20 ms + aten::add 20 ms + the first graph 5 ms, back to back in step 0
     assert f.cost_ns == 45 * MS and f.count == 3
     assert f.call_site == "train.py:42"  # aten::mm ties aten::add at 20 ms; first by cost then order
-    assert f.severity == "critical"  # 45 / 120 ms
+    # all in the warm-up step, one per statement: a cold cache, not a problem of the steady state
+    assert f.severity == "info" and f.title.startswith("Cold compile cache: 3 compiles of 3 ops")
+    assert f.evidence["cold"] == {"count": 3, "ns": 45 * MS, "after_warmup": 0}
+    assert f.evidence["new_shapes"] == {"count": 0, "ns": 0}
+    top = f.evidence["sites"][0]
+    assert (top["op"], top["call_site"], top["count"], top["total_ns"]) == ("aten::mm", "train.py:42", 1, 20 * MS)
     ops = {o["op"]: o for o in f.evidence["ops"]}
     assert ops["aten::mm"]["call_site"] == "train.py:42" and ops["aten::add"]["call_site"] == "train.py:43"
     assert ops["aten::mm"]["signatures"] == ["aten::mm(f32[8, 128], f32[128, 64])"]
@@ -394,9 +400,14 @@ def test_sync_point_per_step(findings: list[Finding]) -> None:
     assert "1.0 per steady step" in f.title and ".item()" in f.advice
 
 
-def test_runtime_synchronize_gets_the_users_call_site() -> None:
-    """CUDA traces: cudaStreamSynchronize under aten::item, call site from Kineto's "Call stack"."""
+@pytest.mark.parametrize("exact", [True, False])
+def test_runtime_synchronize_gets_the_users_call_site(exact: bool) -> None:
+    """CUDA traces: cudaStreamSynchronize under aten::item, call site from the op's "Call stack". In a trace
+    neuron-prof captured the line is the statement's; in torch.profiler's own it is the function's first line,
+    which is never given as a call site: the function is named instead."""
     b = TraceBuilder()
+    if exact:
+        b.metadata["stack_lines"] = "exact"
     main = b.thread_track(7, 7, "main")
     for i in range(3):
         s = T0 + i * MS
@@ -411,8 +422,14 @@ def test_runtime_synchronize_gets_the_users_call_site() -> None:
         b.add_slice(main, s + 10_000, 300_000, "aten::_local_scalar_dense", KinetoCat.CPU_OP)
         b.add_slice(main, s + 20_000, 250_000, "cudaStreamSynchronize", KinetoCat.CUDA_RUNTIME)
     f = one(analyze(b.build()), "sync_point")
-    assert f.call_site == "/work/loop.py:77" and f.count == 3 and f.cost_ns == 3 * 250_000
+    assert f.count == 3 and f.cost_ns == 3 * 250_000
     assert f.evidence["what"] == "aten::_local_scalar_dense"
+    if exact:
+        assert f.call_site == "/work/loop.py:77" and f.evidence["stack"] == ["/work/loop.py:101 main",
+                                                                              "/work/loop.py:77 train_step"]
+    else:
+        assert f.call_site == "" and f.evidence["function"] == "/work/loop.py train_step"
+        assert "function entry lines" in f.evidence["site_unknown"]
 
 
 def test_probe_sync_and_its_runtime_call_count_once() -> None:
@@ -437,7 +454,7 @@ def test_device_idle_gaps_and_host_activity(findings: list[Finding]) -> None:
     assert f.cost_ns == 31 * MS - f.evidence["explained_ns"] and f.severity == "info"  # 11.5 / 120 ms
     top = f.evidence["largest"][0]
     assert top["dur_ns"] == 5 * MS
-    assert top["host"][0]["name"] == "fallback: aten::nonzero" and top["host"][0]["overlap_ns"] == 2 * MS
+    assert top["host"]["what"] == "CPU fallback of aten::nonzero" and top["host"]["parts"][0]["overlap_ns"] == 2 * MS
     assert f.evidence["busy_ns"] == 4 * MS + (N_STEPS - 1) * 5 * MS
     # inside the gaps (step k +6 ms .. step k+1 +1 ms, k = 1..6, and step 1's first 1 ms): steps 1..6 each
     # add fallback 2 ms, item 0.5 ms, all-reduce 0.5 ms (2 ms in step 6); the recompiles starting 0.1 ms
@@ -692,6 +709,7 @@ def test_eager_churn_one_cause_one_finding() -> None:
 
 def test_probe_sync_without_call_site_takes_it_from_the_host_op() -> None:
     b = TraceBuilder()
+    b.metadata["stack_lines"] = "exact"
     host = b.process(1, "host")
     main = b.thread_track(1, 1, "main")
     sync = b.track(host, "sync", TrackKind.SYNC)

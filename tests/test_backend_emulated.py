@@ -119,7 +119,8 @@ def test_float64_demotion(run: dict[str, Any]) -> None:
     # one float64 tensor sent to the device per step; the emulator logs one f64 computation for each
     assert len(run["dtype"]) == len(_gt(run, "f64")) == 3
     for d in run["dtype"]:
-        assert d["shape"] == [4, 4] and d["op"] == "Tensor.to" and "emulated_run.py:" in d["call_site"]
+        assert d["shape"] == [4, 4] and d["how"] == "to device" and d["call"] == ".to()", d
+        assert d["op"] == "aten::copy_" and "emulated_run.py:" in d["call_site"]
 
 
 def test_named_tracks_round_trip_through_load(run: dict[str, Any]) -> None:

@@ -122,13 +122,23 @@ def test_steps_and_metadata(captured: dict[str, Any]) -> None:
     assert md["profiler_cycles"] == 1
     assert md["profiler_overhead_ns"] > 0
     assert md["rank"] is None and md["world_size"] is None
-    # Per-op call stacks (with_stack + verbose) and shapes are on.
+    # Shapes are on, and every op gets the exact line of the user's statement that ran it (the model call
+    # in train_step, called from the loop), written on the op the user's call made (aten::linear)
     loaded = neuron_prof.load(captured["out"])
+    assert loaded.metadata["stack_lines"] == "exact"
     mm = loaded.strings.get("aten::addmm")
     rows = (loaded.slices.name == mm).nonzero()[0]
-    args = loaded.slice_args(int(rows[0]))
-    assert "Input Dims" in args
-    assert any("test_capture.py" in str(a.get("Call stack", "")) for a in map(loaded.slice_args, rows.tolist()))
+    assert "Input Dims" in loaded.slice_args(int(rows[0]))
+    from neuron_prof.analysis import Context, sites_of
+
+    src = Path(__file__).read_text().splitlines()
+    model_line = next(i for i, s in enumerate(src, 1) if "loss = nn.functional.mse_loss(model(x), y)" in s)
+    loop_line = next(i for i, s in enumerate(src, 1) if "losses.append(train_step(model, opt, i))" in s)
+    sites = sites_of(Context(loaded))
+    for r in rows.tolist():
+        site = sites.of_row(int(r))
+        assert site.call_site.endswith(f"test_capture.py:{model_line}"), site
+        assert [s.split(" ")[0].rsplit(":", 1)[1] for s in site.stack[-2:]] == [str(loop_line), str(model_line)]
 
 
 def test_json_gz_output_and_pftrace_beside(tmp_path: Path) -> None:

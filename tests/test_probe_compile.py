@@ -38,6 +38,32 @@ def _f(x: torch.Tensor) -> torch.Tensor:
     return (x * 2).sum()
 
 
+def _display(path: str) -> str:
+    from neuron_prof.model.callsite import display_path
+
+    return display_path(path)
+
+
+def test_a_compile_is_placed_at_the_users_call_of_the_compiled_function() -> None:
+    """Under profile(), each compile's call site is the line that called the compiled function (exact)."""
+    import neuron_prof
+
+    torch._dynamo.reset()
+    cf = torch.compile(_f, dynamic=False, backend="eager")
+    with neuron_prof.profile(None, quiet=True) as p:
+        for n in (1, 2, 3):
+            cf(torch.randn(n, 3))  # CALL
+    torch._dynamo.reset()
+    line = next(i for i, s in enumerate(open(__file__).read().splitlines(), 1) if s.endswith("# CALL"))
+    t = p.trace
+    rows = t.slices_on(TrackKind.COMPILE)
+    assert len(rows) == 3
+    for r in rows:
+        a = t.slice_args(int(r))
+        assert a[Arg.CALL_SITE] == f"{_display(__file__)}:{line}", a
+        assert a["code"].endswith(f":{_f.__code__.co_firstlineno} _f")
+
+
 def test_five_shapes_give_five_compiles_with_reasons() -> None:
     b, ctx = _run(_f, [1, 2, 3, 4, 5], limit=8)
     trace = b.build()
@@ -49,7 +75,9 @@ def test_five_shapes_give_five_compiles_with_reasons() -> None:
     assert Arg.RECOMPILE_REASON not in args[0]
     for i in range(1, 5):
         assert f"expected {i}, actual {i + 1}" in args[i][Arg.RECOMPILE_REASON]
-    assert all(a[Arg.CALL_SITE].endswith(f"test_probe_compile.py:{_f.__code__.co_firstlineno}") for a in args)
+    # the compiled function itself (no profiler ran here, so there is no user call site to give)
+    assert all(a["code"] == f"{_display(__file__)}:{_f.__code__.co_firstlineno} _f" for a in args)
+    assert all(Arg.CALL_SITE not in a for a in args)
     assert all(a[Arg.COMPILE_KIND] == "torch.compile" for a in args)
     assert all(trace.slice_name(int(r)) == "_f" for r in rows)
     # durations are Dynamo's own, inside the captured window

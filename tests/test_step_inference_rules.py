@@ -57,6 +57,7 @@ def test_optimizer_steps_of_two_classes_are_one_iteration() -> None:
     lp = Loop()
     for t in lp.starts:
         _train_iteration(lp, t, ("Adam", "SGD"))  # a GAN: discriminator then generator
+    lp.span(lp.starts[-1] + 10 * MS, MS, "Optimizer.step#Adam.step", ANN)  # the profile ended mid-iteration
     st = make_steps(lp.build())
     assert st.source == "inferred: optimizer step" and len(st) == lp.n
     assert st.markers == ("Optimizer.step#Adam.step", "Optimizer.step#SGD.step")
@@ -107,6 +108,18 @@ def test_an_annotation_holding_each_iteration_wins_and_a_partial_one_does_not() 
         lp2.span(t + 6 * MS - 50_000, 900_000, "## optimizer ##", ANN)
         _train_iteration(lp2, t)
     assert make_steps(lp2.build()).source == "inferred: optimizer step"
+
+
+def test_an_annotation_around_part_of_the_iteration_does_not_replace_the_module_steps() -> None:
+    lp = Loop()
+    for t in lp.starts:
+        lp.span(t, MS, "forward", ANN)
+        lp.span(t + 10, MS - 20, "nn.Module: Detector_0", PY)
+        lp.span(t + 20, MS - 40, "aten::conv2d")
+        lp.span(t + 2 * MS, 5 * MS, "aten::nms")  # post-processing: most of the iteration's work
+    st = make_steps(lp.build())
+    assert st.source == "inferred: module call" and list(st.start_ns) == lp.starts
+    assert (st.dur_ns == 10 * MS).all()
 
 
 def test_annotations_alone_need_top_level_and_one_thread() -> None:

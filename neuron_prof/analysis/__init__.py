@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.analysis._context import Context
+from neuron_prof.analysis._fallback import fallback_names, norm_op
 from neuron_prof.analysis._finding import KINDS, SEVERITIES, Finding
 from neuron_prof.analysis._ops import OpTable, op_key, op_table
 from neuron_prof.analysis._registry import ANALYSES, register
@@ -40,6 +41,8 @@ __all__ = [
     "annotate",
     "compute_totals",
     "cross_rank_findings",
+    "fallback_names",
+    "norm_op",
     "op_key",
     "op_table",
     "register",

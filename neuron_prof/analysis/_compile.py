@@ -102,11 +102,13 @@ def _top_site(items: list[_Compile]) -> str:
 
 
 def signature_text(sig: Any) -> str:
-    """A compile signature in one line: shapes as "[8, 128], [128, 64]", other forms as they are."""
+    """A compile signature in one line: text as it is, shape lists as "[8, 128], [128, 64]"."""
+    if isinstance(sig, str):
+        return sig
     shapes = shapes_of(sig)
     if shapes:
         return ", ".join(f"[{', '.join(str(d) for d in sh)}]" for sh in shapes)
-    return sig if isinstance(sig, str) else str(sig)
+    return str(sig)
 
 
 @dataclass
@@ -237,9 +239,10 @@ def first_call_compile(trace: Trace, ctx: Context) -> list[Finding]:
 
 
 def _in_steady(ctx: Context, items: list[_Compile]) -> list[_Compile]:
-    """The compiles that happened in steady (after warm-up) steps."""
+    """The compiles that happened in steady (after warm-up) steps; none with fewer than two steps (no
+    iteration was seen twice: every first compile is warm-up)."""
     st = ctx.steps
-    if not len(st) or not items:
+    if len(st) < 2 or not items:
         return []
     k = st.step_index(np.array([c.ts for c in items], dtype=np.int64))
     return [c for c, i in zip(items, k, strict=True) if i >= st.warmup]

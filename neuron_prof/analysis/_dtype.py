@@ -24,6 +24,7 @@ def dtype_demotion(trace: Trace, ctx: Context) -> list[Finding]:
     ops: dict[tuple[str, str], set[str]] = defaultdict(set)
     shapes: dict[tuple[str, str], set[str]] = defaultdict(set)
     where: dict[tuple[str, str], Site] = {}
+    hows: dict[tuple[str, str], set[str]] = defaultdict(set)
     for r in rows:
         a = ctx.instant_args(int(r))
         name = trace.s(int(trace.instants.name[r]))
@@ -33,6 +34,8 @@ def dtype_demotion(trace: Trace, ctx: Context) -> list[Finding]:
         where.setdefault(key, site)
         if a.get(Arg.OP):
             ops[key].add(str(a[Arg.OP]))
+        if a.get("how"):
+            hows[key].add(str(a["how"]))
         if a.get(Arg.SHAPE) is not None and len(shapes[key]) < 10:
             shapes[key].add(str(a[Arg.SHAPE]))
     out = []
@@ -42,17 +45,27 @@ def dtype_demotion(trace: Trace, ctx: Context) -> list[Finding]:
         src = name.split("->")[0].strip() or "float64"
         dst = name.split("->")[-1].strip() if "->" in name else "float32"
         times = f"{len(rs)} time{'s' if len(rs) != 1 else ''}"
-        title = f"dtype demotion: {name} ({times})"
-        advice = (
-            f"The device computes {src} as {dst}: results silently lose precision. Create the tensor as "
-            f"{dst} (torch.set_default_dtype(torch.float32), .float(), dtype=torch.float32 in factories) "
-            f"or keep {src} math on the CPU deliberately."
-        )
+        how = sorted(hows[key])
+        title = f"dtype demotion: {name} ({', '.join(how) or 'reached the device'}, {times})"
+        if src == "int64":
+            # integer indices and labels are int64 by default: worth knowing, not an alarm
+            severity = "info"
+            advice = (
+                "The device may compute int64 as int32: values beyond +-2**31 would wrap. Indices and labels "
+                "are fine; for large counts or ids keep the math on the CPU or use int32 deliberately."
+            )
+        else:
+            severity = "warning"
+            advice = (
+                f"The device computes {src} as {dst}: results silently lose precision. Create the tensor as "
+                f"{dst} (torch.set_default_dtype(torch.float32), .float(), dtype=torch.float32 in factories) "
+                f"or keep {src} math on the CPU deliberately."
+            )
         ts = trace.instants.ts_ns[np.asarray(rs)]
         out.append(
             Finding(
                 kind="dtype_demotion",
-                severity="warning",
+                severity=severity,
                 title=title,
                 cost_ns=0,
                 share=0.0,

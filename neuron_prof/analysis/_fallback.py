@@ -41,6 +41,31 @@ ALTERNATIVES: dict[str, str] = {
 }
 
 
+_NAMESPACES = ("linalg", "fft", "special")
+"""torch.linalg.svdvals is aten::linalg_svdvals: these namespaces join the op name with "_"."""
+
+
+def norm_op(op: str) -> str:
+    """An op as users and traces write it, compared: "aten::nonzero.default", "nonzero", "torch.nonzero",
+    "Tensor.nonzero" are "nonzero"; "torch.linalg.svdvals" is "linalg_svdvals"; fused "a|b" is its last op."""
+    s = op.strip().split("|")[-1].lower()
+    for prefix in ("aten::", "torch.", "tensor.", "nn.functional.", "f."):
+        s = s.removeprefix(prefix)
+    parts = s.split(".")
+    if len(parts) > 1 and parts[0] in _NAMESPACES:
+        return f"{parts[0]}_{parts[1]}"
+    return parts[0]
+
+
+def fallback_names(f: Finding) -> set[str]:
+    """Every name a cpu_fallback finding answers to: the op that fell back, the backend's name for it, and
+    the ops the user's call went through (torch.linalg.svdvals -> aten::linalg_svdvals -> aten::_linalg_svd)."""
+    ev = f.evidence
+    names = [str(ev.get("op", ""))] + [str(x) for x in ev.get("called_as", []) or []]
+    names += [str(x) for x in ev.get("reported_as", []) or []]
+    return {norm_op(n) for n in names if n}
+
+
 def alternative_for(op: str) -> str:
     """A known alternative for a fallen-back op, "" when none is known."""
     base = op.split("|")[-1].removeprefix("aten::").split(".")[0]

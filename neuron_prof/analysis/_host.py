@@ -66,30 +66,6 @@ def host_stack_at(ctx: Context, t: int, max_len: int = 12) -> list[int]:
     return [r for r in best[::-1] if int(names[r]) not in skip][-max_len:]
 
 
-def host_work_in(ctx: Context, lo: int, hi: int, top: int = 3) -> list[dict[str, object]]:
-    """The innermost host slices overlapping [lo, hi), largest overlap first: what the host did meanwhile."""
-    rows, ts, end, depth = _sorted_host(ctx)
-    k = np.searchsorted(ts, hi, side="left")
-    cand = np.flatnonzero(end[:k] > lo)
-    if not len(cand):
-        return []
-    ov = np.minimum(end[cand], hi) - np.maximum(ts[cand], lo)
-    # prefer the deepest slices (the actual work, not the step annotation around it)
-    trace = ctx.trace
-    score = np.lexsort((-ov, -depth[cand]))
-    out: list[dict[str, object]] = []
-    seen: set[str] = set()
-    for i in cand[score]:
-        name = trace.slice_name(int(rows[i]))
-        if name in seen or name.startswith("ProfilerStep#"):
-            continue
-        seen.add(name)
-        out.append({"name": name, "row": int(rows[i]), "overlap_ns": int(min(end[i], hi) - max(ts[i], lo))})
-        if len(out) >= top:
-            break
-    return out
-
-
 def enclosing_ops(ctx: Context, row: int) -> list[str]:
     """Names of the host ops around slice `row` (itself included), outermost first: what the user's call was
     (aten::linalg_svdvals around aten::_linalg_svd). A probe slice starts from the host op its flow comes from."""

@@ -13,10 +13,9 @@ import numpy as np
 from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._finding import Finding
 from neuron_prof.analysis._fmt import fmt_ns
-from neuron_prof.analysis._host import host_work_in
-from neuron_prof.analysis._intervals import intersect_ns, merge, overlap_ns
+from neuron_prof.analysis._gap_host import PROBE_KINDS, gap_host
+from neuron_prof.analysis._intervals import intersect_ns, merge
 from neuron_prof.analysis._registry import register
-from neuron_prof.analysis._sites import sites_of
 from neuron_prof.model import KinetoCat, Trace, TrackKind
 
 MIN_GAP_NS = 100_000
@@ -24,7 +23,7 @@ MIN_GAP_NS = 100_000
 WARNING_IDLE = 0.25
 CRITICAL_IDLE = 0.50
 
-_PROBE_KINDS = (TrackKind.COMPILE, TrackKind.FALLBACK, TrackKind.SYNC, TrackKind.COLLECTIVE)
+_PROBE_KINDS = PROBE_KINDS
 
 
 def device_label(trace: Trace, process: int) -> str:
@@ -37,30 +36,6 @@ def device_rows(ctx: Context) -> np.ndarray:
     """Rows of device work: slices on device tracks, without the GPU copies of user annotations."""
     rows = ctx.rows(TrackKind.DEVICE)
     return ctx.cat_rows(rows, (KinetoCat.GPU_USER_ANNOTATION,), keep=False)
-
-
-def _probe_work(ctx: Context, lo: int, hi: int) -> list[dict[str, Any]]:
-    """Compile/fallback/sync/collective probe slices overlapping [lo, hi)."""
-    trace = ctx.trace
-    sl = trace.slices
-    out: list[dict[str, Any]] = []
-    for kind in _PROBE_KINDS:
-        rows = ctx.rows(kind)
-        if not len(rows):
-            continue
-        ov = overlap_ns(sl.ts_ns[rows], sl.dur_ns[rows], lo, hi)
-        for i in np.argsort(-ov)[:2]:
-            if ov[i] > 0:
-                r = int(rows[i])
-                out.append(
-                    {
-                        "name": f"{kind}: {trace.slice_name(r)}",
-                        "row": r,
-                        "overlap_ns": int(ov[i]),
-                        "call_site": sites_of(ctx).of_row(r).call_site,
-                    }
-                )
-    return sorted(out, key=lambda d: -int(d["overlap_ns"]))
 
 
 def _host_during(ctx: Context, lo: np.ndarray, hi: np.ndarray) -> dict[str, int]:
@@ -113,12 +88,9 @@ def device_idle(trace: Trace, ctx: Context) -> list[Finding]:
         gaps: list[dict[str, Any]] = []
         for i in top:
             lo, hi = int(gap_lo[i]), int(gap_hi[i])
-            host = _probe_work(ctx, lo, hi) or [
-                {**h, "call_site": sites_of(ctx).of_row(int(h["row"])).call_site}  # type: ignore[call-overload]
-                for h in host_work_in(ctx, lo, hi)]
-            gaps.append({"start_ns": lo, "dur_ns": hi - lo, "host": host})
+            gaps.append({"start_ns": lo, "dur_ns": hi - lo, "host": gap_host(ctx, lo, hi)})
         first = gaps[0]
-        doing = ", ".join(str(h["name"]) for h in first["host"][:2]) or "nothing recorded"
+        doing = str(first["host"]["what"])
         name = device_label(trace, int(p))
         title = (
             f"Device idle: {name} sat idle {fmt_ns(idle)} in {len(big)} gaps >= "
@@ -126,7 +98,12 @@ def device_idle(trace: Trace, ctx: Context) -> list[Finding]:
         )
         if explained:
             title += f"; {fmt_ns(cost)} not explained by compiles, fallbacks, syncs or collectives"
-        site = next((str(h["call_site"]) for gp in gaps for h in gp["host"] if h.get("call_site")), "")
+        # the line where the host spent the most of these gaps
+        by_site: dict[str, int] = {}
+        for gp in gaps:
+            if gp["host"]["call_site"]:
+                by_site[gp["host"]["call_site"]] = by_site.get(gp["host"]["call_site"], 0) + int(gp["dur_ns"])
+        site = max(by_site, key=lambda k: by_site[k]) if by_site else ""
         advice = (
             "The device waited for the host. Look at what the host did in the largest gaps: compiles "
             "(warm up, cache), CPU fallbacks, sync points (.item()), data loading (DataLoader workers, "

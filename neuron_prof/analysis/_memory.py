@@ -90,20 +90,24 @@ def memory_peak(trace: Trace, ctx: Context) -> list[Finding]:
             op = trace.slice_name(stack[-1]) if stack else ""
             site = next((s for s in (sites_of(ctx).of_row(r).call_site for r in reversed(stack)) if s), "")
             allocs.append({"bytes": int(delta[j]), "ts_ns": t, "op": op, "call_site": site})
-        at_peak = [trace.slice_name(r) for r in host_stack_at(ctx, t_peak)]
+        stack_at = host_stack_at(ctx, t_peak)
+        at_peak = [trace.slice_name(r) for r in stack_at]
+        where = sites_of(ctx).at(t_peak)
         frac = peak / cap if cap else None
         sev = "warning" if frac is not None and frac >= NEAR_CAPACITY else "info"
         title = f"Memory peak: {name} reached {fmt_bytes(peak)}"
         if frac is not None:
             title += f" ({frac:.0%} of {fmt_bytes(cap or 0)})"
-        if at_peak:
-            title += f" during {at_peak[-1]}"
+        if where.call_site:
+            title += f" at {where.call_site}"
+        if where.module:
+            title += f" in {where.module}"
         advice = (
             "To lower the peak: smaller micro-batches with gradient accumulation, activation checkpointing "
             "(torch.utils.checkpoint) on the largest blocks, bf16 activations, and freeing tensors held "
             "across steps (losses kept for logging, cached outputs)."
         )
-        site = next((str(a["call_site"]) for a in allocs if a["call_site"]), "")
+        site = where.call_site or next((str(a["call_site"]) for a in allocs if a["call_site"]), "")
         ev = {
             "series": name,
             "peak_bytes": int(peak),
@@ -113,6 +117,7 @@ def memory_peak(trace: Trace, ctx: Context) -> list[Finding]:
             "end_bytes": int(v[-1]),
             "largest_allocations": allocs,
             "ops_at_peak": at_peak,
+            **where.evidence(),
         }
         out.append(
             Finding(
@@ -123,6 +128,7 @@ def memory_peak(trace: Trace, ctx: Context) -> list[Finding]:
                 share=0.0,
                 count=1,
                 call_site=site,
+                module=where.module,
                 advice=advice,
                 evidence=ev,
                 ts_ns=t_peak,

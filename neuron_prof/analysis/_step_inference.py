@@ -17,8 +17,10 @@ Signals, most reliable first (each needs two or more iterations, on one host thr
 3. **A user annotation** (``record_function("train_step")``) repeating at top level, grouped the same
    way; the steps are its spans.
 
-An annotation goes before 1 and 2 when its spans hold exactly one of their iterations each and cover at
-least half of each: the user drew the iteration's edges (data loading in or out), we only guess them.
+An annotation goes before 1 and 2 when its spans hold exactly one of their iterations each (from the first
+forward, zero_grad or batch fetch to the update; or all calls of the group) and at least half of each
+step's op time: the user drew the iteration's edges, we only guess them. An annotation around a part
+(``## optimizer ##``, a forward before long post-processing) is not the iteration.
 Top level means inside no op, module call or other annotation (Python frames and a ``ProfilerStep#``
 around it are fine); an annotation that occurs on several threads marks concurrent requests (a server),
 not a loop, and is not used. Names seen once are setup, not iterations, and are left out.
@@ -138,7 +140,7 @@ Found = tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray], tuple[str, 
 
 def _optimizer(th: _Thread, sp: _Spans) -> Found | None:
     opt = sp.outermost()
-    groups = [g for g in periodic_groups(opt.name) if g[2]]  # a partial last group has not ended
+    groups = periodic_groups(opt.name)  # a partial last group has not ended
     if len(groups) < 2:
         return None
     first = np.array([opt.ts[a] for a, _, _ in groups], dtype=np.int64)

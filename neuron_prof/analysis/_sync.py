@@ -10,7 +10,7 @@ from neuron_prof.analysis._context import Context, severity_for
 from neuron_prof.analysis._finding import Finding
 from neuron_prof.analysis._fmt import fmt_ns
 from neuron_prof.analysis._host import enclosing_ops
-from neuron_prof.analysis._intervals import merge
+from neuron_prof.analysis._intervals import covered_before, merge
 from neuron_prof.analysis._registry import register
 from neuron_prof.analysis._sites import Site, sites_of
 from neuron_prof.model import Arg, Trace, TrackKind
@@ -38,6 +38,8 @@ def sync_point(trace: Trace, ctx: Context) -> list[Finding]:
         k = np.searchsorted(s, sl.ts_ns[runtime], side="right") - 1
         inside = (k >= 0) & (sl.ts_ns[runtime] < e[np.maximum(k, 0)])
         runtime = runtime[~inside]
+    # a copy a CPU fallback makes is the fallback's cost (cpu_fallback), not a sync point of its own
+    probe = probe[_covered(ctx, TrackKind.FALLBACK, probe) < sl.dur_ns[probe]] if len(probe) else probe
     sites = sites_of(ctx)
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
     kinds: dict[tuple[str, str], str] = {}
@@ -62,7 +64,9 @@ def sync_point(trace: Trace, ctx: Context) -> list[Finding]:
     for (key_site, what), rs in groups.items():
         site = where[(key_site, what)].call_site
         idx = np.asarray(rs, dtype=np.int64)
-        ts, dur = sl.ts_ns[idx], sl.dur_ns[idx]
+        ts = sl.ts_ns[idx]
+        # time the wait spent compiling is first_call_compile's cost: count it once
+        dur = sl.dur_ns[idx] - _covered(ctx, TrackKind.COMPILE, idx)
         cost = int(dur.sum())
         share = ctx.share(cost)
         split = ctx.step_split(ts, dur)
@@ -102,3 +106,13 @@ def sync_point(trace: Trace, ctx: Context) -> list[Finding]:
             )
         )
     return out
+
+
+def _covered(ctx: Context, kind: str, rows: np.ndarray) -> np.ndarray:
+    """Per slice of `rows`: how much of it the slices on `kind` tracks cover."""
+    other = ctx.rows(kind)
+    sl = ctx.trace.slices
+    if not len(other) or not len(rows):
+        return np.zeros(len(rows), dtype=np.int64)
+    s, e = merge(sl.ts_ns[other], sl.dur_ns[other])
+    return covered_before(s, e, sl.end_ns[rows]) - covered_before(s, e, sl.ts_ns[rows])

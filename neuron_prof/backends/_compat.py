@@ -102,6 +102,24 @@ def device_count(mod: Any, device_type: str = "neuron") -> int:
         return 0
 
 
+def device_capacity(mod: Any, device_type: str, index: int) -> int | None:
+    """Device memory in bytes: ``get_device_properties(d).total_memory`` of ``torch.<device>`` or the module
+    (torch-neuronx-facts "Memory"); None when neither says."""
+    import torch
+
+    for owner in (getattr(torch, device_type, None), mod):
+        fn = getattr(owner, "get_device_properties", None)
+        if not callable(fn):
+            continue
+        try:
+            v = getattr(fn(index), "total_memory", None)
+        except Exception:  # noqa: BLE001  (an uninitialised runtime raises; another owner may answer)
+            continue
+        if isinstance(v, int) and v > 0:
+            return v
+    return None
+
+
 def memory_current(stats: Mapping[str, Any]) -> tuple[int | None, int | None, int | None, int | None]:
     """(allocated, reserved, peak allocated, peak reserved) from nested (src) or flat CUDA-style (later builds)
     ``memory_stats()``."""

@@ -87,7 +87,8 @@ class NeuronBackend(ProbeBackend):
         # host memory from Kineto's allocator events; the device's, polled (its allocator does not report to
         # the profiler) unless a later release does report them
         probes += [KinetoDeviceLinkProbe(), SyncProbe(DEVICE), DtypeProbe(DEVICE), KinetoMemoryProbe(),
-                   MemoryProbe(DEVICE, lambda: _compat.device_count(mod, DEVICE), self._memory), CollectivesProbe()]
+                   MemoryProbe(DEVICE, lambda: _compat.device_count(mod, DEVICE), self._memory,
+                               lambda d: _compat.device_capacity(mod, DEVICE, d)), CollectivesProbe()]
         return probes
 
     def deep_fallback_probe(self) -> Probe:

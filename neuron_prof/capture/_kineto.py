@@ -51,7 +51,6 @@ def _record_always(step: int) -> Any:
 def profiler_kwargs(*, record_shapes: bool, with_stack: bool, with_modules: bool, profile_memory: bool,
                     backend_options: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     """Keyword arguments for torch.profiler.profile: our defaults, then the backend's, then the user's."""
-    import torch
     from torch.profiler import ProfilerActivity
 
     kw: dict[str, Any] = {
@@ -61,21 +60,20 @@ def profiler_kwargs(*, record_shapes: bool, with_stack: bool, with_modules: bool
         "with_modules": with_modules,
         "profile_memory": profile_memory,
     }
-    if with_stack:
-        # Per-op "Call stack" args need verbose=True on top of with_stack (torch 2.13).
-        kw["experimental_config"] = torch._C._profiler._ExperimentalConfig(verbose=True)
+    # No verbose=True: Kineto's per-event "Call stack" strings (function entry lines, on every Python event too)
+    # would be most of the JSON; capture writes exact stacks on the ops itself (`_sites`).
     kw.update(backend_options)  # e.g. CUDA/PrivateUse1 activities, a NeuronConfig experimental_config
     kw.update(extra)
     return kw
 
 
-def load_in_process(path: str, sites: CycleSites | None = None) -> tuple[Trace, StackRewriter | None]:
+def load_in_process(path: str, sites: CycleSites | None = None) -> tuple[Trace, StackRewriter]:
     """The Kineto JSON loader, kept in this process (its parallel mode would start worker processes inside
     the user's job: eight ranks a host would start 32 at once), with the cycle's exact stacks applied."""
     from neuron_prof.capture._sites import StackRewriter, base_ns
     from neuron_prof.loaders.kineto_json import load_kineto_json
 
-    rewriter = StackRewriter(sites, base_ns(path)) if sites is not None else None
+    rewriter = StackRewriter(sites, base_ns(path))
     key = "NEURON_PROF_JSON_WORKERS"
     old = os.environ.get(key)
     os.environ[key] = "1"
@@ -152,7 +150,7 @@ class KinetoCollector:
         from neuron_prof.model.callsite import EXACT, STACK_LINES, USER_FILES
 
         md = self.builder.metadata
-        if rewriter is not None and rewriter.base is not None:
+        if rewriter is not None and not rewriter.by_path and rewriter.base is not None:
             self.exact_cycles += 1
         if self.with_stack and self.exact_cycles == self.cycles + 1:
             md[STACK_LINES] = EXACT

@@ -29,6 +29,7 @@ from neuron_prof.capture._device_ops import WATCH, DeviceOp, classify, user_call
 from neuron_prof.model.callsite import HIDDEN, MODULE_PREFIX, USER, display_path, file_kind, format_frame
 
 CALL_STACK = "Call stack"
+CALL_SITE = "call_site"  # model.Arg.CALL_SITE: the line of the user's code that made a Python call
 _PY_CAT = "python_function"
 _Node = tuple  # (text, visible, parent node | None)
 _BASE = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
@@ -47,6 +48,8 @@ class CycleSites:
     """Display paths of the user's files seen on the stacks."""
     unreadable: int = 0
     """Events whose strings Kineto could not give back (skipped)."""
+    py_callers: dict[tuple[int, str], str] = field(default_factory=dict)
+    """Python calls the user's code made -> "file.py:LINE" of the call (the spans' ``call_site``)."""
     device_ops: dict[tuple[str, int], DeviceOp] = field(default_factory=dict)
     """Host reads of device data and float64/int64 reaching a device, one per (kind, call of the user's code)."""
 
@@ -118,6 +121,8 @@ def _py_event(ev: Any, ef: Any, c_call: bool, ctx: _Ctx, out: CycleSites) -> _Ct
             child = _Ctx(chain, hidden, None, open_, False, call, "", call_name)
     if hidden:
         out.hidden_py.add((ev.start_time_ns, ev.name))
+    elif ckind == USER:
+        out.py_callers[(ev.start_time_ns, ev.name)] = f"{display_path(cfile)}:{cline}"
     return child
 
 
@@ -204,11 +209,19 @@ def base_ns(path: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def _hidden_name(name: str) -> bool:
+    """A python_function event named "path(LINE): func" whose file is hidden."""
+    i = name.find("(")
+    return i > 0 and file_kind(name[:i]) == HIDDEN
+
+
 class StackRewriter:
     """Loader hook (`load_kineto_json(transform=...)`): exact op stacks in, hidden Python events out."""
 
-    def __init__(self, sites: CycleSites, base: int | None) -> None:
-        self.sites = sites
+    def __init__(self, sites: CycleSites | None, base: int | None) -> None:
+        self.sites = sites if sites is not None else CycleSites()
+        self.by_path = sites is None
+        """No walk (it failed): drop the Python events whose own file is hidden, keep no stack."""
         self.base = base
         self.rewritten = 0
         self.dropped = 0
@@ -221,18 +234,22 @@ class StackRewriter:
 
     def __call__(self, events: list[Any]) -> list[Any]:
         out = []
-        stacks, hidden = self.sites.op_stacks, self.sites.hidden_py
+        stacks, hidden, callers = self.sites.op_stacks, self.sites.hidden_py, self.sites.py_callers
         for e in events:
             if not isinstance(e, dict) or e.get("ph") != "X":
                 out.append(e)
                 continue
             args = e.get("args")
             if e.get("cat") == _PY_CAT:
-                if hidden and self._key(e) in hidden:
+                key = self._key(e)
+                if (hidden and key in hidden) or (self.by_path and _hidden_name(str(e.get("name", "")))):
                     self.dropped += 1
                     continue
                 if isinstance(args, dict):
                     args.pop(CALL_STACK, None)
+                    site = callers.get(key)  # type: ignore[arg-type]
+                    if site is not None:
+                        args[CALL_SITE] = site
             elif isinstance(args, dict):
                 stack = stacks.get(self._key(e))  # type: ignore[arg-type]
                 if stack:

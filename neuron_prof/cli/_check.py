@@ -10,11 +10,6 @@ import click
 SEVERITIES = ("info", "warning", "critical")
 
 
-def _norm_op(op: str) -> str:
-    """ "aten::nonzero.default" and "nonzero" compare equal."""
-    return op.strip().split("|")[-1].removeprefix("aten::").split(".")[0].lower()
-
-
 def violations(
     rep: Any,
     *,
@@ -25,6 +20,8 @@ def violations(
     fail_on: str | None = None,
 ) -> list[str]:
     """One readable line per broken limit of Report `rep` (empty when all hold)."""
+    from neuron_prof.analysis import fallback_names, norm_op
+
     t = rep.totals
     out = []
     wall = t["wall_ns"] or 0
@@ -49,12 +46,14 @@ def violations(
             where = "; ".join(f"{f.title} at {f.call_site or '?'}" for f in rec[:3])
             out.append(f"{n} recompiles, above --max-recompiles {max_recompiles}: {where}")
     if forbid_fallback:
-        banned = {_norm_op(o) for spec in forbid_fallback for o in spec.split(",") if o.strip()}
+        banned = {norm_op(o) for spec in forbid_fallback for o in spec.split(",") if o.strip()}
         for f in rep.findings:
             op = str(f.evidence.get("op", ""))
-            if f.kind == "cpu_fallback" and _norm_op(op) in banned:
+            hit = fallback_names(f) & banned if f.kind == "cpu_fallback" else set()
+            if hit:
+                via = "" if norm_op(op) in hit else f" (called as {', '.join(sorted(hit))})"
                 out.append(
-                    f"forbidden fallback {op} ran on the host {f.count} times at {f.call_site or '?'} "
+                    f"forbidden fallback {op}{via} ran on the host {f.count} times at {f.call_site or '?'} "
                     f"({f.cost_ns / 1e6:.1f} ms)"
                 )
     if fail_on is not None:
@@ -64,6 +63,27 @@ def violations(
             for f in rep.findings
             if SEVERITIES.index(f.severity) >= lvl
         ]
+    return out
+
+
+def unmatched_forbidden(rep: Any, trace: Any, forbid_fallback: tuple[str, ...]) -> list[str]:
+    """A note for each forbidden name no fallback answered to: a typo or an op that did not fall back must
+    not pass silently."""
+    from neuron_prof.analysis import fallback_names, norm_op
+
+    specs = [o.strip() for spec in forbid_fallback for o in spec.split(",") if o.strip()]
+    seen = set().union(*(fallback_names(f) for f in rep.findings if f.kind == "cpu_fallback"))
+    ran = {norm_op(n) for n in trace.strings.as_list() if "::" in n}
+    fell = sorted({str(f.evidence.get("op", "")) for f in rep.findings if f.kind == "cpu_fallback"})
+    out = []
+    for spec in specs:
+        if norm_op(spec) in seen:
+            continue
+        if norm_op(spec) in ran:
+            out.append(f"--forbid-fallback {spec}: it ran, on the device (no fallback)")
+        else:
+            out.append(f"--forbid-fallback {spec}: no op of that name ran; ops that fell back: "
+                       f"{', '.join(fell) or 'none'}")
     return out
 
 
@@ -126,7 +146,8 @@ def command(
     limits = (max_fallback_share, max_compile_seconds, max_recompiles)
     if all(v is None for v in limits) and not forbid_fallback and fail_on is None:
         fail_on = "critical"
-    rep = report(load(trace_path), warmup_steps=warmup_steps)
+    trace = load(trace_path)
+    rep = report(trace, warmup_steps=warmup_steps)
     bad = violations(
         rep,
         max_fallback_share=max_fallback_share,
@@ -135,10 +156,13 @@ def command(
         forbid_fallback=forbid_fallback,
         fail_on=fail_on,
     )
+    notes = unmatched_forbidden(rep, trace, forbid_fallback) if forbid_fallback else []
     if bad:
         click.echo(f"neuron-prof check: {trace_path}: {len(bad)} violation{'s' if len(bad) != 1 else ''}")
         for line in bad:
             click.echo(f"  FAIL {line}")
-        return 1
-    click.echo(f"neuron-prof check: {trace_path}: all limits hold")
-    return 0
+    else:
+        click.echo(f"neuron-prof check: {trace_path}: all limits hold")
+    for line in notes:
+        click.echo(f"  note {line}")
+    return 1 if bad else 0

@@ -40,6 +40,8 @@ _HIDDEN_PARTS = ("neuron_prof", "torch_neuronx")
 _LIB_PREFIXES = ("torch/", "torchvision/", "torchaudio/", "functorch/", "triton/", "importlib/", "<built-in",
                  "<frozen ", "<string>", "<lambda>")
 _USER_PSEUDO = ("<stdin>", "<ipython-input", "<input>")
+_LIB_PATH = re.compile(r"/(site|dist)-packages/|/lib/python\d+(\.\d+)?/")
+"""Installed packages and the standard library, wherever the trace was recorded."""
 
 
 # ---- file kinds ---------------------------------------------------------------------------------------
@@ -86,7 +88,9 @@ def file_kind(path: str) -> str:
             return USER
         if any(a.startswith(r) for r in _HIDDEN_ROOTS):
             return HIDDEN
-        return LIBRARY if any(a.startswith(r) for r in _LIB_ROOTS) else USER
+        if any(a.startswith(r) for r in _LIB_ROOTS) or _LIB_PATH.search(p):
+            return LIBRARY  # this machine's libraries, or another machine's (a trace recorded elsewhere)
+        return USER
     if p.startswith(_LIB_PREFIXES) or "/site-packages/" in p or "/dist-packages/" in p:
         return LIBRARY
     # Kineto shortens library paths relative to their root ("threading.py", "torch/nn/..."): a relative

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -15,33 +14,34 @@ from neuron_prof.model import TraceBuilder
 
 def profile_with(backend: Backend, work: Callable[[], Any], options: dict[str, Any] | None = None,
                  record_shapes: bool = True, with_stack: bool = True) -> tuple[TraceBuilder, CaptureContext]:
-    """Run `work` under torch.profiler with `backend`'s options and probes; return the builder after contribute()."""
-    import torch
+    """Run `work` under torch.profiler with `backend`'s options and probes; return the builder after contribute().
+
+    The same route as a capture session: the operator recorder while it records, then the session's
+    collector (exact stacks and device facts from the event tree, the Kineto JSON loaded with them)."""
     from torch.profiler import profile
 
+    from neuron_prof.capture._kineto import KinetoCollector
+    from neuron_prof.capture._operators import OperatorRecorder
+
     ctx = CaptureContext(options=dict(options or {}), host_pid=os.getpid(), main_tid=threading.get_native_id())
-    kw: dict[str, Any] = dict(record_shapes=record_shapes, with_stack=with_stack)
-    if with_stack:
-        kw["experimental_config"] = torch._C._profiler._ExperimentalConfig(verbose=True)
+    b = TraceBuilder()
+    errors: list[str] = []
+    collector = KinetoCollector(b, "<test>", lambda probe, e: errors.append(f"{probe}: {e!r}"),
+                                with_stack=with_stack, device_ops=ctx.device_ops)
+    kw: dict[str, Any] = dict(record_shapes=record_shapes, with_stack=with_stack, on_trace_ready=collector)
     kw.update(backend.profiler_options())
     backend.start(ctx)  # as a session does: probes before the profiler starts, stopped after it stops
-    with profile(**kw) as prof:
-        ctx.start_ns = time.time_ns()
-        work()
-        ctx.end_ns = time.time_ns()
-    backend.stop(ctx)
-    fd, path = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    b = TraceBuilder()
+    rec = OperatorRecorder()
+    if with_stack:
+        rec.install()
     try:
-        prof.export_chrome_trace(path)
-        # The same route as a capture: Kineto writes invalid UTF-8, raw control characters and, in long
-        # traces with Python stacks, the odd broken string; the project's loader reads past all of them.
-        from neuron_prof.capture._append import append_trace
-        from neuron_prof.capture._kineto import load_in_process
-
-        append_trace(b, load_in_process(path)[0])
+        with profile(**kw):
+            ctx.start_ns = time.time_ns()
+            work()
+            ctx.end_ns = time.time_ns()
     finally:
-        os.unlink(path)
+        rec.remove()
+    backend.stop(ctx)
+    assert not errors, errors
     backend.contribute(b, ctx)
     return b, ctx

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from neuron_prof.backends.probes._view import HostView
     from neuron_prof.model import TraceBuilder
 
+DEVICE_MEMORY = "device_memory_bytes"
+"""Metadata key: the device's memory capacity in bytes (the largest, with several devices)."""
 Reader = Callable[[int], "tuple[int | None, ...] | None"]
 """device index -> (allocated, reserved[, peak allocated]) bytes, or None when unreadable."""
 
@@ -33,9 +35,13 @@ class MemoryProbe(Probe):
 
     name = "memory"
 
-    def __init__(self, device_type: str, devices: Callable[[], int], read: Reader) -> None:
+    def __init__(self, device_type: str, devices: Callable[[], int], read: Reader,
+                 capacity: Callable[[int], int | None] | None = None) -> None:
         super().__init__()
         self.device_type, self._devices, self._read = device_type, devices, read
+        self._capacity = capacity
+        self.capacities: dict[int, int] = {}
+        """Device index -> memory capacity in bytes, when the backend says."""
         self.samples: list[tuple[int, int, int | None, int | None]] = []  # (ts, device, allocated, reserved)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -48,6 +54,11 @@ class MemoryProbe(Probe):
         if not self._n:
             return
         interval = float(ctx.options.get("memory_interval_ms", 5.0)) / 1e3
+        if self._capacity is not None:
+            for d in range(self._n):
+                cap = self._capacity(d)
+                if cap:
+                    self.capacities[d] = int(cap)
         self._peak0 = self._peaks()
         self._sample()
         self._stop.clear()
@@ -92,6 +103,8 @@ class MemoryProbe(Probe):
         return out
 
     def contribute(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView) -> None:
+        if self.capacities:  # the memory_peak finding's "near capacity" test
+            builder.metadata[DEVICE_MEMORY] = max(self.capacities.values())
         if not self.samples:
             return
         # devices whose allocator reported every allocation to the profiler already have exact counters
