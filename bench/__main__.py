@@ -6,6 +6,7 @@
     python -m bench --quick                  # every benchmark at small sizes (a smoke run, ~minutes)
     python -m bench --events 2e5             # every event-sized benchmark at 200k events
     python -m bench --list
+    python -m bench accuracy --programs 'clean_*' # findings against the tests/userland programs' tags
 
 Each benchmark runs in its own process (so peak RSS is its own) and prints its table as it measures it:
 every ratio in a table is measured in that one run. The output of the run, with the machine (CPUs, CPU
@@ -138,6 +139,12 @@ BENCHES: dict[str, Bench] = {
         "bench.bench_merge",
         "merge peak RSS and time at 2 and 4 ranks: streaming (as shipped) against all ranks in memory",
         lambda n, q: ["--events", str(n or (50_000 if q else 300_000))],
+    ),
+    "accuracy": Bench(
+        "bench.bench_accuracy",
+        "findings against the tags of the tests/userland programs: recall, precision, exact lines (run/profile x "
+        "neuron/cpu)",
+        _fixed([], ["--ways", "run-neuron,run-cpu"]),
     ),
     "formats": Bench(
         "bench.check_formats",

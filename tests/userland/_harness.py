@@ -496,6 +496,8 @@ def check_truth(prog: Program, truth: list[dict[str, Any]]) -> list[str]:
     for t in prog.tags:
         if "neuron" not in t.devices:
             continue
+        if t.kind == "dtype_demotion" and not t.required:
+            continue  # ALSO dtype_demotion marks int64 arrivals (info), which the emulator's log does not record
         if t.kind in TRUTH_KINDS and not at.get(t.line, set()) & set(TRUTH_KINDS[t.kind]):
             bad.append(f"{prog.name}:{t.line} tagged {t.kind}, but the emulator logged there only "
                        f"{sorted(at.get(t.line, set())) or 'nothing'}")
