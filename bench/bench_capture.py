@@ -62,10 +62,10 @@ def _bare_profiler() -> Any:
     import torch
     from torch.profiler import ProfilerAction, ProfilerActivity
 
+    # the options neuron_prof.profile() gives torch.profiler (capture/_kineto.profiler_kwargs)
     return torch.profiler.profile(
         activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=True, with_modules=True,
-        profile_memory=True, experimental_config=torch._C._profiler._ExperimentalConfig(verbose=True),
-        schedule=lambda _s: ProfilerAction.RECORD)
+        profile_memory=True, schedule=lambda _s: ProfilerAction.RECORD)
 
 
 def main(argv: list[str] | None = None) -> None:

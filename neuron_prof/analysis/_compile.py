@@ -88,8 +88,14 @@ def _parse_compiles(trace: Trace, ctx: Context) -> list[_Compile]:
 def _from_host_op(ctx: Context, c: _Compile, src: int) -> None:
     """Fill what the compile slice lacks from its host op: shapes ("Input Dims")."""
     if not shapes_of(c.signature):
-        dims = ctx.slice_args(src).get("Input Dims")
-        if isinstance(dims, list) and dims:
+        a = ctx.slice_args(src)
+        dims = a.get("Input Dims")
+        conc = a.get("Concrete Inputs")
+        if isinstance(dims, list) and any(isinstance(d, list) and d for d in dims):
+            c.signature = dims
+        elif isinstance(conc, list) and any(conc):  # scalar arguments only (arange, full...): their values
+            c.signature = "(" + ", ".join(str(x) for x in conc if x != "") + ")"
+        elif isinstance(dims, list) and dims:
             c.signature = dims
 
 

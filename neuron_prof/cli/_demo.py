@@ -11,11 +11,10 @@ import click
 @click.option("--steps", default=12, show_default=True, type=click.IntRange(1, 10_000), help="Training steps.")
 @click.option("--device", type=click.Choice(["cpu", "neuron"]), default=None,
               help="Where to train (default: the emulated neuron device when available, else cpu).")
-@click.option("--with-stack/--no-with-stack", default=None,
-              help="Record Python call stacks (default: on for cpu; off for the emulated device, whose own "
-                   "Python frames would fill the trace).")
+@click.option("--with-stack/--no-with-stack", default=True, show_default=True,
+              help="Record Python call stacks: every finding gets the exact line of the statement.")
 @click.option("-q", "--quiet", is_flag=True, default=False, help="Print only the file names.")
-def command(output: str, steps: int, device: str | None, with_stack: bool | None, quiet: bool) -> int:
+def command(output: str, steps: int, device: str | None, with_stack: bool, quiet: bool) -> int:
     """Train a tiny GPT (2 layers, d_model 64, byte vocabulary) for a few steps under neuron_prof.profile().
 
     Writes OUTPUT (Chrome/Kineto JSON) and the .pftrace beside it, then prints wall time, step times,

@@ -128,27 +128,21 @@ def train(model: TinyGPT, device: str, steps: int, prof: object | None = None) -
 
 
 def run_demo(output: str | Path | None = "trace.json", steps: int = 12, device: str | None = None,
-             quiet: bool = True, seed: int = 0, with_stack: bool | None = None) -> DemoResult:
+             quiet: bool = True, seed: int = 0, with_stack: bool = True) -> DemoResult:
     """Train TinyGPT for `steps` steps under neuron_prof.profile(); returns the trace and the files written.
 
-    `with_stack` defaults to on for the CPU and off for the emulated device: the emulator runs every op
-    through Python, so the profiler's Python tracer would record ~20k of the emulator's own frames per
-    step (97% of the trace, 60 s instead of 11 s for 12 steps) that real Trainium, whose runtime is C++,
-    never shows.
+    `with_stack` (on, as profile()'s default) gives every finding the exact line of the statement. On the
+    emulated device it costs more than on real Trainium: the emulator runs every op through Python, and
+    torch.profiler's tracer records those frames before capture drops them (~2x the session time).
     """
     import neuron_prof
 
     device = device or default_device()
     prepare_device(device)
-    if with_stack is None:
-        with_stack = device != "neuron"
     torch.manual_seed(seed)
     model = TinyGPT(GPTConfig()).to(device)
     t0 = time.perf_counter()
-    # Without Python stacks the names-only fallback report cannot say where a fallback was called from;
-    # the opt-in dispatch-level recorder (a few µs per op) gives the exact line instead.
-    with neuron_prof.profile(output, quiet=quiet, hint=model, with_stack=with_stack,
-                             deep_fallback=not with_stack) as prof:
+    with neuron_prof.profile(output, quiet=quiet, hint=model, with_stack=with_stack) as prof:
         losses = train(model, device, steps, prof)
     wall = time.perf_counter() - t0
     return DemoResult(trace=prof.trace, paths=prof.paths, device=device, steps=steps, losses=losses, wall_s=wall)
