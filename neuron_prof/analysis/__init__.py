@@ -19,18 +19,23 @@ from typing import Any
 
 import numpy as np
 
+from neuron_prof.analysis._collectives import collective_rows, message_bytes
+from neuron_prof.analysis._collectives import op_key as collective_key
+from neuron_prof.analysis._compile import CompileGroup, compile_groups, compiles, signature_text
 from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._fallback import fallback_names, norm_op
 from neuron_prof.analysis._finding import KINDS, SEVERITIES, Finding
 from neuron_prof.analysis._ops import OpTable, op_key, op_table
 from neuron_prof.analysis._registry import ANALYSES, register
 from neuron_prof.analysis._sites import Site, Sites, sites_of
+from neuron_prof.analysis._steps import find_steps
 from neuron_prof.model import Trace
 
 __all__ = [
     "ANALYSES",
     "KINDS",
     "SEVERITIES",
+    "CompileGroup",
     "Context",
     "Finding",
     "OpTable",
@@ -39,14 +44,21 @@ __all__ = [
     "Sites",
     "analyze",
     "annotate",
+    "collective_key",
+    "collective_rows",
+    "compile_groups",
+    "compiles",
     "compute_totals",
     "cross_rank_findings",
     "fallback_names",
+    "find_steps",
+    "message_bytes",
     "norm_op",
     "op_key",
     "op_table",
     "register",
     "report",
+    "signature_text",
     "sites_of",
     "sort_findings",
 ]
