@@ -140,7 +140,7 @@ Found = tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray], tuple[str, 
 
 def _optimizer(th: _Thread, sp: _Spans) -> Found | None:
     opt = sp.outermost()
-    groups = periodic_groups(opt.name)  # a partial last group has not ended
+    groups = [g for g in periodic_groups(opt.name) if g[2]]  # a partial last group has not ended
     if len(groups) < 2:
         return None
     first = np.array([opt.ts[a] for a, _, _ in groups], dtype=np.int64)
@@ -275,15 +275,13 @@ def _top_annotations(trace: Trace, track: int, ids: dict[str, np.ndarray]) -> _S
     """The user's annotations at top level of `track` whose names repeat and occur on no other thread."""
     sl = trace.slices
     on = np.flatnonzero(sl.track == track)
+    if not np.isin(sl.name[on], ids["annotation"]).any():
+        return None
     sp = _Spans.of(trace, on)
     # Python frames and ProfilerStep# may enclose an annotation; ops, module calls, annotations may not
     py = np.isin(sp.name, ids["python"]) & ~np.isin(sp.name, ids["module call"])
-    sp = sp.take(~py & ~np.isin(sp.name, ids["profiler step"]))
-    reach = np.maximum.accumulate(sp.end) if len(sp.ts) else sp.end
-    top = np.r_[True, sp.end[1:] > reach[:-1]] if len(sp.ts) else np.zeros(0, dtype=bool)
-    ann = sp.take(top & np.isin(sp.name, ids["annotation"]))
-    if not len(ann.ts):
-        return None
+    top = sp.take(~py & ~np.isin(sp.name, ids["profiler step"])).outermost()
+    ann = top.take(np.isin(top.name, ids["annotation"]))
     other = np.isin(sl.track, trace.track_ids(TrackKind.THREAD)) & (sl.track != track)
     elsewhere = np.unique(sl.name[other & np.isin(sl.name, ann.name)])
     ann = ann.take(~np.isin(ann.name, elsewhere)).repeated()
