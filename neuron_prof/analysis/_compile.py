@@ -160,12 +160,16 @@ def first_compiles(trace: Trace, ctx: Context) -> tuple[list[_Compile], list[_Co
         # eager ops, first graphs of each frame (and their backward), NEFF compiles placed on graph spans;
         # compiles of a frame's later attempts are recompiles (see `recompile`)
         first = [c for c in compiles(trace, ctx) if c.cache == "miss" and c.attempt == 0]
-        seen: set[tuple[str, str, str]] = set()
+        # a statement compiling several shapes in one step handles several tensors (each parameter in an
+        # optimizer's loop); a shape new in a later step is churn. Without steps, every first compile is cold.
+        step = ctx.steps.step_index(np.array([c.ts for c in first], dtype=np.int64)) if len(ctx.steps) else \
+            np.full(len(first), -1, dtype=np.int64)
+        first_step: dict[tuple[str, str, str], int] = {}
         cold, new = [], []
-        for c in first:  # time order
+        for c, k in zip(first, step.tolist(), strict=True):  # time order
             key = (c.name, c.call_site or c.args.get("function", "") or "", c.module)
-            (new if key in seen else cold).append(c)
-            seen.add(key)
+            s0 = first_step.setdefault(key, k)
+            (new if k >= 0 and s0 >= 0 and k > s0 else cold).append(c)
         return cold, new
 
     return ctx.memo("first_compiles", split)  # type: ignore[no-any-return]

@@ -14,6 +14,7 @@ from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._finding import Finding
 from neuron_prof.analysis._fmt import fmt_ns
 from neuron_prof.analysis._gap_host import PROBE_KINDS, gap_host
+from neuron_prof.analysis._host import host_nesting
 from neuron_prof.analysis._intervals import intersect_ns, merge
 from neuron_prof.analysis._registry import register
 from neuron_prof.model import KinetoCat, Trace, TrackKind
@@ -36,6 +37,34 @@ def device_rows(ctx: Context) -> np.ndarray:
     """Rows of device work: slices on device tracks, without the GPU copies of user annotations."""
     rows = ctx.rows(TrackKind.DEVICE)
     return ctx.cat_rows(rows, (KinetoCat.GPU_USER_ANNOTATION,), keep=False)
+
+
+def dispatch_rows(ctx: Context) -> np.ndarray:
+    """Host ops that issued device work: the innermost cpu_op around each launch a flow links to a device
+    slice (the op itself on neuron; the op around cudaLaunchKernel on CUDA). Computed once."""
+
+    def build() -> np.ndarray:
+        fl = ctx.trace.flows
+        dev = ctx.rows(TrackKind.DEVICE)
+        host = ctx.rows(TrackKind.THREAD)
+        src = np.unique(fl.src[np.isin(fl.dst, dev) & np.isin(fl.src, host)])
+        if not len(src):
+            return src.astype(np.int64)
+        n = host_nesting(ctx)
+        cpu_op = ctx.trace.strings.get(KinetoCat.CPU_OP)
+        cat = ctx.trace.slices.cat
+        out = []
+        for r in src.tolist():
+            for _ in range(8):
+                if r < 0 or (cpu_op is not None and int(cat[r]) == cpu_op):
+                    break
+                i = int(np.searchsorted(n.rows, r))
+                r = int(n.parent[i]) if i < len(n.rows) and n.rows[i] == r else -1
+            if r >= 0:
+                out.append(r)
+        return np.unique(np.asarray(out, dtype=np.int64))
+
+    return ctx.memo("dispatch_rows", build)  # type: ignore[no-any-return]
 
 
 def _host_during(ctx: Context, lo: np.ndarray, hi: np.ndarray) -> dict[str, int]:
@@ -82,7 +111,12 @@ def device_idle(trace: Trace, ctx: Context) -> list[Finding]:
         explained = (
             intersect_ns(sl.ts_ns[probe], sl.dur_ns[probe], gap_lo[big], gap_hi[big]) if len(probe) else 0
         )
-        cost = idle - explained
+        # host ops issuing device work in the gaps: eager dispatch, the price of running op by op (a host-bound
+        # step), reported but not charged as if the host had been busy with something else
+        both = np.concatenate([probe, dispatch_rows(ctx)])
+        issued = (intersect_ns(sl.ts_ns[both], sl.dur_ns[both], gap_lo[big], gap_hi[big]) if len(both) else 0
+                  ) - explained
+        cost = idle - explained - issued
         share = ctx.share(cost)
         top = big[np.argsort(-g[big], kind="stable")[:10]]
         gaps: list[dict[str, Any]] = []
@@ -96,8 +130,10 @@ def device_idle(trace: Trace, ctx: Context) -> list[Finding]:
             f"Device idle: {name} sat idle {fmt_ns(idle)} in {len(big)} gaps >= "
             f"{MIN_GAP_NS // 1000} µs (largest {fmt_ns(int(first['dur_ns']))}; host: {doing})"
         )
-        if explained:
-            title += f"; {fmt_ns(cost)} not explained by compiles, fallbacks, syncs or collectives"
+        if issued:
+            title += f"; {fmt_ns(issued)} of it issuing ops (dispatch)"
+        if explained or issued:
+            title += f"; {fmt_ns(cost)} not explained by compiles, fallbacks, syncs, collectives or dispatch"
         # the line where the host spent the most of these gaps
         by_site: dict[str, int] = {}
         for gp in gaps:
@@ -109,6 +145,9 @@ def device_idle(trace: Trace, ctx: Context) -> list[Finding]:
             "(warm up, cache), CPU fallbacks, sync points (.item()), data loading (DataLoader workers, "
             "pin_memory, prefetch) or Python overhead (torch.compile the step, larger batches)."
         )
+        if issued > cost:
+            advice = ("The host could not issue ops as fast as the device ran them (eager dispatch of many small "
+                      "ops): torch.compile the step, use larger batches, or fuse small ops. " + advice)
         sev = "critical" if share >= CRITICAL_IDLE else "warning" if share >= WARNING_IDLE else "info"
         during = _host_during(ctx, gap_lo[big], gap_hi[big])
         ev = {
@@ -116,6 +155,7 @@ def device_idle(trace: Trace, ctx: Context) -> list[Finding]:
             "gaps": int(len(big)),
             "idle_ns": idle,
             "explained_ns": explained,
+            "dispatch_ns": issued,
             "busy_ns": busy,
             "active_span_ns": int(e[-1] - s[0]),
             "largest": gaps,

@@ -93,7 +93,8 @@ def memory_peak(trace: Trace, ctx: Context) -> list[Finding]:
         stack_at = host_stack_at(ctx, t_peak)
         at_peak = [trace.slice_name(r) for r in stack_at]
         where = sites_of(ctx).at(t_peak)
-        frac = peak / cap if cap else None
+        # the device's capacity is no bound for a host series
+        frac = peak / cap if cap and not name.startswith("host") else None
         sev = "warning" if frac is not None and frac >= NEAR_CAPACITY else "info"
         title = f"Memory peak: {name} reached {fmt_bytes(peak)}"
         if frac is not None:
