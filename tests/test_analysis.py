@@ -752,3 +752,28 @@ def test_rank_is_set_when_the_evidence_is_one_ranks() -> None:
         b.add_slice(fb, T0 + 5 * MS, 100_000, "aten::unique", Cat.FALLBACK, {Arg.CALL_SITE: "shared.py:3"})
     found = [f for f in analyze(b.build()) if f.kind == "cpu_fallback"]
     assert {(f.call_site, f.rank) for f in found} == {("a.py:1", 0), ("b.py:2", 1), ("shared.py:3", None)}
+
+
+@pytest.mark.parametrize("linked", [True, False])
+def test_device_idle_while_the_host_issues_ops_is_dispatch_not_cost(linked: bool) -> None:
+    """A host-bound step: the host spends each gap issuing the next op (a flow links each host op to the
+    device work it launched). That time is reported as dispatch, not charged as idle cost; the same gaps with
+    no link to device work are charged (the host did something else)."""
+    b = TraceBuilder()
+    main = b.thread_track(1, 1, "main")
+    dp = b.process("neuron:0", "neuron:0", kind=ProcessKind.DEVICE)
+    dev = b.track(dp, "neuron:0 compute", TrackKind.DEVICE)
+    for i in range(10):
+        t = T0 + i * MS
+        op = b.add_slice(main, t, MS - 1000, "aten::mm", KinetoCat.CPU_OP)
+        d = b.add_slice(dev, t + MS - 100_000, 90_000, "aten::mm", Cat.DEVICE)
+        if linked:
+            b.add_flow(op, d, cat=Cat.DEVICE, name="launch")
+    b.metadata[Meta.WALL] = [T0, T0 + 10 * MS]
+    f = one(analyze(b.build()), "device_idle")
+    assert f.evidence["idle_ns"] == 9 * 910_000
+    if linked:
+        assert f.evidence["dispatch_ns"] == 9 * (910_000 - 1000) and f.cost_ns == 9 * 1000
+        assert f.severity == "info" and "issuing ops" in f.title and "torch.compile" in f.advice
+    else:
+        assert f.evidence["dispatch_ns"] == 0 and f.cost_ns == 9 * 910_000 and f.severity == "critical"
