@@ -9,8 +9,7 @@ Cells are Segments of plain text: a trace string is never parsed as markup here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -24,30 +23,12 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from neuron_prof.tui._fmt import printable
+from neuron_prof.tui.widgets.columns import Column, cell, fit_columns
+
+__all__ = ["BACKGROUND_ROWS", "Column", "VirtualTable"]
 
 BACKGROUND_ROWS = 200_000
 """From this many rows, indexing for the first filter runs in a thread."""
-
-
-@dataclass(frozen=True)
-class Column:
-    """One column: `key` into the data, a title, a width in cells (0: take the rest) and a formatter."""
-
-    key: str
-    title: str
-    width: int = 12
-    fmt: Callable[[Any], str] = str
-    right: bool = False
-    """Right-align (numbers)."""
-    style: Callable[[Any], str] | None = None
-    """Rich style of a cell from its value (e.g. severity colours); None: the row's style."""
-
-
-def _cell(text: str, width: int, right: bool) -> str:
-    text = printable(text).replace("\n", " ").replace("\t", " ")
-    if len(text) > width:
-        return text[: max(0, width - 1)] + "…" if width > 0 else ""
-    return text.rjust(width) if right else text.ljust(width)
 
 
 class VirtualTable(ScrollView, can_focus=True):
@@ -90,6 +71,7 @@ class VirtualTable(ScrollView, can_focus=True):
         data: dict[str, np.ndarray] | None = None,
         *,
         filter_key: str | None = None,
+        queries: Callable[[str], Sequence[str]] | None = None,
         name: str | None = None,
         id: str | None = None,
         classes: str | None = None,
@@ -97,6 +79,8 @@ class VirtualTable(ScrollView, can_focus=True):
         super().__init__(name=name, id=id, classes=classes)
         self.columns = columns
         self.filter_key = filter_key or columns[0].key
+        self.queries = queries or (lambda q: (q,))
+        """The texts a filter query stands for (a row matches when its filter text contains one)."""
         self.data: dict[str, np.ndarray] = {}
         self.order = np.zeros(0, dtype=np.int64)
         """Data rows in display order (after sort and filter)."""
@@ -175,17 +159,21 @@ class VirtualTable(ScrollView, can_focus=True):
         else:
             assert self._uniq is not None
             texts, inv = self._uniq
-            q = text.lower()
-            hit = np.fromiter((q in t for t in texts), dtype=bool, count=len(texts))
+            qs = [q.lower() for q in self.queries(text) if q]
+            hit = np.fromiter((any(q in t for q in qs) for t in texts), dtype=bool, count=len(texts))
             order = np.flatnonzero(hit[inv]).astype(np.int64)
-        if self.sort_key is not None and len(order):
-            col = self.data[self.sort_key][order]
-            if col.dtype != object:
-                order = order[np.argsort(-col, kind="stable")]
-        self.order = order
+        self.order = self._arrange(order)
         self.cursor = 0
         self._resize()
         self._post_highlight()
+
+    def _arrange(self, rows: np.ndarray) -> np.ndarray:
+        """The display order of the rows that pass the filter: by the sort column when it is numeric."""
+        if self.sort_key is not None and len(rows):
+            col = self.data[self.sort_key][rows]
+            if col.dtype != object:
+                rows = rows[np.argsort(-col, kind="stable")]
+        return rows
 
     @property
     def row(self) -> int:
@@ -200,7 +188,11 @@ class VirtualTable(ScrollView, can_focus=True):
     def visible_text(self, key: str) -> list[str]:
         """The formatted cells of column `key` in display order (tests and summaries)."""
         col = next(c for c in self.columns if c.key == key)
-        return [printable(col.fmt(self.data[key][r])) for r in self.order]
+        return [printable(self.cell_text(col, int(r))) for r in self.order]
+
+    def cell_text(self, col: Column, row: int) -> str:
+        """The text of column `col` at data row `row`, before it is fitted to the column's width."""
+        return col.fmt(self.data[col.key][row])
 
     # ---- layout and rendering -----------------------------------------------------------------------
     def _resize(self) -> None:
@@ -208,20 +200,19 @@ class VirtualTable(ScrollView, can_focus=True):
         self.virtual_size = Size(self.size.width, len(self.order) + 1)
         self.refresh()
 
-    def _widths(self) -> list[int]:
-        fixed = sum(c.width for c in self.columns if c.width) + len(self.columns) - 1
-        rest = max(10, self.size.width - fixed)
-        return [c.width or rest for c in self.columns]
+    def shown_columns(self) -> list[tuple[Column, int]]:
+        """(column, width) of the columns that fit the table's width (see `Column.drop` and `grow`)."""
+        return fit_columns(self.columns, self.scrollable_content_region.width)
 
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
+        width = self.scrollable_content_region.width
         base = self.rich_style
-        widths = self._widths()
+        shown = self.shown_columns()
         if y == 0:
             cells = []
-            for c, w in zip(self.columns, widths):
+            for c, w in shown:
                 title = c.title + ("▼" if c.key == self.sort_key else "")
-                cells.append(_cell(title, w, c.right))
+                cells.append(cell(title, w, c.right))
             text = " ".join(cells)
             style = base + Style(bold=True, underline=True)
             return Strip([Segment(text, style)]).crop_extend(0, width, base)
@@ -234,9 +225,9 @@ class VirtualTable(ScrollView, can_focus=True):
             style = base + (Style(reverse=True) if self.has_focus else Style(bgcolor="grey30"))
         segs: list[Segment] = []
         plain: list[str] = []
-        for c, w in zip(self.columns, widths):
+        for c, w in shown:
             v = self.data[c.key][r]
-            plain.append(_cell(c.fmt(v), w, c.right))
+            plain.append(cell(self.cell_text(c, r), w, c.right, c.clip_left))
             if c.style is not None:
                 # flush the plain run, then this cell in its own style (still a plain-text Segment)
                 segs.append(Segment(" ".join(plain[:-1]) + (" " if len(plain) > 1 else ""), style))
