@@ -143,14 +143,20 @@ def demo_like_trace(rank: int | None = 0, *, slow: float = 1.0, churn: bool = Fa
     return b.build()
 
 
-def test_compile_table_groups_by_signature_and_ranks_by_cost() -> None:
+def test_compile_table_groups_by_op_then_signature_and_ranks_by_cost() -> None:
     tab = _shape.compile_table(demo_like_trace())
-    assert list(tab["name"][:1]) == [COMPILE_OP]
-    assert tab["total_ns"][0] == COMPILE_MS * MS
-    # forward_graph compiled twice with two signatures: two rows of 30 ms, each with its reason
-    fg = np.flatnonzero(tab["name"] == "forward_graph")
-    assert len(fg) == 2 and set(tab["total_ns"][fg]) == {30 * MS}
-    assert "size mismatch" in tab["reasons"][fg[0]]
+    ops = np.flatnonzero(tab["parent"] < 0)
+    assert list(tab["name"][ops]) == [COMPILE_OP, "forward_graph"]
+    assert tab["total_ns"][ops[0]] == COMPILE_MS * MS
+    # forward_graph compiled twice with two signatures: one op row of 60 ms over two signature rows of
+    # 30 ms, each with its own reason
+    fg = int(ops[1])
+    sigs = np.flatnonzero(tab["parent"] == fg)
+    assert tab["total_ns"][fg] == 60 * MS and tab["count"][fg] == 2 and tab["n_sigs"][fg] == 2
+    assert len(sigs) == 2 and set(tab["total_ns"][sigs]) == {30 * MS}
+    assert sorted(tab["label"][sigs]) == ["seq=192", "seq=384"]
+    assert "expected 64, actual 192" in tab["reasons"][sigs[0]] + tab["reasons"][sigs[1]]
+    assert all(tab["where"][r] == "train.py:50" for r in (fg, *sigs))
 
 
 def test_fallback_table_by_call_site() -> None:

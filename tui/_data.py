@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.analysis import Finding, OpTable, cross_rank_findings, op_table, sort_findings
+from neuron_prof.analysis import Context, Finding, OpTable, cross_rank_findings, op_table, sort_findings
 from neuron_prof.analysis._nesting import nesting
 from neuron_prof.model import Trace, split_ranks
 from neuron_prof.tui import _shape
@@ -76,12 +76,17 @@ class RankData:
             getattr(self, name)
 
     @cached_property
+    def context(self) -> Context:
+        """One analysis context for the views' tables (call sites and compiles are worked out once)."""
+        return Context(self.trace)
+
+    @cached_property
     def compiles(self) -> _shape.Table:
-        return _shape.compile_table(self.trace)
+        return _shape.compile_table(self.trace, self.context)
 
     @cached_property
     def fallbacks(self) -> _shape.Table:
-        return _shape.fallback_table(self.trace)
+        return _shape.fallback_table(self.trace, self.findings, self.context)
 
     @cached_property
     def op_accounting(self) -> OpTable:

@@ -9,17 +9,28 @@ A table is a plain ``dict[str, np.ndarray]`` of equal-length columns; string col
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import orjson
 
-from neuron_prof.analysis import OpTable, sites_of
-from neuron_prof.analysis._collectives import collective_rows, message_bytes, op_key
-from neuron_prof.analysis._compile import compiles
-from neuron_prof.analysis._context import Context
-from neuron_prof.analysis._steps import find_steps
+from neuron_prof.analysis import (
+    CompileGroup,
+    Context,
+    Finding,
+    OpTable,
+    Site,
+    collective_key,
+    collective_rows,
+    compile_groups,
+    compiles,
+    fallback_names,
+    find_steps,
+    message_bytes,
+    norm_op,
+    sites_of,
+)
 from neuron_prof.model import Arg, Trace, TrackKind
 
 Table = dict[str, np.ndarray]
@@ -54,68 +65,108 @@ def _sorted(table: Table, key: str) -> Table:
     return {k: v[o] for k, v in table.items()}
 
 
-def compile_table(trace: Trace) -> Table:
-    """Compiles grouped by (op or graph, signature), most total time first.
+def compile_table(trace: Trace, ctx: Context | None = None) -> Table:
+    """Compiles by op (or graph), each op expanding to its (signature, call site) groups: two levels in
+    one table, ops by total compile time, each op's groups (rows with ``parent`` = the op's row) by total.
 
-    Compiles come parsed by the analysis (signature and call site filled from the host op that paid for
-    the compile), so rows agree with the compile findings. Columns: name, signature, kind, total_ns,
-    count, max_ns, call_site, module, ts_ns (first), track, reasons (one line per distinct recompile
-    reason), cache, rows (compile slice rows).
+    The groups are the analysis' own (`neuron_prof.analysis.compile_groups`, the findings' evidence).
+    Columns: parent (-1: an op), name (op or graph), label (op: its name; group: the signature), search
+    (what `/` matches), signature (an op's when it has one), call_site ("" when the line is not known),
+    where (the call site as shown), function and site_reason (when the line is not known), module, stack
+    (the user's frames, outermost first, one per line), kind, count, total_ns, max_ns, n_sigs and n_sites
+    (ops), reasons (one line per distinct recompile reason),
+    cache, rows (compile slice rows), ts_ns (first compile), track.
     """
-    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    ctx = ctx or Context(trace)
+    sites = sites_of(ctx)
+    by_row = {c.row: c for c in compiles(trace, ctx)}
     s = trace.slices
-    for c in compiles(trace, Context(trace)):
-        key = (c.name, _signature(c.signature))
-        g = groups.get(key)
-        if g is None:
-            g = groups[key] = {
-                "total": 0,
-                "count": 0,
-                "max": 0,
-                "ts": c.ts,
-                "track": int(s.track[c.row]),
-                "site": c.call_site,
-                "module": c.module,
-                "kind": c.kind,
-                "reasons": {},
-                "cache": {},
-                "rows": [],
-            }
-        g["total"] += c.dur
-        g["count"] += 1
-        g["max"] = max(g["max"], c.dur)
-        g["rows"].append(c.row)
-        g["site"] = g["site"] or c.call_site
-        if c.reason:
-            g["reasons"][c.reason] = g["reasons"].get(c.reason, 0) + 1
-        g["cache"][c.cache] = g["cache"].get(c.cache, 0) + 1
-    vals = list(groups.values())
-    t: Table = {
-        "name": _obj([k[0] for k in groups]),
-        "signature": _obj([k[1] for k in groups]),
-        "kind": _obj([g["kind"] for g in vals]),
-        "total_ns": np.array([g["total"] for g in vals], dtype=np.int64),
-        "count": np.array([g["count"] for g in vals], dtype=np.int64),
-        "max_ns": np.array([g["max"] for g in vals], dtype=np.int64),
-        "call_site": _obj([g["site"] for g in vals]),
-        "module": _obj([g["module"] for g in vals]),
-        "ts_ns": np.array([g["ts"] for g in vals], dtype=np.int64),
-        "track": np.array([g["track"] for g in vals], dtype=np.int64),
-        "reasons": _obj(["\n".join(f"{n}x {r}" for r, n in g["reasons"].items()) for g in vals]),
-        "cache": _obj([", ".join(f"{c} {n}" for c, n in g["cache"].items()) for g in vals]),
-        "rows": _obj([g["rows"] for g in vals]),
-    }
-    return _sorted(t, "total_ns")
+    ops: dict[str, list[CompileGroup]] = {}
+    for g in compile_groups(trace, ctx):
+        ops.setdefault(g.name, []).append(g)
+    # ops by total, then name (stable); each op's groups come from compile_groups most total first
+    order = sorted(ops.items(), key=lambda kv: (-sum(g.total_ns for g in kv[1]), kv[0]))
+    cols: dict[str, list[Any]] = {k: [] for k in _COMPILE_COLUMNS}
+
+    def add(parent: int, label: str, groups: list[CompileGroup]) -> None:
+        rows = sorted((r for g in groups for r in g.rows), key=lambda r: by_row[r].ts)
+        recs = [by_row[r] for r in rows]
+        # a group's compiles share one call site (or, with no line, one function): its first row's Site
+        group_sites = [sites.of_row(g.rows[0]) for g in groups]
+        keys = {x.call_site or x.function for x in group_sites}
+        site = group_sites[0] if len(keys) == 1 else None
+        member = parent >= 0
+        stacks = dict.fromkeys("\n".join(sites.of_row(r).stack) for r in rows) if member else {}
+        modules = {g.module for g in groups}
+        module = next(iter(modules)) if len(modules) == 1 else ""
+        vals = {
+            "parent": parent,
+            "name": groups[0].name,
+            "label": label,
+            # what `/` matches: an op row its name, a signature row its signature, call site and module
+            "search": f"{label} {_where(site) if site else ''} {module}" if member else label,
+            "signature": groups[0].signature if len({g.signature for g in groups}) == 1 else "",
+            "call_site": site.call_site if site is not None else "",
+            "where": _where(site) if site is not None else f"{len(keys)} call sites",
+            "function": site.function if site is not None and not site.call_site else "",
+            "site_reason": site.reason if site is not None and not site.call_site else "",
+            "module": module,
+            "stack": "\n\n".join(x for x in list(stacks)[:3] if x),
+            "kind": ", ".join(dict.fromkeys(c.kind for c in recs)),
+            "count": len(rows),
+            "total_ns": sum(g.total_ns for g in groups),
+            "max_ns": max(g.max_ns for g in groups),
+            "n_sigs": 0 if member else len({g.signature for g in groups}),
+            "n_sites": 0 if member else len(keys),
+            "reasons": "\n".join(f"{n}x {r}" for r, n in Counter(c.reason for c in recs if c.reason).items()),
+            "cache": ", ".join(f"{c} {n}" for c, n in Counter(c.cache for c in recs).items()),
+            "rows": rows,
+            "ts_ns": recs[0].ts,
+            "track": int(s.track[recs[0].row]),
+        }
+        for k, v in vals.items():
+            cols[k].append(v)
+
+    for name, groups in order:
+        op_row = len(cols["parent"])
+        add(-1, name, groups)
+        for g in groups:
+            add(op_row, g.signature, [g])
+    ints = {"parent", "count", "total_ns", "max_ns", "n_sigs", "n_sites", "ts_ns", "track"}
+    return {k: np.array(v, dtype=np.int64) if k in ints else _obj(v) for k, v in cols.items()}
 
 
-def _signature(v: Any) -> str:
-    """A signature as one line: strings as they are, shape lists as compact JSON ("[[8,128],[128,128]]")."""
-    if isinstance(v, str):
-        return v
-    try:
-        return orjson.dumps(v).decode()
-    except TypeError:
-        return str(v)
+_COMPILE_COLUMNS = (
+    "parent", "name", "label", "search", "signature", "call_site", "where", "function", "site_reason",
+    "module", "stack", "kind", "count", "total_ns", "max_ns", "n_sigs", "n_sites", "reasons", "cache", "rows",
+    "ts_ns", "track",
+)
+
+
+def _where(site: Site) -> str:
+    """A call site as a table shows it: "path:LINE", else the function with "(line unknown)"."""
+    if site.call_site:
+        return site.call_site
+    if site.function:
+        return f"{site.function} (line unknown)"
+    return "(line unknown)"
+
+
+def no_compile_reason(trace: Trace) -> str:
+    """Why a trace has no compile to show (the compile view's empty state)."""
+    md = trace.metadata
+    backend = str(md.get("backend") or "")
+    if not backend:
+        return ("this trace was not captured by neuron-prof: torch.profiler records no compiles (capture "
+                "with `neuron-prof run` or neuron_prof.profile() to see them)")
+    if backend in ("cpu", "cuda"):
+        return (f"the {backend} backend has no compile step: its ops run eagerly; torch.compile graphs would "
+                "show here, and none were compiled while profiling")
+    cache = md.get("compile_cache")
+    hits = cache.get("hits_on_old_entries") if isinstance(cache, dict) else None
+    if isinstance(hits, int) and hits:
+        return f"none while profiling: every signature came from the compile cache ({hits} cache hits)"
+    return f"none while profiling: the {backend} backend compiled nothing in the profiled region"
 
 
 def plan_text(plan: dict[str, Any]) -> str:
@@ -127,14 +178,23 @@ def plan_text(plan: dict[str, Any]) -> str:
     )
 
 
-def fallback_table(trace: Trace) -> Table:
-    """CPU fallbacks grouped by (call site, op), most host time first.
+def fallback_table(trace: Trace, findings: Sequence[Finding] = (), ctx: Context | None = None) -> Table:
+    """CPU fallbacks grouped by (call site, op), most host time first; the cpu_fallback finding of each
+    group (same call site and op) gives the ops the user's call went through.
 
-    Columns: call_site, name, count, total_ns, share (of wall time), copy_bytes, module, stack, ts_ns, track.
+    Columns: call_site, name (the op that fell back), called_as (the outermost op the user's call went
+    through, else the op), chain ("called_as → ... → name"), names (what `/` matches: the call site and
+    every name the finding answers to, `neuron_prof.analysis.fallback_names`), count, total_ns, share (of
+    wall time), copy_bytes, module, stack, ts_ns, track.
     """
     rows = trace.slices_on(TrackKind.FALLBACK)
     s = trace.slices
-    sites = sites_of(Context(trace))
+    sites = sites_of(ctx or Context(trace))
+    found = {
+        (f.call_site or str(f.evidence.get("function", "")), str(f.evidence.get("op", ""))): f
+        for f in findings
+        if f.kind == "cpu_fallback"
+    }
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for r in rows[np.argsort(s.ts_ns[rows], kind="stable")]:
         a = trace.slice_args(int(r))
@@ -158,9 +218,18 @@ def fallback_table(trace: Trace) -> Table:
         g["bytes"] += int(cb) if isinstance(cb, (int, float)) else 0
     vals = list(groups.values())
     total = np.array([g["total"] for g in vals], dtype=np.int64)
+    chains, names = [], []
+    for site, op in groups:
+        f = found.get((site, op))
+        via = [str(x) for x in f.evidence.get("called_as") or ()] if f is not None else []
+        chains.append([*via, op])
+        names.append(" ".join([site, op, *via, *sorted(fallback_names(f) if f else {norm_op(op)})]))
     t: Table = {
         "call_site": _obj([k[0] for k in groups]),
         "name": _obj([k[1] for k in groups]),
+        "called_as": _obj([c[0] for c in chains]),
+        "chain": _obj([" → ".join(c) for c in chains]),
+        "names": _obj(names),
         "count": np.array([g["count"] for g in vals], dtype=np.int64),
         "total_ns": total,
         "share": total / max(trace.wall_ns, 1),
@@ -224,7 +293,7 @@ def collective_table(traces: Sequence[Trace]) -> Table:
         rows = collective_rows(trace, Context(trace))
         for r in rows[np.argsort(s.ts_ns[rows], kind="stable")]:
             a = trace.slice_args(int(r))
-            key = (rank, op_key(trace.slice_name(int(r)), a))
+            key = (rank, collective_key(trace.slice_name(int(r)), a))
             g = groups.setdefault(
                 key,
                 {

@@ -1,55 +1,99 @@
-"""Compile stalls: compiles grouped by (op or graph, signature), by total cost, with recompile reasons."""
+"""Compile stalls: compiles by op (or graph) with totals, most total time first; enter expands an op to its
+(signature, call site) groups; the detail pane shows the full signature, the line, module and stack."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from textual.widget import Widget
 
 from neuron_prof.tui._fmt import fmt_int, fmt_ns
-from neuron_prof.tui._shape import plan_text
+from neuron_prof.tui._shape import no_compile_reason, plan_text
 from neuron_prof.tui.screens._base import Detail, ViewScreen, detail
+from neuron_prof.tui.widgets.tree_table import TreeTable
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 
 COMPILE_KINDS = ("first_call_compile", "recompile", "shape_churn")
 
 
+def _count(v: Any) -> str:
+    return fmt_int(v) if v else ""
+
+
 class CompileScreen(ViewScreen):
-    """Compile stalls by cost; the detail pane shows reasons, cache results and the bucket plan."""
+    """Compile stalls by op; each op expands to its signatures and call sites."""
 
     VIEW = "compile"
 
     def compose_body(self) -> Iterable[Widget]:
         cols = [
-            Column("name", "op / graph", 0),
-            Column("signature", "signature", 30),
-            Column("total_ns", "total", 10, fmt_ns, right=True),
+            Column("label", "op / graph ▸ signature", 0, min_width=36),
+            Column("where", "call site", 20, clip_left=True, grow=12),
+            Column("n_sigs", "sigs", 5, _count, right=True, drop=2),
+            Column("n_sites", "sites", 5, _count, right=True, drop=3),
             Column("count", "count", 6, fmt_int, right=True),
-            Column("max_ns", "longest", 10, fmt_ns, right=True),
-            Column("call_site", "call site", 26, lambda v: v or "(unknown site)"),
+            Column("total_ns", "total", 10, fmt_ns, right=True),
+            Column("max_ns", "longest", 10, fmt_ns, right=True, drop=1),
         ]
-        self.table = VirtualTable(cols, self.rank.compiles, filter_key="name", id="compiles")
+        self.table = TreeTable(cols, self.rank.compiles, filter_key="search", id="compiles")
         yield self.table
         yield Detail(id="detail")
+
+    @property
+    def tree(self) -> TreeTable:
+        assert isinstance(self.table, TreeTable)
+        return self.table
+
+    def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
+        """Enter: expand or collapse an op; on a signature row, jump to its first compile on the timeline."""
+        event.stop()
+        if self.tree.value("parent", event.row) >= 0:
+            self.action_jump()
+        else:
+            self.tree.toggle(event.row)
+
+    def focus_key(self, key: str) -> bool:
+        """Highlight the costliest signature at call site `key` (its op expanded), else an op named `key`."""
+        t = self.tree
+        d = t.data
+        hits = [r for r in range(t.n_rows) if d["parent"][r] >= 0 and d["call_site"][r] == key]
+        if not hits:
+            return super().focus_key(key)
+        best = max(hits, key=lambda r: int(d["total_ns"][r]))
+        t.expand(int(d["parent"][best]))
+        t._keep(best)
+        return True
 
     def show_row(self, row: int) -> None:
         pane = self.query_one("#detail", Detail)
         if row < 0:
-            pane.show([("compiles", "none recorded in this trace")])
+            pane.show([("compiles", no_compile_reason(self.rank.trace))])
             return
         d = {k: v[row] for k, v in self.rank.compiles.items()}
+        member = d["parent"] >= 0
+        site = d["call_site"] or "line unknown" + (f" in {d['function']}" if d["function"] else "")
+        if not member and d["n_sites"] != 1:
+            site = f"{d['n_sites']} call sites (enter lists them)"
+        counts = f"{fmt_int(d['count'])}, {fmt_ns(d['total_ns'])} in all, longest {fmt_ns(d['max_ns'])}"
         rows = detail(
             ("op / graph", d["name"]),
             ("signature", d["signature"]),
-            ("compile kind", d["kind"]),
-            ("total", fmt_ns(d["total_ns"])),
-            ("compiles", d["count"]),
-            ("cache", d["cache"]),
-            ("call site", d["call_site"]),
+            ("call site", site),
+            ("why no line", d["site_reason"]),
             ("module", d["module"]),
+            ("stack (outermost first)", "\n" + d["stack"] if d["stack"] else ""),
+            ("compiles", counts),
+            ("signatures", "" if member else f"{d['n_sigs']} (enter lists them)"),
+            ("compile kind", d["kind"]),
+            ("cache", d["cache"]),
             ("recompile reasons", "\n" + d["reasons"] if d["reasons"] else ""),
         )
-        # the bucket plan and advice come from the analysis' findings on these compiles
+        pane.show(rows + self._findings(d))
+
+    def _findings(self, d: dict[str, Any]) -> list[tuple[str, str]]:
+        """The compile findings about these compiles: their titles, advice and bucket plans."""
+        rows: list[tuple[str, str]] = []
         mine = set(d["rows"])
         for f in self.rank.findings:
             ev = f.evidence or {}
@@ -65,7 +109,4 @@ class CompileScreen(ViewScreen):
                 others = [plan_text(p) for p in ev.get("plans") or () if isinstance(p, dict)]
                 if others:
                     rows += detail(("other plans", "\n" + "\n".join(others)))
-        pane.show(rows)
-
-    def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
-        self.action_jump()
+        return rows

@@ -1,4 +1,8 @@
-"""Fallback hot spots: CPU fallbacks grouped by call site and op, by host time, with module and stack."""
+"""Fallback hot spots: CPU fallbacks grouped by call site and op, by host time, with module and stack.
+
+Each row names the op the user's code called and the op that fell back ("aten::linalg_svdvals →
+aten::_linalg_svd"); `/` matches either, as users write them too ("torch.linalg.svdvals", "Tensor.sort"):
+the rule of `neuron-prof check --forbid-fallback` (`neuron_prof.analysis.norm_op`)."""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ from collections.abc import Iterable
 
 from textual.widget import Widget
 
+from neuron_prof.analysis import norm_op
 from neuron_prof.tui._fmt import fmt_bytes, fmt_int, fmt_ns, fmt_share
 from neuron_prof.tui.screens._base import Detail, ViewScreen, detail
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
@@ -18,15 +23,17 @@ class FallbackScreen(ViewScreen):
 
     def compose_body(self) -> Iterable[Widget]:
         cols = [
-            Column("call_site", "call site", 0, lambda v: v or "(unknown site)"),
-            Column("name", "op", 22),
-            Column("count", "count", 7, fmt_int, right=True),
-            Column("total_ns", "host time", 10, fmt_ns, right=True),
-            Column("share", "share", 7, fmt_share, right=True),
-            Column("copy_bytes", "copies", 10, fmt_bytes, right=True),
-            Column("module", "module", 22),
+            Column("call_site", "call site", 20, lambda v: v or "(line unknown)", clip_left=True, grow=12),
+            Column("chain", "called as → op that fell back", 0, min_width=40),
+            Column("count", "count", 6, fmt_int, right=True),
+            Column("total_ns", "host time", 9, fmt_ns, right=True),
+            Column("share", "share", 7, fmt_share, right=True, drop=2),
+            Column("copy_bytes", "copies", 10, fmt_bytes, right=True, drop=3),
+            Column("module", "module", 22, clip_left=True, drop=4),
         ]
-        self.table = VirtualTable(cols, self.rank.fallbacks, filter_key="call_site", id="fallbacks")
+        self.table = VirtualTable(
+            cols, self.rank.fallbacks, filter_key="names", queries=lambda q: (q, norm_op(q)), id="fallbacks"
+        )
         yield self.table
         yield Detail(id="detail")
 
@@ -39,6 +46,7 @@ class FallbackScreen(ViewScreen):
         rows = detail(
             ("call site", d["call_site"]),
             ("op", d["name"]),
+            ("called as", d["chain"] if d["called_as"] != d["name"] else ""),
             ("calls", d["count"]),
             ("host time", f"{fmt_ns(d['total_ns'])} ({fmt_share(d['share'])} of wall time)"),
             ("copies forced", fmt_bytes(d["copy_bytes"]) if d["copy_bytes"] else ""),
@@ -46,7 +54,8 @@ class FallbackScreen(ViewScreen):
             ("stack", "\n" + d["stack"] if d["stack"] else ""),
         )
         for f in self.rank.findings:
-            if f.kind == "cpu_fallback" and f.call_site and f.call_site == d["call_site"]:
+            ev = f.evidence or {}
+            if f.kind == "cpu_fallback" and f.call_site == d["call_site"] and ev.get("op") == d["name"]:
                 rows += detail(("advice", f.advice))
                 break
         pane.show(rows)
