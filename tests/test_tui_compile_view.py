@@ -245,3 +245,23 @@ async def test_no_compiles_says_why(backend: str | None, why: str) -> None:
         t = table(app)
         assert len(t.order) == 0
         assert why in pane_text(app)
+
+
+async def test_enter_on_the_compile_finding_opens_its_top_signature(capture: Capture) -> None:
+    path, _ = capture
+    app = NeuronProfApp([path])
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot, app)
+        t = table(app)
+        at = shown(t, "kind").index("first_call_compile")
+        finding = app.data.rank.findings[int(t.order[at])]
+        assert finding.call_site.startswith(FILE)
+        t.move_to(at)
+        await pilot.press("enter")
+        await pilot.pause()
+        await pilot.pause()
+        assert app.current_mode == "compile"
+        # GIVEN the finding names a line, THEN the cursor is on a signature row at that line, its op expanded
+        c = table(app)
+        assert c.value("parent") >= 0 and c.value("call_site") == finding.call_site
+        assert f"call site: {finding.call_site}" in pane_text(app)

@@ -60,9 +60,7 @@ class CompileScreen(ViewScreen):
         hits = [r for r in range(t.n_rows) if d["parent"][r] >= 0 and d["call_site"][r] == key]
         if not hits:
             return super().focus_key(key)
-        best = max(hits, key=lambda r: int(d["total_ns"][r]))
-        t.expand(int(d["parent"][best]))
-        t._keep(best)
+        t.reveal(max(hits, key=lambda r: int(d["total_ns"][r])))
         return True
 
     def show_row(self, row: int) -> None:

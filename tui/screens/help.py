@@ -18,7 +18,12 @@ KEYS = (
         "collectives, ranks",
     ),
     ("↑ ↓ pgup pgdn home end", "move in a table"),
-    ("enter", "drill in: a finding opens its view, an op lists its calls, a rank becomes the shown rank"),
+    (
+        "enter",
+        "drill in: a finding opens its view, an op lists its calls, a rank becomes the shown rank; "
+        "in compile stalls an op expands to its signatures and call sites",
+    ),
+    ("→ ←", "compile stalls: expand / collapse the highlighted op"),
     ("t", "jump to the highlighted row's place and time on the timeline"),
     ("/", "filter the table (enter keeps the filter, esc clears it)"),
     ("s", "sort the table by the next numeric column"),

@@ -145,6 +145,14 @@ class TreeTable(VirtualTable):
         self._apply_filter()
         self._keep(row)
 
+    def reveal(self, row: int) -> None:
+        """Put the cursor on data row `row`, expanding its group when it is a member."""
+        g = self.group_of(row)
+        if g != row and g not in self.expanded:
+            self.expanded.add(g)
+            self._apply_filter()
+        self._keep(row)
+
     def _keep(self, row: int) -> None:
         at = np.flatnonzero(self.order == row)
         self.move_to(int(at[0]) if len(at) else 0)
