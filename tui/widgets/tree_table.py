@@ -48,10 +48,10 @@ class TreeTable(VirtualTable):
         self.expanded = set()
         parent = data.get("parent")
         self._members = {}
-        if parent is not None:
-            kids = np.flatnonzero(parent >= 0)
-            for g in np.unique(parent[kids]):
-                self._members[int(g)] = kids[parent[kids] == g]
+        if parent is not None and len(kids := np.flatnonzero(parent >= 0)):
+            kids = kids[np.argsort(parent[kids], kind="stable")]  # by group, in data order within one
+            groups, starts = np.unique(parent[kids], return_index=True)
+            self._members = {int(g): m for g, m in zip(groups, np.split(kids, starts[1:]), strict=True)}
         super().set_data(data)
         if not self.filter_text:  # a filter arranged the rows already
             self.order = self._arrange(self.order)
