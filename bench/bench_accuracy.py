@@ -50,14 +50,14 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    con = Console()
+    con = Console(width=max(Console().width, 160))  # the table stays whole when the output is piped
     con.print(f"{len(progs)} programs x {len(ways)} ways, {a.jobs} at a time "
               f"({', '.join(p.stem for p in progs)})")
     t0 = time.perf_counter()
     tmp = tempfile.TemporaryDirectory(prefix="bench-accuracy-") if a.keep is None else None
     work = a.keep or tmp.name  # type: ignore[union-attr]
     with ThreadPoolExecutor(max_workers=max(a.jobs, 1)) as pool:
-        order = sorted(((p, w) for p in progs for w in ways), key=lambda k: (-k[0].ranks, not k[1].endswith("neuron")))
+        order = h.longest_first((p, w) for p in progs for w in ways)
         futs = {(p.name, w): pool.submit(h.run_program, p, w, work, timeout=a.timeout) for p, w in order}
         outcomes = {k: f.result() for k, f in futs.items()}
     wall = time.perf_counter() - t0
@@ -114,8 +114,8 @@ def main(argv: list[str] | None = None) -> int:
 
     t = Table(title=f"Findings against the tags of {len(progs)} user programs (tests/userland), "
                     f"{wall:.0f} s wall", title_justify="left")
-    for c in ("way", "runs", "run failed", "expected", "found at exact line (recall)", "warning/critical",
-              "unexplained", "precision", "exact-line rate", "CLEAN with alarms", "run s"):
+    for c in ("way", "runs", "run failed", "expected", "recall (exact line)", "warn+crit", "unexplained",
+              "precision", "exact-line rate", "CLEAN w/ alarms", "run s"):
         t.add_column(c, justify="left" if c == "way" else "right")
     for w, r in rows.items():
         t.add_row(w, str(r["runs"]), f"{r['failed']}" + (f" (+{r['known']} XFAIL)" if r["known"] else ""),

@@ -46,9 +46,7 @@ class Runs:
     def __init__(self, keys: list[tuple[h.Program, str]], workdir: str, jobs: int) -> None:
         self.pool = ThreadPoolExecutor(max_workers=jobs)
         self.futures: dict[tuple[str, str], Future[h.Outcome]] = {}
-        # multi-rank jobs and the emulated device first: they take longest
-        order = sorted(keys, key=lambda k: (-k[0].ranks, not k[1].endswith("neuron")))
-        for prog, way in order:
+        for prog, way in h.longest_first(keys):
             key = (prog.name, way)
             if key not in self.futures:
                 self.futures[key] = self.pool.submit(h.run_program, prog, way, workdir, timeout=240,

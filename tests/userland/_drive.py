@@ -21,7 +21,6 @@ import json
 import os
 import runpy
 import sys
-from collections import defaultdict
 from typing import Any
 
 # Ops whose output shape depends on the values: on a real device the host must wait to learn the shape.
@@ -35,7 +34,7 @@ def _install_truth(program: str) -> Any:
 
     gt = emu.ground_truth()
     orig = gt.add
-    rows: dict[tuple[str, str, int], dict[str, Any]] = defaultdict(lambda: {"count": 0, "details": set()})
+    rows: dict[tuple[str, str, int], dict[str, Any]] = {}
     prog = os.path.realpath(program)
     codes: dict[str, bool] = {}
 
@@ -52,13 +51,20 @@ def _install_truth(program: str) -> Any:
                     line = f.f_lineno
                     break
                 f = f.f_back
-            r = rows[(kind, name, line)]
+            r = rows.get((kind, name, line))
+            if r is None:
+                r = rows[(kind, name, line)] = {"count": 0, "details": set()}
             r["count"] += 1
             detail = kwargs.get("detail", args[5] if len(args) > 5 else None)
             if kind in ("compile", "graph_compile") and len(r["details"]) < 50:
                 r["details"].add(str(detail)[:300])
         return orig(kind, name, *args, **kwargs)
 
+    # The wrapper runs inside the emulator's ops, while the profiler looks for the user's frame: filed under the
+    # emulator's own log module, its frame is library code to the profiler, as the log it extends is.
+    from neuron_prof.emulator import _groundtruth
+
+    add.__code__ = add.__code__.replace(co_filename=_groundtruth.__file__)
     gt.add = add  # an instance attribute: the emulator calls rt.gt.add(...)
     return rows
 
@@ -98,7 +104,7 @@ def main() -> int:
             os.environ["TRACE_OUT"] = out
             runpy.run_path(program, run_name="__main__")
         else:
-            with neuron_prof.profile(out, quiet=True):
+            with neuron_prof.profile(out, quiet=True, pftrace=False):  # findings only: no .pftrace needed
                 runpy.run_path(program, run_name="__main__")
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)

@@ -36,7 +36,7 @@ class Trainer:
     def fit(self, batches: list[tuple[torch.Tensor, torch.Tensor]], epochs: int = 2) -> None:
         for epoch in range(epochs):
             for x, y in batches:
-                stats = self.train_step(x.to(self.device), y.to(self.device))
+                stats = self.train_step(x.to(self.device), y.to(self.device))  # ALSO: dtype_demotion
                 self.history.extend(stats.tolist())  # EXPECT: sync_point
             print(f"epoch {epoch}: last loss {self.history[-2]:.3f}")
 
