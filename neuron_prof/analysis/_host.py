@@ -80,7 +80,7 @@ def enclosing_ops(ctx: Context, row: int) -> list[str]:
         i = int(np.searchsorted(n.rows, r))
         if i >= len(n.rows) or n.rows[i] != r:
             break
-        if cpu_op is not None and int(trace.slices.cat[r]) == cpu_op:
+        if cpu_op is not None and int(trace.slices.cat[r]) == cpu_op and not n.transparent[i]:
             out.append(trace.slice_name(r))
         r = int(n.parent[i])
     return out[::-1]
