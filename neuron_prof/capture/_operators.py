@@ -56,9 +56,9 @@ def _at_user_line(show: Any) -> Any:
 
     def showwarning(message: Any, category: Any, filename: str, lineno: int, *args: Any, **kwargs: Any) -> Any:
         if file_kind(filename) == HIDDEN:
-            f = sys._getframe(1)
-            while f is not None and file_kind(f.f_code.co_filename) == HIDDEN or f is not None and \
-                    f.f_code.co_filename.endswith(("warnings.py", "<frozen warnings>")):
+            f = sys._getframe(1)  # inside warnings.warn, under the forwarder: walk up to the user's frame
+            while f is not None and (file_kind(f.f_code.co_filename) == HIDDEN
+                                     or f.f_code.co_filename.endswith(("warnings.py", "<frozen warnings>"))):
                 f = f.f_back
             if f is not None:
                 filename, lineno = f.f_code.co_filename, f.f_lineno

@@ -12,10 +12,12 @@ the trace is marked ``stack_lines = "exact"``. An operator statement (``a @ b``)
 records; its innermost frame gets line 0 (unknown) unless a recorded call happened inside the op (the
 operator recorder, `_operators`, makes sure one does).
 
-Python frames of neuron_prof, the emulated device and torch_neuronx, and library frames they call, are
-dropped from the trace (`StackRewriter`), as is the per-function ``Call stack`` of python_function events
-(the nesting already says it; it was most of the trace's bytes). Cost: one visit per event, ~2 µs each,
-at the end of each cycle, outside the user's steps.
+A Python call the user's code made keeps that line as its span's ``call_site`` (what the host did in a
+device-idle gap). Python frames of neuron_prof, the emulated device and torch_neuronx, and library frames
+they call, are dropped from the trace (`StackRewriter`); Kineto writes no per-event ``Call stack`` (capture
+asks for none: it was most of the JSON's bytes). The same walk reads each watched op's recorded inputs for
+`_device_ops` (sync points, float64 arrivals). Cost: one visit per event, ~2-4 µs each, at the end of each
+cycle, outside the user's steps.
 """
 
 from __future__ import annotations

@@ -22,7 +22,6 @@ import re
 import site
 import sys
 import sysconfig
-from collections.abc import Collection
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -96,15 +95,6 @@ def file_kind(path: str) -> str:
     # Kineto shortens library paths relative to their root ("threading.py", "torch/nn/..."): a relative
     # path that names a file under a library root is that file (a user script would shadow it anyway)
     return LIBRARY if any(os.path.exists(os.path.join(r, path)) for r in _LIB_ROOTS) else USER
-
-
-def is_hidden_file(path: str) -> bool:
-    """neuron_prof (not its demo), the emulated device, torch_neuronx: never shown to the user."""
-    return file_kind(path) == HIDDEN
-
-
-def is_user_file(path: str) -> bool:
-    return file_kind(path) == USER
 
 
 _PREFIXES: list[str] = []
@@ -239,8 +229,3 @@ def user_files_of(metadata: dict[str, object]) -> frozenset[str] | None:
 
 def stack_is_exact(metadata: dict[str, object]) -> bool:
     return metadata.get(STACK_LINES) == EXACT
-
-
-def site_in(site: str, files: Collection[str]) -> bool:
-    """Whether "path:LINE" names one of `files`."""
-    return site.rsplit(":", 1)[0] in files

@@ -77,11 +77,6 @@ class HostView:
                 return got
         return NO_STACK
 
-    def site_and_module(self, row: int, args: dict[str, Any] | None = None) -> tuple[str, str]:
-        """(call_site, module path) of host slice `row` (see `site`)."""
-        s = self.site(row, args)
-        return s.call_site, s.module
-
     def site_at(self, t_ns: int, tid: Any) -> Site:
         """The Site of the innermost host op running on thread `tid` at `t_ns` (NO_STACK when none)."""
         from neuron_prof.backends.probes._hostops import ThreadOps
