@@ -12,8 +12,9 @@ from typing import Any
 import torch
 
 from neuron_prof.emulator import _state
-from neuron_prof.emulator._dispatch import execute, sync_point
-from neuron_prof.emulator._tensor import NeuronTensor, set_devices
+from neuron_prof.emulator._dispatch import copy_from_host, execute
+from neuron_prof.emulator._state import sync_point
+from neuron_prof.emulator._tensor import NeuronTensor, set_devices, set_executor
 
 _LIBS: list[torch.library.Library] = []  # keep registrations alive for the life of the process
 
@@ -160,8 +161,6 @@ def _factory(op: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
-    from neuron_prof.emulator._dispatch import copy_from_host
-
     if isinstance(dst, NeuronTensor) and not isinstance(src, NeuronTensor):
         return copy_from_host(dst, src)
     return dst.copy_(src)
@@ -201,6 +200,7 @@ def register(module: types.ModuleType, num_devices: int) -> None:
 
     _setup_privateuseone_for_python_backend(rename="neuron", backend_module=module)
     set_devices(num_devices)
+    set_executor(execute)
     glob = torch.library.Library("_", "IMPL")
     glob.fallback(_factory, "PrivateUse1")
     glob.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")

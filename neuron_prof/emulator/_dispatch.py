@@ -19,7 +19,9 @@ from typing import Any, NamedTuple
 import torch
 
 from neuron_prof.emulator import _state
-from neuron_prof.emulator import _tensor as _tensor_module
+from neuron_prof.emulator._fallback import run_on_host
+from neuron_prof.emulator._operands import Unwrapped, demote_f64, host_seq_nr, wrap
+from neuron_prof.emulator._state import sync_point
 from neuron_prof.emulator._tensor import NeuronTensor
 from neuron_prof.emulator._timing import (
     KIND_COPY_D2H,
@@ -36,10 +38,7 @@ _COPY_ = aten.copy_.default
 _seq_nr = torch._C._autograd._get_sequence_nr
 _profiling = torch.autograd._profiler_enabled
 _record_functions = torch._C._autograd._enable_record_function
-_grad_enabled = torch.is_grad_enabled
 _F64 = torch.float64
-_I64 = torch.int64
-_CPU = torch.device("cpu")
 _NO_DEVICE_WORK = {
     "aten::empty.memory_format",
     "aten::empty_strided",
@@ -109,109 +108,6 @@ def op_info(func: Any) -> OpInfo:
     return info
 
 
-class _Unwrapped:
-    """Operands of one call, unwrapped, with what the signature and cost model need."""
-
-    __slots__ = ("ins", "sig", "ids", "dev", "f64", "i64", "target_dev", "tracing", "rg", "host_only")
-
-    def __init__(self) -> None:
-        self.ins: list[torch.Tensor] = []
-        self.sig: list[Any] = []
-        self.ids: dict[int, Any] = {}
-        self.dev = -1
-        self.f64 = False
-        self.i64 = False
-        self.target_dev = -1
-        self.tracing = False
-        self.rg = False
-        self.host_only = False
-
-    def unwrap(self, x: Any) -> Any:
-        if type(x) is NeuronTensor or isinstance(x, NeuronTensor):
-            e = x._elem
-            if type(e) is not torch.Tensor:  # fake / functional while torch.compile traces
-                self.tracing = True
-            self.ins.append(e)
-            self.ids[id(e)] = x
-            if x.requires_grad:
-                self.rg = True
-            dt = e.dtype
-            self.sig.append((e.shape, dt))
-            if self.dev < 0:
-                self.dev = x._dev
-            if dt is _F64:
-                self.f64 = True
-            elif dt is _I64:
-                self.i64 = True
-            return e
-        t = type(x)
-        if t is list or t is tuple:
-            return t([self.unwrap(v) for v in x])
-        if t is float:  # runtime scalars share one NEFF (the real cache key ignores their value)
-            self.sig.append(float)
-            return x
-        if t is int or t is bool or x is None:
-            self.sig.append(x)
-            return x
-        if isinstance(x, torch.Tensor):  # a plain CPU tensor mixed in (e.g. a 0-dim scalar)
-            if x.layout is not torch.strided or x.is_nested:
-                self.host_only = True  # sparse / nested tensors exist only on the host: the op falls back
-            self.ids[id(x)] = x
-            self.sig.append(("host", x.shape, x.dtype))
-            return x
-        if t is torch.device and x.type == "neuron":
-            self.target_dev = x.index or 0
-            self.sig.append("neuron")
-            return _CPU
-        self.sig.append(x)
-        return x
-
-
-def _wrap(o: Any, u: _Unwrapped, dev: int, outs: list[torch.Tensor]) -> Any:
-    if isinstance(o, torch.Tensor):
-        w = u.ids.get(id(o))
-        if w is not None:  # in-place / out= ops return their input: hand back the same wrapper
-            outs.append(o)
-            if w is not o and (w.shape != o.shape or w.stride() != o.stride()):
-                _restride(w, o)
-            return w
-        if o.layout is not torch.strided or o.is_nested:
-            return o  # no sparse or nested tensors on the device (not in TorchNeuron's first release)
-        if o.dtype is _F64:
-            _demote_f64(o)
-        outs.append(o)
-        return NeuronTensor(o, dev)
-    t = type(o)
-    if t is list or t is tuple:
-        return t([_wrap(v, u, dev, outs) for v in o])
-    return o
-
-
-_PY_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Python) | torch._C.DispatchKeySet(
-    torch._C.DispatchKey.PythonTLSSnapshot
-)
-
-
-def _restride(w: NeuronTensor, o: torch.Tensor) -> None:
-    """An in-place op changed its operand's shape (unsqueeze_, t_, resize_, a resized out=): the device
-    tensor's own metadata must follow its host values."""
-    try:
-        with torch._C._ExcludeDispatchKeyGuard(_PY_KEYS):
-            aten.as_strided_.default(w, o.shape, o.stride(), o.storage_offset())
-    except RuntimeError as e:  # the device tensor's storage cannot grow from Python
-        raise RuntimeError(
-            f"neuron (emulated): a device tensor cannot grow in place ({tuple(w.shape)} -> {tuple(o.shape)}, "
-            "e.g. resize_ or an out= tensor of the wrong size); allocate it at its final size"
-        ) from e
-
-
-def _demote_f64(t: torch.Tensor) -> None:
-    """float64 lives on the device at float32 precision (TorchNeuron computes it as float32)."""
-    if type(t) is torch.Tensor:
-        with torch.no_grad():
-            t.copy_(t.to(torch.float32))
-
-
 def _warn_f64(name: str, dev: int) -> None:
     rt = _state.RUNTIME
     assert rt is not None
@@ -234,29 +130,18 @@ def _user_level() -> int:
     return level
 
 
-def sync_point(dev: int, reason: str) -> int:
-    """The host waits for device `dev` (or every device when dev < 0); returns ns waited."""
-    rt = _state.RUNTIME
-    if rt is None:
-        return 0
-    t0 = time.time_ns()
-    waited = rt.sync_all() if dev < 0 else rt.clocks[dev].wait()
-    rt.gt.add("sync", reason, t0, time.time_ns(), max(dev, 0), detail=waited)
-    return waited
-
-
 def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Run one aten op with device-tensor operands (see the module docstring)."""
     rt = _state.RUNTIME
     assert rt is not None
     info = op_info(func)
-    u = _Unwrapped()
+    u = Unwrapped()
     uargs = u.unwrap(args)
     ukwargs = {k: u.unwrap(v) for k, v in kwargs.items()} if kwargs else kwargs
     # The op runs where its result goes: a device= argument (factories, .to("neuron:1")) wins.
     dev = u.target_dev if u.target_dev >= 0 else max(u.dev, 0)
     if u.tracing:  # torch.compile is tracing: no device, compile or tracking side effects
-        return _wrap(func(*uargs, **ukwargs), u, dev, [])
+        return wrap(func(*uargs, **ukwargs), u, dev, [])
 
     if info.name in _ALLOCATORS and not u.ins:
         # Refuse before the host allocates: a request past device capacity may not fit in host RAM either.
@@ -278,8 +163,6 @@ def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if info.sync:
         sync_point(dev, "item" if info.base == "_local_scalar_dense" else info.base)
     if info.fallback or u.host_only or (u.i64 and info.int64_fallback):
-        from neuron_prof.emulator._fallback import run_on_host
-
         return run_on_host(rt, func, info, uargs, ukwargs, u, dev)
     local = rt.local
     cfg = rt.cfg
@@ -305,7 +188,7 @@ def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     else:
         out = func(*uargs, **ukwargs)
     outs: list[torch.Tensor] = []
-    res = _wrap(out, u, dev, outs)
+    res = wrap(out, u, dev, outs)
     rt.executed_names.add(info.name)
     if u.f64 or (outs and outs[0].dtype is _F64):
         _warn_f64(info.name, dev)
@@ -329,16 +212,6 @@ def _requested_bytes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
     return n * dtype.itemsize
 
 
-def host_seq_nr(u: _Unwrapped) -> int:
-    """The autograd sequence number the profiler gave the host op now running (its "Sequence number").
-
-    The profiler records the thread's counter when the op enters autograd; if the op then created a
-    backward node, the counter has moved on by one by the time the op reaches the device.
-    """
-    seq = _seq_nr()
-    return seq - 1 if u.rg and _grad_enabled() else seq
-
-
 def _via_copy(src: torch.Tensor, kwargs: dict[str, Any], device: str) -> torch.Tensor:
     """`_to_copy(src, ...)` onto `device` as an allocation plus `copy_` (see execute)."""
     host = src._elem if isinstance(src, NeuronTensor) else src
@@ -356,7 +229,7 @@ def _to_host(kwargs: dict[str, Any]) -> bool:
 
 
 def _copy_to_host(
-    rt: _state.Runtime, info: OpInfo, uargs: Any, ukwargs: Any, u: _Unwrapped, dev: int, dst: Any = None
+    rt: _state.Runtime, info: OpInfo, uargs: Any, ukwargs: Any, u: Unwrapped, dev: int, dst: Any = None
 ) -> Any:
     """Device -> host (.cpu(), .to("cpu"), cpu_tensor.copy_(dev_tensor)): a sync point plus a DMA."""
     sync_point(dev, "copy_to_host")
@@ -379,13 +252,10 @@ def copy_from_host(dst: NeuronTensor, src: torch.Tensor) -> NeuronTensor:
     with torch.no_grad():
         dst._elem.copy_(src)
     if dst.dtype is _F64:
-        _demote_f64(dst._elem)
+        demote_f64(dst._elem)
     nbytes = dst._elem.numel() * dst._elem.element_size()
     start, end, _ = rt.clocks[dst._dev].submit(
         "copy_h2d", copy_duration_ns(rt.cfg, nbytes), STREAM_DMA, KIND_COPY_H2D, seq_nr=_seq_nr()
     )
     rt.gt.add("copy", "h2d", t0, time.time_ns(), dst._dev, start, end, detail=nbytes)
     return dst
-
-
-_tensor_module._execute = execute

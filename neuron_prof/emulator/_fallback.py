@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from neuron_prof.emulator import _state
+from neuron_prof.emulator._operands import host_seq_nr, wrap
 from neuron_prof.emulator._timing import KIND_COPY_D2H, KIND_COPY_H2D, STREAM_DMA, copy_duration_ns
 
 _root = logging.getLogger()
@@ -33,8 +34,6 @@ def _nbytes(ts: list[torch.Tensor]) -> int:
 
 def run_on_host(rt: _state.Runtime, func: Any, info: Any, uargs: Any, ukwargs: Any, u: Any, dev: int) -> Any:
     """Run `func` on the host for device operands; returns device tensors."""
-    from neuron_prof.emulator._dispatch import _wrap, host_seq_nr
-
     t0 = time.time_ns()
     clock = rt.clocks[dev]
     seq = host_seq_nr(u)
@@ -56,7 +55,7 @@ def run_on_host(rt: _state.Runtime, func: Any, info: Any, uargs: Any, ukwargs: A
     outs: list[torch.Tensor] = []
     # Fresh outputs are host tensors copied to the device: new wrappers, never aliases of the inputs' ids.
     with _span("aten::copy_") if _profiling() else _NULL:
-        res = _wrap(out, u, dev, outs)
+        res = wrap(out, u, dev, outs)
         out_bytes = _nbytes(outs)
         if out_bytes:
             clock.submit(

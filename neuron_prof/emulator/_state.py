@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from neuron_prof.emulator._compile_cache import CompileCache
 from neuron_prof.emulator._config import EmulatorConfig
@@ -43,3 +44,14 @@ class Runtime:
 
 
 RUNTIME: Runtime | None = None
+
+
+def sync_point(dev: int, reason: str) -> int:
+    """The host waits for device `dev` (or every device when dev < 0); returns ns waited."""
+    rt = RUNTIME
+    if rt is None:
+        return 0
+    t0 = time.time_ns()
+    waited = rt.sync_all() if dev < 0 else rt.clocks[dev].wait()
+    rt.gt.add("sync", reason, t0, time.time_ns(), max(dev, 0), detail=waited)
+    return waited

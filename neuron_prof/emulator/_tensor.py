@@ -1,7 +1,8 @@
 """The device tensor: a wrapper subclass on device "neuron:i" holding a CPU tensor with the values.
 
 Every aten op on it goes through __torch_dispatch__ into _dispatch.execute (unwrap, compile on first call,
-run on CPU, model the device time, rewrap). Printing is a sync point, as on a real async device.
+run on CPU, model the device time, rewrap), which _device.register installs with set_executor. Printing is
+a sync point, as on a real async device.
 """
 
 from __future__ import annotations
@@ -14,11 +15,18 @@ from neuron_prof.emulator import _state
 
 _DEVICES: list[torch.device] = []
 _execute: Any = None
-"""_dispatch.execute, set when _dispatch loads (it imports this module, so not imported here)."""
+"""What runs an aten op on device tensors (_dispatch.execute), given by set_executor when the device is
+registered: _dispatch builds on this module, so this module does not import it."""
 
 
 def set_devices(n: int) -> None:
     _DEVICES[:] = [torch.device("neuron", i) for i in range(n)]
+
+
+def set_executor(execute: Any) -> None:
+    """Send every aten op on a NeuronTensor to `execute(func, args, kwargs)`."""
+    global _execute
+    _execute = execute
 
 
 def hide_dispatch_from_dynamo() -> None:
