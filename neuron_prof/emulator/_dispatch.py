@@ -6,10 +6,14 @@ execute(func, args, kwargs)
   fallback ops -> _fallback.run_on_host (host compute + copies, tracked like TorchNeuron)
   first call of a signature -> NEFF compile (host blocks), then cached
   run on CPU, rewrap, model the device duration and queue it on the device clock
+
+Values are computed by the op's own CPU kernel on the host copies, or, for device ops that have no CPU
+kernel (the fused RNN cells), by the host kernel in _rnn_cells.KERNELS; either way it is one device op.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -20,7 +24,8 @@ import torch
 
 from neuron_prof.emulator import _state
 from neuron_prof.emulator._fallback import run_on_host
-from neuron_prof.emulator._operands import Unwrapped, demote_f64, host_seq_nr, wrap
+from neuron_prof.emulator._operands import Unwrapped, demote_f64, host_seq_nr, wrap, wrap_except
+from neuron_prof.emulator._rnn_cells import KERNELS
 from neuron_prof.emulator._state import sync_point
 from neuron_prof.emulator._tensor import NeuronTensor
 from neuron_prof.emulator._timing import (
@@ -69,6 +74,9 @@ _NO_DEVICE_WORK = {
 _ALLOCATORS = {"aten::empty.memory_format", "aten::empty_strided"}
 _SKIP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # neuron_prof
 _SYNC_OPS = {"aten::_local_scalar_dense", "aten::equal", "aten::is_nonzero"}
+# Outputs a device kernel leaves on the host: torch requires a packed sequence's batch sizes on the CPU (the
+# kernel allocates them with the CPU `lengths`' options), and RNNs read them there.
+_HOST_OUTPUTS = {"aten::_pack_padded_sequence": frozenset({1})}
 
 
 class OpInfo(NamedTuple):
@@ -81,6 +89,10 @@ class OpInfo(NamedTuple):
     int64_fallback: bool
     device_work: bool
     sync: bool
+    kernel: Any
+    """What computes the values on the host copies: the op itself, or its _rnn_cells kernel."""
+    wrap: Any
+    """What turns the results into device tensors: _operands.wrap, or a wrap_except for _HOST_OUTPUTS."""
 
 
 _INFO: dict[int, OpInfo] = {}  # by id(OpOverload): they live for the whole process; their __hash__ is Python
@@ -103,6 +115,8 @@ def op_info(func: Any) -> OpInfo:
             name in cfg.int64_fallback_ops or schema.name in cfg.int64_fallback_ops,
             name not in _NO_DEVICE_WORK and name not in _SYNC_OPS,
             name in _SYNC_OPS,
+            KERNELS.get(func, func),
+            functools.partial(wrap_except, _HOST_OUTPUTS[name]) if name in _HOST_OUTPUTS else wrap,
         )
         _INFO[id(func)] = info
     return info
@@ -141,7 +155,7 @@ def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     # The op runs where its result goes: a device= argument (factories, .to("neuron:1")) wins.
     dev = u.target_dev if u.target_dev >= 0 else max(u.dev, 0)
     if u.tracing:  # torch.compile is tracing: no device, compile or tracking side effects
-        return wrap(func(*uargs, **ukwargs), u, dev, [])
+        return info.wrap(info.kernel(*uargs, **ukwargs), u, dev, [])
 
     if info.name in _ALLOCATORS and not u.ins:
         # Refuse before the host allocates: a request past device capacity may not fit in host RAM either.
@@ -182,13 +196,13 @@ def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         # The device kernel is opaque to the host profiler: hide the CPU ops that compute its values.
         _record_functions(False)
         try:
-            out = func(*uargs, **ukwargs)
+            out = info.kernel(*uargs, **ukwargs)
         finally:
             _record_functions(True)
     else:
-        out = func(*uargs, **ukwargs)
+        out = info.kernel(*uargs, **ukwargs)
     outs: list[torch.Tensor] = []
-    res = wrap(out, u, dev, outs)
+    res = info.wrap(out, u, dev, outs)
     rt.executed_names.add(info.name)
     if u.f64 or (outs and outs[0].dtype is _F64):
         _warn_f64(info.name, dev)

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from neuron_prof.emulator import _state
-from neuron_prof.emulator._operands import host_seq_nr, wrap
+from neuron_prof.emulator._operands import host_seq_nr
 from neuron_prof.emulator._timing import KIND_COPY_D2H, KIND_COPY_H2D, STREAM_DMA, copy_duration_ns
 
 _root = logging.getLogger()
@@ -33,7 +33,7 @@ def _nbytes(ts: list[torch.Tensor]) -> int:
 
 
 def run_on_host(rt: _state.Runtime, func: Any, info: Any, uargs: Any, ukwargs: Any, u: Any, dev: int) -> Any:
-    """Run `func` on the host for device operands; returns device tensors."""
+    """Run `func` on the host for device operands (through `info.kernel`); returns device tensors."""
     t0 = time.time_ns()
     clock = rt.clocks[dev]
     seq = host_seq_nr(u)
@@ -51,11 +51,11 @@ def run_on_host(rt: _state.Runtime, func: Any, info: Any, uargs: Any, ukwargs: A
                 seq_nr=seq,
             )
             clock.wait()
-    out = func(*uargs, **ukwargs)
+    out = info.kernel(*uargs, **ukwargs)
     outs: list[torch.Tensor] = []
     # Fresh outputs are host tensors copied to the device: new wrappers, never aliases of the inputs' ids.
     with _span("aten::copy_") if _profiling() else _NULL:
-        res = wrap(out, u, dev, outs)
+        res = info.wrap(out, u, dev, outs)
         out_bytes = _nbytes(outs)
         if out_bytes:
             clock.submit(

@@ -98,6 +98,14 @@ def wrap(o: Any, u: Unwrapped, dev: int, outs: list[torch.Tensor]) -> Any:
     return o
 
 
+def wrap_except(
+    host: frozenset[int], o: tuple[Any, ...], u: Unwrapped, dev: int, outs: list[torch.Tensor]
+) -> Any:
+    """wrap() for an op whose outputs at positions `host` stay on the host, as the device kernel leaves them
+    (the batch sizes of a packed sequence: torch requires them on the CPU)."""
+    return type(o)(v if i in host else wrap(v, u, dev, outs) for i, v in enumerate(o))
+
+
 _PY_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Python) | torch._C.DispatchKeySet(
     torch._C.DispatchKey.PythonTLSSnapshot
 )
