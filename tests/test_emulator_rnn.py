@@ -222,6 +222,42 @@ def test_first_call_of_a_cell_signature_compiles_and_the_second_does_not(fresh, 
     assert all(r["device_end_ns"] > r["device_start_ns"] for r in execs), execs[0]
 
 
+@pytest.mark.parametrize("cls", [torch.nn.GRUCell, torch.nn.LSTMCell])
+def test_cells_compile_with_the_neuron_backend_while_the_structured_trace_is_on(fresh, cls) -> None:  # type: ignore[no-untyped-def]
+    """torch.compile(backend="neuron") of a cell, with a handler on "torch.__trace" (the structured trace a
+    profiler may read): AOTAutograd logs the traced device tensors' reprs, which must not read values."""
+    import logging
+
+    import torch._dynamo
+
+    saved = {
+        k: getattr(torch._dynamo.config, k) for k in ("automatic_dynamic_shapes", "assume_static_by_default")
+    }
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = lambda record: None  # type: ignore[method-assign]
+    trace_log = logging.getLogger("torch.__trace")
+    trace_log.addHandler(handler)
+    try:
+        torch._dynamo.reset()
+        fresh.reset_dynamo_metrics()
+        torch.manual_seed(7)
+        cpu_cell = cls(4, 6)
+        dev_cell = copy.deepcopy(cpu_cell).to("neuron")
+        x = torch.randn(3, 4)
+        y = _out(torch.compile(dev_cell, backend="neuron", dynamic=False)(x.to("neuron")))
+        y.sum().backward()
+        _out(cpu_cell(x)).sum().backward()
+        assert len(fresh.get_dynamo_metrics()) >= 1  # compiled by the backend, not left to eager
+        torch.testing.assert_close(y.to("cpu"), _out(cpu_cell(x)), rtol=1e-5, atol=1e-6)
+        for p_cpu, p_dev in zip(cpu_cell.parameters(), dev_cell.parameters(), strict=True):
+            torch.testing.assert_close(p_dev.grad.to("cpu"), p_cpu.grad, rtol=1e-4, atol=1e-5)  # type: ignore[union-attr]
+    finally:
+        trace_log.removeHandler(handler)
+        torch._dynamo.reset()
+        for k, v in saved.items():
+            setattr(torch._dynamo.config, k, v)
+
+
 # -- the kernels against PyTorch's own composites, on the CPU --------------------------------------------
 
 

@@ -21,6 +21,7 @@ import warnings
 from typing import Any, NamedTuple
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensorDeviceMismatchError, UnsupportedOperatorException
 
 from neuron_prof.emulator import _state
 from neuron_prof.emulator._fallback import run_on_host
@@ -155,7 +156,13 @@ def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     # The op runs where its result goes: a device= argument (factories, .to("neuron:1")) wins.
     dev = u.target_dev if u.target_dev >= 0 else max(u.dev, 0)
     if u.tracing:  # torch.compile is tracing: no device, compile or tracking side effects
-        return info.wrap(info.kernel(*uargs, **ukwargs), u, dev, [])
+        try:
+            return info.wrap(info.kernel(*uargs, **ukwargs), u, dev, [])
+        except FakeTensorDeviceMismatchError as e:
+            # A factory for "neuron" in the traced code (torch.zeros(..., device=x.device)) gives a plain fake
+            # tensor on the device, not a NeuronTensor: it cannot meet device tensors' host copies here, so
+            # Dynamo breaks the graph at this op and runs it eagerly.
+            raise UnsupportedOperatorException(func) from e
 
     if info.name in _ALLOCATORS and not u.ins:
         # Refuse before the host allocates: a request past device capacity may not fit in host RAM either.

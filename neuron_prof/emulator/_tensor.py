@@ -100,6 +100,13 @@ class NeuronTensor(torch.Tensor):
         return self.cpu().numpy()
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:
+        if type(self._elem) is not torch.Tensor:
+            # fake / functional while torch.compile traces (AOTAutograd's structured trace log prints its
+            # metadata): there are no values to read, and reading them would fail the compile
+            return (
+                f"NeuronTensor(..., size={tuple(self.shape)}, dtype={self.dtype}, "
+                f"device='{_DEVICES[self._dev]}')"
+            )
         # printing reads the values on the host: a copy to host, so a sync point as on a real async device
         with torch.no_grad():
             host = self.to("cpu")
