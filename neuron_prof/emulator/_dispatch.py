@@ -14,7 +14,6 @@ kernel (the fused RNN cells), by the host kernel in _rnn_cells.KERNELS; either w
 from __future__ import annotations
 
 import functools
-import os
 import sys
 import time
 import warnings
@@ -24,6 +23,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorDeviceMismatchError, UnsupportedOperatorException
 
 from neuron_prof.emulator import _state
+from neuron_prof.model.callsite import USER, file_kind
 from neuron_prof.emulator._fallback import run_on_host
 from neuron_prof.emulator._operands import Unwrapped, demote_f64, host_seq_nr, wrap, wrap_except
 from neuron_prof.emulator._rnn_cells import KERNELS
@@ -73,7 +73,6 @@ _NO_DEVICE_WORK = {
     "aten::new_empty_strided",
 }
 _ALLOCATORS = {"aten::empty.memory_format", "aten::empty_strided"}
-_SKIP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # neuron_prof
 _SYNC_OPS = {"aten::_local_scalar_dense", "aten::equal", "aten::is_nonzero"}
 # Outputs a device kernel leaves on the host: torch requires a packed sequence's batch sizes on the CPU (the
 # kernel allocates them with the CPU `lengths`' options), and RNNs read them there.
@@ -138,11 +137,11 @@ def _warn_f64(name: str, dev: int) -> None:
 
 
 def _user_level() -> int:
-    """The stacklevel of the first frame outside this package and torch (a warning is about user code)."""
+    """The stacklevel of the first frame of the user's code (a warning is about the user's statement)."""
     f, level = sys._getframe(1), 1
-    while f is not None and (f.f_code.co_filename.startswith(_SKIP) or f"{os.sep}torch{os.sep}" in f.f_code.co_filename):
+    while f is not None and file_kind(f.f_code.co_filename) != USER:
         f, level = f.f_back, level + 1
-    return level
+    return level if f is not None else 1
 
 
 def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
