@@ -21,17 +21,21 @@ from pathlib import Path
 from typing import Any
 
 
-def _workload(seq: int, batch: int) -> Callable[[], None]:
+def _workload(seq: int, batch: int, device: str = "cpu") -> Callable[[], None]:
     import torch
     from torch.nn import functional as F
 
     from neuron_prof.demo import GPTConfig, TinyGPT
 
+    if device == "neuron":
+        import neuron_prof.emulator as emu
+
+        emu.enable(emu.EmulatorConfig.from_env())
     torch.manual_seed(0)
-    model = TinyGPT(GPTConfig(max_seq=seq))
+    model = TinyGPT(GPTConfig(max_seq=seq)).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    x = torch.randint(0, 256, (batch, seq))
-    y = torch.randint(0, 256, (batch, seq))
+    x = torch.randint(0, 256, (batch, seq)).to(device)
+    y = torch.randint(0, 256, (batch, seq)).to(device)
 
     def step() -> None:
         loss = F.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1))
@@ -75,6 +79,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", choices=["cpu", "neuron"], default="cpu",
+                    help="neuron: the emulated device (its ops run through Python: the tracer records more)")
     args = ap.parse_args(argv)
 
     import torch
@@ -82,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
     import neuron_prof
 
     torch.set_num_threads(args.threads)  # one intra-op thread: per-step CPU time is then the step's work
-    step = _workload(args.seq, args.batch)
+    step = _workload(args.seq, args.batch, args.device)
     _timed_steps(step, 5, None)  # warm up allocator and kernels
     # One throw-away session so that one-time imports (torch._dynamo for the compile probe, Kineto init)
     # are not charged to the first measured round.
@@ -137,7 +143,8 @@ def _print(times: dict[str, list[float]], ends: list[dict[str, float]], args: ar
     from rich.table import Table
 
     med = {k: statistics.median(v) for k, v in times.items()}
-    t = Table(title=f"Step CPU time, TinyGPT seq {args.seq} batch {args.batch}, {args.rounds}x{args.steps - 1} "
+    t = Table(title=f"Step CPU time, TinyGPT on {args.device} seq {args.seq} batch {args.batch}, "
+                    f"{args.rounds}x{args.steps - 1} "
                     f"steps (torch {torch_version})", title_justify="left")
     for c in ("mode", "median CPU ms", "vs none", "vs torch.profiler"):
         t.add_column(c, justify="left" if c == "mode" else "right")
