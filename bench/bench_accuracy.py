@@ -66,8 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     lines: list[str] = []
     clean_alarmed: set[str] = set()
     for w in [*ways, "all"]:
-        rows[w] = dict(runs=0, failed=0, known=0, expected=0, found=0, alarms=0, unexplained=0, in_file=0, exact=0,
-                       clean=0, clean_alarms=0, secs=0)
+        rows[w] = dict(runs=0, failed=0, known=0, expected=0, found=0, alarms=0, unexplained=0, in_file=0,
+                       exact=0, clean=0, clean_alarms=0, secs=0)
     for p in progs:
         for w in ways:
             out = outcomes[(p.name, w)]
@@ -119,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         t.add_column(c, justify="left" if c == "way" else "right")
     for w, r in rows.items():
         t.add_row(w, str(r["runs"]), f"{r['failed']}" + (f" (+{r['known']} XFAIL)" if r["known"] else ""),
-                  str(r["expected"]), _pct(r["found"], r["expected"]), str(r["alarms"]), str(r["unexplained"]),
+                  str(r["expected"]), _pct(r["found"], r["expected"]), str(r["alarms"]),
+                  str(r["unexplained"]),
                   _pct(r["alarms"] - r["unexplained"], r["alarms"]), _pct(r["exact"], r["in_file"]),
                   clean_cell(w, r), str(r["secs"]), end_section=w == ways[-1])
     con.print(t)

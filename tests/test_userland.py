@@ -77,7 +77,7 @@ def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 
 @pytest.mark.parametrize("case", [_param(p, w) for p, w in CASES])
 def test_findings_at_exact_lines(case: tuple[h.Program, str], runs: Runs) -> None:
-    """Every `# EXPECT` of the run's device is found at its exact line; a CLEAN program raises nothing above info."""
+    """Every `# EXPECT` of the run's device is found at its exact line; CLEAN programs: nothing above info."""
     prog, way = case
     out = runs.result(prog, way)
     known = h.known_failure(prog, out)
@@ -110,6 +110,7 @@ def test_the_set_covers_what_issue_14_asks() -> None:
     assert any(p.ranks == 2 for p in PROGRAMS)
     assert any(p.profiles_itself for p in PROGRAMS)
     kinds = {t.kind for p in PROGRAMS for t in p.tags if t.required}
-    assert {"cpu_fallback", "sync_point", "dtype_demotion", "first_call_compile", "shape_churn", "recompile"} <= kinds
+    assert {"cpu_fallback", "sync_point", "dtype_demotion", "first_call_compile", "shape_churn",
+            "recompile"} <= kinds
     for p in PROGRAMS:
         assert p.clean or p.expected("neuron") or p.expected("cpu"), f"{p.name}: no EXPECT tag and not CLEAN"

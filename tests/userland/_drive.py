@@ -2,11 +2,12 @@
 
     python tests/userland/_drive.py OUT PROGRAM [--truth TRUTH_JSON]
 
-The device is the program's own choice (env DEVICE, "neuron" by default). On "neuron" the emulated device is
-enabled first (`neuron_prof.emulator.enable(EmulatorConfig.from_env())`), as a user's `import torch_neuronx`
-would register the real one. The program runs through runpy with `__name__ == "__main__"`, its own folder first
-on sys.path and sys.argv = [PROGRAM]. A program that calls `neuron_prof.profile` itself is run plainly: it
-reads the output path from env TRACE_OUT, which the harness sets.
+The device is the program's own choice (env DEVICE, "neuron" by default). On "neuron" the emulated
+device is enabled first (`neuron_prof.emulator.enable(EmulatorConfig.from_env())`), as a user's
+`import torch_neuronx` would register the real one. The program runs through runpy with
+`__name__ == "__main__"`, its own folder first on sys.path and sys.argv = [PROGRAM]. A program that calls
+`neuron_prof.profile` itself is run plainly: it reads the output path from env TRACE_OUT, which the harness
+sets.
 
 --truth (emulated device only) also writes what the emulator itself did, line by line: every CPU fallback,
 host wait, float64 op, eager compile and graph compile, with the line of PROGRAM that was running (its
@@ -60,8 +61,8 @@ def _install_truth(program: str) -> Any:
                 r["details"].add(str(detail)[:300])
         return orig(kind, name, *args, **kwargs)
 
-    # The wrapper runs inside the emulator's ops, while the profiler looks for the user's frame: filed under the
-    # emulator's own log module, its frame is library code to the profiler, as the log it extends is.
+    # The wrapper runs inside the emulator's ops, while the profiler looks for the user's frame: filed under
+    # the emulator's own log module, its frame is library code to the profiler, as the log it extends is.
     from neuron_prof.emulator import _groundtruth
 
     add.__code__ = add.__code__.replace(co_filename=_groundtruth.__file__)

@@ -5,7 +5,7 @@ file); tests/test_userland.py and bench/bench_accuracy.py both use it.
 
     from tests.userland import _harness as h
     prog = h.load_program(h.PROGRAMS_DIR / "module_loop_ranking.py")
-    out = h.run_program(prog, "run-neuron", workdir)          # a subprocess; Outcome.findings = summary --json
+    out = h.run_program(prog, "run-neuron", workdir)       # a subprocess; out.findings = summary --json
     score = h.score(prog, out)                                 # recall, alarms, exact lines
 """
 
@@ -34,7 +34,6 @@ COMPILE_SCALE = "0.5"
 """NEURON_PROF_EMULATE_COMPILE_SCALE for the runs, unless set in the environment."""
 
 DEVICES = ("neuron", "cpu")
-APIS = ("run", "profile")
 WAYS = ("run-neuron", "profile-neuron", "run-cpu", "profile-cpu")
 SEVERE = ("warning", "critical")
 
@@ -44,6 +43,7 @@ _CLEAN = re.compile(r"#\s*CLEAN\b")
 _XFAIL = re.compile(r"#\s*XFAIL\[(?P<devs>[A-Za-z0-9_, ]*)\]:\s*(?P<text>.+?)\s*$")
 _RANKS = re.compile(r"#\s*RANKS:\s*(?P<n>\d+)")
 _SITE = re.compile(r"^(?P<path>.*?):(?P<line>\d+)$")
+_REGISTERED = re.compile(r"^\w+: (fallthrough )?registered at ")  # the dispatcher's list of kernels
 
 # What the emulator's own log must show at a tagged line (see _drive.py --truth) for the tag to be true.
 TRUTH_KINDS: dict[str, tuple[str, ...]] = {
@@ -117,7 +117,8 @@ def load_program(path: str | os.PathLike[str]) -> Program:
     ranks = 1
     for i, line in enumerate(src, 1):
         for m in _TAG.finditer(line):
-            tags.append(Tag(m.group("kind"), i, _devices(m.group("devs"), ("neuron",)), m.group("what") == "EXPECT"))
+            devs = _devices(m.group("devs"), ("neuron",))
+            tags.append(Tag(m.group("kind"), i, devs, m.group("what") == "EXPECT"))
         if _CLEAN.search(line):
             clean = True
         m = _XFAIL.search(line)
@@ -133,7 +134,7 @@ def load_program(path: str | os.PathLike[str]) -> Program:
 
 
 def programs(pattern: str = "*.py") -> list[Program]:
-    """Every program in tests/userland whose file name matches `pattern` (helpers starting with _ excluded)."""
+    """Every program in tests/userland whose name matches `pattern` (not the helpers, which start with _)."""
     return [load_program(p) for p in sorted(PROGRAMS_DIR.glob(pattern)) if not p.name.startswith("_")]
 
 
@@ -175,8 +176,8 @@ def _free_port() -> int:
 def _env(device: str) -> dict[str, str]:
     env = dict(os.environ)
     # every run starts cold and the same way: no NEFF cache on disk, emulator only where asked for
-    for k in ("NEURON_PROF_EMULATE", "NEURON_PROF_EMULATE_CACHE_DIR", "TORCH_NEURONX_NEFF_CACHE_DIR", "TRACE_OUT",
-              "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+    for k in ("NEURON_PROF_EMULATE", "NEURON_PROF_EMULATE_CACHE_DIR", "TORCH_NEURONX_NEFF_CACHE_DIR",
+              "TRACE_OUT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(k, None)
     env["DEVICE"] = device
     env["PYTHONUNBUFFERED"] = "1"
@@ -191,8 +192,8 @@ def command(prog: Program, way: str, out: Path, truth: Path | None = None) -> li
     """The command line of one way (for one rank; ranks differ only in their environment)."""
     api, device = way.split("-", 1)
     if api == "run":
-        return [*_neuron_prof(), "run", *(["--emulate-neuron"] if device == "neuron" else []), "-q", "--no-pftrace",
-                "-o", str(out), str(prog.path)]
+        emulate = ["--emulate-neuron"] if device == "neuron" else []
+        return [*_neuron_prof(), "run", *emulate, "-q", "--no-pftrace", "-o", str(out), str(prog.path)]
     cmd = [sys.executable, str(DRIVER), str(out), str(prog.path)]
     if truth is not None and device == "neuron":
         cmd += ["--truth", str(truth)]
@@ -202,7 +203,7 @@ def command(prog: Program, way: str, out: Path, truth: Path | None = None) -> li
 def _tail(text: str, n: int = 3000) -> str:
     """The end of a run's output, less Kineto's trace points and the dispatcher's list of registrations."""
     text = "\n".join(ln for ln in text.splitlines()
-                     if not ln.startswith("USDT:") and not re.match(r"^\w+: (fallthrough )?registered at ", ln))
+                     if not ln.startswith("USDT:") and not _REGISTERED.match(ln))
     return text[-n:]
 
 
@@ -270,8 +271,8 @@ def _wait(procs: list[tuple[int | None, subprocess.Popen[bytes], Path]], t0: flo
                 rss = _session_rss(p.pid) if p.poll() is None else 0
                 if rss > max_rss_bytes:
                     _kill(procs)
-                    return (f"killed at {time.perf_counter() - t0:.0f} s: {rss / 2**30:.1f} GiB resident, over the "
-                            f"harness limit of {max_rss_bytes / 2**30:.1f} GiB")
+                    return (f"killed at {time.perf_counter() - t0:.0f} s: {rss / 2**30:.1f} GiB resident, "
+                            f"over the harness limit of {max_rss_bytes / 2**30:.1f} GiB")
         time.sleep(0.1)
     return ""
 
@@ -282,7 +283,7 @@ MAX_RSS_BYTES = int(float(os.environ.get("USERLAND_MAX_RSS_GB", "2")) * 2**30)
 
 def run_program(prog: Program, way: str, workdir: str | os.PathLike[str], *, timeout: float = 300,
                 truth: bool = False, max_rss_bytes: int = MAX_RSS_BYTES) -> Outcome:
-    """Run `prog` one way in a fresh folder under `workdir`, then `neuron-prof summary --json` on each trace."""
+    """Run `prog` one way in a fresh folder under `workdir`; then `neuron-prof summary --json` per trace."""
     if way not in WAYS:
         raise ValueError(f"unknown way {way!r} (ways: {', '.join(WAYS)})")
     device = way.split("-", 1)[1]
@@ -329,7 +330,8 @@ def run_program(prog: Program, way: str, workdir: str | os.PathLike[str], *, tim
         s = subprocess.run([*_neuron_prof(), "summary", str(trace), "--json"], capture_output=True, text=True,
                            timeout=timeout, env=env, cwd=wd)
         if s.returncode != 0:
-            res.error = f"{prog.name} ({way}): summary of {trace.name} failed (exit {s.returncode})\n{_tail(s.stderr)}"
+            res.error = (f"{prog.name} ({way}): summary of {trace.name} failed (exit {s.returncode})\n"
+                         f"{_tail(s.stderr)}")
             res.seconds = time.perf_counter() - t0
             return res
         for f in json.loads(s.stdout)["findings"]:
@@ -443,7 +445,8 @@ def score(prog: Program, out: Outcome) -> Score:
     s = Score(prog.name, out.way, clean=prog.clean)
     fs = out.findings
     for kind, line in prog.expected(device):
-        s.expected.append((kind, line, any(f.get("kind") == kind and line in finding_lines(f, prog) for f in fs)))
+        hit = any(f.get("kind") == kind and line in finding_lines(f, prog) for f in fs)
+        s.expected.append((kind, line, hit))
     kinds = prog.kinds(device)
     for f in fs:
         kind = f.get("kind", "")
@@ -462,11 +465,11 @@ def score(prog: Program, out: Outcome) -> Score:
 
 
 class KnownFailure(Exception):
-    """A run failed the way its program's XFAIL tag says (tests mark these xfail(raises=KnownFailure, strict=True))."""
+    """A run failed the way its program's XFAIL tag says (tests: xfail(raises=KnownFailure, strict=True))."""
 
 
 def known_failure(prog: Program, out: Outcome) -> str:
-    """The XFAIL text (one of its " | " alternatives) found in the output of this run when it failed; "" if none."""
+    """The XFAIL text (one of its " | " alternatives) in the output of this run if it failed; "" if none."""
     if out.ok:
         return ""
     for text in prog.xfail.get(out.device, "").split(" | "):
@@ -481,9 +484,11 @@ def describe(prog: Program, out: Outcome) -> str:
     lines = [f"{prog.name} ({out.way}, {out.seconds:.1f} s):"]
     for kind, line, ok in s.expected:
         at = sorted({f.get("call_site") or "-" for f in out.findings if f.get("kind") == kind})
-        ev = sorted({x for f in out.findings if f.get("kind") == kind for x in evidence_sites(f.get("evidence") or {})})
-        lines.append(f"  {'ok  ' if ok else 'MISS'} {kind:<19} {prog.name}:{line}   found at: {', '.join(at) or 'nothing'}"
-                     + (f"; evidence sites: {', '.join(ev[:8])}" if ev else ""))
+        ev = sorted({x for f in out.findings if f.get("kind") == kind
+                     for x in evidence_sites(f.get("evidence") or {})})
+        more = f"; evidence sites: {', '.join(ev[:8])}" if ev else ""
+        lines.append(f"  {'ok  ' if ok else 'MISS'} {kind:<19} {prog.name}:{line}   "
+                     f"found at: {', '.join(at) or 'nothing'}{more}")
     if s.clean_alarms:
         lines.append(f"  CLEAN program raised: {', '.join(s.clean_alarms)}")
     elif s.unexplained:
@@ -509,17 +514,19 @@ def check_truth(prog: Program, truth: list[dict[str, Any]]) -> list[str]:
         if "neuron" not in t.devices:
             continue
         if t.kind == "dtype_demotion" and not t.required:
-            continue  # ALSO dtype_demotion marks int64 arrivals (info), which the emulator's log does not record
+            continue  # ALSO dtype_demotion marks int64 arrivals (info), absent from the emulator's log
         if t.kind in TRUTH_KINDS and not at.get(t.line, set()) & set(TRUTH_KINDS[t.kind]):
             bad.append(f"{prog.name}:{t.line} tagged {t.kind}, but the emulator logged there only "
                        f"{sorted(at.get(t.line, set())) or 'nothing'}")
         if t.kind == "shape_churn":
-            churn = any(r["kind"] == "compile" and r["line"] == t.line and r["signatures"] >= 3 for r in truth)
+            churn = any(r["kind"] == "compile" and r["line"] == t.line and r["signatures"] >= 3
+                        for r in truth)
             graphs = sum(r["count"] for r in truth if r["kind"] == "graph_compile")
             if not churn and graphs < 3:
                 bad.append(f"{prog.name}:{t.line} tagged shape_churn, but no op there compiled 3+ signatures")
     if prog.clean:
-        dirty = [f"{r['kind']} {r['name']} at line {r['line']}" for r in truth if r["kind"] in ("fallback", "f64")]
+        dirty = [f"{r['kind']} {r['name']} at line {r['line']}" for r in truth
+                 if r["kind"] in ("fallback", "f64")]
         if dirty:
             bad.append(f"{prog.name} is tagged CLEAN but the emulator logged: {', '.join(dirty[:5])}")
     return bad

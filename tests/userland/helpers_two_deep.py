@@ -22,7 +22,7 @@ def log_metrics(step: int, logits: torch.Tensor, y: torch.Tensor) -> dict:
     return {"step": step, "acc": correct / y.numel(), "hist": hist}
 
 
-def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor):
     logits = model(x)
     loss = F.cross_entropy(logits, y)
     opt.zero_grad()

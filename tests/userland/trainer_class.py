@@ -6,10 +6,10 @@ import torch.nn as nn
 
 
 class Net(nn.Module):
-    def __init__(self, d_in: int = 32, d_hidden: int = 64, n_cls: int = 5) -> None:
+    def __init__(self, d_in: int = 32, hidden: int = 64, n_cls: int = 5) -> None:
         super().__init__()
-        self.body = nn.Sequential(nn.Linear(d_in, d_hidden), nn.ReLU(), nn.Linear(d_hidden, d_hidden), nn.ReLU())
-        self.head = nn.Linear(d_hidden, n_cls)
+        self.body = nn.Sequential(nn.Linear(d_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
+        self.head = nn.Linear(hidden, n_cls)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.body(x))
