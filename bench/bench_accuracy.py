@@ -94,15 +94,14 @@ def main(argv: list[str] | None = None) -> int:
             if known:
                 lines.append(f"{p.stem:24} {w:15} XFAIL: {known}")
                 continue
-            if not out.ok:
-                first = out.error.splitlines()[0] if out.error else "failed"
-                lines.append(f"{p.stem:24} {w:15} RUN FAILED ({out.seconds:.0f} s): {first}")
-                if not s.expected and not p.clean:
-                    continue
             miss = ", ".join(f"{k}:{ln}" for k, ln in s.misses)
             extra = f"; false alarms: {', '.join(s.unexplained)}" if s.unexplained else ""
             clean = f"; CLEAN but raised {', '.join(s.clean_alarms)}" if s.clean_alarms else ""
-            lines.append(f"{p.stem:24} {w:15} {s.found}/{len(s.expected)} at the exact line"
+            failed = ""
+            if not out.ok:
+                why = out.error.splitlines()[0].split(": ", 1)[-1] if out.error else "failed"
+                failed = f"RUN FAILED ({out.seconds:.0f} s: {why}); "
+            lines.append(f"{p.stem:24} {w:15} {failed}{s.found}/{len(s.expected)} at the exact line"
                          + (f"; missed {miss}" if miss else "") + extra + clean)
 
     n_clean = sum(p.clean for p in progs)
