@@ -54,7 +54,6 @@ def host(*sizes: int, dtype: str = "torch.float32") -> TM:
     ("aten::zero_", [host(2, dtype="torch.float64")], []),
     ("aten::copy_", [dev(3), host(3), "False"], []),
     ("aten::to", [host(4, 3), "7", "False", "False", "None"], []),
-    ("aten::add", [dev(3, dtype="torch.float64"), dev(3)], []),
 ])
 def test_classify(name: str, inputs: list[object], expected: list[tuple[object, ...]]) -> None:
     assert classify(name, inputs, TM) == expected
@@ -71,3 +70,15 @@ def test_classify(name: str, inputs: list[object], expected: list[tuple[object, 
 ])
 def test_user_call_name(event: str, c_call: bool, func: str, expected: str) -> None:
     assert user_call_name(event, c_call, func) == expected
+
+
+@pytest.mark.parametrize("name, inputs, expected", [
+    ("aten::add", [dev(3), dev(3, dtype="torch.float64"), "1"], [("float64", "promotion", [3], "neuron:0")]),
+    ("aten::mm", [dev(2, 3), dev(3, 4, dtype="torch.float64")], [("float64", "promotion", [2, 3], "neuron:0")]),
+    # in place keeps the destination's dtype; float64 with float64 or on the host is no new arrival
+    ("aten::add_", [dev(3, dtype="torch.float64"), dev(3), "1"], []),
+    ("aten::add", [dev(3, dtype="torch.float64"), dev(3, dtype="torch.float64"), "1"], []),
+    ("aten::add", [host(3), host(3, dtype="torch.float64"), "1"], []),
+])
+def test_promotion(name: str, inputs: list[object], expected: list[tuple[object, ...]]) -> None:
+    assert classify(name, inputs, TM) == expected

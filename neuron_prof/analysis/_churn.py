@@ -79,6 +79,7 @@ def _op_call_counts(trace: Trace, ctx: Context, op: str, tensor: int, index: int
             and len(dims) > tensor
             and isinstance(dims[tensor], list)
             and len(dims[tensor]) > index
+            and isinstance(dims[tensor][index], int)  # a tensor list's entry is a list of shapes
         ):
             counts[int(dims[tensor][index])] += 1
     return counts

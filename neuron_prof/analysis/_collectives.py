@@ -18,6 +18,7 @@ from neuron_prof.analysis._fmt import fmt_ns
 from neuron_prof.analysis._idle import device_rows
 from neuron_prof.analysis._intervals import merge, union_ns
 from neuron_prof.analysis._registry import register
+from neuron_prof.analysis._sites import sites_of
 from neuron_prof.model import Arg, Trace, TrackKind
 
 WARNING_EXPOSED = 0.15
@@ -130,6 +131,17 @@ def collective(trace: Trace, ctx: Context) -> list[Finding]:
                 {"row": int(idx[i]), "dur_ns": int(dur[i]), "median_ns": int(med), "bytes": int(b)}
                 for i in bad[np.argsort(-dur[bad])][:5]
             ]
+        # where the user's code called it: the line with the most time, and every line in evidence
+        sites = sites_of(ctx)
+        at: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        first: dict[str, Any] = {}
+        for i, r in enumerate(idx.tolist()):
+            s_ = sites.of_row(int(r))
+            key_site = s_.call_site or s_.function
+            at[key_site][0] += 1
+            at[key_site][1] += int(dur[i])
+            first.setdefault(key_site, s_)
+        top_site = max(at, key=lambda k: at[k][1])
         with np.errstate(divide="ignore", invalid="ignore"):
             bw = np.where((nbytes > 0) & (dur > 0), nbytes / np.maximum(dur, 1), np.nan)  # bytes/ns == GB/s
         algbw = float(np.nanmedian(bw)) if np.isfinite(bw).any() else None
@@ -160,7 +172,10 @@ def collective(trace: Trace, ctx: Context) -> list[Finding]:
             "slow": slow,
             "slow_excess_ns": excess,
             "rows": [int(r) for r in idx[:200]],
+            "sites": [{"call_site": k, "calls": v[0], "total_ns": v[1]}
+                      for k, v in sorted(at.items(), key=lambda kv: -kv[1][1])[:20] if k],
             **ctx.step_split(ts, dur),
+            **first[top_site].evidence(),
         }
         out.append(
             Finding(
@@ -170,6 +185,8 @@ def collective(trace: Trace, ctx: Context) -> list[Finding]:
                 cost_ns=exposed,
                 share=share,
                 count=len(items),
+                call_site=first[top_site].call_site,
+                module=first[top_site].module,
                 advice=advice,
                 evidence=ev,
                 ts_ns=int(ts.min()),

@@ -10,7 +10,7 @@ That is the aten layer, under every Python method and tensor subclass, so these 
 * **float64 / int64 reaching a device**: a copy into a device tensor of that dtype from the host or from
   another dtype (``.to(dev)``, ``.double()``), an initialising op writing one (factories: ``zeros``,
   ``randn``, ``full``... with ``dtype=`` and ``device=``, or a float64 default dtype), a conversion of a device
-  tensor asking for that dtype.
+  tensor asking for that dtype, an out-of-place op promoting float32 with float64 to a new float64 tensor.
 
 One `DeviceOp` per call the user's code made (``print(t)`` copies several times; it is one sync point).
 """
@@ -29,10 +29,16 @@ _WRITERS = frozenset({"zero_", "fill_", "normal_", "uniform_", "random_", "berno
                       "geometric_", "log_normal_", "cauchy_", "lift_fresh", "arange", "linspace", "logspace",
                       "eye", "randperm"})
 _CONVERSIONS = frozenset({"to", "_to_copy"})
+_PROMOTING = frozenset({"add", "sub", "rsub", "mul", "div", "true_divide", "pow", "maximum", "minimum", "atan2",
+                        "hypot", "fmod", "remainder", "where", "lerp", "addcmul", "addcdiv", "mm", "bmm", "matmul",
+                        "addmm", "baddbmm", "mv", "dot", "cat", "stack", "linear"})
+"""Out-of-place ops whose result takes the widest dtype of their operands (in-place ops keep theirs)."""
+_NARROWER = frozenset({"torch.float32", "torch.float16", "torch.bfloat16"})
 _DTYPE_ARG = {"7": "float64", "4": "int64"}
 """ScalarType numbers as the profiler records dtype arguments (c10::ScalarType::Double = 7, Long = 4)."""
 _DTYPES = {"torch.float64": "float64", "torch.int64": "int64"}
-WATCH = frozenset(f"aten::{n}" for n in (*_SCALAR_READS, *_DATA_DEPENDENT, *_COPIES, *_WRITERS, *_CONVERSIONS))
+WATCH = frozenset(f"aten::{n}" for n in (*_SCALAR_READS, *_DATA_DEPENDENT, *_COPIES, *_WRITERS, *_CONVERSIONS,
+                                         *_PROMOTING))
 
 SYNC, FLOAT64, INT64 = "sync", "float64", "int64"
 
@@ -112,6 +118,11 @@ def classify(name: str, inputs: list[Any], tensor_type: type) -> list[tuple[str,
             d, dt = _device(x), _DTYPES.get(str(x.dtype))
             if d and dt:
                 out.append((dt, "created on device", list(x.sizes), d))
+        return out
+    if base in _PROMOTING:  # float32 (or lower) meeting float64 on the device: a new float64 tensor there
+        f64 = [x for _, x in tensors if str(x.dtype) == "torch.float64" and _device(x)]
+        if f64 and any(str(x.dtype) in _NARROWER and _device(x) for _, x in tensors):
+            out.append((FLOAT64, "promotion", list(max((x.sizes for _, x in tensors), key=len)), _device(f64[0])))
         return out
     if base in _CONVERSIONS and tensors:
         x = tensors[0][1]

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from neuron_prof.capture._device_ops import WATCH, DeviceOp, classify, user_call_name
@@ -95,6 +97,9 @@ def _py_event(ev: Any, ef: Any, c_call: bool, ctx: _Ctx, out: CycleSites) -> _Ct
     c = ef.caller
     cfile, cline, cfunc = c.file_name, c.line_number, c.function_name
     ckind = file_kind(cfile)
+    if ckind == USER and not _exists(cfile):
+        # the tracer keeps views of code objects' names: one freed since reads back as other bytes
+        raise _Unreadable(cfile)
     if ckind == USER:
         out.user_files.add(display_path(cfile))
     chain = ctx.chain
@@ -118,6 +123,8 @@ def _py_event(ev: Any, ef: Any, c_call: bool, ctx: _Ctx, out: CycleSites) -> _Ct
         else:
             callee = ef.callsite
             kind = file_kind(callee.file_name)
+            if kind == USER and not _exists(callee.file_name):
+                raise _Unreadable(callee.file_name)
             hidden = kind == HIDDEN or (kind != USER and ctx.hidden)
             open_ = (display_path(callee.file_name), callee.function_name, kind == USER) if not hidden else None
             child = _Ctx(chain, hidden, None, open_, False, call, "", call_name)
@@ -126,6 +133,20 @@ def _py_event(ev: Any, ef: Any, c_call: bool, ctx: _Ctx, out: CycleSites) -> _Ct
     elif ckind == USER:
         out.py_callers[(ev.start_time_ns, ev.name)] = f"{display_path(cfile)}:{cline}"
     return child
+
+
+class _Unreadable(ValueError):
+    """A name the profiler gave back is not one (its code object was freed): skip what it says."""
+
+
+@lru_cache(maxsize=4096)
+def _exists(path: str) -> bool:
+    """Whether a user's file name names a file (as given, or relative to sys.path as torch shortens it)."""
+    if path.startswith("<"):
+        return True
+    if os.path.isabs(path):
+        return os.path.exists(path)
+    return any(os.path.exists(os.path.join(p or os.getcwd(), path)) for p in [*sys.path, os.getcwd()])
 
 
 def walk(prof: Any) -> CycleSites:
@@ -185,7 +206,7 @@ def walk(prof: Any) -> CycleSites:
                                                                 call, stack, call_name)
             else:
                 child = ctx
-        except UnicodeDecodeError:
+        except (UnicodeDecodeError, _Unreadable):
             # Kineto keeps some strings as views into code objects that may be gone by now (seen on frames
             # that were running when the profiler started): this event says nothing; its children still do
             child = ctx

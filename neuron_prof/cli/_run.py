@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import runpy
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -75,16 +77,42 @@ def command(output: str, backend: str | None, emulate_neuron: bool, module: str 
     # What python puts first on sys.path: the script's folder, or the working directory for -m.
     path0 = str(Path(argv[0]).resolve().parent) if module is None else os.getcwd()
     sys.path.insert(0, path0)
+    keep: list[object] = []
     try:
-        with neuron_prof.profile(output, backend=backend, pftrace=not no_pftrace, quiet=quiet):
+        with neuron_prof.profile(output, backend=backend, pftrace=not no_pftrace, quiet=quiet), _keep_code(keep):
             if module is None:
-                runpy.run_path(argv[0], run_name="__main__")
+                keep.append(runpy.run_path(argv[0], run_name="__main__"))
             else:
-                runpy.run_module(module, run_name="__main__", alter_sys=True)
+                keep.append(runpy.run_module(module, run_name="__main__", alter_sys=True))
     except SystemExit as e:
         return _exit_code(e)
     finally:
         sys.argv = saved_argv
         if sys.path and sys.path[0] == path0:
             sys.path.pop(0)
+        keep.clear()
     return 0
+
+
+@contextlib.contextmanager
+def _keep_code(keep: list[object]) -> Iterator[None]:
+    """Keep the script's code objects alive until the session has read its profile.
+
+    torch.profiler's Python tracer keeps only views of each code object's file and function names; runpy
+    drops the script's module code when it returns, before the profile is read, and the names would read
+    back as garbage. runpy runs every script and module through `_run_module_code(code, ...)`: its code
+    argument is kept here (the globals runpy returns keep the script's functions alive)."""
+    orig = getattr(runpy, "_run_module_code", None)
+    if not callable(orig):  # another Python's runpy: names may be lost, never wrong (capture checks them)
+        yield
+        return
+
+    def run_module_code(code: object, *args: object, **kwargs: object) -> object:
+        keep.append(code)
+        return orig(code, *args, **kwargs)
+
+    runpy._run_module_code = run_module_code  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        runpy._run_module_code = orig  # type: ignore[attr-defined]
