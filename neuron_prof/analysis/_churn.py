@@ -9,6 +9,7 @@ saves, so it can overlap `recompile` and `first_call_compile`, which say what co
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -166,13 +167,18 @@ def shape_churn(trace: Trace, ctx: Context) -> list[Finding]:
         sizes = list(by_att.values())
         counts = [max(calls.get(a, 1), 1) for a in by_att]
         name = next((c.name for c in cs if c.attempt == 0), cs[0].name)
-        out.append(_churn_finding(ctx, f"{name} (frame {frame})", "graph", dim, sizes, counts, cs))
-    out += _eager_churn(trace, ctx, eager)
-    return out
+        created = _frame_creation_site(ctx, cs, dim, by_att)
+        out.append(_churn_finding(ctx, f"{name} (frame {frame})", "graph", dim, sizes, counts, cs, created=created))
+    eager_found, keys = _eager_churn(trace, ctx, eager)
+    # a graph and the eager ops around it that took the same sizes: one cause (the input that varies)
+    keys += [(("ratio", *(round(v / f.evidence["values"][0], 6) for v in f.evidence["values"])),) for f in out]
+    found = eager_found + out
+    return [_merge(ctx, [found[i] for i in members]) for members in _connected(keys)]
 
 
-def _eager_churn(trace: Trace, ctx: Context, eager: dict[tuple[str, str, str], list[_Compile]]) -> list[Finding]:
-    """One finding per set of values that ops' varying dimensions took."""
+def _eager_churn(trace: Trace, ctx: Context, eager: dict[tuple[str, str, str], list[_Compile]]
+                 ) -> tuple[list[Finding], list[tuple[tuple[Any, ...], ...]]]:
+    """One finding per set of values that ops' varying dimensions took, and each one's merge keys."""
     groups: dict[tuple[int, ...], list[dict[str, Any]]] = defaultdict(list)
     for (op, _site, _module), cs in eager.items():
         miss = [c for c in cs if c.cache == "miss"]
@@ -213,7 +219,7 @@ def _eager_churn(trace: Trace, ctx: Context, eager: dict[tuple[str, str, str], l
         found.append(f)
         # same cause: new values in the same steps, or values in the same proportions (T and B*T)
         keys.append((seen, ("ratio", *(round(v / vals[0], 6) for v in vals))))
-    return [_merge(ctx, [found[i] for i in members]) for members in _connected(keys)]
+    return found, keys
 
 
 def _creation_site(ctx: Context, items: list[dict[str, Any]]) -> Site:
@@ -247,6 +253,48 @@ def _creation_site(ctx: Context, items: list[dict[str, Any]]) -> Site:
                     found[site.call_site] = site
                 break
     return found[votes.most_common(1)[0][0]] if votes else NO_STACK
+
+
+def _frame_creation_site(ctx: Context, cs: list[_Compile], dim: str, sizes: dict[int, int]) -> Site:
+    """Where a compiled frame's varying input is made: for each new size, the first host op after the previous
+    compile of the frame (or the step's start) with a tensor of that size in that dimension."""
+    m = re.search(r"(?:dim|index) (\d+)$", dim)
+    if m is None:
+        return NO_STACK
+    index = int(m.group(1))
+    starts = {c.attempt: c.ts for c in sorted(cs, key=lambda c: c.ts) if c.kind != "backward"}
+    ops = _host_ops(ctx)
+    ts = ctx.trace.slices.ts_ns[ops]
+    sites = sites_of(ctx)
+    votes: Counter[str] = Counter()
+    found: dict[str, Site] = {}
+    prev = 0
+    for att in sorted(starts):
+        t, value = starts[att], sizes.get(att)
+        lo, prev = max(prev, _step_start(ctx, t)), t
+        if value is None:
+            continue
+        a, b = np.searchsorted(ts, lo, side="left"), np.searchsorted(ts, t, side="right")
+        for r in ops[a:b][:5000]:
+            if any(len(sh) > index and sh[index] == value for sh in _shapes(ctx.slice_args(int(r)))):
+                site = sites.of_row(int(r))
+                if site.call_site:
+                    votes[site.call_site] += 1
+                    found[site.call_site] = site
+                break
+    return found[votes.most_common(1)[0][0]] if votes else NO_STACK
+
+
+def _shapes(args: dict[str, Any]) -> list[list[int]]:
+    """The tensor shapes an op's args show: "Input Dims" and size arguments in "Concrete Inputs"."""
+    out = [d for d in args.get("Input Dims") or [] if isinstance(d, list) and all(isinstance(x, int) for x in d)]
+    for x in args.get("Concrete Inputs") or []:
+        if isinstance(x, str) and x.startswith("[") and x.endswith("]"):
+            try:
+                out.append([int(v) for v in x[1:-1].split(",") if v.strip()])
+            except ValueError:
+                continue
+    return out
 
 
 def _host_ops(ctx: Context) -> np.ndarray:
@@ -325,8 +373,14 @@ def _merge(ctx: Context, fs: list[Finding]) -> Finding:
     fs = sorted(fs, key=lambda f: -f.cost_ns)
     main = fs[0]
     cost = sum(f.cost_ns for f in fs)
+    # the line that makes the varying tensor, whichever of them found it
+    created = next((f for f in fs if f.evidence.get("created_at")), main)
     n_ops = sum(len(f.evidence.get("ops", [])) or 1 for f in fs)
     ev = dict(main.evidence)
+    for k in ("created_at", "stack", "site_unknown", "function"):
+        ev.pop(k, None)
+        if k in created.evidence:
+            ev[k] = created.evidence[k]
     ev["related"] = [
         {k: f.evidence[k] for k in ("subject", "dimension", "values", "plan", "ops") if k in f.evidence}
         for f in fs[1:]
@@ -347,8 +401,8 @@ def _merge(ctx: Context, fs: list[Finding]) -> Finding:
         cost_ns=cost,
         share=share,
         count=main.count,
-        call_site=main.call_site,
-        module=main.module,
+        call_site=created.call_site,
+        module=created.module,
         advice=main.advice + " The related dimensions change with it (see evidence.related).",
         evidence=ev,
         ts_ns=min(f.ts_ns or 0 for f in fs),

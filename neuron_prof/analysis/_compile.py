@@ -162,14 +162,17 @@ def first_compiles(trace: Trace, ctx: Context) -> tuple[list[_Compile], list[_Co
         first = [c for c in compiles(trace, ctx) if c.cache == "miss" and c.attempt == 0]
         # a statement compiling several shapes in one step handles several tensors (each parameter in an
         # optimizer's loop); a shape new in a later step is churn. Without steps, every first compile is cold.
-        step = ctx.steps.step_index(np.array([c.ts for c in first], dtype=np.int64)) if len(ctx.steps) else \
-            np.full(len(first), -1, dtype=np.int64)
-        first_step: dict[tuple[str, str, str], int] = {}
+        # Position: how many steps have started by then (0 before the first: setup code).
+        st = ctx.steps
+        pos = np.searchsorted(st.start_ns, np.array([c.ts for c in first], dtype=np.int64), side="right") \
+            if len(st) else np.zeros(len(first), dtype=np.int64)
+        first_pos: dict[tuple[str, str, str], int] = {}
         cold, new = [], []
-        for c, k in zip(first, step.tolist(), strict=True):  # time order
-            key = (c.name, c.call_site or c.args.get("function", "") or "", c.module)
-            s0 = first_step.setdefault(key, k)
-            (new if k >= 0 and s0 >= 0 and k > s0 else cold).append(c)
+        for c, k in zip(first, pos.tolist(), strict=True):  # time order
+            # a compiled graph is named per graph (model_forward_2): the statement that runs it is the key
+            what = c.name if c.kind == "eager" else c.kind
+            key = (what, c.call_site or c.args.get("function", "") or "", c.module)
+            (new if len(st) and k > first_pos.setdefault(key, k) else cold).append(c)
         return cold, new
 
     return ctx.memo("first_compiles", split)  # type: ignore[no-any-return]

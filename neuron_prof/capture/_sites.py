@@ -46,14 +46,14 @@ class CycleSites:
 
     op_stacks: dict[tuple[int, str], str] = field(default_factory=dict)
     """Top-level ops (not nested in another op) -> exact ``Call stack`` (innermost first, visible frames)."""
-    hidden_py: set[tuple[int, str]] = field(default_factory=set)
-    """Python events of hidden frames (neuron_prof, the emulator, torch_neuronx and what they call)."""
+    visible_py: dict[tuple[int, str], str] = field(default_factory=dict)
+    """Python events to keep (not of hidden frames: neuron_prof, the emulator, torch_neuronx, the compiler and
+    what they call) -> "file.py:LINE" of the user's call that made it, or "" (a library's own call). Kept
+    rather than the hidden ones: those can be millions (a torch.compile compile)."""
     user_files: set[str] = field(default_factory=set)
     """Display paths of the user's files seen on the stacks."""
     unreadable: int = 0
     """Events whose strings Kineto could not give back (skipped)."""
-    py_callers: dict[tuple[int, str], str] = field(default_factory=dict)
-    """Python calls the user's code made -> "file.py:LINE" of the call (the spans' ``call_site``)."""
     device_ops: dict[tuple[str, int], DeviceOp] = field(default_factory=dict)
     """Host reads of device data and float64/int64 reaching a device, one per (kind, call of the user's code)."""
 
@@ -128,10 +128,8 @@ def _py_event(ev: Any, ef: Any, c_call: bool, ctx: _Ctx, out: CycleSites) -> _Ct
             hidden = kind == HIDDEN or (kind != USER and ctx.hidden)
             open_ = (display_path(callee.file_name), callee.function_name, kind == USER) if not hidden else None
             child = _Ctx(chain, hidden, None, open_, False, call, "", call_name)
-    if hidden:
-        out.hidden_py.add((ev.start_time_ns, ev.name))
-    elif ckind == USER:
-        out.py_callers[(ev.start_time_ns, ev.name)] = f"{display_path(cfile)}:{cline}"
+    if not hidden:
+        out.visible_py[(ev.start_time_ns, ev.name)] = f"{display_path(cfile)}:{cline}" if ckind == USER else ""
     return child
 
 
@@ -243,8 +241,9 @@ class StackRewriter:
 
     def __init__(self, sites: CycleSites | None, base: int | None) -> None:
         self.sites = sites if sites is not None else CycleSites()
-        self.by_path = sites is None
-        """No walk (it failed): drop the Python events whose own file is hidden, keep no stack."""
+        self.by_path = sites is None or base is None
+        """No walk (it failed) or no way to match its events: drop the Python events whose own file is hidden,
+        keep no stack."""
         self.base = base
         self.rewritten = 0
         self.dropped = 0
@@ -257,7 +256,7 @@ class StackRewriter:
 
     def __call__(self, events: list[Any]) -> list[Any]:
         out = []
-        stacks, hidden, callers = self.sites.op_stacks, self.sites.hidden_py, self.sites.py_callers
+        stacks, visible = self.sites.op_stacks, self.sites.visible_py
         for e in events:
             if not isinstance(e, dict) or e.get("ph") != "X":
                 out.append(e)
@@ -265,13 +264,13 @@ class StackRewriter:
             args = e.get("args")
             if e.get("cat") == _PY_CAT:
                 key = self._key(e)
-                if (hidden and key in hidden) or (self.by_path and _hidden_name(str(e.get("name", "")))):
+                site = visible.get(key)  # type: ignore[arg-type]
+                if (site is None and not self.by_path) or (self.by_path and _hidden_name(str(e.get("name", "")))):
                     self.dropped += 1
                     continue
                 if isinstance(args, dict):
                     args.pop(CALL_STACK, None)
-                    site = callers.get(key)  # type: ignore[arg-type]
-                    if site is not None:
+                    if site:
                         args[CALL_SITE] = site
             elif isinstance(args, dict):
                 stack = stacks.get(self._key(e))  # type: ignore[arg-type]

@@ -4,7 +4,9 @@ Frames are written as Kineto writes them, ``path(LINE): function``, innermost fi
 ``nn.Module: Name_0`` entries where a module was called. Files are of three kinds:
 
 * **hidden**: neuron_prof itself (but not its demo, a user program that ships inside it), the emulated
-  device and torch_neuronx. Never written into a trace, never a call site.
+  device, torch_neuronx, and torch.compile's compiler (Dynamo, AOTAutograd, Inductor, FX: a compile runs
+  millions of Python calls, summarised by the compile track). Never written into a trace, never a call
+  site; library code they call is hidden with them.
 * **library**: torch and other installed packages, the standard library, builtins. Shown in stacks,
   never a call site.
 * **user**: everything else. The call site of an event is the innermost user frame.
@@ -36,6 +38,9 @@ HIDDEN, LIBRARY, USER = "hidden", "library", "user"
 _FRAME = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<func>.*)$")
 
 _HIDDEN_PARTS = ("neuron_prof", "torch_neuronx")
+_COMPILER = tuple(f"torch/{d}/" for d in ("_dynamo", "_inductor", "_functorch", "fx", "_subclasses", "_prims",
+                                          "_prims_common", "_refs", "_decomp", "_higher_order_ops", "_export",
+                                          "export", "_logging", "utils/_sympy")) + ("torch/_guards.py",)
 _LIB_PREFIXES = ("torch/", "torchvision/", "torchaudio/", "functorch/", "triton/", "importlib/", "<built-in",
                  "<frozen ", "<string>", "<lambda>")
 _USER_PSEUDO = ("<stdin>", "<ipython-input", "<input>")
@@ -81,6 +86,8 @@ def file_kind(path: str) -> str:
             return USER if part == "neuron_prof" and parts[i + 1] == "demo" else HIDDEN
     if os.path.basename(p) == "neuron-prof":
         return HIDDEN  # the console script
+    if any(c in p if os.path.isabs(p) else p.startswith(c) for c in _COMPILER):
+        return HIDDEN
     if os.path.isabs(path):
         a = os.path.abspath(path)
         if _DEMO and a.startswith(_DEMO):
