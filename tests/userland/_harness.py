@@ -42,6 +42,7 @@ _TAG = re.compile(r"#\s*(?P<what>EXPECT|ALSO)(?:\[(?P<devs>[A-Za-z0-9_, ]*)\])?:
 _CLEAN = re.compile(r"#\s*CLEAN\b")
 _XFAIL = re.compile(r"#\s*XFAIL\[(?P<devs>[A-Za-z0-9_, ]*)\]:\s*(?P<text>.+?)\s*$")
 _RANKS = re.compile(r"#\s*RANKS:\s*(?P<n>\d+)")
+_MAX_RSS = re.compile(r"#\s*MAX-RSS-GB:\s*(?P<gb>[\d.]+)")
 _SITE = re.compile(r"^(?P<path>.*?):(?P<line>\d+)$")
 _REGISTERED = re.compile(r"^\w+: (fallthrough )?registered at ")  # the dispatcher's list of kernels
 
@@ -75,6 +76,8 @@ class Program:
     """device -> text: the run on that device is known to fail with this text in its output."""
     ranks: int
     profiles_itself: bool
+    max_rss_gb: float | None = None
+    """A program's own memory limit (`# MAX-RSS-GB: N  reason`), over the harness default."""
 
     @property
     def name(self) -> str:
@@ -115,6 +118,7 @@ def load_program(path: str | os.PathLike[str]) -> Program:
     xfail: dict[str, str] = {}
     clean = False
     ranks = 1
+    max_rss: float | None = None
     for i, line in enumerate(src, 1):
         for m in _TAG.finditer(line):
             devs = _devices(m.group("devs"), ("neuron",))
@@ -128,9 +132,12 @@ def load_program(path: str | os.PathLike[str]) -> Program:
         m = _RANKS.search(line)
         if m:
             ranks = int(m.group("n"))
+        m = _MAX_RSS.search(line)
+        if m:
+            max_rss = float(m.group("gb"))
     if clean and any(t.required for t in tags):
         raise ValueError(f"{p.name}: tagged CLEAN and EXPECT at once")
-    return Program(p, tags, clean, xfail, ranks, "neuron_prof.profile(" in "\n".join(src))
+    return Program(p, tags, clean, xfail, ranks, "neuron_prof.profile(" in "\n".join(src), max_rss)
 
 
 def programs(pattern: str = "*.py") -> list[Program]:
@@ -296,6 +303,8 @@ def run_program(prog: Program, way: str, workdir: str | os.PathLike[str], *, tim
     env = _env(device)
     if prog.profiles_itself and way.startswith("run"):
         env["TRACE_OUT"] = str(wd / "own_trace.json")  # the program's own profile() output; we read run's -o
+    if prog.max_rss_gb is not None and max_rss_bytes:
+        max_rss_bytes = max(max_rss_bytes, int(prog.max_rss_gb * 2**30))
     t0 = time.perf_counter()
     procs: list[tuple[int | None, subprocess.Popen[bytes], Path]] = []
     envs = [(None, env)] if prog.ranks <= 1 else []
