@@ -233,26 +233,14 @@ def _creation_site(ctx: Context, items: list[dict[str, Any]]) -> Site:
             sh = shapes_of(c.signature)
             if len(sh) > t and len(sh[t]) > i and (sh[t][i] not in firsts or c.ts < firsts[sh[t][i]][0].ts):
                 firsts[sh[t][i]] = (c, sh[t])
-    if not firsts:
-        return NO_STACK
-    ops = _host_ops(ctx)
-    ts = ctx.trace.slices.ts_ns[ops]
     starts = sorted(c.ts for c, _ in firsts.values())
-    sites = sites_of(ctx)
-    votes: Counter[str] = Counter()
-    found: dict[str, Site] = {}
+    searches = []
     for c, shape in firsts.values():
         k = starts.index(c.ts)
-        lo = max(starts[k - 1] if k else 0, _step_start(ctx, c.ts))
-        a, b = np.searchsorted(ts, lo, side="left"), np.searchsorted(ts, c.ts, side="right")
-        for r in ops[a:b][:5000]:
-            if _has_shape(ctx.slice_args(int(r)), shape):
-                site = sites.of_row(int(r))
-                if site.call_site:
-                    votes[site.call_site] += 1
-                    found[site.call_site] = site
-                break
-    return found[votes.most_common(1)[0][0]] if votes else NO_STACK
+        want = list(shape)
+        searches.append((max(starts[k - 1] if k else 0, _step_start(ctx, c.ts)), c.ts,
+                         lambda shapes, want=want: want in shapes))
+    return _first_maker(ctx, searches)
 
 
 def _frame_creation_site(ctx: Context, cs: list[_Compile], dim: str, sizes: dict[int, int]) -> Site:
@@ -263,20 +251,28 @@ def _frame_creation_site(ctx: Context, cs: list[_Compile], dim: str, sizes: dict
         return NO_STACK
     index = int(m.group(1))
     starts = {c.attempt: c.ts for c in sorted(cs, key=lambda c: c.ts) if c.kind != "backward"}
+    searches = []
+    prev = 0
+    for att in sorted(starts):
+        t, value = starts[att], sizes.get(att)
+        lo, prev = max(prev, _step_start(ctx, t)), t
+        if value is not None:
+            searches.append((lo, t, lambda shapes, v=value: any(len(sh) > index and sh[index] == v for sh in shapes)))
+    return _first_maker(ctx, searches)
+
+
+def _first_maker(ctx: Context, searches: list[tuple[int, int, Any]]) -> Site:
+    """The statement most often making a tensor that a search's test accepts: per (start, end, test), the first
+    host op in [start, end] whose tensors (`_shapes`) pass the test."""
     ops = _host_ops(ctx)
     ts = ctx.trace.slices.ts_ns[ops]
     sites = sites_of(ctx)
     votes: Counter[str] = Counter()
     found: dict[str, Site] = {}
-    prev = 0
-    for att in sorted(starts):
-        t, value = starts[att], sizes.get(att)
-        lo, prev = max(prev, _step_start(ctx, t)), t
-        if value is None:
-            continue
-        a, b = np.searchsorted(ts, lo, side="left"), np.searchsorted(ts, t, side="right")
+    for lo, hi, test in searches:
+        a, b = np.searchsorted(ts, lo, side="left"), np.searchsorted(ts, hi, side="right")
         for r in ops[a:b][:5000]:
-            if any(len(sh) > index and sh[index] == value for sh in _shapes(ctx.slice_args(int(r)))):
+            if test(_shapes(ctx.slice_args(int(r)))):
                 site = sites.of_row(int(r))
                 if site.call_site:
                     votes[site.call_site] += 1
@@ -311,19 +307,6 @@ def _step_start(ctx: Context, t: int) -> int:
     st = ctx.steps
     k = st.step_index(np.array([t], dtype=np.int64))[0] if len(st) else -1
     return int(st.start_ns[k]) if k >= 0 else 0
-
-
-def _has_shape(args: dict[str, Any], shape: tuple[int, ...]) -> bool:
-    """Whether an op's inputs ("Input Dims") or size arguments ("Concrete Inputs") include `shape`."""
-    want = list(shape)
-    dims = args.get("Input Dims")
-    if isinstance(dims, list) and want in dims:
-        return True
-    conc = args.get("Concrete Inputs")
-    if isinstance(conc, list):
-        text = "[" + ", ".join(str(d) for d in shape) + "]"
-        return any(isinstance(x, str) and x.replace(" ", "") == text.replace(" ", "") for x in conc)
-    return False
 
 
 def _connected(keys: list[tuple[tuple[Any, ...], ...]]) -> list[list[int]]:

@@ -18,6 +18,7 @@ import warnings
 from typing import Any
 
 from neuron_prof.model.callsite import HIDDEN, file_kind
+from neuron_prof.patches import Saved, patch, restore_patches
 
 _OPERATORS = (
     "__add__", "__radd__", "__iadd__", "__sub__", "__isub__", "__mul__", "__rmul__", "__imul__", "__truediv__",
@@ -71,8 +72,7 @@ class OperatorRecorder:
     """Installs the forwarders on torch.Tensor (`install`) and restores the originals (`remove`)."""
 
     def __init__(self) -> None:
-        self._saved: list[tuple[str, Any, bool]] = []
-        self._warnings: Any = None
+        self._saved: Saved = []
 
     def install(self) -> None:
         import torch
@@ -82,31 +82,13 @@ class OperatorRecorder:
             orig = getattr(cls, name, None)
             if orig is None or type(orig).__name__ not in ("method_descriptor", "wrapper_descriptor"):
                 continue  # absent, or already Python (recorded by the tracer as it is)
-            had = name in cls.__dict__
-            self._saved.append((name, cls.__dict__[name] if had else None, had))
-            setattr(cls, name, _forwarder(name, orig))
+            patch(cls, name, _forwarder(name, orig), self._saved)
         for name in _PROPERTIES:
             orig = cls.__dict__.get(name)
             if type(orig).__name__ != "getset_descriptor":
                 continue
-            self._saved.append((name, orig, True))
-            setattr(cls, name, _property(orig))
-        self._warnings = warnings.showwarning
-        warnings.showwarning = _at_user_line(self._warnings)
+            patch(cls, name, _property(orig), self._saved)
+        patch(warnings, "showwarning", _at_user_line(warnings.showwarning), self._saved)
 
     def remove(self) -> None:
-        import torch
-
-        if self._warnings is not None:
-            warnings.showwarning = self._warnings
-            self._warnings = None
-        cls = torch.Tensor
-        for name, orig, had in reversed(self._saved):
-            if had:
-                setattr(cls, name, orig)
-            else:
-                try:
-                    delattr(cls, name)
-                except AttributeError:
-                    pass
-        self._saved.clear()
+        restore_patches(self._saved)

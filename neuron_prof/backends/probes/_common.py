@@ -80,16 +80,3 @@ def dtype_bytes(dtype: str) -> int:
     """Bytes per element of a dtype name as torch or Kineto write it (torch.float32, "float", "c10::Half")."""
     d = dtype.removeprefix("torch.")
     return DTYPE_BYTES.get(d, 0)
-
-
-def restore_patches(saved: list[tuple[object, str, object, bool]]) -> None:
-    """Undo attribute patches recorded as (owner, name, original, owner_had_it), newest first, and forget them."""
-    for owner, name, orig, had in reversed(saved):
-        if had:
-            setattr(owner, name, orig)
-        else:
-            try:
-                delattr(owner, name)
-            except AttributeError:
-                pass
-    saved.clear()

@@ -20,10 +20,11 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from neuron_prof.backends.probes._common import probe_track, restore_patches, site_args, step_of
+from neuron_prof.backends.probes._common import probe_track, site_args, step_of
 from neuron_prof.backends.probes._probe import Probe
 from neuron_prof.model import Arg, Cat, TrackKind
 from neuron_prof.model.callsite import NO_STACK, Site, live_site, site_from_stack
+from neuron_prof.patches import patch, restore_patches
 
 if TYPE_CHECKING:
     from neuron_prof.backends.base import CaptureContext
@@ -66,8 +67,7 @@ class SyncProbe(Probe):
         dev_mod = getattr(torch, self.device_type, None) if self.device_type else None
         sync = getattr(dev_mod, "synchronize", None)
         if callable(sync):
-            self._saved.append((dev_mod, "synchronize", sync, True))
-            setattr(dev_mod, "synchronize", self._wrap_sync(sync))
+            patch(dev_mod, "synchronize", self._wrap_sync(sync), self._saved)
 
     def stop(self, ctx: CaptureContext) -> None:
         restore_patches(self._saved)
