@@ -777,3 +777,37 @@ def test_device_idle_while_the_host_issues_ops_is_dispatch_not_cost(linked: bool
         assert f.severity == "info" and "issuing ops" in f.title and "torch.compile" in f.advice
     else:
         assert f.evidence["dispatch_ns"] == 0 and f.cost_ns == 9 * 910_000 and f.severity == "critical"
+
+
+@pytest.mark.parametrize("per_step", [False, True])
+def test_one_statement_compiling_several_tensors_is_not_churn(per_step: bool) -> None:
+    """A backward line multiplies several tensors ([3,B]x[B,32], [B,3]x[3,32], [32,B]x[B,10]): shapes compiled in
+    one step are different tensors, and a smaller last batch B changes each of them once (2 values: no churn).
+    The same statement fed a new size every step is churn in that dimension alone (never mixing 3 and 32)."""
+    b = TraceBuilder()
+    host = b.process(1, "host")
+    comp = b.track(host, "compile", TrackKind.COMPILE)
+    steps = []
+    t = T0
+    def mm(shapes: list[list[int]]) -> None:
+        nonlocal t
+        b.add_slice(comp, t, MS, "aten::mm", Cat.COMPILE, {Arg.COMPILE_KIND: "eager", Arg.CACHE: "miss",
+                                                           Arg.CALL_SITE: "train.py:26", Arg.SIGNATURE: shapes})
+        t += 2 * MS
+    batches = [16, 24, 40, 8] if per_step else [16, 16, 16, 4]
+    seen: set[int] = set()
+    for k, bsz in enumerate(batches):
+        s0 = t
+        if bsz not in seen:
+            seen.add(bsz)
+            for shapes in ([[3, bsz], [bsz, 32]], [[bsz, 3], [3, 32]], [[32, bsz], [bsz, 10]]):
+                mm(shapes)
+        t += 5 * MS
+        steps.append([k, s0, t])
+    b.metadata[Meta.STEPS] = steps
+    b.metadata[Meta.WALL] = [T0, t]
+    churn = [f for f in analyze(b.build()) if f.kind == "shape_churn"]
+    if not per_step:
+        assert churn == []
+    else:
+        assert len(churn) == 1 and churn[0].evidence["values"] == [8, 16, 24, 40], churn[0].evidence

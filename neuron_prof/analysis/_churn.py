@@ -181,15 +181,15 @@ def _eager_churn(trace: Trace, ctx: Context, eager: dict[tuple[str, str, str], l
     """One finding per set of values that ops' varying dimensions took, and each one's merge keys."""
     groups: dict[tuple[int, ...], list[dict[str, Any]]] = defaultdict(list)
     for (op, _site, _module), cs in eager.items():
-        miss = [c for c in cs if c.cache == "miss"]
-        uniq = list(dict.fromkeys(s for s in (shapes_of(c.signature) for c in miss) if s))
-        if len(uniq) < MIN_VALUES:
-            continue
-        vd = varying_dims(uniq)
-        if not vd or len(set(vd[0].values)) < MIN_VALUES:
-            continue
-        vals = tuple(sorted(set(vd[0].values)))
-        groups[vals].append({"op": op, "dim": vd[0], "miss": miss, "ns": sum(c.dur for c in miss)})
+        for miss in _lineages(ctx, [c for c in cs if c.cache == "miss"]):
+            uniq = list(dict.fromkeys(s for s in (shapes_of(c.signature) for c in miss) if s))
+            if len(uniq) < MIN_VALUES:
+                continue
+            vd = varying_dims(uniq)
+            if not vd or len(set(vd[0].values)) < MIN_VALUES:
+                continue
+            vals = tuple(sorted(set(vd[0].values)))
+            groups[vals].append({"op": op, "dim": vd[0], "miss": miss, "ns": sum(c.dur for c in miss)})
     found: list[Finding] = []
     keys: list[tuple[tuple[Any, ...], ...]] = []
     for vals, items in groups.items():
@@ -307,6 +307,36 @@ def _step_start(ctx: Context, t: int) -> int:
     st = ctx.steps
     k = st.step_index(np.array([t], dtype=np.int64))[0] if len(st) else -1
     return int(st.start_ns[k]) if k >= 0 else 0
+
+
+def _lineages(ctx: Context, cs: list[_Compile]) -> list[list[_Compile]]:
+    """A statement's compiles split by tensor: shapes compiled in the same step are different tensors (the
+    weights and activations one backward line multiplies); a shape new in a later step continues the tensor
+    whose last shape it differs from least (same ranks, fewest dimensions changed)."""
+    st = ctx.steps
+    if not len(st) or not cs:
+        return [cs]  # no steps: nothing tells one tensor from another
+    pos = np.searchsorted(st.start_ns, np.array([c.ts for c in cs], dtype=np.int64), side="right")
+    lines: list[list[_Compile]] = []
+    shapes: list[tuple[tuple[int, ...], ...]] = []
+    taken: dict[int, set[int]] = defaultdict(set)  # step position -> lineages given a shape in that step
+    for c, k in zip(cs, pos.tolist(), strict=True):
+        sh = shapes_of(c.signature)
+        best, best_d = -1, None
+        for i, prev in enumerate(shapes):
+            if i in taken[k] or [len(x) for x in prev] != [len(x) for x in sh]:
+                continue
+            d = sum(a != b for x, y in zip(prev, sh, strict=True) for a, b in zip(x, y, strict=True))
+            if best_d is None or d < best_d:
+                best, best_d = i, d
+        if best < 0:
+            best = len(lines)
+            lines.append([])
+            shapes.append(sh)
+        lines[best].append(c)
+        shapes[best] = sh
+        taken[k].add(best)
+    return lines
 
 
 def _connected(keys: list[tuple[tuple[Any, ...], ...]]) -> list[list[int]]:
