@@ -123,7 +123,7 @@ def demo_like_trace(rank: int | None = 0, *, slow: float = 1.0, churn: bool = Fa
             n = CHURN_SIZES[step - 1]
             b.add_slice(
                 comp,
-                c + 16 * MS,
+                t + 17 * MS,  # inside its own step (steps 3 and 6 run past their 20 ms with their graph compile)
                 2 * MS,
                 "aten::add.Tensor",
                 Cat.COMPILE,
