@@ -14,7 +14,6 @@ import textwrap
 import warnings
 from pathlib import Path
 
-import pytest
 import torch
 
 import neuron_prof
