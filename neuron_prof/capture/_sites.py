@@ -81,7 +81,8 @@ class _Ctx:
         self.last = last
         """(file, func, line) of the frame pushed last when it is still the executing frame (else None)."""
         self.open = open_
-        """(display path, func) of the executing frame entered by a Python call: its line is not known yet."""
+        """(display path, func, is the user's) of the executing frame entered by a Python call: its line is not
+        known yet (an op made directly in it is an operator statement)."""
         self.in_op = in_op
         """Directly inside an op span (nested ops inherit the outer op's stack)."""
         self.call = call
