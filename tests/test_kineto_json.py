@@ -315,3 +315,30 @@ def test_parallel_parse_gives_the_same_trace(tmp_path: Path, monkeypatch: pytest
     assert_same(bad_seq, bad_par)
     assert bad_par.metadata[Meta.WARNINGS] == bad_seq.metadata[Meta.WARNINGS]
     assert len(bad_par.slices) == len(seq.slices) - 1
+
+
+def test_a_transform_reads_in_this_process_and_sees_every_event(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Capture loads each cycle with a transform inside the user's job: no worker processes, whatever the
+    environment asks, and the transform sees every event once."""
+    import orjson
+
+    import neuron_prof.loaders.kineto_json as kj
+    from bench.gen_trace import write
+
+    src = write(20_000, tmp_path / "g.json")
+    monkeypatch.setenv("NEURON_PROF_JSON_WORKERS", "3")
+
+    def no_workers(*a: object, **k: object) -> None:
+        raise AssertionError("worker processes started")
+
+    monkeypatch.setattr(kj, "_load_parallel", no_workers)
+    seen: list[int] = []
+
+    def transform(events: list[object]) -> list[object]:
+        seen.append(len(events))
+        return events
+
+    got = load_kineto_json(src, transform=transform)
+    monkeypatch.setenv("NEURON_PROF_JSON_WORKERS", "1")
+    assert sum(seen) == len(orjson.loads(src.read_bytes())["traceEvents"])
+    assert got.n_events == load_kineto_json(src).n_events

@@ -68,22 +68,14 @@ def profiler_kwargs(*, record_shapes: bool, with_stack: bool, with_modules: bool
 
 
 def load_in_process(path: str, sites: CycleSites | None = None) -> tuple[Trace, StackRewriter]:
-    """The Kineto JSON loader, kept in this process (its parallel mode would start worker processes inside
-    the user's job: eight ranks a host would start 32 at once), with the cycle's exact stacks applied."""
+    """The Kineto JSON loader with the cycle's exact stacks applied. A loader with a transform reads in this
+    process (its parallel mode would start worker processes inside the user's job: eight ranks a host would
+    start 32 at once)."""
     from neuron_prof.capture._sites import StackRewriter, base_ns
     from neuron_prof.loaders.kineto_json import load_kineto_json
 
     rewriter = StackRewriter(sites, base_ns(path))
-    key = "NEURON_PROF_JSON_WORKERS"
-    old = os.environ.get(key)
-    os.environ[key] = "1"
-    try:
-        return load_kineto_json(path, transform=rewriter), rewriter
-    finally:
-        if old is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = old
+    return load_kineto_json(path, transform=rewriter), rewriter
 
 
 class KinetoCollector:
