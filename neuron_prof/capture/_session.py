@@ -27,7 +27,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from neuron_prof.backends.base import CaptureContext
-from neuron_prof.capture import _env, _outputs
+from neuron_prof.capture import _compile_quiet, _env, _outputs
 from neuron_prof.capture._report import CaptureWarning, dedup_errors, report_problems, user_stacklevel
 from neuron_prof.capture._signals import SignalGuard, defer_sigint
 from neuron_prof.model import Meta, TraceBuilder
@@ -106,6 +106,7 @@ class Session(contextlib.ContextDecorator):
         self._backend: Any = None
         self._collector: Any = None
         self._operators: Any = None
+        self._quiet: Any = None
         self._builder: TraceBuilder | None = None
         self._recording = False
         self._finished = False
@@ -168,6 +169,9 @@ class Session(contextlib.ContextDecorator):
             rec = OperatorRecorder()
             if self._guard("operator recorder", "start", rec.install):
                 self._operators = rec
+            quiet = _compile_quiet.CompileQuiet()
+            if self._guard("compile quiet", "start", quiet.install):
+                self._quiet = quiet
         ctx.start_ns = time.time_ns()
         t1 = time.perf_counter_ns()
         if prof is not None and self._guard("torch.profiler", "start", prof.start):
@@ -196,6 +200,7 @@ class Session(contextlib.ContextDecorator):
                 # torch warns that each cycle's events are cleared; we keep every cycle (on_trace_ready).
                 warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
                 t0 = time.perf_counter_ns()
+                _compile_quiet.new_cycle()
                 self._guard("torch.profiler", "step", self._prof.step)
                 self._timings["in_steps"] = self._timings.get("in_steps", 0) + time.perf_counter_ns() - t0
 
@@ -265,11 +270,15 @@ class Session(contextlib.ContextDecorator):
         c = self._collector
         conv_in_loop = c.export_ns + c.parse_ns if c is not None else 0
         t0 = time.perf_counter_ns()
+        _compile_quiet.new_cycle()
         if self._prof is not None:
             self._guard("torch.profiler", "stop", self._prof.stop)
         if self._operators is not None:
             self._guard("operator recorder", "stop", self._operators.remove)
             self._operators = None
+        if self._quiet is not None:
+            self._guard("compile quiet", "stop", self._quiet.remove)
+            self._quiet = None
         t1 = time.perf_counter_ns()
         conv_at_stop = (c.export_ns + c.parse_ns if c is not None else 0) - conv_in_loop
         # stop() runs on_trace_ready (our conversion) for the last cycle: that is after the region, not in it.

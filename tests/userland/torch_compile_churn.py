@@ -1,5 +1,4 @@
 """torch.compile on a model fed batches whose size changes every step (static shapes: each one recompiles)."""
-# MAX-RSS-GB: 6  torch.profiler itself holds ~4 GiB here: its Python tracer records every call Dynamo makes
 import os
 
 import torch
