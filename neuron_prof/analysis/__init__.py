@@ -29,11 +29,13 @@ from neuron_prof.analysis._ops import OpTable, op_key, op_table
 from neuron_prof.analysis._registry import ANALYSES, register
 from neuron_prof.analysis._sites import Site, Sites, sites_of
 from neuron_prof.analysis._steps import find_steps
+from neuron_prof.analysis._stragglers import LateArrivals, dominant_cause, findings_from, late_arrivals
 from neuron_prof.model import Trace
 
 __all__ = [
     "ANALYSES",
     "KINDS",
+    "LateArrivals",
     "SEVERITIES",
     "CompileGroup",
     "Context",
@@ -50,8 +52,11 @@ __all__ = [
     "compiles",
     "compute_totals",
     "cross_rank_findings",
+    "dominant_cause",
     "fallback_names",
     "find_steps",
+    "findings_from",
+    "late_arrivals",
     "message_bytes",
     "norm_op",
     "op_key",
