@@ -25,6 +25,7 @@ from neuron_prof.analysis._compile import CompileGroup, compile_groups, compiles
 from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._fallback import fallback_names, norm_op
 from neuron_prof.analysis._finding import KINDS, SEVERITIES, Finding
+from neuron_prof.analysis._fmt import fmt_bytes, fmt_ns
 from neuron_prof.analysis._ops import OpTable, op_key, op_table
 from neuron_prof.analysis._registry import ANALYSES, register
 from neuron_prof.analysis._sites import Site, Sites, sites_of
@@ -56,6 +57,8 @@ __all__ = [
     "fallback_names",
     "find_steps",
     "findings_from",
+    "fmt_bytes",
+    "fmt_ns",
     "late_arrivals",
     "message_bytes",
     "norm_op",
