@@ -1,7 +1,7 @@
 """Loaders: trace files into the model. `load(path)` picks the reader from the file's content.
 
-Readers: Chrome/Kineto JSON (`.json`, `.json.gz`, any torch.profiler trace: CUDA, ROCm, MTIA, CPU)
-and neuron-prof's own `.pftrace`. Every reader returns a finished Trace or raises TraceLoadError.
+Readers: Chrome/Kineto JSON (`.json`, `.json.gz`, any torch.profiler trace: CUDA, ROCm, MTIA, CPU),
+neuron-prof's own `.pftrace`, and a processed Neuron Explorer profile folder (Parquet tables). Every reader returns a finished Trace or raises TraceLoadError.
 """
 
 from __future__ import annotations
@@ -16,14 +16,16 @@ __all__ = ["load"]
 
 
 def load(path: str | os.PathLike[str]) -> Trace:
-    """Load a trace file (.json, .json.gz, .pftrace) into a Trace.
+    """Load a trace file (.json, .json.gz, .pftrace) or a Neuron Explorer profile folder into a Trace.
 
     Raises:
         TraceLoadError: the file is missing, unreadable, or not a trace (the message says which).
     """
     p = Path(path)
     if p.is_dir():
-        raise TraceLoadError(p, "is a directory, not a trace file")
+        from neuron_prof.loaders.explorer import load_explorer
+
+        return load_explorer(p)  # says what it expected when the folder holds no Explorer tables
     if p.exists() and not p.is_file():
         # a FIFO blocks until a writer comes and /dev/zero never ends: only regular files are read
         raise TraceLoadError(p, "not a regular file (a pipe, socket or device); save the trace to a file first")

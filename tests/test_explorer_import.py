@@ -1,0 +1,184 @@
+"""Neuron Explorer Parquet profile folders (written to the documented schema 7.4.0) loaded as traces."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from neuron_prof.cli import main
+from neuron_prof.errors import TraceFormatError, TraceLoadError
+from neuron_prof.loaders import load
+from neuron_prof.loaders.explorer import EXPLORER_KEY
+from neuron_prof.model import Arg, Meta, TrackKind
+from tests.fakes.explorer_profile import HBM_CAPACITY, PID, T0, TID, Written, write_profile
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Written]:
+    folder = tmp_path_factory.mktemp("explorer") / "profile"
+    return folder, write_profile(folder)
+
+
+def _names(trace, kind: str) -> dict[str, int]:
+    return {trace.tracks[int(i)].name: int(i) for i in trace.track_ids(kind)}
+
+
+def test_device_busy_time_per_engine_and_core(profile) -> None:
+    folder, w = profile
+    tr = load(folder)
+    dev = _names(tr, TrackKind.DEVICE)
+    for key, busy in w.busy_ns.items():
+        core, engine = key.split(":")
+        rows = np.flatnonzero(tr.slices.track == dev[f"neuron:{core} {engine} engine"])
+        assert int(tr.slices.dur_ns[rows].sum()) == busy
+        assert {tr.slice_name(int(r)) for r in rows} == {engine}
+    assert tr.metadata[EXPLORER_KEY]["active_time_ns"] == w.busy_ns
+    # hardware executions on the physical core's device track, runtime events by logical core on the host
+    ex = np.flatnonzero(tr.slices.track == dev["neuron:0 executions"])
+    assert [tr.slice_name(int(r)) for r in ex] == ["nc_exec_running"] * 3
+    assert tr.processes[tr.tracks[dev["neuron:0 executions"]].process].kind == "device"
+    other = _names(tr, TrackKind.OTHER)
+    assert {"neuron_rt nc 0", "PrivateUse1 driver stream 3"} <= set(other)
+    assert tr.metadata[Meta.CLOCK] == "unix" and tuple(tr.metadata[Meta.WALL]) == (T0, T0 + 10_000_000)
+
+
+def test_host_ops_link_to_their_runtime_executions(profile) -> None:
+    folder, w = profile
+    tr = load(folder)
+    pairs = [(tr.slice_name(int(a)), tr.slice_name(int(b))) for a, b in zip(tr.flows.src, tr.flows.dst)]
+    assert sorted(pairs) == sorted(w.links)
+    host = tr.tracks[int(tr.slices.track[int(tr.flows.src[0])])]
+    assert (host.kind, host.tid, tr.processes[host.process].pid) == (TrackKind.THREAD, TID, PID)
+    assert tr.processes[host.process].name == f"i-0abc pid {PID}"
+    # each link joins the op to the execution its flow id names (written 150 µs after the op starts)
+    assert all(int(tr.slices.ts_ns[int(b)]) - int(tr.slices.ts_ns[int(a)]) == 150_000
+               for a, b in zip(tr.flows.src, tr.flows.dst))
+    driver = _names(tr, TrackKind.OTHER)["PrivateUse1 driver stream 3"]
+    r = int(np.flatnonzero(tr.slices.track == driver)[0])
+    assert tr.slice_name(r) == "neuron::copy_h2d" and tr.s(int(tr.slices.cat[r])) == "privateuse1_driver"
+
+
+def test_collectives_bytes_algorithm_and_bandwidths(profile) -> None:
+    folder, w = profile
+    tr = load(folder)
+    rows = tr.slices_on(TrackKind.COLLECTIVE)
+    assert len(rows) == len(w.collectives)
+    for r, c in zip(sorted(rows.tolist(), key=lambda r: int(tr.slices.ts_ns[r])), w.collectives):
+        a = tr.slice_args(r)
+        assert tr.slice_name(r) == c["operation"]
+        assert (int(tr.slices.ts_ns[r]), int(tr.slices.dur_ns[r])) == (c["start_ts"], c["duration_ns"])
+        assert (a[Arg.BYTES_IN], a[Arg.BYTES_OUT], a["algorithm"], a[Arg.RANKS]) == (
+            c["input_size"], c["output_size"], c["algorithm"], c["replica_group"])
+        assert a[Arg.ALGBW] == pytest.approx(c["algbw"] / 1e9) and a[Arg.BUSBW] == pytest.approx(c["busbw"] / 1e9)
+
+
+def test_hbm_counters_capacity_summary_and_warnings(profile) -> None:
+    folder, w = profile
+    tr = load(folder)
+    mem = _names(tr, TrackKind.MEMORY)
+    total = mem["neuron device 0 HBM 0 total"]
+    m = tr.counters.track == total
+    assert list(zip(tr.counters.ts_ns[m].tolist(), tr.counters.value[m].tolist())) == w.hbm_total
+    assert "neuron device 0 HBM 0 tensors" in _names(tr, TrackKind.COUNTER)  # the parts are no peaks of their own
+    assert "neuron device 0 HBM 0 collectives" not in _names(tr, TrackKind.COUNTER)  # all zero: left out
+    assert tr.metadata["device_memory_bytes"] == HBM_CAPACITY
+    ex = tr.metadata[EXPLORER_KEY]
+    assert ex["summary"] == w.summary
+    assert ex["profile_schema_version"] == "7.4.0" and ex["instance_type"] == "trn2.48xlarge"
+    assert ex["instructions"]["per_engine"] == {e: {"instructions": c, "time_ns": ns}
+                                                for e, (c, ns) in w.instructions.items()}
+    assert ex["executions"] == {"mm.neff": {"executions": 3, "time_ns": 3 * 1_100_000}}
+    assert tr.metadata[Meta.WARNINGS] == w.warnings
+
+
+def test_instruction_table_is_read_three_columns_at_a_time(profile, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder, _ = profile
+    asked: list[tuple[str, tuple[str, ...]]] = []
+    real_iter, real_read = pq.ParquetFile.iter_batches, pq.read_table
+
+    def spy_iter(self, *a, columns=None, **kw):
+        asked.append(("iter", tuple(columns or ())))
+        return real_iter(self, *a, columns=columns, **kw)
+
+    def spy_read(source, *a, columns=None, **kw):
+        asked.append((Path(source).name, tuple(columns or ())))
+        return real_read(source, *a, columns=columns, **kw)
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", spy_iter)
+    monkeypatch.setattr(pq, "read_table", spy_read)
+    load(folder)
+    assert not [n for n, _ in asked if n.startswith("Instruction")]  # never read as a table
+    assert [c for n, c in asked if n == "iter"] == [("engine", "opcode", "duration_ns")] * 3  # 3 split parts
+    assert all(cols for _, cols in asked)  # every read names its columns
+
+
+def test_newer_minor_and_unknown_columns_load(tmp_path: Path) -> None:
+    w = write_profile(tmp_path / "p", version="7.9.2", extra_columns=True)
+    tr = load(tmp_path / "p")
+    assert tr.metadata[EXPLORER_KEY]["profile_schema_version"] == "7.9.2"
+    assert tr.metadata[EXPLORER_KEY]["summary"] == w.summary  # the extra Summary column is not a metric
+    assert "added_in_7_9" not in str(tr.metadata) and len(tr.slices_on(TrackKind.COLLECTIVE)) == 3
+
+
+def test_unknown_major_is_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_profile(tmp_path / "p", version="8.0.0")
+    with pytest.raises(TraceFormatError, match="schema 8.0.0 is not supported"):
+        load(tmp_path / "p")
+    assert main(["summary", str(tmp_path / "p")]) == 2
+    out, err = capsys.readouterr()
+    assert not out and err.count("\n") == 1 and "schema 8.0.0 is not supported" in err
+
+
+def test_missing_tables_load_what_is_there(tmp_path: Path) -> None:
+    folder = tmp_path / "p"
+    write_profile(folder)
+    for f in [*folder.glob("ActiveTime*.parquet"), folder / "Metadata.parquet"]:
+        f.unlink()
+    tr = load(folder)
+    assert not [n for n in _names(tr, TrackKind.DEVICE) if "engine" in n]
+    assert "neuron:0 executions" in _names(tr, TrackKind.DEVICE)
+    assert any("no Metadata table" in w for w in tr.metadata[Meta.WARNINGS])
+
+
+def test_corrupt_parquet_and_wrong_types_are_clear_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "p"
+    write_profile(folder)
+    (folder / "CcOp.parquet").write_bytes(b"PAR1 this is not parquet")
+    with pytest.raises(TraceFormatError, match=r"CcOp\.parquet: not a readable Parquet file"):
+        load(folder)
+    assert main(["check", str(folder)]) == 2
+    assert "not a readable Parquet file" in capsys.readouterr().err
+    write_profile(folder)
+    raw = bytearray((folder / "CcOp.parquet").read_bytes())  # footer intact, data pages overwritten
+    raw[8:200] = b"\xff" * 192
+    (folder / "CcOp.parquet").write_bytes(bytes(raw))
+    with pytest.raises(TraceFormatError, match=r"CcOp\.parquet: not a readable Parquet file"):
+        load(folder)
+    write_profile(folder)
+    pq.write_table(pa.table({"start_ts": ["yesterday"], "engine": ["tensor"]}), folder / "ActiveTime_0.parquet")
+    with pytest.raises(TraceFormatError, match="ActiveTime.start_ts is string, expected int64"):
+        load(folder)
+    pq.write_table(pa.table({"engine": ["tensor"]}), folder / "ActiveTime_0.parquet")
+    with pytest.raises(TraceFormatError, match="ActiveTime has no column start_ts"):
+        load(folder)
+
+
+def test_folder_without_tables_says_so(tmp_path: Path) -> None:
+    (tmp_path / "slices.parquet").write_bytes(b"")
+    with pytest.raises(TraceLoadError, match="nor a Neuron Explorer profile"):
+        load(tmp_path)
+
+
+def test_summary_subprocess_reads_the_folder(profile) -> None:
+    folder, _ = profile
+    p = subprocess.run([sys.executable, "-m", "neuron_prof", "summary", str(folder)], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "Device busy" in p.stdout and "allgather" in p.stdout.lower()
+    assert "ring buffer full" in p.stderr  # Explorer's Warning rows are load warnings
