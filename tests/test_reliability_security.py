@@ -153,6 +153,8 @@ def test_report_escapes_html_and_cannot_close_its_scripts(files: dict[str, Path]
     h, ok = pages["hostile"], pages["benign"]
     assert "<script>alert" not in h and "<img src=x" not in h
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in h
+    # the figures' labels (plotly draws a few tags in them) hold the escaped text, "<" never
+    assert "\\u0026lt;script\\u0026gt;alert(1)" in h and "\\u003cscript" not in h.lower()
     # the trace's "</script>" never closes one of the page's scripts: same number of tags as a benign page
     for tag in ("<script", "</script", "<img"):
         assert h.lower().count(tag) == ok.lower().count(tag), tag
@@ -166,31 +168,48 @@ async def test_tui_shows_markup_literally_and_escapes_control_characters(files: 
     app = NeuronProfApp([files["a"]])
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot, app)
-        await pilot.press("4")  # the ops view lists every op name
-        await pilot.pause()
-        text = screen_text(app)
-        assert "[bold red]x[/bold red][@click=app.quit]q[/]" in text
-        assert "<script>alert(1)</script>" in text
-        assert "\\x1b]0;pwned\\x07\\x1b[2J" in text
-        _no_terminal_control(text, separators=False)  # U+2028 drives no terminal; the TUI shows it as is
-        assert not any(st.meta and "@click" in st.meta for st in screen_styles(app))
+        # the ops view lists every op name (table cells); the fallback view's detail pane shows one (Text)
+        for view, shown in (("4", ("[bold red]x[/bold red][@click=app.quit]q[/]", "<script>alert(1)</script>",
+                                   "\\x1b]0;pwned\\x07\\x1b[2J")),
+                            ("3", ("op: [bold red]x[/bold red][@click=app.quit]q[/]",))):
+            await pilot.press(view)
+            await pilot.pause()
+            for _ in range(len(payloads(files["canary"])) if view == "3" else 0):  # down to the markup row
+                if shown[0] in screen_text(app):
+                    break
+                await pilot.press("down")
+                await pilot.pause()
+            text = screen_text(app)
+            for literal in shown:
+                assert literal in text, (view, literal)
+            _no_terminal_control(text, separators=False)  # U+2028 drives no terminal; the TUI shows it as is
+            assert not any(st.meta and "@click" in st.meta for st in screen_styles(app))
         assert app.is_running
     assert not files["canary"].exists()
 
 
-def test_a_hostile_index_cache_is_never_unpickled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("where", ["xdg", "home"])
+def test_a_hostile_index_cache_is_never_unpickled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   where: str) -> None:
     """The index is read with allow_pickle=False: a planted object array runs nothing. It is planted where
-    the loader looks by default (the user's cache folder) with the trace's valid key, so the loader reads
-    it (a valid index there is used: checked first) and only the refused pickle stops it."""
+    the loader looks by default (the README: $XDG_CACHE_HOME/neuron-prof, else ~/.cache/neuron-prof) with
+    the trace's valid key, so the loader reads it (a valid index there is used: checked first) and only the
+    refused pickle stops it. tests/mutation_check.py proves this test fails when allow_pickle is True."""
     from neuron_prof.loaders import _cache
 
     monkeypatch.delenv("NEURON_PROF_CACHE_DIR", raising=False)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    if where == "xdg":
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+        folder = tmp_path / "cache" / "neuron-prof"
+    else:
+        monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+        monkeypatch.setenv("HOME", str(tmp_path / "home"))
+        folder = tmp_path / "home" / ".cache" / "neuron-prof"
     canary = tmp_path / "CANARY"
     src = tmp_path / "t.json"
     write_trace(hostile_trace(canary), src)
     planted = _cache.index_path(src)
-    assert planted is not None and planted.parent == tmp_path / "cache" / "neuron-prof"
+    assert planted is not None and planted.parent == folder
     planted.parent.mkdir(parents=True)
     # GIVEN a valid index at that place, the loader takes the trace from it (it is really read)
     marker = TraceBuilder()
@@ -246,3 +265,13 @@ def test_servers_default_to_loopback() -> None:
 
     host = next(p for p in tui.params if p.name == "host")
     assert host.default == "127.0.0.1"
+
+
+def test_json_in_a_script_cannot_end_it() -> None:
+    """The report's figure data sits in <script> elements: no "<", ">" or "&" survives in it, the text does."""
+    from neuron_prof.exporters._report_html import json_for_script
+
+    text = "</script><script>alert(1)</script><!-- &amp;"
+    s = json_for_script({"name": text})
+    assert not {"<", ">", "&"} & set(s)
+    assert json.loads(s) == {"name": text}
