@@ -26,8 +26,19 @@ def parse_rank_durations(items: tuple[str, ...], option: str) -> dict[int, int]:
     return out
 
 
+def parse_ranks(text: str) -> set[int]:
+    """"0,5,7" or "0-3,8" -> {0, 5, 7} / {0, 1, 2, 3, 8}."""
+    out: set[int] = set()
+    for part in text.split(","):
+        lo, sep, hi = part.strip().partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            raise UsageError(f"--ranks {text!r}: expected rank numbers and ranges, e.g. 0,5,7 or 0-3,8")
+        out.update(range(int(lo), int(hi) + 1) if sep else [int(lo)])
+    return out
+
+
 @click.command("merge")
-@click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("traces", nargs=-1, required=True)
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="merged.json, merged.json.gz or merged.pftrace")
 @click.option("--offset", "offsets", multiple=True, metavar="RANK=DURATION",
@@ -35,37 +46,48 @@ def parse_rank_durations(items: tuple[str, ...], option: str) -> dict[int, int]:
 @click.option("--skew", "skews", multiple=True, metavar="RANK=DURATION",
               help="Testing aid: shift a rank's clock by this much before alignment (an artificial clock "
                    "offset that the alignment must then recover). Repeatable.")
-def command(traces: tuple[str, ...], output: str, offsets: tuple[str, ...], skews: tuple[str, ...]) -> int:
+@click.option("--ranks", "only", metavar="LIST", default=None,
+              help="Merge only these ranks (e.g. 0,5,7 or 0-3), clocks aligned from every rank's collectives "
+                   "(the ranks `neuron-prof summary run/` points at).")
+def command(traces: tuple[str, ...], output: str, offsets: tuple[str, ...], skews: tuple[str, ...],
+            only: str | None) -> int:
     """Merge one trace per rank onto one timeline, aligning clocks from the collectives.
 
+    TRACES are files, folders of rank files (run/) or globs ('run/trace.rank*.json').
     Ranks come from each trace's metadata (distributedInfo) or its file name (trace.rank3.json).
     Prints the offset applied to each rank and its uncertainty, and the stragglers found. Each input is
     read twice and one rank is held in memory at a time, so memory grows with the largest rank.
     """
     from neuron_prof.exporters import format_for
     from neuron_prof.exporters.merged import write_merged
+    from neuron_prof.job import rank_sources
     from neuron_prof.loaders import load
     from neuron_prof.merge import StreamingMerge, rank_of
 
     fmt = format_for(output)
+    traces = tuple(rank_sources(traces))
+    keep = parse_ranks(only) if only is not None else None
     user = parse_rank_durations(offsets, "--offset")
     skew = parse_rank_durations(skews, "--skew")
     # Two passes over the inputs with one rank in memory at a time: the first finds the collectives and
     # the clock offsets, the second writes each rank aligned (memory grows with the largest rank).
-    with steps(2 * len(traces)) as step:
+    with steps(len(traces) + (len(keep) if keep is not None else len(traces))) as step:
         def on_rank(phase: str, i: int) -> None:
             what = "reading" if phase == "read" else "aligning and writing"
             step(f"{what} {os.path.basename(traces[i])}")
 
         merge = StreamingMerge(list(traces), load=load, rank_of=rank_of, offsets_ns=user, skew_ns=skew,
-                               on_rank=on_rank)
+                               on_rank=on_rank, ranks=keep)
         write_merged(merge, output, fmt)
     alignment = merge.alignment
     n_slices = sum(i.n_slices for i in merge.plan.infos)
     stragglers = [f for f in merge.findings if f.get("kind") == "straggler"]
-    click.echo(f"merged {len(traces)} rank(s) -> {output}  ({n_slices:,} slices)")
+    click.echo(f"merged {len(merge.plan.infos)} rank(s) -> {output}  ({n_slices:,} slices)"
+               + (f"; clocks aligned from all {len(traces)} ranks" if keep is not None else ""))
     click.echo(f"clock offsets against rank {alignment.reference_rank}:")
     for r, o in sorted(alignment.offsets.items()):
+        if keep is not None and r not in keep and r != alignment.reference_rank:
+            continue
         unc = "unknown" if o.uncertainty_ns is None else f"±{o.uncertainty_ns / 1e3:.1f} µs"
         note = f"  ({o.note})" if o.note else ""
         click.echo(f"  rank {r}: {o.offset_ns / 1e6:+.3f} ms  [{o.method}, {o.matched} collectives, {unc}]{note}")

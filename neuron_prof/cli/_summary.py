@@ -1,4 +1,5 @@
-"""`neuron-prof summary TRACE`: totals and ranked findings as text, JSON or Markdown."""
+"""`neuron-prof summary TRACE...`: totals and ranked findings as text, JSON or Markdown; a job (many ranks)
+goes to _summary_job.py."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import click
 
 
 @click.command()
-@click.argument("trace_path", metavar="TRACE", type=click.Path(path_type=Path))
+@click.argument("traces", metavar="TRACE...", nargs=-1, required=True)
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the stable JSON document (schema in the README)."
 )
@@ -23,26 +24,47 @@ import click
 @click.option(
     "-o", "--output", type=click.Path(path_type=Path), default=None, help="Write to a file instead."
 )
+@click.option("--scheduler", metavar="ADDRESS", default=None,
+              help="Job summary: use this Dask cluster (tcp://host:8786) instead of a local one.")
+@click.option("--workers", type=click.IntRange(min=0), default=None,
+              help="Job summary: local Dask worker processes (default: one per CPU; 0: no cluster, one rank "
+                   "after another in this process).")
 def command(
-    trace_path: Path, as_json: bool, markdown: bool, warmup_steps: int | None, top: int, output: Path | None
+    traces: tuple[str, ...], as_json: bool, markdown: bool, warmup_steps: int | None, top: int,
+    output: Path | None, scheduler: str | None, workers: int | None
 ) -> int:
-    """Print totals and the ranked findings (most costly first) for a trace.
+    """Print totals and the ranked findings (most costly first) for a trace; for a job (several traces, a
+    folder of ranks or a glob), one row per rank and the cross-rank findings, each rank analysed as one
+    task on Dask.
 
     \b
     neuron-prof summary trace.json
     neuron-prof summary trace.json --json | jq '.findings[0]'
     neuron-prof summary trace.json --markdown >> "$GITHUB_STEP_SUMMARY"
+    neuron-prof summary run/                                   # every rank of a job
+    neuron-prof summary 'run/trace.rank*.json' --scheduler tcp://head:8786
     """
     import shutil
     import sys
 
-    from neuron_prof.analysis import report
     from neuron_prof.errors import UsageError
-    from neuron_prof.exporters.summary import summary_json, summary_markdown, summary_text
-    from neuron_prof.loaders import load
+    from neuron_prof.job import is_job
 
     if as_json and markdown:
         raise UsageError("choose one of --json and --markdown")
+    if is_job(traces):
+        from neuron_prof.cli._summary_job import job_command
+
+        data = job_command(traces, as_json=as_json, markdown=markdown, warmup_steps=warmup_steps,
+                           scheduler=scheduler, workers=workers, color=output is None and sys.stdout.isatty())
+        return _write(data, output)
+    if scheduler is not None or workers is not None:
+        raise UsageError("--scheduler and --workers are for a job (several traces, a folder or a glob)")
+    from neuron_prof.analysis import report
+    from neuron_prof.exporters.summary import summary_json, summary_markdown, summary_text
+    from neuron_prof.loaders import load
+
+    trace_path = Path(traces[0])
     trace = load(trace_path)
     warnings = trace.metadata.get("load_warnings") or []
     for w in warnings[:5]:  # a damaged file loaded best-effort: say so, on stderr so --json stays clean
@@ -63,6 +85,10 @@ def command(
             top=top,
             width=shutil.get_terminal_size().columns if color else 120,
         ).encode()
+    return _write(data, output)
+
+
+def _write(data: bytes, output: Path | None) -> int:
     if output is not None:
         from neuron_prof.errors import ExportError
 

@@ -2,6 +2,7 @@
 
     merged, alignment = merge_traces([load(p) for p in paths])       # all ranks in memory
     m = StreamingMerge(paths, load=load, rank_of=rank_of)             # one rank in memory at a time
+    m = StreamingMerge(paths, load=load, rank_of=rank_of, ranks={0, 5})  # only ranks 0 and 5, clocks from all
     write_merged(m, "merged.pftrace")                                 # (neuron_prof.exporters.merged)
 
 Each rank becomes its own process group ("rank R: ..."). Clocks are aligned from the collectives
@@ -16,13 +17,14 @@ import re
 from pathlib import Path
 
 from neuron_prof.merge._align import Alignment, RankOffset
-from neuron_prof.merge._concat import add_flows, concat_ranks
-from neuron_prof.merge._plan import CROSS_RANK_FLOW_BASE, CROSS_RANK_FLOW_CAT, CROSS_RANK_FLOW_NAME
+from neuron_prof.merge._concat import add_flows, concat_ranks, rank_trace
+from neuron_prof.merge._plan import (CROSS_RANK_FLOW_BASE, CROSS_RANK_FLOW_CAT, CROSS_RANK_FLOW_NAME, MergePlan,
+                                     RankInfo, plan_merge, summarize)
 from neuron_prof.merge._stream import FlowEnds, RankSegment, StreamingMerge
 from neuron_prof.model import Meta, Trace
 
-__all__ = ["CROSS_RANK_FLOW_BASE", "Alignment", "FlowEnds", "RankOffset", "RankSegment", "StreamingMerge",
-           "merge_traces", "rank_of"]
+__all__ = ["CROSS_RANK_FLOW_BASE", "Alignment", "FlowEnds", "MergePlan", "RankInfo", "RankOffset", "RankSegment",
+           "StreamingMerge", "merge_traces", "plan_merge", "rank_of", "rank_trace", "summarize"]
 
 _RANK_IN_NAME = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
 

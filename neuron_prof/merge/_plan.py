@@ -9,6 +9,7 @@ each rank on its own.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +100,7 @@ class MergePlan:
             Meta.WORLD_SIZE: max([len(ranks)] + [int(i.metadata.get(Meta.WORLD_SIZE) or 0) for i in infos]),
             "alignment": self.alignment.to_dict(), "collective_source": self.source,
             "merged_from": [str(i.metadata[Meta.SOURCE]) for i in infos],
+            "aligned_with_ranks": sorted(self.alignment.offsets),
             Meta.SOURCE_FORMAT: "merge",
         }
         walls = [i.metadata.get(Meta.WALL) for i in infos]
@@ -121,8 +123,12 @@ class MergePlan:
         return hi - lo
 
 
-def plan_merge(infos: list[RankInfo], offsets_ns: dict[int, int] | None = None) -> MergePlan:
-    """Offsets (user offsets win), global rows, cross-rank flows and late arrivals from the ranks' infos."""
+def plan_merge(infos: list[RankInfo], offsets_ns: dict[int, int] | None = None,
+               keep: Collection[int] | None = None) -> MergePlan:
+    """Offsets (user offsets win), global rows, cross-rank flows and late arrivals from the ranks' infos.
+
+    `keep`: the ranks to merge (default all). Clocks and late arrivals come from every rank's collectives
+    all the same; rows and flows are those of the kept ranks."""
     found: dict[str, dict[int, RankCollectives]] = {}
     for info in infos:
         for source, per in info.collectives.items():
@@ -133,13 +139,18 @@ def plan_merge(infos: list[RankInfo], offsets_ns: dict[int, int] | None = None) 
         alignment.offsets.setdefault(info.rank, RankOffset(
             info.rank, int((offsets_ns or {}).get(info.rank, 0)), "recorded", 0, None,
             "no collectives found on this rank"))
+    aligned = {r: dataclasses.replace(c, start_ns=c.start_ns + alignment.offsets[r].offset_ns,
+                                      end_ns=c.end_ns + alignment.offsets[r].offset_ns)
+               for r, c in per_rank.items()}
+    trusted = not any(o.method == "recorded" and o.matched > 0 for o in alignment.offsets.values())
+    late = late_arrivals(aligned) if trusted else None
+    if keep is not None:
+        infos = [i for i in infos if i.rank in set(keep)]
+        aligned = {r: c for r, c in aligned.items() if r in set(keep)}
     base, row = {}, 0
     for info in infos:
         base[info.rank] = row
         row += info.n_slices
-    aligned = {r: dataclasses.replace(c, start_ns=c.start_ns + alignment.offsets[r].offset_ns,
-                                      end_ns=c.end_ns + alignment.offsets[r].offset_ns)
-               for r, c in per_rank.items()}
     # Link each matched collective across ranks: reference rank -> every other rank.
     order, mat = match(aligned)
     src, dst, later = [], [], []
@@ -148,11 +159,10 @@ def plan_merge(infos: list[RankInfo], offsets_ns: dict[int, int] | None = None) 
         src.append(base[order[0]] + ref.row[mat[:, 0]])
         dst.append(base[order[j]] + other.row[mat[:, j]])
         later.append(ref.start_ns[mat[:, 0]] > other.start_ns[mat[:, j]])
-    trusted = not any(o.method == "recorded" and o.matched > 0 for o in alignment.offsets.values())
     return MergePlan(
         infos=infos, alignment=alignment, source=next(iter(per_rank.values())).source if per_rank else None,
         slice_base=base,
         cross_src=np.concatenate(src).astype(np.int64) if src else np.zeros(0, np.int64),
         cross_dst=np.concatenate(dst).astype(np.int64) if dst else np.zeros(0, np.int64),
         cross_src_later=np.concatenate(later) if later else np.zeros(0, bool),
-        late=late_arrivals(aligned) if trusted else None)
+        late=late)

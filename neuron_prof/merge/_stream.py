@@ -12,7 +12,7 @@ from the late rank while it is loaded.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -68,7 +68,9 @@ class StreamingMerge(Generic[Src]):
 
     def __init__(self, sources: Sequence[Src], *, load: Callable[[Src], Trace], rank_of: Callable[[Trace, int], int],
                  offsets_ns: dict[int, int] | None = None, skew_ns: dict[int, int] | None = None,
-                 analyze: bool = True, on_rank: Callable[[str, int], None] | None = None) -> None:
+                 analyze: bool = True, on_rank: Callable[[str, int], None] | None = None,
+                 ranks: Collection[int] | None = None) -> None:
+        """`ranks`: merge only these ranks (every input is still read once, for the clock alignment)."""
         if not sources:
             raise UsageError("merge needs at least one trace")
         self.sources = list(sources)
@@ -83,11 +85,14 @@ class StreamingMerge(Generic[Src]):
             r = rank_of(t, i)
             infos.append(summarize(t, i, r, int(skew.get(r, 0))))
             del t
-        ranks = [i.rank for i in infos]
-        if len(set(ranks)) != len(ranks):
-            raise UsageError(f"two inputs claim the same rank ({sorted(ranks)}); pass one trace per rank")
+        seen = [i.rank for i in infos]
+        if len(set(seen)) != len(seen):
+            raise UsageError(f"two inputs claim the same rank ({sorted(seen)}); pass one trace per rank")
+        if ranks is not None and (missing := sorted(set(ranks) - set(seen))):
+            raise UsageError(f"--ranks {','.join(map(str, missing))}: no such rank among the inputs "
+                             f"(ranks {','.join(map(str, sorted(seen)))})")
         # ranks in rank order in the merged trace, whatever the order of the inputs
-        self.plan: MergePlan = plan_merge(sorted(infos, key=lambda i: i.rank), offsets_ns)
+        self.plan: MergePlan = plan_merge(sorted(infos, key=lambda i: i.rank), offsets_ns, keep=ranks)
         self.findings: list[dict[str, Any]] = []
         """Filled by `segments()`: each rank's findings, then the stragglers, most costly first."""
 

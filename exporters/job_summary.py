@@ -1,0 +1,126 @@
+"""The job summary (many ranks) as text, Markdown or JSON.
+
+    from neuron_prof.exporters.job_summary import job_json, job_markdown, job_text
+    print(job_text(js.to_dict(), source="run/"))
+
+Works on the `to_dict()` document (schema "neuron-prof.job-summary"), so a saved `--json` renders the same.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import orjson
+
+from neuron_prof.analysis import fmt_bytes, fmt_ns
+from neuron_prof.exporters.summary import _md, printable, short_site
+
+_SEV_STYLE = {"critical": "bold red", "warning": "yellow", "info": "dim"}
+COLUMNS = (
+    ("rank", "right"), ("step med", "right"), ("p90", "right"), ("compile/step", "right"),
+    ("fallback/step", "right"), ("sync/step", "right"), ("coll/step", "right"), ("dev busy", "right"),
+    ("peak mem", "right"), ("findings C/W/I", "right"),
+)
+
+
+def job_json(doc: dict[str, Any]) -> bytes:
+    """The `summary --json` document of a job, indented UTF-8 JSON."""
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+                        | orjson.OPT_APPEND_NEWLINE)
+
+
+def _ns(v: Any) -> str:
+    return "-" if v is None else "0" if v == 0 else fmt_ns(v)
+
+
+def rank_cells(r: dict[str, Any]) -> tuple[str, ...]:
+    """One rank's row as table cells (COLUMNS)."""
+    sev = r.get("findings_by_severity") or {}
+    share = r.get("device_busy_share")
+    peak = r.get("peak_memory_bytes")
+    return (str(r["rank"]), _ns(r.get("step_median_ns")), _ns(r.get("step_p90_ns")),
+            _ns(r.get("compile_ns_per_step")), _ns(r.get("fallback_ns_per_step")), _ns(r.get("sync_ns_per_step")),
+            _ns(r.get("collective_ns_per_step")), "-" if share is None else f"{share:.1%}",
+            "-" if not peak else fmt_bytes(peak),
+            f"{sev.get('critical', 0)}/{sev.get('warning', 0)}/{sev.get('info', 0)}")
+
+
+def failed_lines(doc: dict[str, Any]) -> list[str]:
+    """One line per source that could not be analysed (the loader's message names the file already)."""
+    return [f"failed: {r['error'] if str(r['error']).startswith(r['source']) else r['source'] + ': ' + r['error']}"
+            for r in doc["ranks"] if r.get("status") == "failed"]
+
+
+def head_line(doc: dict[str, Any], source: str = "") -> str:
+    run = doc.get("run") or {}
+    ok = sum(r.get("status") == "ok" for r in doc["ranks"])
+    return (f"neuron-prof job summary{': ' + source if source else ''} — {ok} rank(s)"
+            + (f", {run['failed']} failed" if run.get("failed") else "") + (f", on {run['on']}" if run.get("on") else ""))
+
+
+def job_text(doc: dict[str, Any], *, source: str = "", width: int | None = None, color: bool = False) -> str:
+    """Ranks table, failed sources (one line each), cross-rank findings and the command to open the ranks."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    buf = io.StringIO()
+    con = Console(file=buf, width=width or 120, color_system="standard" if color else None, force_terminal=color,
+                  highlight=False, markup=False, emoji=False, _environ={})
+    con.print(Text(printable(head_line(doc, source)), style="bold"))
+    tab = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    for col, just in COLUMNS:
+        tab.add_column(col, justify=just, overflow="fold")  # type: ignore[arg-type]
+    for r in doc["ranks"]:
+        if r.get("status") == "ok":
+            tab.add_row(*rank_cells(r))
+    con.print()
+    con.print(tab)
+    for line in failed_lines(doc):
+        con.print(Text(printable(line), style="red"))
+    findings = [f for f in doc["findings"] if f["kind"] != "ranks_to_open"]
+    con.print()
+    if findings:
+        ft = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+        for col, just in (("#", "right"), ("severity", "left"), ("kind", "left"), ("cost", "right"),
+                          ("rank", "right"), ("finding", "left")):
+            ft.add_column(col, justify=just, overflow="fold")  # type: ignore[arg-type]
+        for i, f in enumerate(findings, 1):
+            ft.add_row(str(i), Text(f["severity"], style=_SEV_STYLE.get(f["severity"], "")), f["kind"],
+                       fmt_ns(f["cost_ns"]) if f["cost_ns"] else "-", "-" if f["rank"] is None else str(f["rank"]),
+                       Text(printable(f["title"] + (f" at {short_site(f['call_site'])}" if f["call_site"] else ""))))
+        con.print(ft)
+    else:
+        con.print(Text("No cross-rank findings."))
+    opener = next((f for f in doc["findings"] if f["kind"] == "ranks_to_open"), None)
+    if opener is not None:
+        ev = opener["evidence"]
+        con.print()
+        con.print(Text("Ranks worth opening: " + ", ".join(f"{r} ({ev['why'][str(r)]})" for r in ev["ranks"]),
+                       style="bold"))
+        con.print(Text(printable(ev["command"])), soft_wrap=True)
+    return buf.getvalue()
+
+
+def job_markdown(doc: dict[str, Any], *, source: str = "") -> str:
+    """The same as Markdown (CI job summaries, pull requests)."""
+    out = [f"## {_md(head_line(doc, source))}", "", "| " + " | ".join(c for c, _ in COLUMNS) + " |",
+           "|" + "|".join("---:" for _ in COLUMNS) + "|"]
+    out += ["| " + " | ".join(_md(c) for c in rank_cells(r)) + " |" for r in doc["ranks"] if r.get("status") == "ok"]
+    fails = failed_lines(doc)
+    if fails:
+        out += ["", *(f"- {_md(line)}" for line in fails)]
+    findings = [f for f in doc["findings"] if f["kind"] != "ranks_to_open"]
+    out += ["", "### Cross-rank findings", ""]
+    if findings:
+        out += ["| # | severity | kind | cost | rank | finding |", "|---:|---|---|---:|---:|---|"]
+        out += [f"| {i} | {f['severity']} | {f['kind']} | {fmt_ns(f['cost_ns']) if f['cost_ns'] else '-'} | "
+                f"{'-' if f['rank'] is None else f['rank']} | {_md(f['title'])} |" for i, f in enumerate(findings, 1)]
+    else:
+        out.append("No cross-rank findings.")
+    opener = next((f for f in doc["findings"] if f["kind"] == "ranks_to_open"), None)
+    if opener is not None:
+        out += ["", f"Ranks worth opening: {', '.join(map(str, opener['evidence']['ranks']))}", "", "```",
+                opener["evidence"]["command"].replace("`", "'"), "```"]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,40 @@
+"""`neuron-prof summary` of a job: every rank as one task on Dask, a progress bar, the job summary out."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import click
+
+from neuron_prof.cli._progress import steps
+
+
+def job_command(traces: tuple[str, ...], *, as_json: bool, markdown: bool, warmup_steps: int | None,
+                scheduler: str | None, workers: int | None, color: bool) -> bytes:
+    """The job summary of `traces` (files, globs, folders) rendered as asked."""
+    from neuron_prof.exporters.job_summary import job_json, job_markdown, job_text
+    from neuron_prof.job import DaskRunner, InProcessRunner, TaskResult, job_summary, rank_sources
+
+    sources = rank_sources(traces)
+    runner = InProcessRunner() if workers == 0 and scheduler is None else DaskRunner(
+        scheduler, workers or None, tasks=len(sources))
+    with steps(len(sources)) as step:
+        def on_done(phase: str, i: int, r: TaskResult) -> None:
+            if phase == "rank":
+                step(f"{'failed' if r.error else 'analysed'} {os.path.basename(sources[i])}")
+            if r.error is not None:  # one line per rank that fails, as it fails (the report lists them too)
+                where = sources[i] if phase == "rank" else "straggler cause"
+                msg = r.error if r.error.startswith(where) else f"{where}: {r.error}"
+                click.echo(f"neuron-prof: warning: {msg}", err=True)
+
+        with runner:
+            js = job_summary(sources, runner, args=list(traces), warmup_steps=warmup_steps, on_done=on_done)
+    doc = js.to_dict()
+    source = " ".join(traces)
+    if as_json:
+        return job_json(doc)
+    if markdown:
+        return job_markdown(doc, source=source).encode()
+    return job_text(doc, source=source, color=color, width=shutil.get_terminal_size().columns if color else 120
+                    ).encode()

@@ -1,0 +1,145 @@
+"""Where the ranks are processed: tasks on a dask.distributed cluster, or one by one in this process.
+
+    with DaskRunner() as run:                          # a LocalCluster sized to this machine
+        results = run.map(rank_piece, [(path, i) for i, path in enumerate(paths)], on_done=tick)
+    with DaskRunner("tcp://head:8786") as run: ...     # an existing cluster (traces on shared storage)
+    InProcessRunner().map(...)                         # no cluster: one rank after another
+
+Each task returns its small result (a rank's piece) and nothing else travels back. A task that raises is
+one `TaskResult` with `error` set (one line); the others go on.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from neuron_prof.errors import NeuronProfError, UsageError
+
+_QUIET = ("distributed", "distributed.scheduler", "distributed.worker", "distributed.nanny", "distributed.core",
+          "distributed.http.proxy", "distributed.comm", "bokeh", "tornado")
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    value: Any = None
+    error: str | None = None
+    """One line saying why the task failed; None when it succeeded."""
+
+
+def error_line(e: BaseException) -> str:
+    """An exception as the one line a report shows (our own errors read as they are)."""
+    if isinstance(e, NeuronProfError):
+        return str(e)
+    return f"{type(e).__name__}: {e}".splitlines()[0][:300]
+
+
+class InProcessRunner:
+    """Runs every task here, one after another (no cluster: small jobs and the baseline of `bench fleet`)."""
+
+    description = "in this process"
+
+    def __enter__(self) -> InProcessRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]],
+            on_done: Callable[[int, TaskResult], None] | None = None) -> list[TaskResult]:
+        out = []
+        for i, a in enumerate(args):
+            try:
+                r = TaskResult(fn(*a))
+            except Exception as e:  # one rank's failure is one line of the report
+                r = TaskResult(error=error_line(e))
+            out.append(r)
+            if on_done is not None:
+                on_done(i, r)
+        return out
+
+
+@contextmanager
+def _quiet_logs() -> Iterator[None]:
+    """distributed's INFO/WARNING lines (ports, heartbeats, shutdown) hidden while the runner is open."""
+    old = {n: logging.getLogger(n).level for n in _QUIET}
+    for n in _QUIET:
+        logging.getLogger(n).setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for n, lvl in old.items():
+            logging.getLogger(n).setLevel(lvl)
+
+
+class DaskRunner:
+    """Tasks on dask.distributed: `scheduler` ("tcp://host:8786") or a LocalCluster of `workers` processes
+    (default: one per CPU, at most one per task), one thread each, quiet logs (a failed task is its one-line
+    TaskResult, not a worker traceback), no dashboard."""
+
+    def __init__(self, scheduler: str | None = None, workers: int | None = None, tasks: int | None = None) -> None:
+        self.scheduler = scheduler
+        n = workers or os.cpu_count() or 1
+        self.workers = max(1, min(n, tasks)) if tasks and not workers else max(1, n)
+        self.description = scheduler or f"a local Dask cluster of {self.workers} worker process(es)"
+        self._client: Any = None
+        self._cluster: Any = None
+        self._quiet = _quiet_logs()
+
+    def __enter__(self) -> DaskRunner:
+        try:
+            from dask.distributed import Client, LocalCluster
+        except ImportError:  # pragma: no cover - a dependency; only a broken install lacks it
+            raise UsageError("the job summary runs on Dask: pip install 'dask[distributed]'") from None
+        self._quiet.__enter__()
+        try:
+            if self.scheduler:
+                try:
+                    self._client = Client(self.scheduler, timeout="15s")
+                except (OSError, TimeoutError) as e:
+                    raise UsageError(f"--scheduler {self.scheduler}: cannot connect ({error_line(e)})") from None
+                self.workers = len(self._client.scheduler_info().get("workers", {})) or self.workers
+                self.description = f"{self.scheduler} ({self.workers} worker(s))"
+            else:
+                self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
+                                             dashboard_address=None, silence_logs=logging.CRITICAL)
+                self._client = Client(self._cluster)
+        except BaseException:
+            self._quiet.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self._client is not None:
+                self._client.close()
+            if self._cluster is not None:
+                self._cluster.close()
+        finally:
+            self._client = self._cluster = None
+            self._quiet.__exit__(None, None, None)
+
+    def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]],
+            on_done: Callable[[int, TaskResult], None] | None = None) -> list[TaskResult]:
+        """One task per argument tuple; results in the order of `args`, each reported as it completes."""
+        from dask.distributed import as_completed
+
+        if self._client is None:
+            raise RuntimeError("DaskRunner.map outside its `with` block")
+        futures = [self._client.submit(fn, *a, pure=False) for a in args]
+        index = {f.key: i for i, f in enumerate(futures)}
+        out: list[TaskResult] = [TaskResult(error="not run")] * len(futures)
+        for fut in as_completed(futures):
+            i = index[fut.key]
+            if fut.status == "error":
+                out[i] = TaskResult(error=error_line(fut.exception()))
+            else:
+                out[i] = TaskResult(fut.result())
+            fut.release()
+            if on_done is not None:
+                on_done(i, out[i])
+        return out

@@ -1,0 +1,131 @@
+"""What the user named on the command line, as one trace source per rank.
+
+A file is one rank. A glob ("run/*.json") is each file it matches. A folder is either one trace (a folder
+the loaders read as one trace, such as a processed Neuron Explorer profile: its Parquet tables) or a job:
+the trace files in it (trace.rank0.json, ...), else each sub-folder that holds a trace (Explorer capture
+folders: one `<instance>_pid_<pid>` folder per rank). A capture writes each rank twice (trace.rankR.json and
+trace.rankR.pftrace): one file per name is kept, the .pftrace (it loads faster).
+"""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+from neuron_prof.errors import UsageError
+
+TRACE_SUFFIXES = (".pftrace", ".json", ".json.gz")
+"""Preferred first when one rank was written in several formats."""
+_ONE_TRACE_FOLDER = ("*.parquet", "*.ntff", "ntrace.pb")
+"""Files that make a folder one trace (Neuron Explorer output) rather than a folder of ranks."""
+_GLOB_CHARS = set("*?[")
+
+
+def _stem(p: Path) -> str | None:
+    name = p.name
+    for suffix in TRACE_SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return None
+
+
+def trace_files(folder: Path) -> list[Path]:
+    """The trace files directly in `folder`, one per name (.pftrace over .json over .json.gz), sorted."""
+    best: dict[str, Path] = {}
+    for p in sorted(folder.iterdir()):
+        stem = _stem(p)
+        if stem is None or not p.is_file() or p.name.startswith("."):
+            continue
+        old = best.get(stem)
+        if old is None or TRACE_SUFFIXES.index(p.name[len(stem):]) < TRACE_SUFFIXES.index(old.name[len(stem):]):
+            best[stem] = p
+    return sorted(best.values(), key=_natural)
+
+
+def _natural(p: Path) -> tuple[object, ...]:
+    """trace.rank2 before trace.rank10."""
+    import re
+
+    return tuple(int(x) if x.isdigit() else x for x in re.split(r"(\d+)", str(p)))
+
+
+def is_one_trace_folder(folder: Path) -> bool:
+    """True for a folder that is a single trace (Explorer tables or capture files in it or one level down)."""
+    for pattern in _ONE_TRACE_FOLDER:
+        if next(folder.glob(pattern), None) is not None or next(folder.glob(f"*/{pattern}"), None) is not None:
+            return True
+    return False
+
+
+def _folder_ranks(folder: Path) -> list[str]:
+    files = trace_files(folder)
+    if files:
+        return [str(p) for p in files]
+    subs = [d for d in sorted(folder.iterdir(), key=_natural) if d.is_dir() and not d.name.startswith(".")]
+    out: list[str] = []
+    for d in subs:
+        if is_one_trace_folder(d):
+            out.append(str(d))
+        else:
+            inner = trace_files(d)
+            if len(inner) == 1:  # an Explorer pid folder holding its trace.json
+                out.append(str(inner[0]))
+    return out
+
+
+def is_job(args: tuple[str, ...] | list[str]) -> bool:
+    """True when `args` name a job (several traces, a glob or a folder of ranks), not one trace file."""
+    if len(args) != 1:
+        return True
+    a = args[0]
+    if _GLOB_CHARS & set(a) and not Path(a).exists():
+        return True
+    p = Path(a)
+    return p.is_dir() and not is_one_trace_folder(p)
+
+
+def rank_sources(args: tuple[str, ...] | list[str]) -> list[str]:
+    """One source per rank from files, globs and folders, in the order given (duplicates dropped).
+
+    Raises UsageError when an argument names nothing."""
+    out: list[str] = []
+    for a in args:
+        p = Path(a)
+        if p.is_dir():
+            found = [str(p)] if is_one_trace_folder(p) else _folder_ranks(p)
+            if not found:
+                raise UsageError(f"{a}: no trace files in this folder ({', '.join(TRACE_SUFFIXES)})")
+        elif p.exists():
+            found = [a]
+        elif _GLOB_CHARS & set(a):
+            found = []
+            for m in sorted(glob.glob(a), key=lambda s: _natural(Path(s))):
+                mp = Path(m)
+                if mp.is_dir():
+                    found += [m] if is_one_trace_folder(mp) else _folder_ranks(mp)
+                elif _stem(mp) is not None:
+                    found.append(m)
+            if not found:
+                raise UsageError(f"{a}: matches no trace")
+        else:
+            raise UsageError(f"{a}: no such file or folder")
+        out += [f for f in found if f not in out]
+    return _one_format_per_rank(out)
+
+
+def _one_format_per_rank(paths: list[str]) -> list[str]:
+    """A glob like run/trace.rank* matches each rank's .json and .pftrace: keep the preferred one."""
+    keep: dict[tuple[str, str], str] = {}
+    order: list[tuple[str, str]] = []
+    for s in paths:
+        p = Path(s)
+        stem = _stem(p)
+        key = (str(p.parent), stem) if stem is not None else (s, "")
+        old = keep.get(key)
+        if old is None:
+            order.append(key)
+            keep[key] = s
+        elif stem is not None and TRACE_SUFFIXES.index(p.name[len(stem):]) < TRACE_SUFFIXES.index(
+                Path(old).name[len(stem):]):
+            keep[key] = s
+    return [keep[k] for k in order]
