@@ -4,7 +4,7 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test check-skips mutation-check coverage bench lint clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -15,10 +15,34 @@ demo: $(STAMP)
 	$(VENV)/bin/neuron-prof demo
 
 # Two pytest processes: tests that register the emulated neuron device in-process need a process whose
-# autograd engine has not started yet (see tests/conftest.py).
+# autograd engine has not started yet (see tests/conftest.py). -rs prints why each skipped test skipped;
+# the JUnit reports in build/test-reports feed `make check-skips`.
+REPORTS := build/test-reports
 test: $(STAMP)
-	$(PY) -m pytest -q -m "not emulator_inprocess" $(PYTEST_ARGS)
-	$(PY) -m pytest -q -m emulator_inprocess $(PYTEST_ARGS)
+	rm -rf $(REPORTS)
+	$(PY) -m pytest -q -rs -m "not emulator_inprocess" --junitxml=$(REPORTS)/main.xml $(PYTEST_ARGS)
+	$(PY) -m pytest -q -rs -m emulator_inprocess --junitxml=$(REPORTS)/emulator.xml $(PYTEST_ARGS)
+
+# Fails when the last `make test` skipped a test that tests/skips_allowed.txt does not allow.
+check-skips: $(STAMP)
+	$(PY) tests/check_skips.py $(REPORTS)/*.xml
+
+# Breaks each security-critical line in a copy of the tree and shows its guarding tests fail.
+mutation-check: $(STAMP)
+	$(PY) tests/mutation_check.py
+
+# Branch coverage per file (make coverage COV_PACKAGES=neuron_prof/analysis for one package): the same two
+# processes as `make test`, combined in build/coverage/.
+COV_PACKAGES ?= neuron_prof exporters tui
+COV := build/coverage
+coverage: $(STAMP)
+	rm -rf $(COV) && mkdir -p $(COV)
+	COVERAGE_FILE=$(COV)/.coverage.main $(PY) -m pytest -q -m "not emulator_inprocess" \
+		$(addprefix --cov=,$(COV_PACKAGES)) --cov-branch --cov-report= $(PYTEST_ARGS)
+	COVERAGE_FILE=$(COV)/.coverage.emulator $(PY) -m pytest -q -m emulator_inprocess \
+		$(addprefix --cov=,$(COV_PACKAGES)) --cov-branch --cov-report= $(PYTEST_ARGS)
+	$(PY) -m coverage combine -q --data-file=$(COV)/.coverage $(COV)
+	$(PY) -m coverage report --data-file=$(COV)/.coverage --sort=cover
 
 # The suite (bench/RESULTS.md); first the separate venv for Holistic Trace Analysis (bench/.venv-hta, once).
 # BENCH_ARGS picks benchmarks and sizes: make bench BENCH_ARGS="ingest --events 1e6".

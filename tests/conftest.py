@@ -1,4 +1,4 @@
-"""Shared test fixtures: paths to the real traces in ../shared and small helpers."""
+"""Shared test fixtures: paths to the real traces in ../shared, the .pftrace checker, small helpers."""
 
 from __future__ import annotations
 
@@ -11,15 +11,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 KINETO_DIR = SHARED / "traces" / "kineto"
-PFTRACE_CHECK = SHARED / "tools" / "pftrace_check.py"
+PFTRACE_CHECK = REPO / "tests" / "pftrace_check.py"
+"""The .pftrace checker (vendored from ../shared/tools, so every clone checks its traces)."""
 
 
 def pftrace_check(path: str | Path) -> subprocess.CompletedProcess[str]:
-    """Run ../shared/tools/pftrace_check.py on `path` (it replays the Perfetto importer's rules).
-
-    Skips the calling test, saying why, where ../shared is absent (CI always has it)."""
-    if not PFTRACE_CHECK.is_file():
-        pytest.skip("../shared/tools/pftrace_check.py absent: the .pftrace cannot be checked here")
+    """Run the .pftrace checker on `path` (it replays the Perfetto importer's rules)."""
     return subprocess.run([sys.executable, str(PFTRACE_CHECK), str(path)], capture_output=True, text=True,
                           timeout=300)
 

@@ -30,9 +30,7 @@ T0 = 1_790_857_026_123_456_789
 
 
 def _load_checker():  # type: ignore[no-untyped-def]
-    """../shared/tools/pftrace_check.py as a module (None where ../shared is absent)."""
-    if not PFTRACE_CHECK.is_file():
-        return None
+    """The vendored .pftrace checker (tests/pftrace_check.py) as a module."""
     spec = importlib.util.spec_from_file_location("pftrace_check", PFTRACE_CHECK)
     mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
@@ -57,8 +55,6 @@ def canon(args):  # type: ignore[no-untyped-def]
 
 def check(path):  # type: ignore[no-untyped-def]
     """The checker's verdict and the slices it rebuilt (as trace_processor would), asserting no errors."""
-    if checker is None:
-        pytest.skip("../shared/tools/pftrace_check.py absent")
     res, slices, tracks = checker.validate(str(path), canonical=True, verbose=False)
     assert res["errors"] == {}, res["errors"]
     return res, slices, tracks
@@ -199,8 +195,6 @@ def test_small_chunks_intern_across_chunks(tmp_path):
 
 
 def test_checker_cli_accepts_the_file(tmp_path):
-    if checker is None:
-        pytest.skip("../shared/tools/pftrace_check.py absent")
     p = write_pftrace(rich_trace(), tmp_path / "t.pftrace")
     r = subprocess.run([sys.executable, str(PFTRACE_CHECK), str(p)], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -325,7 +319,6 @@ def _model_rows(t):  # type: ignore[no-untyped-def]
 
 
 def test_real_kineto_trace_to_pftrace_and_back(kineto_trace, tmp_path):
-    pytest.importorskip("neuron_prof.loaders.kineto_json")
     import neuron_prof
 
     tr = neuron_prof.load(kineto_trace)
@@ -348,7 +341,6 @@ def test_real_kineto_trace_to_pftrace_and_back(kineto_trace, tmp_path):
 
 
 def test_real_torch_profiler_run(tmp_path):
-    pytest.importorskip("neuron_prof.loaders.kineto_json")
     import torch
     from torch.profiler import ProfilerActivity, profile
 
