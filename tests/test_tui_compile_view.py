@@ -125,9 +125,9 @@ async def test_costliest_op_first_expands_to_its_signatures_at_their_line(
         assert set(shown(t, "signature")[1 : n + 1]) == sigs
         site = f"{FILE}:{OP_LINE[top]}"
         assert shown(t, "where")[1 : n + 1] == [site] * n
-        # the long path is cut from the left: ":LINE" stays visible on every row
+        # the long path is shortened in its middle: the file and ":LINE" stay visible on every row
         for line in table_lines(app)[: n + 1]:
-            assert site[-15:] in line and site[:15] not in line, line
+            assert f"/{Path(FILE).name}:{OP_LINE[top]}" in line and site not in line, line
         # the detail pane of a signature row: full signature, exact line, the user's stack
         await pilot.press("down")
         await pilot.pause()
@@ -244,7 +244,8 @@ async def test_no_compiles_says_why(backend: str | None, why: str) -> None:
         await pilot.pause()
         t = table(app)
         assert len(t.order) == 0
-        assert why in pane_text(app)
+        # the table itself says what is absent and why (wrapped at the screen's width)
+        assert why in " ".join(line.strip() for line in screen_text(app).splitlines())
 
 
 async def test_enter_on_the_compile_finding_opens_its_top_signature(capture: Capture) -> None:

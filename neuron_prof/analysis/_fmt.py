@@ -1,6 +1,11 @@
-"""Human-readable numbers for finding titles (plain text: views add their own styling)."""
+"""The one formatter: durations, sizes, shares, evidence and call sites as plain text, for the findings' titles
+and every view (summary, check, diff, report, TUI), which add their own styling."""
 
 from __future__ import annotations
+
+import re
+
+_LINE = re.compile(r":\d+\)?$")
 
 
 def fmt_ns(ns: float, us_digits: int = 1) -> str:
@@ -22,3 +27,75 @@ def fmt_bytes(b: float) -> str:
             return f"{int(b)} B" if unit == "B" else f"{b:.1f} {unit}"
         b /= 1024
     return f"{b} B"
+
+
+def fmt_share(x: float) -> str:
+    """A fraction 0-1 as a percentage with one decimal: 0.123 -> "12.3%"."""
+    return f"{100 * x:.1f}%"
+
+
+def fit_site(site: str, width: int) -> str:
+    """A call site or path in at most `width` characters, never losing its ``:LINE``.
+
+    "/work/main/neuron_prof/demo/_train.py:118" at 24 -> "/work/…/demo/_train.py:118": the middle
+    directories go first, then the head; a file name too long for `width` is cut at its left
+    ("…rain.py:118"). Text without a path separator is cut at its right end like any label.
+    """
+    if len(site) <= width:
+        return site
+    if width <= 1:
+        return "…"[:width]
+    cut = site.rfind("/")
+    if cut < 0 and not _LINE.search(site):
+        return site[: width - 1] + "…"
+    tail = site[cut:] if cut >= 0 else site  # "/_train.py:118"
+    if len(tail) + 1 >= width:
+        return "…" + site[len(site) - width + 1 :]
+    head = width - 1 - len(tail)
+    # keep whole directories from the end while they fit, then the head of the path
+    parts = site[:cut].split("/")
+    kept_end = ""
+    for part in reversed(parts[1:]):
+        if len(kept_end) + len(part) + 1 + 2 > head:
+            break
+        kept_end = "/" + part + kept_end
+    room = head - len(kept_end)
+    if room < 4:  # "/wo…/main/…" reads worse than a path cut at its left
+        return "…" + site[len(site) - width + 1 :]
+    return site[:room] + "…" + kept_end + tail
+
+
+def strip_site(title: str, site: str | None) -> str:
+    """`title` without its " at SITE" part where the call site is shown beside it anyway."""
+    if not site:
+        return title
+    for form in (f" at {site}", f" ({site})"):
+        title = title.replace(form, "")
+    return title
+
+
+def fmt_value(key: str, value: object) -> str:
+    """An evidence value in the unit its key names: ``*_ns`` durations, ``*bytes*`` sizes, ``*share*`` as %."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if key.endswith("_ns") or key == "ns":
+        return fmt_ns(value)
+    if "bytes" in key:
+        return fmt_bytes(value)
+    if "share" in key or key.endswith(("_frac", "_fraction")):
+        return fmt_share(value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return f"{value:,}"
+
+
+def fmt_evidence(evidence: dict[str, object] | None) -> str:
+    """A finding's scalar evidence as "key value" pairs in their units ("idle 12.85 s, gaps 26");
+    lists and tables are left to the views that draw them."""
+    out = []
+    for k, v in (evidence or {}).items():
+        if isinstance(v, (list, tuple, dict)) or v is None:
+            continue
+        name = k[: -len("_ns")] if k.endswith("_ns") else k
+        out.append(f"{name.replace('_', ' ')} {fmt_value(k, v)}")
+    return ", ".join(out)

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from textual.widget import Widget
 
+from neuron_prof.tui._absent import no_collective_reason
 from neuron_prof.tui._fmt import fmt_bytes, fmt_gbps, fmt_int, fmt_ns
 from neuron_prof.tui.screens._base import ViewScreen
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
@@ -28,6 +29,7 @@ class CollectivesScreen(ViewScreen):
             Column("group", "group", 12),
         ]
         self.table = VirtualTable(cols, self.data.collectives, filter_key="name", id="collectives")
+        self.table.empty_text = "No collectives: " + no_collective_reason(self.rank.trace, len(self.data.ranks))
         yield self.table
 
     def ready(self) -> None:

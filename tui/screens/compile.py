@@ -37,6 +37,7 @@ class CompileScreen(ViewScreen):
             Column("max_ns", "longest", 10, fmt_ns, right=True, drop=1),
         ]
         self.table = TreeTable(cols, self.rank.compiles, filter_key="search", id="compiles")
+        self.table.empty_text = "No compiles: " + no_compile_reason(self.rank.trace)
         yield self.table
         yield Detail(id="detail")
 
@@ -65,8 +66,9 @@ class CompileScreen(ViewScreen):
 
     def show_row(self, row: int) -> None:
         pane = self.query_one("#detail", Detail)
+        # nothing to detail: the table says what is absent and why
+        pane.display = row >= 0
         if row < 0:
-            pane.show([("compiles", no_compile_reason(self.rank.trace))])
             return
         d = {k: v[row] for k, v in self.rank.compiles.items()}
         member = d["parent"] >= 0

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from textual.widget import Widget
 
 from neuron_prof.analysis import norm_op
+from neuron_prof.tui._absent import no_fallback_reason
 from neuron_prof.tui._fmt import fmt_bytes, fmt_int, fmt_ns, fmt_share
 from neuron_prof.tui.screens._base import Detail, ViewScreen, detail
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
@@ -34,13 +35,15 @@ class FallbackScreen(ViewScreen):
         self.table = VirtualTable(
             cols, self.rank.fallbacks, filter_key="names", queries=lambda q: (q, norm_op(q)), id="fallbacks"
         )
+        self.table.empty_text = "No CPU fallbacks: " + no_fallback_reason(self.rank.trace)
         yield self.table
         yield Detail(id="detail")
 
     def show_row(self, row: int) -> None:
         pane = self.query_one("#detail", Detail)
+        # nothing to detail: the table says what is absent and why
+        pane.display = row >= 0
         if row < 0:
-            pane.show([("CPU fallbacks", "none recorded in this trace")])
             return
         d = {k: v[row] for k, v in self.rank.fallbacks.items()}
         rows = detail(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -41,10 +42,18 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "dismiss", "Close")]
 
     def compose(self) -> ComposeResult:
-        t = Text()
-        t.append("neuron-prof keys\n\n", style="bold")
+        # a grid, not padded lines: at 80 columns the descriptions wrap beside their keys
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold cyan", justify="right", no_wrap=True)
+        grid.add_column(overflow="fold")
         for k, v in KEYS:
-            t.append(f"{k:>24}  ", style="bold cyan")
-            t.append(v + "\n")
+            grid.add_row(k, v)
+        title = Text("neuron-prof keys", style="bold")
+        title.append("   ↑↓ pgup pgdn scroll, esc closes", style="dim")
         with VerticalScroll(id="help"):
-            yield Static(t)
+            yield Static(title)
+            yield Static(grid)
+
+    def on_mount(self) -> None:
+        # focused, the box scrolls with the keys: at 80x24 the last lines are below its edge
+        self.query_one("#help").focus()

@@ -10,6 +10,8 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from neuron_prof.analysis import Finding
+from neuron_prof.analysis._fmt import fit_site, fmt_evidence, strip_site
+from neuron_prof.tui._absent import has_concept
 from neuron_prof.tui._data import RankData, finding_target
 from neuron_prof.tui._fmt import fmt_int, fmt_ns, fmt_share, printable
 from neuron_prof.tui.screens._base import Detail, ViewScreen, detail
@@ -37,7 +39,8 @@ def summary_text(rank: RankData, width: int = 100) -> Text:
     """The totals block (the analysis' totals): every time with its share of the wall time."""
     tot = rank.totals
     wall = max(int(tot.get("wall_ns") or 0), 1)
-    t = Text()
+    # one line per item, cut at the screen's edge: at 80x24 the findings table keeps its rows
+    t = Text(no_wrap=True, overflow="ellipsis")
     t.append("source ", style="dim")
     t.append(printable(rank.source))
     t.append("\n")
@@ -48,7 +51,7 @@ def summary_text(rank: RankData, width: int = 100) -> Text:
     t.append("   device busy ", style="dim")
     busy = tot.get("device_busy_share")
     t.append("n/a (no device track)" if busy is None else fmt_share(float(busy)), style="bold")
-    t.append("\n")
+    probes = Text()
     for kind, label, style in (
         ("compile", "compile", "red"),
         ("fallback", "CPU fallback", "#e6a04e"),
@@ -56,9 +59,15 @@ def summary_text(rank: RankData, width: int = 100) -> Text:
         ("collective", "collectives", "cyan"),
     ):
         ns, n = int(tot.get(f"{kind}_ns") or 0), int(tot.get(f"{kind}_count") or 0)
-        t.append(f"{label} ", style="dim")
-        t.append(f"{fmt_ns(ns)} ({fmt_share(ns / wall)}, {fmt_int(n)}x)", style=style if n else "")
-        t.append("   ")
+        # a zero is a measurement only where the backend has the concept (no compile on a GPU)
+        if not n and not has_concept(rank.trace, kind):
+            continue
+        probes.append(f"{label} ", style="dim")
+        probes.append(f"{fmt_ns(ns)} ({fmt_share(ns / wall)}, {fmt_int(n)}x)", style=style if n else "")
+        probes.append("   ")
+    if probes:
+        t.append("\n")
+        t.append_text(probes)
     steps = rank.steps
     t.append("\n")
     t.append("steps ", style="dim")
@@ -78,7 +87,9 @@ def summary_text(rank: RankData, width: int = 100) -> Text:
         if top is not None:
             t.append("\n")
             t.append(f"{label} ", style=f"bold {style}")
-            t.append(printable(top.title))
+            t.append(printable(strip_site(top.title, top.call_site)))
+            if top.call_site:
+                t.append(f" at {fit_site(top.call_site, 32)}", style="dim")
     for w in rank.warnings:
         t.append("\n")
         t.append("note ", style="dim yellow")
@@ -98,7 +109,7 @@ def findings_table(findings: list[Finding], rank: RankData) -> dict[str, np.ndar
     return {
         "severity": obj([f.severity for f in findings]),
         "kind": obj([f.kind for f in findings]),
-        "title": obj([f.title for f in findings]),
+        "title": obj([strip_site(f.title, f.call_site) for f in findings]),
         "cost_ns": np.array([int(f.cost_ns or 0) for f in findings], dtype=np.int64),
         "share": np.array([float(f.share or 0) for f in findings], dtype=np.float64),
         "count": np.array([int(f.count or 0) for f in findings], dtype=np.int64),
@@ -117,14 +128,15 @@ class OverviewScreen(ViewScreen):
     def compose_body(self) -> Iterable[Widget]:
         rank = self.rank
         yield Static(summary_text(rank, self.app.size.width), id="summary")
+        # narrow screens drop kind, count and share (in that order) before the title gets narrower
         cols = [
             Column("severity", "sev", 8, style=lambda v: SEVERITY_STYLE.get(str(v), "")),
-            Column("kind", "kind", 18),
-            Column("title", "finding", 0),
-            Column("cost_ns", "cost", 10, fmt_ns, right=True),
-            Column("share", "share", 7, fmt_share, right=True),
-            Column("count", "count", 7, fmt_int, right=True),
-            Column("call_site", "call site", 28),
+            Column("kind", "kind", 18, drop=3),
+            Column("title", "finding", 0, min_width=28),
+            Column("cost_ns", "cost", 8, fmt_ns, right=True),
+            Column("share", "share", 6, fmt_share, right=True, drop=1),
+            Column("count", "count", 6, fmt_int, right=True, drop=2),
+            Column("call_site", "call site", 20, lambda v: v or "-", clip_left=True, grow=16),
         ]
         self.table = VirtualTable(
             cols, findings_table(rank.findings, rank), filter_key="title", id="findings"
@@ -147,7 +159,7 @@ class OverviewScreen(ViewScreen):
             )
             return
         f = self.rank.findings[row]
-        ev = ", ".join(f"{k}={v}" for k, v in (f.evidence or {}).items() if not isinstance(v, (list, dict)))
+        ev = fmt_evidence(f.evidence)
         pane.show(
             detail(
                 ("finding", f.title),

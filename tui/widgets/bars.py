@@ -31,10 +31,33 @@ class ViewBar(Widget):
         self.active = active
         self._spans: list[tuple[int, int, str]] = []
 
+    def _labels(self, tier: int) -> list[str]:
+        """The labels at `tier`: 0 full ("2 Compile stalls"), 1 first word ("2 Compile"), 2 four letters
+        ("2 Comp"), 3 the number only; the active view keeps at least its first word."""
+        out = []
+        for view, label in self.views:
+            words = label.split()
+            short = " ".join(words[:2])
+            if tier == 0:
+                out.append(label)
+            elif tier == 1 or view == self.active:
+                out.append(short)
+            elif tier == 2:
+                out.append(short[: len(words[0]) + 5])
+            else:
+                out.append(words[0])
+        return out
+
     def render(self) -> Text:
+        # the widest labels that fit: at 80 columns every view is still named and reachable by click
+        width = self.size.width or 80
+        for tier in range(4):
+            labels = self._labels(tier)
+            if sum(len(x) + 3 for x in labels) - 1 <= width:
+                break
         t = Text(no_wrap=True, overflow="ellipsis")
         self._spans = []
-        for view, label in self.views:
+        for (view, _), label in zip(self.views, labels):
             start = len(t)
             t.append(f" {label} ", style="bold reverse" if view == self.active else "")
             self._spans.append((start, len(t), view))

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from neuron_prof.analysis._fmt import fit_site
 from neuron_prof.tui._fmt import printable
 
 
@@ -27,7 +28,7 @@ class Column:
     style: Callable[[Any], str] | None = None
     """Rich style of a cell from its value (e.g. severity colours); None: the row's style."""
     clip_left: bool = False
-    """Cut long text from the left, keeping its end ("…ject/train.py:42": the line number stays)."""
+    """A call site or path: shortened in the middle, never losing its end ("/work/…/train.py:42")."""
     drop: int = 0
     """Narrow tables hide columns with drop > 0, highest first, until the width-0 column gets `min_width`."""
     min_width: int = 10
@@ -37,13 +38,13 @@ class Column:
 
 
 def cell(text: str, width: int, right: bool, clip_left: bool = False) -> str:
-    """`text` on one line, escaped, fitted to `width` cells: padded, or cut with "…" (on the left if
-    `clip_left`)."""
+    """`text` on one line, escaped, fitted to `width` cells: padded, or cut with "…" (a call site in its
+    middle, keeping its ``:LINE``, if `clip_left`)."""
     text = printable(text).replace("\n", " ").replace("\t", " ")
     if len(text) > width:
         if width <= 0:
             return ""
-        return "…" + text[len(text) - width + 1 :] if clip_left else text[: width - 1] + "…"
+        return fit_site(text, width) if clip_left else text[: width - 1] + "…"
     return text.rjust(width) if right else text.ljust(width)
 
 

@@ -9,6 +9,7 @@ Cells are Segments of plain text: a trace string is never parsed as markup here.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -89,6 +90,8 @@ class VirtualTable(ScrollView, can_focus=True):
         self.sort_key: str | None = None
         self.filter_text = ""
         self._uniq: tuple[np.ndarray, np.ndarray] | None = None
+        self.empty_text = ""
+        """What the table says in place of rows when it has none (what is absent, and why)."""
         self.set_data(data if data is not None else {c.key: np.zeros(0) for c in columns})
 
     # ---- data ---------------------------------------------------------------------------------
@@ -217,6 +220,8 @@ class VirtualTable(ScrollView, can_focus=True):
             style = base + Style(bold=True, underline=True)
             return Strip([Segment(text, style)]).crop_extend(0, width, base)
         pos = self.scroll_offset.y + y - 1
+        if not len(self.order):
+            return self._empty_line(y - 1, width, base)
         if pos >= len(self.order):
             return Strip.blank(width, base)
         r = int(self.order[pos])
@@ -235,6 +240,17 @@ class VirtualTable(ScrollView, can_focus=True):
                 plain = [""]
         segs.append(Segment(" ".join(plain), style))
         return Strip(segs).crop_extend(0, width, style)
+
+    def _empty_line(self, i: int, width: int, base: Style) -> Strip:
+        """Line `i` of the message shown instead of rows: why the table is empty, or that the filter hides all."""
+        if self.n_rows and self.filter_text:
+            text = f"no row matches the filter {self.filter_text!r} (esc clears it)"
+        else:
+            text = self.empty_text
+        lines = textwrap.wrap(printable(text), max(10, width - 2)) if text else []
+        if i >= len(lines):
+            return Strip.blank(width, base)
+        return Strip([Segment(" " + lines[i], base + Style(dim=True, italic=True))]).crop_extend(0, width, base)
 
     def on_resize(self) -> None:
         self._resize()
