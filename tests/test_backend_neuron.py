@@ -11,7 +11,7 @@ import torch
 
 import tests.fakes.fake_neuronx as fk
 from neuron_prof.backends import get_backend
-from neuron_prof.backends._compat import memory_current, op_key, split_fused
+from neuron_prof.backends._compat import key_ops, memory_current, op_key, split_fused, timestamp_us
 from neuron_prof.backends.neuron import NeuronBackend
 from neuron_prof.model import Arg, Meta, TrackKind
 from tests.fakes.kineto import profile_with
@@ -93,6 +93,77 @@ def test_compile_cache_entries_become_placed_compile_events(fake: fk.FakeNeuronx
     assert len(trace.flows) >= 2
 
 
+def test_cache_keys_are_not_parsed_past_the_op_name(fake: fk.FakeNeuronx) -> None:
+    """The key starts with the op name; its suffix is undocumented (facts, corrections): any suffix places."""
+    real = fake.module._C._get_compilation_cache_entries
+    suffixes = iter(["[f32:64x32]", "/v2:9"])
+    renamed: dict[str, str] = {}
+
+    def entries() -> list[dict]:
+        out = real()
+        for e in out:
+            k = e["cache_key"]
+            if k not in renamed:
+                renamed[k] = k.rsplit("_", 1)[0] + next(suffixes)
+            e["cache_key"] = renamed[k]
+        return out
+
+    fake.module._C._get_compilation_cache_entries = entries
+    b, _ = profile_with(NeuronBackend(fake.module), lambda: _workload(fake))
+    trace = b.build()
+    rows = trace.slices_on(TrackKind.COMPILE)
+    assert sorted(trace.slice_args(int(r))[Arg.SIGNATURE] for r in rows) == sorted(renamed.values())
+    assert [trace.slice_name(int(r)) for r in rows] == ["npfake::compiled"] * 2
+    assert all(trace.slice_args(int(r))["host_op_ns"] >= 40_000_000 for r in rows)
+    assert "compile_cache_unplaced" not in b.metadata
+
+
+def test_key_ops_match_whole_names_only() -> None:
+    known = {"add", "addmm", "mm", "mul", "pow"}
+    assert key_ops("aten::addmm_9f3a", known) == ["addmm"]
+    assert key_ops("aten::add[f32]", known) == ["add"] and key_ops("add", known) == ["add"]
+    assert key_ops("aten::addbmm:1", known) == []  # "add" inside a longer name is not add
+    assert key_ops("mul|pow|aten::mm#4", known) == ["mul", "pow", "mm"]
+    assert key_ops("SyncTensorsGraph.42", known) == []
+
+
+def test_dynamo_timestamps_in_every_documented_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+    from datetime import datetime, timezone
+
+    monkeypatch.setenv("TZ", "Asia/Kolkata")  # UTC+05:30: a string read as UTC would be 5.5 h off
+    time.tzset()
+    try:
+        want = int(datetime(2026, 12, 1, 6, 30, 0, 250000, tzinfo=timezone.utc).timestamp() * 1e6)
+        assert timestamp_us("20261201_120000_250000") == want  # local time, the documented string
+        assert timestamp_us(want / 1e6) == timestamp_us(want // 1000) == timestamp_us(want) == want
+        assert timestamp_us(want * 1000) == timestamp_us(str(want * 1000)) == want
+        assert timestamp_us("yesterday") is None and timestamp_us(None) is None and timestamp_us(True) is None
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+
+
+def test_metrics_on_for_the_capture_then_restored(fake: fk.FakeNeuronx, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Metrics are off by default; ``torch_neuronx.metrics.set_enabled`` switches them (facts, corrections)."""
+    import types
+
+    state = {"on": False}
+    seen: list[bool] = []
+    metrics = types.ModuleType("torch_neuronx.metrics")
+    metrics.set_enabled = lambda on: state.update(on=bool(on))  # type: ignore[attr-defined]
+    fake.module.metrics = metrics
+    monkeypatch.delenv("TORCH_NEURONX_METRICS_ENABLED", raising=False)
+    profile_with(NeuronBackend(fake.module), lambda: seen.append(state["on"]))
+    assert seen == [True] and state["on"] is False
+    # already on as the process started: left on, not switched
+    monkeypatch.setenv("TORCH_NEURONX_METRICS_ENABLED", "1")
+    state["on"] = True
+    seen.clear()
+    profile_with(NeuronBackend(fake.module), lambda: seen.append(state["on"]))
+    assert seen == [True] and state["on"] is True
+
+
 def test_disk_cache_entries_are_marked(fake: fk.FakeNeuronx) -> None:
     x = torch.randn(5)
 
@@ -131,6 +202,7 @@ def test_memory_counters_and_peak(fake: fk.FakeNeuronx) -> None:
 
 def test_dynamo_metrics_phases_join_torch_compile(fake: fk.FakeNeuronx) -> None:
     import time
+    from datetime import datetime
 
     def work() -> None:
         torch._dynamo.reset()
@@ -139,8 +211,10 @@ def test_dynamo_metrics_phases_join_torch_compile(fake: fk.FakeNeuronx) -> None:
         from torch._dynamo.utils import get_compilation_metrics
 
         m = list(get_compilation_metrics())[-1]
+        # the documented shape: a local-time string "%Y%m%d_%H%M%S_%f" (torch-neuronx-facts, corrections)
+        stamp = datetime.fromtimestamp((m.start_time_us + 10) / 1e6).strftime("%Y%m%d_%H%M%S_%f")
         fake.dynamo.append({"graph_id": 0, "graph_name": "g0", "model_name": "m", "has_collectives": False,
-                            "graph_node_count": 3, "timestamp": (m.start_time_us + 10) / 1e6,
+                            "graph_node_count": 3, "timestamp": stamp,
                             "torch_neuronx_fx_passes_us": 11, "torch_neuronx_lower_us": 22,
                             "torch_neuronx_compile_us": 33})
         time.sleep(0.001)

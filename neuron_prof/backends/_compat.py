@@ -1,45 +1,58 @@
-"""Version workarounds for torch-neuronx's API, each naming the release or source it comes from.
+"""The one door to torch-neuronx: every API the adapter uses, looked up here and nowhere else.
 
-Every accessor returns a plain Python value or None when that API is absent; none raises for a missing
-API, so the adapter works across releases (April 2026 source, Neuron 2.33 docs) and on look-alikes.
+Each accessor names its source (shared/design/torch-neuronx-facts.md): "src" = the April 2026 source, "docs" =
+the Neuron SDK docs (2026-08/10), "emulated only" = exists only in neuron_prof's emulated device. None raises
+for a missing API: it returns None (or False), so the adapter works across releases and on look-alikes.
 """
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
 _OVERLOAD = re.compile(r"\.[A-Za-z_][A-Za-z0-9_]*$")
+COMPILATION_TIME = "CompilationCache.CompilationTime"
+METRICS_ENV = "TORCH_NEURONX_METRICS_ENABLED"
+DYNAMO_TS_FORMAT = "%Y%m%d_%H%M%S_%f"
+"""``get_dynamo_metrics()`` record timestamps: strings in local time (facts, "Corrections and additions")."""
 
 
-def _call(obj: Any, *path: str) -> Any:
-    for name in path[:-1]:
+def _fn(obj: Any, *path: str) -> Callable[..., Any] | None:
+    for name in path:
         obj = getattr(obj, name, None)
         if obj is None:
             return None
-    fn = getattr(obj, path[-1], None)
-    return fn() if callable(fn) else None
+    return obj if callable(obj) else None
 
 
+def _call(obj: Any, *path: str) -> Any:
+    fn = _fn(obj, *path)
+    return fn() if fn is not None else None
+
+
+# ---- CPU fallback (src) ------------------------------------------------------------------------------------
 def fallback_ops(mod: Any) -> list[str] | None:
-    """``torch_neuronx.get_fallback_ops()``: op names only, deduplicated (src 2026-04)."""
+    """``torch_neuronx.get_fallback_ops()``: op names only, deduplicated (src)."""
     got = _call(mod, "get_fallback_ops")
     return [str(x) for x in got] if got is not None else None
 
 
-def executed_ops(mod: Any) -> list[str] | None:
-    got = _call(mod, "get_executed_ops")
-    return [str(x) for x in got] if got is not None else None
+def has_fallback_ops(mod: Any) -> bool:
+    return _fn(mod, "get_fallback_ops") is not None
 
 
-def clear_op_tracking(mod: Any) -> bool:
-    return _call(mod, "clear_op_tracking") is not None or callable(getattr(mod, "clear_op_tracking", None))
+def op_tracking_clearer(mod: Any) -> Callable[[], Any] | None:
+    """``torch_neuronx.clear_op_tracking`` (src): resets the fallback and executed lists."""
+    return _fn(mod, "clear_op_tracking")
 
 
+# ---- compile cache and metrics (src; metrics switch: corrections) --------------------------------------------
 def cache_entries(mod: Any) -> list[dict[str, Any]] | None:
     """``torch_neuronx._C._get_compilation_cache_entries()`` → [{cache_key, neff_size_bytes, access_count,
-    compilation_time_ms}] (src 2026-04). Entries loaded from disk report 0 ms."""
+    compilation_time_ms}] (src). Entries loaded from disk report 0 ms; the key's suffix format is undocumented."""
     got = _call(mod, "_C", "_get_compilation_cache_entries")
     if got is None:
         return None
@@ -48,16 +61,11 @@ def cache_entries(mod: Any) -> list[dict[str, Any]] | None:
                                                     "compilation_time_ms")} for e in got]
 
 
-def cache_stats(mod: Any) -> dict[str, Any] | None:
-    """``_get_compilation_cache_stats()``; its ``total_compilation_time_ms`` is really µs in the April source."""
-    got = _call(mod, "_C", "_get_compilation_cache_stats")
-    return dict(got) if isinstance(got, Mapping) else None
-
-
 def metric_samples(mod: Any, name: str) -> list[tuple[int, float]] | None:
-    """``_C._neuron_metric_data(name)["samples"]`` as (steady-clock ns, value); the runtime keeps the last 1024."""
-    fn = getattr(getattr(mod, "_C", None), "_neuron_metric_data", None)
-    if not callable(fn):
+    """``_C._neuron_metric_data(name)["samples"]`` as (steady-clock ns, value) (src: the binding behind
+    ``torch_neuronx.metrics``; the runtime keeps the last 1024, and none unless metrics are enabled)."""
+    fn = _fn(mod, "_C", "_neuron_metric_data")
+    if fn is None:
         return None
     got = fn(name)
     if not isinstance(got, Mapping):
@@ -69,47 +77,85 @@ def metric_samples(mod: Any, name: str) -> list[tuple[int, float]] | None:
     return out
 
 
-COMPILATION_TIME = "CompilationCache.CompilationTime"
+def metrics_enabled(mod: Any) -> bool:
+    """Whether runtime metrics are on: the module's own answer where it gives one (``_C._neuron_metrics_enabled``,
+    emulated only: not in the docs), else ``TORCH_NEURONX_METRICS_ENABLED`` as the process started (src: off by
+    default)."""
+    fn = _fn(mod, "_C", "_neuron_metrics_enabled")
+    if fn is not None:
+        return bool(fn())
+    return os.environ.get(METRICS_ENV, "0").strip().lower() in ("1", "true", "yes", "on")
+
+
+def set_metrics_enabled(mod: Any, on: bool) -> bool:
+    """``torch_neuronx.metrics.set_enabled(on)`` (corrections, docs), else ``_C._neuron_set_metrics_enabled``
+    (src, C++); False when neither exists."""
+    fn = _fn(mod, "metrics", "set_enabled") or _fn(mod, "_C", "_neuron_set_metrics_enabled")
+    if fn is None:
+        return False
+    fn(bool(on))
+    return True
 
 
 def dynamo_metrics(mod: Any) -> list[dict[str, Any]] | None:
-    """``torch_neuronx.get_dynamo_metrics()`` → per graph: graph_id, graph_name, timestamp, *_us phases."""
+    """``torch_neuronx.get_dynamo_metrics()`` → per graph: graph_id, graph_name, timestamp, *_us phases (src)."""
     got = _call(mod, "get_dynamo_metrics")
     if got is None:
         return None
     return [dict(r) if isinstance(r, Mapping) else dict(vars(r)) for r in got]
 
 
+def timestamp_us(ts: Any) -> int | None:
+    """A ``get_dynamo_metrics()`` timestamp as Unix µs: the documented local-time string
+    ``"%Y%m%d_%H%M%S_%f"`` (corrections), or a number in Unix s, ms, µs or ns (older builds); else None."""
+    if isinstance(ts, str):
+        s = ts.strip()
+        try:
+            return int(round(datetime.strptime(s, DYNAMO_TS_FORMAT).timestamp() * 1e6))  # naive = local time
+        except ValueError:
+            pass
+        try:
+            ts = float(s)
+        except ValueError:
+            return None
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or ts <= 0:
+        return None
+    for scale in (1e6, 1e3, 1.0, 1e-3):
+        v = ts * scale
+        if 1e15 <= v < 1e17:  # Unix µs in years 2001..2286
+            return int(v)
+    return None
+
+
+# ---- device, memory (src, docs) -------------------------------------------------------------------------------
 def synchronize(mod: Any, device_type: str = "neuron") -> None:
-    """The module's ``synchronize`` (torch_neuronx re-exports it), else ``torch.neuron.synchronize()`` (docs)."""
+    """The module's ``synchronize`` (src re-exports it), else ``torch.neuron.synchronize()`` (docs)."""
     import torch
 
-    fn = getattr(mod, "synchronize", None)
-    if not callable(fn):
-        fn = getattr(getattr(torch, device_type, None), "synchronize", None)
-    if callable(fn):
+    fn = _fn(mod, "synchronize") or _fn(torch, device_type, "synchronize")
+    if fn is not None:
         fn()
 
 
 def device_count(mod: Any, device_type: str = "neuron") -> int:
-    """The module's ``device_count``, else ``torch.neuron.device_count()``."""
+    """The module's ``device_count``, else ``torch.neuron.device_count()`` (src)."""
     import torch
 
-    fn = getattr(mod, "device_count", None) or getattr(getattr(torch, device_type, None), "device_count", None)
+    fn = _fn(mod, "device_count") or _fn(torch, device_type, "device_count")
     try:
-        return int(fn()) if callable(fn) else 0
+        return int(fn()) if fn is not None else 0
     except Exception:  # noqa: BLE001
         return 0
 
 
 def device_capacity(mod: Any, device_type: str, index: int) -> int | None:
     """Device memory in bytes: ``get_device_properties(d).total_memory`` of ``torch.<device>`` or the module
-    (torch-neuronx-facts "Memory"); None when neither says."""
+    (src, corrections "Memory"); None when neither says (an Explorer profile gives ``hbm_capacity_bytes``)."""
     import torch
 
     for owner in (getattr(torch, device_type, None), mod):
-        fn = getattr(owner, "get_device_properties", None)
-        if not callable(fn):
+        fn = _fn(owner, "get_device_properties")
+        if fn is None:
             continue
         try:
             v = getattr(fn(index), "total_memory", None)
@@ -120,9 +166,31 @@ def device_capacity(mod: Any, device_type: str, index: int) -> int | None:
     return None
 
 
+def memory_reader(mod: Any, device_type: str = "neuron") -> Callable[[int], tuple[int | None, ...] | None]:
+    """device index -> (allocated, reserved, peak allocated) bytes: ``memory_allocated``/``memory_reserved``/
+    ``max_memory_allocated`` (src; ~10x cheaper than the nested stats), else ``memory_stats()`` nested or flat
+    (src, docs); of the module given first (the authority), else of ``torch.<device>``."""
+
+    def read(d: int) -> tuple[int | None, ...] | None:
+        import torch
+
+        dev_mod = mod if _fn(mod, "memory_stats") is not None else getattr(torch, device_type, None)
+        alloc_fn, res_fn = _fn(dev_mod, "memory_allocated"), _fn(dev_mod, "memory_reserved")
+        if alloc_fn is not None and res_fn is not None:
+            peak_fn = _fn(dev_mod, "max_memory_allocated")
+            return int(alloc_fn(d)), int(res_fn(d)), int(peak_fn(d)) if peak_fn is not None else None
+        fn = _fn(dev_mod, "memory_stats")
+        if fn is None:
+            return None
+        alloc, res, peak, _ = memory_current(fn(d))
+        return alloc, res, peak
+
+    return read
+
+
 def memory_current(stats: Mapping[str, Any]) -> tuple[int | None, int | None, int | None, int | None]:
-    """(allocated, reserved, peak allocated, peak reserved) from nested (src) or flat CUDA-style (later builds)
-    ``memory_stats()``."""
+    """(allocated, reserved, peak allocated, peak reserved) from nested (src) or flat CUDA-style (docs, later
+    builds) ``memory_stats()``."""
 
     def pick(kind: str, which: str) -> int | None:
         v = stats.get(kind)
@@ -141,6 +209,13 @@ def memory_current(stats: Mapping[str, Any]) -> tuple[int | None, int | None, in
             pick("allocated_bytes", "peak"), pick("reserved_bytes", "peak"))
 
 
+def device_activity_feed(mod: Any) -> Callable[[], dict[str, Any] | None] | None:
+    """``profiling.get_device_activity`` (emulated only: the real package has no such API, corrections "Device
+    timeline"; on hardware the timeline comes from the runtime's capture through Neuron Explorer)."""
+    return _fn(mod, "profiling", "get_device_activity")
+
+
+# ---- op names (src: mixed formats) ------------------------------------------------------------------------------
 def op_key(name: str) -> str:
     """Comparable op key for names in any format: "aten::add.Tensor", "add", "aten::add" -> "add"."""
     n = name.strip()
@@ -152,3 +227,18 @@ def op_key(name: str) -> str:
 def split_fused(name: str) -> list[str]:
     """Adaptive-eager fused names are joined with "|" ("mul|pow|aten::mm"): the op keys of each part."""
     return [op_key(p) for p in name.split("|") if p.strip()]
+
+
+def key_ops(cache_key: str, known: set[str]) -> list[str]:
+    """The ops a NEFF cache key starts with (src: "for eager ops cache_key starts with the op name"; its suffix
+    is undocumented, corrections): each "|"-joined part before the last is one op; the last is the longest
+    op name in `known` (op keys, see `op_key`) that it starts with. [] when it names no known op (a graph)."""
+    parts = cache_key.split("|")
+    out = [op_key(p) for p in parts[:-1] if p.strip()]
+    last = parts[-1].strip()
+    if "::" in last:
+        last = last.split("::", 1)[1]
+    # the name must end where the key's name ends ("add" in "add_9f" or "add[f32]", never in "addmm_9f")
+    best = max((k for k in known if k and last.startswith(k) and (len(k) == len(last) or not last[len(k)].isalnum())),
+               key=len, default="")
+    return [*out, best] if best else out

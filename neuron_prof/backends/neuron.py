@@ -2,14 +2,15 @@
 
 The adapter receives a module object: the real ``torch_neuronx`` or a look-alike registered under the
 same name in ``sys.modules`` (the emulated device does this). It cannot tell them apart and never tries to;
-every API is looked up with ``getattr`` (`_compat`) because releases differ. Signals used:
+every API goes through `_compat` (the one door, each accessor marked with its source) because releases
+differ. Runtime metrics are switched on for the capture and back off after when they were off. Signals used:
 
 * names-only fallback list (``get_fallback_ops``) → per-call fallback events joined with op spans;
 * compilation cache entries → eager first-call compile events (else stalls inferred from the trace);
 * Dynamo compilation metrics (+ ``get_dynamo_metrics`` phases) → torch.compile events;
 * ``torch.neuron.memory_stats`` (nested or flat) → memory counters, polled;
-* device activity when the runtime gives it (``profiling.get_device_activity``; Kineto ``privateuse1_driver``
-  events stay as Kineto wrote them) → device tracks with launch flows;
+* device activity when the runtime gives it (``profiling.get_device_activity``, emulated device only; Kineto
+  ``privateuse1_driver`` events stay as Kineto wrote them) → device tracks with launch flows;
 * sync points, float64 demotions and collectives measured around the Python calls.
 """
 
@@ -54,6 +55,8 @@ class NeuronBackend(ProbeBackend):
     def __init__(self, module: Any | None = None, probes: list[Probe] | None = None) -> None:
         super().__init__(probes)
         self.module = module if module is not None else find_neuron_module()
+        self._metrics_were_on = False
+        self._metrics_switched = False
 
     def default_probes(self, ctx: CaptureContext) -> list[Probe]:
         from neuron_prof.backends.probes.collectives import CollectivesProbe
@@ -72,50 +75,57 @@ class NeuronBackend(ProbeBackend):
             samples = None
             if _compat.metric_samples(mod, _compat.COMPILATION_TIME) is not None:
                 samples = lambda: _compat.metric_samples(mod, _compat.COMPILATION_TIME)  # noqa: E731
-            probes.append(CompileCacheProbe(lambda: _compat.cache_entries(mod), sync=sync, samples=samples))
+            graphs = lambda: [str(r.get("graph_name") or "") for r in _compat.dynamo_metrics(mod) or ()]  # noqa: E731
+            probes.append(CompileCacheProbe(lambda: _compat.cache_entries(mod), sync=sync, samples=samples,
+                                            graph_names=graphs))
         else:
             probes.append(StallProbe())
         device: DeviceActivityProbe | None = None
-        feed = getattr(getattr(mod, "profiling", None), "get_device_activity", None)
-        if callable(feed):
+        feed = _compat.device_activity_feed(mod)
+        if feed is not None:
             device = DeviceActivityProbe(feed, DEVICE, sync=sync)
             probes.append(device)
-        if callable(getattr(mod, "get_fallback_ops", None)):
-            clear = getattr(mod, "clear_op_tracking", None)
-            probes.append(FallbackProbe(lambda: _compat.fallback_ops(mod), clear if callable(clear) else None, sync,
+        if _compat.has_fallback_ops(mod):
+            probes.append(FallbackProbe(lambda: _compat.fallback_ops(mod), _compat.op_tracking_clearer(mod), sync,
                                         d2h=(lambda: device.d2h_hosts) if device is not None else None))
         # host memory from Kineto's allocator events; the device's, polled (its allocator does not report to
         # the profiler) unless a later release does report them
         probes += [KinetoDeviceLinkProbe(), SyncProbe(DEVICE), DtypeProbe(DEVICE), KinetoMemoryProbe(),
-                   MemoryProbe(DEVICE, lambda: _compat.device_count(mod, DEVICE), self._memory,
+                   MemoryProbe(DEVICE, lambda: _compat.device_count(mod, DEVICE), _compat.memory_reader(mod, DEVICE),
                                lambda d: _compat.device_capacity(mod, DEVICE, d)), CollectivesProbe()]
         return probes
+
+    def start(self, ctx: CaptureContext) -> None:
+        """Runtime metrics on for the capture (off by default: cache counters and compile-time samples would stay
+        empty), then the probes."""
+        try:
+            self._metrics_were_on = _compat.metrics_enabled(self.module)
+            if not self._metrics_were_on and _compat.set_metrics_enabled(self.module, True):
+                self._metrics_switched = True
+        except Exception as e:  # noqa: BLE001  (the profiler never breaks the user's program)
+            ctx.errors.append({"probe": "metrics", "phase": "start", "error": f"{type(e).__name__}: {e}"})
+        super().start(ctx)
+
+    def stop(self, ctx: CaptureContext) -> None:
+        """The probes, then metrics back to the state the capture found."""
+        super().stop(ctx)
+        if self._metrics_switched:
+            self._metrics_switched = False
+            try:
+                _compat.set_metrics_enabled(self.module, False)
+            except Exception as e:  # noqa: BLE001
+                ctx.errors.append({"probe": "metrics", "phase": "stop", "error": f"{type(e).__name__}: {e}"})
 
     def deep_fallback_probe(self) -> Probe:
         """Dispatch-level recorder whose fallbacks are the ones torch_neuronx reports (exact per-call sites)."""
         from neuron_prof.backends.probes.fallback import DeepFallbackProbe
 
         mod = self.module
-        report = (lambda: _compat.fallback_ops(mod)) if callable(getattr(mod, "get_fallback_ops", None)) else None
+        report = (lambda: _compat.fallback_ops(mod)) if _compat.has_fallback_ops(mod) else None
         return DeepFallbackProbe(DEVICE, report)
 
     def _sync(self) -> None:
         _compat.synchronize(self.module, DEVICE)
-
-    def _memory(self, d: int) -> tuple[int | None, ...] | None:
-        import torch
-
-        # the module we were given first (it is the authority), then the device module torch exposes
-        dev_mod = self.module if callable(getattr(self.module, "memory_stats", None)) else getattr(torch, DEVICE, None)
-        alloc_fn, res_fn = getattr(dev_mod, "memory_allocated", None), getattr(dev_mod, "memory_reserved", None)
-        if callable(alloc_fn) and callable(res_fn):  # ~10x cheaper than building the nested stats dict
-            peak_fn = getattr(dev_mod, "max_memory_allocated", None)
-            return int(alloc_fn(d)), int(res_fn(d)), int(peak_fn(d)) if callable(peak_fn) else None
-        fn = getattr(dev_mod, "memory_stats", None)
-        if not callable(fn):
-            return None
-        alloc, res, peak, _ = _compat.memory_current(fn(d))
-        return alloc, res, peak
 
     def profiler_options(self) -> dict[str, Any]:
         from torch.profiler import ProfilerActivity
@@ -150,7 +160,7 @@ class NeuronDynamoProbe(CompileProbe):
         super().stop(ctx)
         recs = (_compat.dynamo_metrics(self.module) or [])[self._n_before:]
         for r in recs:
-            ts = _to_us(r.get("timestamp"))
+            ts = _compat.timestamp_us(r.get("timestamp"))
             for m in self.records:
                 start = getattr(m, "start_time_us", None) or 0
                 dur = getattr(m, "duration_us", None) or 0
@@ -160,13 +170,3 @@ class NeuronDynamoProbe(CompileProbe):
                                               if k.startswith("torch_neuronx_") and isinstance(v, (int, float))}
                     break
 
-
-def _to_us(ts: Any) -> int | None:
-    """Record timestamps as Unix s, ms, µs or ns → µs."""
-    if not isinstance(ts, (int, float)) or ts <= 0:
-        return None
-    for scale in (1e6, 1e3, 1.0, 1e-3):
-        v = ts * scale
-        if 1e15 <= v < 1e17:  # Unix µs in years 2001..2286
-            return int(v)
-    return None

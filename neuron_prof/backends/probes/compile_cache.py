@@ -1,7 +1,8 @@
 """Eager first-call compile stalls from a backend's compilation-cache entries (torch-neuronx's NEFF cache).
 
 Source: ``_get_compilation_cache_entries()`` → ``{cache_key, neff_size_bytes, access_count,
-compilation_time_ms}``; an eager op's key starts with the op name. Entries that appear during the capture
+compilation_time_ms}``; an eager op's key starts with the op name, its suffix format is undocumented: the op is
+the longest op name of the trace the key starts with (`_compat.key_ops`), nothing is parsed after it. Entries that appear during the capture
 are this capture's compiles (0 ms: loaded from the disk cache). The entry says nothing about *when* or
 *where*: each is placed on the first not-yet-claimed call of its op in the profiler's op spans that lasted at
 least as long as the compile (the host blocks on it), which gives time, call site and module path.
@@ -11,14 +12,13 @@ span that can hold them.
 
 from __future__ import annotations
 
-import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from neuron_prof.backends._compat import op_key, split_fused
+from neuron_prof.backends._compat import key_ops, op_key
 from neuron_prof.backends.probes._common import probe_track, site_args, step_of
 from neuron_prof.backends.probes._hostops import top_level_same_key
 from neuron_prof.backends.probes._probe import Probe
@@ -29,15 +29,8 @@ if TYPE_CHECKING:
     from neuron_prof.backends.probes._view import HostView
     from neuron_prof.model import TraceBuilder
 
-_KEY_OP = re.compile(r"^[A-Za-z0-9_:.|]+?(?=_[0-9a-f]{6,}$|$|[^A-Za-z0-9_:.|])")
 _GRAPH_SPANS = ("Torch-Compiled Region", "CompiledFunction")
 UNPLACED = "compile_cache_unplaced"
-
-
-def key_op(cache_key: str) -> str:
-    """The op (or fused ops) a cache key starts with: "aten::mm_3fa2..." -> "aten::mm"."""
-    m = _KEY_OP.match(cache_key)
-    return m.group(0) if m else cache_key
 
 
 class CompileCacheProbe(Probe):
@@ -47,9 +40,12 @@ class CompileCacheProbe(Probe):
 
     def __init__(self, entries: Callable[[], list[dict[str, Any]] | None],
                  sync: Callable[[], Any] | None = None,
-                 samples: Callable[[], list[tuple[int, float]] | None] | None = None) -> None:
+                 samples: Callable[[], list[tuple[int, float]] | None] | None = None,
+                 graph_names: Callable[[], Sequence[str]] | None = None) -> None:
         super().__init__()
         self._entries, self._sync, self._samples = entries, sync, samples
+        self._graph_names = graph_names
+        self.graphs: list[str] = []
         self._before: dict[str, int] = {}
         self.new: list[dict[str, Any]] = []
         self.hits = 0
@@ -73,11 +69,12 @@ class CompileCacheProbe(Probe):
             offset = time.time_ns() - time.monotonic_ns()
             self.intervals = [(int(t + offset - v), int(t + offset), v) for t, v in (self._samples() or [])
                               if t > self._last_sample]
+        self.graphs = list(self._graph_names() or ()) if self._graph_names is not None else []
         self.hits = sum(max(0, int(e.get("access_count") or 0) - self._before.get(str(e.get("cache_key")), 0))
                         for e in after if str(e.get("cache_key")) in self._before)
 
     def contribute(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView) -> None:
-        placed, unplaced = place(view, self.new, self.intervals)
+        placed, unplaced = place(view, self.new, self.intervals, self.graphs)
         builder.metadata["compile_cache"] = {"new_entries": len(self.new), "hits_on_old_entries": self.hits,
                                              "unplaced": len(unplaced)}
         if unplaced:
@@ -85,14 +82,14 @@ class CompileCacheProbe(Probe):
         if not placed:
             return
         track = probe_track(builder, ctx, TrackKind.COMPILE)
-        for row, e, kind, exact in placed:
+        for row, e, kind, exact, name in placed:
             ms = float(e.get("compilation_time_ms") or 0)
             dur = int(ms * 1e6) if ms > 0 else 0
             cache = "miss" if ms > 0 else "disk"
             ts = int(view.ts[row])
             if exact is not None:
                 ts, dur = exact
-            s = builder.add_slice(track, ts, dur, key_op(str(e.get("cache_key"))), Cat.COMPILE, {
+            s = builder.add_slice(track, ts, dur, name, Cat.COMPILE, {
                 k: v for k, v in {
                     Arg.COMPILE_KIND: kind, Arg.SIGNATURE: str(e.get("cache_key")), Arg.CACHE: cache,
                     **(site_args(view.site(row)) if row >= 0 else {}), "neff_size_bytes": e.get("neff_size_bytes"),
@@ -100,12 +97,13 @@ class CompileCacheProbe(Probe):
             builder.add_flow(row, s, cat=Cat.COMPILE, name="compile")
 
 
-Placed = tuple[int, dict[str, Any], str, "tuple[int, int] | None"]
+Placed = tuple[int, dict[str, Any], str, "tuple[int, int] | None", str]
 
 
-def place(view: HostView, entries: list[dict[str, Any]],
-          intervals: list[tuple[int, int, float]] | None = None) -> tuple[list[Placed], list[dict[str, Any]]]:
-    """(row, entry, compile kind, exact (ts, dur) or None) per entry placed on a host op span, and those unplaced.
+def place(view: HostView, entries: list[dict[str, Any]], intervals: list[tuple[int, int, float]] | None = None,
+          graph_names: Sequence[str] = ()) -> tuple[list[Placed], list[dict[str, Any]]]:
+    """(row, entry, compile kind, exact (ts, dur) or None, name) per entry placed on a host op span, and those
+    unplaced. The name is the host op's (the ops' joined by "|" when fused), or the cache key for a graph.
 
     With timed samples, an entry takes the first unused sample of the same whole-ms duration, and the op whose
     span holds that interval; otherwise the first long-enough unclaimed call of its op.
@@ -113,8 +111,11 @@ def place(view: HostView, entries: list[dict[str, Any]],
     free = list(intervals or [])
     ops = view.cat_rows(KinetoCat.CPU_OP)
     by_key: dict[str, np.ndarray] = {}
+    parts_of: dict[str, list[str]] = {}
     if len(ops):
-        keys_wanted = {k for e in entries for k in split_fused(key_op(str(e.get("cache_key"))))}
+        known = {op_key(view.name_of(int(ops[i]))) for i in np.unique(view.name[ops], return_index=True)[1]}
+        parts_of = {str(e.get("cache_key")): key_ops(str(e.get("cache_key")), known) for e in entries}
+        keys_wanted = {k for ps in parts_of.values() for k in ps}
         cand = top_level_same_key(view, view.name_rows(lambda s: op_key(s) in keys_wanted, ops))
         for r in cand:
             by_key.setdefault(op_key(view.name_of(int(r))), []).append(int(r))  # type: ignore[attr-defined]
@@ -124,7 +125,8 @@ def place(view: HostView, entries: list[dict[str, Any]],
     unplaced: list[dict[str, Any]] = []
     for e in entries:
         need = int(float(e.get("compilation_time_ms") or 0) * 1e6)
-        parts = split_fused(key_op(str(e.get("cache_key"))))
+        key = str(e.get("cache_key"))
+        parts = parts_of.get(key, [])
         rows = [r for p in parts for r in by_key.get(p, [])]
         kind = "eager"
         if not rows:
@@ -138,8 +140,12 @@ def place(view: HostView, entries: list[dict[str, Any]],
             unplaced.append(e)
             continue
         claimed.add(row)
+        if kind == "eager":
+            name = view.name_of(row) if len(parts) == 1 else "|".join(parts)
+        else:  # a graph's key starts with its graph name (get_dynamo_metrics), when the backend gave them
+            name = max((g for g in graph_names if g and key.startswith(g)), key=len, default=key)
         placed.append((row, e, kind, (exact[0], exact[1] - exact[0]) if exact is not None and
-                       view.ts[row] <= exact[0] and exact[1] <= view.end[row] else None))
+                       view.ts[row] <= exact[0] and exact[1] <= view.end[row] else None, name))
     return placed, unplaced
 
 
