@@ -275,3 +275,31 @@ def test_ctrl_c_while_saving_waits_for_the_save() -> None:
             os.kill(os.getpid(), signal.SIGINT)  # the second one abandons the save at once
             done.append("not reached")
     assert done == ["saved"]
+
+
+class _EmptyExportResult:
+    """A profiler result as torch documents it (torch-facts.md: `export_chrome_trace` works once, a second
+    call raises "Trace is already saved"), whose one export leaves the file empty (a write that failed)."""
+
+    def __init__(self) -> None:
+        self.exports = 0
+
+    def export_chrome_trace(self, path: str) -> None:
+        self.exports += 1
+        if self.exports > 1:
+            raise RuntimeError("Trace is already saved.")
+
+
+def test_a_cycle_that_cannot_be_read_reports_why_and_exports_once(tmp_path: Path) -> None:
+    """A failed load is reported as itself; re-exporting (which torch refuses) would hide it."""
+    from neuron_prof.capture._kineto import KinetoCollector
+
+    errors: list[tuple[str, BaseException]] = []
+    result = _EmptyExportResult()
+    collector = KinetoCollector(TraceBuilder(), "<capture>", lambda probe, e: errors.append((probe, e)),
+                                tmpdir=str(tmp_path))
+    collector(result)
+    assert result.exports == 1
+    [(probe, err)] = [(p, e) for p, e in errors if p == "kineto"]
+    assert "empty file" in str(err) and "already saved" not in str(err)
+    assert collector.cycles == 0 and not list(tmp_path.iterdir())  # no temporary file left behind

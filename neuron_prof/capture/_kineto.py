@@ -151,8 +151,17 @@ class KinetoCollector:
             md.pop(STACK_LINES, None)
 
     def _export(self, prof: Any, sites: CycleSites | None = None) -> tuple[Trace, StackRewriter | None]:
+        path = self._write_json(prof)
+        try:
+            return load_in_process(path, sites)
+        finally:
+            _unlink(path)
+
+    def _write_json(self, prof: Any) -> str:
+        """Kineto's JSON of this cycle in a temporary file: the temp dir first; if it is full or read-only,
+        beside the output. torch exports a result once, so a failed load is never retried with a new export
+        (that would only report "Trace is already saved" instead of what went wrong)."""
         errors: list[BaseException] = []
-        # The temp dir first; if it is full or read-only, beside the output.
         for d in dict.fromkeys([None, self.tmpdir]):
             path = ""
             try:
@@ -161,15 +170,18 @@ class KinetoCollector:
                 t0 = time.perf_counter_ns()
                 prof.export_chrome_trace(path)
                 self.export_ns += time.perf_counter_ns() - t0
-                return load_in_process(path, sites)
+                return path
             except Exception as e:  # noqa: BLE001
                 errors.append(e)
-                if "already saved" in str(e):  # torch exports a result once; a retry cannot help
-                    break
-            finally:
                 if path:
-                    try:
-                        os.unlink(path)
-                    except OSError:
-                        pass
-        raise errors[-1]
+                    _unlink(path)
+                if "already saved" in str(e):  # a retry cannot help; the first error says what went wrong
+                    break
+        raise errors[0]
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
