@@ -51,8 +51,10 @@ def _record(quiet: bool) -> list[tuple[str, list[str]]]:
 
 def test_a_compile_records_no_compiler_calls_and_the_calls_after_it_are_recorded() -> None:
     loud, quiet = _record(False), _record(True)
-    assert len(loud) > 20_000, "the baseline records every call of the compile"
-    assert len(quiet) * 10 < len(loud), (len(quiet), len(loud))  # measured: 2,171 of 80,598 (2.13, aot_eager)
+    # Dynamo's bytecode interpreter and make_fx's tracer run only inside a compile
+    inside = ("torch/_dynamo/symbolic_convert.py", "torch/fx/experimental/proxy_tensor.py")
+    assert sum(n.startswith(inside) for n, _ in loud) > 50, "the baseline records the compiler's calls"
+    assert [n for n, _ in quiet if n.startswith(inside)] == []
     # resumed: the function called after the compile is recorded, with its own op under it
     after = [ops for n, ops in quiet if n.endswith(": _after_compile")]
     assert after == [["aten::sigmoid"]], after
