@@ -248,8 +248,11 @@ def test_broken_api_is_recorded(fake: fk.FakeNeuronx) -> None:
     assert b.build().slices_on(TrackKind.COMPILE).size == 2  # the other probes still worked
 
 
-def test_privateuse1_driver_events_get_launch_flows(fake: fk.FakeNeuronx) -> None:
-    """Neuron 2.33 docs: framework events of category privateuse1_driver may reach the torch.profiler JSON."""
+def test_privateuse1_driver_events_join_host_ops_through_the_framework_mapping(fake: fk.FakeNeuronx) -> None:
+    """Neuron 2.33 docs: framework events of category privateuse1_driver carry ``nrt_sequence_id``; the runtime's
+    framework mapping (``_C._get_profiler_mappings``, the ``framework_mapping_*.json`` document) names the
+    autograd ``seq_nr`` that submitted each one: equal to the op's Kineto "Sequence number", or one above it
+    (peek() after the op made its autograd node). No External id on the driver events: the docs promise none."""
     import os
 
     from neuron_prof.backends import CaptureContext
@@ -259,13 +262,23 @@ def test_privateuse1_driver_events_get_launch_flows(fake: fk.FakeNeuronx) -> Non
     pid = os.getpid()
     base = 1_700_000_000_000_000_000
     ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": pid, "tid": 7, "ts": 10.0, "dur": 5.0,
-           "args": {"External id": 41}},
+           "args": {"Sequence number": 40, "External id": 41}},
           {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": pid, "tid": 7, "ts": 20.0, "dur": 5.0,
-           "args": {"External id": 42}},
+           "args": {"Sequence number": 41, "External id": 42}},
+          {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": pid, "tid": 7, "ts": 30.0, "dur": 5.0,
+           "args": {"Sequence number": 42, "External id": 43}},
           {"ph": "X", "cat": "privateuse1_driver", "name": "nrt_execute mm", "pid": 1, "tid": 3, "ts": 16.0,
-           "dur": 30.0, "args": {"External id": 41, "nrt_sequence_id": 9}},
-          {"ph": "X", "cat": "privateuse1_driver", "name": "nrt_execute add", "pid": 1, "tid": 3, "ts": 47.0,
-           "dur": 3.0, "args": {"External id": 42, "nrt_sequence_id": 10}}]
+           "dur": 3.0, "args": {"nrt_sequence_id": 9}},
+          {"ph": "X", "cat": "privateuse1_driver", "name": "nrt_execute add", "pid": 1, "tid": 3, "ts": 27.0,
+           "dur": 3.0, "args": {"nrt_sequence_id": 10}},
+          {"ph": "X", "cat": "privateuse1_driver", "name": "nrt_execute unknown", "pid": 1, "tid": 3, "ts": 40.0,
+           "dur": 3.0, "args": {"nrt_sequence_id": 77}}]
+    mapping = {"version": 1, "data": [
+        {"nrta_seq_id": 9, "framework_op_exec_ids": [{"seq_nr": 41, "th_id": 1, "stream_id": 0}]},  # one above
+        {"nrta_seq_id": 10, "framework_op_exec_ids": [{"seq_nr": 41, "th_id": 1, "stream_id": 0}]}]}  # equal
+    enabled: list[bool] = []
+    fake.module._C._get_profiler_mappings = lambda: mapping
+    fake.module._C._set_profiler_mapping_enabled = enabled.append
     b = TraceBuilder()
     parse_kineto_into(b, {"traceEvents": ev, "baseTimeNanoseconds": base}, "synthetic")
     ctx = CaptureContext(host_pid=pid)
@@ -277,4 +290,5 @@ def test_privateuse1_driver_events_get_launch_flows(fake: fk.FakeNeuronx) -> Non
     trace = b.build()
     pairs = {(trace.slice_name(int(s)), trace.slice_name(int(d))) for s, d in
              zip(trace.flows.src[n0:], trace.flows.dst[n0:])}
-    assert ("aten::mm", "nrt_execute mm") in pairs and ("aten::add", "nrt_execute add") in pairs
+    assert pairs == {("aten::mm", "nrt_execute mm"), ("aten::add", "nrt_execute add")}
+    assert enabled == [True, False]  # switched on for the capture only

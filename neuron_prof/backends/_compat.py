@@ -215,6 +215,21 @@ def device_activity_feed(mod: Any) -> Callable[[], dict[str, Any] | None] | None
     return _fn(mod, "profiling", "get_device_activity")
 
 
+def profiler_mappings(mod: Any) -> Any:
+    """``_C._get_profiler_mappings()`` (corrections): the framework→runtime mapping in memory, the document of
+    ``framework_mapping_*.json`` (see `neuron_prof.loaders.framework_mapping`); None when absent."""
+    return _call(mod, "_C", "_get_profiler_mappings")
+
+
+def set_profiler_mapping(mod: Any, on: bool) -> bool:
+    """``_C._set_profiler_mapping_enabled(on)`` (corrections); False when absent."""
+    fn = _fn(mod, "_C", "_set_profiler_mapping_enabled")
+    if fn is None:
+        return False
+    fn(bool(on))
+    return True
+
+
 # ---- op names (src: mixed formats) ------------------------------------------------------------------------------
 def op_key(name: str) -> str:
     """Comparable op key for names in any format: "aten::add.Tensor", "add", "aten::add" -> "add"."""

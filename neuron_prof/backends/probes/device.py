@@ -20,6 +20,7 @@ import numpy as np
 
 from neuron_prof.backends.probes._hostops import ThreadOps
 from neuron_prof.backends.probes._probe import Probe
+from neuron_prof.loaders.framework_mapping import host_op_for, parse_mapping
 from neuron_prof.model import Arg, Cat, ProcessKind, TrackKind
 
 if TYPE_CHECKING:
@@ -119,10 +120,34 @@ def _seqnr_index(view: HostView) -> dict[tuple[Any, int], int]:
 
 
 class KinetoDeviceLinkProbe(Probe):
-    """Launch flows for device events Kineto itself recorded (``privateuse1_driver``, kernels) that have none:
-    by ``External id`` shared with a host cpu_op, else by ``correlation`` with a runtime call."""
+    """Launch flows for device events Kineto itself recorded (``privateuse1_driver``, kernels) that have none.
+
+    A ``privateuse1_driver`` event carries ``nrt_sequence_id`` (Neuron 2.33 docs): with the runtime's framework
+    mapping (`mapping`, torch-neuronx-facts "Corrections") it is joined to the host op by autograd sequence
+    number (`framework_mapping.host_op_for`). Otherwise, as Kineto links CUDA work: by ``correlation`` with a
+    runtime call, else by an ``External id`` shared with a cpu_op (which the Neuron docs do not promise).
+    """
 
     name = "device_links"
+
+    def __init__(self, mapping: Callable[[], Any] | None = None,
+                 enable_mapping: Callable[[bool], bool] | None = None) -> None:
+        super().__init__()
+        self._mapping, self._enable = mapping, enable_mapping
+        self._enabled = False
+        self.index: dict[int, list[tuple[int, int | None, int | None]]] = {}
+
+    def start(self, ctx: CaptureContext) -> None:
+        if self._enable is not None:
+            self._enabled = bool(self._enable(True))
+
+    def stop(self, ctx: CaptureContext) -> None:
+        try:
+            self.index = parse_mapping(self._mapping()) if self._mapping is not None else {}
+        finally:
+            if self._enabled and self._enable is not None:
+                self._enabled = False
+                self._enable(False)
 
     def contribute(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView) -> None:
         from neuron_prof.model import KinetoCat
@@ -134,6 +159,8 @@ class KinetoDeviceLinkProbe(Probe):
         missing = [int(r) for r in dev if int(r) not in linked]
         if not missing:
             return
+        if self.index:
+            missing = self._by_mapping(builder, view, missing)
         ext: dict[Any, int] = {}
         for r in view.cat_rows(KinetoCat.CPU_OP):
             e = view.args(int(r)).get("External id")
@@ -151,3 +178,21 @@ class KinetoDeviceLinkProbe(Probe):
                 src = ext.get(a.get("External id"), -1)
             if src >= 0:
                 builder.add_flow(src, r, cat=Cat.DEVICE, name="launch")
+
+    def _by_mapping(self, builder: TraceBuilder, view: HostView, rows: list[int]) -> list[int]:
+        """Links rows whose ``nrt_sequence_id`` the mapping knows; returns the rows still unlinked."""
+        from neuron_prof.model import KinetoCat
+
+        ops = view.cat_rows(KinetoCat.CPU_OP)
+        seq = np.asarray([view.args(int(r)).get("Sequence number", -2) for r in ops], dtype=np.int64)
+        ts = view.ts[ops].astype(np.int64)
+        left = []
+        for r in rows:
+            nrt = view.args(r).get("nrt_sequence_id")
+            ids = self.index.get(nrt) if isinstance(nrt, int) else None
+            h = host_op_for([s for s, _, _ in ids], seq, ts, int(view.ts[r])) if ids else -1
+            if h >= 0:
+                builder.add_flow(int(ops[h]), r, cat=Cat.DEVICE, name="launch")
+            else:
+                left.append(r)
+        return left
