@@ -11,7 +11,7 @@ from rich.style import Style
 
 from neuron_prof.tui._fmt import fmt_ns
 from neuron_prof.tui.app import NeuronProfApp
-from neuron_prof.tui.widgets.timeline import LABEL_W, Timeline
+from neuron_prof.tui.widgets.timeline import Timeline
 from neuron_prof.tui.widgets.virtual_table import VirtualTable
 from tests.test_tui_shape import (
     CHURN_SIZES,
@@ -169,7 +169,7 @@ async def test_timeline_zoom_and_pan_keys() -> None:
         await pilot.press("plus", "shift+right")
         assert tl.t0 > 0
         # a click picks the lane and the time under the mouse
-        await pilot.click(Timeline, offset=(LABEL_W + 1 + 10, 2))
+        await pilot.click(Timeline, offset=(tl.label_width + 1 + 10, 2))
         assert tl.lane == 2
         assert abs(tl.cursor_ns - tl.time_of(10)) < 1
 

@@ -15,10 +15,11 @@ import numpy as np
 
 from neuron_prof.model import Trace, TrackKind
 
-# top-to-bottom order of lane kinds on the timeline
+# top-to-bottom order of lane kinds on the timeline: device work first (an MTIA trace has ~140 host
+# threads; its streams sat below all of them), then the threads of device processes (submission queues)
 LANE_ORDER = (
-    TrackKind.THREAD,
     TrackKind.DEVICE,
+    TrackKind.THREAD,
     TrackKind.COMPILE,
     TrackKind.FALLBACK,
     TrackKind.SYNC,
@@ -110,11 +111,46 @@ class Lane:
 
 
 def _label(trace: Trace, track: int, depth: int, multi_process: bool) -> str:
+    """A lane's name: "GPU 0 · stream 7" on a device (Kineto repeats the host program's name on device
+    processes; its label says which device), "python: thread 12 (main)" on a host thread."""
     t = trace.tracks[track]
-    name = t.name if depth == 0 else f"  └ depth {depth}"
-    if multi_process and depth == 0:
-        return f"{trace.processes[t.process].name}: {name}"
+    name = t.name.strip() if depth == 0 else f"  └ depth {depth}"
+    if depth:
+        return name
+    p = trace.processes[t.process]
+    if p.kind == "device" and p.labels:
+        return f"{p.labels} · {name}"
+    if multi_process:
+        return f"{p.name}: {name}"
     return name
+
+
+def _order_key(trace: Trace, i: int) -> tuple[int, int, int, int, int]:
+    t = trace.tracks[i]
+    kind = LANE_ORDER.index(t.kind) if t.kind in LANE_ORDER else len(LANE_ORDER)
+    on_device = 0 if trace.processes[t.process].kind == "device" else 1
+    sort = t.sort_index if isinstance(t.sort_index, int) else 0
+    return kind, on_device, t.process, sort, i
+
+
+def slice_lane(trace: Trace, rows: np.ndarray, origin: int, label: str, track: int, depth: int) -> Lane:
+    """A lane of slice `rows` (one track, one depth), sorted by start."""
+    s = trace.slices
+    r = rows[np.argsort(s.ts_ns[rows], kind="stable")]
+    st = s.ts_ns[r] - origin
+    en = np.maximum(st + s.dur_ns[r], st)
+    cum = np.zeros(len(r) + 1, dtype=np.int64)
+    np.cumsum(en - st, out=cum[1:])
+    kind = trace.tracks[track].kind
+    return Lane(label=label, kind=kind, track=track, depth=depth, starts=st, ends=en, rows=r.astype(np.int64),
+                cum=cum)
+
+
+def depth_lane(trace: Trace, depth: np.ndarray, origin: int, row: int) -> Lane:
+    """The lane of slice `row`'s track at its depth (for a jump to a slice deeper than the lanes shown)."""
+    track, d = int(trace.slices.track[row]), int(depth[row])
+    rows = np.flatnonzero((trace.slices.track == track) & (depth == d))
+    return slice_lane(trace, rows, origin, f"  └ depth {d}", track, d)
 
 
 def build_lanes(trace: Trace, depth: np.ndarray, origin: int, max_depth: int = 2) -> list[Lane]:
@@ -125,15 +161,7 @@ def build_lanes(trace: Trace, depth: np.ndarray, origin: int, max_depth: int = 2
     """
     s = trace.slices
     multi = len({t.process for t in trace.tracks}) > 1
-    order = sorted(
-        range(len(trace.tracks)),
-        key=lambda i: (
-            LANE_ORDER.index(trace.tracks[i].kind) if trace.tracks[i].kind in LANE_ORDER else len(LANE_ORDER),
-            trace.tracks[i].process,
-            trace.tracks[i].sort_index or 0,
-            i,
-        ),
-    )
+    order = sorted(range(len(trace.tracks)), key=lambda i: _order_key(trace, i))
     by_track = np.argsort(s.track, kind="stable")
     tr_sorted = s.track[by_track]
     c = trace.counters
@@ -163,23 +191,6 @@ def build_lanes(trace: Trace, depth: np.ndarray, origin: int, max_depth: int = 2
         deep = max_depth if kind in (TrackKind.THREAD, TrackKind.DEVICE) else 0
         for d in range(0, min(int(depth[rows].max()), deep) + 1):
             r = rows[depth[rows] == d]
-            if not len(r):
-                continue
-            r = r[np.argsort(s.ts_ns[r], kind="stable")]
-            st = s.ts_ns[r] - origin
-            en = np.maximum(st + s.dur_ns[r], st)
-            cum = np.zeros(len(r) + 1, dtype=np.int64)
-            np.cumsum(en - st, out=cum[1:])
-            lanes.append(
-                Lane(
-                    label=_label(trace, t, d, multi),
-                    kind=kind,
-                    track=t,
-                    depth=d,
-                    starts=st,
-                    ends=en,
-                    rows=r.astype(np.int64),
-                    cum=cum,
-                )
-            )
+            if len(r):
+                lanes.append(slice_lane(trace, r, origin, _label(trace, t, d, multi), t, d))
     return lanes

@@ -259,6 +259,7 @@ def op_view(trace: Trace, ops: OpTable) -> Table:
         "count": ops.calls,
         "avg_ns": ops.total_ns // np.maximum(ops.calls, 1),
         "op": np.arange(len(ops), dtype=np.int64),
+        "row": np.asarray(ops.longest, dtype=np.int64),
         "ts_ns": s.ts_ns[ops.longest],
         "track": s.track[ops.longest].astype(np.int64),
     }

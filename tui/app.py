@@ -113,8 +113,8 @@ class NeuronProfApp(App[int]):
         self.data: TuiData = TuiData(ranks=[])
         self.data_version = 0
         """Bumped when another rank is chosen: screens built for an older version recompose."""
-        self.pending_jump: tuple[int, int | None] | None = None
-        """(time, track) the timeline centres on when it is next shown."""
+        self.pending_jump: tuple[int, int | None, int | None] | None = None
+        """(time, track, slice row) the timeline centres on when it is next shown."""
         self.error: str | None = None
         self.shown_at: float | None = None
         """perf_counter() when the first view was painted with the loaded data (bench_tui reads it)."""
@@ -252,13 +252,13 @@ class NeuronProfApp(App[int]):
 
     # ---- navigation ----------------------------------------------------------------------------
     def show_view(self, view: str, focus_key: str | None = None) -> None:
-        """Switch to `view`; highlight the row matching `focus_key` (a call site or name) there."""
+        """Switch to `view`; filtered to the rows matching `focus_key` (a call site or name) there."""
         if not self.ready or view not in VIEW_NAMES:
             return
         self.switch_mode(view)
         if focus_key:
             screen = self.screen
-            self.call_after_refresh(lambda: getattr(screen, "focus_key", lambda k: None)(focus_key))
+            self.call_after_refresh(lambda: getattr(screen, "open_filtered", lambda k: None)(focus_key))
 
     def action_view(self, view: str) -> None:
         self.show_view(view)
@@ -270,9 +270,10 @@ class NeuronProfApp(App[int]):
         i = VIEW_NAMES.index(cur) if cur in VIEW_NAMES else 0
         self.show_view(VIEW_NAMES[(i + step) % len(VIEW_NAMES)])
 
-    def jump(self, ts_ns: int, track: int | None = None) -> None:
-        """Show the timeline centred on `ts_ns` with `track`'s lane selected."""
-        self.pending_jump = (ts_ns, track)
+    def jump(self, ts_ns: int, track: int | None = None, row: int | None = None) -> None:
+        """Show the timeline centred on `ts_ns` with `track`'s lane selected (slice `row`'s lane, when given,
+        even below the depths the timeline shows)."""
+        self.pending_jump = (ts_ns, track, row)
         if self.current_mode == "timeline":
             screen = self.screen
             getattr(screen, "_apply_pending_jump", lambda: None)()

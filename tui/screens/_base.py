@@ -130,18 +130,40 @@ class ViewScreen(Screen[None]):
     def action_filter(self) -> None:
         if self.table is None:
             return
+        self._filter_box().focus()
+
+    def _filter_box(self, value: str | None = None) -> Input:
+        """The filter box, shown (with `value` in it, when given)."""
         # mounted on first use: an Input costs ~50 ms of style work per view even when hidden
         found = self.query("#filter")
         if found:
             box = found.first(Input)
+            if value is not None:
+                box.value = value
         else:
-            box = Input(placeholder="filter (enter: keep, esc: clear)", id="filter")
+            box = Input(value or "", placeholder="filter (enter: keep, esc: clear)", id="filter")
             self.mount(box, before=self.query_one(KeyBar))
         box.remove_class("-hidden")
-        box.focus()
+        return box
+
+    def open_filtered(self, key: str) -> bool:
+        """Show only the rows matching `key` (a finding's call site or name), the best one highlighted; the
+        filter box says so and esc shows every row again. A key no row matches only highlights."""
+        t = self.table
+        if t is None or not key:
+            return False
+        t.filter(key)
+        if not len(t.order):
+            t.filter("")
+            return self.focus_key(key)
+        self._filter_box(key)
+        t.focus()
+        self.focus_key(key)
+        return True
 
     def on_input_changed(self, event: Input.Changed) -> None:
-        if event.input.id == "filter" and self.table is not None:
+        # a box filled by `open_filtered` reports its value too: the table is filtered already
+        if event.input.id == "filter" and self.table is not None and event.value != self.table.filter_text:
             self.table.filter(event.value)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -181,12 +203,20 @@ class ViewScreen(Screen[None]):
         track = int(t.value("track")) if "track" in t.data else None
         return int(t.value("ts_ns")), track
 
+    def jump_row(self) -> int | None:
+        """The slice row of the highlighted table row (column ``row``), when the table has one."""
+        t = self.table
+        if t is None or t.row < 0 or "row" not in t.data:
+            return None
+        row = int(t.value("row"))
+        return row if row >= 0 else None
+
     def action_jump(self) -> None:
         ts, track = self.jump_target()
         if ts is None:
             self.notify("Nothing here to show on the timeline.", severity="warning", markup=False)
             return
-        self.np_app.jump(ts, track)
+        self.np_app.jump(ts, track, self.jump_row())
 
 
 def detail(*parts: tuple[str, object]) -> list[tuple[str, str]]:

@@ -85,7 +85,9 @@ class CallsScreen(Screen[None]):
 
     def action_jump(self) -> None:
         if self.table.row >= 0:
-            self.app.jump(int(self.table.value("ts_ns")), int(self.table.value("track")))  # type: ignore[attr-defined]
+            self.app.jump(  # type: ignore[attr-defined]
+                int(self.table.value("ts_ns")), int(self.table.value("track")), int(self.table.value("row"))
+            )
 
     def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
         self.action_jump()

@@ -14,18 +14,20 @@ from textual.binding import Binding, BindingType
 from textual.widget import Widget
 from textual.widgets import Static
 
+from neuron_prof.tui._lanes import depth_lane
 from neuron_prof.tui._fmt import fmt_bytes, fmt_ns, fmt_ts, printable
 from neuron_prof.tui.screens._base import ViewScreen
 from neuron_prof.tui.widgets.timeline import LABEL_W, Timeline
 
 
-def axis_line(t0: float, t1: float, width: int, ticks: int = 4) -> str:
-    """Time labels (ms since the trace start) at 0, 1/4, ... 1 of the window, each at its own column."""
-    cells = max(1, width - LABEL_W - 1)
+def axis_line(t0: float, t1: float, width: int, ticks: int = 4, label_w: int = LABEL_W) -> str:
+    """Time labels (ms since the trace start) at 0, 1/4, ... 1 of the window, each at its own column
+    (`label_w`: the lanes' label column)."""
+    cells = max(1, width - label_w - 1)
     line = [" "] * width
     for k in range(ticks + 1):
         label = fmt_ts(t0 + (t1 - t0) * k / ticks, 0)
-        col = LABEL_W + 1 + round(cells * k / ticks)
+        col = label_w + 1 + round(cells * k / ticks)
         # the first label starts at its tick, the last ends at it, the others are centred on it
         start = col if k == 0 else col - len(label) if k == ticks else col - len(label) // 2
         start = max(0, min(start, width - len(label)))
@@ -64,8 +66,21 @@ class TimelineScreen(ViewScreen):
         target = self.np_app.pending_jump
         if target is not None and self.is_mounted:
             self.np_app.pending_jump = None
-            self.timeline.jump(*target)
+            ts, track, row = target
+            if row is not None:
+                self._show_lane_of(row)
+            self.timeline.jump(ts, track)
             self.timeline.focus()
+
+    def _show_lane_of(self, row: int) -> None:
+        """Add the lane of slice `row` when it is deeper than the lanes shown: a jump to aten::mm must not
+        land on its parent aten::matmul."""
+        tl, rank = self.timeline, self.rank
+        track = int(rank.trace.slices.track[row])
+        mine = [i for i, lane in enumerate(tl.lanes) if lane.track == track]
+        if not mine or any(int(tl.lanes[i].depth) == int(rank.depth[row]) for i in mine):
+            return
+        tl.insert_lane(mine[-1] + 1, depth_lane(rank.trace, rank.depth, rank.origin, row))
 
     def on_timeline_cursor_moved(self, _event: Timeline.CursorMoved) -> None:
         self._update()
@@ -76,7 +91,7 @@ class TimelineScreen(ViewScreen):
     def _update(self) -> None:
         tl = self.timeline
         width = tl.size.width or self.app.size.width
-        self.query_one("#axis", Static).update(Text(axis_line(tl.t0, tl.t1, width), style="dim"))
+        self.query_one("#axis", Static).update(Text(axis_line(tl.t0, tl.t1, width, label_w=tl.label_width), style="dim"))
         status = Text()
         status.append("cursor ", style="dim")
         status.append(fmt_ts(tl.cursor_ns, 0), style="bold")  # the timeline counts from the trace start

@@ -25,6 +25,15 @@ from neuron_prof.tui._fmt import printable
 from neuron_prof.tui._lanes import BARS, SHADES, Lane
 
 LABEL_W = 22
+"""The narrowest label column; it widens to the longest lane label, up to a third of the width."""
+
+
+def fit_label(label: str, width: int) -> str:
+    """A lane label in `width` cells: the device prefix ("MTIA 17 · ") goes first, then the end is cut,
+    so "Stream 107" and "Stream 107 Submission Queue" stay apart at 80 columns."""
+    if len(label) > width and " · " in label:
+        label = label.split(" · ", 1)[1]
+    return (label[: width - 1] + "…") if len(label) > width else label.ljust(width)
 PALETTE = (
     "#4e9ae6",
     "#e6a04e",
@@ -93,7 +102,7 @@ class Timeline(ScrollView, can_focus=True):
     ) -> None:
         super().__init__(id=id)
         self.origin = origin
-        self.lanes = lanes
+        self.lanes = list(lanes)
         self.name_ids = name_ids
         """Name string id per slice row (trace.slices.name)."""
         self.strings = strings
@@ -104,11 +113,17 @@ class Timeline(ScrollView, can_focus=True):
         self.lane = 0
         self._cache: dict[int, tuple[str, list[Style]]] = {}
         self._cache_key: tuple[float, float, int] | None = None
+        self._longest = max((len(printable(lane.label)) for lane in lanes), default=0)
 
     # ---- geometry ------------------------------------------------------------------------------
     @property
+    def label_width(self) -> int:
+        """Cells of the label column: the longest label, at least LABEL_W and at most a third of the width."""
+        return max(LABEL_W, min(self._longest, (self.size.width or 80) // 3))
+
+    @property
     def cells(self) -> int:
-        return max(1, self.size.width - LABEL_W - 1)
+        return max(1, self.size.width - self.label_width - 1)
 
     def cell_of(self, t: float) -> int:
         return int((t - self.t0) / (self.t1 - self.t0) * self.cells)
@@ -161,6 +176,15 @@ class Timeline(ScrollView, can_focus=True):
         self.set_window(t_ns - w / 2, t_ns + w / 2)
         self.cursor_ns = float(t_ns)
         self._changed()
+
+    def insert_lane(self, index: int, lane: Lane) -> None:
+        """Show `lane` at position `index` (a deeper lane a jump needs)."""
+        self.lanes.insert(index, lane)
+        self._longest = max(self._longest, len(printable(lane.label)))
+        self._cache.clear()
+        self._cache_key = None
+        self.virtual_size = Size(self.size.width, len(self.lanes))
+        self.refresh()
 
     def _changed(self) -> None:
         self.post_message(self.CursorMoved(self))
@@ -271,8 +295,7 @@ class Timeline(ScrollView, can_focus=True):
             return Strip.blank(width, base)
         lane = self.lanes[i]
         selected = i == self.lane
-        label = printable(lane.label)
-        label = (label[: LABEL_W - 1] + "…") if len(label) > LABEL_W else label.ljust(LABEL_W)
+        label = fit_label(printable(lane.label), self.label_width)
         segs = [
             Segment(label, base + Style(bold=selected, reverse=selected and self.has_focus)),
             Segment("│", base),
@@ -295,7 +318,7 @@ class Timeline(ScrollView, can_focus=True):
         lane = self.scroll_offset.y + event.y
         if 0 <= lane < len(self.lanes):
             self.lane = lane
-        cell = event.x - LABEL_W - 1
+        cell = event.x - self.label_width - 1
         if 0 <= cell < self.cells:
             self.cursor_ns = self.time_of(cell)
         self.refresh()
