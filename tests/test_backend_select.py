@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -35,9 +39,36 @@ def test_hint_module_tensor_device() -> None:
     assert get_backend(hint=torch.device("cuda")).name == "cuda"
 
 
-def test_auto_from_what_is_available() -> None:
-    import sys
+# The README: `backend` defaults to "from `hint` (a model or tensor) or what is installed". Written by hand:
+# (torch_neuronx installed, CUDA available, hint) -> backend.
+AUTO_TABLE = [
+    (False, False, None, "cpu"),
+    (True, False, None, "neuron"),
+    (False, True, None, "cuda"),
+    (True, False, "cpu", "cpu"),  # a hint wins over what is installed
+    (False, True, "cpu", "cpu"),
+    (False, False, "neuron:0", "neuron"),
+    (False, False, "cuda:1", "cuda"),
+]
 
-    # torch_neuronx (or a look-alike registered under its name by an earlier test) wins; this machine has no CUDA
-    expected = "neuron" if "torch_neuronx" in sys.modules else "cuda" if torch.cuda.is_available() else "cpu"
-    assert get_backend().name == expected
+
+@pytest.fixture()
+def no_torch_neuronx() -> Iterator[None]:
+    """No torch_neuronx in sys.modules during the test (a look-alike an earlier test left is put back)."""
+    saved = sys.modules.pop("torch_neuronx", None)
+    yield
+    sys.modules.pop("torch_neuronx", None)
+    if saved is not None:
+        sys.modules["torch_neuronx"] = saved
+
+
+@pytest.mark.usefixtures("no_torch_neuronx")
+@pytest.mark.parametrize(("neuronx", "cuda", "hint", "expected"), AUTO_TABLE)
+def test_auto_from_hint_or_what_is_installed(neuronx: bool, cuda: bool, hint: str | None, expected: str,
+                                            tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if neuronx:  # an installed package of that name on sys.path
+        (tmp_path / "torch_neuronx").mkdir()
+        (tmp_path / "torch_neuronx" / "__init__.py").write_text("")
+        monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    assert get_backend(hint=torch.zeros(1) if hint == "cpu" else hint).name == expected

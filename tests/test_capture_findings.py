@@ -23,7 +23,11 @@ def test_findings_written_into_both_files(tmp_path) -> None:
             p.step()
     assert p.trace is not None and p.trace.findings
     kinds = {f["kind"] for f in p.trace.findings}
-    assert "recompile" in kinds or "shape_churn" in kinds, kinds
+    by_kind = {f["kind"]: f for f in p.trace.findings}
+    # five sizes, dynamic=False: one first compile, then a recompile for each of the four new sizes
+    assert {"first_call_compile", "recompile", "shape_churn"} <= kinds, kinds
+    assert by_kind["first_call_compile"]["count"] == 1 and by_kind["recompile"]["count"] == 4
+    assert by_kind["shape_churn"]["count"] == 5 and by_kind["shape_churn"]["evidence"]["values"] == [1, 2, 3, 4, 5]
     for path in (out, tmp_path / "trace.pftrace"):
         loaded = neuron_prof.load(path)
         assert [f["kind"] for f in loaded.findings] == [f["kind"] for f in p.trace.findings]

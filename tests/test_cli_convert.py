@@ -41,9 +41,14 @@ def test_convert_errors_exit_2_without_traceback(captured_json: Path, tmp_path: 
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["convert", str(tmp_path / "nope.json"), str(tmp_path / "x.pftrace")]) == 2
     assert main(["convert", str(captured_json), str(tmp_path / "x.txt")]) == 2
-    assert main(["convert", str(captured_json), str(tmp_path / "no-dir" / "deeper" / "x.pftrace")]) in (0, 2)
     err = capsys.readouterr().err
     assert "nope.json" in err and "x.txt" in err and "Traceback" not in err
+    # the README: writing a converted trace somewhere impossible is one line and exit 2 (no folder is made)
+    deep = tmp_path / "no-dir" / "deeper" / "x.pftrace"
+    assert main(["convert", str(captured_json), str(deep)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"neuron-prof: error: {deep}: cannot write: No such file or directory\n"
+    assert not (tmp_path / "no-dir").exists()
 
 
 def test_convert_subprocess(captured_json: Path, tmp_path: Path) -> None:

@@ -180,7 +180,11 @@ def test_summary_json_stays_clean_on_a_damaged_file(tmp_path: Path, capsys: pyte
     assert main(["summary", str(path), "--json"]) == 0
     out, err = capsys.readouterr()
     doc = json.loads(out)  # warnings never mixed into the JSON on stdout
-    assert doc["totals"]["slices"] if "slices" in doc["totals"] else "findings" in doc
+    # the 40 events before the cut (op0..op39, 5 us each) are summarised, and the cut is a warning on stderr
+    assert doc["totals"]["events"]["slices"] == 40 and doc["totals"]["host_busy_ns"] == 40 * 5_000
+    top = doc["totals"]["top_ops"]
+    assert top and {o["name"] for o in top} <= {f"op{i}" for i in range(40)}
+    assert all((o["count"], o["total_ns"]) == (1, 5_000) for o in top)
     assert "truncated" in err
 
 
