@@ -12,12 +12,9 @@ import pytest
 
 from neuron_prof.analysis import KINDS, SEVERITIES, report
 from neuron_prof.analysis._diff import diff
+from neuron_prof.loaders import load
 from neuron_prof.model import KinetoCat
 from tests.conftest import kineto_traces
-
-pytest.importorskip("neuron_prof.loaders.kineto_json", reason="the Kineto JSON loader has not landed yet")
-
-from neuron_prof.loaders import load  # noqa: E402
 
 SYNC_NAMES = {
     "cudaStreamSynchronize",

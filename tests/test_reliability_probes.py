@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -323,6 +324,10 @@ def test_exit_code_and_output_unchanged_with_every_probe_failing(tmp_path: Path)
     assert neuron_prof.load(tmp_path / "trace.json").metadata["capture_exit"] == "ok"
 
 
+_GARBAGE_SURVIVED = threading.Event()
+"""Set by the garbage sampler's reader once it was asked again after two garbage answers."""
+
+
 class _SamplerBackend(CpuBackend):
     """The CPU adapter with a memory sampler whose reader answers well once, then returns garbage."""
 
@@ -335,6 +340,8 @@ class _SamplerBackend(CpuBackend):
 
         def read(d: int) -> Any:
             calls.append(d)
+            if len(calls) >= 5:  # the third garbage answer asked for: the thread survived two
+                _GARBAGE_SURVIVED.set()
             return (1024, 2048) if len(calls) <= 2 else 42  # 42: not a tuple
 
         return [MemoryProbe("cpu", lambda: 1, read)]
@@ -345,8 +352,6 @@ register_backend("garbage_sampler", f"{__name__}:_SamplerBackend")
 
 def test_memory_sampler_reader_returning_garbage_prints_nothing(tmp_path: Path, REF: list[float],
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    import threading
-
     died: list[str] = []  # what Python would print as "Exception in thread neuron-prof-memory: Traceback..."
     monkeypatch.setattr(threading, "excepthook", lambda a: died.append(f"{a.thread.name}: {a.exc_type.__name__}"))
     model, opt = tiny_model()
@@ -355,9 +360,11 @@ def test_memory_sampler_reader_returning_garbage_prints_nothing(tmp_path: Path, 
         with neuron_prof.profile(tmp_path / "t.json", backend="garbage_sampler", quiet=True, with_stack=False,
                                  memory_interval_ms=1.0) as prof:
             losses = []
+            _GARBAGE_SURVIVED.clear()
             for i in range(2):
                 losses.append(train_step(model, opt, i))
-                time.sleep(0.02)  # the sampler runs (and meets the garbage) while the program does
+                if i == 0:  # the sampler meets the garbage (and keeps sampling) while the program runs
+                    assert _GARBAGE_SURVIVED.wait(timeout=30)
                 prof.step()
     assert losses == REF
     assert neuron_prof.load(tmp_path / "t.json").n_events > 0
