@@ -185,7 +185,7 @@ def fallback_table(trace: Trace, findings: Sequence[Finding] = (), ctx: Context 
     Columns: call_site, name (the op that fell back), called_as (the outermost op the user's call went
     through, else the op), chain ("called_as → ... → name"), names (what `/` matches: the call site and
     every name the finding answers to, `neuron_prof.analysis.fallback_names`), count, total_ns, share (of
-    wall time), copy_bytes, module, stack, ts_ns, track.
+    wall time), copy_bytes, module, stack, rows (the fallbacks' slice rows), ts_ns, track.
     """
     rows = trace.slices_on(TrackKind.FALLBACK)
     s = trace.slices
@@ -211,7 +211,9 @@ def fallback_table(trace: Trace, findings: Sequence[Finding] = (), ctx: Context 
                 "track": int(s.track[r]),
                 "module": _text(a.get(Arg.MODULE)),
                 "stack": _text(a.get(Arg.STACK)),
+                "rows": [],
             }
+        g["rows"].append(int(r))
         g["total"] += int(s.dur_ns[r])
         g["count"] += 1
         cb = a.get(Arg.COPY_BYTES)
@@ -236,6 +238,7 @@ def fallback_table(trace: Trace, findings: Sequence[Finding] = (), ctx: Context 
         "copy_bytes": np.array([g["bytes"] for g in vals], dtype=np.int64),
         "module": _obj([g["module"] for g in vals]),
         "stack": _obj([g["stack"] for g in vals]),
+        "rows": _obj([g["rows"] for g in vals]),
         "ts_ns": np.array([g["ts"] for g in vals], dtype=np.int64),
         "track": np.array([g["track"] for g in vals], dtype=np.int64),
     }
@@ -263,6 +266,16 @@ def op_view(trace: Trace, ops: OpTable) -> Table:
         "ts_ns": s.ts_ns[ops.longest],
         "track": s.track[ops.longest].astype(np.int64),
     }
+
+
+def slices_table(trace: Trace, rows: Sequence[int] | np.ndarray) -> Table:
+    """Slices `rows` (the compiles of one signature, the fallbacks at one call site), longest first, with
+    the columns of `calls_table` (self time: the whole duration, these are probe spans)."""
+    r = np.asarray(rows, dtype=np.int64)
+    s = trace.slices
+    r = r[np.argsort(-s.dur_ns[r], kind="stable")]
+    return {"row": r, "ts_ns": s.ts_ns[r], "dur_ns": s.dur_ns[r], "self_ns": s.dur_ns[r],
+            "track": s.track[r].astype(np.int64)}
 
 
 def calls_table(trace: Trace, ops: OpTable, op: int) -> Table:

@@ -305,10 +305,13 @@ class NeuronProfApp(App[int]):
         if not self.ready:
             return "Loading: the Perfetto hint comes once the trace is open."
         src = self.data.rank.source
+        # the native trace opens faster and shows the probe tracks best: name it when it lies beside
+        pf = Path(src).with_suffix("").with_suffix(".pftrace") if src.endswith((".json", ".json.gz")) else None
+        file = str(pf) if pf is not None and pf.is_file() else src
         return (
-            f"Open in the Perfetto UI: run `neuron-prof open {src}` (serves it to https://ui.perfetto.dev "
-            f"from this machine), or copy the file and drag it onto https://ui.perfetto.dev."
+            f"{file}: run `neuron-prof open {file}` (serves it to https://ui.perfetto.dev from this machine), "
+            f"or copy {os.path.basename(file)} and drag it onto https://ui.perfetto.dev."
         )
 
     def action_perfetto(self) -> None:
-        self.notify(self.perfetto_hint(), title="Perfetto UI", timeout=15, markup=False)
+        self.notify(self.perfetto_hint(), title="Open in the Perfetto UI", timeout=15, markup=False)

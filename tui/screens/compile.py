@@ -9,8 +9,9 @@ from typing import Any
 from textual.widget import Widget
 
 from neuron_prof.tui._fmt import fmt_int, fmt_ns
-from neuron_prof.tui._shape import no_compile_reason, plan_text
+from neuron_prof.tui._shape import no_compile_reason, plan_text, slices_table
 from neuron_prof.tui.screens._base import Detail, ViewScreen, detail
+from neuron_prof.tui.screens.ops import CallsScreen
 from neuron_prof.tui.widgets.tree_table import TreeTable
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 
@@ -47,10 +48,13 @@ class CompileScreen(ViewScreen):
         return self.table
 
     def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
-        """Enter: expand or collapse an op; on a signature row, jump to its first compile on the timeline."""
+        """Enter: expand or collapse an op; on a signature row, list its compiles (t on one: the timeline)."""
         event.stop()
-        if self.tree.value("parent", event.row) >= 0:
-            self.action_jump()
+        d = self.tree.data
+        if d["parent"][event.row] >= 0:
+            what = f"compiles at {d['where'][event.row]} of "
+            data = slices_table(self.rank.trace, d["rows"][event.row])
+            self.app.push_screen(CallsScreen(self.rank, data, f"{d['name'][event.row]} {d['signature'][event.row]}", what))
         else:
             self.tree.toggle(event.row)
 

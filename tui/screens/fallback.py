@@ -13,7 +13,9 @@ from textual.widget import Widget
 from neuron_prof.analysis import norm_op
 from neuron_prof.tui._absent import no_fallback_reason
 from neuron_prof.tui._fmt import fmt_bytes, fmt_int, fmt_ns, fmt_share
+from neuron_prof.tui._shape import slices_table
 from neuron_prof.tui.screens._base import Detail, ViewScreen, detail
+from neuron_prof.tui.screens.ops import CallsScreen
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 
 
@@ -64,4 +66,8 @@ class FallbackScreen(ViewScreen):
         pane.show(rows)
 
     def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
-        self.action_jump()
+        """Enter: every fallback at this line, longest first (t on one: the timeline)."""
+        d = self.rank.fallbacks
+        data = slices_table(self.rank.trace, d["rows"][event.row])
+        what = f"fallbacks at {d['call_site'][event.row] or '(line unknown)'} of "
+        self.app.push_screen(CallsScreen(self.rank, data, str(d["name"][event.row]), what))

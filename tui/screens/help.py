@@ -21,8 +21,9 @@ KEYS = (
     ("↑ ↓ pgup pgdn home end", "move in a table"),
     (
         "enter",
-        "drill in: a finding opens its view, an op lists its calls, a rank becomes the shown rank; "
-        "in compile stalls an op expands to its signatures and call sites",
+        "drill in: a finding opens its view filtered to it (esc clears the filter), an op lists its calls, "
+        "a compile signature lists its compiles, a fallback line its fallbacks, a rank becomes the shown "
+        "rank; in compile stalls an op expands to its signatures and call sites",
     ),
     ("→ ←", "compile stalls: expand / collapse the highlighted op"),
     ("t", "jump to the highlighted row's place and time on the timeline"),

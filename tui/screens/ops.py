@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
+import numpy as np
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -45,23 +46,24 @@ class OpsScreen(ViewScreen):
 
     def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
         t = event.table
-        self.app.push_screen(CallsScreen(self.rank, int(t.value("op")), str(t.value("name"))))
+        self.app.push_screen(CallsScreen(self.rank, self.rank.calls(int(t.value("op"))), str(t.value("name"))))
 
 
 class CallsScreen(Screen[None]):
     """Every call of one op, longest first (a virtual table: a million calls page like ten): the calls the
-    ops view counts, so an op re-dispatched under itself is listed once, with its outer span's times."""
+    ops view counts, so an op re-dispatched under itself is listed once, with its outer span's times.
+    The compile and fallback views list the compiles of a signature and the fallbacks at a line here too."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,backspace", "app.pop_screen", "Back"),
         Binding("t", "jump", "Timeline jump"),
     ]
 
-    def __init__(self, rank: RankData, op: int, name: str) -> None:
+    def __init__(self, rank: RankData, data: dict[str, np.ndarray], name: str, what: str = "calls of ") -> None:
         super().__init__()
         self.rank = rank
         self.op_name = name
-        data = rank.calls(op)
+        self.what = what
         tracks = rank.trace.tracks
         origin = rank.origin
         cols = [
@@ -73,7 +75,7 @@ class CallsScreen(Screen[None]):
         self.table = VirtualTable(cols, data, filter_key="track", id="calls")
 
     def compose(self) -> ComposeResult:
-        title = Text("calls of ", style="bold")
+        title = Text(self.what, style="bold")
         title.append(printable(self.op_name))
         title.append(f"  ({len(self.table.order):,})", style="dim")
         yield Static(title, id="calls-title")
