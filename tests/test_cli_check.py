@@ -91,8 +91,12 @@ def test_default_gate_is_critical_findings(
 
 def test_bad_input_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", str(tmp_path / "nope.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    # one line naming the file and what is wrong with it
+    assert err == f"neuron-prof: error: {tmp_path / 'nope.json'}: no such file", err
     assert main(["check", str(tmp_path / "nope.json"), "--max-fallback-share", "2"]) == 2
-    capsys.readouterr()
+    err = capsys.readouterr().err
+    assert "--max-fallback-share" in err and "0<=x<=1" in err, err
 
 
 def test_subprocess_smoke(traces: dict[str, Path]) -> None:

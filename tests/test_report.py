@@ -255,7 +255,6 @@ def test_findings_table_lists_every_finding_most_costly_first() -> None:
 def test_cli_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from neuron_prof.cli import main
 
-    pytest.importorskip("neuron_prof.loaders.kineto_json")
     src = tmp_path / "t.json"
     src.write_bytes(
         orjson.dumps(
@@ -310,7 +309,6 @@ def _union_brute(iv: list[tuple[int, int]]) -> int:
 
 
 def test_report_on_real_kineto_traces(kineto_trace: Path) -> None:
-    pytest.importorskip("neuron_prof.loaders.kineto_json", reason="the Kineto JSON loader has not landed")
     from neuron_prof.analysis import Context, report
     from neuron_prof.analysis._idle import device_rows
     from neuron_prof.loaders import load

@@ -107,7 +107,6 @@ def test_demo_like_report_with_hostile_names(chromium: Chromium, tmp_path: Path)
 
 
 def test_kineto_reports(chromium: Chromium, tmp_path: Path) -> None:
-    pytest.importorskip("neuron_prof.loaders.kineto_json", reason="the Kineto JSON loader has not landed")
     from neuron_prof.analysis import report
     from neuron_prof.loaders import load
 

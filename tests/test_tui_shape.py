@@ -28,9 +28,11 @@ CHURN_SIZES = (100, 120, 128, 200, 256)
 """With churn=True, aten::add.Tensor compiles once per sequence length, one per step from step 1."""
 
 
-def demo_like_trace(rank: int | None = 0, *, slow: float = 1.0, churn: bool = False) -> Trace:
+def demo_like_trace(rank: int | None = 0, *, slow: float = 1.0, churn: bool = False, site_dir: str = "") -> Trace:
     """A small training trace with the demo's problems: a big first-call compile, recompiles with
-    reasons, CPU fallbacks at two call sites, syncs, a collective per step, memory counters."""
+    reasons, CPU fallbacks at two call sites, syncs, a collective per step, memory counters.
+
+    `site_dir` goes before every call site's file ("/home/me/project/" gives the long paths a user has)."""
     b = TraceBuilder()
     host = b.process(100 + (rank or 0), name=f"host rank {rank}", rank=rank)
     main = b.thread_track(100 + (rank or 0), 1, "MainThread")
@@ -60,7 +62,7 @@ def demo_like_trace(rank: int | None = 0, *, slow: float = 1.0, churn: bool = Fa
                     Arg.COMPILE_KIND: "eager",
                     Arg.SIGNATURE: "(f32[8,128], f32[128,128])",
                     Arg.CACHE: "miss",
-                    Arg.CALL_SITE: "train.py:42",
+                    Arg.CALL_SITE: site_dir + "train.py:42",
                     Arg.MODULE: "model.mlp",
                 },
             )
@@ -76,7 +78,7 @@ def demo_like_trace(rank: int | None = 0, *, slow: float = 1.0, churn: bool = Fa
                     Arg.COMPILE_KIND: "torch.compile",
                     Arg.SIGNATURE: f"seq={64 * step}",
                     Arg.CACHE: "miss",
-                    Arg.CALL_SITE: "train.py:50",
+                    Arg.CALL_SITE: site_dir + "train.py:50",
                     Arg.RECOMPILE_REASON: f"tensor 'x' size mismatch at index 1. "
                     f"expected {64 * (step - 3) or 64}, actual {64 * step}",
                 },
@@ -95,21 +97,21 @@ def demo_like_trace(rank: int | None = 0, *, slow: float = 1.0, churn: bool = Fa
             FALLBACK_OP,
             Cat.FALLBACK,
             {
-                Arg.CALL_SITE: FALLBACK_SITE,
+                Arg.CALL_SITE: site_dir + FALLBACK_SITE,
                 Arg.MODULE: "model.head",
                 Arg.COPY_BYTES: 4096,
                 Arg.STACK: ["train.py:60 in step", "model.py:88 in forward"],
             },
         )
         if step % 2 == 0:
-            b.add_slice(fb, c + 10 * MS, MS, "aten::nonzero", Cat.FALLBACK, {Arg.CALL_SITE: "data.py:12"})
+            b.add_slice(fb, c + 10 * MS, MS, "aten::nonzero", Cat.FALLBACK, {Arg.CALL_SITE: site_dir + "data.py:12"})
         b.add_slice(
             sync,
             c + 12 * MS,
             MS // 2,
             "aten::item",
             Cat.SYNC,
-            {Arg.SYNC_KIND: "item", Arg.CALL_SITE: "train.py:70"},
+            {Arg.SYNC_KIND: "item", Arg.CALL_SITE: site_dir + "train.py:70"},
         )
         b.add_slice(
             coll,
@@ -131,7 +133,7 @@ def demo_like_trace(rank: int | None = 0, *, slow: float = 1.0, churn: bool = Fa
                     Arg.COMPILE_KIND: "eager",
                     Arg.SHAPES: [[8, n], [8, n]],
                     Arg.CACHE: "miss",
-                    Arg.CALL_SITE: "model.py:30",
+                    Arg.CALL_SITE: site_dir + "model.py:30",
                 },
             )
         b.add_counter(mem, c, (1 + step % 3) * 1e8)

@@ -23,7 +23,6 @@ async def _visit_all_views(app: NeuronProfApp, pilot) -> dict[str, str]:  # type
 
 
 async def test_opens_every_kineto_trace(kineto_trace: Path) -> None:
-    pytest.importorskip("neuron_prof.loaders.kineto_json", reason="JSON loader not in this tree yet")
     from neuron_prof.loaders import load
 
     wall = load(kineto_trace).wall_ns

@@ -26,15 +26,20 @@ class OpsScreen(ViewScreen):
     """Every op name with its self and total time; `s` changes the sort column."""
 
     VIEW = "ops"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("right", "pan(8)", "Scroll names", key_display="←→"),
+        Binding("left", "pan(-8)", "Scroll names", show=False),
+    ]
 
     def compose_body(self) -> Iterable[Widget]:
+        # narrow screens drop mean, then calls, then "on": whole columns, never a cut number or header
         cols = [
-            Column("name", "op", 0),
-            Column("where", "on", 6),
-            Column("self_ns", "self", 10, fmt_ns, right=True),
-            Column("total_ns", "total", 10, fmt_ns, right=True),
-            Column("count", "calls", 9, fmt_int, right=True),
-            Column("avg_ns", "mean", 10, fmt_ns, right=True),
+            Column("name", "op", 0, min_width=24),
+            Column("where", "on", 6, drop=1),
+            Column("self_ns", "self", 9, fmt_ns, right=True),
+            Column("total_ns", "total", 9, fmt_ns, right=True),
+            Column("count", "calls", 8, fmt_int, right=True, drop=2),
+            Column("avg_ns", "mean", 9, fmt_ns, right=True, drop=3),
         ]
         self.table = VirtualTable(cols, self.rank.ops, filter_key="name", id="ops")
         self.table.sort_key = "self_ns"
@@ -43,6 +48,11 @@ class OpsScreen(ViewScreen):
     def ready(self) -> None:
         if self.table is not None:
             self.table.focus()
+
+    def action_pan(self, cells: int) -> None:
+        """← →: scroll the op names (C++ kernel names run to hundreds of characters)."""
+        if self.table is not None:
+            self.table.action_pan(cells)
 
     def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
         t = event.table

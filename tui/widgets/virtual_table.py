@@ -92,6 +92,8 @@ class VirtualTable(ScrollView, can_focus=True):
         self._uniq: tuple[np.ndarray, np.ndarray] | None = None
         self.empty_text = ""
         """What the table says in place of rows when it has none (what is absent, and why)."""
+        self.pan = 0
+        """Characters cut from the start of the width-0 column's text (← → pan long names; numbers stay)."""
         self.set_data(data if data is not None else {c.key: np.zeros(0) for c in columns})
 
     # ---- data ---------------------------------------------------------------------------------
@@ -195,7 +197,13 @@ class VirtualTable(ScrollView, can_focus=True):
 
     def cell_text(self, col: Column, row: int) -> str:
         """The text of column `col` at data row `row`, before it is fitted to the column's width."""
-        return col.fmt(self.data[col.key][row])
+        text = col.fmt(self.data[col.key][row])
+        return text[self.pan :] if self.pan and not col.width else text
+
+    def action_pan(self, cells: int) -> None:
+        """Pan the width-0 column's text (long op and kernel names) by `cells`; the other columns stay."""
+        self.pan = max(0, self.pan + cells)
+        self.refresh()
 
     # ---- layout and rendering -----------------------------------------------------------------------
     def _resize(self) -> None:
@@ -215,6 +223,8 @@ class VirtualTable(ScrollView, can_focus=True):
             cells = []
             for c, w in shown:
                 title = c.title + ("▼" if c.key == self.sort_key else "")
+                if not c.width and self.pan:
+                    title += f" (from character {self.pan + 1})"
                 cells.append(cell(title, w, c.right))
             text = " ".join(cells)
             style = base + Style(bold=True, underline=True)
