@@ -92,6 +92,7 @@ class DaskRunner:
 
     def __enter__(self) -> DaskRunner:
         try:
+            import dask
             from dask.distributed import Client, LocalCluster
         except ImportError:  # pragma: no cover - a dependency; only a broken install lacks it
             raise UsageError("the job summary runs on Dask: pip install 'dask[distributed]'") from None
@@ -99,7 +100,9 @@ class DaskRunner:
         try:
             if self.scheduler:
                 try:
-                    self._client = Client(self.scheduler, timeout="15s")
+                    # how long to wait for it: dask's own setting (DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT)
+                    self._client = Client(self.scheduler,
+                                          timeout=dask.config.get("distributed.comm.timeouts.connect"))
                 except (OSError, TimeoutError) as e:
                     raise UsageError(f"--scheduler {self.scheduler}: cannot connect ({error_line(e)})") from None
                 self.workers = len(self._client.scheduler_info().get("workers", {})) or self.workers

@@ -1,7 +1,7 @@
 """Cross-rank findings of a job, from the ranks' pieces alone (no rank is loaded here).
 
   straggler          a rank arriving last at collectives, and what it did before (neuron_prof.analysis)
-  step_skew          steady step time differs across ranks: the slowest ranks
+  step_skew          steady step time differs across ranks (beyond each rank's own step-to-step variation)
   rank_compiles      ranks compiling what (or more often than) the other ranks do not
   rank_fallbacks     ranks falling back to the CPU where the others do not
   collective_spread  the collectives whose arrival spread (first to last rank) costs most
@@ -40,7 +40,11 @@ def step_skew(pieces: list[RankPiece]) -> list[Finding]:
     typical = float(np.median(list(med.values())))
     slow = sorted(med, key=lambda r: -med[r])
     skew = (med[slow[0]] - med[slow[-1]]) / max(typical, 1)
-    if skew < SKEW_MIN:
+    # a rank's step times vary from step to step too: slower than the others by less than its own
+    # variation (half its p10-p90 range) is noise
+    own = next(p.step_ns for p in pieces if p.rank == slow[0])
+    jitter = float(np.percentile(own, 90) - np.percentile(own, 10)) / 2
+    if skew < SKEW_MIN or med[slow[0]] - typical <= jitter:
         return []
     steps = int(np.median([len(p.step_ns) for p in pieces if len(p.step_ns)]))
     cost = int((med[slow[0]] - typical) * steps)

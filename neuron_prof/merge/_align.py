@@ -17,8 +17,8 @@ from neuron_prof.analysis._collective_match import RankCollectives, match
 MIN_MATCHES = 2
 """Fewer matched collectives than this and the estimate is not trusted."""
 TOLERANCE_NS = 100_000
-"""Residuals below this (or a quarter of the median collective, or GAP_FRACTION of the median spacing
-between collectives) count as agreement."""
+"""Residuals below this (or a quarter of the median collective on the rank or the reference, whichever waits
+longer in it, or GAP_FRACTION of the median spacing between collectives) count as agreement."""
 GAP_FRACTION = 0.05
 
 
@@ -65,7 +65,9 @@ def estimate_offsets(per_rank: dict[int, RankCollectives], user: dict[int, int] 
         deltas = (end_ref - end_r).astype(np.int64)
         off = int(np.median(deltas))
         resid = np.abs(deltas - off)
-        dur = np.median(per_rank[r].end_ns[mat[:, j]] - per_rank[r].start_ns[mat[:, j]])
+        # the collective as long as the waiting rank sees it: a late rank barely waits in its collectives
+        dur = max(np.median(per_rank[r].end_ns[mat[:, j]] - per_rank[r].start_ns[mat[:, j]]),
+                  np.median(per_rank[ref].end_ns[mat[:, 0]] - per_rank[ref].start_ns[mat[:, 0]]))
         gap = np.median(np.diff(np.sort(end_ref))) if len(end_ref) > 1 else 0
         # Host-measured exits jitter by scheduling (ms on a loaded machine); what must not happen is a
         # residual comparable to the spacing of collectives, which means they were matched wrongly.
