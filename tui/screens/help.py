@@ -54,7 +54,3 @@ class HelpScreen(ModalScreen[None]):
         with VerticalScroll(id="help"):
             yield Static(title)
             yield Static(grid)
-
-    def on_mount(self) -> None:
-        # focused, the box scrolls with the keys: at 80x24 the last lines are below its edge
-        self.query_one("#help").focus()
