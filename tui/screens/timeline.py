@@ -14,8 +14,8 @@ from textual.binding import Binding, BindingType
 from textual.widget import Widget
 from textual.widgets import Static
 
-from neuron_prof.tui._lanes import depth_lane
 from neuron_prof.tui._fmt import fmt_bytes, fmt_ns, fmt_ts, printable
+from neuron_prof.tui._lanes import depth_lane
 from neuron_prof.tui.screens._base import ViewScreen
 from neuron_prof.tui.widgets.timeline import LABEL_W, Timeline
 
