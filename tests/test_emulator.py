@@ -7,6 +7,7 @@ Tests needing a fresh process (disk cache across runs, enable() refusals, DDP) r
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -475,8 +476,30 @@ def test_module_has_torch_neuronx_names_and_shapes(tnx, cfg: EmulatorConfig) -> 
         "torch_neuronx_compile_us",
     }
     assert torch.neuron.device_count() == 1 and torch.neuron.get_device_properties(0).total_memory > 0
-    samples = tnx._C._neuron_metric_data("CompilationCache.CompilationTime")
-    assert samples is not None and {"timestamp_ns", "value"} == set(samples["samples"][0])
+
+
+
+def test_metrics_are_off_unless_enabled_through_the_real_api(tnx, cfg: EmulatorConfig) -> None:  # type: ignore[no-untyped-def]
+    """torch-neuronx-facts, corrections: counters and samples stay empty unless TORCH_NEURONX_METRICS_ENABLED=1
+    or ``torch_neuronx.metrics.set_enabled(True)``; get_dynamo_metrics timestamps are local-time strings."""
+    from datetime import datetime
+
+    assert "TORCH_NEURONX_METRICS_ENABLED" not in os.environ
+    assert tnx._C._neuron_metrics_enabled() is False  # as the runtime started: off by default
+    torch.ones(5, 7, device="neuron").mul(3)
+    assert tnx._C._neuron_metric_data("CompilationCache.CompilationTime") is None
+    assert tnx._C._get_compilation_cache_stats()["total_compilations"] >= 1  # the cache's own stats are kept
+    tnx.metrics.set_enabled(True)
+    try:
+        torch.ones(5, 9, device="neuron").mul(3)
+        samples = tnx._C._neuron_metric_data("CompilationCache.CompilationTime")
+        assert samples is not None and {"timestamp_ns", "value"} == set(samples["samples"][0])
+    finally:
+        tnx.metrics.set_enabled(False)
+    f = torch.compile(lambda x: x * 2 + 1, backend="neuron")
+    f(torch.ones(3, device="neuron"))
+    stamp = tnx.get_dynamo_metrics()[-1].timestamp
+    assert abs(datetime.strptime(stamp, "%Y%m%d_%H%M%S_%f").timestamp() - time.time()) < 60
 
 
 def test_module_to_neuron_inside_a_profiled_region(cfg) -> None:  # type: ignore[no-untyped-def]

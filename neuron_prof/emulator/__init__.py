@@ -137,7 +137,7 @@ def _install(cfg: EmulatorConfig) -> types.ModuleType:
     _state.RUNTIME.executed_names.clear()
     if cfg.install_torch_neuronx:
         sys.modules["torch_neuronx"] = mod
-        for sub in ("_C", "profiling"):
+        for sub in ("_C", "profiling", "metrics"):
             sys.modules[f"torch_neuronx.{sub}"] = getattr(mod, sub)
     return mod
 

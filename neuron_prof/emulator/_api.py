@@ -72,6 +72,12 @@ def get_device_activity(clear: bool = False) -> dict[str, Any]:
     return _rt().activity.snapshot(clear)
 
 
+def _set_metrics_enabled(enabled: bool) -> None:
+    """``torch_neuronx.metrics.set_enabled`` / ``_C._neuron_set_metrics_enabled`` (torch-neuronx-facts,
+    "Corrections and additions"): runtime metrics are off unless enabled."""
+    _rt().cache.metrics_enabled = bool(enabled)
+
+
 def build_module(device_module: types.ModuleType) -> types.ModuleType:
     """Assemble the module published as torch_neuronx."""
     from neuron_prof.emulator._device import _index
@@ -94,8 +100,8 @@ def build_module(device_module: types.ModuleType) -> types.ModuleType:
         _neuron_counter_value=lambda name: rt().cache.counters.get(name),
         _neuron_metric_names=lambda: [k for k, v in rt().cache.samples.items() if v],
         _neuron_metric_data=lambda name: rt().cache.metric_data(name),
-        _neuron_metrics_enabled=lambda: True,
-        _neuron_set_metrics_enabled=lambda enabled: None,
+        _neuron_metrics_enabled=lambda: rt().cache.metrics_enabled,
+        _neuron_set_metrics_enabled=_set_metrics_enabled,
         _neuron_synchronize=lambda device_index=-1: device_module.synchronize(
             None if device_index < 0 else device_index
         ),
@@ -117,8 +123,12 @@ def build_module(device_module: types.ModuleType) -> types.ModuleType:
     ).items():
         setattr(profiling, k, v)
 
+    metrics = types.ModuleType("torch_neuronx.metrics")
+    metrics.set_enabled = _set_metrics_enabled  # type: ignore[attr-defined]
+
     m = types.ModuleType("torch_neuronx")
     m.__version__ = "0.1.0"  # type: ignore[attr-defined]
+    m.metrics = metrics  # type: ignore[attr-defined]
     m._C = C  # type: ignore[attr-defined]
     m.profiling = profiling  # type: ignore[attr-defined]
     m.NeuronProfiler = NeuronProfiler  # type: ignore[attr-defined]

@@ -3,6 +3,9 @@
 Lookup order as in TorchNeuron: in memory, then the on-disk cache directory, then "neuronx-cc" (here: the
 host sleeps for the modelled compile time). Entries, stats and metric samples have the shapes of
 torch_neuronx._C._get_compilation_cache_entries / _get_compilation_cache_stats / _neuron_metric_data.
+Runtime metrics (the ``CompilationCache.*`` counters and samples) are recorded only while enabled: off by
+default, on with ``TORCH_NEURONX_METRICS_ENABLED=1`` or ``torch_neuronx.metrics.set_enabled(True)``
+(torch-neuronx-facts, "Corrections and additions"); the cache's own entries and stats are always kept.
 """
 
 from __future__ import annotations
@@ -54,6 +57,19 @@ class CompileCache:
             "CompilationCache.MemoryUsage": deque(maxlen=_SAMPLES),
         }
         self._time_acc_ns = 0.0
+        self.tally = dict.fromkeys(self.counters, 0)
+        """The cache's own counts (stats()), kept whether metrics are on or not."""
+        self.metrics_enabled = os.environ.get("TORCH_NEURONX_METRICS_ENABLED", "0").strip().lower() in (
+            "1", "true", "yes", "on")
+
+    def _count(self, name: str) -> None:
+        self.tally[name] += 1
+        if self.metrics_enabled:
+            self.counters[name] += 1
+
+    def _sample(self, name: str, value: float) -> None:
+        if self.metrics_enabled:
+            self.samples[name].append((time.monotonic_ns(), value))
 
     def get(self, sig: Any) -> bool:
         """Fast path: True (and one more access) when `sig` is already compiled in memory."""
@@ -61,7 +77,7 @@ class CompileCache:
         if e is None:
             return False
         e.access_count += 1
-        self.counters["CompilationCache.InMemoryHits"] += 1
+        self._count("CompilationCache.InMemoryHits")
         return True
 
     @staticmethod
@@ -77,23 +93,23 @@ class CompileCache:
         digest = self._digest(sig)
         key = f"{name}_{digest}"
         t0 = time.time_ns()
-        self.counters["CompilationCache.InMemoryMisses"] += 1
+        self._count("CompilationCache.InMemoryMisses")
         path = self.cache_dir / f"{digest}.neff" if self.cache_dir is not None else None
         if path is not None and path.exists():
-            self.counters["CompilationCache.PersistentHits"] += 1
+            self._count("CompilationCache.PersistentHits")
             if self.disk_load_ms > 0:
                 time.sleep(self.disk_load_ms / 1e3)
             entry = _Entry(key, neff_size_bytes, 0)  # like the real cache: loaded from disk = 0 ms
             source = "disk"
         else:
             if path is not None:
-                self.counters["CompilationCache.PersistentMisses"] += 1
+                self._count("CompilationCache.PersistentMisses")
             if cost_ms > 0:
                 time.sleep(cost_ms / 1e3)
             elapsed_ns = time.time_ns() - t0
-            self.counters["CompilationCache.TotalCompilations"] += 1
+            self._count("CompilationCache.TotalCompilations")
             self._time_acc_ns += elapsed_ns
-            self.samples["CompilationCache.CompilationTime"].append((time.monotonic_ns(), float(elapsed_ns)))
+            self._sample("CompilationCache.CompilationTime", float(elapsed_ns))
             entry = _Entry(key, neff_size_bytes, int(round(elapsed_ns / 1e6)))
             source = "compile"
             if path is not None:
@@ -103,7 +119,7 @@ class CompileCache:
         with self._lock:
             self._by_sig[sig] = entry
             mem = sum(e.neff_size_bytes for e in self._by_sig.values())
-        self.samples["CompilationCache.MemoryUsage"].append((time.monotonic_ns(), float(mem)))
+        self._sample("CompilationCache.MemoryUsage", float(mem))
         self.gt.add("compile", name, t0, time.time_ns(), device, detail={"cache_key": key, "source": source})
         return entry
 
@@ -123,7 +139,7 @@ class CompileCache:
         ]
 
     def stats(self) -> dict[str, Any]:
-        c = self.counters
+        c = self.tally
         hits = c["CompilationCache.InMemoryHits"] + c["CompilationCache.PersistentHits"]
         misses = c["CompilationCache.InMemoryMisses"] + c["CompilationCache.PersistentMisses"]
         with self._lock:

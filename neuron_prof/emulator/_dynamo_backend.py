@@ -17,6 +17,7 @@ import logging
 import sys
 import threading
 import time
+from datetime import datetime
 import types
 from dataclasses import dataclass
 from typing import Any
@@ -198,7 +199,8 @@ def _make_compiler(graph_type: str, model_name: str) -> Any:
             model_name=model_name,
             has_collectives=has_coll,
             graph_node_count=len(nodes),
-            timestamp=str(time.time_ns()),
+            # a local-time string, as the real records carry (torch-neuronx-facts, "Corrections and additions")
+            timestamp=datetime.now().strftime("%Y%m%d_%H%M%S_%f"),
             torch_neuronx_fx_passes_us=int(fx_s * 1e6),
             torch_neuronx_lower_us=int(lower_s * 1e6),
         )
