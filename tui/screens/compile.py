@@ -30,7 +30,7 @@ class CompileScreen(ViewScreen):
     def compose_body(self) -> Iterable[Widget]:
         cols = [
             Column("label", "op / graph ▸ signature", 0, min_width=36),
-            Column("where", "call site", 20, clip_left=True, grow=12),
+            Column("where", "call site", 20, clip_left=True, grow=24),
             Column("n_sigs", "sigs", 5, _count, right=True, drop=2),
             Column("n_sites", "sites", 5, _count, right=True, drop=3),
             Column("count", "count", 6, fmt_int, right=True),

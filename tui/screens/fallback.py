@@ -26,7 +26,7 @@ class FallbackScreen(ViewScreen):
 
     def compose_body(self) -> Iterable[Widget]:
         cols = [
-            Column("call_site", "call site", 20, lambda v: v or "(line unknown)", clip_left=True, grow=12),
+            Column("call_site", "call site", 20, lambda v: v or "(line unknown)", clip_left=True, grow=24),
             Column("chain", "called as → op that fell back", 0, min_width=40),
             Column("count", "count", 6, fmt_int, right=True),
             Column("total_ns", "host time", 9, fmt_ns, right=True),
