@@ -16,6 +16,7 @@ import pytest
 
 from neuron_prof.analysis import KINDS, SEVERITIES, Finding, analyze, annotate, report
 from neuron_prof.model import Arg, Cat, KinetoCat, Meta, ProcessKind, Trace, TraceBuilder, TrackKind
+from tests._builders import one, stack
 
 MS = 1_000_000
 T0 = 1_700_000_000_000_000_000
@@ -25,16 +26,10 @@ STEP = 10 * MS
 N_STEPS = 8
 FRAME_SIZES = [100, 120, 250, 256, 500, 512]  # size of L['x'] dim 0 at compile attempts 0..5
 FRAME_CALLS = [5, 1, 3, 2, 1, 4]  # calls of each compiled graph
-TORCH_FRAME = "/usr/lib/python3.11/site-packages/torch/nn/modules/module.py(1751): _call_impl"
 
 
 def step_start(k: int) -> int:
     return T0 + (0 if k == 0 else STEP0 + (k - 1) * STEP)
-
-
-def stack(*user: str) -> str:
-    """A Kineto "Call stack" (innermost first) with torch frames around the user's frames."""
-    return ";".join([TORCH_FRAME, *user, "/usr/lib/python3.11/runpy.py(88): _run_code"])
 
 
 class Workload:
@@ -226,12 +221,6 @@ def workload() -> Trace:
 @pytest.fixture(scope="module")
 def findings(workload: Trace) -> list[Finding]:
     return analyze(workload)
-
-
-def one(findings: list[Finding], kind: str, **match: Any) -> Finding:
-    got = [f for f in findings if f.kind == kind and all(getattr(f, k) == v for k, v in match.items())]
-    assert len(got) == 1, f"{kind} {match}: {[f.title for f in findings if f.kind == kind]}"
-    return got[0]
 
 
 WALL = STEP0 + (N_STEPS - 1) * STEP

@@ -7,8 +7,10 @@ import pytest
 
 from neuron_prof.analysis import analyze, report
 from neuron_prof.model import KinetoCat, ProcessKind, Trace, TraceBuilder, TrackKind
-from tests.test_analysis import MS, T0, one, stack
+from tests._builders import one, stack
 
+MS = 1_000_000
+T0 = 1_700_000_000_000_000_000
 MIB = 1 << 20
 
 

@@ -2,60 +2,17 @@
 
 from __future__ import annotations
 
-import gzip
-import json
 import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from torch import nn
 
 import neuron_prof
 from neuron_prof.capture import CaptureWarning, current_session
+from tests._builders import json_complete_count, pftrace_slice_count, slice_names, tiny_model, train_step
 from tests.conftest import pftrace_check
-
-
-# ---- helpers shared by the capture tests (independent of the code under test) -------------------
-def tiny_model() -> tuple[nn.Module, torch.optim.Optimizer]:
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8))
-    return model, torch.optim.AdamW(model.parameters(), lr=1e-2)
-
-
-def train_step(model: nn.Module, opt: torch.optim.Optimizer, i: int) -> float:
-    g = torch.Generator().manual_seed(i)
-    x, y = torch.randn(4, 16, generator=g), torch.randn(4, 8, generator=g)
-    loss = nn.functional.mse_loss(model(x), y)
-    loss.backward()
-    opt.step()
-    opt.zero_grad()
-    return float(loss.detach())
-
-
-def json_events(path: Path) -> list[dict[str, Any]]:
-    """traceEvents read with plain json/gzip (not our loader)."""
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:  # type: ignore[operator]
-        return json.load(f)["traceEvents"]  # type: ignore[no-any-return]
-
-
-def json_complete_count(path: Path) -> int:
-    return sum(1 for e in json_events(path) if e.get("ph") == "X")
-
-
-def pftrace_slice_count(path: Path) -> int:
-    """Slices in a .pftrace: TrackEvent SLICE_BEGIN packets, parsed with the perfetto package's protos."""
-    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace, TrackEvent
-
-    t = Trace()
-    t.ParseFromString(path.read_bytes())
-    return sum(1 for p in t.packet if p.HasField("track_event") and p.track_event.type == TrackEvent.TYPE_SLICE_BEGIN)
-
-
-def slice_names(trace: neuron_prof.Trace) -> set[str]:
-    return {trace.strings[int(i)] for i in set(trace.slices.name.tolist())}
 
 
 # ---- tests -----------------------------------------------------------------------------------
@@ -131,13 +88,14 @@ def test_steps_and_metadata(captured: dict[str, Any]) -> None:
     assert "Input Dims" in loaded.slice_args(int(rows[0]))
     from neuron_prof.analysis import Context, sites_of
 
+    builders = Path(__file__).with_name("_builders.py").read_text().splitlines()
+    model_line = next(i for i, s in enumerate(builders, 1) if "loss = nn.functional.mse_loss(model(x), y)" in s)
     src = Path(__file__).read_text().splitlines()
-    model_line = next(i for i, s in enumerate(src, 1) if "loss = nn.functional.mse_loss(model(x), y)" in s)
     loop_line = next(i for i, s in enumerate(src, 1) if "losses.append(train_step(model, opt, i))" in s)
     sites = sites_of(Context(loaded))
     for r in rows.tolist():
         site = sites.of_row(int(r))
-        assert site.call_site.endswith(f"test_capture.py:{model_line}"), site
+        assert site.call_site == f"tests/_builders.py:{model_line}", site
         assert [s.split(" ")[0].rsplit(":", 1)[1] for s in site.stack[-2:]] == [str(loop_line), str(model_line)]
 
 

@@ -18,7 +18,7 @@ from neuron_prof.backends import register_backend
 from neuron_prof.backends.base import CaptureContext
 from neuron_prof.capture import CaptureWarning
 from neuron_prof.model import TraceBuilder
-from tests.test_capture import json_complete_count, slice_names, tiny_model, train_step
+from tests._builders import json_complete_count, slice_names, tiny_model, train_step
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import neuron_prof
 from neuron_prof.capture._outputs import planned_paths, rank_path
-from tests.test_capture import json_complete_count, pftrace_slice_count, slice_names
+from tests._builders import json_complete_count, pftrace_slice_count, slice_names
 
 REPO = Path(__file__).resolve().parents[1]
 

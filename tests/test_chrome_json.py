@@ -10,7 +10,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from neuron_prof.errors import ExportError
@@ -19,31 +18,7 @@ from neuron_prof.exporters.chrome_json import write_chrome_json
 from neuron_prof.loaders import load
 from neuron_prof.model import Cat, Meta, ProcessKind, Trace, TraceBuilder, TrackKind
 from neuron_prof.model.schema import META_KEY
-
-
-def assert_same(a: Trace, b: Trace) -> None:
-    """Same processes, tracks, events (ts to the ns), names, args, flows, findings and metadata."""
-    pa = [(p.pid, p.name, p.kind, p.rank, p.sort_index, p.labels) for p in a.processes]
-    assert pa == [(p.pid, p.name, p.kind, p.rank, p.sort_index, p.labels) for p in b.processes]
-    ta = [(t.process, t.name, t.kind, t.tid, t.sort_index, t.unit) for t in a.tracks]
-    assert ta == [(t.process, t.name, t.kind, t.tid, t.sort_index, t.unit) for t in b.tracks]
-    for tab in ("slices", "instants", "counters"):
-        x, y = getattr(a, tab), getattr(b, tab)
-        assert len(x) == len(y), tab
-        assert np.array_equal(x.ts_ns, y.ts_ns) and np.array_equal(x.track, y.track), tab
-        if tab != "counters":
-            assert [a.s(i) for i in x.name] == [b.s(i) for i in y.name]
-            assert [a.s(i) for i in x.cat] == [b.s(i) for i in y.cat]
-            assert [a.args.get(int(i)) for i in x.args] == [b.args.get(int(i)) for i in y.args]
-    assert np.array_equal(a.slices.dur_ns, b.slices.dur_ns)
-    assert np.array_equal(a.counters.value, b.counters.value)
-    assert np.array_equal(a.flows.src, b.flows.src) and np.array_equal(a.flows.dst, b.flows.dst)
-    assert np.array_equal(a.flows.flow_id, b.flows.flow_id)
-    assert [a.s(i) for i in a.flows.cat] == [b.s(i) for i in b.flows.cat]
-    assert a.findings == b.findings
-    skip = (Meta.SOURCE, Meta.SOURCE_FORMAT, Meta.WARNINGS, Meta.KINETO)
-    assert {k: v for k, v in a.metadata.items() if k not in skip} == \
-           {k: v for k, v in b.metadata.items() if k not in skip}
+from tests._builders import assert_same
 
 
 def _doc(path: Path) -> dict[str, Any]:

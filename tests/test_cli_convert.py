@@ -10,7 +10,8 @@ import pytest
 
 import neuron_prof
 from neuron_prof.cli import main
-from tests.test_capture import json_complete_count, pftrace_check, pftrace_slice_count, tiny_model, train_step
+from tests._builders import json_complete_count, pftrace_slice_count, tiny_model, train_step
+from tests.conftest import pftrace_check
 
 
 @pytest.fixture(scope="module")

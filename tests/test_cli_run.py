@@ -12,7 +12,7 @@ import pytest
 
 import neuron_prof
 from neuron_prof.cli import main
-from tests.test_capture import json_complete_count, pftrace_slice_count, slice_names
+from tests._builders import json_complete_count, pftrace_slice_count, slice_names
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -13,7 +13,8 @@ import torch
 import neuron_prof
 from neuron_prof.cli import main
 from neuron_prof.demo import GPTConfig, TinyGPT, train
-from tests.test_capture import json_complete_count, pftrace_check, pftrace_slice_count
+from tests._builders import json_complete_count, pftrace_slice_count
+from tests.conftest import pftrace_check
 
 
 def test_tinygpt_learns_on_cpu() -> None:

@@ -19,22 +19,7 @@ from neuron_prof.loaders import load
 from neuron_prof.loaders.kineto_json import load_kineto_json
 from neuron_prof.model import Meta, Trace
 
-from .conftest import KINETO_DIR
-
-BASE = 1_700_000_000_000_000_000
-
-
-def _x(i: int, **kw: Any) -> dict[str, Any]:
-    e = {"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": 10.0 * i, "dur": 5.0,
-         "args": {"External id": i}}
-    e.update(kw)
-    return e
-
-
-def _kineto_text(events: list[dict[str, Any]]) -> str:
-    """Kineto's layout: one event per line inside traceEvents, traceName after it."""
-    body = ",\n".join("  " + json.dumps(e) for e in events)
-    return f'{{\n  "schemaVersion": 1,\n  "baseTimeNanoseconds": {BASE},\n  "traceEvents": [\n{body}\n  ],\n  "traceName": "t"\n}}\n'
+from tests._builders import KINETO_BASE as BASE, kineto_event as _x, kineto_seed_bytes, kineto_text as _kineto_text
 
 
 def _write(tmp_path: Path, text: str | bytes, name: str = "t.json") -> Path:
@@ -309,8 +294,7 @@ def test_permission_denied(tmp_path: Path) -> None:
 
 # ---- fuzz: mutated real traces either load or raise TraceLoadError ------------------------------------------
 # A small real Kineto trace with metadata, flows, instants and string pids (16 kB once gunzipped).
-_SEED = KINETO_DIR / "triton_example_triton_example.json.gz"
-_SEED_BYTES = gzip.decompress(_SEED.read_bytes()) if _SEED.is_file() else _kineto_text([_x(i) for i in range(8)]).encode()
+_SEED_BYTES = kineto_seed_bytes()
 
 
 @st.composite

@@ -284,7 +284,7 @@ def test_parallel_parse_gives_the_same_trace(tmp_path: Path, monkeypatch: pytest
     from bench.gen_trace import write
     from neuron_prof.exporters.chrome_json import write_chrome_json
 
-    from .test_chrome_json import assert_same
+    from tests._builders import assert_same
 
     src = write(20_000, tmp_path / "g.json")
     monkeypatch.setenv("NEURON_PROF_JSON_WORKERS", "1")

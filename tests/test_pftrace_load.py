@@ -5,84 +5,14 @@ from __future__ import annotations
 import random
 
 import pytest
-from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace as TraceProto, TracePacket, TrackEvent
 
 import neuron_prof
 from neuron_prof.errors import TraceFormatError, TraceLoadError
 from neuron_prof.loaders.pftrace import load_pftrace
 from neuron_prof.model import TrackKind
+from tests._builders import foreign_trace
 
 T0 = 1_790_000_000_000_000_000
-B, E, I, C = (TrackEvent.TYPE_SLICE_BEGIN, TrackEvent.TYPE_SLICE_END, TrackEvent.TYPE_INSTANT,
-              TrackEvent.TYPE_COUNTER)
-
-
-def foreign_trace() -> bytes:
-    """A TrackEvent trace as another tool would write it: interned names, unsorted packets, terminating flows."""
-    tr = TraceProto()
-
-    def pkt(**kw):  # type: ignore[no-untyped-def]
-        p = tr.packet.add()
-        p.trusted_packet_sequence_id = 7
-        for k, v in kw.items():
-            setattr(p, k, v)
-        return p
-
-    p = pkt(sequence_flags=TracePacket.SEQ_INCREMENTAL_STATE_CLEARED)
-    for iid, name in ((1, "outer"), (2, "inner"), (3, "kernel")):
-        p.interned_data.event_names.add(iid=iid, name=name)
-    p.interned_data.event_categories.add(iid=1, name="cpu_op")
-    p.interned_data.debug_annotation_names.add(iid=1, name="shape")
-    p.interned_data.debug_annotation_string_values.add(iid=1, str=b"float32")
-    for uuid, body in ((10, {"process": {"pid": 99, "process_name": "trainer"}}),
-                       (11, {"thread": {"pid": 99, "tid": 100, "thread_name": "main"}}),
-                       (12, {"name": "compile", "parent_uuid": 10}),
-                       (13, {"name": "hbm used", "parent_uuid": 10, "counter": {"unit": 3}}),
-                       (14, {"name": "queue 0", "parent_uuid": 10})):
-        d = pkt(timestamp=T0).track_descriptor
-        d.uuid = uuid
-        for k, v in body.items():
-            if isinstance(v, dict):
-                for kk, vv in v.items():
-                    setattr(getattr(d, k), kk, vv)
-            else:
-                setattr(d, k, v)
-
-    def ev(ts, typ, uuid, **kw):  # type: ignore[no-untyped-def]
-        p = pkt(timestamp=ts, sequence_flags=TracePacket.SEQ_NEEDS_INCREMENTAL_STATE)
-        te = p.track_event
-        te.type = typ
-        te.track_uuid = uuid
-        for k, v in kw.items():
-            if k in ("flow_ids", "terminating_flow_ids", "category_iids"):
-                getattr(te, k).extend(v)
-            elif k == "annots":
-                for a in v:
-                    te.debug_annotations.add().CopyFrom(a)
-            else:
-                setattr(te, k, v)
-        return te
-
-    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import DebugAnnotation
-
-    shape = DebugAnnotation(name_iid=1, string_value_iid=1)
-    dims = DebugAnnotation(name="dims")
-    dims.array_values.add(int_value=2)
-    dims.array_values.add(int_value=3)
-    # file order is not time order: ends before begins, inner before outer
-    ev(T0 + 90, E, 11)
-    ev(T0 + 40, E, 11)
-    ev(T0 + 10, B, 11, name_iid=2, category_iids=[1], annots=[shape, dims], flow_ids=[555])
-    ev(T0, B, 11, name_iid=1, category_iids=[1])
-    ev(T0 + 50, B, 14, name_iid=3, terminating_flow_ids=[555])
-    ev(T0 + 80, E, 14)
-    ev(T0 + 5, B, 12, name="compile mm")
-    ev(T0 + 8, E, 12)
-    ev(T0 + 60, I, 11, name="marker")
-    ev(T0 + 1, C, 13, counter_value=1 << 20)
-    ev(T0 + 2, C, 13, double_counter_value=2.5e6)
-    ev(T0 + 95, B, 14, name="never ends")
-    return tr.SerializeToString()
 
 
 def test_foreign_trace_loads_with_inferred_tracks(tmp_path):

@@ -16,7 +16,7 @@ import neuron_prof
 from neuron_prof.capture import CaptureWarning
 from neuron_prof.cli import main
 from tests.conftest import pftrace_check
-from tests.test_capture import json_complete_count, slice_names, tiny_model, train_step
+from tests._builders import json_complete_count, slice_names, tiny_model, train_step
 
 ENOSPC = os.strerror(errno.ENOSPC)
 
@@ -196,7 +196,7 @@ def test_cli_outputs_on_a_full_disk_are_one_line_errors(tmp_path: Path, monkeypa
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     import neuron_prof.exporters.chrome_json as cj
     import neuron_prof.exporters.perfetto as pf
-    from tests.test_reliability_bad_input import write_kind
+    from tests._bad_inputs import write_kind
 
     good = write_kind(tmp_path / "in", "overlapping_unsorted")
     real_open = open

@@ -11,7 +11,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from tests.test_reliability_bad_input import KINDS, write_kind
+from tests._bad_inputs import KINDS, write_kind
 
 REPO = Path(__file__).resolve().parents[1]
 PER_FILE_S = 20

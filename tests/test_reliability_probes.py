@@ -28,7 +28,7 @@ from neuron_prof.backends.base import CaptureContext
 from neuron_prof.backends.cpu import CpuBackend
 from neuron_prof.backends.probes._probe import Probe
 from neuron_prof.capture import CaptureWarning
-from tests.test_capture import slice_names, tiny_model, train_step
+from tests._builders import slice_names, tiny_model, train_step
 
 REPO = Path(__file__).resolve().parents[1]
 PHASES = ("start", "stop", "contribute")
