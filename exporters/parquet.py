@@ -10,9 +10,11 @@
   metadata.parquet  key, value (JSON string): trace metadata, plus one row "findings" holding the findings list
 
 Timestamps are Unix nanoseconds. Rows keep the model's order, so `src`/`dst` are row numbers of slices.parquet.
-Many ranks or runs: write each to its own folder and query them together, e.g.
-`SELECT t.rank, sum(s.dur_ns) FROM 'run*/slices.parquet' s JOIN 'run*/tracks.parquet' t USING (track) ...`
-(join within one folder: track ids are per trace).
+A job of many ranks is one dataset partitioned by rank (`neuron-prof export run/ -o job.parquet`):
+`job.parquet/rank=R/<table>.parquet`, written by `write_parquet(trace, root / f"rank={R}", rank=R)`; DuckDB,
+Spark and Athena read `rank` from the folder names (hive partitioning), e.g.
+`SELECT rank, sum(dur_ns) FROM 'job.parquet/*/slices.parquet' GROUP BY rank`; join tables on (rank, track):
+track ids are per rank.
 """
 
 from __future__ import annotations
@@ -50,8 +52,10 @@ def _args_column(pa: Any, trace: Trace, idx: np.ndarray) -> Any:
                     type=pa.string())
 
 
-def write_parquet(trace: Trace, out_dir: str | Path) -> Path:
-    """Write the trace's tables as Parquet files into `out_dir` (created). Returns the folder."""
+def write_parquet(trace: Trace, out_dir: str | Path, rank: int | None = None) -> Path:
+    """Write the trace's tables as Parquet files into `out_dir` (created). Returns the folder.
+
+    `rank`: the partition's rank (a job's dataset): tracks whose process names no rank get it."""
     pa, pq = _pa()
     out = Path(out_dir)
     try:
@@ -77,7 +81,8 @@ def write_parquet(trace: Trace, out_dir: str | Path) -> Path:
             "process": pa.array([t.process for t in trace.tracks], type=pa.int32()),
             "pid": [str(trace.processes[t.process].pid) for t in trace.tracks],
             "process_name": [trace.processes[t.process].name for t in trace.tracks],
-            "rank": pa.array([trace.processes[t.process].rank for t in trace.tracks], type=pa.int32()),
+            "rank": pa.array([rank if (r := trace.processes[t.process].rank) is None else r for t in trace.tracks],
+                             type=pa.int32()),
             "unit": [t.unit for t in trace.tracks]}),
         "metadata": pa.table({
             "key": ["schema_version", *trace.metadata.keys(), "findings"],

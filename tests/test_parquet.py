@@ -47,3 +47,46 @@ def test_duckdb_reads_what_was_written(tmp_path) -> None:
     assert meta["rank"] == "3" and '"sync_point"' in meta["findings"]
     assert con.execute(f"SELECT name FROM '{out}/slices.parquet' WHERE CAST(json_extract(args, '$.k') AS INT) = 7"
                        ).fetchall() == [("aten::add",)]
+
+
+README_QUERY = """
+SELECT rank, s.name, sum(dur_ns) / 1e6 AS ms
+FROM 'DATASET/*/slices.parquet' s JOIN 'DATASET/*/tracks.parquet' t USING (rank, track)
+WHERE t.kind = 'thread'
+GROUP BY ALL ORDER BY ms DESC LIMIT 3
+"""
+
+
+def test_many_ranks_are_one_dataset_partitioned_by_rank(tmp_path, capsys) -> None:
+    from neuron_prof.cli import main
+    from neuron_prof.exporters import write_trace
+
+    run = tmp_path / "run"
+    run.mkdir()
+    trace, durs = _trace()
+    for r in (0, 1, 2):
+        t = trace.replace(metadata={**trace.metadata, "rank": r})
+        write_trace(t, run / f"trace.rank{r}.pftrace")
+        if r == 1:  # a capture writes both formats: one of them is read
+            write_trace(t, run / f"trace.rank{r}.json")
+    (run / "trace.rank3.json").write_text('{"traceEvents": [')  # a rank killed while writing
+    out = tmp_path / "job.parquet"
+    assert main(["export", str(run), "-o", str(out), "--workers", "0"]) == 1  # a rank failed: exit 1
+    cap = capsys.readouterr()
+    assert "dataset of 3 rank(s)" in cap.out and cap.err.count("\n") == 1 and "trace.rank3.json" in cap.err
+    assert sorted(p.name for p in out.iterdir()) == ["rank=0", "rank=1", "rank=2"]  # nothing half-written left
+    assert sorted(p.name for p in (out / "rank=1").iterdir()) == [
+        "counters.parquet", "flows.parquet", "instants.parquet", "metadata.parquet", "slices.parquet", "tracks.parquet"]
+    con = duckdb.connect()
+    # the files carry their rank too (a reader without hive partitioning, a file copied elsewhere)
+    assert con.execute(f"SELECT DISTINCT rank FROM read_parquet('{out}/rank=1/tracks.parquet', "
+                       "hive_partitioning=false)").fetchall() == [(1,)]
+    rows = con.execute(README_QUERY.replace("DATASET", str(out))).fetchall()
+    per_name = {n: int(durs[k::3].sum()) for k, n in enumerate(("aten::mm", "aten::add", "[bold]x[/]"))}
+    top = max(per_name, key=per_name.__getitem__)
+    assert sorted(rows) == [(r, top, per_name[top] / 1e6) for r in (0, 1, 2)]
+    # a dataset is never written over, and several ranks go to Parquet only
+    assert main(["export", str(run / "trace.rank0.pftrace"), str(run / "trace.rank2.pftrace"), "-o", str(out)]) == 2
+    assert main(["export", str(run), "-o", str(tmp_path / "m.pftrace")]) == 2
+    err = capsys.readouterr().err
+    assert "already holds a dataset" in err and "Parquet dataset only" in err
