@@ -185,7 +185,7 @@ def summary_text(
     return buf.getvalue()
 
 
-def _md(s: object) -> str:
+def md_cell(s: object) -> str:
     """A Markdown table cell: pipes, backticks and newlines neutralised, HTML-ish brackets escaped."""
     return (
         printable(str(s).replace("\n", " "))
@@ -199,8 +199,8 @@ def _md(s: object) -> str:
 
 def summary_markdown(rep: Report, *, source: str = "", top: int = 10) -> str:
     """Totals, findings (with advice) and top ops as GitHub-flavoured Markdown (for CI job summaries)."""
-    out = [f"## neuron-prof summary{': ' + _md(source) if source else ''}", ""]
-    out += [f"- {_md(line)}" for line in totals_lines(rep.totals)]
+    out = [f"## neuron-prof summary{': ' + md_cell(source) if source else ''}", ""]
+    out += [f"- {md_cell(line)}" for line in totals_lines(rep.totals)]
     out.append("")
     if rep.findings:
         out += [
@@ -211,13 +211,13 @@ def summary_markdown(rep: Report, *, source: str = "", top: int = 10) -> str:
             out.append(
                 f"| {i} | {f.severity} | {f.kind} | {fmt_ns(f.cost_ns) if f.cost_ns else '-'} | "
                 f"{_pct(f.share) if f.cost_ns else '-'} | {f.count} | "
-                f"{_md(short_site(f.call_site) or '-')} | "
-                f"{_md(f.title)} |"
+                f"{md_cell(short_site(f.call_site) or '-')} | "
+                f"{md_cell(f.title)} |"
             )
         worth = [(i, f) for i, f in enumerate(rep.findings, 1) if f.severity != "info"]
         if worth:
             out += ["", "### What to do", ""]
-            out += [f"{i}. **{f.kind}**: {_md(f.advice)}" for i, f in worth]
+            out += [f"{i}. **{f.kind}**: {md_cell(f.advice)}" for i, f in worth]
     else:
         out.append("No findings.")
     ops = rep.totals.get("top_ops") or []
@@ -230,7 +230,7 @@ def summary_markdown(rep: Report, *, source: str = "", top: int = 10) -> str:
             "|---|---:|---:|---:|",
         ]
         out += [
-            f"| {_md(clip(o['name']))} | {fmt_ns(o.get('self_ns', o['total_ns']))} | "
+            f"| {md_cell(clip(o['name']))} | {fmt_ns(o.get('self_ns', o['total_ns']))} | "
             f"{fmt_ns(o['total_ns'])} | {o['count']} |"
             for o in ops[:top]
         ]
@@ -240,124 +240,3 @@ def summary_markdown(rep: Report, *, source: str = "", top: int = 10) -> str:
 def findings_from_json(doc: dict[str, Any]) -> list[Finding]:
     """Findings back from a `summary --json` document."""
     return [Finding.from_dict(d) for d in doc.get("findings", [])]
-
-
-# ---- diff -----------------------------------------------------------------------------------------
-def _signed_ns(ns: float) -> str:
-    return ("+" if ns > 0 else "") + fmt_ns(ns) if ns else "±0"
-
-
-def _rel(ch: dict[str, Any]) -> str:
-    r = ch.get("ratio")
-    return f", {(r - 1):+.1%}" if isinstance(r, (int, float)) and ch.get("base") else ""
-
-
-_DIFF_TOTALS = (
-    ("wall_ns", "wall"),
-    ("device_busy_ns", "device busy"),
-    ("compile_ns", "compile"),
-    ("fallback_ns", "CPU fallback"),
-    ("sync_ns", "sync wait"),
-    ("collective_ns", "collectives"),
-)
-
-
-def _diff_sections(d: dict[str, Any]) -> dict[str, Any]:
-    step = d["step"]
-    if step.get("base") is not None and step.get("new") is not None:
-        step_line = (
-            f"Steady step {fmt_ns(step['base'])} -> {fmt_ns(step['new'])} "
-            f"({_signed_ns(step['delta'])}{_rel(step)})"
-        )
-    else:
-        step_line = "Steady step: not comparable (a trace has no steps)"
-    totals = []
-    for key, label in _DIFF_TOTALS:
-        ch = d["totals"][key]
-        if ch.get("base") or ch.get("new"):
-            totals.append(
-                (
-                    label,
-                    fmt_ns(ch["base"] or 0),
-                    fmt_ns(ch["new"] or 0),
-                    _signed_ns(ch.get("delta", 0)) + _rel(ch),
-                )
-            )
-    ops = [
-        (
-            clip(o["name"] + (" (device)" if o.get("where") == "device" else "")),
-            fmt_ns(o["base_ns"]),
-            fmt_ns(o["new_ns"]),
-            _signed_ns(o["delta_ns"]),
-        )
-        for o in d["ops"]
-        if o["delta_ns"]
-    ]
-    kinds = [
-        (
-            k,
-            f"{v['base_findings']} / {fmt_ns(v['base_cost_ns'])}",
-            f"{v['new_findings']} / {fmt_ns(v['new_cost_ns'])}",
-            _signed_ns(v["delta_cost_ns"]),
-        )
-        for k, v in d["finding_kinds"].items()
-    ]
-    changes = []
-    for what, key in (("fallback", "fallbacks"), ("compile", "compiles")):
-        for verb in ("appeared", "disappeared"):
-            for item in d[key][verb][:20]:
-                extra = f" at {item['call_site']}" if item.get("call_site") else ""
-                changes.append(f"{what} {verb}: {item['key']}{extra}")
-    return {"step": step_line, "totals": totals, "ops": ops, "kinds": kinds, "changes": changes}
-
-
-def diff_text(d: dict[str, Any], base: str = "BASE", new: str = "NEW") -> str:
-    """A diff (analysis._diff.diff) as plain terminal text."""
-    s = _diff_sections(d)
-    lines = [f"neuron-prof diff: {base} -> {new}", s["step"], ""]
-
-    def table(title: str, head: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
-        if not rows:
-            return
-        w = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
-        lines.append(title)
-        for r in [head, *rows]:
-            lines.append(
-                "  "
-                + "  ".join(str(c).ljust(w[i]) if i == 0 else str(c).rjust(w[i]) for i, c in enumerate(r))
-            )
-        lines.append("")
-
-    table("Totals", ("", "base", "new", "change"), s["totals"])
-    table(f"Ops, largest changes ({d['ops_unit']})", ("op", "base", "new", "change"), s["ops"])
-    table("Findings per kind (findings / cost)", ("kind", "base", "new", "cost change"), s["kinds"])
-    if s["changes"]:
-        lines += ["Appeared / disappeared", *[f"  {printable(c)}" for c in s["changes"]], ""]
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def diff_markdown(d: dict[str, Any], base: str = "BASE", new: str = "NEW") -> str:
-    """A diff as Markdown."""
-    s = _diff_sections(d)
-    out = [f"## neuron-prof diff: {_md(base)} -> {_md(new)}", "", _md(s["step"]), ""]
-
-    def table(title: str, head: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
-        if not rows:
-            return
-        out.extend(
-            [
-                f"### {title}",
-                "",
-                "| " + " | ".join(head) + " |",
-                "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|",
-            ]
-        )
-        out.extend("| " + " | ".join(_md(c) for c in r) + " |" for r in rows)
-        out.append("")
-
-    table("Totals", ("", "base", "new", "change"), s["totals"])
-    table(f"Ops, largest changes ({d['ops_unit']})", ("op", "base", "new", "change"), s["ops"])
-    table("Findings per kind (findings / cost)", ("kind", "base", "new", "cost change"), s["kinds"])
-    if s["changes"]:
-        out += ["### Appeared / disappeared", "", *[f"- {_md(c)}" for c in s["changes"]], ""]
-    return "\n".join(out)

@@ -68,7 +68,11 @@ def test_cli_text_json_markdown(traces: dict[str, Path], capsys: pytest.CaptureF
     assert "Steady step 10.0 ms -> 12.0 ms (+2.0 ms, +20.0%)" in out
     assert main(["diff", str(traces["problem"]), str(traces["clean"])]) == 0
     out = capsys.readouterr().out
-    assert "fallback disappeared: aten::nonzero @ model.py:88" in out and "Findings per kind" in out
+    assert f"fallback disappeared: aten::nonzero at model.py:88 ({N_STEPS - 1}x, 14.0 ms)" in out
+    assert "Findings per kind" in out
+    # the ops heading says what its ms and µs are, not "ns per step"; no line names its site twice
+    assert "Ops, largest changes (self time per step)" in out and "ns per step" not in out
+    assert not any(ln.count("model.py:88") > 1 for ln in out.splitlines()), out
     assert main(["diff", str(traces["problem"]), str(traces["clean"]), "--json"]) == 0
     doc = orjson.loads(capsys.readouterr().out)
     assert doc["schema"] == "neuron-prof.diff" and doc["fallbacks"]["disappeared"][0]["op"] == "aten::nonzero"
@@ -87,4 +91,20 @@ def test_subprocess_smoke(traces: dict[str, Path]) -> None:
         timeout=120,
     )
     assert p.returncode == 0, p.stderr
-    assert "fallback appeared: aten::nonzero @ model.py:88" in p.stdout
+    assert "fallback appeared: aten::nonzero at model.py:88" in p.stdout
+
+
+def test_long_lists_say_how_many_more() -> None:
+    from neuron_prof.exporters._diff_text import LIST_MAX, diff_text
+
+    # GIVEN 39 compiles that disappeared (the shape of analysis._diff.diff's output)
+    gone = [{"key": f"aten::mm [{i}, 64]", "name": "aten::mm", "kind": "eager", "count": 1, "ns": 2 * MS,
+             "call_site": "train.py:0"} for i in range(39)]
+    d = diff(Workload(True).build(), Workload(True).build())
+    d["compiles"]["disappeared"] = gone
+    out = diff_text(d)
+    listed = [ln for ln in out.splitlines() if ln.strip().startswith("compile disappeared: aten::mm [")]
+    # THEN 20 are listed, a line counts the other 19, and each names its site once
+    assert len(listed) == LIST_MAX == 20
+    assert "compile disappeared: ... and 19 more (--json lists them all)" in out
+    assert all(ln.count("train.py:0") == 1 for ln in listed), listed

@@ -13,7 +13,7 @@ from neuron_prof.analysis._collectives import collective_rows
 from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._host import host_nesting
 from neuron_prof.analysis._idle import device_label, device_rows
-from neuron_prof.analysis._intervals import merge, union_ns
+from neuron_prof.analysis._intervals import intersect_ns, merge, union_ns
 from neuron_prof.analysis._ops import op_table
 from neuron_prof.analysis._sync import RUNTIME_SYNC_NAMES
 from neuron_prof.model import Arg, Trace, TrackKind
@@ -22,16 +22,17 @@ TOP_N = 15
 
 
 def _per_steady_step(ctx: Context, parts: dict[str, np.ndarray]) -> dict[str, int] | None:
-    """Mean time per steady step of each category (slices starting inside steady steps)."""
+    """Mean time per steady step of each category: the time its slices cover inside the steady steps (overlapping
+    collectives, or one running past its step, never make a category longer than the step)."""
     st = ctx.steps
     n = len(st) - st.warmup
     if n <= 0:
         return None
     sl = ctx.trace.slices
+    lo, hi = st.start_ns[st.steady], st.end_ns[st.steady]
     out = {"step_ns": int(st.dur_ns[st.steady].mean())}
     for key, rows in parts.items():
-        k = st.step_index(sl.ts_ns[rows])
-        out[key] = int(sl.dur_ns[rows][k >= st.warmup].sum() / n)
+        out[key] = int(intersect_ns(sl.ts_ns[rows], sl.dur_ns[rows], lo, hi) / n)
     return out
 
 
