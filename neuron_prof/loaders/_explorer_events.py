@@ -18,14 +18,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import orjson
 
 from neuron_prof.loaders._explorer_tables import Tables
 from neuron_prof.model import Cat, KinetoCat, ProcessKind, TraceBuilder, TrackKind
 
 TABLE = "SystemProfileEvents"
 FRAMEWORK, RUNTIME, HARDWARE = "framework", "neuron_rt", "neuron_hw"
-_ORDER = {FRAMEWORK: 0, RUNTIME: 1, HARDWARE: 2}
 DEVICE_SORT = 1000
 
 
@@ -44,59 +42,79 @@ def device_process(b: TraceBuilder, pcore: int) -> int:
 
 
 def add_system_events(b: TraceBuilder, tables: Tables, warnings: list[str]) -> dict[str, int]:
-    """Slices and flows from SystemProfileEvents; returns counts per source for the metadata."""
+    """Slices and flows from SystemProfileEvents, a column at a time; returns counts per source."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     t = tables.table(TABLE, spec(pa), required=("name", "start_ts", "trace_event_source"))
     if t is None or not t.num_rows:
         return {}
-    n = t.num_rows
     col = lambda c, fill=0: t.column(c).fill_null(fill).to_numpy(zero_copy_only=False)  # noqa: E731
     start, end, dur = col("start_ts"), col("end_ts", -1), col("duration_ns", -1)
     dur = np.where(dur >= 0, dur, np.where(end >= 0, np.maximum(end - start, 0), 0))
-    source = np.asarray(t.column("trace_event_source").fill_null("").to_pylist(), dtype=object)
-    stream = t.column("framework_stream_id").to_pylist()
-    pid, tid = col("process_id"), col("thread_id")
-    nc, pcore = col("nc_idx"), col("pcore_idx")
-    track = np.full(n, -1, dtype=np.int64)
-    counts: dict[str, int] = {}
-    keys: dict[tuple[Any, ...], int] = {}
-    named: set[int] = set()
-    inst = t.column("instance_id").to_pylist()
-    for i in range(n):  # one dict lookup per row; tracks are few
-        src = source[i]
-        if src == FRAMEWORK and stream[i]:
-            key: tuple[Any, ...] = ("driver", int(pid[i]), stream[i])
-        elif src == FRAMEWORK:
-            key = (FRAMEWORK, int(pid[i]), int(tid[i]))
-        elif src == RUNTIME:
-            key = (RUNTIME, int(pid[i]), int(nc[i]))
-        else:
-            key = (HARDWARE, int(pcore[i]))
-        tr = keys.get(key)
-        if tr is None:
-            if key[0] != HARDWARE and key[1] not in named:  # "i-0abc pid 4242": Explorer's instance and pid
-                named.add(key[1])
-                b.process(key[1], name=f"{inst[i]} pid {key[1]}" if inst[i] else f"pid {key[1]}")
-            tr = keys[key] = _track(b, key)
-        track[i] = tr
-        counts[src or "unknown"] = counts.get(src or "unknown", 0) + 1
+    src_names, src = _codes(t.column("trace_event_source").fill_null(""))
+    streams, stream = _codes(t.column("framework_stream_id").fill_null(""))
+    pid, tid, nc, pcore = col("process_id"), col("thread_id"), col("nc_idx"), col("pcore_idx")
+    code = {n: i for i, n in enumerate(src_names)}
+    fw, rt = code.get(FRAMEWORK, -1), code.get(RUNTIME, -1)
+    kind = np.full(len(src), 3, dtype=np.int64)  # 0 framework, 1 driver, 2 runtime, 3 hardware (and unknown)
+    kind[src == fw] = 0
+    kind[(src == fw) & (np.asarray(streams, dtype=object)[stream] != "")] = 1
+    kind[src == rt] = 2
+    # one key per row: (kind, a, b); the distinct keys are few (threads, streams, cores): one track each
+    a = np.where(kind == 3, pcore, pid)
+    bkey = np.select([kind == 0, kind == 1, kind == 2], [tid, stream, nc], default=0)
+    _, a_code = np.unique(a, return_inverse=True)
+    _, b_code = np.unique(bkey, return_inverse=True)
+    nb = int(b_code.max()) + 1
+    _, first, inv = np.unique((kind * (int(a_code.max()) + 1) + a_code) * nb + b_code, return_index=True,
+                              return_inverse=True)
+    keys = np.stack([kind[first], a[first], bkey[first]], axis=1)
+    inst = t.column("instance_id").fill_null("").to_numpy(zero_copy_only=False)
+    tracks = np.empty(len(keys), dtype=np.int64)
+    cats = np.empty(len(keys), dtype=np.int64)
+    kinds = (FRAMEWORK, "driver", RUNTIME, HARDWARE)
     cat_of = {FRAMEWORK: KinetoCat.CPU_OP, "driver": KinetoCat.PRIVATEUSE1_DRIVER, RUNTIME: RUNTIME,
               HARDWARE: HARDWARE}
-    track_cat = {tr: b.strings.intern(cat_of.get(k[0], HARDWARE)) for k, tr in keys.items()}
-    cat = np.asarray([track_cat[x] for x in track.tolist()], dtype=np.int64)
-    names = t.column("name").fill_null("").to_numpy(zero_copy_only=False)
-    uniq, inv = np.unique(names.astype(str), return_inverse=True)
-    ids = np.asarray([b.strings.intern(s) for s in uniq.tolist()], dtype=np.int64)[inv]
+    for k, (kd, ka, kb) in enumerate(keys.tolist()):
+        name = kinds[kd]
+        if kd != 3:  # "i-0abc pid 4242": Explorer's instance and pid
+            who = inst[first[k]]
+            b.process(ka, name=f"{who} pid {ka}" if who else f"pid {ka}")
+        tracks[k] = _track(b, (name, ka, streams[kb] if kd == 1 else kb))
+        cats[k] = b.strings.intern(cat_of[name])
+    names, name_idx = _codes(t.column("name").fill_null(""))
+    name_ids = np.asarray([b.strings.intern(n) for n in names], dtype=np.int64)
     base = b.n_slices
-    ev_id, wg = t.column("id").to_pylist(), t.column("worker_gid").to_pylist()
-    for i in range(n):
-        a = {"id": ev_id[i], "nc_idx": int(nc[i]), "pcore_idx": int(pcore[i]), "worker_gid": wg[i],
-             "source": source[i], "stream": stream[i]}
-        b.add_slice_ids(int(track[i]), int(start[i]), int(dur[i]), int(ids[i]), int(cat[i]),
-                        b.args.add_raw(orjson.dumps({k: v for k, v in a.items() if v is not None})))
-    _flows(b, t, base, source, start, warnings)
-    return counts
+    n = len(start)
+    b.s_ts.extend(start.tolist())
+    b.s_dur.extend(dur.tolist())
+    b.s_track.extend(tracks[inv].tolist())
+    b.s_name.extend(name_ids[name_idx].tolist())
+    b.s_cat.extend(cats[inv].tolist())
+    b.s_args.extend(b.args.add_raw(raw) for raw in _args_json(t, pc, pa))
+    assert len(b.s_ts) == base + n
+    _flows(b, t, base, kind, start, warnings)
+    return {str(s) or "unknown": int(c) for s, c in zip(src_names, np.bincount(src, minlength=len(src_names)))
+            if c}
+
+
+def _codes(arr: Any) -> tuple[list[str], np.ndarray]:
+    """Distinct values of a string column and each row's index into them (dictionary encoding)."""
+    import pyarrow.compute as pc
+
+    d = pc.dictionary_encode(arr).combine_chunks()
+    return [str(x) for x in d.dictionary.to_pylist()], d.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _args_json(t: Any, pc: Any, pa: Any) -> list[bytes]:
+    """Each row's args as a JSON object (``id``, ``nc_idx``, ``pcore_idx``, ``worker_gid``), built by pyarrow."""
+    parts = []
+    for c in ("id", "nc_idx", "pcore_idx", "worker_gid"):
+        v = pc.cast(t.column(c), pa.string())
+        parts.append(pc.fill_null(pc.binary_join_element_wise(f'"{c}":', v, ","), ""))  # a null: no key
+    body = pc.utf8_rtrim(pc.binary_join_element_wise(*parts, ""), characters=",")
+    return [s.encode() for s in pc.binary_join_element_wise("{", body, "}", "").to_pylist()]
 
 
 def _track(b: TraceBuilder, key: tuple[Any, ...]) -> int:
@@ -112,7 +130,7 @@ def _track(b: TraceBuilder, key: tuple[Any, ...]) -> int:
     return b.track(p, f"neuron_rt nc {key[2]}", TrackKind.OTHER, sort_index=60 + key[2])
 
 
-def _flows(b: TraceBuilder, t: Any, base: int, source: np.ndarray, start: np.ndarray,
+def _flows(b: TraceBuilder, t: Any, base: int, kind: np.ndarray, start: np.ndarray,
            warnings: list[str]) -> None:
     import pyarrow.compute as pc
 
@@ -120,16 +138,21 @@ def _flows(b: TraceBuilder, t: Any, base: int, source: np.ndarray, start: np.nda
     flat = pc.list_flatten(lists)
     if not len(flat):
         return
-    rows = pc.list_parent_indices(lists).to_numpy()
-    text = np.asarray(flat.to_pylist(), dtype=object)
-    ok = np.asarray([isinstance(x, str) and x.strip().lstrip("-").isdigit() for x in text], dtype=bool)
-    if not ok.all():
-        warnings.append(f"Neuron Explorer: {int((~ok).sum())} flow ids are not integers; those links are left out")
-    rows, ids = rows[ok], np.asarray([int(x) for x in text[ok]], dtype=np.int64)
-    order_src = np.asarray([_ORDER.get(s, 3) for s in source[rows].tolist()], dtype=np.int64)
-    o = np.lexsort((start[rows], order_src, ids))
+    rows = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False)
+    text = pc.utf8_trim_whitespace(flat)
+    ok = pc.fill_null(pc.match_substring_regex(text, r"^-?[0-9]{1,18}$"), False)
+    bad = len(ok) - pc.sum(ok).as_py() if len(ok) else 0
+    if bad:
+        warnings.append(f"Neuron Explorer: {bad} flow ids are not integers; those links are left out")
+    keep = ok.to_numpy(zero_copy_only=False)
+    rows, ids = rows[keep], pc.cast(pc.filter(text, ok), "int64").to_numpy(zero_copy_only=False)
+    # in each flow: framework dispatch, its driver event, the runtime execution, the hardware; then by time
+    o = np.lexsort((start[rows], kind[rows], ids))
     rows, ids = rows[o], ids[o]
-    same = ids[1:] == ids[:-1]
-    for a, z, f in zip(rows[:-1][same].tolist(), rows[1:][same].tolist(), ids[1:][same].tolist()):
-        if a != z:
-            b.add_flow(base + a, base + z, flow_id=f, cat=Cat.DEVICE, name="launch")
+    same = (ids[1:] == ids[:-1]) & (rows[1:] != rows[:-1])
+    src, dst = rows[:-1][same] + base, rows[1:][same] + base
+    b.f_src.extend(src.tolist())
+    b.f_dst.extend(dst.tolist())
+    b.f_id.extend(ids[1:][same].tolist())
+    b.f_cat.extend([b.strings.intern(Cat.DEVICE)] * len(src))
+    b.f_name.extend([b.strings.intern("launch")] * len(src))

@@ -1,0 +1,94 @@
+"""Neuron Explorer import: load time and peak memory of a processed profile folder, against reading its
+tables whole with pyarrow (the floor any importer pays) in the same run.
+
+    python -m bench.bench_explorer --events 1000000 --instructions 10000000
+
+The folder is written to the documented schema (tests/fakes/explorer_profile.py shapes, shared/design/
+neuron-explorer-facts.md): `--events` SystemProfileEvents rows (a third each framework / neuron_rt / neuron_hw,
+every framework row with a flow id), split in 4 files; `--instructions` Instruction rows (7 columns) in 8 files,
+of which the loader reads 3 columns batch by batch. Each measurement runs in a fresh process (its own peak RSS).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+T0 = 1_764_000_000_000_000_000
+
+
+def write(folder: Path, events: int, instructions: int) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"profile_schema_version": ["7.4.0"]}), folder / "Metadata.parquet")
+    n = events - events % 3
+    k = np.arange(n, dtype=np.int64)
+    op = k // 3
+    src = np.array(["framework", "neuron_rt", "neuron_hw"], dtype=object)[k % 3]
+    start = T0 + op * 10_000 + (k % 3) * 1_000
+    flow = pa.array([[str(o)] if s != "neuron_hw" else None for o, s in zip(op.tolist(), src.tolist())],
+                    type=pa.list_(pa.string()))
+    t = pa.table({"id": k, "name": pa.array(np.where(k % 3 == 0, "aten::mm", "nrt_execute").astype(object)),
+                  "start_ts": start, "end_ts": start + 900, "duration_ns": np.full(n, 900),
+                  "trace_event_source": pa.array(src), "instance_id": pa.array(["i-0"] * n),
+                  "process_id": np.full(n, 4242), "thread_id": np.full(n, 7), "nc_idx": (op % 2),
+                  "pcore_idx": (op % 2), "worker_gid": np.zeros(n, np.int64), "flow_id": flow,
+                  "framework_stream_id": pa.nulls(n, pa.string())})
+    step = -(-n // 4)
+    for i in range(4):
+        pq.write_table(t.slice(i * step, step), folder / f"SystemProfileEvents_{i}.parquet")
+    step = -(-instructions // 8)
+    for i in range(8):
+        m = min(step, instructions - i * step)
+        j = np.arange(m, dtype=np.int64)
+        pq.write_table(pa.table({"start_ts": T0 + j, "end_ts": T0 + j + 5, "duration_ns": 5 + j % 3,
+                                 "engine": pa.array(np.array(["tensor", "vector", "scalar"], dtype=object)[j % 3]),
+                                 "opcode": pa.array(np.array(["MATMUL", "ACT"], dtype=object)[j % 2]),
+                                 "hlo_name": pa.array([f"dot.{x}" for x in (j % 1000).tolist()]),
+                                 "layer": pa.array(["layer[1]"] * m)}), folder / f"Instruction_{i}.parquet")
+
+
+_CHILD = {
+    "load": "from neuron_prof.loaders.explorer import load_explorer as f; t = f(p); n = len(t.slices)",
+    "read_whole": ("import pyarrow.parquet as pq, glob; n = sum(pq.read_table(x).num_rows for x in "
+                   "glob.glob(p + '/*.parquet'))"),
+}
+
+
+def measure(what: str, folder: Path) -> dict[str, float]:
+    code = ("import json, resource, sys, time; p = sys.argv[1]; t0 = time.perf_counter(); "
+            f"{_CHILD[what]}; print(json.dumps({{'s': time.perf_counter() - t0, "
+            "'rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 'rows': n}))")
+    out = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--events", type=float, default=1e6)
+    ap.add_argument("--instructions", type=float, default=1e7)
+    a = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "profile"
+        write(folder, int(a.events), int(a.instructions))
+        size = sum(f.stat().st_size for f in folder.iterdir()) / 1e6
+        print(f"Explorer folder: {int(a.events):,} SystemProfileEvents, {int(a.instructions):,} Instruction rows, "
+              f"{size:.0f} MB of Parquet")
+        print(f"{'':32}{'seconds':>10}{'peak RSS MB':>14}")
+        rows = {w: measure(w, folder) for w in ("read_whole", "load")}
+        for w, label in (("read_whole", "pyarrow read_table, every table"), ("load", "neuron_prof load_explorer")):
+            print(f"{label:32}{rows[w]['s']:>10.2f}{rows[w]['rss_mb']:>14.0f}")
+        print(f"ratio load / read whole: {rows['load']['s'] / rows['read_whole']['s']:.2f}x time, "
+              f"{rows['load']['rss_mb'] / rows['read_whole']['rss_mb']:.2f}x memory")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
