@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from neuron_prof.analysis import fmt_bytes, fmt_ns
-from neuron_prof.exporters.summary import _md, printable, short_site
+from neuron_prof.exporters.summary import md_cell, printable, short_site
 
 _SEV_STYLE = {"critical": "bold red", "warning": "yellow", "info": "dim"}
 COLUMNS = (
@@ -105,18 +105,18 @@ def job_text(doc: dict[str, Any], *, source: str = "", width: int | None = None,
 
 def job_markdown(doc: dict[str, Any], *, source: str = "") -> str:
     """The same as Markdown (CI job summaries, pull requests)."""
-    out = [f"## {_md(head_line(doc, source))}", "", "| " + " | ".join(c for c, _ in COLUMNS) + " |",
+    out = [f"## {md_cell(head_line(doc, source))}", "", "| " + " | ".join(c for c, _ in COLUMNS) + " |",
            "|" + "|".join("---:" for _ in COLUMNS) + "|"]
-    out += ["| " + " | ".join(_md(c) for c in rank_cells(r)) + " |" for r in doc["ranks"] if r.get("status") == "ok"]
+    out += ["| " + " | ".join(md_cell(c) for c in rank_cells(r)) + " |" for r in doc["ranks"] if r.get("status") == "ok"]
     fails = failed_lines(doc)
     if fails:
-        out += ["", *(f"- {_md(line)}" for line in fails)]
+        out += ["", *(f"- {md_cell(line)}" for line in fails)]
     findings = [f for f in doc["findings"] if f["kind"] != "ranks_to_open"]
     out += ["", "### Cross-rank findings", ""]
     if findings:
         out += ["| # | severity | kind | cost | rank | finding |", "|---:|---|---|---:|---:|---|"]
         out += [f"| {i} | {f['severity']} | {f['kind']} | {fmt_ns(f['cost_ns']) if f['cost_ns'] else '-'} | "
-                f"{'-' if f['rank'] is None else f['rank']} | {_md(f['title'])} |" for i, f in enumerate(findings, 1)]
+                f"{'-' if f['rank'] is None else f['rank']} | {md_cell(f['title'])} |" for i, f in enumerate(findings, 1)]
     else:
         out.append("No cross-rank findings.")
     opener = next((f for f in doc["findings"] if f["kind"] == "ranks_to_open"), None)
