@@ -164,6 +164,9 @@ def test_job_summary_on_a_separate_dask_cluster(job: Path, tmp_path: Path,
         doc = json.loads(capsys.readouterr().out)
         _check_summary(doc)
         assert doc["run"]["on"] == f"{address} (2 worker(s))"
+        # the same cluster writes the job's Parquet dataset, one task per rank
+        assert main(["export", str(job), "-o", str(tmp_path / "job.parquet"), "--scheduler", address]) == 0
+        assert sorted(p.name for p in (tmp_path / "job.parquet").iterdir()) == [f"rank={r}" for r in range(WORLD)]
     finally:
         kids = [c for p in procs for c in psutil.Process(p.pid).children(recursive=True) if p.poll() is None]
         for p in reversed(procs):  # workers first, then the scheduler
@@ -201,3 +204,15 @@ def test_merge_only_the_ranks_pointed_at(job: Path, tmp_path: Path, capsys: pyte
     assert {p.rank for p in merged.processes if p.rank is not None} == {0, LATE, COMPILER}
     strag = [f for f in merged.findings if f["kind"] == "straggler"]
     assert any(f["rank"] == LATE and f["evidence"]["cause"]["cause"] == "data loading" for f in strag), strag
+
+
+def test_job_summary_text_in_this_process(job: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["summary", f"{job}/trace.rank*", "--workers", "0"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0] == f"neuron-prof job summary: {job}/trace.rank* — {WORLD} rank(s), on in this process"
+    head = next(i for i, line in enumerate(lines) if line.startswith("rank  step med"))
+    assert [line.split()[0] for line in lines[head + 1:head + 1 + WORLD]] == [str(r) for r in range(WORLD)]
+    words = " ".join(out.split())  # table cells wrap at 120 columns
+    assert "data loading (load_batch)" in words and f"rank {COMPILER} compiles 1 more time(s)" in words
+    assert "Ranks worth opening: " in out and "\nneuron-prof merge --ranks " in out
