@@ -49,12 +49,16 @@ def test_duckdb_reads_what_was_written(tmp_path) -> None:
                        ).fetchall() == [("aten::add",)]
 
 
-README_QUERY = """
-SELECT rank, s.name, sum(dur_ns) / 1e6 AS ms
-FROM 'DATASET/*/slices.parquet' s JOIN 'DATASET/*/tracks.parquet' t USING (rank, track)
-WHERE t.kind = 'thread'
-GROUP BY ALL ORDER BY ms DESC LIMIT 3
-"""
+def _readme_query() -> str:
+    """The DuckDB query the README shows over a job's dataset (its folder as DATASET)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = text.index('duckdb -c "SELECT rank, ') + len('duckdb -c "')
+    return text[start:text.index('"', start)].replace("job.parquet", "DATASET")
+
+
+README_QUERY = _readme_query()
 
 
 def test_many_ranks_are_one_dataset_partitioned_by_rank(tmp_path, capsys) -> None:
