@@ -15,7 +15,10 @@ from typing import Any
 import orjson
 
 from neuron_prof.analysis import Finding, Report
-from neuron_prof.analysis._fmt import fmt_ns
+from neuron_prof.analysis._fmt import fit_site, fmt_ns, strip_site
+
+SITE_W = 26
+"""Widest `where` column of the findings table: longer call sites are shortened in their middle."""
 
 _SEV_STYLE = {"critical": "bold red", "warning": "yellow", "info": "dim"}
 
@@ -61,7 +64,12 @@ def _pct(x: float | None) -> str:
 
 def totals_lines(t: dict[str, Any]) -> list[str]:
     """Plain-text lines describing the totals (shared by the text and Markdown views)."""
-    lines = [f"Wall time {fmt_ns(t['wall_ns'])}"]
+    lines = []
+    ended = t.get("capture_exit")
+    if ended and ended != "ok":
+        # a crashed script's trace ends where the script did: its numbers cover the run until then
+        lines.append(f"The profiled code did not finish: {ended} (the trace covers the run until then)")
+    lines.append(f"Wall time {fmt_ns(t['wall_ns'])}")
     st = t.get("steps") or {}
     if st.get("count"):
         s = f"Steps {st['count']} ({st['warmup']} warm-up"
@@ -96,7 +104,8 @@ def totals_lines(t: dict[str, Any]) -> list[str]:
             )
             if ps.get(key)
         ]
-        lines.append(f"Per steady step ({fmt_ns(ps['step_ns'])})" + (": " + ", ".join(bits) if bits else ""))
+        if bits:  # a heading with nothing after it says nothing
+            lines.append(f"Per steady step ({fmt_ns(ps['step_ns'])}): " + ", ".join(bits))
     sev = t.get("findings_by_severity") or {}
     if sev:
         lines.append(
@@ -134,55 +143,91 @@ def summary_text(
     for line in totals_lines(rep.totals):
         con.print(Text(line))
     if rep.findings:
-        tab = Table(title=None, box=None, pad_edge=False, show_edge=False, header_style="bold")
-        for col, just in (
-            ("#", "right"),
-            ("severity", "left"),
-            ("kind", "left"),
-            ("cost", "right"),
-            ("share", "right"),
-            ("count", "right"),
-            ("where", "left"),
-            ("finding", "left"),
-        ):
-            tab.add_column(col, justify=just, overflow="fold")  # type: ignore[arg-type]
-        for i, f in enumerate(rep.findings, 1):
-            tab.add_row(
-                str(i),
-                Text(f.severity, style=_SEV_STYLE.get(f.severity, "")),
-                Text(f.kind),
-                fmt_ns(f.cost_ns) if f.cost_ns else "-",
-                _pct(f.share) if f.cost_ns else "-",
-                str(f.count),
-                Text(printable(short_site(f.call_site)) or "-"),
-                Text(printable(f.title)),
-            )
         con.print()
-        con.print(tab)
+        con.print(findings_table(rep.findings, width or 120))
+        con.print()
+        con.print(Text("Details", style="bold"))
+        for i, f in enumerate(rep.findings, 1):
+            con.print(finding_detail(i, f, advice=advice))
     else:
         con.print(Text("No findings."))
-    if advice:
-        worth = [(i, f) for i, f in enumerate(rep.findings, 1) if f.severity != "info"]
-        if worth:
+    for key, label, self_col in (("top_ops", "host op", True), ("top_device_ops", "device op", False)):
+        ops = rep.totals.get(key) or []
+        if ops and top:
             con.print()
-            con.print(Text("What to do", style="bold"))
-            for i, f in worth:
-                con.print(Text(printable(f"{i}. [{f.kind}] {f.advice}")))
-    ops = rep.totals.get("top_ops") or []
-    if ops and top:
-        tab = Table(box=None, show_edge=False, header_style="bold", title=None)
-        for col, just in (("host op", "left"), ("self", "right"), ("total", "right"), ("count", "right")):
-            tab.add_column(col, justify=just, overflow="fold")  # type: ignore[arg-type]
-        for o in ops[:top]:
-            tab.add_row(
-                Text(clip(o["name"])),
-                fmt_ns(o.get("self_ns", o["total_ns"])),
-                fmt_ns(o["total_ns"]),
-                str(o["count"]),
-            )
-        con.print()
-        con.print(tab)
+            con.print(ops_table(ops[:top], label, self_col))
     return buf.getvalue()
+
+
+def findings_table(findings: list[Finding], width: int = 120) -> Any:
+    """One line per finding in `width` columns (a rich Table): the title cut to what is left of the line,
+    its call site shown once, in `where`, shortened in its middle (never losing :LINE)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    sites = [printable(short_site(f.call_site)) or "-" for f in findings]
+    rows = [
+        [
+            str(i),
+            f.severity,
+            f.kind,
+            fmt_ns(f.cost_ns) if f.cost_ns else "-",
+            _pct(f.share) if f.cost_ns else "-",
+            str(f.count),
+            fit_site(sites[i - 1], SITE_W),
+        ]
+        for i, f in enumerate(findings, 1)
+    ]
+    head = ("#", "severity", "kind", "cost", "share", "count", "where")
+    widths = [max(len(h), *(len(r[k]) for r in rows)) for k, h in enumerate(head)]
+    # rich pads each column with a space on both inner sides: 2 cells between columns
+    rest = max(20, width - sum(widths) - 2 * len(head))
+    tab = Table(title=None, box=None, pad_edge=False, show_edge=False, header_style="bold")
+    for h, w in zip(head, widths):
+        tab.add_column(h, justify="right" if h in ("#", "cost", "share", "count") else "left", width=w,
+                       no_wrap=True)
+    tab.add_column("finding", width=rest, no_wrap=True, overflow="ellipsis")
+    for r, f in zip(rows, findings):
+        cells: list[Any] = [Text(c) for c in r]
+        cells[1] = Text(f.severity, style=_SEV_STYLE.get(f.severity, ""))
+        tab.add_row(*cells, Text(printable(strip_site(f.title, f.call_site))))
+    return tab
+
+
+def finding_detail(i: int, f: Finding, *, advice: bool = True) -> Any:
+    """A finding in full below the table: its title and call site, then what to do (warnings and worse);
+    wrapped lines stay indented under the number."""
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Text()
+    t.append(f"[{f.kind}] ", style=_SEV_STYLE.get(f.severity, ""))
+    t.append(printable(strip_site(f.title, f.call_site)))
+    if f.call_site:
+        t.append(f"\nat {printable(short_site(f.call_site))}", style="dim")
+    if advice and f.severity != "info" and f.advice:
+        t.append("\nWhat to do: ", style="bold")
+        t.append(printable(f.advice))
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(justify="right", width=3)
+    grid.add_column()
+    grid.add_row(Text(f"{i}.", style="bold"), t)
+    return grid
+
+
+def ops_table(ops: list[dict[str, Any]], label: str, self_col: bool) -> Any:
+    """Top host ops (self, total, count) or top device kernels (time, count)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    tab = Table(box=None, show_edge=False, header_style="bold", title=None)
+    cols = (label, "self", "total", "count") if self_col else (label, "time", "count")
+    for i, col in enumerate(cols):
+        tab.add_column(col, justify="left" if not i else "right", overflow="fold")  # type: ignore[arg-type]
+    for o in ops:
+        times = [fmt_ns(o.get("self_ns", o["total_ns"]))] if self_col else []
+        tab.add_row(Text(clip(o["name"])), *times, fmt_ns(o["total_ns"]), str(o["count"]))
+    return tab
 
 
 def md_cell(s: object) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ from neuron_prof.exporters import write_trace
 
 from neuron_prof.analysis import KINDS, SEVERITIES, analyze
 from neuron_prof.cli import main
-from tests.test_analysis import WALL, Workload
+from tests.test_analysis import MS, WALL, Workload
 
 FINDING_KEYS = {
     "kind",
@@ -34,6 +35,7 @@ TOTAL_KEYS = {
     "end_ns",
     "events",
     "rank",
+    "capture_exit",
     "steps",
     "host_busy_ns",
     "device_busy_ns",
@@ -195,3 +197,70 @@ def test_summary_warns_on_stderr_about_a_truncated_trace(tmp_path, capsys) -> No
 
     assert "findings" in json.loads(out)
     assert "truncated" in err and str(cut) in err
+
+
+# ---- what a new user stumbled on (issue 16) ---------------------------------------------------------------
+def test_findings_are_one_line_each_at_120_columns(traces: dict[str, Path],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run(capsys, "summary", str(traces["problem"]))
+    lines = out.splitlines()
+    top = lines.index(next(ln for ln in lines if ln.lstrip().startswith("#  severity")))
+    n = len(analyze(Workload(True).build()))
+    rows = lines[top + 1 : top + 1 + n]
+    # GIVEN n findings, THEN the table is n lines of at most 120 columns, numbered 1..n, then a blank line
+    assert [int(r.split()[0]) for r in rows] == list(range(1, n + 1)) and lines[top + 1 + n] == ""
+    assert all(len(r.rstrip()) <= 120 for r in rows)
+    # the call site is in `where` only: never repeated in the title on the same line
+    assert all(r.count("model.py:88") <= 1 for r in rows), rows
+    # below, each finding in full, then what to do
+    assert "Details" in lines and " 1. [" in out and "What to do:" in out
+    # a site is named twice in all: its table row and the "at" line of its details (titles lose " at SITE")
+    for site in ("train.py:42", "/home/u/model.py:120"):
+        assert out.count(site) == 2, (site, out)
+
+
+def test_gpu_summary_lists_device_kernels(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.conftest import KINETO_DIR
+
+    path = KINETO_DIR / "critical_path_alexnet_trace.json.gz"
+    if not path.exists():
+        pytest.skip("../shared/traces absent")
+    rc, out, _ = run(capsys, "summary", str(path))
+    # the GPU's own kernels, under a heading of their own, with the time the device spent in them
+    assert rc == 0 and " device op " in out
+    device = out[out.index(" device op ") :]
+    assert "ampere_sgemm_32x32_sliced1x4_tn" in device and "2.6 ms" in device
+
+
+def test_per_step_line_never_exceeds_the_step(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.conftest import KINETO_DIR
+
+    path = KINETO_DIR / "cpu_only_rank34.json.gz"
+    if not path.exists():
+        pytest.skip("../shared/traces absent")
+    rc, out, _ = run(capsys, "summary", str(path))
+    line = next(ln for ln in out.splitlines() if ln.startswith("Per steady step ("))
+    # GIVEN overlapping allreduce calls, THEN the per-step collective time fits in the step
+    step_ms = float(re.search(r"\(([\d.]+) ms\)", line).group(1))  # type: ignore[union-attr]
+    coll_ms = float(re.search(r"collectives ([\d.]+) ms", line).group(1))  # type: ignore[union-attr]
+    assert 0 < coll_ms <= step_ms, line
+
+
+def test_no_bare_per_step_heading_and_a_crash_is_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from neuron_prof.model import TraceBuilder
+
+    # GIVEN steps with nothing on a device or a probe track, from a script that raised
+    b = TraceBuilder()
+    main_t = b.thread_track(1, 1, "main")
+    for i in range(4):
+        b.add_slice(main_t, i * 10 * MS, 10 * MS, f"ProfilerStep#{i}", "user_annotation")
+        b.add_slice(main_t, i * 10 * MS + MS, MS, "aten::add", "cpu_op")
+    b.metadata["capture_exit"] = "exception: ValueError: boom"
+    path = write_trace(b.build(), tmp_path / "crashed.json")
+    rc, out, _ = run(capsys, "summary", str(path))
+    assert rc == 0
+    assert "Per steady step (" not in out  # no heading with nothing after it
+    assert out.splitlines()[1] == ("The profiled code did not finish: exception: ValueError: boom "
+                                   "(the trace covers the run until then)")
+    rc, out, _ = run(capsys, "summary", str(path), "--json")
+    assert orjson.loads(out)["totals"]["capture_exit"] == "exception: ValueError: boom"

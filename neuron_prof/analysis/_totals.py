@@ -76,6 +76,7 @@ def compute_totals(trace: Trace, ctx: Context) -> dict[str, Any]:
             "flows": len(trace.flows),
         },
         "rank": trace.rank,
+        "capture_exit": trace.metadata.get("capture_exit"),
         "steps": ctx.steps.summary(),
         "host_busy_ns": int((host_e - host_s).sum()),
         "device_busy_ns": dev_busy,
