@@ -140,6 +140,33 @@ def test_first_call_compile_only_on_first_call_of_a_signature(tnx, cfg: Emulator
     assert stats["total_compilations"] >= len(compiles) and stats["cache_hits"] >= 2
 
 
+def test_launch_blocking_modes(tnx, cfg: EmulatorConfig) -> None:  # type: ignore[no-untyped-def]
+    """NEURON_LAUNCH_BLOCKING=1 (release default): the op waits for its compile. 0: the background compile
+    thread compiles while the host goes on; the op's device work waits for the NEFF, and the host pays at
+    the next sync (torch-neuronx-facts, "Corrections and additions")."""
+    assert EmulatorConfig.from_env().launch_blocking  # unset: blocking, as release builds
+    gt = emulator.ground_truth()
+    for blocking, shape in ((True, (3, 17)), (False, (3, 19))):
+        emulator.reconfigure(replace(cfg, eager_compile_base_ms=300.0, launch_blocking=blocking))
+        x = torch.ones(*shape, device="neuron")
+        torch.neuron.synchronize()
+        n0, e0 = len(gt.records("compile")), len(gt.records("exec"))
+        t0 = time.perf_counter()
+        x.mul(x)  # a new signature
+        call = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        torch.neuron.synchronize()
+        wait = time.perf_counter() - t0
+        (c,) = gt.records("compile")[n0:]
+        ex = [r for r in gt.records("exec")[e0:] if r["name"] == "aten::mul.Tensor"][0]
+        assert c["detail"]["blocking"] is blocking
+        assert c["host_end_ns"] - c["host_start_ns"] >= 300_000_000
+        if blocking:
+            assert call >= 0.3 and wait < 0.15
+        else:  # the host is not held by the compile; the device op starts after it
+            assert call < 0.15 and wait >= 0.2 and ex["device_start_ns"] >= c["host_end_ns"]
+
+
 def test_fallback_ops_run_on_host_and_are_tracked_like_torchneuron(tnx, cfg: EmulatorConfig) -> None:  # type: ignore[no-untyped-def]
     gt = emulator.ground_truth()
     tnx.clear_op_tracking()

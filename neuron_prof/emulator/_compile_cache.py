@@ -57,6 +57,8 @@ class CompileCache:
             "CompilationCache.MemoryUsage": deque(maxlen=_SAMPLES),
         }
         self._time_acc_ns = 0.0
+        self.thread_free_at_ns = 0
+        """When the background compile thread finishes the compiles queued on it (asynchronous mode)."""
         self.tally = dict.fromkeys(self.counters, 0)
         """The cache's own counts (stats()), kept whether metrics are on or not."""
         self.metrics_enabled = os.environ.get("TORCH_NEURONX_METRICS_ENABLED", "0").strip().lower() in (
@@ -88,28 +90,45 @@ class CompileCache:
         """The cache_key `sig` gets: the op or graph name, then a digest of the signature."""
         return f"{name}_{self._digest(sig)}"
 
-    def compile(self, sig: Any, name: str, cost_ms: float, neff_size_bytes: int, device: int = 0) -> _Entry:
-        """Miss path: load `sig` from disk or compile it (the host blocks); returns its entry."""
+    def compile(self, sig: Any, name: str, cost_ms: float, neff_size_bytes: int, device: int = 0,
+                blocking: bool = True) -> int:
+        """Miss path: load `sig` from disk or compile it; returns the Unix ns when its NEFF is ready.
+
+        Blocking (``NEURON_LAUNCH_BLOCKING=1``): the host sleeps for the load or compile. Asynchronous: the
+        work is queued on the background compile thread (one compile at a time) and the host goes on; the
+        entry exists at once (a second call does not compile again) and the device cannot run the op before
+        the returned time. The thread is modelled as a clock, like the device's queue.
+        """
         digest = self._digest(sig)
         key = f"{name}_{digest}"
-        t0 = time.time_ns()
+        now = time.time_ns()
         self._count("CompilationCache.InMemoryMisses")
         path = self.cache_dir / f"{digest}.neff" if self.cache_dir is not None else None
-        if path is not None and path.exists():
-            self._count("CompilationCache.PersistentHits")
-            if self.disk_load_ms > 0:
-                time.sleep(self.disk_load_ms / 1e3)
+        from_disk = path is not None and path.exists()
+        if path is not None:
+            self._count("CompilationCache.PersistentHits" if from_disk else "CompilationCache.PersistentMisses")
+        cost_ns = int((self.disk_load_ms if from_disk else cost_ms) * 1e6)
+        if blocking:
+            t0 = now
+            if cost_ns > 0:
+                time.sleep(cost_ns / 1e9)
+            t1 = time.time_ns()
+        else:
+            with self._lock:
+                t0 = max(now, self.thread_free_at_ns)
+                t1 = t0 + max(cost_ns, 0)
+                self.thread_free_at_ns = t1
+        if from_disk:
             entry = _Entry(key, neff_size_bytes, 0)  # like the real cache: loaded from disk = 0 ms
             source = "disk"
         else:
-            if path is not None:
-                self._count("CompilationCache.PersistentMisses")
-            if cost_ms > 0:
-                time.sleep(cost_ms / 1e3)
-            elapsed_ns = time.time_ns() - t0
+            elapsed_ns = t1 - t0
             self._count("CompilationCache.TotalCompilations")
             self._time_acc_ns += elapsed_ns
-            self._sample("CompilationCache.CompilationTime", float(elapsed_ns))
+            # the runtime takes its sample when the compile ends (steady clock)
+            if self.metrics_enabled:
+                self.samples["CompilationCache.CompilationTime"].append(
+                    (time.monotonic_ns() + (t1 - time.time_ns()), float(elapsed_ns)))
             entry = _Entry(key, neff_size_bytes, int(round(elapsed_ns / 1e6)))
             source = "compile"
             if path is not None:
@@ -120,8 +139,9 @@ class CompileCache:
             self._by_sig[sig] = entry
             mem = sum(e.neff_size_bytes for e in self._by_sig.values())
         self._sample("CompilationCache.MemoryUsage", float(mem))
-        self.gt.add("compile", name, t0, time.time_ns(), device, detail={"cache_key": key, "source": source})
-        return entry
+        self.gt.add("compile", name, t0, t1, device, detail={"cache_key": key, "source": source,
+                                                            "blocking": blocking, "submitted_ns": now})
+        return t1
 
     # --- the torch_neuronx._C shapes -------------------------------------------------------------------
 

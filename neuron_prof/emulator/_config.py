@@ -111,6 +111,11 @@ class EmulatorConfig:
     graph_launch_us: float = 30.0
     device_time_scale: float = 1.0
     """Multiplies every modelled device duration (a demo can slow the device down)."""
+    launch_blocking: bool = True
+    """``NEURON_LAUNCH_BLOCKING``: True ("1", the release builds' default) makes the host wait for each
+    first-call compile inside the op; False ("0", dev builds) compiles on the background compile thread
+    while the host goes on, and the host pays where it next waits for the device (torch-neuronx-facts,
+    "Corrections and additions")."""
 
     fallback_ops: frozenset[str] = DEFAULT_FALLBACK_OPS
     silent_fallback_ops: frozenset[str] = DEFAULT_SILENT_FALLBACK_OPS
@@ -143,7 +148,8 @@ class EmulatorConfig:
         cache_dir = os.environ.get("NEURON_PROF_EMULATE_CACHE_DIR") or os.environ.get(
             "TORCH_NEURONX_NEFF_CACHE_DIR"
         )
-        cfg = cls(cache_dir=cache_dir or None)
+        blocking = os.environ.get("NEURON_LAUNCH_BLOCKING", "1").strip() not in ("0", "false", "False")
+        cfg = cls(cache_dir=cache_dir or None, launch_blocking=blocking)
         scale = os.environ.get("NEURON_PROF_EMULATE_COMPILE_SCALE")
         if scale:
             cfg = cfg.with_compile_scale(float(scale))

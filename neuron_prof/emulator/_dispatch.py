@@ -4,7 +4,8 @@ execute(func, args, kwargs)
   unwrap device tensors -> signature (op, shapes, dtypes, static args; float scalars are runtime values)
   sync ops (.item(), .cpu(), cross-device copies) -> the host waits for the device first
   fallback ops -> _fallback.run_on_host (host compute + copies, tracked like TorchNeuron)
-  first call of a signature -> NEFF compile (host blocks), then cached
+  first call of a signature -> NEFF compile (the host blocks, or with NEURON_LAUNCH_BLOCKING=0 the background
+    compile thread does it and the op waits for it on the device), then cached
   run on CPU, rewrap, model the device duration and queue it on the device clock
 
 Values are computed by the op's own CPU kernel on the host copies, or, for device ops that have no CPU
@@ -186,6 +187,7 @@ def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return run_on_host(rt, func, info, uargs, ukwargs, u, dev)
     local = rt.local
     cfg = rt.cfg
+    ready = 0
     if not local.in_graph and info.device_work:
         sig = (info.name, *u.sig)
         if not rt.cache.get(sig):
@@ -195,7 +197,7 @@ def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
                 + cfg.eager_compile_ms_per_operand * len(u.ins)
                 + cfg.eager_compile_ms_per_gflop * flops / 1e9
             )
-            rt.cache.compile(sig, info.name, cost, 8192 + 1024 * len(u.ins), dev)
+            ready = rt.cache.compile(sig, info.name, cost, 8192 + 1024 * len(u.ins), dev, cfg.launch_blocking)
     t0 = time.time_ns()
     seq = host_seq_nr(u)
     if _profiling():
@@ -218,7 +220,7 @@ def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if local.in_graph:
             local.graph_ns += dur - int(cfg.op_launch_us * 1e3 * cfg.device_time_scale)
         else:
-            start, end, _ = rt.clocks[dev].submit(info.name, dur, seq_nr=seq)
+            start, end, _ = rt.clocks[dev].submit(info.name, dur, seq_nr=seq, not_before=ready)
             rt.gt.add("exec", info.name, t0, time.time_ns(), dev, start, end)
     return res
 

@@ -120,15 +120,15 @@ class _CompiledGraph:
         assert rt is not None
         cfg = rt.cfg
         dev = next((a._dev for a in args if hasattr(a, "_dev")), rt.current_device)
+        ready = 0
         if not self.compiled:
             if not rt.cache.get(self.sig):
                 cost = (
                     cfg.graph_compile_base_ms + cfg.graph_compile_ms_per_node * self.metrics.graph_node_count
                 )
                 t0 = time.perf_counter()
-                rt.cache.compile(
-                    self.sig, self.metrics.graph_name, cost, 65536 + 512 * self.metrics.graph_node_count, dev
-                )
+                ready = rt.cache.compile(self.sig, self.metrics.graph_name, cost,
+                                         65536 + 512 * self.metrics.graph_node_count, dev, cfg.launch_blocking)
                 _phase("torch_neuronx_compile", time.perf_counter() - t0)
             self.compiled = True
         local = rt.local
@@ -147,7 +147,8 @@ class _CompiledGraph:
                 torch._C._autograd._enable_record_function(True)
         dur = self.est_ns + local.graph_ns + int(cfg.graph_launch_us * 1e3 * cfg.device_time_scale)
         start, end, _ = rt.clocks[dev].submit(
-            self.metrics.graph_name, dur, kind=KIND_GRAPH, seq_nr=torch._C._autograd._get_sequence_nr()
+            self.metrics.graph_name, dur, kind=KIND_GRAPH, seq_nr=torch._C._autograd._get_sequence_nr(),
+            not_before=ready,
         )
         rt.gt.add(
             "graph",

@@ -173,12 +173,14 @@ class DeviceClock:
         kind: int = KIND_OP,
         seq_nr: int = -1,
         host_ns: int | None = None,
+        not_before: int = 0,
     ) -> tuple[int, int, int]:
-        """Queue `dur_ns` of work issued now; returns (start_ns, end_ns, nrt_sequence_id)."""
+        """Queue `dur_ns` of work issued now, starting no earlier than `not_before` (its NEFF is still
+        compiling); returns (start_ns, end_ns, nrt_sequence_id)."""
         now = time.time_ns() if host_ns is None else host_ns
         tid = threading.get_native_id()
         with self.activity.lock:
-            start = self.free_at_ns if self.free_at_ns > now else now
+            start = max(self.free_at_ns, now, not_before)
             end = start + dur_ns
             self.free_at_ns = end
             seq = self.activity.append(name, self.index, stream, kind, start, end, seq_nr, tid, now)
