@@ -140,6 +140,12 @@ BENCHES: dict[str, Bench] = {
         "merge peak RSS and time at 2 and 4 ranks: streaming (as shipped) against all ranks in memory",
         lambda n, q: ["--events", str(n or (50_000 if q else 300_000))],
     ),
+    "fleet": Bench(
+        "bench.bench_fleet",
+        "job summary of 64 generated ranks of 100k events: Dask LocalCluster vs one by one in one process, client "
+        "peak RSS, piece size, projection to 1,024 ranks on 16 workers",
+        lambda n, q: ["--ranks", "8" if q else "64", "--events", str(n or (20_000 if q else 100_000))],
+    ),
     "accuracy": Bench(
         "bench.bench_accuracy",
         "findings against the tags of the tests/userland programs: recall, precision, exact lines (run/profile x "

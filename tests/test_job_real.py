@@ -216,3 +216,39 @@ def test_job_summary_text_in_this_process(job: Path, capsys: pytest.CaptureFixtu
     words = " ".join(out.split())  # table cells wrap at 120 columns
     assert "data loading (load_batch)" in words and f"rank {COMPILER} compiles 1 more time(s)" in words
     assert "Ranks worth opening: " in out and "\nneuron-prof merge --ranks " in out
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+async def test_tui_on_the_job_opens_the_chosen_rank(job: Path, size: tuple[int, int]) -> None:
+    from textual.widgets import DataTable
+
+    from neuron_prof.job import InProcessRunner, job_summary, rank_sources
+    from neuron_prof.tui.job_app import JobApp
+
+    sources = rank_sources([str(job)])
+    doc = job_summary(sources, InProcessRunner(), args=[str(job)]).to_dict()
+    app = JobApp(doc, source=str(job))
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        table = app.query_one("#ranks", DataTable)
+        assert table.row_count == WORLD
+        text = "\n".join(s.text for s in app.screen._compositor.render_strips())
+        assert f"{WORLD} rank(s)" in text and "rank" in text and "step med" in text
+        findings = str(app.query_one("#job-findings-text").render())
+        assert "data loading (load_batch)" in findings and "neuron-prof merge --ranks" in findings
+        for _ in range(LATE):
+            await pilot.press("down")
+        assert app.selected_rank == LATE
+        await pilot.press("enter")
+    assert app.return_value == str(job / f"trace.rank{LATE}.pftrace")  # the caller loads only this rank
+    back = JobApp(doc, source=str(job), cursor_rank=COMPILER)  # coming back: the cursor where it was
+    async with back.run_test(size=size) as pilot:
+        await pilot.pause()
+        assert back.selected_rank == COMPILER
+        await pilot.press("q")
+    assert back.return_value is None
+
+
+def test_tui_serve_of_a_job_is_one_line(job: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tui", str(job), "--serve"]) == 2
+    assert capsys.readouterr().err.startswith("neuron-prof: error: --serve opens trace files")

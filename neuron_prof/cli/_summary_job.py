@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import os
 import shutil
+from typing import Any
 
 import click
 
 from neuron_prof.cli._progress import steps
 
 
-def job_command(traces: tuple[str, ...], *, as_json: bool, markdown: bool, warmup_steps: int | None,
-                scheduler: str | None, workers: int | None, color: bool) -> bytes:
-    """The job summary of `traces` (files, globs, folders) rendered as asked."""
-    from neuron_prof.exporters.job_summary import job_json, job_markdown, job_text
+def job_document(traces: tuple[str, ...], *, warmup_steps: int | None, scheduler: str | None,
+                 workers: int | None) -> dict[str, Any]:
+    """The job summary document of `traces` (files, globs, folders), a progress bar on a terminal."""
     from neuron_prof.job import DaskRunner, InProcessRunner, TaskResult, job_summary, rank_sources
 
     sources = rank_sources(traces)
@@ -30,7 +30,15 @@ def job_command(traces: tuple[str, ...], *, as_json: bool, markdown: bool, warmu
 
         with runner:
             js = job_summary(sources, runner, args=list(traces), warmup_steps=warmup_steps, on_done=on_done)
-    doc = js.to_dict()
+    return js.to_dict()
+
+
+def job_command(traces: tuple[str, ...], *, as_json: bool, markdown: bool, warmup_steps: int | None,
+                scheduler: str | None, workers: int | None, color: bool) -> bytes:
+    """The job summary of `traces` rendered as asked."""
+    from neuron_prof.exporters.job_summary import job_json, job_markdown, job_text
+
+    doc = job_document(traces, warmup_steps=warmup_steps, scheduler=scheduler, workers=workers)
     source = " ".join(traces)
     if as_json:
         return job_json(doc)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from neuron_prof.cli._tui_job import run_job_tui
 from neuron_prof.errors import TraceLoadError
 
 
@@ -63,6 +64,8 @@ def command(traces: tuple[str, ...], serve: bool, port: int, host: str) -> int:
     Views: 1 overview, 2 compile stalls, 3 fallback hot spots, 4 ops, 5 timeline, 6 memory,
     7 collectives, 8 ranks. Keys: / filter, enter drill in, t timeline jump, o Perfetto UI, ? help, q quit.
     """
+    if (rc := run_job_tui(traces, serve)) is not None:  # a job folder or glob: its ranks view first
+        return rc
     paths = check_paths(traces)
     if serve:
         from textual_serve.server import Server

@@ -108,8 +108,11 @@ class DaskRunner:
                 self.workers = len(self._client.scheduler_info().get("workers", {})) or self.workers
                 self.description = f"{self.scheduler} ({self.workers} worker(s))"
             else:
+                # one rank per worker process and one worker per CPU: the loader parses big JSON files in
+                # one process there (NEURON_PROF_JSON_WORKERS=1) rather than start more per rank
                 self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
-                                             dashboard_address=None, silence_logs=logging.CRITICAL)
+                                             dashboard_address=None, silence_logs=logging.CRITICAL,
+                                             env={"NEURON_PROF_JSON_WORKERS": "1"})
                 self._client = Client(self._cluster)
         except BaseException:
             self._quiet.__exit__(None, None, None)

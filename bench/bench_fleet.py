@@ -1,0 +1,108 @@
+"""Fleet benchmark: the job summary of many generated ranks on Dask against one rank after another in one process.
+
+    python -m bench.bench_fleet                         # 64 ranks of 100k events
+    python -m bench.bench_fleet --ranks 16 --events 2e4 --workers 2
+
+Rank files are generated Kineto traces (bench.gen_trace, one seed per rank, NCCL collectives every 40 calls),
+trace.rank{R}.json. Each row runs in a fresh process with an empty index cache (every rank opened for the
+first time):
+  one by one       `summary --workers 0`: every rank loaded and analysed in the client process
+  Dask             `summary` as shipped: a LocalCluster of --workers processes, one task per rank
+Measured: wall time, the client's peak RSS (its own, not the workers'), the pieces the workers send back
+(largest, median) and the time of one task. From those, a projection of 1,024 ranks on 16 workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.bench_merge import ranks as rank_files
+
+_CHILD = r"""
+import json, resource, sys, time
+mode, workers, paths = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+from neuron_prof.job import DaskRunner, InProcessRunner, job_summary
+t0 = time.perf_counter()
+runner = InProcessRunner() if mode == "serial" else DaskRunner(workers=workers)
+with runner:
+    t_up = time.perf_counter() - t0
+    doc = job_summary(paths, runner, args=["run/"]).to_dict()
+wall = time.perf_counter() - t0
+rows = [r for r in doc["ranks"] if r["status"] == "ok"]
+task = sorted(r["load_s"] + r["analyse_s"] for r in rows)
+print(json.dumps({"wall": wall, "startup": t_up, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "ok": len(rows), "task_s": task[len(task) // 2], "run": doc["run"],
+                  "findings": sorted({f["kind"] for f in doc["findings"]})}))
+"""
+
+
+def _run(mode: str, workers: int, paths: list[Path]) -> dict[str, Any]:
+    env = {**os.environ, "NEURON_PROF_CACHE_DIR": tempfile.mkdtemp(prefix="neuron-prof-bench-cache-")}
+    p = subprocess.run([sys.executable, "-c", _CHILD, mode, str(workers), *map(str, paths)], capture_output=True,
+                       text=True, env=env, check=False, cwd=Path(__file__).resolve().parents[1])
+    if p.returncode != 0:
+        raise SystemExit(f"{mode} failed:\n{p.stderr[-3000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def project(n_ranks: int, n_workers: int, task_s: float, piece_bytes: int, measured: dict[str, Any],
+            measured_ranks: int) -> dict[str, float]:
+    """1,024-rank estimates from one run: waves of tasks, per-task scheduling, the client's findings."""
+    run = measured["run"]
+    waves_measured = math.ceil(measured_ranks / max(measured["workers"], 1))
+    sched = max(0.0, (run["pieces_s"] - waves_measured * measured["task_s"]) / measured_ranks)
+    findings = run["findings_s"] * n_ranks / measured_ranks
+    wall = measured["startup"] + math.ceil(n_ranks / n_workers) * task_s + n_ranks * sched + findings
+    return {"wall_s": wall, "sched_s_per_task": sched, "findings_s": findings,
+            "client_pieces_mb": n_ranks * piece_bytes / 2**20}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.bench_fleet", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ranks", type=int, default=64, help="generated ranks (default 64)")
+    ap.add_argument("--events", type=float, default=1e5, help="events per rank (default 1e5)")
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="Dask workers (default: CPUs)")
+    ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "neuron-prof-bench-fleet",
+                    help="where generated traces are kept between runs")
+    a = ap.parse_args(argv)
+    n = int(a.events)
+    print(f"# fleet, {time.strftime('%Y-%m-%d %H:%M')} on {platform.node()} ({os.cpu_count()} CPUs); "
+          f"load avg {os.getloadavg()[0]:.1f}; {a.ranks} ranks of {n:,} events")
+    t0 = time.perf_counter()
+    paths = rank_files(n, a.ranks, a.dir)
+    size = sum(p.stat().st_size for p in paths)
+    print(f"generated/kept {a.ranks} rank files, {size / 2**20:,.0f} MB in all ({time.perf_counter() - t0:.0f} s)")
+    serial = _run("serial", 0, paths)
+    dask = _run("dask", a.workers, paths)
+    dask["workers"] = a.workers
+    print(f"{'':34} {'wall s':>7} {'client peak RSS MB':>19} {'x one by one':>13}")
+    print(f"{'one by one, in one process':34} {serial['wall']:7.2f} {serial['rss_mb']:19,.0f} {1:13.2f}")
+    print(f"{f'Dask LocalCluster, {a.workers} workers':34} {dask['wall']:7.2f} {dask['rss_mb']:19,.0f} "
+          f"{dask['wall'] / serial['wall']:13.2f}")
+    run = dask["run"]
+    print(f"cluster start {dask['startup']:.2f} s; pieces back: largest {run['piece_bytes_max'] / 1024:.1f} KiB, "
+          f"median {run['piece_bytes_median'] / 1024:.1f} KiB; one task (load + analyse) median "
+          f"{serial['task_s']:.2f} s alone, {dask['task_s']:.2f} s on the cluster; client findings "
+          f"{run['findings_s']:.2f} s; ranks ok {dask['ok']}/{a.ranks}; finding kinds {dask['findings']}")
+    p = project(1024, 16, serial["task_s"], run["piece_bytes_median"], dask, a.ranks)
+    print(f"projection, 1,024 ranks like these on 16 workers (one core each): {p['wall_s']:.0f} s "
+          f"(= start {dask['startup']:.1f} s + 64 waves x {serial['task_s']:.2f} s + 1,024 x "
+          f"{p['sched_s_per_task'] * 1e3:.1f} ms per-task overhead measured here (scheduling, worker imports, "
+          f"contention) + {p['findings_s']:.1f} s client findings); "
+          f"pieces held by the client {p['client_pieces_mb']:.1f} MB; one by one in one process: "
+          f"{1024 * serial['task_s'] / 60:.0f} min")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
