@@ -10,7 +10,7 @@ import pytest
 from neuron_prof.exporters import write_trace
 
 from neuron_prof.cli import main
-from tests.test_analysis import WALL, Workload
+from tests.test_analysis import MS, WALL, Workload
 
 
 @pytest.fixture(scope="module")
@@ -150,3 +150,16 @@ def test_forbidden_fallback_by_the_name_the_user_called(tmp_path: Path) -> None:
     assert "note --forbid-fallback sortt: no op of that name ran; ops that fell back: aten::_linalg_svd, aten::sort" \
         in p.stdout
     assert "note --forbid-fallback aten::addmm" in p.stdout
+
+
+def test_fail_lines_name_each_site_once() -> None:
+    from neuron_prof.analysis import Finding, Report
+    from neuron_prof.cli._check import violations
+
+    # GIVEN findings whose titles end " at SITE" (as first-call compiles and memory peaks write them)
+    site = "train.py:42"
+    rec = Finding("recompile", "critical", f"forward recompiled 3 times at {site}", 15 * MS, 0.1, 3, site)
+    peak = Finding("memory_peak", "warning", f"Memory peak reached 6.0 GiB at {site}", 0, 0.0, 1, site)
+    fails = violations(Report({"wall_ns": WALL}, [rec, peak]), max_recompiles=0, fail_on="warning")
+    # THEN each FAIL line names the call site once, at its end
+    assert len(fails) == 3 and all(f.count(site) == 1 and f.endswith(site) for f in fails), fails

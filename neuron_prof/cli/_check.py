@@ -21,6 +21,7 @@ def violations(
 ) -> list[str]:
     """One readable line per broken limit of Report `rep` (empty when all hold)."""
     from neuron_prof.analysis import fallback_names, norm_op
+    from neuron_prof.analysis._fmt import strip_site
 
     t = rep.totals
     out = []
@@ -43,7 +44,7 @@ def violations(
         rec = [f for f in rep.findings if f.kind == "recompile"]
         n = sum(f.count for f in rec)
         if n > max_recompiles:
-            where = "; ".join(f"{f.title} at {f.call_site or '?'}" for f in rec[:3])
+            where = "; ".join(f"{strip_site(f.title, f.call_site)} at {f.call_site or '?'}" for f in rec[:3])
             out.append(f"{n} recompiles, above --max-recompiles {max_recompiles}: {where}")
     if forbid_fallback:
         banned = {norm_op(o) for spec in forbid_fallback for o in spec.split(",") if o.strip()}
@@ -59,7 +60,8 @@ def violations(
     if fail_on is not None:
         lvl = SEVERITIES.index(fail_on)
         out += [
-            f"{f.severity} finding [{f.kind}] {f.title}" + (f" at {f.call_site}" if f.call_site else "")
+            f"{f.severity} finding [{f.kind}] {strip_site(f.title, f.call_site)}"
+            + (f" at {f.call_site}" if f.call_site else "")
             for f in rep.findings
             if SEVERITIES.index(f.severity) >= lvl
         ]
