@@ -14,6 +14,10 @@ import click
 from neuron_prof.errors import UsageError
 
 EMULATE_ENV = "NEURON_PROF_EMULATE"
+KINETO_LOG_ENV = "KINETO_LOG_LEVEL"
+KINETO_QUIET = "6"
+"""Kineto prints `USDT: ... profiler_start` / `profiler_stop` on stderr at level 5 (USDT), above ERROR (4):
+only a level past both keeps the script's terminal to the script's own output."""
 
 
 def _exit_code(e: SystemExit) -> int:
@@ -71,6 +75,8 @@ def command(output: str, backend: str | None, emulate_neuron: bool, module: str 
     else:
         argv = [module, *script_and_args]
     _enable_emulator(emulate_neuron)
+    # read by libkineto when torch first starts it (after this): the user's own setting wins
+    os.environ.setdefault(KINETO_LOG_ENV, KINETO_QUIET)
 
     saved_argv = sys.argv[:]
     sys.argv = argv

@@ -1,0 +1,25 @@
+"""`neuron-prof run` keeps the script's terminal to the script: no Kineto `USDT:` lines (issue 16)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_run_prints_no_kineto_trace_points(tmp_path: Path) -> None:
+    script = tmp_path / "s.py"
+    script.write_text("import os, torch\nx = torch.ones(8, 8)\ny = x @ x\nprint('done', os.environ['KINETO_LOG_LEVEL'])\n")
+    env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
+    p = subprocess.run(
+        [sys.executable, "-m", "neuron_prof", "run", "-q", "--no-pftrace", "-o", str(tmp_path / "t.json"),
+         str(script)],
+        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
+    )
+    assert p.returncode == 0, p.stderr
+    # GIVEN a plain CPU script THEN its terminal shows its own output only: Kineto's
+    # "USDT: ... profiler_start" / "profiler_stop" lines (stderr, level 5) are not printed
+    assert p.stdout == "done 6\n"
+    assert "USDT:" not in p.stderr and "profiler_start" not in p.stderr, p.stderr
+    assert (tmp_path / "t.json").stat().st_size > 0
