@@ -230,6 +230,13 @@ def set_profiler_mapping(mod: Any, on: bool) -> bool:
     return True
 
 
+def launch_blocking_env() -> str:
+    """``NEURON_LAUNCH_BLOCKING`` as set ("1" blocking, "0" asynchronous compiles), or "unset" (release builds
+    then block, dev builds do not: corrections)."""
+    v = os.environ.get("NEURON_LAUNCH_BLOCKING")
+    return v.strip() if v is not None and v.strip() else "unset"
+
+
 # ---- op names (src: mixed formats) ------------------------------------------------------------------------------
 def op_key(name: str) -> str:
     """Comparable op key for names in any format: "aten::add.Tensor", "add", "aten::add" -> "add"."""

@@ -71,13 +71,14 @@ class NeuronBackend(ProbeBackend):
         mod = self.module
         sync = self._sync
         probes: list[Probe] = [NeuronDynamoProbe(mod)]
+        sync_probe = SyncProbe(DEVICE)
         if _compat.cache_entries(mod) is not None:
             samples = None
             if _compat.metric_samples(mod, _compat.COMPILATION_TIME) is not None:
                 samples = lambda: _compat.metric_samples(mod, _compat.COMPILATION_TIME)  # noqa: E731
             graphs = lambda: [str(r.get("graph_name") or "") for r in _compat.dynamo_metrics(mod) or ()]  # noqa: E731
             probes.append(CompileCacheProbe(lambda: _compat.cache_entries(mod), sync=sync, samples=samples,
-                                            graph_names=graphs))
+                                            graph_names=graphs, waits=lambda: sync_probe.records))
         else:
             probes.append(StallProbe())
         device: DeviceActivityProbe | None = None
@@ -91,7 +92,7 @@ class NeuronBackend(ProbeBackend):
         # host memory from Kineto's allocator events; the device's, polled (its allocator does not report to
         # the profiler) unless a later release does report them
         probes += [KinetoDeviceLinkProbe(lambda: _compat.profiler_mappings(mod),
-                                         lambda on: _compat.set_profiler_mapping(mod, on)), SyncProbe(DEVICE), DtypeProbe(DEVICE), KinetoMemoryProbe(),
+                                         lambda on: _compat.set_profiler_mapping(mod, on)), sync_probe, DtypeProbe(DEVICE), KinetoMemoryProbe(),
                    MemoryProbe(DEVICE, lambda: _compat.device_count(mod, DEVICE), _compat.memory_reader(mod, DEVICE),
                                lambda d: _compat.device_capacity(mod, DEVICE, d)), CollectivesProbe()]
         return probes

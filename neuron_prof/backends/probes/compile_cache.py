@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from neuron_prof.backends._compat import key_ops, op_key
+from neuron_prof.backends._compat import key_ops, launch_blocking_env, op_key
 from neuron_prof.backends.probes._common import probe_track, site_args, step_of
 from neuron_prof.backends.probes._hostops import top_level_same_key
 from neuron_prof.backends.probes._probe import Probe
 from neuron_prof.model import Arg, Cat, KinetoCat, TrackKind
+from neuron_prof.model.callsite import NO_STACK, Site, site_from_stack
 
 if TYPE_CHECKING:
     from neuron_prof.backends.base import CaptureContext
@@ -31,6 +33,12 @@ if TYPE_CHECKING:
 
 _GRAPH_SPANS = ("Torch-Compiled Region", "CompiledFunction")
 UNPLACED = "compile_cache_unplaced"
+MODE = "mode"
+"""Compile event arg: "blocking" (the op waited for its compile) or "async" (NEURON_LAUNCH_BLOCKING=0)."""
+COMPILE_THREAD = "neuron compile thread"
+"""Track of compiles that ran on the runtime's background compile thread (asynchronous mode)."""
+_TOL = 100_000
+"""Slack between the runtime's steady-clock samples and the profiler's op times (100 µs)."""
 
 
 class CompileCacheProbe(Probe):
@@ -41,8 +49,11 @@ class CompileCacheProbe(Probe):
     def __init__(self, entries: Callable[[], list[dict[str, Any]] | None],
                  sync: Callable[[], Any] | None = None,
                  samples: Callable[[], list[tuple[int, float]] | None] | None = None,
-                 graph_names: Callable[[], Sequence[str]] | None = None) -> None:
+                 graph_names: Callable[[], Sequence[str]] | None = None,
+                 waits: Callable[[], Sequence[Any]] | None = None) -> None:
         super().__init__()
+        self._waits = waits
+        """The sync probe's synchronize() records: (name, kind, start ns, end ns, site, ...)."""
         self._entries, self._sync, self._samples = entries, sync, samples
         self._graph_names = graph_names
         self.graphs: list[str] = []
@@ -75,42 +86,91 @@ class CompileCacheProbe(Probe):
 
     def contribute(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView) -> None:
         placed, unplaced = place(view, self.new, self.intervals, self.graphs)
+        modes = sorted({"async" if p.asynchronous else "blocking" for p in placed if p.exact is not None})
         builder.metadata["compile_cache"] = {"new_entries": len(self.new), "hits_on_old_entries": self.hits,
-                                             "unplaced": len(unplaced)}
+                                             "unplaced": len(unplaced), "modes": modes,
+                                             "NEURON_LAUNCH_BLOCKING": launch_blocking_env()}
         if unplaced:
             builder.metadata[UNPLACED] = [str(e.get("cache_key")) for e in unplaced]
         if not placed:
             return
         track = probe_track(builder, ctx, TrackKind.COMPILE)
-        for row, e, kind, exact, name in placed:
+        waits = self._wait_spans(ctx) if any(p.asynchronous for p in placed) else []
+        for p in placed:
+            e, row = p.entry, p.row
             ms = float(e.get("compilation_time_ms") or 0)
             dur = int(ms * 1e6) if ms > 0 else 0
-            cache = "miss" if ms > 0 else "disk"
             ts = int(view.ts[row])
-            if exact is not None:
-                ts, dur = exact
-            s = builder.add_slice(track, ts, dur, name, Cat.COMPILE, {
-                k: v for k, v in {
-                    Arg.COMPILE_KIND: kind, Arg.SIGNATURE: str(e.get("cache_key")), Arg.CACHE: cache,
-                    **(site_args(view.site(row)) if row >= 0 else {}), "neff_size_bytes": e.get("neff_size_bytes"),
-                    Arg.STEP: step_of(ts, ctx), "host_op_ns": int(view.dur[row])}.items() if v not in (None, "")})
-            builder.add_flow(row, s, cat=Cat.COMPILE, name="compile")
+            if p.exact is not None:
+                ts, dur = p.exact
+            args = {Arg.COMPILE_KIND: p.kind, Arg.SIGNATURE: str(e.get("cache_key")),
+                    Arg.CACHE: "miss" if ms > 0 else "disk", **site_args(view.site(row)),
+                    "neff_size_bytes": e.get("neff_size_bytes"), Arg.STEP: step_of(ts, ctx),
+                    "host_op_ns": int(view.dur[row]), MODE: "async" if p.asynchronous else "blocking"}
+            if not p.asynchronous:
+                s = builder.add_slice(track, ts, dur, p.name, Cat.COMPILE, _present(args))
+                builder.add_flow(row, s, cat=Cat.COMPILE, name="compile")
+                continue
+            self._add_async(builder, ctx, view, track, p, ts, dur, args, waits)
+
+    def _add_async(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView, track: int, p: Placement,
+                   ts: int, dur: int, args: dict[str, Any], waits: list[tuple[int, int, str, Site]]) -> None:
+        """The compile on the background compile thread's own track; on the compile track, the host's stall:
+        each wait (sync, copy to host) that overlapped it, charged with the triggering op, signature and line."""
+        host = builder.process(ctx.host_pid) if ctx.host_pid else int(builder.tracks[int(view.track[p.row])].process)
+        thread = builder.track(host, COMPILE_THREAD, TrackKind.OTHER, sort_index=-1)
+        work = builder.add_slice(thread, ts, dur, p.name, Cat.COMPILE, _present({**args, Arg.OP: view.name_of(p.row)}))
+        builder.add_flow(p.row, work, cat=Cat.COMPILE, name="compile")
+        for w0, w1, wname, wsite in waits:
+            a, z = max(ts, w0), min(ts + dur, w1)
+            if z <= a:
+                continue
+            stall = builder.add_slice(track, a, z - a, p.name, Cat.COMPILE, _present({
+                **args, "compile_ns": dur, "stall_ns": z - a, "wait": wname, "wait_call_site": wsite.call_site,
+                Arg.OP: view.name_of(p.row), Arg.STEP: step_of(a, ctx)}))
+            builder.add_flow(work, stall, cat=Cat.COMPILE, name="stall")
+
+    def _wait_spans(self, ctx: CaptureContext) -> list[tuple[int, int, str, Site]]:
+        """(start, end, what, site) of every host wait on the device: reads of device data recorded by capture,
+        and the waits `waits` gives (the sync probe's synchronize() calls)."""
+        out = [(d.start_ns, d.end_ns, d.call or d.op, site_from_stack(d.stack, True, None) if d.stack else NO_STACK)
+               for d in ctx.device_ops if d.kind == "sync"]
+        if self._waits is not None:
+            out += [(int(r[2]), int(r[3]), str(r[0]), r[4]) for r in self._waits() or ()]
+        return sorted(out, key=lambda w: w[0])
 
 
-Placed = tuple[int, dict[str, Any], str, "tuple[int, int] | None", str]
+def _present(args: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in args.items() if v not in (None, "")}
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one new cache entry goes: the host op call that triggered it, and its compile interval."""
+
+    row: int
+    entry: dict[str, Any]
+    kind: str
+    """"eager" | "torch.compile"."""
+    exact: tuple[int, int] | None
+    """(start ns, duration ns) from the runtime's CompilationTime sample, when one matched."""
+    name: str
+    asynchronous: bool = False
+    """The compile ran after the op returned (NEURON_LAUNCH_BLOCKING=0): on the background compile thread."""
 
 
 def place(view: HostView, entries: list[dict[str, Any]], intervals: list[tuple[int, int, float]] | None = None,
-          graph_names: Sequence[str] = ()) -> tuple[list[Placed], list[dict[str, Any]]]:
-    """(row, entry, compile kind, exact (ts, dur) or None, name) per entry placed on a host op span, and those
-    unplaced. The name is the host op's (the ops' joined by "|" when fused), or the cache key for a graph.
+          graph_names: Sequence[str] = ()) -> tuple[list[Placement], list[dict[str, Any]]]:
+    """A Placement per entry placed on a host op call, and the entries left unplaced. The name is the host
+    op's (the ops' joined by "|" when fused), or the graph name (else the cache key) for a graph.
 
     With timed samples, an entry takes the first unused sample of the same whole-ms duration, and the op whose
-    span holds that interval; otherwise the first long-enough unclaimed call of its op.
+    span holds that interval (blocking mode); when no call holds it, the last call of its op submitted before
+    it started (asynchronous mode). Without samples, the first long-enough unclaimed call of its op.
     """
     free = list(intervals or [])
     ops = view.cat_rows(KinetoCat.CPU_OP)
-    by_key: dict[str, np.ndarray] = {}
+    by_key: dict[str, list[int]] = {}
     parts_of: dict[str, list[str]] = {}
     if len(ops):
         known = {op_key(view.name_of(int(ops[i]))) for i in np.unique(view.name[ops], return_index=True)[1]}
@@ -118,10 +178,10 @@ def place(view: HostView, entries: list[dict[str, Any]], intervals: list[tuple[i
         keys_wanted = {k for ps in parts_of.values() for k in ps}
         cand = top_level_same_key(view, view.name_rows(lambda s: op_key(s) in keys_wanted, ops))
         for r in cand:
-            by_key.setdefault(op_key(view.name_of(int(r))), []).append(int(r))  # type: ignore[attr-defined]
+            by_key.setdefault(op_key(view.name_of(int(r))), []).append(int(r))
     graphs = view.name_rows(lambda s: s.startswith(_GRAPH_SPANS), ops) if len(ops) else np.empty(0, np.int64)
     claimed: set[int] = set()
-    placed: list[Placed] = []
+    placed: list[Placement] = []
     unplaced: list[dict[str, Any]] = []
     for e in entries:
         need = int(float(e.get("compilation_time_ms") or 0) * 1e6)
@@ -134,6 +194,10 @@ def place(view: HostView, entries: list[dict[str, Any]], intervals: list[tuple[i
         rows = sorted(set(rows), key=lambda r: int(view.ts[r]))
         exact = _take_interval(free, float(e.get("compilation_time_ms") or 0))
         row = _holding(view, rows, exact, claimed) if exact is not None else -1
+        asynchronous = False
+        if row < 0 and exact is not None:
+            row = _submitted_before(view, rows, exact[0], claimed)
+            asynchronous = row >= 0
         if row < 0:
             row = _first_fit(view, rows, need, claimed)
         if row < 0:
@@ -144,8 +208,9 @@ def place(view: HostView, entries: list[dict[str, Any]], intervals: list[tuple[i
             name = view.name_of(row) if len(parts) == 1 else "|".join(parts)
         else:  # a graph's key starts with its graph name (get_dynamo_metrics), when the backend gave them
             name = max((g for g in graph_names if g and key.startswith(g)), key=len, default=key)
-        placed.append((row, e, kind, (exact[0], exact[1] - exact[0]) if exact is not None and
-                       view.ts[row] <= exact[0] and exact[1] <= view.end[row] else None, name))
+        keep = exact is not None and (asynchronous or view.ts[row] - _TOL <= exact[0] and exact[1] <= view.end[row] + _TOL)
+        placed.append(Placement(row, e, kind, (exact[0], exact[1] - exact[0]) if keep and exact else None, name,
+                                asynchronous))
     return placed, unplaced
 
 
@@ -160,10 +225,17 @@ def _take_interval(free: list[tuple[int, int, float]], ms: float) -> tuple[int, 
 
 
 def _holding(view: HostView, rows: list[int], iv: tuple[int, int], claimed: set[int]) -> int:
+    """The first unclaimed call whose span holds the interval (give or take the clocks' _TOL)."""
     for r in rows:
-        if r not in claimed and view.ts[r] <= iv[0] and iv[1] <= view.end[r]:
+        if r not in claimed and view.ts[r] - _TOL <= iv[0] and iv[1] <= view.end[r] + _TOL:
             return r
     return -1
+
+
+def _submitted_before(view: HostView, rows: list[int], start: int, claimed: set[int]) -> int:
+    """The last unclaimed call that began before the compile did (it queued the compile and returned)."""
+    before = [r for r in rows if r not in claimed and view.ts[r] <= start + _TOL]
+    return before[-1] if before else -1
 
 
 def _first_fit(view: HostView, rows: list[int], need_ns: int, claimed: set[int]) -> int:
