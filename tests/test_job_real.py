@@ -110,12 +110,12 @@ def _children() -> set[int]:
 
 
 @pytest.mark.slow
-def test_job_summary_on_a_local_cluster(job: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_job_summary_on_a_local_cluster(job: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "trace.rank8.json"
     bad.write_text('{"traceEvents": [')  # a rank killed while writing: one line, not a stop
     before = _children()
     assert main(["summary", str(job), str(bad), "--json", "--workers", "2"]) == 0
-    cap = capsys.readouterr()
+    cap = capfd.readouterr()  # the workers' own output too (file descriptors, not only sys.stderr)
     doc = json.loads(cap.out)
     _check_summary(doc, n_failed=1)
     assert "local Dask cluster of 2" in doc["run"]["on"]
