@@ -91,8 +91,9 @@ class NeuronBackend(ProbeBackend):
                                         d2h=(lambda: device.d2h_hosts) if device is not None else None))
         # host memory from Kineto's allocator events; the device's, polled (its allocator does not report to
         # the profiler) unless a later release does report them
-        probes += [KinetoDeviceLinkProbe(lambda: _compat.profiler_mappings(mod),
-                                         lambda on: _compat.set_profiler_mapping(mod, on)), sync_probe, DtypeProbe(DEVICE), KinetoMemoryProbe(),
+        links = KinetoDeviceLinkProbe(lambda: _compat.profiler_mappings(mod),
+                                      lambda on: _compat.set_profiler_mapping(mod, on))
+        probes += [links, sync_probe, DtypeProbe(DEVICE), KinetoMemoryProbe(),
                    MemoryProbe(DEVICE, lambda: _compat.device_count(mod, DEVICE), _compat.memory_reader(mod, DEVICE),
                                lambda d: _compat.device_capacity(mod, DEVICE, d)), CollectivesProbe()]
         return probes

@@ -2,10 +2,13 @@
 
 Source: ``_get_compilation_cache_entries()`` → ``{cache_key, neff_size_bytes, access_count,
 compilation_time_ms}``; an eager op's key starts with the op name, its suffix format is undocumented: the op is
-the longest op name of the trace the key starts with (`_compat.key_ops`), nothing is parsed after it. Entries that appear during the capture
-are this capture's compiles (0 ms: loaded from the disk cache). The entry says nothing about *when* or
-*where*: each is placed on the first not-yet-claimed call of its op in the profiler's op spans that lasted at
-least as long as the compile (the host blocks on it), which gives time, call site and module path.
+the longest op name of the trace the key starts with (`_compat.key_ops`), nothing is parsed after it. Entries
+that appear during the capture are this capture's compiles (0 ms: loaded from the disk cache). The entry says
+nothing about *when* or *where*: the runtime's CompilationTime samples (metrics on) give each compile's
+interval. Blocking mode (``NEURON_LAUNCH_BLOCKING=1``): the op call whose span holds it paid for it; without
+samples, the first not-yet-claimed call of its op that lasted at least as long as the compile. Asynchronous
+mode (no call holds it): the compile ran on the background compile thread, queued by the last call of its op
+before it, and the host paid only where it waited for the device meanwhile (see `_add_async`).
 Keys that name no host op (graphs) are placed on the first ``Torch-Compiled Region`` / ``CompiledFunction``
 span that can hold them.
 """
@@ -117,9 +120,10 @@ class CompileCacheProbe(Probe):
                    ts: int, dur: int, args: dict[str, Any], waits: list[tuple[int, int, str, Site]]) -> None:
         """The compile on the background compile thread's own track; on the compile track, the host's stall:
         each wait (sync, copy to host) that overlapped it, charged with the triggering op, signature and line."""
-        host = builder.process(ctx.host_pid) if ctx.host_pid else int(builder.tracks[int(view.track[p.row])].process)
+        host = int(builder.tracks[int(view.track[p.row])].process)
         thread = builder.track(host, COMPILE_THREAD, TrackKind.OTHER, sort_index=-1)
-        work = builder.add_slice(thread, ts, dur, p.name, Cat.COMPILE, _present({**args, Arg.OP: view.name_of(p.row)}))
+        work = builder.add_slice(thread, ts, dur, p.name, Cat.COMPILE,
+                                 _present({**args, Arg.OP: view.name_of(p.row)}))
         builder.add_flow(p.row, work, cat=Cat.COMPILE, name="compile")
         for w0, w1, wname, wsite in waits:
             a, z = max(ts, w0), min(ts + dur, w1)
@@ -208,7 +212,8 @@ def place(view: HostView, entries: list[dict[str, Any]], intervals: list[tuple[i
             name = view.name_of(row) if len(parts) == 1 else "|".join(parts)
         else:  # a graph's key starts with its graph name (get_dynamo_metrics), when the backend gave them
             name = max((g for g in graph_names if g and key.startswith(g)), key=len, default=key)
-        keep = exact is not None and (asynchronous or view.ts[row] - _TOL <= exact[0] and exact[1] <= view.end[row] + _TOL)
+        keep = exact is not None and (asynchronous or view.ts[row] - _TOL <= exact[0]
+                                      and exact[1] <= view.end[row] + _TOL)
         placed.append(Placement(row, e, kind, (exact[0], exact[1] - exact[0]) if keep and exact else None, name,
                                 asynchronous))
     return placed, unplaced
