@@ -18,8 +18,11 @@ from neuron_prof.loaders import load
 
 SIZES = [8, 16, 8, 24, 16, 32]
 
+PREP = "import time\n\n\ndef preprocess(s):\n    time.sleep(s)\n"
+"""The user's own host work between steps (in a module of its own, as a data pipeline would be)."""
+
 SCRIPT = textwrap.dedent(f"""
-    import torch, neuron_prof, neuron_prof.emulator as emu
+    import torch, neuron_prof, neuron_prof.emulator as emu, prep
     emu.enable()
     w = torch.randn(16, 16).to("neuron")
     with neuron_prof.profile(OUT, quiet=True) as prof:
@@ -28,6 +31,7 @@ SCRIPT = textwrap.dedent(f"""
             y = (x @ w).relu()
             m = y.median()
             v = y.sum().item()
+            prep.preprocess(0.05)
             prof.step()
 """)
 
@@ -35,6 +39,7 @@ SCRIPT = textwrap.dedent(f"""
 def _capture(d: Path) -> list[Finding]:
     script = d / "work.py"
     script.write_text(f"OUT = {str(d / 'trace.pftrace')!r}\n" + SCRIPT)
+    (d / "prep.py").write_text(PREP)
     p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=d)
     assert p.returncode == 0, p.stderr[-2000:]
     return analyze(load(d / "trace.pftrace"))
@@ -77,3 +82,16 @@ def test_compiles_fallback_and_sync(findings: list[Finding]) -> None:
     [s] = by_kind(findings, "sync_point")
     assert s.count == len(SIZES) and s.call_site == "work.py:11"  # the .item() line, from the probe's frame
     assert s.evidence["steady_count"] == s.evidence["steady_steps"]  # one per steady step
+
+
+def test_device_idle_names_the_users_call(findings: list[Finding]) -> None:
+    """The README: device_idle says what the host did, in the user's terms: here the preprocess() call
+    between steps (at its line), not the .item() whose tail touches the same gap, nor the script itself."""
+    [f] = by_kind(findings, "device_idle")
+    python = [g for g in f.evidence["largest"] if g["host"]["what"].startswith("Python: ")]
+    assert len(python) == len(SIZES) - 1  # the gap after the last step's preprocess() ends with the capture
+    assert {(g["host"]["what"].split(" (")[0], g["host"]["call_site"]) for g in python} == {
+        ("Python: preprocess()", "work.py:12")}
+    # the compiles of new sizes are still named as such, at the line that compiled
+    assert any(g["host"]["what"] == "compile of aten::mm" and g["host"]["call_site"] == "work.py:9"
+               for g in f.evidence["largest"])

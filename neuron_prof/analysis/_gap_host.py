@@ -2,11 +2,14 @@
 
 For one gap [lo, hi) the answer is, in this order of preference:
 
-1. probe work that blocked the host: a compile, a CPU fallback, a sync point or a collective, at its line;
-2. a Python call the user's code made that covers much of the gap (a python span capture marked with the line
-   that made it): data loading (``torch.utils.data``), a function, a module, a builtin, at that line;
-3. many short host ops: dispatch overhead (N ops, mean time each), at the line of the first;
-4. Python between two ops: the ops before and after the gap and their lines.
+1. probe work that blocked the host for much of the gap (a compile, a CPU fallback, a sync point or a
+   collective), at its line;
+2. a Python call the user's code made that fills much of the gap (a python span capture marked with the line
+   that made it; not the script's <module> or a main() around the whole run): data loading
+   (``torch.utils.data``), a function, a module, a builtin, at that line;
+3. probe work that touched the gap, however little;
+4. many short host ops: dispatch overhead (N ops, mean time each), at the line of the first;
+5. Python between two ops: the ops before and after the gap and their lines.
 
 Library frames (torch internals) are never named as the work: a span of theirs is described by the call
 the user's code made into them.
@@ -77,31 +80,42 @@ def _host_rows(ctx: Context, cats: tuple[str, ...]) -> tuple[np.ndarray, np.ndar
 
 
 def _user_calls(ctx: Context, lo: int, hi: int) -> list[dict[str, Any]]:
-    """Python calls the user's code made overlapping [lo, hi), most overlap first."""
+    """Python calls the user's code made overlapping [lo, hi), the one that best fills the gap first: most
+    overlap times the share of the call inside the gap, so a preprocess() inside the gap comes before the
+    script's <module> or a main() around the whole run (which overlap as much)."""
     rows, ts, end = _host_rows(ctx, (KinetoCat.PYTHON,))
     k = int(np.searchsorted(ts, hi, side="left"))
     cand = np.flatnonzero(end[:k] > lo)
+    ov = (np.minimum(end[cand], hi) - np.maximum(ts[cand], lo)).astype(np.float64)
+    fit = ov * ov / np.maximum(end[cand] - ts[cand], 1)
     out = []
-    for i in cand[np.argsort(-(np.minimum(end[cand], hi) - np.maximum(ts[cand], lo)), kind="stable")][:200]:
+    for j in np.argsort(-fit, kind="stable")[:200]:
+        i = cand[j]
         r = int(rows[i])
         site = ctx.slice_args(r).get(Arg.CALL_SITE)
         if isinstance(site, str) and site:
             out.append({"what": call_label(ctx.trace.slice_name(r)), "row": r, "call_site": site,
-                        "overlap_ns": int(min(end[i], hi) - max(ts[i], lo))})
+                        "overlap_ns": int(ov[j])})
     return out
+
+
+def _fit(ctx: Context, call: dict[str, Any]) -> float:
+    """How well a call fills the gap: its overlap times the share of the call that lies in the gap."""
+    ov = int(call["overlap_ns"])
+    return ov * ov / max(int(ctx.trace.slices.dur_ns[call["row"]]), 1)
 
 
 def gap_host(ctx: Context, lo: int, hi: int) -> dict[str, Any]:
     """What the host did in [lo, hi): {"what": text, "call_site": "file:LINE" or "", "parts": [...]}."""
-    probe = _probe_work(ctx, lo, hi)
-    if probe:
-        return {"what": str(probe[0]["what"]), "call_site": probe[0]["call_site"], "parts": probe[:3]}
     gap = hi - lo
+    probe = _probe_work(ctx, lo, hi)
     calls = _user_calls(ctx, lo, hi)
-    if calls and calls[0]["overlap_ns"] >= 0.3 * gap:
-        c = calls[0]
-        return {"what": f"Python: {c['what']} ({fmt_ns(int(c['overlap_ns']))})", "call_site": c["call_site"],
-                "parts": calls[:3]}
+    call = calls[0] if calls and _fit(ctx, calls[0]) >= 0.3 * gap else None
+    if probe and (call is None or probe[0]["overlap_ns"] >= 0.3 * gap):
+        return {"what": str(probe[0]["what"]), "call_site": probe[0]["call_site"], "parts": probe[:3]}
+    if call is not None:
+        return {"what": f"Python: {call['what']} ({fmt_ns(int(call['overlap_ns']))})",
+                "call_site": call["call_site"], "parts": calls[:3]}
     rows, ts, end = _host_rows(ctx, (KinetoCat.CPU_OP,))
     a, b = int(np.searchsorted(ts, lo, side="left")), int(np.searchsorted(ts, hi, side="left"))
     sites = sites_of(ctx)
