@@ -37,11 +37,17 @@ runner = InProcessRunner() if mode == "serial" else DaskRunner(workers=workers)
 with runner:
     t_up = time.perf_counter() - t0
     doc = job_summary(paths, runner, args=["run/"]).to_dict()
-wall = time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    runner.map(int, [(0,)] * 1000)  # tasks that do nothing: what the scheduler costs per task
+    sched = (time.perf_counter() - t1) / 1000
 rows = [r for r in doc["ranks"] if r["status"] == "ok"]
-task = sorted(r["load_s"] + r["analyse_s"] for r in rows)
-print(json.dumps({"wall": wall, "startup": t_up, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  "ok": len(rows), "task_s": task[len(task) // 2], "run": doc["run"],
+med = lambda xs: sorted(xs)[len(xs) // 2]
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"wall": wall, "startup": t_up, "rss_mb": usage.ru_maxrss / 1024, "sched_s": sched,
+                  "ok": len(rows), "task_s": med([r["load_s"] + r["analyse_s"] for r in rows]),
+                  "cpu_s": med([r["cpu_s"] for r in rows]), "cpu_total": sum(r["cpu_s"] for r in rows),
+                  "client_cpu": usage.ru_utime + usage.ru_stime, "run": doc["run"],
                   "findings": sorted({f["kind"] for f in doc["findings"]})}))
 """
 
@@ -55,16 +61,15 @@ def _run(mode: str, workers: int, paths: list[Path]) -> dict[str, Any]:
     return json.loads(p.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def project(n_ranks: int, n_workers: int, task_s: float, piece_bytes: int, measured: dict[str, Any],
-            measured_ranks: int) -> dict[str, float]:
-    """1,024-rank estimates from one run: waves of tasks, per-task scheduling, the client's findings."""
+def project(n_ranks: int, n_workers: int, measured: dict[str, Any], measured_ranks: int) -> dict[str, float]:
+    """Estimates for `n_ranks` like the measured ones on `n_workers` dedicated cores: the cluster's start, waves
+    of tasks each taking the CPU time one task took, the scheduler's cost per task (measured on no-op tasks),
+    the client's cross-rank findings (linear in ranks), and the pieces the client holds."""
     run = measured["run"]
-    waves_measured = math.ceil(measured_ranks / max(measured["workers"], 1))
-    sched = max(0.0, (run["pieces_s"] - waves_measured * measured["task_s"]) / measured_ranks)
     findings = run["findings_s"] * n_ranks / measured_ranks
-    wall = measured["startup"] + math.ceil(n_ranks / n_workers) * task_s + n_ranks * sched + findings
-    return {"wall_s": wall, "sched_s_per_task": sched, "findings_s": findings,
-            "client_pieces_mb": n_ranks * piece_bytes / 2**20}
+    wall = (measured["startup"] + math.ceil(n_ranks / n_workers) * measured["cpu_s"] + n_ranks * measured["sched_s"]
+            + findings)
+    return {"wall_s": wall, "findings_s": findings, "client_pieces_mb": n_ranks * run["piece_bytes_median"] / 2**20}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,17 +95,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{f'Dask LocalCluster, {a.workers} workers':34} {dask['wall']:7.2f} {dask['rss_mb']:19,.0f} "
           f"{dask['wall'] / serial['wall']:13.2f}")
     run = dask["run"]
-    print(f"cluster start {dask['startup']:.2f} s; pieces back: largest {run['piece_bytes_max'] / 1024:.1f} KiB, "
-          f"median {run['piece_bytes_median'] / 1024:.1f} KiB; one task (load + analyse) median "
-          f"{serial['task_s']:.2f} s alone, {dask['task_s']:.2f} s on the cluster; client findings "
-          f"{run['findings_s']:.2f} s; ranks ok {dask['ok']}/{a.ranks}; finding kinds {dask['findings']}")
-    p = project(1024, 16, serial["task_s"], run["piece_bytes_median"], dask, a.ranks)
-    print(f"projection, 1,024 ranks like these on 16 workers (one core each): {p['wall_s']:.0f} s "
-          f"(= start {dask['startup']:.1f} s + 64 waves x {serial['task_s']:.2f} s + 1,024 x "
-          f"{p['sched_s_per_task'] * 1e3:.1f} ms per-task overhead measured here (scheduling, worker imports, "
-          f"contention) + {p['findings_s']:.1f} s client findings); "
-          f"pieces held by the client {p['client_pieces_mb']:.1f} MB; one by one in one process: "
-          f"{1024 * serial['task_s'] / 60:.0f} min")
+    print(f"CPU per rank (load + analyse): median {serial['cpu_s']:.2f} s in one process, {dask['cpu_s']:.2f} s in a "
+          f"worker; all ranks {serial['cpu_total']:.1f} s vs {dask['cpu_total']:.1f} s (the same work, spread); "
+          f"client CPU {serial['client_cpu']:.1f} s vs {dask['client_cpu']:.1f} s")
+    print(f"cluster start {dask['startup']:.2f} s; scheduler {dask['sched_s'] * 1e3:.2f} ms per task (1,000 no-op "
+          f"tasks); pieces back: largest {run['piece_bytes_max'] / 1024:.1f} KiB, median "
+          f"{run['piece_bytes_median'] / 1024:.1f} KiB; client findings {run['findings_s']:.2f} s; ranks ok "
+          f"{dask['ok']}/{a.ranks}; finding kinds {dask['findings']}")
+    p = project(1024, 16, dask, a.ranks)
+    print(f"projection, 1,024 ranks like these on 16 workers (a core each): {p['wall_s']:.0f} s = start "
+          f"{dask['startup']:.1f} s + 64 waves x {dask['cpu_s']:.2f} s + 1,024 x {dask['sched_s'] * 1e3:.2f} ms "
+          f"scheduling + {p['findings_s']:.1f} s client findings; the client holds {p['client_pieces_mb']:.1f} MB "
+          f"of pieces; one by one in one process: {1024 * serial['cpu_s'] / 60:.0f} min of CPU")
     return 0
 
 

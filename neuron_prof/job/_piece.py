@@ -65,7 +65,7 @@ def _peak_memory(findings: list[Any]) -> int | None:
 
 def rank_piece(source: str, index: int = 0, warmup_steps: int | None = None) -> RankPiece:
     """Load `source`, analyse it, keep the small part. Raises what the loader raises for a bad file."""
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     trace = load(source)
     t1 = time.perf_counter()
     rank = rank_of(trace, index)
@@ -107,6 +107,7 @@ def rank_piece(source: str, index: int = 0, warmup_steps: int | None = None) -> 
     info = summarize(trace, index, rank)
     row["load_s"] = round(t1 - t0, 4)
     row["analyse_s"] = round(time.perf_counter() - t1, 4)
+    row["cpu_s"] = round(time.process_time() - cpu0, 4)
     return RankPiece(source=source, index=index, rank=rank, row=row, step_ns=np.asarray(steady, dtype=np.int64),
                      compiles=compiles, fallbacks=fallbacks, findings=top, info=info,
                      steady_start_ns=int(steps.start_ns[steps.warmup]) if len(steady) else None)
