@@ -169,6 +169,18 @@ def test_corrupt_parquet_and_wrong_types_are_clear_errors(tmp_path: Path, capsys
         load(folder)
 
 
+def test_a_full_runtime_ring_buffer_is_a_warning(profile, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runtime keeps NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC events per core (1,000,000) and overwrites
+    the oldest: a core that holds that many lost the start of the capture."""
+    from neuron_prof.loaders import _explorer_events
+
+    folder, _ = profile
+    assert not any("ring buffer" in w for w in load(folder).metadata[Meta.WARNINGS])
+    monkeypatch.setattr(_explorer_events, "RING_EVENTS", 6)  # core 0 holds 3 runtime + 3 hardware events
+    warns = [w for w in load(folder).metadata[Meta.WARNINGS] if "ring buffer" in w]
+    assert len(warns) == 1 and "NeuronCore 0 holds 6 runtime events" in warns[0]
+
+
 def test_folder_without_tables_says_so(tmp_path: Path) -> None:
     (tmp_path / "slices.parquet").write_bytes(b"")
     with pytest.raises(TraceLoadError, match="nor a Neuron Explorer profile"):

@@ -25,6 +25,8 @@ from neuron_prof.model import Cat, KinetoCat, ProcessKind, TraceBuilder, TrackKi
 TABLE = "SystemProfileEvents"
 FRAMEWORK, RUNTIME, HARDWARE = "framework", "neuron_rt", "neuron_hw"
 DEVICE_SORT = 1000
+RING_EVENTS = 1_000_000
+"""The runtime keeps this many system-trace events per NeuronCore by default and overwrites the oldest."""
 
 
 def spec(pa: Any) -> dict[str, Any]:
@@ -86,17 +88,26 @@ def add_system_events(b: TraceBuilder, tables: Tables, warnings: list[str]) -> d
     names, name_idx = _codes(t.column("name").fill_null(""))
     name_ids = np.asarray([b.strings.intern(n) for n in names], dtype=np.int64)
     base = b.n_slices
-    n = len(start)
     b.s_ts.extend(start.tolist())
     b.s_dur.extend(dur.tolist())
     b.s_track.extend(tracks[inv].tolist())
     b.s_name.extend(name_ids[name_idx].tolist())
     b.s_cat.extend(cats[inv].tolist())
     b.s_args.extend(b.args.add_raw(raw) for raw in _args_json(t, pc, pa))
-    assert len(b.s_ts) == base + n
     _flows(b, t, base, kind, start, warnings)
+    warnings += ring_full(nc[kind >= 2])
     return {str(s) or "unknown": int(c) for s, c in zip(src_names, np.bincount(src, minlength=len(src_names)))
             if c}
+
+
+def ring_full(nc: np.ndarray, limit: int | None = None) -> list[str]:
+    """A warning per logical core whose runtime and hardware events filled the runtime's ring buffer (default
+    RING_EVENTS): the oldest were overwritten, so the capture lost its start (neuron-explorer-facts, "Capture")."""
+    limit = RING_EVENTS if limit is None else limit
+    cores, counts = np.unique(nc, return_counts=True)
+    return [f"Neuron Explorer: NeuronCore {int(c)} holds {int(k):,} runtime events, the runtime's ring buffer "
+            f"size (NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC): the oldest were overwritten, so the capture "
+            f"lost its start; capture fewer steps or raise the limit" for c, k in zip(cores, counts) if k >= limit]
 
 
 def _codes(arr: Any) -> tuple[list[str], np.ndarray]:
