@@ -175,9 +175,9 @@ def test_a_full_runtime_ring_buffer_is_a_warning(profile, monkeypatch: pytest.Mo
     from neuron_prof.loaders import _explorer_events
 
     folder, _ = profile
-    assert not any("ring buffer" in w for w in load(folder).metadata[Meta.WARNINGS])
+    assert not any("ring buffer size" in w for w in load(folder).metadata[Meta.WARNINGS])
     monkeypatch.setattr(_explorer_events, "RING_EVENTS", 6)  # core 0 holds 3 runtime + 3 hardware events
-    warns = [w for w in load(folder).metadata[Meta.WARNINGS] if "ring buffer" in w]
+    warns = [w for w in load(folder).metadata[Meta.WARNINGS] if "ring buffer size" in w]
     assert len(warns) == 1 and "NeuronCore 0 holds 6 runtime events" in warns[0]
 
 
