@@ -44,10 +44,32 @@ class Waterfall:
     total: int
     """All compile slices in the trace (more than drawn when capped)."""
     total_ms: float
+    rows: list[str] = field(default_factory=list)
+    """The plot's rows, top first: the ops with the most compile time ("aten::mm · 39 compiles, 596.8 ms"),
+    then one row folding every other op."""
+    row_of: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Per compile: its row in `rows`."""
 
 
-def compile_waterfall(trace: Trace, limit: int = 300) -> Waterfall:
-    """Compile slices in start order; beyond `limit`, the `limit` longest."""
+def _op_rows(names: list[str], dur_ms: np.ndarray, top: int) -> tuple[list[str], np.ndarray]:
+    """Rows of the grouped waterfall: the `top` ops by total compile time, then "N other ops" for the rest."""
+    ops, inv = np.unique(np.array(names, dtype=object), return_inverse=True) if names else ([], np.zeros(0, int))
+    total = np.bincount(inv, weights=dur_ms, minlength=len(ops)) if len(names) else np.zeros(0)
+    count = np.bincount(inv, minlength=len(ops)) if len(names) else np.zeros(0, int)
+    order = np.argsort(-total, kind="stable")
+    shown = order[:top]
+    labels = [f"{ops[k]} · {count[k]} compile{'s' if count[k] != 1 else ''}, {total[k]:,.1f} ms" for k in shown]
+    row = np.full(len(ops), len(shown), dtype=np.int64)
+    row[shown] = np.arange(len(shown))
+    rest = order[top:]
+    if len(rest):
+        labels.append(f"{len(rest)} other ops · {int(count[rest].sum())} compiles, {total[rest].sum():,.1f} ms")
+    return labels, row[inv].astype(np.int64)
+
+
+def compile_waterfall(trace: Trace, limit: int = 2000, top: int = 20) -> Waterfall:
+    """Compile slices in start order (beyond `limit`, the `limit` longest), on one row per op: the `top` ops by
+    compile time, the others folded into one row."""
     rows = trace.slices_on(TrackKind.COMPILE)
     total = len(rows)
     total_ms = float(trace.slices.dur_ns[rows].sum()) / NS_PER_MS
@@ -65,14 +87,18 @@ def compile_waterfall(trace: Trace, limit: int = 300) -> Waterfall:
                 f"{k}: {a[k]}" for k in (Arg.SIGNATURE, Arg.CALL_SITE, Arg.RECOMPILE_REASON) if a.get(k)
             )
         )
+    dur_ms = trace.slices.dur_ns[rows] / NS_PER_MS
+    labels, row_of = _op_rows(names, dur_ms, top)
     return Waterfall(
         start_ms=(trace.slices.ts_ns[rows] - t0) / NS_PER_MS,
-        dur_ms=trace.slices.dur_ns[rows] / NS_PER_MS,
+        dur_ms=dur_ms,
         name=names,
         group=groups,
         detail=details,
         total=total,
         total_ms=total_ms,
+        rows=labels,
+        row_of=row_of,
     )
 
 
@@ -100,12 +126,14 @@ class Utilisation:
     """Device name -> index into Trace.processes."""
     bin_ms: float
     n_tracks: int
+    queues: dict[str, int] = field(default_factory=dict)
+    """Device name -> how many of its queues (streams) ran something."""
 
 
 def device_utilisation(trace: Trace, bins: int = 300) -> Utilisation:
     """Busy fraction per time bin of each device (process holding device tracks)."""
     from neuron_prof.analysis import Context
-    from neuron_prof.analysis._idle import device_rows
+    from neuron_prof.analysis._idle import device_label, device_rows
     from neuron_prof.analysis._intervals import merge
 
     t0, t1 = window_ns(trace)
@@ -118,7 +146,9 @@ def device_utilisation(trace: Trace, bins: int = 300) -> Utilisation:
     mean: dict[str, float] = {}
     process_of: dict[str, int] = {}
     procs = sorted({trace.tracks[int(i)].process for i in dev})
-    names = _unique_names([trace.processes[p].name for p in procs])
+    # "GPU 0" (Kineto's device label), not the host program's name Kineto repeats on device processes
+    names = _unique_names([device_label(trace, p) for p in procs])
+    queues: dict[str, int] = {}
     for p, name in zip(procs, names, strict=True):
         tracks = [int(i) for i in dev if trace.tracks[int(i)].process == p]
         r = rows[np.isin(trace.slices.track[rows], tracks)]
@@ -129,6 +159,7 @@ def device_utilisation(trace: Trace, bins: int = 300) -> Utilisation:
         busy[name] = np.clip(np.diff(cum) / width, 0.0, 1.0)
         mean[name] = float((e - s).sum()) / max(t1 - t0, 1)
         process_of[name] = p
+        queues[name] = len(np.unique(trace.slices.track[r]))
     return Utilisation(
         t_ms=((edges[:-1] + edges[1:]) / 2 - t0) / NS_PER_MS,
         busy=busy,
@@ -136,6 +167,7 @@ def device_utilisation(trace: Trace, bins: int = 300) -> Utilisation:
         process_of=process_of,
         bin_ms=width / NS_PER_MS,
         n_tracks=len(dev),
+        queues=queues,
     )
 
 
@@ -195,9 +227,11 @@ def memory_series(trace: Trace, max_points: int = 4000, max_series: int = 16) ->
             keep = downsample_minmax(v, max_points)
             t = trace.tracks[i]
             pname = trace.processes[t.process].name
+            # "neuron:0 allocated" names its device already: no "neuron:0 · neuron:0 allocated"
+            prefix = len(trace.processes) > 1 and not t.name.startswith(pname)
             out.append(
                 Series(
-                    name=f"{pname} · {t.name}" if len(trace.processes) > 1 else t.name,
+                    name=f"{pname} · {t.name}" if prefix else t.name,
                     t_ms=(c.ts_ns[sel][keep] - t0) / NS_PER_MS,
                     value=v[keep],
                     peak=float(np.nanmax(v)) if len(v) else 0.0,

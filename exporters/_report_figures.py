@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from neuron_prof.analysis._fmt import fit_site
 from neuron_prof.exporters._report_data import Collectives, Series, Utilisation, Waterfall
 
 Figure = dict[str, Any]
@@ -88,8 +89,11 @@ def findings_cost(findings: Sequence[dict[str, Any]], top: int = 15) -> Figure |
     if not rows:
         return None
     rows = rows[::-1]  # plotly draws the first category at the bottom
+    # short labels that fit the axis whole (kind and line); the title is the hover text and the table's row
     labels = [
-        f"{i}. {_t(f.get('title', ''), 70)}" for i, f in zip(range(len(rows), 0, -1), rows, strict=True)
+        f"{i}. {_t(f.get('kind', ''))}" + (f" · {_t(fit_site(str(f['call_site']).rsplit('/', 1)[-1], 28))}"
+                                           if f.get("call_site") else "")
+        for i, f in zip(range(len(rows), 0, -1), rows, strict=True)
     ]
     data = [
         {
@@ -98,19 +102,20 @@ def findings_cost(findings: Sequence[dict[str, Any]], top: int = 15) -> Figure |
             "y": labels,
             "x": [f["cost_ns"] / 1e6 for f in rows],
             "marker": {"color": [_SEVERITY_COLOURS.get(str(f.get("severity")), "#7f8c8d") for f in rows]},
-            "customdata": [[_t(f.get("kind", "")), _t(f.get("severity", ""))] for f in rows],
-            "hovertemplate": "%{y}<br>%{customdata[0]} (%{customdata[1]})<br>%{x:.3f} ms<extra></extra>",
+            "customdata": [[_t(f.get("title", ""), 200), _t(f.get("severity", ""))] for f in rows],
+            "hovertemplate": "%{customdata[0]}<br>%{customdata[1]}: %{x:.3f} ms<extra></extra>",
         }
     ]
     return _fig(data, _layout(120 + 26 * len(rows), "time cost (ms)", "", showlegend=False))
 
 
 def compile_waterfall(w: Waterfall) -> Figure | None:
-    """Each compile as a bar from its start to its end, first at the top."""
+    """Each compile as a bar from its start to its end, on its op's row (the costliest ops first, the rest
+    folded into one row); the signature, call site and reason show on hover."""
     n = len(w.name)
     if not n:
         return None
-    labels = [f"#{i + 1} {_t(name, 50)}" for i, name in enumerate(w.name)]
+    labels = [_t(r, 60) for r in w.rows]
     data = []
     for k, group in enumerate(sorted(set(w.group))):
         idx = [i for i in range(n) if w.group[i] == group]
@@ -119,17 +124,24 @@ def compile_waterfall(w: Waterfall) -> Figure | None:
                 "type": "bar",
                 "orientation": "h",
                 "name": _t(group),
-                "y": [labels[i] for i in idx],
+                "y": [labels[int(w.row_of[i])] for i in idx],
                 "x": _nums(w.dur_ms[idx]),
                 "base": _nums(w.start_ms[idx]),
-                "marker": {"color": _PALETTE[k % len(_PALETTE)]},
-                "customdata": [[_t(w.detail[i], 200), round(float(w.dur_ms[i]), 3)] for i in idx],
-                "hovertemplate": "%{y}<br>%{customdata[1]} ms<br>%{customdata[0]}<extra></extra>",
+                "width": 0.7,
+                "marker": {"color": _PALETTE[k % len(_PALETTE)], "line": {"width": 0}},
+                "customdata": [
+                    [_t(w.name[i], 80), _t(w.detail[i], 300).replace(" | ", "<br>"), round(float(w.dur_ms[i]), 3),
+                     round(float(w.start_ms[i]), 3)]
+                    for i in idx
+                ],
+                "hovertemplate": "%{customdata[0]}: %{customdata[2]} ms at %{customdata[3]} ms"
+                "<br>%{customdata[1]}<extra>%{fullData.name}</extra>",
             }
         )
-    lay = _layout(min(2400, 140 + 18 * n), "time since start (ms)", "", barmode="overlay")
+    # one row per op: ~20 rows, so the page stays short and the time axis in view
+    lay = _layout(150 + 26 * len(labels), "time since start (ms)", "", barmode="overlay")
     lay["yaxis"].update(
-        {"autorange": "reversed", "categoryorder": "array", "categoryarray": labels, "tickfont": {"size": 10}}
+        {"autorange": "reversed", "categoryorder": "array", "categoryarray": labels, "tickfont": {"size": 11}}
     )
     return _fig(data, lay)
 

@@ -34,11 +34,14 @@ p.empty { color: var(--muted); font-style: italic; padding: 10px 12px; backgroun
           border-radius: 4px; }
 table { border-collapse: collapse; width: 100%; margin: 6px 0 10px; font-size: 13px; }
 th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
+/* long paths, signatures and kernel names wrap anywhere: no table is wider than the page */
+td { overflow-wrap: anywhere; }
+table.findings td:nth-child(3) { overflow-wrap: normal; }
 th { background: #f3f4f6; font-weight: 600; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td code, .kv td:last-child { word-break: break-all; }
 table.kv { width: auto; } table.kv th { width: 190px; }
-.sev { display: inline-block; padding: 0 7px; border-radius: 9px; font-size: 12px; color: #fff;
+.sev { display: inline-block; white-space: nowrap; padding: 0 7px; border-radius: 9px; font-size: 12px; color: #fff;
        background: #7f8c8d; }
 .sev-critical { background: #c0392b; } .sev-warning { background: #e67e22; }
 .sev-info { background: #2e86c1; }

@@ -22,6 +22,7 @@ from neuron_prof.exporters import _report_figures as figs
 from neuron_prof.exporters._report_html import Raw, empty, esc, note, page, plot_div, table
 
 from neuron_prof._version import __version__
+from neuron_prof.analysis._fmt import strip_site
 from neuron_prof.errors import ExportError
 from neuron_prof.model import Meta, Trace, TrackKind
 
@@ -80,7 +81,7 @@ def _findings_section(findings: list[dict[str, Any]], figures: dict[str, Any]) -
                 i,
                 badge,
                 f.get("kind", ""),
-                f.get("title", ""),
+                strip_site(str(f.get("title", "")), f.get("call_site")),  # the site is in `where`
                 _ms(f.get("cost_ns")),
                 f"{100 * float(f.get('share') or 0):.1f}%",
                 f.get("count", ""),
@@ -93,6 +94,7 @@ def _findings_section(findings: list[dict[str, Any]], figures: dict[str, Any]) -
             ["#", "severity", "kind", "finding", "cost (ms)", "share", "count", "where", "advice"],
             rows,
             num=(0, 4, 5, 6),
+            cls="findings",
         )
     )
     return "".join(parts)
@@ -106,10 +108,13 @@ def _compile_section(trace: Trace, figures: dict[str, Any]) -> str:
             "or a trace from another tool)."
         )
     figures["fig-compile"] = figs.compile_waterfall(w)
-    cap = f" Showing the {len(w.name)} longest." if len(w.name) < w.total else ""
+    cap = f" Showing the {len(w.name):,} longest." if len(w.name) < w.total else ""
+    n_ops = len(set(w.name))
+    fold = " (the others folded into the last row)" if n_ops > len(w.rows) or len(w.rows) > 20 else ""
     return note(
-        f"{w.total:,} compiles, {w.total_ms:,.3f} ms in total. Each bar runs from the compile's start to "
-        f"its end; time 0 is the start of the profiled region.{cap}"
+        f"{w.total:,} compiles of {n_ops:,} ops or graphs, {w.total_ms:,.3f} ms in total. One row per op, "
+        f"most compile time first{fold}; each bar runs from a compile's start to its end, time 0 is the "
+        f"start of the profiled region. Hover a bar for its signature and call site.{cap}"
     ) + plot_div("fig-compile")
 
 
@@ -151,14 +156,17 @@ def _utilisation_section(trace: Trace, figures: dict[str, Any]) -> str:
     if not u.busy:
         return empty("No device activity in this trace (no device tracks: a CPU-only run).")
     figures["fig-util"] = figs.utilisation(u)
-    rows = [(name, f"{100 * m:.1f}%") for name, m in sorted(u.mean_busy.items(), key=lambda kv: -kv[1])]
+    rows = [
+        (name, str(u.queues.get(name, "")), f"{100 * m:.1f}%")
+        for name, m in sorted(u.mean_busy.items(), key=lambda kv: -kv[1])
+    ]
     return (
         note(
-            f"Share of each {u.bin_ms:,.3f} ms bin in which the device ran anything on any of its queues "
-            f"({u.n_tracks} device track(s))."
+            f"Share of each {u.bin_ms:,.3f} ms bin in which a device ran anything on any of its queues "
+            "(streams)."
         )
         + plot_div("fig-util")
-        + table(["device", "busy over the profiled time"], rows[:64], num=(1,))
+        + table(["device", "queues", "busy over the profiled time"], rows[:64], num=(1, 2))
     )
 
 

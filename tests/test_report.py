@@ -30,6 +30,7 @@ XSS = [
 ]
 MS = 1_000_000
 T0 = 1_767_000_000_000_000_000  # Unix ns
+LONG_SITE = "/home/alice/" + "/".join(f"experiments_2026_run_{i:02d}_language_model" for i in range(6)) + "/train.py:118"
 
 
 def demo_like_trace(names: list[str] | None = None) -> Trace:
@@ -126,6 +127,17 @@ def demo_like_trace(names: list[str] | None = None) -> Trace:
                 share=0.02,
                 count=4,
                 advice=n[-1],
+            ).to_dict(),
+            # a user's deep project path and a long signature: no space to wrap at (a page wider than 1400 px)
+            Finding(
+                "memory_peak",
+                "info",
+                f"Memory peak: {n[0]} allocated reached 1.0 GiB (3% of 32.0 GiB) at {LONG_SITE}",
+                cost_ns=MS,
+                share=0.001,
+                count=1,
+                call_site=LONG_SITE,
+                evidence={"signature": "[" + ",".join(["[8,40,64]"] * 40) + "]"},
             ).to_dict(),
         ]
     )
@@ -355,7 +367,7 @@ def test_cli_report_on_a_pftrace_round_trip(tmp_path: Path, capsys: pytest.Captu
     assert "demo.html" in capsys.readouterr().out
     figs = _figures(page)
     assert {"fig-compile", "fig-util", "fig-memory", "fig-coll"} <= set(figs)
-    assert "4 compiles, 22.000 ms in total" in page
+    assert re.search(r"4 compiles of \d+ ops or graphs, 22\.000 ms in total", page)
 
 
 def test_long_names_are_cut_with_the_full_name_as_tooltip() -> None:
@@ -366,3 +378,52 @@ def test_long_names_are_cut_with_the_full_name_as_tooltip() -> None:
     assert cell.startswith('<span title="void kernel&lt;at::Tensor') and "…</span>" in cell
     assert html.unescape(cell.split('title="', 1)[1].split('">', 1)[0]) == long
     assert "<b>" not in cell and _cut("aten::mm").html == "aten::mm"
+
+
+def test_compile_waterfall_is_one_row_per_op_with_the_rest_folded() -> None:
+    from neuron_prof.exporters import _report_figures as figs
+    from neuron_prof.model import Arg, Cat, TraceBuilder
+
+    # GIVEN 465 compiles of 30 ops (op k compiles k+1 times, 1 ms each), like the demo's 299 of 35
+    b = TraceBuilder()
+    comp = b.track(b.process(1, name="host"), "compile", TrackKind.COMPILE)
+    t = 0
+    for k in range(30):
+        for j in range(k + 1):
+            b.add_slice(comp, t, MS, f"aten::op{k}", Cat.COMPILE, {Arg.SIGNATURE: f"[{j}, 64]", Arg.CACHE: "miss"})
+            t += 2 * MS
+    w = data.compile_waterfall(b.build())
+    # THEN 20 rows of the costliest ops, most time first, and one row folding the other 10
+    assert w.total == 465 and len(w.rows) == 21
+    assert w.rows[0].startswith("aten::op29 · ") and w.rows[-1].startswith("10 other ops · ")
+    assert sorted(set(w.row_of.tolist())) == list(range(21))
+    fig = figs.compile_waterfall(w)
+    assert fig is not None and fig["layout"]["height"] < 800  # the time axis stays on the screen
+    # the signature of each compile is its hover text
+    hover = [c[1] for d in fig["data"] for c in d["customdata"]]
+    assert "signature: [0, 64]" in hover
+
+
+def test_device_table_names_devices_and_memory_legend_names_each_once() -> None:
+    from neuron_prof.loaders import load
+    from tests.conftest import KINETO_DIR
+
+    # GIVEN a GPU trace, where Kineto names the device process after the host program ("python3.10")
+    path = KINETO_DIR / "critical_path_alexnet_trace.json.gz"
+    if not path.exists():
+        pytest.skip("../shared/traces absent")
+    u = data.device_utilisation(load(path))
+    # THEN the device is "GPU 0", as `summary` says, with its two streams counted
+    assert list(u.mean_busy) == ["GPU 0"] and u.queues == {"GPU 0": 2}
+    page = render_html_report(load(path))
+    assert "device track(s)" not in page and "<td>GPU 0</td><td class=\"num\">2</td>" in page
+    # GIVEN memory tracks named after their device already, THEN the legend does not repeat the device
+    b = TraceBuilder()
+    host = b.process(1, name="python", kind=ProcessKind.HOST)
+    dev = b.process(100, name="neuron:0", kind=ProcessKind.DEVICE)
+    for p, name in ((dev, "neuron:0 reserved"), (host, "host allocated")):
+        t = b.track(p, name, TrackKind.MEMORY, unit="bytes")
+        b.add_counter(t, T0, 1e6)
+        b.add_counter(t, T0 + MS, 2e6)
+    series, _ = data.memory_series(b.build())
+    assert sorted(s.name for s in series) == ["neuron:0 reserved", "python · host allocated"]
