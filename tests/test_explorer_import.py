@@ -181,6 +181,24 @@ def test_a_full_runtime_ring_buffer_is_a_warning(profile, monkeypatch: pytest.Mo
     assert len(warns) == 1 and "NeuronCore 0 holds 6 runtime events" in warns[0]
 
 
+def test_runtime_output_folders(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``<dir>/<instance>_pid_<pid>/<timestamp>/``: the processed profile below loads; a raw capture (NTFF,
+    ntrace.pb) says the exact neuron-explorer command; two processed profiles below are ambiguous."""
+    pid_dir = tmp_path / "output" / f"i-0abc_pid_{PID}"
+    write_profile(pid_dir / "20261201_120000")
+    assert load(tmp_path / "output").metadata[EXPLORER_KEY]["collectives"] == 3
+    raw = tmp_path / "raw" / f"i-0abc_pid_{PID}" / "20261201_120000"
+    raw.mkdir(parents=True)
+    (raw / "profile_nc_0_session_1.ntff").write_bytes(b"\0")
+    (raw / "trace.json").write_text("{}")
+    assert main(["check", str(tmp_path / "raw")]) == 2
+    err = capsys.readouterr().err
+    assert f"neuron-explorer view -d {raw} --output-format parquet --output-file {raw}_parquet" in err
+    write_profile(pid_dir / "20261201_130000")
+    with pytest.raises(TraceLoadError, match="holds 2 processed Neuron Explorer profiles"):
+        load(tmp_path / "output")
+
+
 def test_folder_without_tables_says_so(tmp_path: Path) -> None:
     (tmp_path / "slices.parquet").write_bytes(b"")
     with pytest.raises(TraceLoadError, match="nor a Neuron Explorer profile"):

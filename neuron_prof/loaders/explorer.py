@@ -33,7 +33,7 @@ from neuron_prof.loaders._explorer_events import add_system_events
 from neuron_prof.loaders._explorer_tables import Tables, check_version, is_explorer_folder
 from neuron_prof.model import Meta, Trace, TraceBuilder
 
-__all__ = ["EXPLORER_KEY", "is_explorer_folder", "load_explorer"]
+__all__ = ["EXPLORER_KEY", "find_profile", "is_explorer_folder", "load_explorer"]
 
 EXPLORER_KEY = "neuron_explorer"
 """Metadata key holding what the profile says about itself (versions, summary, per-engine totals)."""
@@ -49,18 +49,14 @@ _SUMMARY_FIELDS = ("total_time", "mfu_estimated_percent", "mbu_estimated_percent
 
 
 def load_explorer(path: str | os.PathLike[str]) -> Trace:
-    """Load a processed Neuron Explorer profile folder (Parquet tables, split or not).
+    """Load a processed Neuron Explorer profile folder (Parquet tables, split or not), or the runtime output
+    folder one or two levels above it (see `find_profile`).
 
     Raises:
         TraceLoadError: not a folder of Explorer tables; TraceFormatError: an unknown schema MAJOR, a file
         that is not Parquet, a documented column missing or of another type.
     """
-    folder = Path(path)
-    if not folder.is_dir():
-        raise TraceLoadError(folder, "not a folder")
-    if not is_explorer_folder(folder):
-        raise TraceLoadError(folder, "is a directory, not a trace file nor a Neuron Explorer profile "
-                                     "(no Metadata.parquet, SystemProfileEvents_0.parquet... in it)")
+    folder = find_profile(Path(path))
     tables = Tables(folder)
     warnings = _warnings(tables)
     own: dict[str, Any] = {}
@@ -98,6 +94,40 @@ def load_explorer(path: str | os.PathLike[str]) -> Trace:
     if warnings:
         md[Meta.WARNINGS] = warnings
     return b.build()
+
+
+RAW_CAPTURE = ("*.ntff", "ntrace.pb", "trace_info.pb")
+"""Files of the runtime's own capture (neuron-explorer-facts, "Capture"), before neuron-explorer processed it."""
+
+
+def find_profile(folder: Path) -> Path:
+    """The processed profile a folder names: the folder itself, else the one folder below it (up to two levels:
+    ``<instance>_pid_<pid>/<timestamp>/``) holding Explorer tables.
+
+    Raises:
+        TraceLoadError: not a folder; a raw runtime capture (the message gives the neuron-explorer command);
+        several processed profiles below it (it names them); nothing Neuron Explorer wrote.
+    """
+    if not folder.is_dir():
+        raise TraceLoadError(folder, "not a folder")
+    if is_explorer_folder(folder):
+        return folder
+    below = [d for d in sorted(folder.glob("*/")) + sorted(folder.glob("*/*/")) if d.is_dir() and
+             is_explorer_folder(d)]
+    if len(below) == 1:
+        return below[0]
+    if below:
+        names = ", ".join(str(d.relative_to(folder)) for d in below[:4]) + (", ..." if len(below) > 4 else "")
+        raise TraceLoadError(folder, f"holds {len(below)} processed Neuron Explorer profiles ({names}): "
+                                     "name one of them")
+    raw = [d for d in [folder, *sorted(folder.glob("*/")), *sorted(folder.glob("*/*/"))]
+           if d.is_dir() and any(next(d.glob(g), None) is not None for g in RAW_CAPTURE)]
+    if raw:
+        raise TraceLoadError(folder, f"is a Neuron runtime capture not yet processed: run `neuron-explorer view -d "
+                                     f"{raw[0]} --output-format parquet --output-file {raw[0]}_parquet` and load "
+                                     f"{raw[0]}_parquet")
+    raise TraceLoadError(folder, "is a directory, not a trace file nor a Neuron Explorer profile "
+                                 "(no Metadata.parquet, SystemProfileEvents_0.parquet... in it or below it)")
 
 
 def _warnings(tables: Tables) -> list[str]:
