@@ -64,6 +64,33 @@ def test_host_ops_link_to_their_runtime_executions(profile) -> None:
     assert tr.slice_name(r) == "neuron::copy_h2d" and tr.s(int(tr.slices.cat[r])) == "privateuse1_driver"
 
 
+def test_added_to_a_capture_the_framework_events_join_its_host_ops(profile) -> None:
+    """A capture already holds the framework's ops (torch.profiler's trace): the profile's dispatch events are
+    not added again; the runtime executions link to the host ops the join names."""
+    from neuron_prof.loaders.explorer import add_explorer
+    from neuron_prof.model import TraceBuilder
+
+    folder, w = profile
+    b = TraceBuilder()
+    thread = b.thread_track(PID, TID, "main")
+    ops = {f"aten::mm#{k}": b.add_slice(thread, T0 + 1_000_000 + k * 2_000_000 - 50_000, 400_000,
+                                         f"aten::mm#{k}", "cpu_op") for k in range(3)}
+    asked: list[tuple[int, str, int]] = []
+
+    def host_row(tid: int, name: str, ts: int) -> int:
+        asked.append((tid, name, ts))
+        return ops.get(name, -1)
+
+    warnings, wall = add_explorer(b, folder, host_row)
+    tr = b.build()
+    assert sorted(asked) == [(TID, f"aten::mm#{k}", T0 + 1_000_000 + k * 2_000_000) for k in range(3)]
+    assert [tr.slice_name(i) for i in range(len(tr.slices))].count("aten::mm#0") == 1  # not added twice
+    pairs = [(tr.slice_name(int(a)), tr.slice_name(int(z))) for a, z in zip(tr.flows.src, tr.flows.dst)]
+    assert sorted(pairs) == sorted(w.links) and set(tr.flows.src.tolist()) == set(ops.values())
+    assert wall == (T0, T0 + 10_000_000) and warnings == w.warnings
+    assert tr.metadata["device_memory_bytes"] == HBM_CAPACITY
+
+
 def test_collectives_bytes_algorithm_and_bandwidths(profile) -> None:
     folder, w = profile
     tr = load(folder)

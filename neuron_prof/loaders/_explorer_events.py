@@ -9,12 +9,14 @@ Rows are grouped the way Explorer groups them, by ``trace_event_source``:
 * ``neuron_hw`` (the device): a DEVICE track per physical core ``pcore_idx`` (``nc_exec_running`` = a NEFF
   execution), in device process ``neuron:<pcore>``.
 
-``flow_id`` (a list of str-encoded ints) links a framework dispatch to its runtime execution: the rows sharing
-an id are chained in source order (framework → neuron_rt → neuron_hw), then by start time.
+``flow_id`` (a list of str-encoded ints) links a framework dispatch to its runtime execution: a flow goes from
+the first event of an id (in source order framework → driver → neuron_rt → neuron_hw, then by time) to each
+other event sharing it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -43,8 +45,17 @@ def device_process(b: TraceBuilder, pcore: int) -> int:
     return b.process(pid, name=pid, kind=ProcessKind.DEVICE, sort_index=DEVICE_SORT + pcore)
 
 
-def add_system_events(b: TraceBuilder, tables: Tables, warnings: list[str]) -> dict[str, int]:
-    """Slices and flows from SystemProfileEvents, a column at a time; returns counts per source."""
+HostRow = Callable[[int, str, int], int]
+"""(thread id, op name, ns) -> row of the host op already in the builder that is that framework event, or -1."""
+
+
+def add_system_events(b: TraceBuilder, tables: Tables, warnings: list[str],
+                      host_row: HostRow | None = None) -> dict[str, int]:
+    """Slices and flows from SystemProfileEvents, a column at a time; returns counts per source.
+
+    With `host_row` (the builder already holds the framework's ops, from its own torch.profiler trace),
+    framework dispatch events are not added again: the flows start at the host op `host_row` names.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -63,7 +74,33 @@ def add_system_events(b: TraceBuilder, tables: Tables, warnings: list[str]) -> d
     kind[src == fw] = 0
     kind[(src == fw) & (np.asarray(streams, dtype=object)[stream] != "")] = 1
     kind[src == rt] = 2
-    # one key per row: (kind, a, b); the distinct keys are few (threads, streams, cores): one track each
+    names, name_idx = _codes(t.column("name").fill_null(""))
+    keep = kind != 0 if host_row is not None else np.ones(len(kind), dtype=bool)
+    row_of = np.full(len(kind), -1, dtype=np.int64)
+    row_of[keep] = b.n_slices + np.arange(int(keep.sum()))
+    if host_row is not None:
+        for i in np.flatnonzero(~keep).tolist():
+            row_of[i] = host_row(int(tid[i]), names[name_idx[i]], int(start[i]))
+    k = np.flatnonzero(keep)
+    if len(k):
+        inst = t.column("instance_id").fill_null("").to_numpy(zero_copy_only=False)
+        tracks, cats = _tracks(b, inst[k], kind[k], pid[k], tid[k], nc[k], pcore[k], stream[k], streams)
+        name_ids = np.asarray([b.strings.intern(n) for n in names], dtype=np.int64)
+        b.s_ts.extend(start[k].tolist())
+        b.s_dur.extend(dur[k].tolist())
+        b.s_track.extend(tracks.tolist())
+        b.s_name.extend(name_ids[name_idx[k]].tolist())
+        b.s_cat.extend(cats.tolist())
+        b.s_args.extend(b.args.add_raw(raw) for raw in _args_json(t.take(pa.array(k)), pc, pa))
+    _flows(b, t, row_of, kind, start, warnings)
+    warnings += ring_full(nc[kind >= 2])
+    return {str(s) or "unknown": int(c) for s, c in zip(src_names, np.bincount(src, minlength=len(src_names)))
+            if c}
+
+
+def _tracks(b: TraceBuilder, inst: np.ndarray, kind: np.ndarray, pid: np.ndarray, tid: np.ndarray, nc: np.ndarray,
+            pcore: np.ndarray, stream: np.ndarray, streams: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's track and category: one key (kind, pid or core, thread/stream/core) per track; keys are few."""
     a = np.where(kind == 3, pcore, pid)
     bkey = np.select([kind == 0, kind == 1, kind == 2], [tid, stream, nc], default=0)
     _, a_code = np.unique(a, return_inverse=True)
@@ -71,33 +108,20 @@ def add_system_events(b: TraceBuilder, tables: Tables, warnings: list[str]) -> d
     nb = int(b_code.max()) + 1
     _, first, inv = np.unique((kind * (int(a_code.max()) + 1) + a_code) * nb + b_code, return_index=True,
                               return_inverse=True)
-    keys = np.stack([kind[first], a[first], bkey[first]], axis=1)
-    inst = t.column("instance_id").fill_null("").to_numpy(zero_copy_only=False)
-    tracks = np.empty(len(keys), dtype=np.int64)
-    cats = np.empty(len(keys), dtype=np.int64)
+    tracks = np.empty(len(first), dtype=np.int64)
+    cats = np.empty(len(first), dtype=np.int64)
     kinds = (FRAMEWORK, "driver", RUNTIME, HARDWARE)
     cat_of = {FRAMEWORK: KinetoCat.CPU_OP, "driver": KinetoCat.PRIVATEUSE1_DRIVER, RUNTIME: RUNTIME,
               HARDWARE: HARDWARE}
-    for k, (kd, ka, kb) in enumerate(keys.tolist()):
+    for j, f in enumerate(first.tolist()):
+        kd, ka, kb = int(kind[f]), int(a[f]), int(bkey[f])
         name = kinds[kd]
         if kd != 3:  # "i-0abc pid 4242": Explorer's instance and pid
-            who = inst[first[k]]
+            who = inst[f]
             b.process(ka, name=f"{who} pid {ka}" if who else f"pid {ka}")
-        tracks[k] = _track(b, (name, ka, streams[kb] if kd == 1 else kb))
-        cats[k] = b.strings.intern(cat_of[name])
-    names, name_idx = _codes(t.column("name").fill_null(""))
-    name_ids = np.asarray([b.strings.intern(n) for n in names], dtype=np.int64)
-    base = b.n_slices
-    b.s_ts.extend(start.tolist())
-    b.s_dur.extend(dur.tolist())
-    b.s_track.extend(tracks[inv].tolist())
-    b.s_name.extend(name_ids[name_idx].tolist())
-    b.s_cat.extend(cats[inv].tolist())
-    b.s_args.extend(b.args.add_raw(raw) for raw in _args_json(t, pc, pa))
-    _flows(b, t, base, kind, start, warnings)
-    warnings += ring_full(nc[kind >= 2])
-    return {str(s) or "unknown": int(c) for s, c in zip(src_names, np.bincount(src, minlength=len(src_names)))
-            if c}
+        tracks[j] = _track(b, (name, ka, streams[kb] if kd == 1 else kb))
+        cats[j] = b.strings.intern(cat_of[name])
+    return tracks[inv], cats[inv]
 
 
 def ring_full(nc: np.ndarray, limit: int | None = None) -> list[str]:
@@ -141,8 +165,10 @@ def _track(b: TraceBuilder, key: tuple[Any, ...]) -> int:
     return b.track(p, f"neuron_rt nc {key[2]}", TrackKind.OTHER, sort_index=60 + key[2])
 
 
-def _flows(b: TraceBuilder, t: Any, base: int, kind: np.ndarray, start: np.ndarray,
+def _flows(b: TraceBuilder, t: Any, row_of: np.ndarray, kind: np.ndarray, start: np.ndarray,
            warnings: list[str]) -> None:
+    """A flow from the first event of each flow id (the framework dispatch, else the earliest runtime or
+    hardware event) to every other event sharing it; events with no row (`row_of` -1) are left out."""
     import pyarrow.compute as pc
 
     lists = t.column("flow_id").combine_chunks()
@@ -160,10 +186,12 @@ def _flows(b: TraceBuilder, t: Any, base: int, kind: np.ndarray, start: np.ndarr
     # in each flow: framework dispatch, its driver event, the runtime execution, the hardware; then by time
     o = np.lexsort((start[rows], kind[rows], ids))
     rows, ids = rows[o], ids[o]
-    same = (ids[1:] == ids[:-1]) & (rows[1:] != rows[:-1])
-    src, dst = rows[:-1][same] + base, rows[1:][same] + base
-    b.f_src.extend(src.tolist())
-    b.f_dst.extend(dst.tolist())
-    b.f_id.extend(ids[1:][same].tolist())
-    b.f_cat.extend([b.strings.intern(Cat.DEVICE)] * len(src))
-    b.f_name.extend([b.strings.intern("launch")] * len(src))
+    head = np.r_[True, ids[1:] != ids[:-1]]
+    first = rows[np.maximum.accumulate(np.where(head, np.arange(len(ids)), 0))]
+    src, dst = row_of[first], row_of[rows]
+    m = ~head & (src >= 0) & (dst >= 0) & (src != dst)
+    b.f_src.extend(src[m].tolist())
+    b.f_dst.extend(dst[m].tolist())
+    b.f_id.extend(ids[m].tolist())
+    b.f_cat.extend([b.strings.intern(Cat.DEVICE)] * int(m.sum()))
+    b.f_name.extend([b.strings.intern("launch")] * int(m.sum()))

@@ -29,11 +29,11 @@ import numpy as np
 from neuron_prof.errors import TraceLoadError
 from neuron_prof.loaders._explorer_device import (add_active_time, add_cc_ops, add_hbm_counters,
                                                   execution_totals, instruction_totals)
-from neuron_prof.loaders._explorer_events import add_system_events
+from neuron_prof.loaders._explorer_events import HostRow, add_system_events
 from neuron_prof.loaders._explorer_tables import Tables, check_version, is_explorer_folder
 from neuron_prof.model import Meta, Trace, TraceBuilder
 
-__all__ = ["EXPLORER_KEY", "find_profile", "is_explorer_folder", "load_explorer"]
+__all__ = ["EXPLORER_KEY", "HostRow", "add_explorer", "find_profile", "is_explorer_folder", "load_explorer"]
 
 EXPLORER_KEY = "neuron_explorer"
 """Metadata key holding what the profile says about itself (versions, summary, per-engine totals)."""
@@ -57,6 +57,26 @@ def load_explorer(path: str | os.PathLike[str]) -> Trace:
         that is not Parquet, a documented column missing or of another type.
     """
     folder = find_profile(Path(path))
+    b = TraceBuilder()
+    warnings, wall = add_explorer(b, folder)
+    md = b.metadata
+    md[Meta.SOURCE] = str(folder)
+    md[Meta.SOURCE_FORMAT] = SOURCE_FORMAT
+    md[Meta.BACKEND] = "neuron"
+    md[Meta.CLOCK] = _clock(b, wall)
+    if wall is not None:
+        md[Meta.WALL] = wall
+    if warnings:
+        md[Meta.WARNINGS] = warnings
+    return b.build()
+
+
+def add_explorer(b: TraceBuilder, folder: Path, host_row: HostRow | None = None
+                 ) -> tuple[list[str], tuple[int, int] | None]:
+    """Add a processed profile's tables to `b` (see the module docstring); returns the load warnings and the
+    profile's (first, last) Unix ns. `host_row`: `b` already holds the framework's ops (a capture), so
+    framework dispatch events are joined to them instead of added (`_explorer_events.add_system_events`).
+    ``metadata["neuron_explorer"]`` and ``metadata["device_memory_bytes"]`` are set."""
     tables = Tables(folder)
     warnings = _warnings(tables)
     own: dict[str, Any] = {}
@@ -66,7 +86,6 @@ def load_explorer(path: str | os.PathLike[str]) -> Trace:
     else:
         warnings += check_version(meta.get("profile_schema_version"), folder)
         own.update({k: v for k, v in meta.items() if v is not None})
-    b = TraceBuilder()
     sysmeta = _one_row(tables, "SystemProfileMetadata", ("first_ts_ns", "last_ts_ns", "ntff_version",
                                                          "hbm_capacity_bytes")) or {}
     if sysmeta.get("ntff_version") is not None:
@@ -74,7 +93,7 @@ def load_explorer(path: str | os.PathLike[str]) -> Trace:
     cap = sysmeta.get("hbm_capacity_bytes")
     if isinstance(cap, int) and cap > 0:
         b.metadata["device_memory_bytes"] = cap  # the memory_probe key the memory_peak finding reads
-    own["events"] = add_system_events(b, tables, warnings)
+    own["events"] = add_system_events(b, tables, warnings, host_row)
     own["active_time_ns"] = add_active_time(b, tables)
     own["collectives"] = add_cc_ops(b, tables)
     own["hbm_peak_bytes"] = add_hbm_counters(b, tables)
@@ -82,18 +101,8 @@ def load_explorer(path: str | os.PathLike[str]) -> Trace:
     own["executions"] = execution_totals(tables)
     own["instructions"] = instruction_totals(tables)
     own["tables"] = sorted(set(tables.read))
-    wall = _wall(sysmeta)
-    md = b.metadata
-    md[Meta.SOURCE] = str(folder)
-    md[Meta.SOURCE_FORMAT] = SOURCE_FORMAT
-    md[Meta.BACKEND] = "neuron"
-    md[Meta.CLOCK] = _clock(b, wall)
-    if wall is not None:
-        md[Meta.WALL] = wall
-    md[EXPLORER_KEY] = {k: v for k, v in own.items() if v not in (None, {}, [])}
-    if warnings:
-        md[Meta.WARNINGS] = warnings
-    return b.build()
+    b.metadata[EXPLORER_KEY] = {k: v for k, v in own.items() if v not in (None, {}, [])}
+    return warnings, _wall(sysmeta)
 
 
 RAW_CAPTURE = ("*.ntff", "ntrace.pb", "trace_info.pb")
