@@ -108,8 +108,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _refusal(self) -> int | None:
         """The status to refuse this request with, or None when it may be served."""
         host = self.headers.get("Host")
-        port = self.server.server_address[1]
-        if host is not None and host not in (f"{HOST}:{port}", f"localhost:{port}"):
+        # our port, or 9001 forwarded to it (`neuron-prof open` says how when 9001 is taken)
+        ports = {self.server.server_address[1], PERFETTO_PORT}
+        if host is not None and host not in {f"{h}:{p}" for h in (HOST, "localhost") for p in ports}:
             return HTTPStatus.FORBIDDEN  # DNS rebinding: a page on evil.example resolving to 127.0.0.1
         origin = self.headers.get("Origin")
         if origin is not None and origin != self.server.origin:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_prof._open_server import PERFETTO_ORIGIN, TraceServer, json_size_estimate
+from neuron_prof._open_server import PERFETTO_ORIGIN, PERFETTO_PORT, TraceServer, json_size_estimate
 from neuron_prof.cli import main
 from neuron_prof.cli._open import JSON_WARN_BYTES, choose_file, size_warning
 
@@ -43,9 +43,10 @@ def _request(
 
 @pytest.fixture
 def trace_file(tmp_path: Path) -> Path:
-    # a body larger than one send chunk, with every byte value, so truncation or re-encoding shows
+    # a body larger than one send chunk, with every byte value, so truncation or re-encoding shows; it
+    # starts as a Perfetto trace does (field 1 `packet`, length-delimited: 0x0a), or `open` refuses it
     p = tmp_path / "my trace.pftrace"
-    p.write_bytes(bytes(range(256)) * 9000 + b"end")
+    p.write_bytes(b"\x0a\x02\x08\x01" + bytes(range(256)) * 9000 + b"end")
     (tmp_path / "secret.txt").write_text("not for the browser")
     return p
 
@@ -222,13 +223,13 @@ def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         f = tmp_path / "t.pftrace"
-        f.write_bytes(b"x")
+        f.write_bytes(b"\x0a\x00")
         assert main(["open", str(f), "--port", str(busy.getsockname()[1])]) == 2
         assert "already in use" in capsys.readouterr().err
 
 
 def _start_open(trace_file: Path) -> tuple[subprocess.Popen[str], re.Match[str]]:
-    """`neuron-prof open` as a real process on a free port, and the link it printed."""
+    """`neuron-prof open` as a real process on a free port, and the URL it serves at."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "neuron_prof", "open", str(trace_file), "--port", "0", "--timeout", "60"],
@@ -245,7 +246,7 @@ def _start_open(trace_file: Path) -> tuple[subprocess.Popen[str], re.Match[str]]
         if not line:
             break
         lines.append(line)
-        m = re.search(r"https://ui\.perfetto\.dev/#!/\?url=(http://127\.0\.0\.1:(\d+)(/\S+))", line)
+        m = re.search(r"^Serving .* at (http://127\.0\.0\.1:(\d+)(/\S+))$", line)
         if m:
             return proc, m
     proc.kill()
@@ -282,3 +283,43 @@ def test_cli_process_prints_the_link_serves_once_and_exits_by_itself(trace_file:
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=T)
+
+
+def test_open_refuses_what_is_not_a_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import gzip
+
+    png = b"\x89PNG\r\n\x1a\n" + bytes(100)
+    cases = {
+        "empty.json": (b"", "empty file"),
+        "photo.json": (png, "not JSON nor a Perfetto protobuf (starts with byte 0x89)"),
+        "picture.pftrace": (png, "not JSON nor a Perfetto protobuf (starts with byte 0x89)"),
+        "zipped.json.gz": (gzip.compress(png), "gzip holding no JSON (starts with byte 0x89)"),
+    }
+    for name, (body, says) in cases.items():
+        (tmp_path / name).write_bytes(body)
+        # GIVEN a file that is not a trace THEN one line, as every command says it, and exit 2: nothing served
+        assert main(["open", str(tmp_path / name), "--port", "0", "--timeout", "0.1"]) == 2
+        out = capsys.readouterr()
+        tail = "" if not body else "; not a trace the Perfetto UI opens"
+        assert out.err == f"neuron-prof: error: {tmp_path / name}: {says}{tail}\n", out
+        assert "Serving" not in out.out
+
+
+def test_a_port_the_ui_cannot_fetch_from_gets_no_ui_link(trace_file: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN --port 0 (any port but 9001, which the Perfetto UI's CSP alone allows)
+    assert main(["open", str(trace_file), "--port", "0", "--timeout", "0.2"]) == 1
+    out = capsys.readouterr().out
+    port = int(re.search(r"at http://127\.0\.0\.1:(\d+)/", out).group(1))  # type: ignore[union-attr]
+    # THEN no ui.perfetto.dev link to that port, but what to do: free 9001, forward it, or open the file by hand
+    assert f"url=http://127.0.0.1:{port}" not in out and port != PERFETTO_PORT
+    assert "free port 9001" in out and f"ssh -L 9001:127.0.0.1:{port}" in out and "Open trace file" in out
+    assert "https://ui.perfetto.dev/#!/?url=http://127.0.0.1:9001/my_trace.pftrace" in out
+
+
+def test_a_forwarded_9001_is_served(trace_file: Path) -> None:
+    # GIVEN the server on another port, reached through a forward of 9001 (the Host the browser sends)
+    with TraceServer(trace_file, port=0) as srv:
+        st, _, body = _request(srv.port, "GET", "/my_trace.pftrace", {"Origin": PERFETTO_ORIGIN},
+                               host=f"127.0.0.1:{PERFETTO_PORT}")
+        assert st == 200 and body == trace_file.read_bytes()

@@ -40,6 +40,39 @@ def choose_file(trace: Path, exact: bool) -> tuple[Path, str | None]:
     )
 
 
+def check_is_trace(file: Path) -> None:
+    """Raise TraceLoadError unless `file` starts like a trace the Perfetto UI opens: JSON (plain or gzip)
+    or a Perfetto protobuf. Only the first bytes are read: a big trace is served, not parsed."""
+    import gzip
+    import zlib
+
+    from neuron_prof.exporters import JSON_SUFFIXES
+
+    try:
+        with open(file, "rb") as f:
+            head = f.read(64)
+    except OSError as e:
+        raise TraceLoadError(file, f"cannot read: {e.strerror or e}") from None
+    if not head:
+        raise TraceLoadError(file, "empty file")
+    if head[:2] == b"\x1f\x8b":
+        try:
+            with gzip.open(file, "rb") as g:
+                head = g.read(64)
+        except (OSError, EOFError, zlib.error) as e:
+            raise TraceLoadError(file, f"a broken gzip file ({e}); not a trace") from None
+        what = "gzip holding no JSON"
+    else:
+        what = "not JSON nor a Perfetto protobuf"
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+    if text in (b"{", b"["):
+        return
+    # a Perfetto trace is a stream of `packet` fields: field 1, length-delimited (tag 0x0a)
+    if head[:1] == b"\x0a" and not file.name.lower().endswith(JSON_SUFFIXES):
+        return
+    raise TraceLoadError(file, f"{what} (starts with byte 0x{head[0]:02x}); not a trace the Perfetto UI opens")
+
+
 def size_warning(file: Path) -> str | None:
     """A warning when a JSON trace is too large for a browser tab."""
     from neuron_prof._open_server import json_size_estimate
@@ -76,11 +109,33 @@ def _bind(file: Path, port: int | None) -> tuple[TraceServer, str | None]:
                 f"port {port} on 127.0.0.1 is already in use (try --port 0 for a free one)"
             ) from None
     srv = TraceServer(file, port=0)
-    return srv, (
-        f"127.0.0.1:{PERFETTO_PORT} is in use (a trace_processor_shell --httpd?); serving on port "
-        f"{srv.port}. ui.perfetto.dev only fetches from port {PERFETTO_PORT}: stop the other server "
-        f"and run again, or download the file from {srv.url} and drag it into the UI."
-    )
+    return srv, f"127.0.0.1:{PERFETTO_PORT} is in use (a trace_processor_shell --httpd?); serving on port {srv.port}"
+
+
+def _instructions(srv: TraceServer, file: Path) -> list[str]:
+    """What to do with the server: the Perfetto UI link when it can fetch from it (port 9001 only), else the
+    three ways that work."""
+    from neuron_prof._open_server import PERFETTO_PORT, deep_link
+
+    host = socket.gethostname()
+    if srv.port == PERFETTO_PORT:
+        return [
+            f"Open in the Perfetto UI:\n  {srv.deep_link}",
+            f"On a remote machine, forward the port first: ssh -L {srv.port}:127.0.0.1:{srv.port} {host}",
+        ]
+    # the UI's Content-Security-Policy lets it fetch from 127.0.0.1:9001 only: a link to this port cannot work
+    via_9001 = deep_link(srv.url.replace(f":{srv.port}/", f":{PERFETTO_PORT}/", 1))
+    return [
+        f"The Perfetto UI fetches only from 127.0.0.1:{PERFETTO_PORT}, so it cannot open port {srv.port} "
+        "directly. Either:",
+        f"  - free port {PERFETTO_PORT} (stop what listens there) and run `neuron-prof open {file}` again, "
+        "without --port;",
+        f"  - or forward port {PERFETTO_PORT} to this one, from the machine with the browser: "
+        f"ssh -L {PERFETTO_PORT}:127.0.0.1:{srv.port} {host}  (or on this machine: "
+        f"socat TCP-LISTEN:{PERFETTO_PORT},bind=127.0.0.1 TCP:127.0.0.1:{srv.port}), then open\n    {via_9001}",
+        f"  - or open https://ui.perfetto.dev, choose 'Open trace file' and pick {file} (a copy of it where "
+        "the browser runs).",
+    ]
 
 
 @click.command("open")
@@ -106,7 +161,10 @@ def command(trace: Path, port: int | None, exact: bool, timeout: float | None, b
     Only that one file is served, only to the Perfetto UI (https://ui.perfetto.dev) or a local
     client; the server stops by itself once the UI has fetched the whole file (or on Ctrl-C).
     """
+    from neuron_prof._open_server import PERFETTO_PORT
+
     file, note = choose_file(trace, exact)
+    check_is_trace(file)
     if note:
         click.echo(note)
     warning = size_warning(file)
@@ -118,13 +176,10 @@ def command(trace: Path, port: int | None, exact: bool, timeout: float | None, b
     with srv:
         size = file.stat().st_size
         click.echo(f"Serving {file.name} ({size / 1e6:,.1f} MB) at {srv.url}")
-        click.echo(f"Open in the Perfetto UI:\n  {srv.deep_link}")
-        click.echo(
-            f"On a remote machine, forward the port first: ssh -L {srv.port}:127.0.0.1:{srv.port} "
-            f"{socket.gethostname()}"
-        )
+        for line in _instructions(srv, file):
+            click.echo(line)
         click.echo("Waiting for the download (Ctrl-C to stop)...")
-        if browser:
+        if browser and srv.port == PERFETTO_PORT:
             import webbrowser
 
             webbrowser.open_new_tab(srv.deep_link)
