@@ -37,7 +37,7 @@ def fmt_share(x: float) -> str:
 def fit_site(site: str, width: int) -> str:
     """A call site or path in at most `width` characters, never losing its ``:LINE``.
 
-    "/work/main/neuron_prof/demo/_train.py:118" at 24 -> "/work/…/demo/_train.py:118": the middle
+    "/work/main/neuron_prof/demo/_train.py:118" at 26 -> "/work/…/demo/_train.py:118": the middle
     directories go first, then the head; a file name too long for `width` is cut at its left
     ("…rain.py:118"). Text without a path separator is cut at its right end like any label.
     """

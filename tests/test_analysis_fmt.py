@@ -1,0 +1,58 @@
+"""The one formatter (analysis/_fmt.py): every view's units and call sites, checked against hand-written text."""
+
+from __future__ import annotations
+
+import pytest
+
+from neuron_prof.analysis._fmt import fit_site, fmt_bytes, fmt_evidence, fmt_ns, fmt_share, fmt_value, strip_site
+
+
+@pytest.mark.parametrize(("ns", "text"), [(999, "999 ns"), (1234, "1.2 µs"), (45_000_000, "45.0 ms"),
+                                          (3.2e9, "3.20 s"), (-2_500, "-2.5 µs")])
+def test_fmt_ns(ns: float, text: str) -> None:
+    assert fmt_ns(ns) == text
+
+
+def test_sizes_and_shares() -> None:
+    assert [fmt_bytes(b) for b in (0, 1023, 1536, 5 * 2**20, 3 * 2**30, 2**50)] == [
+        "0 B", "1023 B", "1.5 KiB", "5.0 MiB", "3.0 GiB", "1024.0 TiB"]
+    assert fmt_share(0.123) == "12.3%" and fmt_share(1) == "100.0%"
+
+
+@pytest.mark.parametrize(("site", "width", "text"), [
+    ("/work/main/neuron_prof/demo/_train.py:118", 26, "/work/…/demo/_train.py:118"),  # the docstring's example
+    ("/work/main/neuron_prof/demo/_train.py:118", 24, "/wor…/demo/_train.py:118"),
+    ("train.py:12", 20, "train.py:12"),                       # fits: unchanged
+    ("a label without a path", 10, "a label w…"),              # no path, no line: cut at the right
+    ("verylongfilename.py:118", 10, "…me.py:118"),             # a file name longer than the room: cut left
+    ("/x/y/a_rather_long_name.py:7", 12, "…g_name.py:7"),
+    ("/wo/main/x.py:1", 12, "/wo/…/x.py:1"),
+    ("/wo/main/x.py:1", 10, "…in/x.py:1"),                    # under 4 characters of head: cut at the left
+    ("anything", 1, "…"),
+    ("anything", 0, ""),
+])
+def test_fit_site_keeps_the_line(site: str, width: int, text: str) -> None:
+    got = fit_site(site, width)
+    assert got == text and len(got) <= width
+
+
+def test_fit_site_drops_middle_directories_first() -> None:
+    site = "/home/me/project/src/pkg/sub/model.py:42"
+    for width in range(len("…/model.py:42") + 1, len(site)):
+        got = fit_site(site, width)
+        assert len(got) <= width and got.endswith("/model.py:42") and "…" in got, (width, got)
+        head, _, rest = got.partition("…")
+        assert site.startswith(head) and site.endswith(rest), (width, got)  # a cut, never a rewrite
+
+
+def test_strip_site_and_evidence() -> None:
+    assert strip_site("Sync point at a.py:3", "a.py:3") == "Sync point"
+    assert strip_site("CPU fallback (a.py:3) x", "a.py:3") == "CPU fallback x"
+    assert strip_site("title at a.py:3", None) == "title at a.py:3"
+    assert fmt_value("idle_ns", 12_850_000_000) == "12.85 s" and fmt_value("copy_bytes", 2048) == "2.0 KiB"
+    assert fmt_value("share", 0.5) == "50.0%" and fmt_value("hit_frac", 0.25) == "25.0%"
+    assert fmt_value("ratio", 1.23456) == "1.235" and fmt_value("gaps", 12345) == "12,345"
+    assert fmt_value("flag", True) == "True" and fmt_value("op", "aten::mm") == "aten::mm"
+    assert fmt_evidence({"idle_ns": 12_850_000_000, "gaps": 26, "largest": [1], "none": None}) == \
+        "idle 12.85 s, gaps 26"
+    assert fmt_evidence(None) == ""
