@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from neuron_prof.model import TraceBuilder
@@ -211,7 +210,15 @@ async def test_mtia_stream_lanes_come_first_and_stay_apart() -> None:
         assert labels[0].endswith("Stream 101"), labels
         drawn = [lab for lab in labels if lab and not lab.startswith("└")]
         assert len(drawn) == len(set(drawn)), drawn
-        # the ops view keeps annotations off the device: none of the device rows is a user annotation
-        ops = app.data.rank.ops
-        dev = np.asarray(ops["where"]) == "device"
-        assert not any("forward" in str(n) for n in np.asarray(ops["name"])[dev])
+
+
+def test_an_annotation_is_not_device_work() -> None:
+    from neuron_prof.tui._data import prepare
+
+    # GIVEN a DDP trace: Kineto copies the user annotation DistributedDataParallel.forward onto the GPU
+    data = prepare([real(KINETO_DIR / "trace_filter_sampled_rank-0.json.gz")], lambda f, s: None, lambda: False)
+    ops = data.rank.ops
+    where = {str(n): str(w) for n, w in zip(ops["name"], ops["where"])}
+    # THEN the ops view lists it once, as host time, never as a device op with its self time
+    assert where.get("DistributedDataParallel.forward") == "host"
+    assert [n for n in ops["name"] if str(n) == "DistributedDataParallel.forward"] == ["DistributedDataParallel.forward"]
