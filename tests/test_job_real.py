@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -164,6 +165,11 @@ def test_job_summary_on_a_separate_dask_cluster(job: Path, tmp_path: Path,
         doc = json.loads(capsys.readouterr().out)
         _check_summary(doc)
         assert doc["run"]["on"] == f"{address} (2 worker(s))"
+        # the command it prints reads every rank's first pass on the same cluster
+        cmd = next(f for f in doc["findings"] if f["kind"] == "ranks_to_open")["evidence"]["command"]
+        assert cmd.endswith(f"--scheduler {address} -o merged.pftrace"), cmd
+        assert main([*shlex.split(cmd)[1:-1], str(tmp_path / "merged.pftrace")]) == 0
+        assert "clocks aligned from all 8 ranks" in capsys.readouterr().out
         # the same cluster writes the job's Parquet dataset, one task per rank
         assert main(["export", str(job), "-o", str(tmp_path / "job.parquet"), "--scheduler", address]) == 0
         assert sorted(p.name for p in (tmp_path / "job.parquet").iterdir()) == [f"rank={r}" for r in range(WORLD)]

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 
 from neuron_prof.cli._progress import steps
 from neuron_prof.errors import UsageError
+
+if TYPE_CHECKING:
+    from neuron_prof.merge import RankInfo
 
 _UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000, "": 1}
 _DUR = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s|)\s*$")
@@ -37,6 +42,24 @@ def parse_ranks(text: str) -> set[int]:
     return out
 
 
+def _first_pass_on_dask(traces: tuple[str, ...], skew: dict[int, int], scheduler: str | None, workers: int | None,
+                        tick: Callable[[int], None]) -> list[RankInfo]:
+    """Every input's first pass (`neuron_prof.merge.first_pass`) as one Dask task; a failure stops the merge."""
+    from neuron_prof.job import DaskRunner, TaskResult
+    from neuron_prof.loaders import load
+    from neuron_prof.merge import first_pass, rank_of
+
+    def done(i: int, r: TaskResult) -> None:
+        tick(i)
+
+    with DaskRunner(scheduler, workers, tasks=len(traces)) as run:
+        results = run.map(first_pass, [(t, i, load, rank_of, skew) for i, t in enumerate(traces)], done)
+    for t, r in zip(traces, results):
+        if r.error is not None:
+            raise UsageError(r.error if r.error.startswith(t) else f"{t}: {r.error}")
+    return [r.value for r in results]
+
+
 @click.command("merge")
 @click.argument("traces", nargs=-1, required=True)
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
@@ -49,12 +72,18 @@ def parse_ranks(text: str) -> set[int]:
 @click.option("--ranks", "only", metavar="LIST", default=None,
               help="Merge only these ranks (e.g. 0,5,7 or 0-3), clocks aligned from every rank's collectives "
                    "(the ranks `neuron-prof summary run/` points at).")
+@click.option("--scheduler", metavar="ADDRESS", default=None,
+              help="Read the inputs' first pass as tasks on this Dask cluster (tcp://host:8786).")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Read the inputs' first pass as tasks on a local Dask cluster of this many processes.")
 def command(traces: tuple[str, ...], output: str, offsets: tuple[str, ...], skews: tuple[str, ...],
-            only: str | None) -> int:
+            only: str | None, scheduler: str | None, workers: int | None) -> int:
     """Merge one trace per rank onto one timeline, aligning clocks from the collectives.
 
     TRACES are files, folders of rank files (run/) or globs ('run/trace.rank*.json').
     Ranks come from each trace's metadata (distributedInfo) or its file name (trace.rank3.json).
+    With --scheduler or --workers, the first pass (every input read for its collectives) runs as one Dask
+    task per input: what `merge --ranks` of a big job needs; the chosen ranks are then read here.
     Prints the offset applied to each rank and its uncertainty, and the stragglers found. Each input is
     read twice and one rank is held in memory at a time, so memory grows with the largest rank.
     """
@@ -76,8 +105,10 @@ def command(traces: tuple[str, ...], output: str, offsets: tuple[str, ...], skew
             what = "reading" if phase == "read" else "aligning and writing"
             step(f"{what} {os.path.basename(traces[i])}")
 
+        infos = None if scheduler is None and workers is None else _first_pass_on_dask(
+            traces, skew, scheduler, workers, lambda i: on_rank("read", i))
         merge = StreamingMerge(list(traces), load=load, rank_of=rank_of, offsets_ns=user, skew_ns=skew,
-                               on_rank=on_rank, ranks=keep)
+                               on_rank=on_rank, ranks=keep, infos=infos)
         write_merged(merge, output, fmt)
     alignment = merge.alignment
     n_slices = sum(i.n_slices for i in merge.plan.infos)

@@ -104,7 +104,9 @@ def job_summary(sources: list[str], runner: Runner, *, args: list[str] | None = 
         found = sort_findings(found)
         # merge reads every rank named: without the ones that failed to load, name the others one by one
         named = args if args is not None and not failed else [p.source for p in pieces]
-        opener = ranks_to_open(pieces, found, named)
+        # on a cluster, merge's first pass (every rank read once) goes there too
+        on = ["--scheduler", str(runner.scheduler)] if getattr(runner, "scheduler", None) else []
+        opener = ranks_to_open(pieces, found, [*named, *on])
         if opener is not None:
             found.append(opener)
     rows = [p.row for p in pieces] + failed

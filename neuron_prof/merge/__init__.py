@@ -20,11 +20,11 @@ from neuron_prof.merge._align import Alignment, RankOffset
 from neuron_prof.merge._concat import add_flows, concat_ranks, rank_trace
 from neuron_prof.merge._plan import (CROSS_RANK_FLOW_BASE, CROSS_RANK_FLOW_CAT, CROSS_RANK_FLOW_NAME, MergePlan,
                                      RankInfo, plan_merge, summarize)
-from neuron_prof.merge._stream import FlowEnds, RankSegment, StreamingMerge
+from neuron_prof.merge._stream import FlowEnds, RankSegment, StreamingMerge, first_pass
 from neuron_prof.model import Meta, Trace
 
 __all__ = ["CROSS_RANK_FLOW_BASE", "Alignment", "FlowEnds", "MergePlan", "RankInfo", "RankOffset", "RankSegment",
-           "StreamingMerge", "merge_traces", "plan_merge", "rank_of", "rank_trace", "summarize"]
+           "StreamingMerge", "first_pass", "merge_traces", "plan_merge", "rank_of", "rank_trace", "summarize"]
 
 _RANK_IN_NAME = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
 

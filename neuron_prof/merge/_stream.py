@@ -20,14 +20,15 @@ import numpy as np
 
 from neuron_prof.errors import UsageError
 from neuron_prof.merge._concat import rank_trace
-from neuron_prof.merge._plan import CROSS_RANK_FLOW_CAT, CROSS_RANK_FLOW_NAME, MergePlan, plan_merge, summarize
+from neuron_prof.merge._plan import (CROSS_RANK_FLOW_CAT, CROSS_RANK_FLOW_NAME, MergePlan, RankInfo, plan_merge,
+                                     summarize)
 from neuron_prof.model import Trace
 
 if TYPE_CHECKING:
     from neuron_prof.analysis import Finding
     from neuron_prof.merge._align import Alignment
 
-__all__ = ["FlowEnds", "RankSegment", "StreamingMerge"]
+__all__ = ["FlowEnds", "RankSegment", "StreamingMerge", "first_pass"]
 
 Src = TypeVar("Src")
 
@@ -63,28 +64,35 @@ class RankSegment:
     flow_ends: FlowEnds
 
 
+def first_pass(source: Src, index: int, load: Callable[[Src], Trace], rank_of: Callable[[Trace, int], int],
+               skew_ns: dict[int, int]) -> RankInfo:
+    """Pass 1 for one input: loaded, its rank found, its collectives kept (a task of its own on Dask)."""
+    t = load(source)
+    r = rank_of(t, index)
+    return summarize(t, index, r, int(skew_ns.get(r, 0)))
+
+
 class StreamingMerge(Generic[Src]):
     """Merge ranks read by `load(source)`, one at a time; each source is loaded twice."""
 
     def __init__(self, sources: Sequence[Src], *, load: Callable[[Src], Trace], rank_of: Callable[[Trace, int], int],
                  offsets_ns: dict[int, int] | None = None, skew_ns: dict[int, int] | None = None,
                  analyze: bool = True, on_rank: Callable[[str, int], None] | None = None,
-                 ranks: Collection[int] | None = None) -> None:
-        """`ranks`: merge only these ranks (every input is still read once, for the clock alignment)."""
+                 ranks: Collection[int] | None = None, infos: Sequence[RankInfo] | None = None) -> None:
+        """`ranks`: merge only these ranks (every input is still read once, for the clock alignment).
+        `infos`: pass 1 done already (`first_pass` of every source, in order; e.g. as Dask tasks)."""
         if not sources:
             raise UsageError("merge needs at least one trace")
         self.sources = list(sources)
         self._load = load
         self._analyze = analyze
         self._on_rank = on_rank or (lambda phase, i: None)
-        skew = skew_ns or {}
-        infos = []
-        for i, src in enumerate(self.sources):
-            self._on_rank("read", i)
-            t = load(src)
-            r = rank_of(t, i)
-            infos.append(summarize(t, i, r, int(skew.get(r, 0))))
-            del t
+        if infos is None:
+            infos = []
+            for i, src in enumerate(self.sources):
+                self._on_rank("read", i)
+                infos.append(first_pass(src, i, load, rank_of, skew_ns or {}))
+        infos = list(infos)
         seen = [i.rank for i in infos]
         if len(set(seen)) != len(seen):
             raise UsageError(f"two inputs claim the same rank ({sorted(seen)}); pass one trace per rank")
