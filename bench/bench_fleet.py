@@ -96,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{dask['wall'] / serial['wall']:13.2f}")
     run = dask["run"]
     print(f"CPU per rank (load + analyse): median {serial['cpu_s']:.2f} s in one process, {dask['cpu_s']:.2f} s in a "
-          f"worker; all ranks {serial['cpu_total']:.1f} s vs {dask['cpu_total']:.1f} s (the same work, spread); "
+          f"worker; all ranks {serial['cpu_total']:.1f} s vs {dask['cpu_total']:.1f} s "
+          f"({dask['cpu_total'] / max(serial['cpu_total'], 1e-9) - 1:+.0%} in workers, over {a.workers} processes); "
           f"client CPU {serial['client_cpu']:.1f} s vs {dask['client_cpu']:.1f} s")
     print(f"cluster start {dask['startup']:.2f} s; scheduler {dask['sched_s'] * 1e3:.2f} ms per task (1,000 no-op "
           f"tasks); pieces back: largest {run['piece_bytes_max'] / 1024:.1f} KiB, median "
