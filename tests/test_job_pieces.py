@@ -102,3 +102,31 @@ def test_step_skew_beyond_each_ranks_own_variation() -> None:
     assert opener is not None and opener.evidence["ranks"] == [2, 3]  # the slow rank and a typical one
     assert opener.evidence["why"] == {"2": "typical rank (to compare)", "3": "step_skew"}
     assert opener.evidence["command"] == "neuron-prof merge --ranks 2,3 run/ -o merged.pftrace"
+
+
+def test_ranks_named_by_url_are_read_through_fsspec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from neuron_prof.exporters import write_trace
+    from neuron_prof.model import TraceBuilder
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for r in (0, 1):
+        b = TraceBuilder()
+        main_thread = b.thread_track(10, 1, "main")
+        for k in range(40):
+            b.add_slice(main_thread, 1000 * k, 900 + 50 * r, f"ProfilerStep#{k}", "user_annotation")
+            b.add_slice(main_thread, 1000 * k + 10, 500, "aten::mm", "cpu_op")
+        b.metadata["rank"] = r
+        write_trace(b.build(), run / f"trace.rank{r}.pftrace")
+    for arg in (f"file://{run}", f"file://{run}/trace.rank*.pftrace"):
+        assert main(["summary", arg, "--workers", "0", "--json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert [(r["rank"], r["source"]) for r in doc["ranks"]] == [
+            (k, f"file://{run}/trace.rank{k}.pftrace") for k in (0, 1)]
+        assert [r["step_median_ns"] for r in doc["ranks"]] == [900, 950]  # each rank read from its own URL
+    for bad, msg in ((f"file://{run}/nothing*", "matches no trace"), ("nosuchproto://b/run/", "cannot read this kind")):
+        assert main(["summary", bad, "--workers", "0"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"neuron-prof: error: {bad}: {msg}") and err.count("\n") == 1

@@ -17,10 +17,10 @@ def export_rank(source: str, index: int, root: str) -> tuple[int, int, str]:
     """One rank as a Dask task: loaded and written to `root/.rank-part-<index>` (renamed to rank=R by the
     client once every rank is known). Returns (rank, events, folder written)."""
     from neuron_prof.exporters.parquet import write_parquet
-    from neuron_prof.loaders import load
+    from neuron_prof.job import load_any
     from neuron_prof.merge import rank_of
 
-    trace = load(source)
+    trace = load_any(source)
     rank = rank_of(trace, index)
     part = Path(root) / f".rank-part-{index}"
     write_parquet(trace, part, rank=rank)

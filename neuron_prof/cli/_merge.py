@@ -45,15 +45,14 @@ def parse_ranks(text: str) -> set[int]:
 def _first_pass_on_dask(traces: tuple[str, ...], skew: dict[int, int], scheduler: str | None, workers: int | None,
                         tick: Callable[[int], None]) -> list[RankInfo]:
     """Every input's first pass (`neuron_prof.merge.first_pass`) as one Dask task; a failure stops the merge."""
-    from neuron_prof.job import DaskRunner, TaskResult
-    from neuron_prof.loaders import load
+    from neuron_prof.job import DaskRunner, TaskResult, load_any
     from neuron_prof.merge import first_pass, rank_of
 
     def done(i: int, r: TaskResult) -> None:
         tick(i)
 
     with DaskRunner(scheduler, workers, tasks=len(traces)) as run:
-        results = run.map(first_pass, [(t, i, load, rank_of, skew) for i, t in enumerate(traces)], done)
+        results = run.map(first_pass, [(t, i, load_any, rank_of, skew) for i, t in enumerate(traces)], done)
     for t, r in zip(traces, results):
         if r.error is not None:
             raise UsageError(r.error if r.error.startswith(t) else f"{t}: {r.error}")
@@ -89,8 +88,7 @@ def command(traces: tuple[str, ...], output: str, offsets: tuple[str, ...], skew
     """
     from neuron_prof.exporters import format_for
     from neuron_prof.exporters.merged import write_merged
-    from neuron_prof.job import rank_sources
-    from neuron_prof.loaders import load
+    from neuron_prof.job import load_any, rank_sources
     from neuron_prof.merge import StreamingMerge, rank_of
 
     fmt = format_for(output)
@@ -107,7 +105,7 @@ def command(traces: tuple[str, ...], output: str, offsets: tuple[str, ...], skew
 
         infos = None if scheduler is None and workers is None else _first_pass_on_dask(
             traces, skew, scheduler, workers, lambda i: on_rank("read", i))
-        merge = StreamingMerge(list(traces), load=load, rank_of=rank_of, offsets_ns=user, skew_ns=skew,
+        merge = StreamingMerge(list(traces), load=load_any, rank_of=rank_of, offsets_ns=user, skew_ns=skew,
                                on_rank=on_rank, ranks=keep, infos=infos)
         write_merged(merge, output, fmt)
     alignment = merge.alignment

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from neuron_prof.job._cluster import DaskRunner, InProcessRunner, TaskResult, error_line
 from neuron_prof.job._piece import RankPiece, rank_cause, rank_piece
+from neuron_prof.job._remote import is_url, load_any
 from neuron_prof.job._sources import is_job, rank_sources
 from neuron_prof.job._summary import SCHEMA, VERSION, JobSummary, Runner, job_summary
 from neuron_prof.job._table import COLUMNS, failed_lines, head_line, rank_cells
 
 __all__ = ["COLUMNS", "SCHEMA", "VERSION", "DaskRunner", "InProcessRunner", "JobSummary", "RankPiece", "Runner", "TaskResult",
-           "error_line", "failed_lines", "head_line", "is_job", "job_summary", "rank_cause", "rank_cells", "rank_piece",
+           "error_line", "failed_lines", "head_line", "is_job", "is_url", "load_any", "job_summary", "rank_cause", "rank_cells", "rank_piece",
            "rank_sources"]

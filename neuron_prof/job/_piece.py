@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.analysis import SEVERITIES, Context, compile_groups, dominant_cause, report
-from neuron_prof.loaders import load
+from neuron_prof.job._remote import load_any
 from neuron_prof.merge import RankInfo, rank_of, rank_trace, summarize
 
 TOP_FINDINGS = 5
@@ -66,7 +66,7 @@ def _peak_memory(findings: list[Any]) -> int | None:
 def rank_piece(source: str, index: int = 0, warmup_steps: int | None = None) -> RankPiece:
     """Load `source`, analyse it, keep the small part. Raises what the loader raises for a bad file."""
     t0, cpu0 = time.perf_counter(), time.process_time()
-    trace = load(source)
+    trace = load_any(source)
     t1 = time.perf_counter()
     rank = rank_of(trace, index)
     ctx = Context(trace, warmup_steps)
@@ -115,4 +115,4 @@ def rank_piece(source: str, index: int = 0, warmup_steps: int | None = None) -> 
 
 def rank_cause(source: str, rank: int, shift_ns: int, windows: list[tuple[int, int, int]]) -> dict[str, object]:
     """What `rank` did before its late arrivals (`windows` on the aligned clock; `shift_ns` aligns it)."""
-    return dominant_cause(rank_trace(load(source), rank, shift_ns), rank, windows)
+    return dominant_cause(rank_trace(load_any(source), rank, shift_ns), rank, windows)

@@ -4,7 +4,8 @@ A file is one rank. A glob ("run/*.json") is each file it matches. A folder is e
 the loaders read as one trace, such as a processed Neuron Explorer profile: its Parquet tables) or a job:
 the trace files in it (trace.rank0.json, ...), else each sub-folder that holds a trace (Explorer capture
 folders: one `<instance>_pid_<pid>` folder per rank). A capture writes each rank twice (trace.rankR.json and
-trace.rankR.pftrace): one file per name is kept, the .pftrace (it loads faster).
+trace.rankR.pftrace): one file per name is kept, the .pftrace (it loads faster). URLs (s3://bucket/run/,
+'gs://b/run/*.json') are listed through fsspec and read by the workers (_remote.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import glob
 from pathlib import Path
 
 from neuron_prof.errors import UsageError
+from neuron_prof.job._remote import is_url, remote_sources
 
 TRACE_SUFFIXES = (".pftrace", ".json", ".json.gz")
 """Preferred first when one rank was written in several formats."""
@@ -74,8 +76,9 @@ def _folder_ranks(folder: Path) -> list[str]:
 
 
 def is_job(args: tuple[str, ...] | list[str]) -> bool:
-    """True when `args` name a job (several traces, a glob or a folder of ranks), not one trace file."""
-    if len(args) != 1:
+    """True when `args` name a job (several traces, a glob or a folder of ranks, or URLs: read on workers),
+    not one trace file."""
+    if len(args) != 1 or is_url(args[0]):
         return True
     a = args[0]
     if _GLOB_CHARS & set(a) and not Path(a).exists():
@@ -91,7 +94,11 @@ def rank_sources(args: tuple[str, ...] | list[str]) -> list[str]:
     out: list[str] = []
     for a in args:
         p = Path(a)
-        if p.is_dir():
+        if is_url(a):
+            found = remote_sources(a, TRACE_SUFFIXES, bool(_GLOB_CHARS & set(a)))
+            if not found:
+                raise UsageError(f"{a}: matches no trace")
+        elif p.is_dir():
             found = [str(p)] if is_one_trace_folder(p) else _folder_ranks(p)
             if not found:
                 raise UsageError(f"{a}: no trace files in this folder ({', '.join(TRACE_SUFFIXES)})")
