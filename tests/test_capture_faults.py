@@ -303,3 +303,26 @@ def test_a_cycle_that_cannot_be_read_reports_why_and_exports_once(tmp_path: Path
     [(probe, err)] = [(p, e) for p, e in errors if p == "kineto"]
     assert "empty file" in str(err) and "already saved" not in str(err)
     assert collector.cycles == 0 and not list(tmp_path.iterdir())  # no temporary file left behind
+
+
+def test_a_session_in_a_worker_thread_leaves_the_signal_handlers_alone(tmp_path: Path) -> None:
+    """Signals belong to the main thread: profile() in another thread records and saves (no SIGTERM or
+    Ctrl-C handling there) and never touches the process's handlers."""
+    import threading
+
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    seen: list[object] = []
+
+    def work() -> None:
+        model, opt = tiny_model()
+        with neuron_prof.profile(tmp_path / "t.json", quiet=True, with_stack=False, pftrace=False) as prof:
+            train_step(model, opt, 0)
+            seen.append(signal.getsignal(signal.SIGTERM))
+            prof.step()
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join(timeout=120)
+    assert not t.is_alive() and seen == [before[0]]
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+    assert "aten::addmm" in slice_names(neuron_prof.load(tmp_path / "t.json"))

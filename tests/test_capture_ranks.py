@@ -67,3 +67,48 @@ def test_two_rank_gloo_job_writes_one_trace_per_rank(tmp_path: Path) -> None:
         assert pg["backend"] == "gloo" and pg["group_ranks"] == [0, 1] and pg["local_rank"] == str(rank)
         assert "c10d::allreduce_" in slice_names(trace)
         assert json_complete_count(j) == pftrace_slice_count(run / f"trace.rank{rank}.pftrace")
+
+
+def test_rank_from_torchrun_environment_before_the_group_is_up(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """RANK/WORLD_SIZE (torchrun's environment) name the files when no process group is initialised yet;
+    an incomplete or malformed environment is a single-process run."""
+    from tests._builders import tiny_model, train_step
+
+    model, opt = tiny_model()
+    for env, name, rank in (({"RANK": "1", "WORLD_SIZE": "2"}, "trace.rank1.json", 1),
+                            ({"RANK": "1"}, "trace.json", None),
+                            ({"RANK": "one", "WORLD_SIZE": "2"}, "trace.json", None)):
+        monkeypatch.delenv("WORLD_SIZE", raising=False)
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        out = tmp_path / str(len(list(tmp_path.iterdir()))) / "trace.json"
+        with neuron_prof.profile(out, quiet=True, with_stack=False, pftrace=False) as prof:
+            train_step(model, opt, 0)
+            prof.step()
+        assert [p.name for p in out.parent.iterdir()] == [name]
+        assert neuron_prof.load(out.parent / name).metadata["rank"] == rank
+
+
+def test_process_group_facts_in_process(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """With a process group up (gloo, one rank), the trace records its backend, name and ranks and torchrun's
+    local facts."""
+    import torch.distributed as dist
+
+    from tests._builders import tiny_model, train_step
+
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setenv("MASTER_PORT", "29999")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        model, opt = tiny_model()
+        with neuron_prof.profile(tmp_path / "trace.json", quiet=True, with_stack=False, pftrace=False) as prof:
+            train_step(model, opt, 0)
+            prof.step()
+    finally:
+        dist.destroy_process_group()
+    assert not list(tmp_path.glob("trace.rank*"))  # a world of one keeps the plain name
+    md = neuron_prof.load(tmp_path / "trace.json").metadata
+    assert (md["rank"], md["world_size"]) == (0, 1)
+    pg = md["process_group"]
+    assert pg["backend"] == "gloo" and pg["group_ranks"] == [0] and pg["local_rank"] == "0"
+    assert pg["master_port"] == "29999"

@@ -194,3 +194,19 @@ def test_the_cache_folder_keeps_the_most_recently_used_within_its_budget(tmp_pat
     # an index that alone exceeds the budget is not written (nothing else is evicted for it)
     monkeypatch.setenv("NEURON_PROF_CACHE_MAX_BYTES", str(size // 2))
     assert _cache.save_cached(srcs[1], _trace()) is None and sorted(default_location.iterdir()) == left
+
+
+def test_an_unusable_cache_folder_costs_nothing_but_the_index(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file where the cache folder should be (or no home at all): the trace loads every time, no index."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("mine")
+    monkeypatch.setenv("NEURON_PROF_CACHE_DIR", str(blocker / "neuron-prof"))
+    src = _kineto_file(tmp_path / "t.json")
+    assert _cache.save_cached(src, load(src)) is None
+    assert len(load(src).slices) == 20_000 and blocker.read_text() == "mine"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(_cache._TMP_PREFIX)]
+    # a budget that is not a number is the default; a negative one is none
+    for value, budget in (("lots", _cache.MAX_BYTES), ("-5", 0), ("1024", 1024)):
+        monkeypatch.setenv("NEURON_PROF_CACHE_MAX_BYTES", value)
+        assert _cache.max_bytes() == budget

@@ -26,10 +26,6 @@ class SignalGuard:
         self._previous: dict[int, Any] = {}
         self._busy = False
 
-    @property
-    def installed(self) -> bool:
-        return bool(self._previous)
-
     def install(self) -> None:
         """Take over the signals; silently skipped outside the main thread (signal.signal would raise)."""
         if threading.current_thread() is not threading.main_thread():
