@@ -1,7 +1,9 @@
 """Loaders: trace files into the model. `load(path)` picks the reader from the file's content.
 
 Readers: Chrome/Kineto JSON (`.json`, `.json.gz`, any torch.profiler trace: CUDA, ROCm, MTIA, CPU),
-neuron-prof's own `.pftrace`, and a processed Neuron Explorer profile folder (Parquet tables). Every reader returns a finished Trace or raises TraceLoadError.
+neuron-prof's own `.pftrace`, and a processed Neuron Explorer profile folder (Parquet tables), with its
+capture's torch.profiler trace.json when the runtime output folder holds one (one trace: host and device).
+Every reader returns a finished Trace or raises TraceLoadError.
 """
 
 from __future__ import annotations
@@ -16,16 +18,17 @@ __all__ = ["load"]
 
 
 def load(path: str | os.PathLike[str]) -> Trace:
-    """Load a trace file (.json, .json.gz, .pftrace) or a Neuron Explorer profile folder into a Trace.
+    """Load a trace file (.json, .json.gz, .pftrace), a Neuron Explorer profile folder or a runtime output
+    folder (trace.json + processed tables) into a Trace.
 
     Raises:
         TraceLoadError: the file is missing, unreadable, or not a trace (the message says which).
     """
     p = Path(path)
     if p.is_dir():
-        from neuron_prof.loaders.explorer import load_explorer
+        from neuron_prof.loaders.explorer_capture import load_folder
 
-        return load_explorer(p)  # says what it expected when the folder holds no Explorer tables
+        return load_folder(p)  # says what it expected when the folder holds no Explorer tables
     if p.exists() and not p.is_file():
         # a FIFO blocks until a writer comes and /dev/zero never ends: only regular files are read
         raise TraceLoadError(p, "not a regular file (a pipe, socket or device); save the trace to a file first")

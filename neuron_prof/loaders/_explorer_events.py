@@ -54,7 +54,8 @@ def add_system_events(b: TraceBuilder, tables: Tables, warnings: list[str],
     """Slices and flows from SystemProfileEvents, a column at a time; returns counts per source.
 
     With `host_row` (the builder already holds the framework's ops, from its own torch.profiler trace),
-    framework dispatch events are not added again: the flows start at the host op `host_row` names.
+    framework events (dispatch and ``privateuse1_driver``) it finds are not added again: the flows start at
+    the host op `host_row` names; those it does not find are added as in a bare profile.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -75,12 +76,12 @@ def add_system_events(b: TraceBuilder, tables: Tables, warnings: list[str],
     kind[(src == fw) & (np.asarray(streams, dtype=object)[stream] != "")] = 1
     kind[src == rt] = 2
     names, name_idx = _codes(t.column("name").fill_null(""))
-    keep = kind != 0 if host_row is not None else np.ones(len(kind), dtype=bool)
     row_of = np.full(len(kind), -1, dtype=np.int64)
-    row_of[keep] = b.n_slices + np.arange(int(keep.sum()))
-    if host_row is not None:
-        for i in np.flatnonzero(~keep).tolist():
+    if host_row is not None:  # framework events (dispatch and driver) the host trace already holds
+        for i in np.flatnonzero(kind <= 1).tolist():
             row_of[i] = host_row(int(tid[i]), names[name_idx[i]], int(start[i]))
+    keep = row_of < 0  # joined rows are not added again; a framework event the host lacks is added
+    row_of[keep] = b.n_slices + np.arange(int(keep.sum()))
     k = np.flatnonzero(keep)
     if len(k):
         inst = t.column("instance_id").fill_null("").to_numpy(zero_copy_only=False)
@@ -187,12 +188,13 @@ def _flows(b: TraceBuilder, t: Any, row_of: np.ndarray, kind: np.ndarray, start:
     # in each flow: framework dispatch, its driver event, the runtime execution, the hardware; then by time
     o = np.lexsort((start[rows], kind[rows], ids))
     rows, ids = rows[o], ids[o]
+    off = max(b.f_id, default=0)  # after the host trace's own flow ids (Kineto's restart at 1 too)
     head = np.r_[True, ids[1:] != ids[:-1]]
     first = rows[np.maximum.accumulate(np.where(head, np.arange(len(ids)), 0))]
     src, dst = row_of[first], row_of[rows]
     m = ~head & (src >= 0) & (dst >= 0) & (src != dst)
     b.f_src.extend(src[m].tolist())
     b.f_dst.extend(dst[m].tolist())
-    b.f_id.extend(ids[m].tolist())
+    b.f_id.extend((ids[m] + off).tolist())
     b.f_cat.extend([b.strings.intern(Cat.DEVICE)] * int(m.sum()))
     b.f_name.extend([b.strings.intern("launch")] * int(m.sum()))

@@ -63,6 +63,20 @@ def host_op_for(seq_nrs: Sequence[int], op_seq: np.ndarray, op_ts: np.ndarray, a
     return int(cand[np.argmax(op_ts[cand])])
 
 
+def mapping_links(index: MappingIndex, op_seq: np.ndarray, op_ts: np.ndarray, nrt_ids: Sequence[Any],
+                  dev_ts: np.ndarray) -> list[tuple[int, int]]:
+    """(host op index, device event index) for each device event (a ``privateuse1_driver`` event, its
+    ``nrt_sequence_id`` in `nrt_ids`, start `dev_ts`) whose runtime execution the mapping names, joined by
+    `host_op_for`. ``th_id`` is never compared with the trace's thread ids (it is RecordFunction's counter)."""
+    out = []
+    for j, nrt in enumerate(nrt_ids):
+        ids = index.get(int(nrt)) if _is_int(nrt) else None
+        h = host_op_for([s for s, _, _ in ids], op_seq, op_ts, int(dev_ts[j])) if ids else -1
+        if h >= 0:
+            out.append((h, j))
+    return out
+
+
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 

@@ -48,8 +48,13 @@ def _write(folder: Path, name: str, cols: dict[str, tuple[list[Any], Any]], part
         pq.write_table(t.slice(i * step, step), folder / f"{name}_{i}.parquet")
 
 
-def write_profile(folder: Path, version: str = "7.4.0", extra_columns: bool = False) -> Written:
-    """A processed profile of one process: 3 dispatched ops run on core 0, engines busy, 3 collectives."""
+def write_profile(folder: Path, version: str = "7.4.0", extra_columns: bool = False,
+                  ops: list[tuple[str, int, int]] | None = None, pid: int = PID, t0: int = T0) -> Written:
+    """A processed profile of one process: 3 dispatched ops run on core 0, engines busy, 3 collectives.
+
+    `ops`: the framework events as (name, start ns, thread id), e.g. ops of a real trace.json the profile
+    belongs to (default: ``aten::mm#k`` at `t0` + 1 ms + k * 2 ms on thread TID); each is dispatched to one
+    runtime execution (flow id 100 + k) 150 µs after it starts. `t0`: the profile's start (Unix ns)."""
     folder.mkdir(parents=True, exist_ok=True)
     w = Written()
     i64, s, f64 = pa.int64(), pa.string(), pa.float64()
@@ -59,36 +64,37 @@ def write_profile(folder: Path, version: str = "7.4.0", extra_columns: bool = Fa
     _write(folder, "Metadata", {
         "profile_schema_version": ([version], s), "instance_type": (["trn2.48xlarge"], s),
         "runtime_version": (["2.31.0"], s), "compiler_version": (["2.31.1"], s), "driver_version": (["2.25"], s),
-        "neuroncore_idx": ([0], i64), "neuron_device_idx": ([0], i64), "first_hw_timestamp": ([T0], i64),
-        "last_hw_timestamp": ([T0 + 10_000_000], i64), "is_simulation": ([False], pa.bool_())}, extra=extra_columns)
+        "neuroncore_idx": ([0], i64), "neuron_device_idx": ([0], i64), "first_hw_timestamp": ([t0], i64),
+        "last_hw_timestamp": ([t0 + 10_000_000], i64), "is_simulation": ([False], pa.bool_())}, extra=extra_columns)
     _write(folder, "SystemProfileMetadata", {
-        "first_ts_ns": ([str(T0)], s), "last_ts_ns": ([str(T0 + 10_000_000)], s), "ntff_version": ([3], i64),
+        "first_ts_ns": ([str(t0)], s), "last_ts_ns": ([str(t0 + 10_000_000)], s), "ntff_version": ([3], i64),
         "hbm_capacity_bytes": ([HBM_CAPACITY], i64)})
     rows: list[dict[str, Any]] = []
-    for k in range(3):  # framework dispatch → runtime execute (flow k) → hardware execution
-        t = T0 + 1_000_000 + k * 2_000_000
-        rows.append(dict(name=f"aten::mm#{k}", start_ts=t, end_ts=t + 200_000, src="framework", nc=-1, pcore=-1,
-                         flow=[str(100 + k)], stream=None))
+    if ops is None:
+        ops = [(f"aten::mm#{k}", t0 + 1_000_000 + k * 2_000_000, TID) for k in range(3)]
+    for k, (op, t, tid) in enumerate(ops):  # framework dispatch → runtime execute (flow k) → hardware execution
+        rows.append(dict(name=op, start_ts=t, end_ts=t + 200_000, src="framework", nc=-1, pcore=-1,
+                         flow=[str(100 + k)], stream=None, tid=tid))
         rows.append(dict(name="nrt_execute", start_ts=t + 150_000, end_ts=t + 1_500_000, src="neuron_rt", nc=0,
-                         pcore=0, flow=[str(100 + k)], stream=STREAM))
+                         pcore=0, flow=[str(100 + k)], stream=STREAM, tid=tid))
         rows.append(dict(name="nc_exec_running", start_ts=t + 300_000, end_ts=t + 1_400_000, src="neuron_hw",
-                         nc=0, pcore=0, flow=None, stream=None))
-        w.links.append((f"aten::mm#{k}", "nrt_execute"))
-    rows.append(dict(name="neuron::copy_h2d", start_ts=T0 + 500_000, end_ts=T0 + 600_000, src="framework", nc=-1,
-                     pcore=-1, flow=None, stream=STREAM))  # a privateuse1_driver event: by stream
+                         nc=0, pcore=0, flow=None, stream=None, tid=tid))
+        w.links.append((op, "nrt_execute"))
+    rows.append(dict(name="neuron::copy_h2d", start_ts=t0 + 500_000, end_ts=t0 + 600_000, src="framework", nc=-1,
+                     pcore=-1, flow=None, stream=STREAM, tid=TID))  # a privateuse1_driver event: by stream
     _write(folder, "SystemProfileEvents", {
         "id": (list(range(len(rows))), i64), "name": ([r["name"] for r in rows], s),
         "start_ts": ([r["start_ts"] for r in rows], i64), "end_ts": ([r["end_ts"] for r in rows], i64),
         "duration_ns": ([r["end_ts"] - r["start_ts"] for r in rows], i64),
         "trace_event_source": ([r["src"] for r in rows], s), "instance_id": (["i-0abc"] * len(rows), s),
-        "process_id": ([PID] * len(rows), i64), "thread_id": ([TID] * len(rows), i64),
+        "process_id": ([pid] * len(rows), i64), "thread_id": ([r["tid"] for r in rows], i64),
         "nc_idx": ([r["nc"] for r in rows], i64), "pcore_idx": ([r["pcore"] for r in rows], i64),
         "worker_gid": ([0] * len(rows), i64), "flow_id": ([r["flow"] for r in rows], pa.list_(s)),
         "framework_stream_id": ([r["stream"] for r in rows], s),
         "extra_attributes_json": (["{}"] * len(rows), s)}, parts=2, extra=extra_columns)
-    act = [("tensor", T0 + 1_300_000, 400_000), ("tensor", T0 + 3_300_000, 500_000),
-           ("tensor", T0 + 5_300_000, 600_000), ("vector", T0 + 1_800_000, 100_000),
-           ("vector", T0 + 3_800_000, 250_000)]
+    act = [("tensor", t0 + 1_300_000, 400_000), ("tensor", t0 + 3_300_000, 500_000),
+           ("tensor", t0 + 5_300_000, 600_000), ("vector", t0 + 1_800_000, 100_000),
+           ("vector", t0 + 3_800_000, 250_000)]
     for e, _, d in act:
         w.busy_ns[f"0:{e}"] = w.busy_ns.get(f"0:{e}", 0) + d
     _write(folder, "ActiveTime", {
@@ -104,7 +110,7 @@ def write_profile(folder: Path, version: str = "7.4.0", extra_columns: bool = Fa
         busbw = algbw * (n - 1) / n * (2 if op == "AllReduce" else 1)
         w.collectives.append(dict(operation=op, algorithm=alg, input_size=nin, output_size=nout, algbw=algbw,
                                   busbw=busbw, replica_group=",".join(map(str, range(n))),
-                                  start_ts=T0 + 7_000_000 + j * 700_000, duration_ns=d))
+                                  start_ts=t0 + 7_000_000 + j * 700_000, duration_ns=d))
     _write(folder, "CcOp", {
         "start_ts": ([c["start_ts"] for c in w.collectives], i64),
         "end_ts": ([c["start_ts"] + c["duration_ns"] for c in w.collectives], i64),
@@ -121,7 +127,7 @@ def write_profile(folder: Path, version: str = "7.4.0", extra_columns: bool = Fa
         "trigger_start_ts": ([c["start_ts"] - 10_000 for c in w.collectives], i64),
         "cc_trigger_start_delay": ([10_000] * 3, i64), "replica_group_id": ([0, 0, 1], i64),
         "replica_group": ([c["replica_group"] for c in w.collectives], s)}, extra=extra_columns)
-    hbm_ts = [T0 + k * 2_500_000 for k in range(4)]
+    hbm_ts = [t0 + k * 2_500_000 for k in range(4)]
     tensors = [1 << 30, 3 << 30, 5 << 30, 2 << 30]
     weights = [4 << 30] * 4
     w.hbm_total = [(t, a + b) for t, a, b in zip(hbm_ts, tensors, weights)]
@@ -146,7 +152,7 @@ def write_profile(folder: Path, version: str = "7.4.0", extra_columns: bool = Fa
         c, ns = w.instructions.get(e, (0, 0))
         w.instructions[e] = (c + 1, ns + d)
     _write(folder, "Instruction", {
-        "start_ts": ([T0 + i for i in range(n)], i64), "end_ts": ([T0 + i + d for i, d in enumerate(dur)], i64),
+        "start_ts": ([t0 + i for i in range(n)], i64), "end_ts": ([t0 + i + d for i, d in enumerate(dur)], i64),
         "duration_ns": (dur, i64), "engine": (eng, s),
         "opcode": (["MATMUL" if e == "tensor" else "ACT" for e in eng], s),
         "hlo_name": ([f"dot.{i}" for i in range(n)], s)}, parts=3)

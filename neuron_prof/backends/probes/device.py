@@ -20,7 +20,7 @@ import numpy as np
 
 from neuron_prof.backends.probes._hostops import ThreadOps
 from neuron_prof.backends.probes._probe import Probe
-from neuron_prof.loaders.framework_mapping import host_op_for, parse_mapping
+from neuron_prof.loaders.framework_mapping import mapping_links, parse_mapping
 from neuron_prof.model import Arg, Cat, ProcessKind, TrackKind
 
 if TYPE_CHECKING:
@@ -186,13 +186,9 @@ class KinetoDeviceLinkProbe(Probe):
         ops = view.cat_rows(KinetoCat.CPU_OP)
         seq = np.asarray([view.args(int(r)).get("Sequence number", -2) for r in ops], dtype=np.int64)
         ts = view.ts[ops].astype(np.int64)
-        left = []
-        for r in rows:
-            nrt = view.args(r).get("nrt_sequence_id")
-            ids = self.index.get(nrt) if isinstance(nrt, int) else None
-            h = host_op_for([s for s, _, _ in ids], seq, ts, int(view.ts[r])) if ids else -1
-            if h >= 0:
-                builder.add_flow(int(ops[h]), r, cat=Cat.DEVICE, name="launch")
-            else:
-                left.append(r)
-        return left
+        nrt = [view.args(r).get("nrt_sequence_id") for r in rows]
+        linked = mapping_links(self.index, seq, ts, nrt, view.ts[np.asarray(rows, dtype=np.int64)])
+        for h, j in linked:
+            builder.add_flow(int(ops[h]), rows[j], cat=Cat.DEVICE, name="launch")
+        done = {j for _, j in linked}
+        return [r for j, r in enumerate(rows) if j not in done]

@@ -1,0 +1,189 @@
+"""A runtime output folder as ONE trace: torch.profiler's ``trace.json`` (host ops) and the processed Neuron
+Explorer tables of the same process (driver, runtime and hardware work), on one clock.
+
+    trace = load_folder("output/i-0abc_pid_4242/")   # the pid folder, its <timestamp>/, or the tables' folder
+
+Sources: shared/design/neuron-explorer-facts.md ("Capture": one ``<instance-id>_pid_<pid>/<timestamp>/`` folder
+per process, holding the runtime's files and ``trace.json``, torch.profiler's Kineto JSON; "Processing": table
+times are ns on the host clock, aligned by the tool) and torch-neuronx-facts.md ("Corrections": the
+``framework_mapping_<ts>.json`` written beside them; ``th_id`` is not the OS thread id; ``seq_nr`` may be one
+above the Kineto "Sequence number").
+
+The processed tables are looked for in the capture folder itself, one folder below it, or beside it as
+``<timestamp>_parquet`` (the ``--output-file`` neuron-prof's own capture gives ``neuron-explorer view``). Joins:
+
+* the profile's framework events (``trace_event_source = framework``: dispatch and ``privateuse1_driver``) are
+  events trace.json already holds: each is the slice of the same name starting within `JOIN_TOL_NS`, on the
+  same thread id when one is there, else on any thread; runtime and hardware events keep their ``flow_id``
+  links, which now start at that host op. Framework events trace.json lacks are added as in a bare profile.
+* Kineto ``privateuse1_driver`` events with ``nrt_sequence_id`` are linked to the op that submitted them
+  through the framework mapping (`framework_mapping.mapping_links`).
+
+The trace's rank is trace.json's (``distributedInfo``), so ``merge`` and the job summary take one pid folder a rank.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+from neuron_prof.errors import TraceFormatError
+from neuron_prof.loaders._json_read import read_bytes
+from neuron_prof.loaders.explorer import EXPLORER_KEY, UNIX_NS_MIN, add_explorer, find_profile, load_explorer
+from neuron_prof.loaders.framework_mapping import MappingIndex, mapping_links, read_mapping_file
+from neuron_prof.loaders.kineto_json import parse_kineto_into
+from neuron_prof.model import Cat, KinetoCat, Meta, Trace, TraceBuilder
+
+__all__ = ["FRAMEWORK_TRACE", "JOIN_TOL_NS", "PROCESSED_SUFFIX", "capture_trace_json", "load_capture",
+           "load_folder"]
+
+FRAMEWORK_TRACE = "trace.json"
+"""torch.profiler's Kineto JSON in the runtime output folder (neuron-explorer-facts, "Capture")."""
+MAPPING_GLOB = "framework_mapping_*.json"
+PROCESSED_SUFFIX = "_parquet"
+"""``<timestamp>_parquet``: where neuron-prof asks neuron-explorer to write a capture's tables."""
+JOIN_TOL_NS = 1_000
+"""A framework event and its trace.json op start within this many ns (both are the host clock; Kineto's
+JSON keeps µs with three decimals)."""
+SOURCE_FORMAT = "neuron_capture"
+
+
+def load_folder(folder: Path) -> Trace:
+    """A folder: the processed profile in or below it (`explorer.find_profile`), with its capture's
+    trace.json when there is one (`load_capture`), else the tables alone (`explorer.load_explorer`)."""
+    profile = find_profile(folder)
+    tj = capture_trace_json(profile)
+    return load_capture(profile, tj, folder) if tj is not None else load_explorer(profile)
+
+
+def capture_trace_json(profile: Path) -> Path | None:
+    """The trace.json of the capture a processed profile comes from: beside its tables, in the folder above
+    them, or in ``<ts>/`` for tables in ``<ts>_parquet/``; None when there is none."""
+    places = [profile, profile.parent]
+    if profile.name.endswith(PROCESSED_SUFFIX):
+        places.insert(1, profile.with_name(profile.name[: -len(PROCESSED_SUFFIX)]))
+    for d in places:
+        if (d / FRAMEWORK_TRACE).is_file():
+            return d / FRAMEWORK_TRACE
+    return None
+
+
+class HostOps:
+    """The slices trace.json put in the builder, found by name and start for the profile's framework events
+    (an `explorer.HostRow`): sorted columns, a binary search per event."""
+
+    def __init__(self, b: TraceBuilder, tol_ns: int = JOIN_TOL_NS) -> None:
+        self._strings, self._tol = b.strings, tol_ns
+        name, ts = np.asarray(b.s_name, dtype=np.int64), np.asarray(b.s_ts, dtype=np.int64)
+        self._order = np.lexsort((ts, name))
+        self._name, self._ts = name[self._order], ts[self._order]
+        tids = np.asarray([t.tid if isinstance(t.tid, int) else -1 for t in b.tracks] or [-1], dtype=np.int64)
+        self._tid = tids[np.asarray(b.s_track, dtype=np.int64)[self._order]] if len(name) else self._name
+        self.asked = self.joined = self.other_thread = 0
+
+    def __call__(self, tid: int, name: str, ts: int) -> int:
+        self.asked += 1
+        nid = self._strings.get(name)
+        if nid is None:
+            return -1
+        lo, hi = np.searchsorted(self._name, nid, "left"), np.searchsorted(self._name, nid, "right")
+        a = lo + int(np.searchsorted(self._ts[lo:hi], ts - self._tol, "left"))
+        z = lo + int(np.searchsorted(self._ts[lo:hi], ts + self._tol, "right"))
+        if a >= z:
+            return -1
+        cand = np.arange(a, z)
+        same = cand[self._tid[cand] == tid]
+        if not len(same):
+            self.other_thread += 1  # Explorer's thread id is not Kineto's: joined by name and time alone
+        pick = same if len(same) else cand
+        j = int(pick[np.argmin(np.abs(self._ts[pick] - ts))])
+        self.joined += 1
+        return int(self._order[j])
+
+
+def load_capture(profile: Path, trace_json: Path, source: Path | None = None) -> Trace:
+    """trace.json's host ops plus the processed profile's tables (see the module docstring).
+
+    Raises:
+        TraceLoadError / TraceFormatError: trace.json or a table cannot be read (the message names the file).
+    """
+    b = TraceBuilder()
+    warnings: list[str] = []
+    try:
+        data = orjson.loads(read_bytes(trace_json, warnings))
+    except orjson.JSONDecodeError as e:
+        raise TraceFormatError(trace_json, f"not JSON ({e})") from None
+    parse_kineto_into(b, data, str(trace_json))
+    del data
+    host_clock = b.metadata.get(Meta.CLOCK)
+    n_host, host_wall = b.n_slices, _span(b)
+    ops = HostOps(b)
+    explorer_warnings, wall = add_explorer(b, profile, ops)
+    mapped = _mapping_links(b, n_host, trace_json.parent)
+    md = b.metadata
+    md[EXPLORER_KEY]["framework_join"] = {"framework_events": ops.asked, "joined": ops.joined,
+                                          "joined_on_other_thread": ops.other_thread, "mapping_links": mapped}
+    if ops.joined < ops.asked / 2:  # driver events trace.json lacks (April source) are a few; most is a mismatch
+        warnings.append(f"{ops.asked - ops.joined} of {ops.asked} framework events of the Neuron Explorer profile "
+                        f"match no op in {trace_json.name} (same name, start within {JOIN_TOL_NS} ns): added "
+                        f"from the profile; are both from the same capture?")
+    md[Meta.SOURCE] = str(source if source is not None else trace_json.parent)
+    md[Meta.SOURCE_FORMAT] = SOURCE_FORMAT
+    md[Meta.BACKEND] = "neuron"
+    spans = [s for s in (host_wall, wall) if s is not None]
+    if spans:
+        md[Meta.WALL] = [min(s[0] for s in spans), max(s[1] for s in spans)]
+    unix = host_clock == "unix" and (wall is None or wall[0] >= UNIX_NS_MIN)
+    md[Meta.CLOCK] = "unix" if unix else "relative"
+    if not unix:
+        warnings.append(f"{trace_json.name} and the Neuron Explorer tables are not both on the Unix clock: "
+                        "host and device times may not line up")
+    all_warnings = list(md.get(Meta.WARNINGS) or []) + explorer_warnings + warnings
+    if all_warnings:
+        md[Meta.WARNINGS] = all_warnings
+    return b.build()
+
+
+def _span(b: TraceBuilder) -> tuple[int, int] | None:
+    if not b.n_slices:
+        return None
+    ts, dur = np.asarray(b.s_ts, dtype=np.int64), np.asarray(b.s_dur, dtype=np.int64)
+    return int(ts.min()), int((ts + dur).max())
+
+
+def _mapping(folder: Path) -> MappingIndex:
+    index: MappingIndex = {}
+    for f in sorted(folder.glob(MAPPING_GLOB)):
+        for k, v in read_mapping_file(f).items():
+            index.setdefault(k, []).extend(v)
+    return index
+
+
+def _mapping_links(b: TraceBuilder, n_host: int, folder: Path) -> int:
+    """Flows from host ops to trace.json's ``privateuse1_driver`` events through the framework mapping files
+    beside trace.json, for the events no flow reaches yet; returns how many."""
+    index = _mapping(folder)
+    drv, cpu = b.strings.get(KinetoCat.PRIVATEUSE1_DRIVER), b.strings.get(KinetoCat.CPU_OP)
+    if not index or drv is None or cpu is None:
+        return 0
+    cat = np.asarray(b.s_cat[:n_host], dtype=np.int64)
+    linked = set(b.f_dst)
+    dev = [int(r) for r in np.flatnonzero(cat == drv) if int(r) not in linked]
+    ops = np.flatnonzero(cat == cpu)
+    if not dev or not len(ops):
+        return 0
+    ts = np.asarray(b.s_ts, dtype=np.int64)
+    seq = np.asarray([_arg(b, int(r), "Sequence number", -2) for r in ops], dtype=np.int64)
+    nrt = [_arg(b, r, "nrt_sequence_id", None) for r in dev]
+    pairs = mapping_links(index, seq, ts[ops], nrt, ts[np.asarray(dev)])
+    for h, j in pairs:
+        b.add_flow(int(ops[h]), dev[j], cat=Cat.DEVICE, name="launch")
+    return len(pairs)
+
+
+def _arg(b: TraceBuilder, row: int, key: str, default: object) -> object:
+    i = b.s_args[row]
+    v = b.args.get(i).get(key, default) if i >= 0 else default
+    return v if isinstance(v, int) and not isinstance(v, bool) else default
