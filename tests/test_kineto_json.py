@@ -342,3 +342,29 @@ def test_a_transform_reads_in_this_process_and_sees_every_event(tmp_path: Path, 
     monkeypatch.setenv("NEURON_PROF_JSON_WORKERS", "1")
     assert sum(seen) == len(orjson.loads(src.read_bytes())["traceEvents"])
     assert got.n_events == load_kineto_json(src).n_events
+
+
+def test_parallel_parse_of_counters_and_a_real_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counter tracks ("ph": "C", as our exporter writes memory) and a real NCCL trace parse the same in 3
+    processes as in one."""
+    from neuron_prof.exporters import write_trace
+    from neuron_prof.model import TraceBuilder, TrackKind
+    from tests._builders import assert_same
+    from tests.conftest import KINETO_DIR
+
+    b = TraceBuilder()
+    th = b.thread_track(1, 1, "main")
+    mem = [b.track(b.process(1, "host"), f"mem {d}", TrackKind.MEMORY, unit="bytes") for d in range(3)]
+    for k in range(30_000):
+        b.add_slice(th, k * 100, 50, f"op{k % 11}", "cpu_op", {"k": k})
+        b.add_counter(mem[k % 3], k * 100, float(k))
+    src = tmp_path / "counters.json"
+    write_trace(b.build(), src)
+    real = tmp_path / "nccl.json"
+    real.write_bytes(gzip.decompress((KINETO_DIR / "nccl_parser_config_nccl_data.json.gz").read_bytes()))
+    for path in (src, real):
+        monkeypatch.setenv("NEURON_PROF_JSON_WORKERS", "1")
+        seq = load_kineto_json(path)
+        monkeypatch.setenv("NEURON_PROF_JSON_WORKERS", "3")
+        assert_same(seq, load_kineto_json(path))
+    assert len(seq.slices) > 20_000
