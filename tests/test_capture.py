@@ -141,6 +141,35 @@ def test_decorator_form(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert str(out) in err and "ui.perfetto.dev" in err  # where the trace went
 
 
+def test_bare_decorator_writes_the_default_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README: used bare as `@neuron_prof.profile`, it decorates the function with the default output
+    (trace.json and trace.pftrace in the working folder)."""
+    monkeypatch.chdir(tmp_path)
+    model, opt = tiny_model()
+
+    @neuron_prof.profile
+    def train() -> float:
+        return train_step(model, opt, 0)
+
+    model2, opt2 = tiny_model()
+    assert train() == train_step(model2, opt2, 0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.json", "trace.pftrace"]
+    assert "aten::addmm" in slice_names(neuron_prof.load(tmp_path / "trace.json"))
+
+
+def test_a_torch_profiler_schedule_is_used_as_given(tmp_path: Path) -> None:
+    from torch.profiler import schedule
+
+    model, opt = tiny_model()
+    with neuron_prof.profile(tmp_path / "s.json", schedule=schedule(wait=2, warmup=0, active=1), quiet=True,
+                             pftrace=False) as prof:
+        for i in range(4):
+            train_step(model, opt, i)
+            prof.step()
+    steps = {n for n in slice_names(prof.trace) if n.startswith("ProfilerStep#")}
+    assert steps == {"ProfilerStep#2"}  # cycles of wait 2, active 1: of steps 0-3 only step 2 is recorded
+
+
 def test_schedule_records_only_active_steps(tmp_path: Path) -> None:
     out = tmp_path / "sched.json"
     model, opt = tiny_model()
