@@ -26,6 +26,10 @@ def load(path: str | os.PathLike[str]) -> Trace:
     """
     p = Path(path)
     if p.is_dir():
+        from neuron_prof.loaders.explorer_json import LEGACY_FILE, load_explorer_json
+
+        if (p / LEGACY_FILE).is_file() and next(p.glob("*.parquet"), None) is None:
+            return load_explorer_json(p)
         from neuron_prof.loaders.explorer_capture import load_folder
 
         return load_folder(p)  # says what it expected when the folder holds no Explorer tables
@@ -48,6 +52,12 @@ def load(path: str | os.PathLike[str]) -> Trace:
     cached = _cache.load_cached(p)
     if cached is not None:
         return cached
+    if head[:2] != b"\x1f\x8b" and head.lstrip()[:1] in (b"{", b"["):
+        from neuron_prof.loaders.explorer_json import is_explorer_json, load_explorer_json
+
+        with open(p, "rb") as f:
+            if is_explorer_json(p, f.read(1 << 16)):
+                return load_explorer_json(p)
     if head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"[") or p.name.lower().endswith((".json", ".json.gz")):
         from neuron_prof.loaders.kineto_json import load_kineto_json
 
