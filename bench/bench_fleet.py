@@ -54,8 +54,14 @@ print(json.dumps({"wall": wall, "startup": t_up, "rss_mb": usage.ru_maxrss / 102
 
 def _run(mode: str, workers: int, paths: list[Path]) -> dict[str, Any]:
     env = {**os.environ, "NEURON_PROF_CACHE_DIR": tempfile.mkdtemp(prefix="neuron-prof-bench-cache-")}
-    p = subprocess.run([sys.executable, "-c", _CHILD, mode, str(workers), *map(str, paths)], capture_output=True,
-                       text=True, env=env, check=False, cwd=Path(__file__).resolve().parents[1])
+    p = subprocess.run(
+        [sys.executable, "-c", _CHILD, mode, str(workers), *map(str, paths)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     if p.returncode != 0:
         raise SystemExit(f"{mode} failed:\n{p.stderr[-3000:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
@@ -67,9 +73,17 @@ def project(n_ranks: int, n_workers: int, measured: dict[str, Any], measured_ran
     the client's cross-rank findings (linear in ranks), and the pieces the client holds."""
     run = measured["run"]
     findings = run["findings_s"] * n_ranks / measured_ranks
-    wall = (measured["startup"] + math.ceil(n_ranks / n_workers) * measured["cpu_s"] + n_ranks * measured["sched_s"]
-            + findings)
-    return {"wall_s": wall, "findings_s": findings, "client_pieces_mb": n_ranks * run["piece_bytes_median"] / 2**20}
+    wall = (
+        measured["startup"]
+        + math.ceil(n_ranks / n_workers) * measured["cpu_s"]
+        + n_ranks * measured["sched_s"]
+        + findings
+    )
+    return {
+        "wall_s": wall,
+        "findings_s": findings,
+        "client_pieces_mb": n_ranks * run["piece_bytes_median"] / 2**20,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,37 +91,53 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ranks", type=int, default=64, help="generated ranks (default 64)")
     ap.add_argument("--events", type=float, default=1e5, help="events per rank (default 1e5)")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="Dask workers (default: CPUs)")
-    ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "neuron-prof-bench-fleet",
-                    help="where generated traces are kept between runs")
+    ap.add_argument(
+        "--dir",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "neuron-prof-bench-fleet",
+        help="where generated traces are kept between runs",
+    )
     a = ap.parse_args(argv)
     n = int(a.events)
-    print(f"# fleet, {time.strftime('%Y-%m-%d %H:%M')} on {platform.node()} ({os.cpu_count()} CPUs); "
-          f"load avg {os.getloadavg()[0]:.1f}; {a.ranks} ranks of {n:,} events")
+    print(
+        f"# fleet, {time.strftime('%Y-%m-%d %H:%M')} on {platform.node()} ({os.cpu_count()} CPUs); "
+        f"load avg {os.getloadavg()[0]:.1f}; {a.ranks} ranks of {n:,} events"
+    )
     t0 = time.perf_counter()
     paths = rank_files(n, a.ranks, a.dir)
     size = sum(p.stat().st_size for p in paths)
-    print(f"generated/kept {a.ranks} rank files, {size / 2**20:,.0f} MB in all ({time.perf_counter() - t0:.0f} s)")
+    print(
+        f"generated/kept {a.ranks} rank files, {size / 2**20:,.0f} MB in all ({time.perf_counter() - t0:.0f} s)"
+    )
     serial = _run("serial", 0, paths)
     dask = _run("dask", a.workers, paths)
     dask["workers"] = a.workers
     print(f"{'':34} {'wall s':>7} {'client peak RSS MB':>19} {'x one by one':>13}")
     print(f"{'one by one, in one process':34} {serial['wall']:7.2f} {serial['rss_mb']:19,.0f} {1:13.2f}")
-    print(f"{f'Dask LocalCluster, {a.workers} workers':34} {dask['wall']:7.2f} {dask['rss_mb']:19,.0f} "
-          f"{dask['wall'] / serial['wall']:13.2f}")
+    print(
+        f"{f'Dask LocalCluster, {a.workers} workers':34} {dask['wall']:7.2f} {dask['rss_mb']:19,.0f} "
+        f"{dask['wall'] / serial['wall']:13.2f}"
+    )
     run = dask["run"]
-    print(f"CPU per rank (load + analyse): median {serial['cpu_s']:.2f} s in one process, {dask['cpu_s']:.2f} s in a "
-          f"worker; all ranks {serial['cpu_total']:.1f} s vs {dask['cpu_total']:.1f} s "
-          f"({dask['cpu_total'] / max(serial['cpu_total'], 1e-9) - 1:+.0%} in workers, over {a.workers} processes); "
-          f"client CPU {serial['client_cpu']:.1f} s vs {dask['client_cpu']:.1f} s")
-    print(f"cluster start {dask['startup']:.2f} s; scheduler {dask['sched_s'] * 1e3:.2f} ms per task (1,000 no-op "
-          f"tasks); pieces back: largest {run['piece_bytes_max'] / 1024:.1f} KiB, median "
-          f"{run['piece_bytes_median'] / 1024:.1f} KiB; client findings {run['findings_s']:.2f} s; ranks ok "
-          f"{dask['ok']}/{a.ranks}; finding kinds {dask['findings']}")
+    print(
+        f"CPU per rank (load + analyse): median {serial['cpu_s']:.2f} s in one process, {dask['cpu_s']:.2f} s in a "
+        f"worker; all ranks {serial['cpu_total']:.1f} s vs {dask['cpu_total']:.1f} s "
+        f"({dask['cpu_total'] / max(serial['cpu_total'], 1e-9) - 1:+.0%} in workers, over {a.workers} processes); "
+        f"client CPU {serial['client_cpu']:.1f} s vs {dask['client_cpu']:.1f} s"
+    )
+    print(
+        f"cluster start {dask['startup']:.2f} s; scheduler {dask['sched_s'] * 1e3:.2f} ms per task (1,000 no-op "
+        f"tasks); pieces back: largest {run['piece_bytes_max'] / 1024:.1f} KiB, median "
+        f"{run['piece_bytes_median'] / 1024:.1f} KiB; client findings {run['findings_s']:.2f} s; ranks ok "
+        f"{dask['ok']}/{a.ranks}; finding kinds {dask['findings']}"
+    )
     p = project(1024, 16, dask, a.ranks)
-    print(f"projection, 1,024 ranks like these on 16 workers (a core each): {p['wall_s']:.0f} s = start "
-          f"{dask['startup']:.1f} s + 64 waves x {dask['cpu_s']:.2f} s + 1,024 x {dask['sched_s'] * 1e3:.2f} ms "
-          f"scheduling + {p['findings_s']:.1f} s client findings; the client holds {p['client_pieces_mb']:.1f} MB "
-          f"of pieces; one by one in one process: {1024 * serial['cpu_s'] / 60:.0f} min of CPU")
+    print(
+        f"projection, 1,024 ranks like these on 16 workers (a core each): {p['wall_s']:.0f} s = start "
+        f"{dask['startup']:.1f} s + 64 waves x {dask['cpu_s']:.2f} s + 1,024 x {dask['sched_s'] * 1e3:.2f} ms "
+        f"scheduling + {p['findings_s']:.1f} s client findings; the client holds {p['client_pieces_mb']:.1f} MB "
+        f"of pieces; one by one in one process: {1024 * serial['cpu_s'] / 60:.0f} min of CPU"
+    )
     return 0
 
 

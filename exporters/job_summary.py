@@ -20,8 +20,13 @@ from neuron_prof.job import COLUMNS, failed_lines, head_line, rank_cells
 
 def job_json(doc: dict[str, Any]) -> bytes:
     """The `summary --json` document of a job, indented UTF-8 JSON."""
-    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
-                        | orjson.OPT_APPEND_NEWLINE)
+    return orjson.dumps(
+        doc,
+        option=orjson.OPT_INDENT_2
+        | orjson.OPT_SERIALIZE_NUMPY
+        | orjson.OPT_NON_STR_KEYS
+        | orjson.OPT_APPEND_NEWLINE,
+    )
 
 
 def job_text(doc: dict[str, Any], *, source: str = "", width: int | None = None, color: bool = False) -> str:
@@ -31,8 +36,16 @@ def job_text(doc: dict[str, Any], *, source: str = "", width: int | None = None,
     from rich.text import Text
 
     buf = io.StringIO()
-    con = Console(file=buf, width=width or 120, color_system="standard" if color else None, force_terminal=color,
-                  highlight=False, markup=False, emoji=False, _environ={})
+    con = Console(
+        file=buf,
+        width=width or 120,
+        color_system="standard" if color else None,
+        force_terminal=color,
+        highlight=False,
+        markup=False,
+        emoji=False,
+        _environ={},
+    )
     con.print(Text(printable(head_line(doc, source)), style="bold"))
     tab = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
     for col, just in COLUMNS:
@@ -48,13 +61,24 @@ def job_text(doc: dict[str, Any], *, source: str = "", width: int | None = None,
     con.print()
     if findings:
         ft = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-        for col, just in (("#", "right"), ("severity", "left"), ("kind", "left"), ("cost", "right"),
-                          ("rank", "right"), ("finding", "left")):
+        for col, just in (
+            ("#", "right"),
+            ("severity", "left"),
+            ("kind", "left"),
+            ("cost", "right"),
+            ("rank", "right"),
+            ("finding", "left"),
+        ):
             ft.add_column(col, justify=just, overflow="fold")  # type: ignore[arg-type]
         for i, f in enumerate(findings, 1):
-            ft.add_row(str(i), Text(f["severity"], style=_SEV_STYLE.get(f["severity"], "")), f["kind"],
-                       fmt_ns(f["cost_ns"]) if f["cost_ns"] else "-", "-" if f["rank"] is None else str(f["rank"]),
-                       Text(printable(f["title"] + (f" at {short_site(f['call_site'])}" if f["call_site"] else ""))))
+            ft.add_row(
+                str(i),
+                Text(f["severity"], style=_SEV_STYLE.get(f["severity"], "")),
+                f["kind"],
+                fmt_ns(f["cost_ns"]) if f["cost_ns"] else "-",
+                "-" if f["rank"] is None else str(f["rank"]),
+                Text(printable(f["title"] + (f" at {short_site(f['call_site'])}" if f["call_site"] else ""))),
+            )
         con.print(ft)
     else:
         con.print(Text("No cross-rank findings."))
@@ -62,17 +86,29 @@ def job_text(doc: dict[str, Any], *, source: str = "", width: int | None = None,
     if opener is not None:
         ev = opener["evidence"]
         con.print()
-        con.print(Text("Ranks worth opening: " + ", ".join(f"{r} ({ev['why'][str(r)]})" for r in ev["ranks"]),
-                       style="bold"))
+        con.print(
+            Text(
+                "Ranks worth opening: " + ", ".join(f"{r} ({ev['why'][str(r)]})" for r in ev["ranks"]),
+                style="bold",
+            )
+        )
         con.print(Text(printable(ev["command"])), soft_wrap=True)
     return buf.getvalue()
 
 
 def job_markdown(doc: dict[str, Any], *, source: str = "") -> str:
     """The same as Markdown (CI job summaries, pull requests)."""
-    out = [f"## {md_cell(head_line(doc, source))}", "", "| " + " | ".join(c for c, _ in COLUMNS) + " |",
-           "|" + "|".join("---:" for _ in COLUMNS) + "|"]
-    out += ["| " + " | ".join(md_cell(c) for c in rank_cells(r)) + " |" for r in doc["ranks"] if r.get("status") == "ok"]
+    out = [
+        f"## {md_cell(head_line(doc, source))}",
+        "",
+        "| " + " | ".join(c for c, _ in COLUMNS) + " |",
+        "|" + "|".join("---:" for _ in COLUMNS) + "|",
+    ]
+    out += [
+        "| " + " | ".join(md_cell(c) for c in rank_cells(r)) + " |"
+        for r in doc["ranks"]
+        if r.get("status") == "ok"
+    ]
     fails = failed_lines(doc)
     if fails:
         out += ["", *(f"- {md_cell(line)}" for line in fails)]
@@ -80,12 +116,21 @@ def job_markdown(doc: dict[str, Any], *, source: str = "") -> str:
     out += ["", "### Cross-rank findings", ""]
     if findings:
         out += ["| # | severity | kind | cost | rank | finding |", "|---:|---|---|---:|---:|---|"]
-        out += [f"| {i} | {f['severity']} | {f['kind']} | {fmt_ns(f['cost_ns']) if f['cost_ns'] else '-'} | "
-                f"{'-' if f['rank'] is None else f['rank']} | {md_cell(f['title'])} |" for i, f in enumerate(findings, 1)]
+        out += [
+            f"| {i} | {f['severity']} | {f['kind']} | {fmt_ns(f['cost_ns']) if f['cost_ns'] else '-'} | "
+            f"{'-' if f['rank'] is None else f['rank']} | {md_cell(f['title'])} |"
+            for i, f in enumerate(findings, 1)
+        ]
     else:
         out.append("No cross-rank findings.")
     opener = next((f for f in doc["findings"] if f["kind"] == "ranks_to_open"), None)
     if opener is not None:
-        out += ["", f"Ranks worth opening: {', '.join(map(str, opener['evidence']['ranks']))}", "", "```",
-                opener["evidence"]["command"].replace("`", "'"), "```"]
+        out += [
+            "",
+            f"Ranks worth opening: {', '.join(map(str, opener['evidence']['ranks']))}",
+            "",
+            "```",
+            opener["evidence"]["command"].replace("`", "'"),
+            "```",
+        ]
     return "\n".join(out) + "\n"

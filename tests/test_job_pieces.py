@@ -26,12 +26,25 @@ def _touch(folder: Path, *names: str) -> None:
 
 def test_sources_one_per_rank_in_rank_order(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    _touch(run, "trace.rank10.json", "trace.rank2.json", "trace.rank2.pftrace", "trace.rank1.json.gz", "notes.txt")
-    want = [str(run / "trace.rank1.json.gz"), str(run / "trace.rank2.pftrace"), str(run / "trace.rank10.json")]
+    _touch(
+        run,
+        "trace.rank10.json",
+        "trace.rank2.json",
+        "trace.rank2.pftrace",
+        "trace.rank1.json.gz",
+        "notes.txt",
+    )
+    want = [
+        str(run / "trace.rank1.json.gz"),
+        str(run / "trace.rank2.pftrace"),
+        str(run / "trace.rank10.json"),
+    ]
     assert rank_sources([str(run)]) == want
     assert rank_sources([f"{run}/trace.rank*"]) == want  # the glob matches both formats of rank 2: one kept
     assert rank_sources([str(run / "trace.rank10.json"), f"{run}/*.json"]) == [
-        str(run / "trace.rank10.json"), str(run / "trace.rank2.json")]
+        str(run / "trace.rank10.json"),
+        str(run / "trace.rank2.json"),
+    ]
     # Explorer capture folders: one pid folder per rank, its trace one level down
     exp = tmp_path / "exp"
     _touch(exp / "i-0_pid_11" / "1700000000", "trace.json", "ntrace.pb")
@@ -39,8 +52,11 @@ def test_sources_one_per_rank_in_rank_order(tmp_path: Path) -> None:
     assert rank_sources([str(exp)]) == [str(exp / "i-0_pid_11"), str(exp / "i-0_pid_12")]
     assert is_job([str(run)]) and is_job([f"{run}/*.json"]) and is_job(["a.json", "b.json"])
     assert not is_job([str(run / "trace.rank2.json")]) and not is_job([str(exp / "i-0_pid_11")])
-    for bad, msg in (([str(tmp_path / "nope.json")], "no such file"), ([f"{run}/*.parquet"], "matches no trace"),
-                     ([str(exp / "i-0_pid_11" / "1700000000" / "x")], "no such file")):
+    for bad, msg in (
+        ([str(tmp_path / "nope.json")], "no such file"),
+        ([f"{run}/*.parquet"], "matches no trace"),
+        ([str(exp / "i-0_pid_11" / "1700000000" / "x")], "no such file"),
+    ):
         with pytest.raises(UsageError, match=msg):
             rank_sources(bad)
 
@@ -59,22 +75,33 @@ def test_piece_is_small_and_needs_no_torch_or_dask(tmp_path: Path) -> None:
     b = TraceBuilder()
     main_thread = b.thread_track(10, 1, "main")
     for k in range(2000):
-        b.add_slice(main_thread, 1000 * k, 500, ["ProfilerStep#%d" % (k // 200), "aten::mm"][k % 2], "cpu_op")
+        b.add_slice(main_thread, 1000 * k, 500, [f"ProfilerStep#{k // 200}", "aten::mm"][k % 2], "cpu_op")
     b.metadata["rank"] = 4
     trace = write_trace(b.build(), tmp_path / "trace.rank4.pftrace")
-    code = ("import sys, json; from neuron_prof.job import rank_piece; p = rank_piece(sys.argv[1], 4); "
-            "print(json.dumps([p.rank, p.nbytes(), sorted(m for m in ('torch', 'dask', 'distributed') "
-            "if m in sys.modules)]))")
-    out = subprocess.run([sys.executable, "-c", code, str(trace)], capture_output=True, text=True, cwd=REPO,
-                         check=True).stdout
+    code = (
+        "import sys, json; from neuron_prof.job import rank_piece; p = rank_piece(sys.argv[1], 4); "
+        "print(json.dumps([p.rank, p.nbytes(), sorted(m for m in ('torch', 'dask', 'distributed') "
+        "if m in sys.modules)]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(trace)], capture_output=True, text=True, cwd=REPO, check=True
+    ).stdout
     rank, nbytes, heavy = __import__("json").loads(out.splitlines()[-1])
     assert heavy == [] and 0 < nbytes < 1_000_000 and rank == 4
 
 
-def _piece(rank: int, steps: list[float], compiles: dict | None = None, fallbacks: dict | None = None) -> RankPiece:
-    return RankPiece(source=f"trace.rank{rank}.json", index=rank, rank=rank, row={"wall_ns": 10**9},
-                     step_ns=np.asarray(np.array(steps) * 1e6, dtype=np.int64), compiles=compiles or {},
-                     fallbacks=fallbacks or {})
+def _piece(
+    rank: int, steps: list[float], compiles: dict | None = None, fallbacks: dict | None = None
+) -> RankPiece:
+    return RankPiece(
+        source=f"trace.rank{rank}.json",
+        index=rank,
+        rank=rank,
+        row={"wall_ns": 10**9},
+        step_ns=np.asarray(np.array(steps) * 1e6, dtype=np.int64),
+        compiles=compiles or {},
+        fallbacks=fallbacks or {},
+    )
 
 
 def test_ranks_that_compile_or_fall_back_unlike_the_others() -> None:
@@ -85,8 +112,11 @@ def test_ranks_that_compile_or_fall_back_unlike_the_others() -> None:
     pieces[3].fallbacks["aten::_linalg_svd"] = [4, 8_000_000, "b.py:9"]
     found = rank_differences(pieces, 10**9)
     got = {(f.kind, f.rank, f.count, f.cost_ns) for f in found}
-    assert got == {("rank_compiles", 1, 1, 7_000_000), ("rank_compiles", 2, 2, 10_000_000),
-                   ("rank_fallbacks", 3, 4, 8_000_000)}
+    assert got == {
+        ("rank_compiles", 1, 1, 7_000_000),
+        ("rank_compiles", 2, 2, 10_000_000),
+        ("rank_fallbacks", 3, 4, 8_000_000),
+    }
     fb = next(f for f in found if f.kind == "rank_fallbacks")
     assert fb.call_site == "b.py:9" and "aten::_linalg_svd" in fb.title
 
@@ -104,7 +134,9 @@ def test_step_skew_beyond_each_ranks_own_variation() -> None:
     assert opener.evidence["command"] == "neuron-prof merge --ranks 2,3 run/ -o merged.pftrace"
 
 
-def test_ranks_named_by_url_are_read_through_fsspec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_ranks_named_by_url_are_read_through_fsspec(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import json
 
     from neuron_prof.exporters import write_trace
@@ -124,9 +156,13 @@ def test_ranks_named_by_url_are_read_through_fsspec(tmp_path: Path, capsys: pyte
         assert main(["summary", arg, "--workers", "0", "--json"]) == 0
         doc = json.loads(capsys.readouterr().out)
         assert [(r["rank"], r["source"]) for r in doc["ranks"]] == [
-            (k, f"file://{run}/trace.rank{k}.pftrace") for k in (0, 1)]
+            (k, f"file://{run}/trace.rank{k}.pftrace") for k in (0, 1)
+        ]
         assert [r["step_median_ns"] for r in doc["ranks"]] == [900, 950]  # each rank read from its own URL
-    for bad, msg in ((f"file://{run}/nothing*", "matches no trace"), ("nosuchproto://b/run/", "cannot read this kind")):
+    for bad, msg in (
+        (f"file://{run}/nothing*", "matches no trace"),
+        ("nosuchproto://b/run/", "cannot read this kind"),
+    ):
         assert main(["summary", bad, "--workers", "0"]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"neuron-prof: error: {bad}: {msg}") and err.count("\n") == 1

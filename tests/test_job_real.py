@@ -21,7 +21,7 @@ from neuron_prof import load
 from neuron_prof.cli import main
 
 WORLD, LATE, COMPILER = 8, 3, 5
-WORKER = r'''
+WORKER = r"""
 import os, sys, time
 import torch, torch.distributed as dist
 import neuron_prof
@@ -48,7 +48,7 @@ with neuron_prof.profile(out, quiet=True, profile_memory=False) as prof:
         prof.step()
 dist.barrier()
 dist.destroy_process_group()
-'''.replace("LATE", str(LATE)).replace("COMPILER", str(COMPILER))
+""".replace("LATE", str(LATE)).replace("COMPILER", str(COMPILER))
 
 
 def _free_port() -> int:
@@ -64,11 +64,21 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
     script = tmp / "worker.py"
     script.write_text(WORKER)
     port = _free_port()
-    env = {**os.environ, "WORLD_SIZE": str(WORLD), "PYTHONPATH": str(Path(__file__).parents[1]),
-           "OMP_NUM_THREADS": "1"}
-    procs = [subprocess.Popen([sys.executable, str(script), str(tmp / "run" / "trace.json"), str(port)],
-                              env={**env, "RANK": str(r)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-             for r in range(WORLD)]
+    env = {
+        **os.environ,
+        "WORLD_SIZE": str(WORLD),
+        "PYTHONPATH": str(Path(__file__).parents[1]),
+        "OMP_NUM_THREADS": "1",
+    }
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(tmp / "run" / "trace.json"), str(port)],
+            env={**env, "RANK": str(r)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for r in range(WORLD)
+    ]
     logs = [p.communicate(timeout=300)[0].decode(errors="replace") for p in procs]
     assert all(p.returncode == 0 for p in procs), "\n".join(logs)
     return tmp / "run"
@@ -89,7 +99,8 @@ def _check_summary(doc: dict, n_failed: int = 0) -> None:
     assert [f["rank"] for f in strag] == [LATE], strag
     assert strag[0]["evidence"]["cause"]["cause"] == "data loading" and strag[0]["count"] >= 4
     assert ("rank_compiles", COMPILER) in kinds and "aten::mm" in next(
-        f["title"] for f in doc["findings"] if f["kind"] == "rank_compiles")
+        f["title"] for f in doc["findings"] if f["kind"] == "rank_compiles"
+    )
     assert ("collective_spread", LATE) in kinds
     opener = next(f for f in doc["findings"] if f["kind"] == "ranks_to_open")
     assert {LATE, COMPILER} <= set(opener["evidence"]["ranks"]) and len(opener["evidence"]["ranks"]) == 3
@@ -133,14 +144,29 @@ def test_job_summary_on_a_local_cluster(job: Path, tmp_path: Path, capfd: pytest
 
 
 @pytest.mark.slow
-def test_job_summary_on_a_separate_dask_cluster(job: Path, tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_job_summary_on_a_separate_dask_cluster(
+    job: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
     sched_file = tmp_path / "scheduler.json"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
-    procs = [subprocess.Popen([*dask, "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                               "--scheduler-file", str(sched_file)], env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)]
+    procs = [
+        subprocess.Popen(
+            [
+                *dask,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--no-dashboard",
+                "--scheduler-file",
+                str(sched_file),
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    ]
     try:
         deadline = time.monotonic() + 60
         while not sched_file.exists() and time.monotonic() < deadline:
@@ -148,12 +174,45 @@ def test_job_summary_on_a_separate_dask_cluster(job: Path, tmp_path: Path,
         address = json.loads(sched_file.read_text())["address"]
         assert address.startswith("tcp://127.0.0.1:")
         for name in ("w1", "w2"):
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1", "--nworkers", "1",
-                 "--no-dashboard", "--host", "127.0.0.1", "--name", name], env=env, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL))
-        out = subprocess.run([sys.executable, "-m", "neuron_prof", "summary", f"{job}/trace.rank*.json", "--scheduler",
-                              address, "--markdown"], env=env, capture_output=True, text=True, timeout=120)
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "distributed.cli.dask_worker",
+                        address,
+                        "--nthreads",
+                        "1",
+                        "--nworkers",
+                        "1",
+                        "--no-dashboard",
+                        "--host",
+                        "127.0.0.1",
+                        "--name",
+                        name,
+                    ],
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "neuron_prof",
+                "summary",
+                f"{job}/trace.rank*.json",
+                "--scheduler",
+                address,
+                "--markdown",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert out.returncode == 0, out.stderr
         assert f"on {address} (2 worker(s))" in out.stdout
         assert "| straggler |" in out.stdout and "data loading (load_batch)" in out.stdout
@@ -172,14 +231,16 @@ def test_job_summary_on_a_separate_dask_cluster(job: Path, tmp_path: Path,
         assert "clocks aligned from all 8 ranks" in capsys.readouterr().out
         # the same cluster writes the job's Parquet dataset, one task per rank
         assert main(["export", str(job), "-o", str(tmp_path / "job.parquet"), "--scheduler", address]) == 0
-        assert sorted(p.name for p in (tmp_path / "job.parquet").iterdir()) == [f"rank={r}" for r in range(WORLD)]
+        assert sorted(p.name for p in (tmp_path / "job.parquet").iterdir()) == [
+            f"rank={r}" for r in range(WORLD)
+        ]
     finally:
         kids = [c for p in procs for c in psutil.Process(p.pid).children(recursive=True) if p.poll() is None]
         for p in reversed(procs):  # workers first, then the scheduler
             p.terminate()
         for p in reversed(procs):
             p.wait(timeout=30)
-        gone, alive = psutil.wait_procs(kids, timeout=15)
+        _, alive = psutil.wait_procs(kids, timeout=15)
     assert all(p.returncode is not None for p in procs)
     assert not alive, f"processes left behind: {alive}"
 
@@ -197,7 +258,9 @@ def test_unreachable_scheduler_is_one_line(tmp_path: Path, capsys: pytest.Captur
 
 
 @pytest.mark.slow
-def test_merge_only_the_ranks_pointed_at(job: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_merge_only_the_ranks_pointed_at(
+    job: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "merged.pftrace"
     assert main(["merge", "--ranks", f"0,{LATE},{COMPILER}", str(job), "-o", str(out)]) == 0
     text = capsys.readouterr().out
@@ -218,7 +281,7 @@ def test_job_summary_text_in_this_process(job: Path, capsys: pytest.CaptureFixtu
     lines = out.splitlines()
     assert lines[0] == f"neuron-prof job summary: {job}/trace.rank* — {WORLD} rank(s), on in this process"
     head = next(i for i, line in enumerate(lines) if line.startswith("rank  step med"))
-    assert [line.split()[0] for line in lines[head + 1:head + 1 + WORLD]] == [str(r) for r in range(WORLD)]
+    assert [line.split()[0] for line in lines[head + 1 : head + 1 + WORLD]] == [str(r) for r in range(WORLD)]
     words = " ".join(out.split())  # table cells wrap at 120 columns
     assert "data loading (load_batch)" in words and f"rank {COMPILER} compiles 1 more time(s)" in words
     assert "Ranks worth opening: " in out and "\nneuron-prof merge --ranks " in out

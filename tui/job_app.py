@@ -43,8 +43,9 @@ class JobApp(App[str | None]):
         self._cursor_rank = cursor_rank
 
     def compose(self) -> ComposeResult:
-        yield Static(Text(head_line(self.doc, self.source) + " — enter: open the rank's trace, q: quit"),
-                     id="job-head")
+        yield Static(
+            Text(head_line(self.doc, self.source) + " — enter: open the rank's trace, q: quit"), id="job-head"
+        )
         table: DataTable[str] = DataTable(id="ranks", cursor_type="row", zebra_stripes=True)
         yield table
         with VerticalScroll(id="job-findings"):

@@ -38,23 +38,33 @@ def _export_job(traces: tuple[str, ...], output: str, scheduler: str | None, wor
         root.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ExportError(f"{root}: cannot create folder: {e.strerror or e}") from None
-    runner = InProcessRunner() if workers == 0 and scheduler is None else DaskRunner(
-        scheduler, workers or None, tasks=len(sources))
+    runner = (
+        InProcessRunner()
+        if workers == 0 and scheduler is None
+        else DaskRunner(scheduler, workers or None, tasks=len(sources))
+    )
     with steps(len(sources)) as step, runner:
+
         def on_done(i: int, r: TaskResult) -> None:
             step(f"{'failed' if r.error else 'wrote'} {os.path.basename(sources[i])}")
 
-        results = runner.map(export_rank, [(s, i, str(root.resolve())) for i, s in enumerate(sources)], on_done)
+        results = runner.map(
+            export_rank, [(s, i, str(root.resolve())) for i, s in enumerate(sources)], on_done
+        )
     done: dict[int, str] = {}
     events = 0
     for src, res in zip(sources, results):
         if res.error is not None:
-            click.echo(f"neuron-prof: warning: {res.error if res.error.startswith(src) else src + ': ' + res.error}",
-                       err=True)
+            click.echo(
+                f"neuron-prof: warning: {res.error if res.error.startswith(src) else src + ': ' + res.error}",
+                err=True,
+            )
             continue
         rank, n, part = res.value
         if rank in done:
-            click.echo(f"neuron-prof: warning: {src}: rank {rank} again (already {done[rank]}); left out", err=True)
+            click.echo(
+                f"neuron-prof: warning: {src}: rank {rank} again (already {done[rank]}); left out", err=True
+            )
             shutil.rmtree(part, ignore_errors=True)
             continue
         os.replace(part, root / f"rank={rank}")
@@ -64,24 +74,45 @@ def _export_job(traces: tuple[str, ...], output: str, scheduler: str | None, wor
         shutil.rmtree(left, ignore_errors=True)
     if not done:
         raise ExportError(f"{root}: no rank could be exported")
-    click.echo(f"wrote a Parquet dataset of {len(done)} rank(s), {events:,} events, partitioned by rank to {root}/ "
-               f"(query: duckdb -c \"SELECT rank, name, sum(dur_ns) FROM '{root}/*/slices.parquet' "
-               "GROUP BY ALL ORDER BY 3 DESC LIMIT 10\")")
+    click.echo(
+        f"wrote a Parquet dataset of {len(done)} rank(s), {events:,} events, partitioned by rank to {root}/ "
+        f"(query: duckdb -c \"SELECT rank, name, sum(dur_ns) FROM '{root}/*/slices.parquet' "
+        'GROUP BY ALL ORDER BY 3 DESC LIMIT 10")'
+    )
     return 0 if len(done) == len(sources) else 1
 
 
 @click.command("export")
 @click.argument("traces", metavar="TRACE...", nargs=-1, required=True)
-@click.option("-o", "--output", required=True, type=click.Path(),
-              help="A folder for --format parquet; a .json/.json.gz/.pftrace file otherwise.")
-@click.option("--format", "fmt", type=click.Choice(["parquet", "chrome_json", "pftrace"]), default=None,
-              help="Default: from the output name (a name without a trace suffix means parquet).")
-@click.option("--scheduler", metavar="ADDRESS", default=None,
-              help="Many ranks: write them on this Dask cluster (tcp://host:8786; the output on shared storage).")
-@click.option("--workers", type=click.IntRange(min=0), default=None,
-              help="Many ranks: local Dask worker processes (default: one per CPU; 0: in this process).")
-def command(traces: tuple[str, ...], output: str, fmt: str | None, scheduler: str | None,
-            workers: int | None) -> int:
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(),
+    help="A folder for --format parquet; a .json/.json.gz/.pftrace file otherwise.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["parquet", "chrome_json", "pftrace"]),
+    default=None,
+    help="Default: from the output name (a name without a trace suffix means parquet).",
+)
+@click.option(
+    "--scheduler",
+    metavar="ADDRESS",
+    default=None,
+    help="Many ranks: write them on this Dask cluster (tcp://host:8786; the output on shared storage).",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Many ranks: local Dask worker processes (default: one per CPU; 0: in this process).",
+)
+def command(
+    traces: tuple[str, ...], output: str, fmt: str | None, scheduler: str | None, workers: int | None
+) -> int:
     """Export a trace: Parquet tables (slices, instants, counters, flows, tracks, metadata) or json/pftrace.
 
     Several traces, a folder of ranks or a glob: one Parquet dataset partitioned by rank
@@ -94,10 +125,14 @@ def command(traces: tuple[str, ...], output: str, fmt: str | None, scheduler: st
 
     if is_job(traces):
         if fmt not in (None, "parquet") or output.lower().endswith(JSON_SUFFIXES + PFTRACE_SUFFIXES):
-            raise UsageError("several ranks export to a Parquet dataset only (for one file: neuron-prof merge)")
+            raise UsageError(
+                "several ranks export to a Parquet dataset only (for one file: neuron-prof merge)"
+            )
         return _export_job(traces, output, scheduler, workers)
     if scheduler is not None or workers is not None:
-        raise UsageError("--scheduler and --workers are for several ranks (several traces, a folder or a glob)")
+        raise UsageError(
+            "--scheduler and --workers are for several ranks (several traces, a folder or a glob)"
+        )
     t = load(traces[0])
     if fmt is None:
         fmt = "parquet" if not output.lower().endswith(JSON_SUFFIXES + PFTRACE_SUFFIXES) else None
@@ -105,8 +140,10 @@ def command(traces: tuple[str, ...], output: str, fmt: str | None, scheduler: st
         from neuron_prof.exporters.parquet import write_parquet
 
         out = write_parquet(t, output)
-        click.echo(f"wrote Parquet tables for {t.n_events:,} events to {out}/ "
-                   f"(query: duckdb -c \"SELECT name, sum(dur_ns) FROM '{out}/slices.parquet' GROUP BY 1\")")
+        click.echo(
+            f"wrote Parquet tables for {t.n_events:,} events to {out}/ "
+            f"(query: duckdb -c \"SELECT name, sum(dur_ns) FROM '{out}/slices.parquet' GROUP BY 1\")"
+        )
     else:
         write_trace(t, output, fmt)
         click.echo(f"wrote {output}")

@@ -11,15 +11,20 @@ import click
 from neuron_prof.cli._progress import steps
 
 
-def job_document(traces: tuple[str, ...], *, warmup_steps: int | None, scheduler: str | None,
-                 workers: int | None) -> dict[str, Any]:
+def job_document(
+    traces: tuple[str, ...], *, warmup_steps: int | None, scheduler: str | None, workers: int | None
+) -> dict[str, Any]:
     """The job summary document of `traces` (files, globs, folders), a progress bar on a terminal."""
     from neuron_prof.job import DaskRunner, InProcessRunner, TaskResult, job_summary, rank_sources
 
     sources = rank_sources(traces)
-    runner = InProcessRunner() if workers == 0 and scheduler is None else DaskRunner(
-        scheduler, workers or None, tasks=len(sources))
+    runner = (
+        InProcessRunner()
+        if workers == 0 and scheduler is None
+        else DaskRunner(scheduler, workers or None, tasks=len(sources))
+    )
     with steps(len(sources)) as step:
+
         def on_done(phase: str, i: int, r: TaskResult) -> None:
             if phase == "rank":
                 step(f"{'failed' if r.error else 'analysed'} {os.path.basename(sources[i])}")
@@ -33,8 +38,16 @@ def job_document(traces: tuple[str, ...], *, warmup_steps: int | None, scheduler
     return js.to_dict()
 
 
-def job_command(traces: tuple[str, ...], *, as_json: bool, markdown: bool, warmup_steps: int | None,
-                scheduler: str | None, workers: int | None, color: bool) -> bytes:
+def job_command(
+    traces: tuple[str, ...],
+    *,
+    as_json: bool,
+    markdown: bool,
+    warmup_steps: int | None,
+    scheduler: str | None,
+    workers: int | None,
+    color: bool,
+) -> bytes:
     """The job summary of `traces` rendered as asked."""
     from neuron_prof.exporters.job_summary import job_json, job_markdown, job_text
 
@@ -44,5 +57,6 @@ def job_command(traces: tuple[str, ...], *, as_json: bool, markdown: bool, warmu
         return job_json(doc)
     if markdown:
         return job_markdown(doc, source=source).encode()
-    return job_text(doc, source=source, color=color, width=shutil.get_terminal_size().columns if color else 120
-                    ).encode()
+    return job_text(
+        doc, source=source, color=color, width=shutil.get_terminal_size().columns if color else 120
+    ).encode()

@@ -16,7 +16,9 @@ def run_job_tui(traces: tuple[str, ...], serve: bool) -> int | None:
     if len(traces) != 1 or not is_job(traces):
         return None
     if serve:
-        raise UsageError("--serve opens trace files; for a job, serve one rank or run `neuron-prof tui` on the job")
+        raise UsageError(
+            "--serve opens trace files; for a job, serve one rank or run `neuron-prof tui` on the job"
+        )
     from neuron_prof.cli._summary_job import job_document
     from neuron_prof.tui.app import NeuronProfApp
     from neuron_prof.tui.job_app import JobApp

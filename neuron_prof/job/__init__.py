@@ -19,6 +19,25 @@ from neuron_prof.job._sources import is_job, rank_sources
 from neuron_prof.job._summary import SCHEMA, VERSION, JobSummary, Runner, job_summary
 from neuron_prof.job._table import COLUMNS, failed_lines, head_line, rank_cells
 
-__all__ = ["COLUMNS", "SCHEMA", "VERSION", "DaskRunner", "InProcessRunner", "JobSummary", "RankPiece", "Runner", "TaskResult",
-           "error_line", "failed_lines", "head_line", "is_job", "is_url", "load_any", "job_summary", "rank_cause", "rank_cells", "rank_piece",
-           "rank_sources"]
+__all__ = [
+    "COLUMNS",
+    "SCHEMA",
+    "VERSION",
+    "DaskRunner",
+    "InProcessRunner",
+    "JobSummary",
+    "RankPiece",
+    "Runner",
+    "TaskResult",
+    "error_line",
+    "failed_lines",
+    "head_line",
+    "is_job",
+    "is_url",
+    "load_any",
+    "job_summary",
+    "rank_cause",
+    "rank_cells",
+    "rank_piece",
+    "rank_sources",
+]

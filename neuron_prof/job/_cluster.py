@@ -20,8 +20,17 @@ from typing import Any
 
 from neuron_prof.errors import NeuronProfError, UsageError
 
-_QUIET = ("distributed", "distributed.scheduler", "distributed.worker", "distributed.nanny", "distributed.core",
-          "distributed.http.proxy", "distributed.comm", "bokeh", "tornado")
+_QUIET = (
+    "distributed",
+    "distributed.scheduler",
+    "distributed.worker",
+    "distributed.nanny",
+    "distributed.core",
+    "distributed.http.proxy",
+    "distributed.comm",
+    "bokeh",
+    "tornado",
+)
 
 
 @dataclass(frozen=True)
@@ -49,8 +58,12 @@ class InProcessRunner:
     def __exit__(self, *exc: object) -> None:
         return None
 
-    def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]],
-            on_done: Callable[[int, TaskResult], None] | None = None) -> list[TaskResult]:
+    def map(
+        self,
+        fn: Callable[..., Any],
+        args: Sequence[tuple[Any, ...]],
+        on_done: Callable[[int, TaskResult], None] | None = None,
+    ) -> list[TaskResult]:
         out = []
         for i, a in enumerate(args):
             try:
@@ -81,7 +94,9 @@ class DaskRunner:
     (default: one per CPU, at most one per task), one thread each, quiet logs (a failed task is its one-line
     TaskResult, not a worker traceback), no dashboard."""
 
-    def __init__(self, scheduler: str | None = None, workers: int | None = None, tasks: int | None = None) -> None:
+    def __init__(
+        self, scheduler: str | None = None, workers: int | None = None, tasks: int | None = None
+    ) -> None:
         self.scheduler = scheduler
         n = workers or os.cpu_count() or 1
         self.workers = max(1, min(n, tasks)) if tasks and not workers else max(1, n)
@@ -101,18 +116,26 @@ class DaskRunner:
             if self.scheduler:
                 try:
                     # how long to wait for it: dask's own setting (DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT)
-                    self._client = Client(self.scheduler,
-                                          timeout=dask.config.get("distributed.comm.timeouts.connect"))
+                    self._client = Client(
+                        self.scheduler, timeout=dask.config.get("distributed.comm.timeouts.connect")
+                    )
                 except (OSError, TimeoutError) as e:
-                    raise UsageError(f"--scheduler {self.scheduler}: cannot connect ({error_line(e)})") from None
+                    raise UsageError(
+                        f"--scheduler {self.scheduler}: cannot connect ({error_line(e)})"
+                    ) from None
                 self.workers = len(self._client.scheduler_info().get("workers", {})) or self.workers
                 self.description = f"{self.scheduler} ({self.workers} worker(s))"
             else:
                 # one rank per worker process and one worker per CPU: the loader parses big JSON files in
                 # one process there (NEURON_PROF_JSON_WORKERS=1) rather than start more per rank
-                self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
-                                             dashboard_address=None, silence_logs=logging.CRITICAL,
-                                             env={"NEURON_PROF_JSON_WORKERS": "1"})
+                self._cluster = LocalCluster(
+                    n_workers=self.workers,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    silence_logs=logging.CRITICAL,
+                    env={"NEURON_PROF_JSON_WORKERS": "1"},
+                )
                 self._client = Client(self._cluster)
         except BaseException:
             self._quiet.__exit__(None, None, None)
@@ -129,8 +152,12 @@ class DaskRunner:
             self._client = self._cluster = None
             self._quiet.__exit__(None, None, None)
 
-    def map(self, fn: Callable[..., Any], args: Sequence[tuple[Any, ...]],
-            on_done: Callable[[int, TaskResult], None] | None = None) -> list[TaskResult]:
+    def map(
+        self,
+        fn: Callable[..., Any],
+        args: Sequence[tuple[Any, ...]],
+        on_done: Callable[[int, TaskResult], None] | None = None,
+    ) -> list[TaskResult]:
         """One task per argument tuple; results in the order of `args`, each reported as it completes."""
         from dask.distributed import as_completed
 

@@ -1,11 +1,11 @@
 """Cross-rank findings of a job, from the ranks' pieces alone (no rank is loaded here).
 
-  straggler          a rank arriving last at collectives, and what it did before (neuron_prof.analysis)
-  step_skew          steady step time differs across ranks (beyond each rank's own step-to-step variation)
-  rank_compiles      ranks compiling what (or more often than) the other ranks do not
-  rank_fallbacks     ranks falling back to the CPU where the others do not
-  collective_spread  the collectives whose arrival spread (first to last rank) costs most
-  ranks_to_open      the 2-3 ranks worth a timeline, with the `neuron-prof merge --ranks` command
+straggler          a rank arriving last at collectives, and what it did before (neuron_prof.analysis)
+step_skew          steady step time differs across ranks (beyond each rank's own step-to-step variation)
+rank_compiles      ranks compiling what (or more often than) the other ranks do not
+rank_fallbacks     ranks falling back to the CPU where the others do not
+collective_spread  the collectives whose arrival spread (first to last rank) costs most
+ranks_to_open      the 2-3 ranks worth a timeline, with the `neuron-prof merge --ranks` command
 """
 
 from __future__ import annotations
@@ -50,14 +50,24 @@ def step_skew(pieces: list[RankPiece]) -> list[Finding]:
     cost = int((med[slow[0]] - typical) * steps)
     wall = float(np.median([p.row["wall_ns"] for p in pieces])) or 1.0
     names = ", ".join(f"rank {r} {fmt_ns(med[r])}" for r in slow[:3])
-    return [Finding(
-        kind="step_skew", severity=_severity(cost / wall, "warning"),
-        title=f"Steady step time differs by {skew:.0%} across ranks (median {fmt_ns(typical)}; slowest: {names})",
-        cost_ns=cost, share=min(cost / wall, 1.0), count=len(med),
-        advice="Open the slowest rank next to a typical one: what runs longer there (data, compiles, host work)?",
-        evidence={"skew": skew, "median_step_ns": int(typical), "slowest_ranks": slow[:3],
-                  "step_median_ns_by_rank": {str(r): v for r, v in sorted(med.items())}},
-        rank=slow[0])]
+    return [
+        Finding(
+            kind="step_skew",
+            severity=_severity(cost / wall, "warning"),
+            title=f"Steady step time differs by {skew:.0%} across ranks (median {fmt_ns(typical)}; slowest: {names})",
+            cost_ns=cost,
+            share=min(cost / wall, 1.0),
+            count=len(med),
+            advice="Open the slowest rank next to a typical one: what runs longer there (data, compiles, host work)?",
+            evidence={
+                "skew": skew,
+                "median_step_ns": int(typical),
+                "slowest_ranks": slow[:3],
+                "step_median_ns_by_rank": {str(r): v for r, v in sorted(med.items())},
+            },
+            rank=slow[0],
+        )
+    ]
 
 
 def _extra(counts: dict[int, dict[str, list[Any]]]) -> dict[int, dict[str, list[Any]]]:
@@ -83,24 +93,51 @@ def rank_differences(pieces: list[RankPiece], wall_ns: int) -> list[Finding]:
     out: list[Finding] = []
     wall = max(wall_ns, 1)
     for kind, attr, what, advice in (
-        ("rank_compiles", "compiles", "compiles", "A rank compiling shapes the others do not (a different batch, "
-         "a data-dependent shape) stalls every rank at the next collective: pad or bucket its inputs."),
-        ("rank_fallbacks", "fallbacks", "falls back to the CPU for", "An op falling back on one rank only "
-         "delays every collective: find the input that sends it there (dtype, shape) on that rank."),
+        (
+            "rank_compiles",
+            "compiles",
+            "compiles",
+            (
+                "A rank compiling shapes the others do not (a different "
+                "batch, a data-dependent shape) stalls every rank at the next collective: pad or bucket its inputs."
+            ),
+        ),
+        (
+            "rank_fallbacks",
+            "fallbacks",
+            "falls back to the CPU for",
+            (
+                "An op falling back on one rank only "
+                "delays every collective: find the input that sends it there (dtype, shape) on that rank."
+            ),
+        ),
     ):
         extra = _extra({p.rank: getattr(p, attr) for p in pieces})
         for r, keys in sorted(extra.items()):
             n = sum(v[0] for v in keys.values())
             ns = sum(v[1] for v in keys.values())
             top = sorted(keys, key=lambda k: -keys[k][1])
-            title = (f"rank {r} {what} {n} more time(s) than the other ranks: {top[0]}"
-                     + (f" and {len(top) - 1} more" if len(top) > 1 else ""))
+            title = f"rank {r} {what} {n} more time(s) than the other ranks: {top[0]}" + (
+                f" and {len(top) - 1} more" if len(top) > 1 else ""
+            )
             site = next((str(keys[k][2]) for k in top if len(keys[k]) > 2 and keys[k][2]), "")
-            out.append(Finding(
-                kind=kind, severity=_severity(ns / wall, "warning"), title=title, cost_ns=ns,
-                share=min(ns / wall, 1.0), count=n, call_site=site, advice=advice,
-                evidence={"rank": r, "extra": {k: {"count": keys[k][0], "ns": keys[k][1]} for k in top[:20]}},
-                rank=r))
+            out.append(
+                Finding(
+                    kind=kind,
+                    severity=_severity(ns / wall, "warning"),
+                    title=title,
+                    cost_ns=ns,
+                    share=min(ns / wall, 1.0),
+                    count=n,
+                    call_site=site,
+                    advice=advice,
+                    evidence={
+                        "rank": r,
+                        "extra": {k: {"count": keys[k][0], "ns": keys[k][1]} for k in top[:20]},
+                    },
+                    rank=r,
+                )
+            )
     return out
 
 
@@ -120,15 +157,25 @@ def collective_spread(late: LateArrivals | None, wall_ns: int) -> list[Finding]:
         worst = ks[int(np.argmax(spread[ks]))]
         lasts = Counter(late.ranks[int(last[k])] for k in ks)
         often, times = lasts.most_common(1)[0]
-        out.append(Finding(
-            kind="collective_spread", severity=_severity(cost / max(wall_ns, 1)),
-            title=f"Collective {key}: ranks arrive up to {fmt_ns(spread[worst])} apart, {fmt_ns(cost)} over "
-                  f"{len(ks)} call(s); last most often: rank {often} ({times}x)",
-            cost_ns=cost, share=min(cost / max(wall_ns, 1), 1.0), count=len(ks),
-            advice="Every rank waits for the last one at each call: see the straggler findings for why it is late.",
-            evidence={"collective": key, "worst_spread_ns": int(spread[worst]), "worst_index": worst,
-                      "last_rank_counts": {str(r): c for r, c in sorted(lasts.items())}},
-            rank=often))
+        out.append(
+            Finding(
+                kind="collective_spread",
+                severity=_severity(cost / max(wall_ns, 1)),
+                title=f"Collective {key}: ranks arrive up to {fmt_ns(spread[worst])} apart, {fmt_ns(cost)} over "
+                f"{len(ks)} call(s); last most often: rank {often} ({times}x)",
+                cost_ns=cost,
+                share=min(cost / max(wall_ns, 1), 1.0),
+                count=len(ks),
+                advice="Every rank waits for the last one at each call: see the straggler findings for why it is late.",
+                evidence={
+                    "collective": key,
+                    "worst_spread_ns": int(spread[worst]),
+                    "worst_index": worst,
+                    "last_rank_counts": {str(r): c for r, c in sorted(lasts.items())},
+                },
+                rank=often,
+            )
+        )
     return out
 
 
@@ -142,11 +189,17 @@ def steady_only(late: LateArrivals | None, steady_start_ns: int | None) -> LateA
     keep = late.start.min(axis=1) >= steady_start_ns
     if not keep.any():
         return late
-    return LateArrivals(ranks=late.ranks, keys=[k for k, m in zip(late.keys, keep) if m], start=late.start[keep],
-                        end=late.end[keep])
+    return LateArrivals(
+        ranks=late.ranks,
+        keys=[k for k, m in zip(late.keys, keep) if m],
+        start=late.start[keep],
+        end=late.end[keep],
+    )
 
 
-def stragglers(late: LateArrivals | None, causes: dict[int, dict[str, object]], wall_ns: int) -> list[Finding]:
+def stragglers(
+    late: LateArrivals | None, causes: dict[int, dict[str, object]], wall_ns: int
+) -> list[Finding]:
     """Straggler findings (neuron_prof.analysis) for the late ranks whose cause was read."""
     return findings_from(late, causes, wall_ns) if late is not None else []
 
@@ -164,14 +217,20 @@ def ranks_to_open(pieces: list[RankPiece], found: list[Finding], args: list[str]
             why[f.rank] = f.kind
     with_steps = [p for p in pieces if len(p.step_ns)]
     by_step = sorted(with_steps or pieces, key=lambda p: float(np.median(p.step_ns)) if len(p.step_ns) else 0)
-    typical = next((p.rank for p in by_step[len(by_step) // 2:] + by_step if p.rank not in why), None)
+    typical = next((p.rank for p in by_step[len(by_step) // 2 :] + by_step if p.rank not in why), None)
     if typical is not None:
         why[typical] = "typical rank (to compare)"
     ranks = sorted(why)
-    cmd = shlex.join(["neuron-prof", "merge", "--ranks", ",".join(map(str, ranks)), *args, "-o", "merged.pftrace"])
+    cmd = shlex.join(
+        ["neuron-prof", "merge", "--ranks", ",".join(map(str, ranks)), *args, "-o", "merged.pftrace"]
+    )
     return Finding(
-        kind="ranks_to_open", severity="info",
+        kind="ranks_to_open",
+        severity="info",
         title=f"Open ranks {', '.join(map(str, ranks))} on one timeline: {cmd}",
-        cost_ns=0, share=0.0, count=len(ranks),
+        cost_ns=0,
+        share=0.0,
+        count=len(ranks),
         advice="The command merges only these ranks, their clocks aligned from every rank's collectives.",
-        evidence={"ranks": ranks, "why": {str(r): w for r, w in sorted(why.items())}, "command": cmd})
+        evidence={"ranks": ranks, "why": {str(r): w for r, w in sorted(why.items())}, "command": cmd},
+    )

@@ -57,8 +57,11 @@ class RankPiece:
 
 def _peak_memory(findings: list[Any]) -> int | None:
     """The highest device memory peak (host series only when no device series exists)."""
-    peaks = [(str(f.evidence.get("series", "")).startswith("host"), int(f.evidence.get("peak_bytes", 0)))
-             for f in findings if f.kind == "memory_peak"]
+    peaks = [
+        (str(f.evidence.get("series", "")).startswith("host"), int(f.evidence.get("peak_bytes", 0)))
+        for f in findings
+        if f.kind == "memory_peak"
+    ]
     device = [b for host, b in peaks if not host]
     return max(device or [b for _, b in peaks] or [0]) or None
 
@@ -76,15 +79,23 @@ def rank_piece(source: str, index: int = 0, warmup_steps: int | None = None) -> 
     steady = steps.dur_ns[steps.steady]
     per = tot.get("steady_per_step") or {}
     row = {
-        "rank": rank, "source": source, "status": "ok",
-        "events": int(trace.n_events), "wall_ns": int(tot["wall_ns"]),
-        "steps": len(steps), "warmup_steps": int(steps.warmup),
+        "rank": rank,
+        "source": source,
+        "status": "ok",
+        "events": int(trace.n_events),
+        "wall_ns": int(tot["wall_ns"]),
+        "steps": len(steps),
+        "warmup_steps": int(steps.warmup),
         "step_median_ns": int(np.median(steady)) if len(steady) else None,
         "step_p90_ns": int(np.percentile(steady, 90)) if len(steady) else None,
-        "compile_ns_per_step": per.get("compile_ns"), "fallback_ns_per_step": per.get("fallback_ns"),
-        "sync_ns_per_step": per.get("sync_ns"), "collective_ns_per_step": per.get("collective_ns"),
-        "compile_count": int(tot["compile_count"]), "compile_ns": int(tot["compile_ns"]),
-        "fallback_count": int(tot["fallback_count"]), "fallback_ns": int(tot["fallback_ns"]),
+        "compile_ns_per_step": per.get("compile_ns"),
+        "fallback_ns_per_step": per.get("fallback_ns"),
+        "sync_ns_per_step": per.get("sync_ns"),
+        "collective_ns_per_step": per.get("collective_ns"),
+        "compile_count": int(tot["compile_count"]),
+        "compile_ns": int(tot["compile_ns"]),
+        "fallback_count": int(tot["fallback_count"]),
+        "fallback_ns": int(tot["fallback_ns"]),
         "collective_count": int(tot["collective_count"]),
         "device_busy_share": tot.get("device_busy_share"),
         "peak_memory_bytes": _peak_memory(rep.findings),
@@ -108,11 +119,22 @@ def rank_piece(source: str, index: int = 0, warmup_steps: int | None = None) -> 
     row["load_s"] = round(t1 - t0, 4)
     row["analyse_s"] = round(time.perf_counter() - t1, 4)
     row["cpu_s"] = round(time.process_time() - cpu0, 4)
-    return RankPiece(source=source, index=index, rank=rank, row=row, step_ns=np.asarray(steady, dtype=np.int64),
-                     compiles=compiles, fallbacks=fallbacks, findings=top, info=info,
-                     steady_start_ns=int(steps.start_ns[steps.warmup]) if len(steady) else None)
+    return RankPiece(
+        source=source,
+        index=index,
+        rank=rank,
+        row=row,
+        step_ns=np.asarray(steady, dtype=np.int64),
+        compiles=compiles,
+        fallbacks=fallbacks,
+        findings=top,
+        info=info,
+        steady_start_ns=int(steps.start_ns[steps.warmup]) if len(steady) else None,
+    )
 
 
-def rank_cause(source: str, rank: int, shift_ns: int, windows: list[tuple[int, int, int]]) -> dict[str, object]:
+def rank_cause(
+    source: str, rank: int, shift_ns: int, windows: list[tuple[int, int, int]]
+) -> dict[str, object]:
     """What `rank` did before its late arrivals (`windows` on the aligned clock; `shift_ns` aligns it)."""
     return dominant_cause(rank_trace(load_any(source), rank, shift_ns), rank, windows)

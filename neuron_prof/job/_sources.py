@@ -39,7 +39,9 @@ def trace_files(folder: Path) -> list[Path]:
         if stem is None or not p.is_file() or p.name.startswith("."):
             continue
         old = best.get(stem)
-        if old is None or TRACE_SUFFIXES.index(p.name[len(stem):]) < TRACE_SUFFIXES.index(old.name[len(stem):]):
+        if old is None or TRACE_SUFFIXES.index(p.name[len(stem) :]) < TRACE_SUFFIXES.index(
+            old.name[len(stem) :]
+        ):
             best[stem] = p
     return sorted(best.values(), key=_natural)
 
@@ -54,7 +56,10 @@ def _natural(p: Path) -> tuple[object, ...]:
 def is_one_trace_folder(folder: Path) -> bool:
     """True for a folder that is a single trace (Explorer tables or capture files in it or one level down)."""
     for pattern in _ONE_TRACE_FOLDER:
-        if next(folder.glob(pattern), None) is not None or next(folder.glob(f"*/{pattern}"), None) is not None:
+        if (
+            next(folder.glob(pattern), None) is not None
+            or next(folder.glob(f"*/{pattern}"), None) is not None
+        ):
             return True
     return False
 
@@ -132,7 +137,8 @@ def _one_format_per_rank(paths: list[str]) -> list[str]:
         if old is None:
             order.append(key)
             keep[key] = s
-        elif stem is not None and TRACE_SUFFIXES.index(p.name[len(stem):]) < TRACE_SUFFIXES.index(
-                Path(old).name[len(stem):]):
+        elif stem is not None and TRACE_SUFFIXES.index(p.name[len(stem) :]) < TRACE_SUFFIXES.index(
+            Path(old).name[len(stem) :]
+        ):
             keep[key] = s
     return [keep[k] for k in order]

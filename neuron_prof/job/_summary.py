@@ -19,8 +19,14 @@ import numpy as np
 
 from neuron_prof.analysis import Finding, sort_findings
 from neuron_prof.job._cluster import TaskResult
-from neuron_prof.job._findings import (collective_spread, rank_differences, ranks_to_open, steady_only,
-                                      step_skew, stragglers)
+from neuron_prof.job._findings import (
+    collective_spread,
+    rank_differences,
+    ranks_to_open,
+    steady_only,
+    step_skew,
+    stragglers,
+)
 from neuron_prof.job._piece import RankPiece, rank_cause, rank_piece
 from neuron_prof.merge import plan_merge
 
@@ -31,8 +37,12 @@ VERSION = 1
 class Runner(Protocol):
     description: str
 
-    def map(self, fn: Callable[..., Any], args: list[tuple[Any, ...]],
-            on_done: Callable[[int, TaskResult], None] | None = None) -> list[TaskResult]: ...
+    def map(
+        self,
+        fn: Callable[..., Any],
+        args: list[tuple[Any, ...]],
+        on_done: Callable[[int, TaskResult], None] | None = None,
+    ) -> list[TaskResult]: ...
 
 
 @dataclass
@@ -52,21 +62,32 @@ class JobSummary:
         return str(f.evidence["command"]) if f is not None else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "version": VERSION, "ranks": self.ranks,
-                "findings": [f.to_dict() for f in self.findings], "alignment": self.alignment, "run": self.run}
+        return {
+            "schema": SCHEMA,
+            "version": VERSION,
+            "ranks": self.ranks,
+            "findings": [f.to_dict() for f in self.findings],
+            "alignment": self.alignment,
+            "run": self.run,
+        }
 
 
 def _failed(source: str, index: int, error: str) -> dict[str, Any]:
     return {"rank": None, "source": source, "index": index, "status": "failed", "error": error}
 
 
-def job_summary(sources: list[str], runner: Runner, *, args: list[str] | None = None,
-                warmup_steps: int | None = None,
-                on_done: Callable[[str, int, TaskResult], None] | None = None) -> JobSummary:
+def job_summary(
+    sources: list[str],
+    runner: Runner,
+    *,
+    args: list[str] | None = None,
+    warmup_steps: int | None = None,
+    on_done: Callable[[str, int, TaskResult], None] | None = None,
+) -> JobSummary:
     """Pieces of every rank on `runner`, then the cross-rank findings. `args`: how the user named the job
     (for the `merge --ranks` command). `on_done(phase, i, result)` follows progress."""
     t0 = time.perf_counter()
-    tick = (lambda phase: (lambda i, r: on_done(phase, i, r))) if on_done else (lambda phase: None)
+    tick = (lambda phase: lambda i, r: on_done(phase, i, r)) if on_done else (lambda phase: None)
     results = runner.map(rank_piece, [(s, i, warmup_steps) for i, s in enumerate(sources)], tick("rank"))
     t_pieces = time.perf_counter() - t0
     pieces: list[RankPiece] = []
@@ -93,14 +114,23 @@ def job_summary(sources: list[str], runner: Runner, *, args: list[str] | None = 
         wall = int(np.median([p.row["wall_ns"] for p in pieces]))
         late_ranks = late.late_ranks() if late is not None else []
         by_rank = {p.rank: p for p in pieces}
-        causes_res = runner.map(rank_cause, [(by_rank[r].source, r, plan.shift_ns(r), late.windows(r))
-                                             for r in late_ranks] if late is not None else [], tick("cause"))
+        causes_res = runner.map(
+            rank_cause,
+            [(by_rank[r].source, r, plan.shift_ns(r), late.windows(r)) for r in late_ranks]
+            if late is not None
+            else [],
+            tick("cause"),
+        )
         causes = {r: c.value for r, c in zip(late_ranks, causes_res) if c.error is None}
         for r, c in zip(late_ranks, causes_res):
             if c.error is not None:  # the rank loaded once: its cause is unknown, not its lateness
                 causes[r] = {"cause": "unknown", "detail": c.error, "ns": 0}
-        found = [*stragglers(late, causes, plan.wall_ns), *step_skew(pieces), *rank_differences(pieces, wall),
-                 *collective_spread(late, plan.wall_ns)]
+        found = [
+            *stragglers(late, causes, plan.wall_ns),
+            *step_skew(pieces),
+            *rank_differences(pieces, wall),
+            *collective_spread(late, plan.wall_ns),
+        ]
         found = sort_findings(found)
         # merge reads every rank named: without the ones that failed to load, name the others one by one
         named = args if args is not None and not failed else [p.source for p in pieces]
@@ -110,7 +140,17 @@ def job_summary(sources: list[str], runner: Runner, *, args: list[str] | None = 
         if opener is not None:
             found.append(opener)
     rows = [p.row for p in pieces] + failed
-    return JobSummary(ranks=rows, findings=found, alignment=alignment, run={
-        "on": runner.description, "ranks": len(sources), "failed": len(failed),
-        "pieces_s": round(t_pieces, 3), "findings_s": round(time.perf_counter() - t1, 3),
-        "piece_bytes_max": max(sizes, default=0), "piece_bytes_median": int(np.median(sizes)) if sizes else 0})
+    return JobSummary(
+        ranks=rows,
+        findings=found,
+        alignment=alignment,
+        run={
+            "on": runner.description,
+            "ranks": len(sources),
+            "failed": len(failed),
+            "pieces_s": round(t_pieces, 3),
+            "findings_s": round(time.perf_counter() - t1, 3),
+            "piece_bytes_max": max(sizes, default=0),
+            "piece_bytes_median": int(np.median(sizes)) if sizes else 0,
+        },
+    )

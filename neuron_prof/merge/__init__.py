@@ -18,8 +18,15 @@ from pathlib import Path
 
 from neuron_prof.merge._align import Alignment, RankOffset
 from neuron_prof.merge._concat import add_flows, concat_ranks, rank_trace
-from neuron_prof.merge._plan import (CROSS_RANK_FLOW_BASE, CROSS_RANK_FLOW_CAT, CROSS_RANK_FLOW_NAME, MergePlan,
-                                     RankInfo, plan_merge, summarize)
+from neuron_prof.merge._plan import (
+    CROSS_RANK_FLOW_BASE,
+    CROSS_RANK_FLOW_CAT,
+    CROSS_RANK_FLOW_NAME,
+    MergePlan,
+    RankInfo,
+    plan_merge,
+    summarize,
+)
 from neuron_prof.merge._stream import FlowEnds, RankSegment, StreamingMerge, first_pass
 from neuron_prof.model import Meta, Trace
 

@@ -15,8 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.analysis._collective_match import (RankCollectives, collectives_by_source, match,
-                                                    pick_source)
+from neuron_prof.analysis._collective_match import RankCollectives, collectives_by_source, match, pick_source
 from neuron_prof.analysis._stragglers import LateArrivals, late_arrivals
 from neuron_prof.merge._align import Alignment, RankOffset, estimate_offsets
 from neuron_prof.merge._concat import rank_trace, shift_steps

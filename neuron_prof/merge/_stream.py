@@ -20,8 +20,14 @@ import numpy as np
 
 from neuron_prof.errors import UsageError
 from neuron_prof.merge._concat import rank_trace
-from neuron_prof.merge._plan import (CROSS_RANK_FLOW_CAT, CROSS_RANK_FLOW_NAME, MergePlan, RankInfo, plan_merge,
-                                     summarize)
+from neuron_prof.merge._plan import (
+    CROSS_RANK_FLOW_CAT,
+    CROSS_RANK_FLOW_NAME,
+    MergePlan,
+    RankInfo,
+    plan_merge,
+    summarize,
+)
 from neuron_prof.model import Trace
 
 if TYPE_CHECKING:
