@@ -49,7 +49,10 @@ def test_sources_one_per_rank_in_rank_order(tmp_path: Path) -> None:
     exp = tmp_path / "exp"
     _touch(exp / "i-0_pid_11" / "1700000000", "trace.json", "ntrace.pb")
     _touch(exp / "i-0_pid_12" / "1700000000", "trace.json", "ntrace.pb")
-    assert rank_sources([str(exp)]) == [str(exp / "i-0_pid_11"), str(exp / "i-0_pid_12")]
+    assert rank_sources([str(exp)]) == [str(exp / f"i-0_pid_{p}" / "1700000000") for p in (11, 12)]
+    assert rank_sources([f"{exp}/*"]) == rank_sources([str(exp)])
+    _touch(tmp_path / "legacy", "system_profile.json")  # Explorer's legacy JSON folder: one trace
+    assert rank_sources([str(tmp_path / "legacy")]) == [str(tmp_path / "legacy")]
     assert is_job([str(run)]) and is_job([f"{run}/*.json"]) and is_job(["a.json", "b.json"])
     assert not is_job([str(run / "trace.rank2.json")]) and not is_job([str(exp / "i-0_pid_11")])
     for bad, msg in (

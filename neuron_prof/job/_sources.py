@@ -18,7 +18,7 @@ from neuron_prof.job._remote import is_url, remote_sources
 
 TRACE_SUFFIXES = (".pftrace", ".json", ".json.gz")
 """Preferred first when one rank was written in several formats."""
-_ONE_TRACE_FOLDER = ("*.parquet", "*.ntff", "ntrace.pb")
+_ONE_TRACE_FOLDER = ("*.parquet", "*.ntff", "ntrace.pb", "system_profile.json")
 """Files that make a folder one trace (Neuron Explorer output) rather than a folder of ranks."""
 _GLOB_CHARS = set("*?[")
 
@@ -53,15 +53,22 @@ def _natural(p: Path) -> tuple[object, ...]:
     return tuple(int(x) if x.isdigit() else x for x in re.split(r"(\d+)", str(p)))
 
 
+def _holds_one_trace(folder: Path) -> bool:
+    return any(next(folder.glob(pattern), None) is not None for pattern in _ONE_TRACE_FOLDER)
+
+
+def one_trace_root(folder: Path) -> Path | None:
+    """The folder the loaders read as one trace: `folder` itself when it holds Explorer output, or its only
+    sub-folder that does (a `<instance>_pid_<pid>` folder around its `<timestamp>` folder); else None."""
+    if _holds_one_trace(folder):
+        return folder
+    inner = [d for d in folder.iterdir() if d.is_dir() and _holds_one_trace(d)]
+    return inner[0] if len(inner) == 1 else None
+
+
 def is_one_trace_folder(folder: Path) -> bool:
-    """True for a folder that is a single trace (Explorer tables or capture files in it or one level down)."""
-    for pattern in _ONE_TRACE_FOLDER:
-        if (
-            next(folder.glob(pattern), None) is not None
-            or next(folder.glob(f"*/{pattern}"), None) is not None
-        ):
-            return True
-    return False
+    """True for a folder that is a single trace (see `one_trace_root`)."""
+    return one_trace_root(folder) is not None
 
 
 def _folder_ranks(folder: Path) -> list[str]:
@@ -71,8 +78,9 @@ def _folder_ranks(folder: Path) -> list[str]:
     subs = [d for d in sorted(folder.iterdir(), key=_natural) if d.is_dir() and not d.name.startswith(".")]
     out: list[str] = []
     for d in subs:
-        if is_one_trace_folder(d):
-            out.append(str(d))
+        root = one_trace_root(d)
+        if root is not None:
+            out.append(str(root))
         else:
             inner = trace_files(d)
             if len(inner) == 1:  # an Explorer pid folder holding its trace.json
@@ -104,7 +112,7 @@ def rank_sources(args: tuple[str, ...] | list[str]) -> list[str]:
             if not found:
                 raise UsageError(f"{a}: matches no trace")
         elif p.is_dir():
-            found = [str(p)] if is_one_trace_folder(p) else _folder_ranks(p)
+            found = [str(root)] if (root := one_trace_root(p)) is not None else _folder_ranks(p)
             if not found:
                 raise UsageError(f"{a}: no trace files in this folder ({', '.join(TRACE_SUFFIXES)})")
         elif p.exists():
@@ -114,7 +122,8 @@ def rank_sources(args: tuple[str, ...] | list[str]) -> list[str]:
             for m in sorted(glob.glob(a), key=lambda s: _natural(Path(s))):
                 mp = Path(m)
                 if mp.is_dir():
-                    found += [m] if is_one_trace_folder(mp) else _folder_ranks(mp)
+                    root = one_trace_root(mp)
+                    found += [str(root)] if root is not None else _folder_ranks(mp)
                 elif _stem(mp) is not None:
                     found.append(m)
             if not found:
