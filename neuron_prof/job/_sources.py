@@ -114,7 +114,8 @@ def rank_sources(args: tuple[str, ...] | list[str]) -> list[str]:
         elif p.is_dir():
             found = [str(root)] if (root := one_trace_root(p)) is not None else _folder_ranks(p)
             if not found:
-                raise UsageError(f"{a}: no trace files in this folder ({', '.join(TRACE_SUFFIXES)})")
+                raise UsageError(f"{a}: is a directory holding no trace ({', '.join(TRACE_SUFFIXES)} files, "
+                                 "or Neuron Explorer output)")
         elif p.exists():
             found = [a]
         elif _GLOB_CHARS & set(a):
