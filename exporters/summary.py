@@ -257,7 +257,7 @@ def summary_markdown(rep: Report, *, source: str = "", top: int = 10) -> str:
                 f"| {i} | {f.severity} | {f.kind} | {fmt_ns(f.cost_ns) if f.cost_ns else '-'} | "
                 f"{_pct(f.share) if f.cost_ns else '-'} | {f.count} | "
                 f"{md_cell(short_site(f.call_site) or '-')} | "
-                f"{md_cell(f.title)} |"
+                f"{md_cell(strip_site(f.title, f.call_site))} |"
             )
         worth = [(i, f) for i, f in enumerate(rep.findings, 1) if f.severity != "info"]
         if worth:
