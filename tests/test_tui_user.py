@@ -79,15 +79,16 @@ async def test_every_view_fits_the_screen(size: tuple[int, int]) -> None:
         assert "/train.py:42" in screen_text(app)
 
 
-async def test_help_is_fully_visible_at_80x24() -> None:
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_help_is_fully_visible(size: tuple[int, int]) -> None:
     app = NeuronProfApp([demo_like_trace()])
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=size) as pilot:
         await ready(pilot, app)
         await pilot.press("question_mark")
         await pilot.pause()
         box = app.screen.query_one("#help")
         # GIVEN an 80x24 terminal, THEN the help box lies inside the screen, borders and all
-        assert box.region.right <= 80 and box.region.bottom <= 24, box.region
+        assert box.region.right <= size[0] and box.region.bottom <= size[1], box.region
         assert "neuron-prof keys" in screen_text(app)
         # WHEN the user scrolls to its end, THEN the last key (q quit) is on the screen
         await pilot.press("end")
