@@ -169,3 +169,22 @@ def test_ranks_named_by_url_are_read_through_fsspec(
         assert main(["summary", bad, "--workers", "0"]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"neuron-prof: error: {bad}: {msg}") and err.count("\n") == 1
+
+
+def test_progress_bar_names_each_rank_on_a_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from neuron_prof.exporters import write_trace
+    from neuron_prof.model import TraceBuilder
+
+    for r in range(3):
+        b = TraceBuilder()
+        b.add_slice(b.thread_track(10, 1, "main"), 0, 100, "aten::mm", "cpu_op")
+        b.metadata["rank"] = r
+        write_trace(b.build(), tmp_path / f"trace.rank{r}.pftrace")
+    (tmp_path / "trace.rank3.json").write_text("[")
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    assert main(["summary", str(tmp_path), "--workers", "0", "--json"]) == 0
+    err = capsys.readouterr().err
+    assert "\x1b[32m0/4" in err and "\x1b[32m4/4" in err  # the bar (rich), from none to every rank
+    assert err.count("neuron-prof: warning: ") == 1 and "trace.rank3.json" in err
