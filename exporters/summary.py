@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from neuron_prof.analysis import Finding, Report
-from neuron_prof.analysis._fmt import fit_site, fmt_ns, strip_site
+from neuron_prof.analysis._fmt import fit_site, fmt_ns, short_site, strip_site
 
 SITE_W = 26
 """Widest `where` column of the findings table: longer call sites are shortened in their middle."""
@@ -32,14 +32,6 @@ def summary_json(rep: Report) -> bytes:
         | orjson.OPT_NON_STR_KEYS
         | orjson.OPT_APPEND_NEWLINE,
     )
-
-
-def short_site(site: str, cwd: str | None = None) -> str:
-    """A call site relative to the working directory when it lies under it (for narrow terminals)."""
-    import os
-
-    base = (cwd or os.getcwd()).rstrip("/") + "/"
-    return site[len(base) :] if site.startswith(base) else site
 
 
 _CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)]} | {0x2028: "\\u2028", 0x2029: "\\u2029"}

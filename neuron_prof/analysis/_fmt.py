@@ -60,9 +60,19 @@ def fit_site(site: str, width: int) -> str:
             break
         kept_end = "/" + part + kept_end
     room = head - len(kept_end)
-    if room < 4:  # "/wo…/main/…" reads worse than a path cut at its left
-        return "…" + site[len(site) - width + 1 :]
+    if room < 8:  # "neuro…/x.py:1" reads worse than "…/demo/x.py:1": cut at the left, on a "/"
+        end = site[len(site) - width + 1 :]
+        k = end.find("/")
+        return "…" + (end[k:] if k > 0 else end)
     return site[:room] + "…" + kept_end + tail
+
+
+def short_site(site: str, cwd: str | None = None) -> str:
+    """A call site relative to the working directory when it lies under it ("train.py:42" run from the project)."""
+    import os
+
+    base = (cwd or os.getcwd()).rstrip("/") + "/"
+    return site[len(base) :] if site.startswith(base) else site
 
 
 def strip_site(title: str, site: str | None) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from neuron_prof.analysis._fmt import fit_site
+from neuron_prof.analysis._fmt import fit_site, short_site
 from neuron_prof.tui._fmt import printable
 
 
@@ -38,9 +38,11 @@ class Column:
 
 
 def cell(text: str, width: int, right: bool, clip_left: bool = False) -> str:
-    """`text` on one line, escaped, fitted to `width` cells: padded, or cut with "…" (a call site in its
-    middle, keeping its ``:LINE``, if `clip_left`)."""
+    """`text` on one line, escaped, fitted to `width` cells: padded, or cut with "…" (a call site, if
+    `clip_left`: relative to the working directory, then shortened in its middle, keeping its ``:LINE``)."""
     text = printable(text).replace("\n", " ").replace("\t", " ")
+    if clip_left and len(text) > width:
+        text = short_site(text)  # relative to the working directory first: "train.py:42" from the project
     if len(text) > width:
         if width <= 0:
             return ""
