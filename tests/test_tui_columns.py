@@ -77,3 +77,22 @@ async def test_tree_rows_sort_within_their_group_and_expand_in_place() -> None:
         await pilot.press("left")
         await pilot.pause()
         assert list(t.order) == [3, 0] and t.row == 0
+
+
+def test_fit_site_never_loses_the_line_and_fits() -> None:
+    from neuron_prof.analysis._fmt import fit_site, short_site
+
+    sites = ["/work/main/neuron_prof/demo/_train.py:118", "/home/alice/projects/language-model/training/train.py:42",
+             "train.py:7", "model.py:88 (line unknown)"]
+    for site in sites:
+        for width in range(12, 60):
+            got = fit_site(site, width)
+            # GIVEN any width from 12 THEN at most that wide, ":LINE" always at the end, the file name whole
+            # whenever it fits beside the ellipsis
+            assert len(got) <= width, (site, width, got)
+            if site.endswith((":118", ":42")):
+                name = site.rsplit("/", 1)[1]
+                assert got.endswith(name if len(name) + 1 < width else name[-(width - 1):]), (site, width, got)
+    assert fit_site("aten::native_layer_norm_backward", 12) == "aten::nativ…"  # a name, cut at its end
+    assert short_site("/work/p/train.py:3", cwd="/work/p") == "train.py:3"
+    assert short_site("/work/other/train.py:3", cwd="/work/p") == "/work/other/train.py:3"
