@@ -49,8 +49,6 @@ def fit_site(site: str, width: int) -> str:
     if cut < 0 and not _LINE.search(site):
         return site[: width - 1] + "…"
     tail = site[cut:] if cut >= 0 else site  # "/_train.py:118"
-    if len(tail) + 1 >= width:
-        return "…" + site[len(site) - width + 1 :]
     head = width - 1 - len(tail)
     # keep whole directories from the end while they fit, then the head of the path
     parts = site[:cut].split("/")
