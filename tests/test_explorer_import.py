@@ -53,6 +53,8 @@ def test_host_ops_link_to_their_runtime_executions(profile) -> None:
     tr = load(folder)
     pairs = [(tr.slice_name(int(a)), tr.slice_name(int(b))) for a, b in zip(tr.flows.src, tr.flows.dst)]
     assert sorted(pairs) == sorted(w.links)
+    first = min(int(z) for z in tr.flows.dst)  # the first runtime execution: row 1 of SystemProfileEvents
+    assert tr.slice_args(first) == {"id": 1, "nc_idx": 0, "pcore_idx": 0, "worker_gid": 0}
     host = tr.tracks[int(tr.slices.track[int(tr.flows.src[0])])]
     assert (host.kind, host.tid, tr.processes[host.process].pid) == (TrackKind.THREAD, TID, PID)
     assert tr.processes[host.process].name == f"i-0abc pid {PID}"

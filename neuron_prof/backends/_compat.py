@@ -230,6 +230,33 @@ def set_profiler_mapping(mod: Any, on: bool) -> bool:
     return True
 
 
+# ---- device-profile capture (docs: torch-neuronx-facts "Profiler", neuron-explorer-facts "Capture") ----------
+DEVICE_PROFILE_MODES = ("DEVICE", "RUNTIME")
+"""``NeuronConfig``'s default modes (docs): DEVICE writes .neff + .ntff and reserves ~5 GB HBM on Trn2; RUNTIME
+writes ntrace.pb + trace_info.pb."""
+
+
+def neuron_config(mod: Any, output_dir: str, modes: tuple[str, ...] = DEVICE_PROFILE_MODES) -> Any | None:
+    """``torch_neuronx.profiling.NeuronConfig(modes=[ProfileMode.<m>...], profile_output_dir=output_dir)`` (docs),
+    passed to torch.profiler as ``experimental_config``; None when the module has no such API."""
+    prof = getattr(mod, "profiling", None)
+    cls = _fn(prof, "NeuronConfig")
+    if cls is None:
+        return None
+    kw: dict[str, Any] = {"profile_output_dir": output_dir}
+    pm = getattr(prof, "ProfileMode", None)
+    if pm is not None and all(hasattr(pm, m) for m in modes):
+        kw["modes"] = [getattr(pm, m) for m in modes]
+    return cls(**kw)
+
+
+def neuron_profiler_export(mod: Any, config: Any) -> Callable[[Any], Any] | None:
+    """``torch_neuronx.profiling.NeuronProfiler(config).export_trace`` (docs: torch.profiler's ``on_trace_ready``;
+    it writes the capture folder's trace.json and framework mapping); None when absent."""
+    cls = _fn(getattr(mod, "profiling", None), "NeuronProfiler")
+    return _fn(cls(config), "export_trace") if cls is not None else None
+
+
 def launch_blocking_env() -> str:
     """``NEURON_LAUNCH_BLOCKING`` as set ("1" blocking, "0" asynchronous compiles), or "unset" (release builds
     then block, dev builds do not: corrections)."""

@@ -11,6 +11,9 @@ differ. Runtime metrics are switched on for the capture and back off after when 
 * ``torch.neuron.memory_stats`` (nested or flat) → memory counters, polled;
 * device activity when the runtime gives it (``profiling.get_device_activity``, emulated device only; Kineto
   ``privateuse1_driver`` events stay as Kineto wrote them) → device tracks with launch flows;
+* opt-in (``profile(device_profile=...)``): the runtime's device profile through ``NeuronConfig`` /
+  ``NeuronProfiler``, processed by neuron-explorer after the block (`probes.device_profile`). The PrivateUse1
+  profiler activity is asked for only then: on hardware it starts the runtime's capture (files, ~5 GB HBM);
 * sync points, float64 demotions and collectives measured around the Python calls.
 """
 
@@ -19,13 +22,17 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from neuron_prof.backends import _compat
 from neuron_prof.backends._adapter import ProbeBackend
 from neuron_prof.backends.base import CaptureContext
 from neuron_prof.backends.probes._probe import Probe
+
+if TYPE_CHECKING:
+    from neuron_prof.backends.probes.device_profile import DeviceProfileProbe
 
 MODULE_NAME = "torch_neuronx"
 DEVICE = "neuron"
@@ -57,6 +64,7 @@ class NeuronBackend(ProbeBackend):
         self.module = module if module is not None else find_neuron_module()
         self._metrics_were_on = False
         self._metrics_switched = False
+        self._device_profile: DeviceProfileProbe | None = None
 
     def default_probes(self, ctx: CaptureContext) -> list[Probe]:
         from neuron_prof.backends.probes.collectives import CollectivesProbe
@@ -96,6 +104,8 @@ class NeuronBackend(ProbeBackend):
         probes += [links, sync_probe, DtypeProbe(DEVICE), KinetoMemoryProbe(),
                    MemoryProbe(DEVICE, lambda: _compat.device_count(mod, DEVICE), _compat.memory_reader(mod, DEVICE),
                                lambda d: _compat.device_capacity(mod, DEVICE, d)), CollectivesProbe()]
+        if self._device_profile is not None:
+            probes.append(self._device_profile)
         return probes
 
     def start(self, ctx: CaptureContext) -> None:
@@ -130,10 +140,36 @@ class NeuronBackend(ProbeBackend):
     def _sync(self) -> None:
         _compat.synchronize(self.module, DEVICE)
 
+    def enable_device_profile(self, output_dir: Path) -> None:
+        """Capture the runtime's device profile into `output_dir` (``profile(device_profile=...)``): opt-in,
+        since asking for the PrivateUse1 activity starts the runtime's capture, which writes files and, in
+        DEVICE mode, reserves ~5 GB of HBM on Trn2 (torch-neuronx-facts, "Corrections")."""
+        from neuron_prof.backends.probes.device_profile import DeviceProfileProbe
+
+        self._device_profile = DeviceProfileProbe(output_dir)
+
+    def export_trace(self, prof: Any) -> Path | None:
+        """Export a profiler cycle through NeuronProfiler when a device profile is on; the trace.json it wrote
+        (read by the session instead of a second export: Kineto saves a result once), else None."""
+        dp = self._device_profile
+        return dp.export_cycle(prof) if dp is not None else None
+
     def profiler_options(self) -> dict[str, Any]:
+        """CPU only by default. With a device profile: PrivateUse1 too (when this torch supports it) and
+        ``experimental_config=NeuronConfig(profile_output_dir=...)``."""
         from torch.profiler import ProfilerActivity
 
         acts = [ProfilerActivity.CPU]
+        dp = self._device_profile
+        if dp is None:
+            return {"activities": acts}
+        dp.output_dir.mkdir(parents=True, exist_ok=True)
+        cfg = _compat.neuron_config(self.module, str(dp.output_dir))
+        if cfg is None:
+            self._device_profile = None
+            raise RuntimeError("device_profile: this torch_neuronx has no profiling.NeuronConfig; no device "
+                               "profile captured")
+        dp.export = _compat.neuron_profiler_export(self.module, cfg)
         try:
             from torch.profiler import supported_activities
 
@@ -141,7 +177,7 @@ class NeuronBackend(ProbeBackend):
                 acts.append(ProfilerActivity.PrivateUse1)
         except Exception:  # noqa: BLE001
             pass
-        return {"activities": acts}
+        return {"activities": acts, "experimental_config": cfg}
 
 
 from neuron_prof.backends.probes.compile import CompileProbe  # noqa: E402

@@ -87,8 +87,12 @@ class KinetoCollector:
 
     def __init__(self, builder: TraceBuilder, source: str, on_error: Callable[[str, BaseException], None],
                  tmpdir: str | None = None, on_cycle: Callable[[], None] | None = None,
-                 with_stack: bool = False, device_ops: list[Any] | None = None) -> None:
+                 with_stack: bool = False, device_ops: list[Any] | None = None,
+                 export: Callable[[Any], str | os.PathLike[str] | None] | None = None) -> None:
         self.builder = builder
+        self.export = export
+        """The backend's own export of a cycle (a device profile's NeuronProfiler): the JSON file it wrote,
+        read instead of a second export (Kineto saves a result once); None or a failure: ours."""
         self.with_stack = with_stack
         """Exact call stacks are taken from the profiler's event tree (`_sites`) for each cycle."""
         self.exact_cycles = 0
@@ -151,11 +155,26 @@ class KinetoCollector:
             md.pop(STACK_LINES, None)
 
     def _export(self, prof: Any, sites: CycleSites | None = None) -> tuple[Trace, StackRewriter | None]:
+        own = self._backend_export(prof)
+        if own is not None:  # the backend's file (the capture folder's trace.json): read, kept
+            return load_in_process(str(own), sites)
         path = self._write_json(prof)
         try:
             return load_in_process(path, sites)
         finally:
             _unlink(path)
+
+    def _backend_export(self, prof: Any) -> str | os.PathLike[str] | None:
+        if self.export is None:
+            return None
+        t0 = time.perf_counter_ns()
+        try:
+            return self.export(prof)
+        except Exception as e:  # noqa: BLE001  (our own export follows; if the result was saved, it says so)
+            self.on_error("device profile export", e)
+            return None
+        finally:
+            self.export_ns += time.perf_counter_ns() - t0
 
     def _write_json(self, prof: Any) -> str:
         """Kineto's JSON of this cycle in a temporary file: the temp dir first; if it is full or read-only,

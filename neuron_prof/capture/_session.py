@@ -66,6 +66,10 @@ class Session(contextlib.ContextDecorator):
         checkpoint: under a schedule, rewrite the output after each finished cycle (inside step()), so
             a crash that kills the process outright still leaves the cycles before it.
         profiler_kwargs: more torch.profiler.profile arguments (they win over ours and the backend's).
+        device_profile: on Trainium, also capture the Neuron runtime's device profile (off by default): True
+            for ``neuron_profile/`` beside the output, or a folder. It reserves ~5 GB of HBM per NeuronCore on
+            Trn2 (DEVICE mode) and writes the runtime's files there; after the block ``neuron-explorer view``
+            processes them (when on PATH; else the command is printed) and the device timeline joins the trace.
         **options: options for the backend's probes (e.g. probes=["compile"], deep_fallback=True).
     """
 
@@ -74,14 +78,15 @@ class Session(contextlib.ContextDecorator):
                  active: int | None = None, repeat: int | None = None, skip_first: int | None = None,
                  record_shapes: bool = True, with_stack: bool = True, with_modules: bool = True,
                  profile_memory: bool = True, pftrace: bool = True, quiet: bool = False, hint: object = None,
-                 checkpoint: bool = True,
-                 profiler_kwargs: dict[str, Any] | None = None, **options: Any) -> None:
+                 checkpoint: bool = True, profiler_kwargs: dict[str, Any] | None = None,
+                 device_profile: bool | str | os.PathLike[str] = False, **options: Any) -> None:
         self.output = Path(output) if output is not None else None
         self.backend_name = backend
         self.pftrace = pftrace
         self.quiet = quiet
         self.hint = hint
         self.checkpoint = checkpoint
+        self.device_profile = device_profile
         self._schedule_args = (schedule, wait, warmup, active, repeat, skip_first)
         self._flags = {"record_shapes": record_shapes, "with_stack": with_stack, "with_modules": with_modules,
                        "profile_memory": profile_memory}
@@ -234,6 +239,8 @@ class Session(contextlib.ContextDecorator):
 
         if not self._guard("backend", "select", _open) or self._backend is None:
             return {}
+        if self.device_profile:
+            self._guard("device_profile", "start", self._enable_device_profile)
         opts: dict[str, Any] = {}
 
         def _opts() -> None:
@@ -241,6 +248,15 @@ class Session(contextlib.ContextDecorator):
 
         self._guard(getattr(self._backend, "name", "backend"), "profiler_options", _opts)
         return opts
+
+    def _enable_device_profile(self) -> None:
+        enable = getattr(self._backend, "enable_device_profile", None)
+        if enable is None:
+            raise RuntimeError(f"device_profile needs the neuron backend (this session uses "
+                               f"{getattr(self._backend, 'name', '?')}): no device profile captured")
+        dp = self.device_profile
+        base = self.output.parent if self.output is not None else Path(".")
+        enable(base / "neuron_profile" if dp is True else Path(dp))  # type: ignore[arg-type]
 
     def _make_profiler(self, backend_opts: dict[str, Any]) -> Any:
         from neuron_prof.capture._kineto import KinetoCollector, make_schedule, profiler_kwargs
@@ -256,7 +272,9 @@ class Session(contextlib.ContextDecorator):
             kw = profiler_kwargs(**self._flags, backend_options=backend_opts, extra=self._profiler_kwargs)
             self._collector = KinetoCollector(self._builder, source, self._record_error, tmpdir, self._on_cycle,
                                               with_stack=bool(kw.get("with_stack")),
-                                              device_ops=self.context.device_ops)
+                                              device_ops=self.context.device_ops,
+                                              export=getattr(self._backend, "export_trace", None)
+                                              if self.device_profile else None)
             kw["schedule"] = make_schedule(*self._schedule_args)
             kw["on_trace_ready"] = self._collector
             out.append(torch.profiler.profile(**kw))

@@ -149,7 +149,7 @@ def _args_json(t: Any, pc: Any, pa: Any) -> list[bytes]:
     parts = []
     for c in ("id", "nc_idx", "pcore_idx", "worker_gid"):
         v = pc.cast(t.column(c), pa.string())
-        parts.append(pc.fill_null(pc.binary_join_element_wise(f'"{c}":', v, ","), ""))  # a null: no key
+        parts.append(pc.fill_null(pc.binary_join_element_wise(f'"{c}":', v, ",", ""), ""))  # null: no key
     body = pc.utf8_rtrim(pc.binary_join_element_wise(*parts, ""), characters=",")
     return [s.encode() for s in pc.binary_join_element_wise("{", body, "}", "").to_pylist()]
 

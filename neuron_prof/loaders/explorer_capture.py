@@ -36,8 +36,8 @@ from neuron_prof.loaders.framework_mapping import MappingIndex, mapping_links, r
 from neuron_prof.loaders.kineto_json import parse_kineto_into
 from neuron_prof.model import Cat, KinetoCat, Meta, Trace, TraceBuilder
 
-__all__ = ["FRAMEWORK_TRACE", "JOIN_TOL_NS", "PROCESSED_SUFFIX", "capture_trace_json", "load_capture",
-           "load_folder"]
+__all__ = ["FRAMEWORK_TRACE", "JOIN_TOL_NS", "PROCESSED_SUFFIX", "HostOps", "add_capture_tables",
+           "capture_trace_json", "load_capture", "load_folder"]
 
 FRAMEWORK_TRACE = "trace.json"
 """torch.profiler's Kineto JSON in the runtime output folder (neuron-explorer-facts, "Capture")."""
@@ -118,17 +118,10 @@ def load_capture(profile: Path, trace_json: Path, source: Path | None = None) ->
     parse_kineto_into(b, data, str(trace_json))
     del data
     host_clock = b.metadata.get(Meta.CLOCK)
-    n_host, host_wall = b.n_slices, _span(b)
-    ops = HostOps(b)
-    explorer_warnings, wall = add_explorer(b, profile, ops)
-    mapped = _mapping_links(b, n_host, trace_json.parent)
+    host_wall = _span(b)
+    more, wall = add_capture_tables(b, profile, trace_json.parent)
+    warnings += more
     md = b.metadata
-    md[EXPLORER_KEY]["framework_join"] = {"framework_events": ops.asked, "joined": ops.joined,
-                                          "joined_on_other_thread": ops.other_thread, "mapping_links": mapped}
-    if ops.joined < ops.asked / 2:  # driver events trace.json lacks (April source) are a few; most is a mismatch
-        warnings.append(f"{ops.asked - ops.joined} of {ops.asked} framework events of the Neuron Explorer profile "
-                        f"match no op in {trace_json.name} (same name, start within {JOIN_TOL_NS} ns): added "
-                        f"from the profile; are both from the same capture?")
     md[Meta.SOURCE] = str(source if source is not None else trace_json.parent)
     md[Meta.SOURCE_FORMAT] = SOURCE_FORMAT
     md[Meta.BACKEND] = "neuron"
@@ -140,10 +133,30 @@ def load_capture(profile: Path, trace_json: Path, source: Path | None = None) ->
     if not unix:
         warnings.append(f"{trace_json.name} and the Neuron Explorer tables are not both on the Unix clock: "
                         "host and device times may not line up")
-    all_warnings = list(md.get(Meta.WARNINGS) or []) + explorer_warnings + warnings
+    all_warnings = list(md.get(Meta.WARNINGS) or []) + warnings
     if all_warnings:
         md[Meta.WARNINGS] = all_warnings
     return b.build()
+
+
+def add_capture_tables(b: TraceBuilder, profile: Path, capture: Path) -> tuple[list[str], tuple[int, int] | None]:
+    """Add a processed profile's tables to a builder that holds its capture's trace.json ops (a load of the
+    folder, or a session that captured it): framework events joined to those ops (`HostOps`), runtime and
+    hardware flows from them, trace.json's driver events linked through the mapping files in `capture`.
+    Returns the load warnings and the profile's (first, last) Unix ns; ``metadata["neuron_explorer"]
+    ["framework_join"]`` counts the joins."""
+    n_host = b.n_slices
+    ops = HostOps(b)
+    warnings, wall = add_explorer(b, profile, ops)
+    mapped = _mapping_links(b, n_host, capture)
+    b.metadata[EXPLORER_KEY]["framework_join"] = {"framework_events": ops.asked, "joined": ops.joined,
+                                                  "joined_on_other_thread": ops.other_thread,
+                                                  "mapping_links": mapped}
+    if ops.joined < ops.asked / 2:  # driver events trace.json lacks (April source) are a few; most is a mismatch
+        warnings.append(f"{ops.asked - ops.joined} of {ops.asked} framework events of the Neuron Explorer profile "
+                        f"match no op in {FRAMEWORK_TRACE} (same name, start within {JOIN_TOL_NS} ns): added "
+                        f"from the profile; are both from the same capture?")
+    return warnings, wall
 
 
 def _span(b: TraceBuilder) -> tuple[int, int] | None:

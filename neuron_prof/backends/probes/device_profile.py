@@ -1,0 +1,128 @@
+"""Device-profile capture on Trainium (``profile(device_profile=...)``): the runtime's own capture, processed by
+``neuron-explorer`` after the block and added to the session's trace.
+
+Sources: shared/design/torch-neuronx-facts.md ("Profiler") and neuron-explorer-facts.md ("Capture",
+"Processing"). torch.profiler runs with ``experimental_config=NeuronConfig(profile_output_dir=DIR)`` (built by
+the adapter through `_compat`); each profiler cycle is exported by ``NeuronProfiler(cfg).export_trace``, which
+writes ``DIR/<instance-id>_pid_<pid>/<timestamp>/`` (trace.json, the framework mapping, the runtime's files).
+neuron-prof reads that trace.json for its own trace (Kineto saves a result once: there is no second export).
+After the block, each such folder is processed with
+
+    neuron-explorer view -d <ts> --output-format parquet --output-file <ts>_parquet
+
+when ``neuron-explorer`` is on PATH, and its tables are joined to the host ops exactly as loading the folder
+later would (`loaders.explorer_capture.add_capture_tables`). Without it, the command and how to load the
+folder afterwards are printed. Dropped events (the runtime's ring buffer, reported by neuron-explorer as
+"N trace events were dropped") become load warnings.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from neuron_prof.backends.probes._probe import Probe
+
+if TYPE_CHECKING:
+    from neuron_prof.backends.base import CaptureContext
+    from neuron_prof.backends.probes._view import HostView
+    from neuron_prof.model import TraceBuilder
+
+EXPLORER = "neuron-explorer"
+PROCESS_TIMEOUT_S = 3600
+"""A device profile of many NEFF executions can take neuron-explorer minutes to process."""
+META_KEY = "device_profile"
+_DROPPED = re.compile(r"(\d[\d,]*) trace events were dropped[^\n]*")
+
+
+def explorer_command(capture: Path, exe: str = EXPLORER) -> list[str]:
+    """The neuron-explorer call that turns a capture folder into Parquet tables beside it (``<ts>_parquet``)."""
+    from neuron_prof.loaders.explorer_capture import PROCESSED_SUFFIX
+
+    return [exe, "view", "-d", str(capture), "--output-format", "parquet", "--output-file",
+            f"{capture}{PROCESSED_SUFFIX}"]
+
+
+class DeviceProfileProbe(Probe):
+    """Exports each cycle through NeuronProfiler, processes the capture folders, adds their tables."""
+
+    name = "device_profile"
+
+    def __init__(self, output_dir: Path, export: Callable[[Any], Any] | None = None) -> None:
+        super().__init__()
+        self.output_dir = output_dir
+        self.export = export
+        """``NeuronProfiler(cfg).export_trace`` (set by the adapter once the config is built)."""
+        self.captures: list[Path] = []
+        """Capture folders (``<instance>_pid_<pid>/<timestamp>/``) NeuronProfiler wrote, in order."""
+        self.processed: list[Path] = []
+        self.notes: list[str] = []
+        """Load warnings: events neuron-explorer says were dropped."""
+        self.pending: list[str] = []
+        """Commands still to run by hand (neuron-explorer missing or failed)."""
+
+    def export_cycle(self, prof: Any) -> Path | None:
+        """Export one profiler cycle through NeuronProfiler; the trace.json it wrote (None: it wrote none)."""
+        if self.export is None:
+            return None
+        t0 = time.time() - 1.0  # file systems keep mtimes to the second or coarser
+        self.export(prof)
+        found = [p for p in self.output_dir.glob("*_pid_*/*/trace.json") if p.stat().st_mtime >= t0]
+        if not found:
+            return None
+        newest = max(found, key=lambda p: p.stat().st_mtime)
+        if newest.parent not in self.captures:
+            self.captures.append(newest.parent)
+        return newest
+
+    def stop(self, ctx: CaptureContext) -> None:
+        exe = shutil.which(EXPLORER)
+        for cap in self.captures:
+            cmd = explorer_command(cap, exe or EXPLORER)
+            if exe is None:
+                self.pending.append(" ".join(explorer_command(cap)))
+                continue
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=PROCESS_TIMEOUT_S, check=False)
+            out = f"{p.stdout}\n{p.stderr}"
+            for m in _DROPPED.finditer(out):
+                self.notes.append(f"Neuron runtime capture {cap.name}: {m.group(0).strip()} (the runtime's ring "
+                                  f"buffer, NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC, was full)")
+            if p.returncode != 0:
+                last = (p.stderr.strip() or p.stdout.strip()).splitlines()[-1:] or [f"exit {p.returncode}"]
+                self.pending.append(" ".join(explorer_command(cap)))
+                ctx.errors.append({"probe": self.name, "phase": "stop",
+                                   "error": f"neuron-explorer failed on {cap}: {last[0]}"})
+                continue
+            self.processed.append(cap)
+        if self.pending:
+            self._tell(exe is None)
+
+    def _tell(self, missing: bool) -> None:
+        why = "neuron-explorer is not on PATH" if missing else "neuron-explorer failed"
+        lines = [f"neuron-prof: the device profile was captured but not processed ({why}). Run:"]
+        lines += [f"  {c}" for c in self.pending]
+        lines.append("then load host and device together: "
+                     + " ".join(f"neuron-prof summary {c.parent}" for c in self.captures[:1])
+                     + " (or neuron_prof.load of that folder)")
+        print("\n".join(lines), file=sys.stderr, flush=True)
+
+    def contribute(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView) -> None:
+        from neuron_prof.loaders.explorer import find_profile
+        from neuron_prof.loaders.explorer_capture import PROCESSED_SUFFIX, add_capture_tables
+        from neuron_prof.model import Meta
+
+        warnings: list[str] = list(self.notes)
+        for cap in self.processed:
+            profile = find_profile(Path(f"{cap}{PROCESSED_SUFFIX}"))
+            warnings += add_capture_tables(builder, profile, cap)[0]
+        builder.metadata[META_KEY] = {"output_dir": str(self.output_dir),
+                                      "captures": [str(c) for c in self.captures],
+                                      "processed": [str(c) for c in self.processed], "to_run": self.pending}
+        if warnings:
+            builder.metadata.setdefault(Meta.WARNINGS, []).extend(warnings)
