@@ -14,10 +14,11 @@ Rules:
   ops without one; probes and other tools may write it; either way it is one op).
 - **Rows**: host ops are the slices on host thread tracks, device ops the device work (`_idle.device_rows`).
   Dispatcher bookkeeping spans (`_nesting.TRANSPARENT_SPANS`) are no ops: their time is the enclosing op's.
+  Kineto's span of the whole capture (``PyTorch Profiler (0)``) is the profiling window, not a call.
 - **One call**: a slice whose nearest enclosing op on the same track (looking through Python frames and
   bookkeeping spans) has the same key is that op re-dispatched (the emulated device's ``aten::sort``
   holding the CPU kernel ``aten::sort`` of its fallback; ``aten::mm`` under ``PythonDispatchMode`` under
-  ``aten::mm``): part of the outer call, not a call of its own.
+  ``aten::mm``): part of the outer call, not a call of its own, if the outer slice holds it whole.
 - **Times of a call**: total is the outer slice's duration; self is the self time (nesting: duration less
   direct children) of the outer slice plus that of its re-dispatched copies, so no time counts twice.
 - `is_op` marks what summary and diff rank as host ops: categories cpu_op and CUDA runtime/driver calls
@@ -143,15 +144,18 @@ def _side(trace: Trace, nest: Nesting, op_cat: np.ndarray, where: str) -> dict[s
     par[has] = np.searchsorted(rows, nest.parent[has])
     kept = _nearest_kept(par, skip)
     anc = np.where(has, kept[np.maximum(par, 0)], -1)
-    # a re-dispatch: its nearest enclosing op (same track: nesting is per track) has the same key
-    redispatch = ~skip & (anc >= 0) & (key[np.maximum(anc, 0)] == key)
+    # a re-dispatch: its nearest enclosing op (same track: nesting is per track) has the same key and holds it
+    # whole (same-name runtime calls that overlap without nesting, as on MTIA, are calls of their own)
+    end = sl.ts_ns[rows] + sl.dur_ns[rows]
+    a = np.maximum(anc, 0)
+    redispatch = ~skip & (anc >= 0) & (key[a] == key) & (end <= end[a])
     root = np.where(redispatch, anc, np.arange(n))
     while True:
         nxt = root[root]
         if np.array_equal(nxt, root):
             break
         root = nxt
-    member = ~nest.transparent
+    member = ~nest.transparent & ~np.isin(sl.cat[rows], trace.name_ids(KinetoCat.PROFILER_SPAN))
     call = member & ~redispatch
     call_self = np.bincount(root[member], weights=nest.self_ns[member], minlength=n).astype(np.int64)
     ci = np.flatnonzero(call)

@@ -140,6 +140,8 @@ class KinetoCat:
     CUDA_DRIVER: Final = "cuda_driver"
     CPU_INSTANT: Final = "cpu_instant_event"
     PRIVATEUSE1_DRIVER: Final = "privateuse1_driver"
+    PROFILER_SPAN: Final = "Trace"
+    """Kineto's span of the whole capture (``PyTorch Profiler (0)`` on pid "Spans"): the window, not work."""
     DEVICE_CATS: Final = (KERNEL, GPU_MEMCPY, GPU_MEMSET, "mtia_ccp_events", PRIVATEUSE1_DRIVER)
 
 
