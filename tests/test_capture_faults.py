@@ -326,3 +326,20 @@ def test_a_session_in_a_worker_thread_leaves_the_signal_handlers_alone(tmp_path:
     assert not t.is_alive() and seen == [before[0]]
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
     assert "aten::addmm" in slice_names(neuron_prof.load(tmp_path / "t.json"))
+
+
+def test_an_unusable_temp_folder_exports_beside_the_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kineto's JSON goes to the temp folder first; where that is gone (or full), beside the output: the
+    Kineto part still arrives, nothing is left behind and no probe error is recorded."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))
+    out = tmp_path / "run" / "t.json"
+    out.parent.mkdir()
+    model, opt = tiny_model()
+    with neuron_prof.profile(out, quiet=True, with_stack=False, pftrace=False) as prof:
+        train_step(model, opt, 0)
+        prof.step()
+    assert [p.name for p in out.parent.iterdir()] == ["t.json"]
+    trace = neuron_prof.load(out)
+    assert "aten::addmm" in slice_names(trace) and not trace.metadata.get("probe_errors")
