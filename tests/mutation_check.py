@@ -57,8 +57,7 @@ MUTATIONS: tuple[Mutation, ...] = (
          "if raw.split(\"?\", 1)[0] != self.server.url_path:", "if not raw.startswith(\"/\"):",
          f"{_OPEN}::test_other_paths_and_traversal_are_refused"),
     _one("open accepts any Host (DNS rebinding)", "neuron_prof/_open_server.py",
-         "if host is not None and host not in (f\"{HOST}:{port}\", f\"localhost:{port}\"):",
-         "if host is None and port < 0:",
+         "if host is not None and host not in ", "if False and host not in ",
          f"{_OPEN}::test_foreign_origins_methods_and_hosts_are_refused"),
     _one("report writes trace text unescaped", "exporters/_report_html.py",
          "return html.escape(str(s), quote=True)", "return str(s)", _REPORT_TEST),
@@ -118,8 +117,9 @@ def apply(root: Path, m: Mutation) -> str:
     text = mutant = path.read_text()
     for old, new in m.edits:
         n = mutant.count(old)
-        if n != 1:
-            raise SystemExit(f"mutation {m.name!r}: {old!r} occurs {n} times in {m.path}; update MUTATIONS")
+        if n != 1:  # the source moved on: nothing can be judged until MUTATIONS follows it
+            print(f"mutation {m.name!r}: {old!r} occurs {n} times in {m.path}; update MUTATIONS", file=sys.stderr)
+            raise SystemExit(2)
         mutant = mutant.replace(old, new)
     path.write_text(mutant)
     return text
