@@ -152,6 +152,13 @@ BENCHES: dict[str, Bench] = {
         "neuron/cpu)",
         _fixed([], ["--ways", "run-neuron,run-cpu"]),
     ),
+    "explorer": Bench(
+        "bench.bench_explorer",
+        "Neuron Explorer Parquet folder (1M events, 10M instructions) and its capture folder with trace.json: "
+        "load vs pyarrow reading every table whole",
+        lambda n, q: ["--events", str(n or (100_000 if q else 1_000_000)),
+                      "--instructions", str(1_000_000 if q else 10_000_000)],
+    ),
     "formats": Bench(
         "bench.check_formats",
         "generated trace -> .pftrace passes pftrace_check; HTA parses it",

@@ -3,6 +3,9 @@ tables whole with pyarrow (the floor any importer pays) in the same run.
 
     python -m bench.bench_explorer --events 1000000 --instructions 10000000
 
+The last row loads the runtime output folder as one trace (its trace.json of one cpu_op per framework row,
+the tables beside it in ``<ts>_parquet``): the join of the framework events to trace.json's ops included.
+
 The folder is written to the documented schema (tests/fakes/explorer_profile.py shapes, shared/design/
 neuron-explorer-facts.md): `--events` SystemProfileEvents rows (a third each framework / neuron_rt / neuron_hw,
 every framework row with a flow id), split in 4 files; `--instructions` Instruction rows (7 columns) in 8 files,
@@ -55,8 +58,24 @@ def write(folder: Path, events: int, instructions: int) -> None:
                                  "layer": pa.array(["layer[1]"] * m)}), folder / f"Instruction_{i}.parquet")
 
 
+def write_host(folder: Path, events: int) -> None:
+    """trace.json of the capture: one Kineto cpu_op per framework row (what a runtime output folder holds;
+    the tables then sit beside it in ``<folder>_parquet``), each at its row's start."""
+    import orjson
+
+    op = np.arange(events // 3, dtype=np.int64)
+    ts = ((T0 + op * 10_000) // 1000).tolist()  # Unix µs (no baseTimeNanoseconds), exact: 10 µs apart
+    ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 4242, "tid": 7, "ts": t, "dur": 0.9,
+           "args": {"Sequence number": i}} for i, t in enumerate(ts)]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "trace.json").write_bytes(orjson.dumps({"traceEvents": ev}))
+
+
 _CHILD = {
     "load": "from neuron_prof.loaders.explorer import load_explorer as f; t = f(p); n = len(t.slices)",
+    "host": "from neuron_prof.loaders import load; t = load(p.removesuffix('_parquet') + '/trace.json'); "
+            "n = len(t.slices)",
+    "capture": "from neuron_prof.loaders import load; t = load(p); n = len(t.slices)",
     "read_whole": ("import pyarrow.parquet as pq, glob; n = sum(pq.read_table(x).num_rows for x in "
                    "glob.glob(p + '/*.parquet'))"),
 }
@@ -76,17 +95,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--instructions", type=float, default=1e7)
     a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp) / "profile"
+        folder = Path(tmp) / "capture_parquet"
         write(folder, int(a.events), int(a.instructions))
+        write_host(Path(tmp) / "capture", int(a.events))
         size = sum(f.stat().st_size for f in folder.iterdir()) / 1e6
         print(f"Explorer folder: {int(a.events):,} SystemProfileEvents, {int(a.instructions):,} Instruction rows, "
               f"{size:.0f} MB of Parquet")
         print(f"{'':32}{'seconds':>10}{'peak RSS MB':>14}")
-        rows = {w: measure(w, folder) for w in ("read_whole", "load")}
-        for w, label in (("read_whole", "pyarrow read_table, every table"), ("load", "neuron_prof load_explorer")):
+        labels = (("read_whole", "pyarrow read_table, every table"), ("load", "neuron_prof load_explorer"),
+                  ("host", "its trace.json alone"), ("capture", "capture: trace.json + tables"))
+        rows = {w: measure(w, folder) for w, _ in labels}
+        for w, label in labels:
             print(f"{label:32}{rows[w]['s']:>10.2f}{rows[w]['rss_mb']:>14.0f}")
         print(f"ratio load / read whole: {rows['load']['s'] / rows['read_whole']['s']:.2f}x time, "
               f"{rows['load']['rss_mb'] / rows['read_whole']['rss_mb']:.2f}x memory")
+        both = rows["load"]["s"] + rows["host"]["s"]
+        print(f"ratio capture / (tables + trace.json loaded apart): {rows['capture']['s'] / both:.2f}x time "
+              f"({int(a.events) // 3:,} framework events joined to trace.json's ops)")
     return 0
 
 

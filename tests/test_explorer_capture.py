@@ -154,3 +154,22 @@ def test_one_rank_per_pid_folder_for_merge_and_the_job_summary(tmp_path: Path, h
     tr = load(merged)
     assert sorted({p.rank for p in tr.processes if p.rank is not None}) == [0, 1]
     assert len(_mm_rows(tr)) == 6
+
+
+def test_two_ops_starting_together_the_one_on_the_event_thread_wins() -> None:
+    """Two ops of one name within the tolerance (two threads dispatching at once): the event's thread decides;
+    on a thread neither is on, the nearer start."""
+    import numpy as np
+
+    from neuron_prof.loaders.explorer_capture import HostOps
+    from neuron_prof.model import TraceBuilder
+
+    b = TraceBuilder()
+    t1, t2 = b.thread_track(1, 11), b.thread_track(1, 22)
+    r1 = b.add_slice(t1, 1_000_000, 10, "aten::mm", "cpu_op")
+    r2 = b.add_slice(t2, 1_000_400, 10, "aten::mm", "cpu_op")
+    join = HostOps(b)
+    got = join(np.array([22, 11, 99, 99]), ["aten::mm", "aten::add"], np.array([0, 0, 0, 1]),
+               np.array([1_000_000, 1_000_400, 1_000_350, 1_000_000]))
+    assert got.tolist() == [r2, r1, r2, -1]
+    assert (join.asked, join.joined, join.other_thread) == (4, 3, 1)

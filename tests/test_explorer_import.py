@@ -79,9 +79,9 @@ def test_added_to_a_capture_the_framework_events_join_its_host_ops(profile) -> N
                                          f"aten::mm#{k}", "cpu_op") for k in range(3)}
     asked: list[tuple[int, str, int]] = []
 
-    def host_row(tid: int, name: str, ts: int) -> int:
-        asked.append((tid, name, ts))
-        return ops.get(name, -1)
+    def host_row(tid, names, name_idx, ts):  # the batch join (explorer.HostRow)
+        asked.extend((int(t), names[int(k)], int(s)) for t, k, s in zip(tid, name_idx, ts))
+        return np.asarray([ops.get(names[int(k)], -1) for k in name_idx], dtype=np.int64)
 
     warnings, wall = add_explorer(b, folder, host_row)
     tr = b.build()

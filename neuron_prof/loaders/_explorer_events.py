@@ -45,8 +45,9 @@ def device_process(b: TraceBuilder, pcore: int) -> int:
     return b.process(pid, name=pid, kind=ProcessKind.DEVICE, sort_index=DEVICE_SORT + pcore)
 
 
-HostRow = Callable[[int, str, int], int]
-"""(thread id, op name, ns) -> row of the host op already in the builder that is that framework event, or -1."""
+HostRow = Callable[[np.ndarray, list[str], np.ndarray, np.ndarray], np.ndarray]
+"""(thread ids, distinct names, each event's index into them, start ns) of the framework events -> for each,
+the row of the host op already in the builder that is that event, or -1 (one call for all of them)."""
 
 
 def add_system_events(b: TraceBuilder, tables: Tables, warnings: list[str],
@@ -78,8 +79,9 @@ def add_system_events(b: TraceBuilder, tables: Tables, warnings: list[str],
     names, name_idx = _codes(t.column("name").fill_null(""))
     row_of = np.full(len(kind), -1, dtype=np.int64)
     if host_row is not None:  # framework events (dispatch and driver) the host trace already holds
-        for i in np.flatnonzero(kind <= 1).tolist():
-            row_of[i] = host_row(int(tid[i]), names[name_idx[i]], int(start[i]))
+        fw = np.flatnonzero(kind <= 1)
+        if len(fw):
+            row_of[fw] = host_row(tid[fw], names, name_idx[fw], start[fw])
     keep = row_of < 0  # joined rows are not added again; a framework event the host lacks is added
     row_of[keep] = b.n_slices + np.arange(int(keep.sum()))
     k = np.flatnonzero(keep)

@@ -72,7 +72,7 @@ def capture_trace_json(profile: Path) -> Path | None:
 
 class HostOps:
     """The slices trace.json put in the builder, found by name and start for the profile's framework events
-    (an `explorer.HostRow`): sorted columns, a binary search per event."""
+    (an `explorer.HostRow`): sorted columns, one vectorised binary search per distinct name."""
 
     def __init__(self, b: TraceBuilder, tol_ns: int = JOIN_TOL_NS) -> None:
         self._strings, self._tol = b.strings, tol_ns
@@ -83,24 +83,31 @@ class HostOps:
         self._tid = tids[np.asarray(b.s_track, dtype=np.int64)[self._order]] if len(name) else self._name
         self.asked = self.joined = self.other_thread = 0
 
-    def __call__(self, tid: int, name: str, ts: int) -> int:
-        self.asked += 1
-        nid = self._strings.get(name)
-        if nid is None:
-            return -1
-        lo, hi = np.searchsorted(self._name, nid, "left"), np.searchsorted(self._name, nid, "right")
-        a = lo + int(np.searchsorted(self._ts[lo:hi], ts - self._tol, "left"))
-        z = lo + int(np.searchsorted(self._ts[lo:hi], ts + self._tol, "right"))
-        if a >= z:
-            return -1
-        cand = np.arange(a, z)
-        same = cand[self._tid[cand] == tid]
-        if not len(same):
-            self.other_thread += 1  # Explorer's thread id is not Kineto's: joined by name and time alone
-        pick = same if len(same) else cand
-        j = int(pick[np.argmin(np.abs(self._ts[pick] - ts))])
-        self.joined += 1
-        return int(self._order[j])
+    def __call__(self, tid: np.ndarray, names: list[str], name_idx: np.ndarray, ts: np.ndarray) -> np.ndarray:
+        out = np.full(len(ts), -1, dtype=np.int64)
+        self.asked += len(ts)
+        for k, name in enumerate(names):
+            q = np.flatnonzero(name_idx == k)
+            nid = self._strings.get(name)
+            if not len(q) or nid is None:
+                continue
+            lo, hi = np.searchsorted(self._name, nid, "left"), np.searchsorted(self._name, nid, "right")
+            block = self._ts[lo:hi]
+            a = lo + np.searchsorted(block, ts[q] - self._tol, "left")
+            z = lo + np.searchsorted(block, ts[q] + self._tol, "right")
+            one = z - a == 1  # the usual case: one op of that name starts there
+            out[q[one]] = a[one]
+            for j in np.flatnonzero(z - a > 1).tolist():  # several: same thread first, then the nearest start
+                cand = np.arange(a[j], z[j])
+                same = cand[self._tid[cand] == tid[q[j]]]
+                pick = same if len(same) else cand
+                out[q[j]] = pick[np.argmin(np.abs(self._ts[pick] - ts[q[j]]))]
+        hit = out >= 0
+        # Explorer's thread id need not be Kineto's: those are joined by name and time alone
+        self.other_thread += int((self._tid[out[hit]] != tid[hit]).sum())
+        self.joined += int(hit.sum())
+        out[hit] = self._order[out[hit]]
+        return out
 
 
 def load_capture(profile: Path, trace_json: Path, source: Path | None = None) -> Trace:

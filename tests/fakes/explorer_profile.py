@@ -57,6 +57,9 @@ def write_profile(folder: Path, version: str = "7.4.0", extra_columns: bool = Fa
     runtime execution (flow id 100 + k) 150 µs after it starts. `t0`: the profile's start (Unix ns)."""
     folder.mkdir(parents=True, exist_ok=True)
     w = Written()
+    if ops is None:
+        ops = [(f"aten::mm#{k}", t0 + 1_000_000 + k * 2_000_000, TID) for k in range(3)]
+    t_end = max(t0 + 10_000_000, max(t for _, t, _ in ops) + 1_500_000)  # the last runtime event's end
     i64, s, f64 = pa.int64(), pa.string(), pa.float64()
     _write(folder, "Warning", {"message": (["dropped 12 events: ring buffer full on nc 0"], s),
                                "category": (["data_loss"], s)})
@@ -65,13 +68,11 @@ def write_profile(folder: Path, version: str = "7.4.0", extra_columns: bool = Fa
         "profile_schema_version": ([version], s), "instance_type": (["trn2.48xlarge"], s),
         "runtime_version": (["2.31.0"], s), "compiler_version": (["2.31.1"], s), "driver_version": (["2.25"], s),
         "neuroncore_idx": ([0], i64), "neuron_device_idx": ([0], i64), "first_hw_timestamp": ([t0], i64),
-        "last_hw_timestamp": ([t0 + 10_000_000], i64), "is_simulation": ([False], pa.bool_())}, extra=extra_columns)
+        "last_hw_timestamp": ([t_end], i64), "is_simulation": ([False], pa.bool_())}, extra=extra_columns)
     _write(folder, "SystemProfileMetadata", {
-        "first_ts_ns": ([str(t0)], s), "last_ts_ns": ([str(t0 + 10_000_000)], s), "ntff_version": ([3], i64),
+        "first_ts_ns": ([str(t0)], s), "last_ts_ns": ([str(t_end)], s), "ntff_version": ([3], i64),
         "hbm_capacity_bytes": ([HBM_CAPACITY], i64)})
     rows: list[dict[str, Any]] = []
-    if ops is None:
-        ops = [(f"aten::mm#{k}", t0 + 1_000_000 + k * 2_000_000, TID) for k in range(3)]
     for k, (op, t, tid) in enumerate(ops):  # framework dispatch → runtime execute (flow k) → hardware execution
         rows.append(dict(name=op, start_ts=t, end_ts=t + 200_000, src="framework", nc=-1, pcore=-1,
                          flow=[str(100 + k)], stream=None, tid=tid))
