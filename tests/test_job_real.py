@@ -321,3 +321,33 @@ async def test_tui_on_the_job_opens_the_chosen_rank(job: Path, size: tuple[int, 
 def test_tui_serve_of_a_job_is_one_line(job: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tui", str(job), "--serve"]) == 2
     assert capsys.readouterr().err.startswith("neuron-prof: error: --serve opens trace files")
+
+
+@pytest.mark.slow
+def test_tui_on_the_job_in_a_real_terminal(job: Path) -> None:
+    """`neuron-prof tui run/` in a pty: the ranks view, enter opens rank 3's trace, q comes back, q exits 0."""
+    from tests.test_tui_serve import _pty_run
+
+    state = {"phase": 0, "at": 0, "t": 0.0, "downs": 0}
+
+    def drive(seen: bytes, fd: int) -> bytes | None:
+        new = seen[state["at"] :]
+        if state["phase"] == 0 and b"Ranks worth opening" in new:
+            state.update(phase=0.5, at=len(seen), t=time.monotonic())
+        if state["phase"] == 0.5 and time.monotonic() - state["t"] > 0.3:  # keys as a person types them
+            state["t"] = time.monotonic()
+            if state["downs"] < LATE:
+                state["downs"] += 1
+                return b"\x1b[B"
+            state.update(phase=1, at=len(seen))
+            return b"\r"
+        if state["phase"] == 1 and f"trace.rank{LATE}.pftrace".encode() in new:
+            state.update(phase=2, at=len(seen))
+            return b"q"
+        if state["phase"] == 2 and b"Ranks worth opening" in new:
+            state.update(phase=3, at=len(seen))
+            return b"q"
+        return None
+
+    code, _ = _pty_run([sys.executable, "-m", "neuron_prof", "tui", str(job)], drive, 120.0)
+    assert state["phase"] == 3 and code == 0, state
