@@ -216,6 +216,9 @@ def first_call_compile(trace: Trace, ctx: Context) -> list[Finding]:
     if new:
         advice = (f"{len(new)} compiles were for new shapes of statements already compiled: pad inputs to a few "
                   f"bucket sizes (see shape_churn). " + advice)
+    modes, launch = launch_modes(trace, first)
+    if modes:
+        advice += " " + _mode_text(modes, launch)
     # Severity: a cold cache paid in warm-up is expected (info); first compiles after warm-up are not. New
     # shapes are shape_churn's alarm (its bucket plan is the fix), not a second one here.
     charged = sum(c.dur for c in steady)
@@ -232,6 +235,7 @@ def first_call_compile(trace: Trace, ctx: Context) -> list[Finding]:
             for op, cs in ops[:20]
         ],
         "rows": [c.row for c in first[:200]],
+        **({"launch_modes": dict(modes), "NEURON_LAUNCH_BLOCKING": launch} if modes else {}),
         **split,
     }
     return [
@@ -249,6 +253,34 @@ def first_call_compile(trace: Trace, ctx: Context) -> list[Finding]:
             ts_ns=int(ts.min()),
         )
     ]
+
+
+MODE_ARG = "mode"
+"""Compile event arg the Neuron adapter writes: "blocking" (the op waited) or "async" (the compile thread)."""
+
+
+def launch_modes(trace: Trace, items: list[_Compile]) -> tuple[Counter[str], str | None]:
+    """How many of `items` ran in each NEURON_LAUNCH_BLOCKING mode (their ``mode`` arg), and the variable as the
+    capture saw it (``metadata["compile_cache"]``: "1", "0" or "unset"); empty for traces without modes."""
+    modes = Counter(str(c.args.get(MODE_ARG)) for c in items if c.args.get(MODE_ARG) in ("blocking", "async"))
+    cc = trace.metadata.get("compile_cache")
+    launch = cc.get("NEURON_LAUNCH_BLOCKING") if isinstance(cc, dict) else None
+    return modes, str(launch) if launch is not None else None
+
+
+def _mode_text(modes: Counter[str], launch: str | None) -> str:
+    """The sentence saying which mode ran (torch-neuronx-facts, "Corrections": release builds block, "1", unless
+    NEURON_LAUNCH_BLOCKING is set; "0" compiles on a background thread)."""
+    env = ("NEURON_LAUNCH_BLOCKING unset: the release default" if launch == "unset" else
+           f"NEURON_LAUNCH_BLOCKING={launch}" if launch else "NEURON_LAUNCH_BLOCKING not recorded")
+    if set(modes) == {"async"}:
+        return (f"Compiles ran asynchronously ({env}) on the runtime's compile thread: the time shown is what the "
+                f"host waited for them, charged to each wait (sync, .item(), copy to host) that overlapped one.")
+    if set(modes) == {"blocking"}:
+        return (f"Compiles blocked the host ({env}): each op waited for its own compile; with "
+                f"NEURON_LAUNCH_BLOCKING=0 the host runs on while the runtime compiles and pays only where it waits.")
+    return (f"Both modes ran ({env}): {modes['blocking']} blocking compiles (the op waited) and {modes['async']} "
+            f"asynchronous ones (the host paid at its waits).")
 
 
 def _in_steady(ctx: Context, items: list[_Compile]) -> list[_Compile]:
