@@ -188,3 +188,11 @@ def test_progress_bar_names_each_rank_on_a_terminal(
     err = capsys.readouterr().err
     assert "\x1b[32m0/4" in err and "\x1b[32m4/4" in err  # the bar (rich), from none to every rank
     assert err.count("neuron-prof: warning: ") == 1 and "trace.rank3.json" in err
+
+
+def test_a_job_where_no_rank_loads_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for r in range(2):
+        (tmp_path / f"trace.rank{r}.json").write_text("[")
+    assert main(["summary", str(tmp_path), "--workers", "0"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 3 and err[-1] == "neuron-prof: error: no rank could be analysed (2 failed; each said why above)"

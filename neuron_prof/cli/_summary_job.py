@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from neuron_prof.cli._progress import steps
+from neuron_prof.errors import UsageError
 
 
 def job_document(
@@ -35,6 +36,8 @@ def job_document(
 
         with runner:
             js = job_summary(sources, runner, args=list(traces), warmup_steps=warmup_steps, on_done=on_done)
+    if not any(r.get("status") == "ok" for r in js.ranks):
+        raise UsageError(f"no rank could be analysed ({len(sources)} failed; each said why above)")
     return js.to_dict()
 
 
