@@ -5,6 +5,8 @@ tables written to the documented schema, joined both ways the facts allow."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +100,13 @@ def test_capture_folder_is_one_trace(tmp_path: Path, host_json: Path) -> None:
     assert md[EXPLORER_KEY]["framework_join"]["joined"] == 3 and md[EXPLORER_KEY]["collectives"] == 3
     wall = md[Meta.WALL]
     assert wall[0] <= int(host.slices.ts_ns.min()) and wall[1] >= ops[-1][1] + 1_500_000
+    # as a user runs it: the folder converted by a neuron-prof process keeps the ops, the device and the links
+    out = tmp_path / "one.pftrace"
+    p = subprocess.run([sys.executable, "-m", "neuron_prof", "convert", str(pid_dir), str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    conv = load(out)
+    assert len(_mm_rows(conv)) == 3 and len(conv.flows.src) == len(tr.flows.src)
     # the tables may sit beside the capture folder instead (<ts>_parquet, what neuron-prof's capture asks for)
     other, _ = _capture(tmp_path / "beside", host_json, tables=f"../{TS}_parquet")
     assert (other / f"{TS}_parquet" / "Metadata.parquet").exists()

@@ -70,7 +70,7 @@ def test_without_neuron_explorer_the_command_is_printed(tmp_path: Path, fake: fk
                                                         capfd: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "empty").mkdir()
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    s = _run(tmp_path, device_profile=True)
+    s = _run(tmp_path, device_profile=True, probes=["compile"])  # a probe selection keeps the device profile
     err = capfd.readouterr().err
     cap = next((tmp_path / "neuron_profile").glob("*_pid_*/*/"))
     cmd = f"neuron-explorer view -d {cap} --output-format parquet --output-file {cap}_parquet"

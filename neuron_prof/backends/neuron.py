@@ -118,6 +118,8 @@ class NeuronBackend(ProbeBackend):
         except Exception as e:  # noqa: BLE001  (the profiler never breaks the user's program)
             ctx.errors.append({"probe": "metrics", "phase": "start", "error": f"{type(e).__name__}: {e}"})
         super().start(ctx)
+        if self._device_profile is not None and self._device_profile not in self.probes:
+            self.probes.append(self._device_profile)  # asked for by name: probes=[...] does not drop it
 
     def stop(self, ctx: CaptureContext) -> None:
         """The probes, then metrics back to the state the capture found."""
