@@ -51,6 +51,7 @@ class InProcessRunner:
     """Runs every task here, one after another (no cluster: small jobs and the baseline of `bench fleet`)."""
 
     description = "in this process"
+    scheduler: str | None = None
 
     def __enter__(self) -> InProcessRunner:
         return self

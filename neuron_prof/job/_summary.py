@@ -11,7 +11,7 @@ Two rounds of tasks: every rank's piece (`rank_piece`), then the cause of each l
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -36,11 +36,13 @@ VERSION = 1
 
 class Runner(Protocol):
     description: str
+    scheduler: str | None
+    """The cluster's address when the tasks run on an existing one."""
 
     def map(
         self,
         fn: Callable[..., Any],
-        args: list[tuple[Any, ...]],
+        args: Sequence[tuple[Any, ...]],
         on_done: Callable[[int, TaskResult], None] | None = None,
     ) -> list[TaskResult]: ...
 
@@ -135,7 +137,7 @@ def job_summary(
         # merge reads every rank named: without the ones that failed to load, name the others one by one
         named = args if args is not None and not failed else [p.source for p in pieces]
         # on a cluster, merge's first pass (every rank read once) goes there too
-        on = ["--scheduler", str(runner.scheduler)] if getattr(runner, "scheduler", None) else []
+        on = ["--scheduler", runner.scheduler] if runner.scheduler else []
         opener = ranks_to_open(pieces, found, [*named, *on])
         if opener is not None:
             found.append(opener)

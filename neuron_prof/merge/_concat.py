@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.model import ArgsStore, Meta, StringTable, Trace
+from neuron_prof.model import ArgsStore, Meta, Process, StringTable, Trace, Track
 from neuron_prof.model._tables import CounterTable, FlowTable, InstantTable, SliceTable
 
 PID_STRIDE = 10_000_000
@@ -57,7 +57,8 @@ def shift_steps(steps: list[Any], shift_ns: int) -> list[Any]:
 def concat_ranks(traces: list[Trace]) -> Trace:
     """One Trace holding the ranks of a merge (each made by `rank_trace`) one after the other."""
     strings = StringTable()
-    processes, tracks = [], []
+    processes: list[Process] = []
+    tracks: list[Track] = []
     cols: dict[str, list[np.ndarray]] = {k: [] for k in ("s_ts", "s_dur", "s_track", "s_name", "s_cat", "s_args",
                                                           "i_ts", "i_track", "i_name", "i_cat", "i_args",
                                                           "c_ts", "c_track", "c_val",
