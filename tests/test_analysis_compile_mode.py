@@ -23,13 +23,15 @@ def _trace(modes: list[str | None], launch: str | None):
         args = {Arg.COMPILE_KIND: "eager", Arg.SIGNATURE: f"op{k}[f32]", **({"mode": mode} if mode else {})}
         b.add_slice(comp, t + MS, 20 * MS, f"aten::op{k}", "neuron_prof.compile", args)
     if launch is not None:
-        b.metadata["compile_cache"] = {"NEURON_LAUNCH_BLOCKING": launch, "modes": sorted({m for m in modes if m})}
+        b.metadata["compile_cache"] = {"NEURON_LAUNCH_BLOCKING": launch,
+                                       "modes": sorted({m for m in modes if m})}
     return b.build()
 
 
 @pytest.mark.parametrize(("modes", "launch", "says"), [
     (["async", "async"], "0", "Compiles ran asynchronously (NEURON_LAUNCH_BLOCKING=0)"),
-    (["blocking", "blocking"], "unset", "Compiles blocked the host (NEURON_LAUNCH_BLOCKING unset: the release default)"),
+    (["blocking", "blocking"], "unset",
+     "Compiles blocked the host (NEURON_LAUNCH_BLOCKING unset: the release default)"),
     (["blocking", "async"], "1", "Both modes ran (NEURON_LAUNCH_BLOCKING=1): 1 blocking compiles"),
 ])
 def test_the_finding_names_the_mode(modes: list[str], launch: str, says: str) -> None:

@@ -1,6 +1,6 @@
 """A runtime output folder (``<instance>_pid_<pid>/<timestamp>/`` with torch.profiler's trace.json and the
-processed Neuron Explorer tables) loads as ONE trace: host ops from a real torch.profiler run, device work from
-tables written to the documented schema, joined both ways the facts allow."""
+processed Neuron Explorer tables) loads as ONE trace: host ops from a real torch.profiler run, device work
+from tables written to the documented schema, joined both ways the facts allow."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import orjson
 import pytest
 
@@ -25,7 +24,7 @@ TS = "20261201_120000"
 
 @pytest.fixture(scope="module")
 def host_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """trace.json of a real torch.profiler run: three x @ x under autograd (aten::mm has a Sequence number)."""
+    """trace.json of a real torch.profiler run: three x @ x under autograd (aten::mm: a Sequence number)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -64,12 +63,13 @@ def _capture(root: Path, host_json: Path, *, rank: int | None = None, thread_id:
                                        "args": {"nrt_sequence_id": nrt}})
             mapping.append({"nrta_seq_id": nrt, "framework_op_exec_ids": [{"seq_nr": seq_nr, "th_id": 1,
                                                                            "stream_id": 0}]})
-        (folder / "framework_mapping_1764000000.json").write_bytes(orjson.dumps({"version": 1, "data": mapping}))
+        doc_map = orjson.dumps({"version": 1, "data": mapping})
+        (folder / "framework_mapping_1764000000.json").write_bytes(doc_map)
     (folder / "trace.json").write_bytes(orjson.dumps(doc))
     host = load(folder / "trace.json")
     rows = [r for r in range(len(host.slices)) if host.slice_name(r) == "aten::mm"]
-    ops = [("aten::mm", int(host.slices.ts_ns[r]) + shift_ns,
-            thread_id if thread_id is not None else int(host.tracks[int(host.slices.track[r])].tid)) for r in rows]
+    tid = [int(host.tracks[int(host.slices.track[r])].tid) if thread_id is None else thread_id for r in rows]
+    ops = [("aten::mm", int(host.slices.ts_ns[r]) + shift_ns, t) for r, t in zip(rows, tid)]
     write_profile((folder / tables).resolve(), ops=ops, pid=pid, t0=min(t for _, t, _ in ops) - 1_000_000)
     return folder.parent, ops
 
@@ -85,7 +85,8 @@ def test_capture_folder_is_one_trace(tmp_path: Path, host_json: Path) -> None:
     # host ops once (the profile's framework events are trace.json's ops, not added again)
     assert len(_mm_rows(tr)) == len(_mm_rows(host)) == len(ops) == 3
     # each runtime execution links from the very host op on the Kineto thread, 150 µs after it starts
-    pairs = {int(a): int(z) for a, z in zip(tr.flows.src, tr.flows.dst) if tr.slice_name(int(z)) == "nrt_execute"}
+    pairs = {int(a): int(z) for a, z in zip(tr.flows.src, tr.flows.dst)
+             if tr.slice_name(int(z)) == "nrt_execute"}
     assert sorted(pairs) == _mm_rows(tr)
     for a, z in pairs.items():
         t = tr.tracks[int(tr.slices.track[a])]
@@ -94,7 +95,8 @@ def test_capture_folder_is_one_trace(tmp_path: Path, host_json: Path) -> None:
     # device tracks and the runtime's per-core track in the same host process as the ops
     assert "neuron:0 tensor engine" in {tr.tracks[int(i)].name for i in tr.track_ids(TrackKind.DEVICE)}
     rt = next(t for t in tr.tracks if t.name == "neuron_rt nc 0")
-    assert tr.processes[rt.process].pid == tr.processes[tr.tracks[int(tr.slices.track[_mm_rows(tr)[0]])].process].pid
+    op_track = tr.tracks[int(tr.slices.track[_mm_rows(tr)[0]])]
+    assert tr.processes[rt.process].pid == tr.processes[op_track.process].pid
     md = tr.metadata
     assert md[Meta.CLOCK] == "unix" and md[Meta.SOURCE_FORMAT] == "neuron_capture"
     assert md[EXPLORER_KEY]["framework_join"]["joined"] == 3 and md[EXPLORER_KEY]["collectives"] == 3
@@ -113,7 +115,8 @@ def test_capture_folder_is_one_trace(tmp_path: Path, host_json: Path) -> None:
     assert load(other).metadata[EXPLORER_KEY]["framework_join"]["joined"] == 3
 
 
-def test_framework_events_join_by_name_and_time_when_thread_ids_differ(tmp_path: Path, host_json: Path) -> None:
+def test_framework_events_join_by_name_and_time_when_thread_ids_differ(tmp_path: Path,
+                                                                       host_json: Path) -> None:
     """Explorer's thread id need not be Kineto's: the join falls back to name and start; an event that starts
     elsewhere is not forced onto an op (it is added from the profile, and the load says so)."""
     pid_dir, _ = _capture(tmp_path / "a", host_json, thread_id=999_999)
@@ -128,9 +131,9 @@ def test_framework_events_join_by_name_and_time_when_thread_ids_differ(tmp_path:
 
 
 def test_driver_events_link_through_the_framework_mapping(tmp_path: Path, host_json: Path) -> None:
-    """``seq_nr`` equal to the op's Sequence number, one above it (peek() after the op made its autograd node),
-    and a ``th_id`` that is RecordFunction's counter (1), not the OS thread id: all three link to the op that
-    was running; an unknown seq_nr links nowhere."""
+    """``seq_nr`` equal to the op's Sequence number, one above it (peek() after the op made its autograd
+    node), and a ``th_id`` that is RecordFunction's counter (1), not the OS thread id: all three link to the
+    op that was running; an unknown seq_nr links nowhere."""
     doc = orjson.loads(host_json.read_bytes())
     seq = [int(e["args"]["Sequence number"]) for e in _mm_events(doc)]
     pid_dir, _ = _capture(tmp_path, host_json, driver=[(1, 0, seq[0]), (2, 1, seq[1] + 1), (3, 2, 10**9)])
@@ -142,7 +145,8 @@ def test_driver_events_link_through_the_framework_mapping(tmp_path: Path, host_j
         a = src[name]
         assert tr.slice_args(a)["Sequence number"] == seq[k]
         d = next(r for r in range(len(tr.slices)) if tr.slice_name(r) == name)
-        assert int(tr.slices.ts_ns[a]) <= int(tr.slices.ts_ns[d]) <= int(tr.slices.ts_ns[a] + tr.slices.dur_ns[a])
+        a0, a1 = int(tr.slices.ts_ns[a]), int(tr.slices.ts_ns[a] + tr.slices.dur_ns[a])
+        assert a0 <= int(tr.slices.ts_ns[d]) <= a1
     assert tr.metadata[EXPLORER_KEY]["framework_join"]["mapping_links"] == 2
 
 
@@ -157,7 +161,8 @@ def test_one_rank_per_pid_folder_for_merge_and_the_job_summary(tmp_path: Path, h
     assert main(["summary", str(run), "--workers", "0"]) == 0
     out = capsys.readouterr().out
     rows = [ln.split() for ln in out.splitlines() if ln.strip()[:1].isdigit()]
-    assert "2 rank(s)" in out and [r[0] for r in rows] == ["0", "1"] and all(any(x.endswith("%") for x in r) for r in rows)
+    assert "2 rank(s)" in out and [r[0] for r in rows] == ["0", "1"]
+    assert all(any(x.endswith("%") for x in r) for r in rows)  # device busy per rank
     merged = tmp_path / "merged.json"
     assert main(["merge", str(run), "-o", str(merged)]) == 0
     tr = load(merged)

@@ -1,6 +1,7 @@
-"""``profile(device_profile=...)`` on Trainium: NeuronConfig as experimental_config, export through NeuronProfiler,
-neuron-explorer after the block (or the command to run), the device timeline joined into the session's trace.
-torch_neuronx.profiling and neuron-explorer are fakes with the documented shapes (tests/fakes)."""
+"""``profile(device_profile=...)`` on Trainium: NeuronConfig as experimental_config, export through
+NeuronProfiler, neuron-explorer after the block (or the command to run), the device timeline joined into the
+session's trace. torch_neuronx.profiling and neuron-explorer are fakes with the documented shapes
+(tests/fakes)."""
 
 from __future__ import annotations
 
@@ -74,7 +75,8 @@ def test_without_neuron_explorer_the_command_is_printed(tmp_path: Path, fake: fk
     err = capfd.readouterr().err
     cap = next((tmp_path / "neuron_profile").glob("*_pid_*/*/"))
     cmd = f"neuron-explorer view -d {cap} --output-format parquet --output-file {cap}_parquet"
-    assert "neuron-explorer is not on PATH" in err and cmd in err and f"neuron-prof summary {cap.parent}" in err
+    assert "neuron-explorer is not on PATH" in err and cmd in err
+    assert f"neuron-prof summary {cap.parent}" in err
     assert s.trace.metadata["device_profile"]["to_run"] == [cmd]
     assert fnp.explorer_main(cmd.split()[1:]) == 0  # the user runs it, then loads the pid folder
     mm, src = _mm_links(load(cap.parent))
@@ -83,7 +85,7 @@ def test_without_neuron_explorer_the_command_is_printed(tmp_path: Path, fake: fk
 
 def test_privateuse1_is_asked_for_only_with_a_device_profile(tmp_path: Path, fake: fk.FakeNeuronx,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """On hardware the PrivateUse1 activity starts the runtime's capture (files, ~5 GB HBM): never by default."""
+    """On hardware the PrivateUse1 activity starts the runtime's capture (files, ~5 GB HBM): opt-in."""
     monkeypatch.setattr(torch.profiler, "supported_activities",
                         lambda: {ProfilerActivity.CPU, ProfilerActivity.PrivateUse1})
     assert NeuronBackend(fake.module).profiler_options() == {"activities": [ProfilerActivity.CPU]}

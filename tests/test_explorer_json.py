@@ -1,5 +1,5 @@
-"""Neuron Explorer's legacy JSON export (system_profile.json, shaped as AWS's get-started guide shows it) loads
-what it has and says what it lacks."""
+"""Neuron Explorer's legacy JSON export (system_profile.json, shaped as AWS's get-started guide shows
+it) loads what it has and says what it lacks."""
 
 from __future__ import annotations
 
@@ -52,8 +52,8 @@ def test_events_load_on_a_track_per_group(tmp_path: Path, shape: str) -> None:
         assert tr.counters.value.tolist() == [1000.0, 1001.0, 1002.0]
 
 
-def test_a_renamed_export_is_recognised_and_bad_ones_are_clear_errors(tmp_path: Path,
-                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_renamed_export_is_recognised_and_bad_ones_are_clear_errors(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "integrated_trace.json"  # --output-file names it
     path.write_bytes(orjson.dumps({"Neuron_Runtime_API_Event": RUNTIME}))
     assert len(load(path).slices) == 4

@@ -260,27 +260,29 @@ MODE_ARG = "mode"
 
 
 def launch_modes(trace: Trace, items: list[_Compile]) -> tuple[Counter[str], str | None]:
-    """How many of `items` ran in each NEURON_LAUNCH_BLOCKING mode (their ``mode`` arg), and the variable as the
-    capture saw it (``metadata["compile_cache"]``: "1", "0" or "unset"); empty for traces without modes."""
-    modes = Counter(str(c.args.get(MODE_ARG)) for c in items if c.args.get(MODE_ARG) in ("blocking", "async"))
+    """How many of `items` ran in each NEURON_LAUNCH_BLOCKING mode (their ``mode`` arg), and the variable
+    as the capture saw it (``metadata["compile_cache"]``: "1", "0" or "unset"); empty without modes."""
+    modes = Counter(str(c.args[MODE_ARG]) for c in items if c.args.get(MODE_ARG) in ("blocking", "async"))
     cc = trace.metadata.get("compile_cache")
     launch = cc.get("NEURON_LAUNCH_BLOCKING") if isinstance(cc, dict) else None
     return modes, str(launch) if launch is not None else None
 
 
 def _mode_text(modes: Counter[str], launch: str | None) -> str:
-    """The sentence saying which mode ran (torch-neuronx-facts, "Corrections": release builds block, "1", unless
-    NEURON_LAUNCH_BLOCKING is set; "0" compiles on a background thread)."""
+    """The sentence saying which mode ran (torch-neuronx-facts, "Corrections": release builds block, "1",
+    unless NEURON_LAUNCH_BLOCKING is set; "0" compiles on a background thread)."""
     env = ("NEURON_LAUNCH_BLOCKING unset: the release default" if launch == "unset" else
            f"NEURON_LAUNCH_BLOCKING={launch}" if launch else "NEURON_LAUNCH_BLOCKING not recorded")
     if set(modes) == {"async"}:
-        return (f"Compiles ran asynchronously ({env}) on the runtime's compile thread: the time shown is what the "
-                f"host waited for them, charged to each wait (sync, .item(), copy to host) that overlapped one.")
+        return (f"Compiles ran asynchronously ({env}) on the runtime's compile thread: the time shown is "
+                f"what the host waited for them, charged to each wait (sync, .item(), copy to host) that "
+                f"overlapped one.")
     if set(modes) == {"blocking"}:
         return (f"Compiles blocked the host ({env}): each op waited for its own compile; with "
-                f"NEURON_LAUNCH_BLOCKING=0 the host runs on while the runtime compiles and pays only where it waits.")
-    return (f"Both modes ran ({env}): {modes['blocking']} blocking compiles (the op waited) and {modes['async']} "
-            f"asynchronous ones (the host paid at its waits).")
+                f"NEURON_LAUNCH_BLOCKING=0 the host runs on while the runtime compiles and pays only where "
+                f"it waits.")
+    return (f"Both modes ran ({env}): {modes['blocking']} blocking compiles (the op waited) and "
+            f"{modes['async']} asynchronous ones (the host paid at its waits).")
 
 
 def _in_steady(ctx: Context, items: list[_Compile]) -> list[_Compile]:

@@ -3,14 +3,15 @@ Explorer tables of the same process (driver, runtime and hardware work), on one 
 
     trace = load_folder("output/i-0abc_pid_4242/")   # the pid folder, its <timestamp>/, or the tables' folder
 
-Sources: shared/design/neuron-explorer-facts.md ("Capture": one ``<instance-id>_pid_<pid>/<timestamp>/`` folder
-per process, holding the runtime's files and ``trace.json``, torch.profiler's Kineto JSON; "Processing": table
-times are ns on the host clock, aligned by the tool) and torch-neuronx-facts.md ("Corrections": the
-``framework_mapping_<ts>.json`` written beside them; ``th_id`` is not the OS thread id; ``seq_nr`` may be one
-above the Kineto "Sequence number").
+Sources: shared/design/neuron-explorer-facts.md ("Capture": one ``<instance-id>_pid_<pid>/<timestamp>/``
+folder per process, holding the runtime's files and ``trace.json``, torch.profiler's Kineto JSON;
+"Processing": table times are ns on the host clock, aligned by the tool) and torch-neuronx-facts.md
+("Corrections": the ``framework_mapping_<ts>.json`` written beside them; ``th_id`` is not the OS thread id;
+``seq_nr`` may be one above the Kineto "Sequence number").
 
 The processed tables are looked for in the capture folder itself, one folder below it, or beside it as
-``<timestamp>_parquet`` (the ``--output-file`` neuron-prof's own capture gives ``neuron-explorer view``). Joins:
+``<timestamp>_parquet`` (the ``--output-file`` neuron-prof's own capture gives ``neuron-explorer view``).
+Joins:
 
 * the profile's framework events (``trace_event_source = framework``: dispatch and ``privateuse1_driver``) are
   events trace.json already holds: each is the slice of the same name starting within `JOIN_TOL_NS`, on the
@@ -19,7 +20,8 @@ The processed tables are looked for in the capture folder itself, one folder bel
 * Kineto ``privateuse1_driver`` events with ``nrt_sequence_id`` are linked to the op that submitted them
   through the framework mapping (`framework_mapping.mapping_links`).
 
-The trace's rank is trace.json's (``distributedInfo``), so ``merge`` and the job summary take one pid folder a rank.
+The trace's rank is trace.json's (``distributedInfo``), so ``merge`` and the job summary take one pid
+folder a rank.
 """
 
 from __future__ import annotations
@@ -146,7 +148,8 @@ def load_capture(profile: Path, trace_json: Path, source: Path | None = None) ->
     return b.build()
 
 
-def add_capture_tables(b: TraceBuilder, profile: Path, capture: Path) -> tuple[list[str], tuple[int, int] | None]:
+def add_capture_tables(b: TraceBuilder, profile: Path,
+                       capture: Path) -> tuple[list[str], tuple[int, int] | None]:
     """Add a processed profile's tables to a builder that holds its capture's trace.json ops (a load of the
     folder, or a session that captured it): framework events joined to those ops (`HostOps`), runtime and
     hardware flows from them, trace.json's driver events linked through the mapping files in `capture`.
@@ -159,10 +162,10 @@ def add_capture_tables(b: TraceBuilder, profile: Path, capture: Path) -> tuple[l
     b.metadata[EXPLORER_KEY]["framework_join"] = {"framework_events": ops.asked, "joined": ops.joined,
                                                   "joined_on_other_thread": ops.other_thread,
                                                   "mapping_links": mapped}
-    if ops.joined < ops.asked / 2:  # driver events trace.json lacks (April source) are a few; most is a mismatch
-        warnings.append(f"{ops.asked - ops.joined} of {ops.asked} framework events of the Neuron Explorer profile "
-                        f"match no op in {FRAMEWORK_TRACE} (same name, start within {JOIN_TOL_NS} ns): added "
-                        f"from the profile; are both from the same capture?")
+    if ops.joined < ops.asked / 2:  # driver events trace.json lacks (April source) are few; most: a mismatch
+        warnings.append(f"{ops.asked - ops.joined} of {ops.asked} framework events of the Neuron Explorer "
+                        f"profile match no op in {FRAMEWORK_TRACE} (same name, start within "
+                        f"{JOIN_TOL_NS} ns): added from the profile; are both from the same capture?")
     return warnings, wall
 
 

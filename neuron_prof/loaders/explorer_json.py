@@ -1,14 +1,15 @@
-"""Neuron Explorer's legacy JSON export (``neuron-explorer view --output-format json``: ``system_profile.json``).
+"""Neuron Explorer's legacy JSON export (``neuron-explorer view --output-format json``:
+``system_profile.json``).
 
     trace = load_explorer_json("system_profile.json")   # or the folder holding it
 
-Sources: shared/design/neuron-explorer-facts.md ("Processing": json is legacy and partial; parquet is the complete
-one) and AWS's "Get started with Neuron Explorer" (aws-neuron-sdk tools/neuron-explorer/get-started.rst, "Option C:
-Export to JSON"): the file holds event objects keyed by their type (``Neuron_Runtime_API_Event``,
-``Framework_Event``, ...), each with ``name``, ``timestamp`` [Unix ns], ``duration`` [ns], ``group`` (e.g.
-``nrt-nc-000``, ``framework-80375131``), ``instance_id`` and optionally ``id`` and ``type``; plus ``mem_usage``
-(sampled host memory) and ``cpu_util`` (CPU utilisation per core), whose fields are not documented. Neuron 2.33
-is the last release that writes it.
+Sources: shared/design/neuron-explorer-facts.md ("Processing": json is legacy and partial; parquet is the
+complete one) and AWS's "Get started with Neuron Explorer" (aws-neuron-sdk tools/neuron-explorer/
+get-started.rst, "Option C: Export to JSON"): the file holds event objects keyed by their type
+(``Neuron_Runtime_API_Event``, ``Framework_Event``, ...), each with ``name``, ``timestamp`` [Unix ns],
+``duration`` [ns], ``group`` (e.g. ``nrt-nc-000``, ``framework-80375131``), ``instance_id`` and optionally
+``id`` and ``type``; plus ``mem_usage`` (sampled host memory) and ``cpu_util`` (CPU utilisation per core),
+whose fields are not documented. Neuron 2.33 is the last release that writes it.
 
 Read: every event object, whether the type key maps to one event or a list, or the file is a list of
 ``{type: event}`` objects; a slice per event on a track per (instance, group); numeric fields of ``mem_usage``
@@ -69,14 +70,15 @@ def load_explorer_json(path: str | os.PathLike[str]) -> Trace:
     b = TraceBuilder()
     n = _add_events(b, doc)
     if not n:
-        raise TraceFormatError(p, "no Neuron Explorer event objects (Framework_Event, Neuron_Runtime_API_Event...) "
-                                  "in this JSON")
+        raise TraceFormatError(p, "no Neuron Explorer event objects (Framework_Event, "
+                                  "Neuron_Runtime_API_Event...) in this JSON")
     _add_samples(b, doc, warnings)
     warnings.append(LACKS)
     models = sorted(f.name for f in p.parent.glob("device_profile_model_*.json"))
     if models:
-        warnings.append(f"{', '.join(models[:3])}{', ...' if len(models) > 3 else ''} not read: the legacy device "
-                        "profile JSON's layout is not documented")
+        more = ", ..." if len(models) > 3 else ""
+        warnings.append(f"{', '.join(models[:3])}{more} not read: the legacy device profile JSON's layout is "
+                        "not documented")
     ts = np.asarray(b.s_ts, dtype=np.int64)
     end = ts + np.asarray(b.s_dur, dtype=np.int64)
     md = b.metadata
@@ -88,7 +90,9 @@ def load_explorer_json(path: str | os.PathLike[str]) -> Trace:
 
 def _events(doc: Any) -> Iterator[tuple[str, Mapping[str, Any]]]:
     """(event type, event) for each event object, whatever nesting the export used."""
-    items = doc.items() if isinstance(doc, Mapping) else ((None, x) for x in doc) if isinstance(doc, list) else ()
+    items: Any = doc.items() if isinstance(doc, Mapping) else ()
+    if isinstance(doc, list):
+        items = ((None, x) for x in doc)
     for key, val in items:
         if key in SAMPLE_KEYS:
             continue
@@ -133,7 +137,8 @@ def _add_samples(b: TraceBuilder, doc: Any, warnings: list[str]) -> None:
             continue
         rows = rows if isinstance(rows, list) else [rows]
         used = 0
-        p = b.process("host (Neuron Explorer JSON)", name="host (Neuron Explorer JSON)", kind=ProcessKind.HOST)
+        host = "host (Neuron Explorer JSON)"
+        p = b.process(host, name=host, kind=ProcessKind.HOST)
         for r in rows:
             ts = _int(r.get("timestamp")) if isinstance(r, Mapping) else None
             if ts is None:

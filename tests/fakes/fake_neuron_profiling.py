@@ -3,10 +3,11 @@
 Sources: shared/design/torch-neuronx-facts.md ("Profiler": ``NeuronConfig(modes, max_events_per_nc,
 capture_enabled_for_nc, profile_output_dir, neff_cache_dir)`` passed as ``experimental_config``,
 ``NeuronProfiler(cfg).export_trace`` as ``on_trace_ready``, the framework mapping document) and
-neuron-explorer-facts.md ("Capture": ``<profile_output_dir>/<instance-id>_pid_<pid>/<timestamp>/`` with trace.json
-and, per mode, .neff + .ntff (DEVICE), ntrace.pb + trace_info.pb (RUNTIME); "Processing": ``neuron-explorer view
--d <dir> --output-format parquet``). The fake explorer writes the documented schema (`explorer_profile`) for the
-aten::mm ops of the capture's trace.json, and prints the dropped-events line AWS's troubleshooting guide quotes.
+neuron-explorer-facts.md ("Capture": ``<profile_output_dir>/<instance-id>_pid_<pid>/<timestamp>/`` with
+trace.json and, per mode, .neff + .ntff (DEVICE), ntrace.pb + trace_info.pb (RUNTIME); "Processing":
+``neuron-explorer view -d <dir> --output-format parquet``). The fake explorer writes the documented schema
+(`explorer_profile`) for the aten::mm ops of the capture's trace.json, and prints the dropped-events line
+AWS's troubleshooting guide quotes.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class ProfileMode(enum.Enum):
     HOST_MEMORY = "host_memory"
 
 
-class NeuronConfig(_ExperimentalConfig):  # torch.profiler takes only _ExperimentalConfig as experimental_config
+class NeuronConfig(_ExperimentalConfig):  # torch.profiler's experimental_config must be one
     def __init__(self, modes: list[ProfileMode] | None = None, max_events_per_nc: int = 1_000_000,
                  capture_enabled_for_nc: str | None = None, profile_output_dir: str = "./output",
                  neff_cache_dir: str | None = None, precache_node_info: bool = True) -> None:
@@ -65,7 +66,8 @@ class NeuronProfiler:
         if ProfileMode.DEVICE in self.config.modes:
             (folder / "neff_1.neff").write_bytes(b"\0")
             (folder / "1_instid_0_vnc_0.ntff").write_bytes(b"\0")
-        (folder / f"framework_mapping_{int(time.time())}.json").write_bytes(orjson.dumps({"version": 1, "data": []}))
+        mapping = orjson.dumps({"version": 1, "data": []})
+        (folder / f"framework_mapping_{int(time.time())}.json").write_bytes(mapping)
         NeuronProfiler.exports.append(folder)
 
 
@@ -95,7 +97,7 @@ def write_explorer(bin_dir: Path) -> Path:
 
 
 def explorer_main(argv: list[str]) -> int:
-    """``view -d DIR --output-format parquet --output-file OUT``: the processed profile of DIR's trace.json."""
+    """``view -d DIR --output-format parquet --output-file OUT``: a processed profile of DIR's trace.json."""
     from tests.fakes.explorer_profile import write_profile
 
     if argv[:1] != ["view"] or "-d" not in argv or "--output-file" not in argv:

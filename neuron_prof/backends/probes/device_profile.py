@@ -1,5 +1,5 @@
-"""Device-profile capture on Trainium (``profile(device_profile=...)``): the runtime's own capture, processed by
-``neuron-explorer`` after the block and added to the session's trace.
+"""Device-profile capture on Trainium (``profile(device_profile=...)``): the runtime's own capture,
+processed by ``neuron-explorer`` after the block and added to the session's trace.
 
 Sources: shared/design/torch-neuronx-facts.md ("Profiler") and neuron-explorer-facts.md ("Capture",
 "Processing"). torch.profiler runs with ``experimental_config=NeuronConfig(profile_output_dir=DIR)`` (built by
@@ -42,7 +42,7 @@ _DROPPED = re.compile(r"(\d[\d,]*) trace events were dropped[^\n]*")
 
 
 def explorer_command(capture: Path, exe: str = EXPLORER) -> list[str]:
-    """The neuron-explorer call that turns a capture folder into Parquet tables beside it (``<ts>_parquet``)."""
+    """The neuron-explorer call that writes a capture folder's Parquet tables beside it (``<ts>_parquet``)."""
     from neuron_prof.loaders.explorer_capture import PROCESSED_SUFFIX
 
     return [exe, "view", "-d", str(capture), "--output-format", "parquet", "--output-file",
@@ -91,8 +91,8 @@ class DeviceProfileProbe(Probe):
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=PROCESS_TIMEOUT_S, check=False)
             out = f"{p.stdout}\n{p.stderr}"
             for m in _DROPPED.finditer(out):
-                self.notes.append(f"Neuron runtime capture {cap.name}: {m.group(0).strip()} (the runtime's ring "
-                                  f"buffer, NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC, was full)")
+                self.notes.append(f"Neuron runtime capture {cap.name}: {m.group(0).strip()} (the runtime's "
+                                  f"ring buffer, NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC, was full)")
             if p.returncode != 0:
                 last = (p.stderr.strip() or p.stdout.strip()).splitlines()[-1:] or [f"exit {p.returncode}"]
                 self.pending.append(" ".join(explorer_command(cap)))
