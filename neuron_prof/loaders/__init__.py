@@ -2,7 +2,8 @@
 
 Readers: Chrome/Kineto JSON (`.json`, `.json.gz`, any torch.profiler trace: CUDA, ROCm, MTIA, CPU),
 neuron-prof's own `.pftrace`, and a processed Neuron Explorer profile folder (Parquet tables), with its
-capture's torch.profiler trace.json when the runtime output folder holds one (one trace: host and device).
+capture's torch.profiler trace.json when the runtime output folder holds one (one trace: host and device),
+and Neuron Explorer's legacy JSON export (system_profile.json: partial, said in the load warnings).
 Every reader returns a finished Trace or raises TraceLoadError.
 """
 
