@@ -23,6 +23,7 @@ from neuron_prof.analysis import Finding
 from neuron_prof.model import Meta, Trace
 from tests.conftest import KINETO_DIR
 
+
 # ---- a training loop and counts read without our loader ---------------------------------------------------
 def tiny_model() -> tuple[nn.Module, torch.optim.Optimizer]:
     torch.manual_seed(0)
@@ -53,9 +54,7 @@ def json_complete_count(path: Path) -> int:
 
 def pftrace_slice_count(path: Path) -> int:
     """Slices in a .pftrace: TrackEvent SLICE_BEGIN packets, parsed with the perfetto package's protos."""
-    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace, TrackEvent
-
-    t = Trace()
+    t = TraceProto()
     t.ParseFromString(path.read_bytes())
     return sum(1 for p in t.packet
                if p.HasField("track_event") and p.track_event.type == TrackEvent.TYPE_SLICE_BEGIN)
@@ -63,6 +62,7 @@ def pftrace_slice_count(path: Path) -> int:
 
 def slice_names(trace: Trace) -> set[str]:
     return {trace.strings[int(i)] for i in set(trace.slices.name.tolist())}
+
 
 # ---- findings and Kineto-shaped JSON text ----------------------------------------------------------------
 def one(findings: list[Finding], kind: str, **match: Any) -> Finding:
@@ -177,6 +177,7 @@ def foreign_trace() -> bytes:
     ev(FOREIGN_T0 + 2, C, 13, double_counter_value=2.5e6)
     ev(FOREIGN_T0 + 95, B, 14, name="never ends")
     return tr.SerializeToString()
+
 
 # ---- comparing two Traces ---------------------------------------------------------------------------------
 def assert_same(a: Trace, b: Trace) -> None:
