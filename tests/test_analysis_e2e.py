@@ -31,7 +31,7 @@ SCRIPT = textwrap.dedent(f"""
             y = (x @ w).relu()
             m = y.median()
             v = y.sum().item()
-            prep.preprocess(0.05)
+            prep.preprocess(0.1)
             prof.step()
 """)
 
