@@ -52,7 +52,7 @@ def test_host_ops_link_to_their_runtime_executions(profile) -> None:
     folder, w = profile
     tr = load(folder)
     pairs = [(tr.slice_name(int(a)), tr.slice_name(int(b))) for a, b in zip(tr.flows.src, tr.flows.dst)]
-    assert sorted(pairs) == sorted(w.links)
+    assert sorted(pairs) == sorted(w.links + w.executions)  # op -> runtime (flow id) -> its execution
     first = min(int(z) for z in tr.flows.dst)  # the first runtime execution: row 1 of SystemProfileEvents
     assert tr.slice_args(first) == {"id": 1, "nc_idx": 0, "pcore_idx": 0, "worker_gid": 0}
     host = tr.tracks[int(tr.slices.track[int(tr.flows.src[0])])]
@@ -60,7 +60,7 @@ def test_host_ops_link_to_their_runtime_executions(profile) -> None:
     assert tr.processes[host.process].name == f"i-0abc pid {PID}"
     # each link joins the op to the execution its flow id names (written 150 µs after the op starts)
     assert all(int(tr.slices.ts_ns[int(b)]) - int(tr.slices.ts_ns[int(a)]) == 150_000
-               for a, b in zip(tr.flows.src, tr.flows.dst))
+               for a, b in zip(tr.flows.src, tr.flows.dst) if tr.slice_name(int(b)) == "nrt_execute")
     driver = _names(tr, TrackKind.OTHER)["PrivateUse1 driver stream 3"]
     r = int(np.flatnonzero(tr.slices.track == driver)[0])
     assert tr.slice_name(r) == "neuron::copy_h2d" and tr.s(int(tr.slices.cat[r])) == "privateuse1_driver"
@@ -91,7 +91,9 @@ def test_added_to_a_capture_the_framework_events_join_its_host_ops(profile) -> N
     names = [tr.slice_name(i) for i in range(len(tr.slices))]
     assert names.count("aten::mm#0") == 1 and names.count("neuron::copy_h2d") == 1  # not added twice, not lost
     pairs = [(tr.slice_name(int(a)), tr.slice_name(int(z))) for a, z in zip(tr.flows.src, tr.flows.dst)]
-    assert sorted(pairs) == sorted(w.links) and set(tr.flows.src.tolist()) == set(ops.values())
+    launch = [(a, z) for a, z in zip(tr.flows.src.tolist(), tr.flows.dst.tolist())
+              if tr.slice_name(z) == "nrt_execute"]
+    assert sorted(pairs) == sorted(w.links + w.executions) and {a for a, _ in launch} == set(ops.values())
     assert wall == (T0, T0 + 10_000_000) and warnings == w.warnings
     assert tr.metadata["device_memory_bytes"] == HBM_CAPACITY
 
@@ -244,3 +246,22 @@ def test_summary_subprocess_reads_the_folder(profile) -> None:
     assert p.returncode == 0, p.stderr
     assert "Device busy" in p.stdout and "allgather" in p.stdout.lower()
     assert "ring buffer full" in p.stderr  # Explorer's Warning rows are load warnings
+
+
+def test_a_device_execution_links_from_the_runtime_call_that_holds_it() -> None:
+    """No flow id reaches hardware events: each links from the runtime event on its logical core that
+    holds it, even when a short runtime call started inside the execution; one nothing holds stays alone."""
+    from neuron_prof.loaders._explorer_events import _hardware_links
+    from neuron_prof.model import TraceBuilder
+
+    b = TraceBuilder()
+    tr = b.thread_track(1, 1)
+    events = ((0, 1000, "nrt_execute"), (200, 10, "nrt_tensor_write"), (300, 600, "nc_exec_running"),
+              (5000, 10, "nc_exec_running"), (0, 1000, "nrt_execute"), (100, 50, "nc_exec_running"))
+    rows = [b.add_slice(tr, ts, d, n) for ts, d, n in events]
+    kind = np.array([2, 2, 3, 3, 2, 3])
+    nc = np.array([0, 0, 0, 0, 1, 1])
+    start = np.array([0, 200, 300, 5000, 0, 100])
+    dur = np.array([1000, 10, 600, 10, 1000, 50])
+    _hardware_links(b, kind, nc, start, dur, np.asarray(rows), set())
+    assert sorted(zip(b.f_src, b.f_dst)) == [(rows[0], rows[2]), (rows[4], rows[5])]

@@ -96,7 +96,9 @@ def add_system_events(b: TraceBuilder, tables: Tables, warnings: list[str],
         b.s_cat.extend(cats.tolist())
         kept = t if len(k) == len(kind) else t.take(pa.array(k))
         b.s_args.extend(b.args.add_raw(raw) for raw in _args_json(kept, pc, pa))
+    n_flows = len(b.f_src)
     _flows(b, t, row_of, kind, start, warnings)
+    _hardware_links(b, kind, nc, start, dur, row_of, set(b.f_dst[n_flows:]))
     warnings += ring_full(nc[kind >= 2])
     return {str(s) or "unknown": int(c) for s, c in zip(src_names, np.bincount(src, minlength=len(src_names)))
             if c}
@@ -200,3 +202,44 @@ def _flows(b: TraceBuilder, t: Any, row_of: np.ndarray, kind: np.ndarray, start:
     b.f_id.extend((ids[m] + off).tolist())
     b.f_cat.extend([b.strings.intern(Cat.DEVICE)] * int(m.sum()))
     b.f_name.extend([b.strings.intern("launch")] * int(m.sum()))
+
+
+_LOOK_BACK = 4
+"""Runtime events tried, latest first, for the one holding a hardware event."""
+
+
+def _hardware_links(b: TraceBuilder, kind: np.ndarray, nc: np.ndarray, start: np.ndarray, dur: np.ndarray,
+                    row_of: np.ndarray, linked: set[int]) -> None:
+    """A flow from the runtime event that holds each hardware event no flow id reaches (same logical core
+    ``nc_idx``, of the runtime events starting at or before it the latest still running): the NEFF execution
+    ``nc_exec_running`` inside the ``nrt_execute`` that ran it, so host op → runtime → device is one chain."""
+    rt = np.flatnonzero((kind == 2) & (row_of >= 0))
+    hw = np.flatnonzero((kind == 3) & (row_of >= 0))
+    hw = hw[~np.isin(row_of[hw], np.fromiter(linked, dtype=np.int64, count=len(linked)))]
+    if not len(rt) or not len(hw):
+        return
+    src_all, dst_all = [], []
+    for c in np.unique(nc[hw]).tolist():
+        r = rt[nc[rt] == c]
+        r = r[np.argsort(start[r], kind="stable")]
+        h = hw[nc[hw] == c]
+        j = np.searchsorted(start[r], start[h], "right") - 1
+        got = np.full(len(h), -1, dtype=np.int64)
+        for _ in range(_LOOK_BACK):  # a short runtime call (a tensor write) may start inside the execution
+            open_ = (got < 0) & (j >= 0)
+            jj = np.maximum(j, 0)
+            held = open_ & (start[r[jj]] + dur[r[jj]] >= start[h])
+            got[held] = r[jj[held]]
+            j = np.where(open_ & ~held, j - 1, -1)
+        m = got >= 0
+        src_all.append(row_of[got[m]])
+        dst_all.append(row_of[h[m]])
+    src, dst = np.concatenate(src_all), np.concatenate(dst_all)
+    if not len(src):
+        return
+    off = max(b.f_id, default=0) + 1
+    b.f_src.extend(src.tolist())
+    b.f_dst.extend(dst.tolist())
+    b.f_id.extend(range(off, off + len(src)))
+    b.f_cat.extend([b.strings.intern(Cat.DEVICE)] * len(src))
+    b.f_name.extend([b.strings.intern("execute")] * len(src))

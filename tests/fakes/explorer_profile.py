@@ -27,6 +27,7 @@ class Written:
 
     busy_ns: dict[str, int] = field(default_factory=dict)  # "<pcore>:<engine>" -> merged busy ns
     links: list[tuple[str, str]] = field(default_factory=list)  # (framework op name, runtime event name)
+    executions: list[tuple[str, str]] = field(default_factory=list)  # (runtime event, hardware one inside)
     collectives: list[dict[str, Any]] = field(default_factory=list)
     hbm_total: list[tuple[int, int]] = field(default_factory=list)  # (ts, total_bytes) of device 0, HBM 0
     instructions: dict[str, tuple[int, int]] = field(default_factory=dict)  # engine -> (count, ns)
@@ -81,6 +82,7 @@ def write_profile(folder: Path, version: str = "7.4.0", extra_columns: bool = Fa
         rows.append(dict(name="nc_exec_running", start_ts=t + 300_000, end_ts=t + 1_400_000, src="neuron_hw",
                          nc=0, pcore=0, flow=None, stream=None, tid=tid))
         w.links.append((op, "nrt_execute"))
+        w.executions.append(("nrt_execute", "nc_exec_running"))
     rows.append(dict(name="neuron::copy_h2d", start_ts=t0 + 500_000, end_ts=t0 + 600_000, src="framework", nc=-1,
                      pcore=-1, flow=None, stream=STREAM, tid=TID))  # a privateuse1_driver event: by stream
     _write(folder, "SystemProfileEvents", {
