@@ -53,6 +53,8 @@ def _capture(root: Path, host_json: Path, *, rank: int | None = None, thread_id:
     pid = int(mm[0]["pid"])
     folder = root / f"i-0abc_pid_{pid}" / TS
     folder.mkdir(parents=True)
+    (folder / "ntrace.pb").write_bytes(b"\0")  # the runtime's own files (RUNTIME mode), before processing
+    (folder / "trace_info.pb").write_bytes(b"\0")
     if rank is not None:
         doc["distributedInfo"] = {"backend": "gloo", "rank": rank, "world_size": 2}
     if driver:
@@ -113,6 +115,11 @@ def test_capture_folder_is_one_trace(tmp_path: Path, host_json: Path) -> None:
     other, _ = _capture(tmp_path / "beside", host_json, tables=f"../{TS}_parquet")
     assert (other / f"{TS}_parquet" / "Metadata.parquet").exists()
     assert load(other).metadata[EXPLORER_KEY]["framework_join"]["joined"] == 3
+    # but a trace.json that merely sits above a processed folder (neuron-prof's own output) is not its capture
+    alone = tmp_path / "cwd"
+    write_profile(alone / "profile_pq")
+    shutil.copy(host_json, alone / "trace.json")
+    assert load(alone / "profile_pq").metadata[Meta.SOURCE_FORMAT] == "neuron_explorer"
 
 
 def test_framework_events_join_by_name_and_time_when_thread_ids_differ(tmp_path: Path,

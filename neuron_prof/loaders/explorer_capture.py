@@ -33,7 +33,8 @@ import orjson
 
 from neuron_prof.errors import TraceFormatError
 from neuron_prof.loaders._json_read import read_bytes
-from neuron_prof.loaders.explorer import EXPLORER_KEY, UNIX_NS_MIN, add_explorer, find_profile, load_explorer
+from neuron_prof.loaders.explorer import (EXPLORER_KEY, RAW_CAPTURE, UNIX_NS_MIN, add_explorer, find_profile,
+                                          load_explorer)
 from neuron_prof.loaders.framework_mapping import MappingIndex, mapping_links, read_mapping_file
 from neuron_prof.loaders.kineto_json import parse_kineto_into
 from neuron_prof.model import Cat, KinetoCat, Meta, Trace, TraceBuilder
@@ -61,15 +62,23 @@ def load_folder(folder: Path) -> Trace:
 
 
 def capture_trace_json(profile: Path) -> Path | None:
-    """The trace.json of the capture a processed profile comes from: beside its tables, in the folder above
-    them, or in ``<ts>/`` for tables in ``<ts>_parquet/``; None when there is none."""
-    places = [profile, profile.parent]
+    """The trace.json of the capture a processed profile comes from: beside its tables, else in the capture
+    folder above them or in ``<ts>/`` for tables in ``<ts>_parquet/``, a folder that holds the runtime's own
+    files (ntrace.pb, trace_info.pb, .ntff, a framework mapping): a trace.json that merely sits in the folder
+    above (neuron-prof's own default output name) is not taken for the capture's. None when there is none."""
+    if (profile / FRAMEWORK_TRACE).is_file():
+        return profile / FRAMEWORK_TRACE
+    places = [profile.parent]
     if profile.name.endswith(PROCESSED_SUFFIX):
-        places.insert(1, profile.with_name(profile.name[: -len(PROCESSED_SUFFIX)]))
+        places.insert(0, profile.with_name(profile.name[: -len(PROCESSED_SUFFIX)]))
     for d in places:
-        if (d / FRAMEWORK_TRACE).is_file():
+        if (d / FRAMEWORK_TRACE).is_file() and _is_capture(d):
             return d / FRAMEWORK_TRACE
     return None
+
+
+def _is_capture(folder: Path) -> bool:
+    return any(next(folder.glob(g), None) is not None for g in (*RAW_CAPTURE, MAPPING_GLOB))
 
 
 class HostOps:
