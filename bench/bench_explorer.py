@@ -69,13 +69,16 @@ def write_host(folder: Path, events: int) -> None:
            "args": {"Sequence number": i}} for i, t in enumerate(ts)]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "trace.json").write_bytes(orjson.dumps({"traceEvents": ev}))
+    for raw in ("ntrace.pb", "trace_info.pb"):  # the runtime's own files: what makes it a capture folder
+        (folder / raw).write_bytes(b"\0")
 
 
 _CHILD = {
     "load": "from neuron_prof.loaders.explorer import load_explorer as f; t = f(p); n = len(t.slices)",
     "host": "from neuron_prof.loaders import load; t = load(p.removesuffix('_parquet') + '/trace.json'); "
             "n = len(t.slices)",
-    "capture": "from neuron_prof.loaders import load; t = load(p); n = len(t.slices)",
+    "capture": "from neuron_prof.loaders import load; t = load(p); "
+               "n = t.metadata['neuron_explorer']['framework_join']['joined']",
     "read_whole": ("import pyarrow.parquet as pq, glob; n = sum(pq.read_table(x).num_rows for x in "
                    "glob.glob(p + '/*.parquet'))"),
 }
@@ -111,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{rows['load']['rss_mb'] / rows['read_whole']['rss_mb']:.2f}x memory")
         both = rows["load"]["s"] + rows["host"]["s"]
         print(f"ratio capture / (tables + trace.json loaded apart): {rows['capture']['s'] / both:.2f}x time "
-              f"({int(a.events) // 3:,} framework events joined to trace.json's ops)")
+              f"({int(rows['capture']['rows']):,} of {int(a.events) // 3:,} framework events joined to "
+              f"trace.json's ops)")
     return 0
 
 
