@@ -103,3 +103,12 @@ def test_device_profile_on_another_backend_is_a_warning_not_an_error(tmp_path: P
         with neuron_prof.profile(tmp_path / "t.json", backend="cpu", device_profile=True, quiet=True) as s:
             torch.ones(4).sum()
     assert s.trace is not None and not (tmp_path / "neuron_profile").exists()
+
+
+def test_a_torch_neuronx_without_the_profiling_api_records_why(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    f = fk.FakeNeuronx()  # no profiling submodule: an older release
+    monkeypatch.setitem(sys.modules, "torch_neuronx", f.module)
+    with pytest.warns(CaptureWarning, match="no profiling.NeuronConfig"):
+        s = _run(tmp_path, device_profile=True)
+    assert s.trace is not None and len(_mm_links(s.trace)[0]) == 3  # the host trace is still there
