@@ -112,3 +112,22 @@ def test_a_torch_neuronx_without_the_profiling_api_records_why(tmp_path: Path,
     with pytest.warns(CaptureWarning, match="no profiling.NeuronConfig"):
         s = _run(tmp_path, device_profile=True)
     assert s.trace is not None and len(_mm_links(s.trace)[0]) == 3  # the host trace is still there
+
+
+def test_another_ranks_capture_beside_ours_is_not_taken(tmp_path: Path, fake: fk.FakeNeuronx) -> None:
+    """Ranks share the output folder: a trace.json another process wrote at the same moment is not ours."""
+    from neuron_prof.backends.probes.device_profile import DeviceProfileProbe
+
+    other = tmp_path / "np" / f"{fnp.INSTANCE}_pid_1" / "t" / "trace.json"
+
+    def export(prof: object) -> None:  # NeuronProfiler of this process, while rank 1 writes its own after
+        mine = tmp_path / "np" / f"{fnp.INSTANCE}_pid_{os.getpid()}" / "t" / "trace.json"
+        mine.parent.mkdir(parents=True)
+        mine.write_text("{}")
+        other.parent.mkdir(parents=True)
+        other.write_text("{}")
+        os.utime(other, (mine.stat().st_mtime + 0.5, mine.stat().st_mtime + 0.5))  # the newest file
+
+    probe = DeviceProfileProbe(tmp_path / "np", export)
+    got = probe.export_cycle(object())
+    assert got is not None and got.parent.parent.name.endswith(f"_pid_{os.getpid()}")

@@ -18,6 +18,7 @@ folder afterwards are printed. Dropped events (the runtime's ring buffer, report
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -74,6 +75,8 @@ class DeviceProfileProbe(Probe):
         t0 = time.time() - 1.0  # file systems keep mtimes to the second or coarser
         self.export(prof)
         found = [p for p in self.output_dir.glob("*_pid_*/*/trace.json") if p.stat().st_mtime >= t0]
+        ours = [p for p in found if p.parent.parent.name.endswith(f"_pid_{os.getpid()}")]
+        found = ours or (found if len(found) == 1 else [])  # other ranks may write beside us: only our pid's
         if not found:
             return None
         newest = max(found, key=lambda p: p.stat().st_mtime)
