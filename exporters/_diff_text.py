@@ -1,6 +1,6 @@
 """`neuron-prof diff` as terminal text and Markdown (the JSON is `neuron_prof.analysis._diff.diff` itself).
 
-    from neuron_prof.analysis._diff import diff
+    from neuron_prof.analysis import diff
     print(diff_text(diff(base, new), "before.json", "after.json"))
 
 Every time is shown in its unit (fmt_ns); lists of what appeared or disappeared stop at `LIST_MAX` items
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from neuron_prof.analysis._fmt import fmt_ns
+from neuron_prof.analysis import fmt_ns
 from neuron_prof.exporters.summary import clip, md_cell, printable
 
 LIST_MAX = 20

@@ -132,9 +132,8 @@ class Utilisation:
 
 def device_utilisation(trace: Trace, bins: int = 300) -> Utilisation:
     """Busy fraction per time bin of each device (process holding device tracks)."""
-    from neuron_prof.analysis import Context
-    from neuron_prof.analysis._idle import device_label, device_rows
-    from neuron_prof.analysis._intervals import merge
+    from neuron_prof.analysis import Context, device_label, device_rows
+    from neuron_prof.analysis import merge_intervals as merge
 
     t0, t1 = window_ns(trace)
     dev = trace.track_ids(TrackKind.DEVICE)
@@ -260,8 +259,8 @@ class Collectives:
 
 def collectives(trace: Trace) -> Collectives:
     """Every collective (the rows the collective findings use) with its bandwidth; per-op totals."""
-    from neuron_prof.analysis import Context
-    from neuron_prof.analysis._collectives import collective_rows, message_bytes, op_key
+    from neuron_prof.analysis import Context, collective_rows, message_bytes
+    from neuron_prof.analysis import collective_key as op_key
 
     rows = collective_rows(trace, Context(trace))
     rows = rows[np.argsort(trace.slices.ts_ns[rows], kind="stable")]

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from neuron_prof.analysis._fmt import fit_site
+from neuron_prof.analysis import fit_site
 from neuron_prof.exporters._report_data import Collectives, Series, Utilisation, Waterfall
 
 Figure = dict[str, Any]

@@ -22,7 +22,7 @@ from neuron_prof.exporters import _report_figures as figs
 from neuron_prof.exporters._report_html import Raw, empty, esc, note, page, plot_div, table
 
 from neuron_prof._version import __version__
-from neuron_prof.analysis._fmt import strip_site
+from neuron_prof.analysis import strip_site
 from neuron_prof.errors import ExportError
 from neuron_prof.model import Meta, Trace, TrackKind
 

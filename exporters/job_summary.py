@@ -36,16 +36,7 @@ def job_text(doc: dict[str, Any], *, source: str = "", width: int | None = None,
     from rich.text import Text
 
     buf = io.StringIO()
-    con = Console(
-        file=buf,
-        width=width or 120,
-        color_system="standard" if color else None,
-        force_terminal=color,
-        highlight=False,
-        markup=False,
-        emoji=False,
-        _environ={},
-    )
+    con = text_console(buf, width, color)
     con.print(Text(printable(head_line(doc, source)), style="bold"))
     tab = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
     for col, just in COLUMNS:

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from neuron_prof.analysis import Finding, Report
-from neuron_prof.analysis._fmt import fit_site, fmt_ns, short_site, strip_site
+from neuron_prof.analysis import fit_site, fmt_ns, short_site, strip_site
 
 SITE_W = 26
 """Widest `where` column of the findings table: longer call sites are shortened in their middle."""
@@ -121,16 +121,7 @@ def summary_text(
     from rich.text import Text
 
     buf = io.StringIO()
-    con = Console(
-        file=buf,
-        width=width or 120,
-        color_system="standard" if color else None,
-        force_terminal=color,
-        highlight=False,
-        markup=False,
-        emoji=False,
-        _environ={},
-    )
+    con = text_console(buf, width, color)
     con.print(Text(f"neuron-prof summary{': ' + source if source else ''}", style="bold"))
     for line in totals_lines(rep.totals):
         con.print(Text(line))
@@ -149,6 +140,15 @@ def summary_text(
             con.print()
             con.print(ops_table(ops[:top], label, self_col))
     return buf.getvalue()
+
+
+def text_console(buf: io.StringIO, width: int | None = None, color: bool = False) -> Any:
+    """A rich Console writing plain text (or ANSI colour) into `buf`, `width` columns (120 by default), with
+    no markup, highlighting or emoji read from the text and no terminal settings taken from the environment."""
+    from rich.console import Console
+
+    return Console(file=buf, width=width or 120, color_system="standard" if color else None, force_terminal=color,
+                   highlight=False, markup=False, emoji=False, _environ={})
 
 
 def findings_table(findings: list[Finding], width: int = 120) -> Any:

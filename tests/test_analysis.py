@@ -624,7 +624,7 @@ def test_analysis_imports_no_torch() -> None:
     import sys
 
     code = (
-        "import sys, neuron_prof.analysis as a, neuron_prof.analysis._diff; a._load();"
+        "import sys, neuron_prof.analysis, neuron_prof.analysis._report as r; r._load();"
         "bad=[m for m in sys.modules if m.split('.')[0] in ('torch','textual','plotly')]; print(bad)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

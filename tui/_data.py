@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.analysis import Context, Finding, OpTable, cross_rank_findings, op_table, sort_findings
-from neuron_prof.analysis._nesting import nesting
+from neuron_prof.analysis import nesting
 from neuron_prof.model import Trace, split_ranks
 from neuron_prof.tui import _shape
 from neuron_prof.tui._fmt import fmt_bytes

@@ -7,7 +7,7 @@ import re
 
 from rich.text import Text
 
-from neuron_prof.analysis._fmt import fmt_ns as _fmt_ns
+from neuron_prof.analysis import fmt_ns as _fmt_ns
 
 
 def fmt_ns(ns: float) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.analysis import Report, report
+from neuron_prof.analysis._report import Report, report
 from neuron_prof.analysis._compile import compiles
 from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._ops import op_table

@@ -21,7 +21,7 @@ def violations(
 ) -> list[str]:
     """One readable line per broken limit of Report `rep` (empty when all hold)."""
     from neuron_prof.analysis import fallback_names, norm_op
-    from neuron_prof.analysis._fmt import strip_site
+    from neuron_prof.analysis import strip_site
 
     t = rep.totals
     out = []

@@ -25,7 +25,7 @@ def command(base: Path, new: Path, as_json: bool, markdown: bool, top: int, warm
     """
     import orjson
 
-    from neuron_prof.analysis._diff import diff
+    from neuron_prof.analysis import diff
     from neuron_prof.errors import UsageError
     from neuron_prof.exporters._diff_text import diff_markdown, diff_text
     from neuron_prof.loaders import load

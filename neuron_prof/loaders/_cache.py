@@ -24,7 +24,7 @@ import numpy as np
 import orjson
 
 from neuron_prof.model import ArgsStore, Process, StringTable, Trace, Track
-from neuron_prof.model._tables import CounterTable, FlowTable, InstantTable, SliceTable
+from neuron_prof.model import CounterTable, FlowTable, InstantTable, SliceTable
 
 CACHE_VERSION = 1
 _TABLES = {"slices": SliceTable, "instants": InstantTable, "counters": CounterTable, "flows": FlowTable}

@@ -36,7 +36,7 @@ from neuron_prof.loaders._json_parallel import HEAD_BYTES, parse_parallel, worke
 from neuron_prof.loaders._json_read import JsonEventReader, read_bytes
 from neuron_prof.loaders._json_restore import restore_own
 from neuron_prof.model import ArgsStore, Trace, TraceBuilder
-from neuron_prof.model._tables import CounterTable, FlowTable, InstantTable, SliceTable
+from neuron_prof.model import CounterTable, FlowTable, InstantTable, SliceTable
 from neuron_prof.model.schema import META_KEY, KinetoCat, Meta, ProcessKind, TrackKind
 
 __all__ = ["load_kineto_json", "parse_kineto_into"]

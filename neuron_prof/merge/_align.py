@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from neuron_prof.analysis._collective_match import RankCollectives, match
+from neuron_prof.analysis import RankCollectives, match
 
 MIN_MATCHES = 2
 """Fewer matched collectives than this and the estimate is not trusted."""

@@ -15,8 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.analysis._collective_match import RankCollectives, collectives_by_source, match, pick_source
-from neuron_prof.analysis._stragglers import LateArrivals, late_arrivals
+from neuron_prof.analysis import (
+    LateArrivals,
+    RankCollectives,
+    collectives_by_source,
+    late_arrivals,
+    match,
+    pick_source,
+)
 from neuron_prof.merge._align import Alignment, RankOffset, estimate_offsets
 from neuron_prof.merge._concat import rank_trace, shift_steps
 from neuron_prof.model import Meta, Trace

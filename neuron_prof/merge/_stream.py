@@ -120,7 +120,7 @@ class StreamingMerge(Generic[Src]):
     def segments(self) -> Iterator[RankSegment]:
         """Pass 2: each rank loaded again, aligned, analysed (when asked) and yielded; fills `findings`."""
         from neuron_prof.analysis import analyze, sort_findings
-        from neuron_prof.analysis._stragglers import dominant_cause, findings_from
+        from neuron_prof.analysis import dominant_cause, findings_from
 
         plan, causes = self.plan, {}
         found: list[Finding] = []

@@ -10,7 +10,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from neuron_prof.analysis import Finding
-from neuron_prof.analysis._fmt import fit_site, fmt_evidence, strip_site
+from neuron_prof.analysis import fit_site, fmt_evidence, strip_site
 from neuron_prof.tui._absent import has_concept
 from neuron_prof.tui._data import RankData, finding_target
 from neuron_prof.tui._fmt import fmt_int, fmt_ns, fmt_share, printable

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from neuron_prof.analysis._fmt import fit_site, short_site
+from neuron_prof.analysis import fit_site, short_site
 from neuron_prof.tui._fmt import printable
 
 

@@ -1,0 +1,140 @@
+"""Running the analyses over a trace: findings most costly first, totals, the Report `summary` prints."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from neuron_prof.analysis._context import Context
+from neuron_prof.analysis._finding import KINDS, SEVERITIES, Finding
+from neuron_prof.analysis._registry import ANALYSES
+from neuron_prof.analysis._stragglers import straggler_findings
+from neuron_prof.analysis._totals import compute_totals as _totals
+from neuron_prof.model import Trace
+
+_MODULES = (
+    "_compile",
+    "_churn",
+    "_fallback",
+    "_dtype",
+    "_sync",
+    "_idle",
+    "_memory",
+    "_collectives",
+    "_probes",
+    "_stragglers",
+)
+"""Modules whose @register calls define the built-in analyses (imported on first use)."""
+
+_SEV_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+
+
+def _load() -> None:
+    for m in _MODULES:
+        importlib.import_module(f"neuron_prof.analysis.{m}")
+
+
+def _run(trace: Trace, ctx: Context) -> list[Finding]:
+    _load()
+    found: list[Finding] = []
+    for name, fn in ANALYSES.items():
+        try:
+            found.extend(fn(trace, ctx))
+        except Exception as e:  # an analysis bug must not hide the other findings
+            found.append(
+                Finding(
+                    kind="probe_error",
+                    severity="warning",
+                    title=f"Analysis {name} failed: {type(e).__name__}: {e}"[:200],
+                    cost_ns=0,
+                    share=0.0,
+                    count=1,
+                    advice="Report this with the trace if you can share it.",
+                    evidence={"probe": f"analysis:{name}", "traceback": traceback.format_exc(limit=6)},
+                )
+            )
+    return sort_findings([_with_rank(trace, f) for f in found])
+
+
+def _with_rank(trace: Trace, f: Finding) -> Finding:
+    """Set `rank` when every slice the finding rests on belongs to one rank (merged multi-rank traces)."""
+    rows = f.evidence.get("rows")
+    if f.rank is not None or not rows or not isinstance(rows, list):
+        return f
+    try:
+        tracks = trace.slices.track[np.asarray(rows, dtype=np.int64)]
+    except (IndexError, ValueError):
+        return f
+    ranks = {trace.processes[trace.tracks[int(t)].process].rank for t in np.unique(tracks)}
+    if len(ranks) == 1 and (r := ranks.pop()) is not None:
+        return dataclasses.replace(f, rank=int(r))
+    return f
+
+
+def sort_findings(findings: list[Finding]) -> list[Finding]:
+    """Most costly first; equal cost: the more severe first, then by kind and title for stability."""
+    return sorted(findings, key=lambda f: (-f.cost_ns, -_SEV_RANK.get(f.severity, 0), f.kind, f.title))
+
+
+def analyze(trace: Trace, *, warmup_steps: int | None = None) -> list[Finding]:
+    """Every finding for `trace`, most costly first.
+
+    Args:
+        trace: the trace to diagnose.
+        warmup_steps: leading steps to treat as warm-up; None chooses from step durations.
+    """
+    return _run(trace, Context(trace, warmup_steps))
+
+
+def cross_rank_findings(trace: Trace) -> list[Finding]:
+    """The findings that need every rank at once (stragglers) of a trace holding several ranks, e.g. a
+    `neuron-prof merge` result; each names its rank. Empty for a single rank."""
+    return straggler_findings(trace)
+
+
+@dataclass(frozen=True)
+class Report:
+    """Totals and findings of one trace: what `summary` prints."""
+
+    totals: dict[str, Any]
+    findings: list[Finding]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `summary --json` document (schema in README, "summary --json")."""
+        return {
+            "schema": "neuron-prof.summary",
+            "version": 1,
+            "totals": self.totals,
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+def compute_totals(trace: Trace, *, warmup_steps: int | None = None) -> dict[str, Any]:
+    """The totals object alone (see Report)."""
+    return _totals(trace, Context(trace, warmup_steps))
+
+
+def report(trace: Trace, *, warmup_steps: int | None = None, context: Context | None = None) -> Report:
+    """Totals and findings computed over one shared context (pass `context` to share it further)."""
+    ctx = context or Context(trace, warmup_steps)
+    findings = _run(trace, ctx)
+    totals = _totals(trace, ctx)
+    totals["findings_by_severity"] = {s: sum(f.severity == s for f in findings) for s in SEVERITIES}
+    totals["findings_by_kind"] = {
+        k: sum(f.kind == k for f in findings) for k in KINDS if any(f.kind == k for f in findings)
+    }
+    return Report(totals=totals, findings=findings)
+
+
+def annotate(
+    trace: Trace, findings: list[Finding] | None = None, *, warmup_steps: int | None = None
+) -> Trace:
+    """`trace` with `findings` (analysed when not given) stored in trace.findings as plain dicts."""
+    if findings is None:
+        findings = analyze(trace, warmup_steps=warmup_steps)
+    return trace.replace(findings=tuple(f.to_dict() for f in findings))
