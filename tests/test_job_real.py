@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import socket
 import subprocess
@@ -325,23 +326,20 @@ def test_tui_serve_of_a_job_is_one_line(job: Path, capsys: pytest.CaptureFixture
 
 @pytest.mark.slow
 def test_tui_on_the_job_in_a_real_terminal(job: Path) -> None:
-    """`neuron-prof tui run/` in a pty: the ranks view, enter opens rank 3's trace, q comes back, q exits 0."""
+    """`neuron-prof tui run/` in a pty: the ranks view, enter opens a rank's trace, q comes back, q exits 0.
+    (Which rank the cursor is on is the Pilot test's job above: keys typed into a pty while the table is still
+    being built land wherever the cursor then is.)"""
     from tests.test_tui_serve import _pty_run
 
-    state = {"phase": 0, "at": 0, "t": 0.0, "downs": 0}
+    state = {"phase": 0, "at": 0}
+    opened = re.compile(rb"trace\.rank\d+\.pftrace")
 
     def drive(seen: bytes, fd: int) -> bytes | None:
         new = seen[state["at"] :]
         if state["phase"] == 0 and b"Ranks worth opening" in new:
-            state.update(phase=0.5, at=len(seen), t=time.monotonic())
-        if state["phase"] == 0.5 and time.monotonic() - state["t"] > 0.3:  # keys as a person types them
-            state["t"] = time.monotonic()
-            if state["downs"] < LATE:
-                state["downs"] += 1
-                return b"\x1b[B"
             state.update(phase=1, at=len(seen))
             return b"\r"
-        if state["phase"] == 1 and f"trace.rank{LATE}.pftrace".encode() in new:
+        if state["phase"] == 1 and opened.search(new):
             state.update(phase=2, at=len(seen))
             return b"q"
         if state["phase"] == 2 and b"Ranks worth opening" in new:
