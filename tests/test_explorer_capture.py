@@ -111,10 +111,11 @@ def test_capture_folder_is_one_trace(tmp_path: Path, host_json: Path) -> None:
     assert p.returncode == 0, p.stderr
     conv = load(out)
     assert len(_mm_rows(conv)) == 3 and len(conv.flows.src) == len(tr.flows.src)
-    # the tables may sit beside the capture folder instead (<ts>_parquet, what neuron-prof's capture asks for)
-    other, _ = _capture(tmp_path / "beside", host_json, tables=f"../{TS}_parquet")
-    assert (other / f"{TS}_parquet" / "Metadata.parquet").exists()
-    assert load(other).metadata[EXPLORER_KEY]["framework_join"]["joined"] == 3
+    # the tables may sit below the capture folder (<ts>/parquet, what neuron-prof's capture asks for) or beside it
+    for where, tables in (("below", "parquet"), ("beside", f"../{TS}_parquet")):
+        other, _ = _capture(tmp_path / where, host_json, tables=tables)
+        assert (other / TS / tables / "Metadata.parquet").resolve().exists()
+        assert load(other).metadata[EXPLORER_KEY]["framework_join"]["joined"] == 3
     # but a trace.json that merely sits above a processed folder (neuron-prof's own output) is not its capture
     alone = tmp_path / "cwd"
     write_profile(alone / "profile_pq")

@@ -18,6 +18,7 @@ import tests.fakes.fake_neuron_profiling as fnp
 import tests.fakes.fake_neuronx as fk
 from neuron_prof.backends.neuron import NeuronBackend
 from neuron_prof.capture import CaptureWarning
+from neuron_prof.cli import main
 from neuron_prof.loaders import load
 from neuron_prof.loaders.explorer import EXPLORER_KEY
 from neuron_prof.model import Meta, TrackKind
@@ -46,7 +47,8 @@ def _mm_links(tr) -> tuple[list[int], list[int]]:
 
 
 def test_captured_processed_and_joined_into_the_session_trace(tmp_path: Path, fake: fk.FakeNeuronx,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+                                                              monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
     fnp.write_explorer(tmp_path / "bin")
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     s = _run(tmp_path, device_profile=tmp_path / "np")
@@ -64,6 +66,10 @@ def test_captured_processed_and_joined_into_the_session_trace(tmp_path: Path, fa
     # the folder loads later as the same one trace
     later = load(caps[0].parent.parent)
     assert _mm_links(later)[1] == _mm_links(later)[0] and len(_mm_links(later)[0]) == 3
+    # and the output folder is a job of one rank per pid folder for the job summary
+    capsys.readouterr()
+    assert main(["summary", str(tmp_path / "np"), "--workers", "0"]) == 0
+    assert "1 rank(s)" in capsys.readouterr().out
 
 
 def test_without_neuron_explorer_the_command_is_printed(tmp_path: Path, fake: fk.FakeNeuronx,
@@ -74,7 +80,7 @@ def test_without_neuron_explorer_the_command_is_printed(tmp_path: Path, fake: fk
     s = _run(tmp_path, device_profile=True, probes=["compile"])  # a probe selection keeps the device profile
     err = capfd.readouterr().err
     cap = next((tmp_path / "neuron_profile").glob("*_pid_*/*/"))
-    cmd = f"neuron-explorer view -d {cap} --output-format parquet --output-file {cap}_parquet"
+    cmd = f"neuron-explorer view -d {cap} --output-format parquet --output-file {cap}/parquet"
     assert "neuron-explorer is not on PATH" in err and cmd in err
     assert f"neuron-prof summary {cap.parent}" in err
     assert s.trace.metadata["device_profile"]["to_run"] == [cmd]

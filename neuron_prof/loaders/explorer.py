@@ -133,8 +133,8 @@ def find_profile(folder: Path) -> Path:
            if d.is_dir() and any(next(d.glob(g), None) is not None for g in RAW_CAPTURE)]
     if raw:
         raise TraceLoadError(folder, f"is a Neuron runtime capture not yet processed: run `neuron-explorer view -d "
-                                     f"{raw[0]} --output-format parquet --output-file {raw[0]}_parquet` and load "
-                                     f"{raw[0]}_parquet")
+                                     f"{raw[0]} --output-format parquet --output-file {raw[0]}/parquet` and load "
+                                     f"{raw[0]} again")
     raise TraceLoadError(folder, "is a directory, not a trace file nor a Neuron Explorer profile "
                                  "(no Metadata.parquet, SystemProfileEvents_0.parquet... in it or below it)")
 

@@ -9,9 +9,9 @@ folder per process, holding the runtime's files and ``trace.json``, torch.profil
 ("Corrections": the ``framework_mapping_<ts>.json`` written beside them; ``th_id`` is not the OS thread id;
 ``seq_nr`` may be one above the Kineto "Sequence number").
 
-The processed tables are looked for in the capture folder itself, one folder below it, or beside it as
-``<timestamp>_parquet`` (the ``--output-file`` neuron-prof's own capture gives ``neuron-explorer view``).
-Joins:
+The processed tables are looked for in the capture folder itself, one folder below it (``<timestamp>/parquet``:
+the ``--output-file`` neuron-prof gives ``neuron-explorer view``, so a pid folder stays one rank for the job
+summary), or beside it as ``<timestamp>_parquet``. Joins:
 
 * the profile's framework events (``trace_event_source = framework``: dispatch and ``privateuse1_driver``) are
   events trace.json already holds: each is the slice of the same name starting within `JOIN_TOL_NS`, on the
@@ -39,14 +39,16 @@ from neuron_prof.loaders.framework_mapping import MappingIndex, mapping_links, r
 from neuron_prof.loaders.kineto_json import parse_kineto_into
 from neuron_prof.model import Cat, KinetoCat, Meta, Trace, TraceBuilder
 
-__all__ = ["FRAMEWORK_TRACE", "JOIN_TOL_NS", "PROCESSED_SUFFIX", "HostOps", "add_capture_tables",
+__all__ = ["FRAMEWORK_TRACE", "JOIN_TOL_NS", "PROCESSED_DIR", "PROCESSED_SUFFIX", "HostOps", "add_capture_tables",
            "capture_trace_json", "load_capture", "load_folder"]
 
 FRAMEWORK_TRACE = "trace.json"
 """torch.profiler's Kineto JSON in the runtime output folder (neuron-explorer-facts, "Capture")."""
 MAPPING_GLOB = "framework_mapping_*.json"
+PROCESSED_DIR = "parquet"
+"""``<timestamp>/parquet``: where neuron-prof asks neuron-explorer to write a capture's tables."""
 PROCESSED_SUFFIX = "_parquet"
-"""``<timestamp>_parquet``: where neuron-prof asks neuron-explorer to write a capture's tables."""
+"""``<timestamp>_parquet``: tables beside their capture folder (also read)."""
 JOIN_TOL_NS = 1_000
 """A framework event and its trace.json op start within this many ns (both are the host clock; Kineto's
 JSON keeps µs with three decimals)."""

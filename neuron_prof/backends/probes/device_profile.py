@@ -8,7 +8,7 @@ writes ``DIR/<instance-id>_pid_<pid>/<timestamp>/`` (trace.json, the framework m
 neuron-prof reads that trace.json for its own trace (Kineto saves a result once: there is no second export).
 After the block, each such folder is processed with
 
-    neuron-explorer view -d <ts> --output-format parquet --output-file <ts>_parquet
+    neuron-explorer view -d <ts> --output-format parquet --output-file <ts>/parquet
 
 when ``neuron-explorer`` is on PATH, and its tables are joined to the host ops exactly as loading the folder
 later would (`loaders.explorer_capture.add_capture_tables`). Without it, the command and how to load the
@@ -43,11 +43,12 @@ _DROPPED = re.compile(r"(\d[\d,]*) trace events were dropped[^\n]*")
 
 
 def explorer_command(capture: Path, exe: str = EXPLORER) -> list[str]:
-    """The neuron-explorer call that writes a capture folder's Parquet tables beside it (``<ts>_parquet``)."""
-    from neuron_prof.loaders.explorer_capture import PROCESSED_SUFFIX
+    """The neuron-explorer call that writes a capture folder's Parquet tables inside it (``<ts>/parquet``:
+    the pid folder then holds one timestamp folder, one rank for the job summary)."""
+    from neuron_prof.loaders.explorer_capture import PROCESSED_DIR
 
     return [exe, "view", "-d", str(capture), "--output-format", "parquet", "--output-file",
-            f"{capture}{PROCESSED_SUFFIX}"]
+            str(capture / PROCESSED_DIR)]
 
 
 class DeviceProfileProbe(Probe):
@@ -117,12 +118,12 @@ class DeviceProfileProbe(Probe):
 
     def contribute(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView) -> None:
         from neuron_prof.loaders.explorer import find_profile
-        from neuron_prof.loaders.explorer_capture import PROCESSED_SUFFIX, add_capture_tables
+        from neuron_prof.loaders.explorer_capture import PROCESSED_DIR, add_capture_tables
         from neuron_prof.model import Meta
 
         warnings: list[str] = list(self.notes)
         for cap in self.processed:
-            profile = find_profile(Path(f"{cap}{PROCESSED_SUFFIX}"))
+            profile = find_profile(cap / PROCESSED_DIR)
             warnings += add_capture_tables(builder, profile, cap)[0]
         builder.metadata[META_KEY] = {"output_dir": str(self.output_dir),
                                       "captures": [str(c) for c in self.captures],
