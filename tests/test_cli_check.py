@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from neuron_prof.exporters import write_trace
 
 from neuron_prof.cli import main
-from tests.test_analysis import MS, WALL, Workload
+from neuron_prof.exporters import write_trace
+from tests._workload import MS, WALL, Workload
 
 
 @pytest.fixture(scope="module")

@@ -8,17 +8,17 @@ from pathlib import Path
 
 import orjson
 import pytest
-from neuron_prof.exporters import write_trace
 
 from neuron_prof.analysis._diff import diff
 from neuron_prof.cli import main
+from neuron_prof.exporters import write_trace
 from neuron_prof.model import Trace
-from tests.test_analysis import MS, N_STEPS, STEP, Workload
+from tests._workload import MS, N_STEPS, STEP, Workload
 
 
 def slower() -> Trace:
     """The problem workload with every steady step 2 ms longer (a slower run)."""
-    import tests.test_analysis as ta
+    import tests._workload as ta
 
     old = ta.STEP
     ta.STEP = STEP + 2 * MS

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import orjson
 import pytest
-from neuron_prof.exporters import write_trace
 
 from neuron_prof.analysis import KINDS, SEVERITIES, analyze
 from neuron_prof.cli import main
-from tests.test_analysis import MS, WALL, Workload
+from neuron_prof.exporters import write_trace
+from tests._workload import MS, WALL, Workload
 
 FINDING_KEYS = {
     "kind",
@@ -159,9 +159,8 @@ def test_annotated_findings_survive_the_file(suffix: str, tmp_path: Path) -> Non
 
 def test_trace_strings_are_literal_text() -> None:
     """Rich markup and Markdown table syntax inside op names and call sites are shown as they are."""
-    from neuron_prof.exporters.summary import summary_markdown, summary_text
-
     from neuron_prof.analysis import report
+    from neuron_prof.exporters.summary import summary_markdown, summary_text
     from neuron_prof.model import Arg, Cat, TraceBuilder, TrackKind
 
     b = TraceBuilder()

@@ -329,7 +329,7 @@ def test_tui_on_the_job_in_a_real_terminal(job: Path) -> None:
     """`neuron-prof tui run/` in a pty: the ranks view, enter opens a rank's trace, q comes back, q exits 0.
     (Which rank the cursor is on is the Pilot test's job above: keys typed into a pty while the table is still
     being built land wherever the cursor then is.)"""
-    from tests.test_tui_serve import _pty_run
+    from tests._pty import pty_run
 
     state = {"phase": 0, "at": 0}
     opened = re.compile(rb"trace\.rank\d+\.pftrace")
@@ -347,5 +347,5 @@ def test_tui_on_the_job_in_a_real_terminal(job: Path) -> None:
             return b"q"
         return None
 
-    code, _ = _pty_run([sys.executable, "-m", "neuron_prof", "tui", str(job)], drive, 120.0)
+    code, _ = pty_run([sys.executable, "-m", "neuron_prof", "tui", str(job)], drive, 120.0)
     assert state["phase"] == 3 and code == 0, state

@@ -16,8 +16,9 @@ from neuron_prof.exporters.merged import write_merged
 from neuron_prof.loaders import load
 from neuron_prof.merge import CROSS_RANK_FLOW_BASE, StreamingMerge, merge_traces, rank_of
 from neuron_prof.model import Trace
+from tests._merge_ranks import SKEW
+from tests._merge_ranks import rank_with as _rank
 from tests.conftest import pftrace_check
-from tests.test_merge import SKEW, _rank
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +150,7 @@ def test_split_ranks_gives_back_each_rank(rank_files: list[Path], tmp_path: Path
 
 async def test_tui_opens_merged_file_with_one_row_per_rank(rank_files: list[Path], tmp_path: Path) -> None:
     from neuron_prof.tui.app import NeuronProfApp
-    from tests.test_tui_app import SIZE, ready, screen_text, table
+    from tests._tui_pilot import SIZE, ready, screen_text, table
 
     out = tmp_path / "merged.pftrace"
     assert main(["merge", *map(str, rank_files), "-o", str(out)]) == 0

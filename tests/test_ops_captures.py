@@ -31,7 +31,7 @@ from neuron_prof.model import Trace, TrackKind
 from neuron_prof.tui._fmt import fmt_int, fmt_ns
 from neuron_prof.tui.app import NeuronProfApp
 from tests.conftest import REPO
-from tests.test_tui_app import SIZE, ready, screen_text
+from tests._tui_pilot import SIZE, ready, screen_text
 
 N_MM, N_SORT = 7, 5
 

@@ -163,7 +163,7 @@ def test_report_escapes_html_and_cannot_close_its_scripts(files: dict[str, Path]
 
 async def test_tui_shows_markup_literally_and_escapes_control_characters(files: dict[str, Path]) -> None:
     from neuron_prof.tui.app import NeuronProfApp
-    from tests.test_tui_app import SIZE, ready, screen_styles, screen_text
+    from tests._tui_pilot import SIZE, ready, screen_styles, screen_text
 
     app = NeuronProfApp([files["a"]])
     async with app.run_test(size=SIZE) as pilot:

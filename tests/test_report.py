@@ -12,136 +12,12 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pytest
+
 from neuron_prof.exporters import _report_data as data
 from neuron_prof.exporters._report_html import json_for_script
 from neuron_prof.exporters.html_report import render_html_report, write_html_report
-
-from neuron_prof.analysis import Finding
-from neuron_prof.model import Arg, Cat, Meta, ProcessKind, Trace, TraceBuilder, TrackKind
-
-XSS = [
-    "<script>alert(1)</script>",
-    '"><img src=x onerror="window.__xss=1">',
-    "</script><script>window.__xss=2</script>",
-    "<svg onload=window.__xss=3>",
-    "&lt;b&gt;entity&lt;/b&gt;",
-    "<!--",
-    "]]>",
-]
-MS = 1_000_000
-T0 = 1_767_000_000_000_000_000  # Unix ns
-LONG_SITE = "/home/alice/" + "/".join(f"experiments_2026_run_{i:02d}_language_model" for i in range(6)) + "/train.py:118"
-
-
-def demo_like_trace(names: list[str] | None = None) -> Trace:
-    """A trace shaped like `neuron-prof demo`'s: host ops, compiles, fallbacks, two device queues,
-    memory counters, collectives and findings. `names` (e.g. XSS) are worked into every string field."""
-    n = names or ["aten::mm", "aten::gelu", "aten::layer_norm"]
-    b = TraceBuilder()
-    b.process(1, name=f"host {n[0]}", kind=ProcessKind.HOST, rank=0)
-    b.process(100, name=f"neuron:0 {n[-1]}", kind=ProcessKind.DEVICE)
-    host = b.thread_track(1, 1, f"main {n[1 % len(n)]}")
-    comp = b.track(0, "compile", TrackKind.COMPILE)
-    fb = b.track(0, "fallback", TrackKind.FALLBACK)
-    coll = b.track(0, "collectives", TrackKind.COLLECTIVE)
-    q0 = b.track(1, "queue 0", TrackKind.DEVICE)
-    q1 = b.track(1, f"queue 1 {n[0]}", TrackKind.DEVICE)
-    mem = b.track(1, f"neuron:0 allocated {n[0]}", TrackKind.MEMORY, unit="bytes")
-    for step in range(10):
-        base = T0 + step * 100 * MS
-        for i in range(6):
-            b.add_slice(host, base + i * 10 * MS, 8 * MS, n[i % len(n)], "cpu_op")
-        # device: queue 0 busy [base, base+40ms) as two overlapping slices, queue 1 busy [base+30, base+50)
-        b.add_slice(q0, base, 30 * MS, n[0], Cat.DEVICE)
-        b.add_slice(q0, base + 20 * MS, 20 * MS, n[1 % len(n)], Cat.DEVICE)
-        b.add_slice(q1, base + 30 * MS, 20 * MS, n[2 % len(n)], Cat.DEVICE)
-        b.add_slice(
-            fb,
-            base + 60 * MS,
-            2 * MS,
-            n[step % len(n)],
-            Cat.FALLBACK,
-            {Arg.CALL_SITE: f"train.py:{40 + step % 2} {n[0]}", Arg.COPY_BYTES: 4096},
-        )
-        b.add_slice(
-            coll,
-            base + 70 * MS,
-            5 * MS,
-            "all_reduce",
-            Cat.COLLECTIVE,
-            {Arg.BYTES_IN: 50_000_000, Arg.GROUP: "0", Arg.SEQ: step},
-        )
-        b.add_counter(mem, base, float(2**30 + step * 2**20))
-        b.add_counter(mem, base + 50 * MS, float(2**29))
-    for k in range(4):
-        b.add_slice(
-            comp,
-            T0 + k * 25 * MS,
-            (4 + k) * MS,
-            n[k % len(n)],
-            Cat.COMPILE,
-            {
-                Arg.COMPILE_KIND: "eager",
-                Arg.CACHE: "miss" if k < 3 else "hit",
-                Arg.SIGNATURE: f"f32[{k}] {n[-1]}",
-                Arg.CALL_SITE: f"model.py:{k} {n[0]}",
-            },
-        )
-    b.metadata.update(
-        {
-            Meta.SOURCE: f"/tmp/{n[0]}.json",
-            Meta.SOURCE_FORMAT: "capture",
-            Meta.BACKEND: "neuron",
-            Meta.CLOCK: "unix",
-            Meta.WARNINGS: [f"odd event {n[0]}"],
-            Meta.PROBE_ERRORS: [{"probe": "memory", "error": f"boom {n[-1]}"}],
-        }
-    )
-    b.findings.extend(
-        [
-            Finding(
-                "cpu_fallback",
-                "critical",
-                f"{n[0]} fell back to CPU",
-                cost_ns=10 * MS,
-                share=0.1,
-                count=5,
-                call_site=f"train.py:40 {n[0]}",
-                advice=f"use {n[1 % len(n)]}",
-                evidence={"ops": n},
-            ).to_dict(),
-            Finding(
-                "cpu_fallback",
-                "warning",
-                f"{n[1 % len(n)]} fell back",
-                cost_ns=8 * MS,
-                share=0.08,
-                count=5,
-                call_site=f"train.py:41 {n[0]}",
-            ).to_dict(),
-            Finding(
-                "first_call_compile",
-                "warning",
-                f"compile of {n[-1]}",
-                cost_ns=22 * MS,
-                share=0.02,
-                count=4,
-                advice=n[-1],
-            ).to_dict(),
-            # a user's deep project path and a long signature: no space to wrap at (a page wider than 1400 px)
-            Finding(
-                "memory_peak",
-                "info",
-                f"Memory peak: {n[0]} allocated reached 1.0 GiB (3% of 32.0 GiB) at {LONG_SITE}",
-                cost_ns=MS,
-                share=0.001,
-                count=1,
-                call_site=LONG_SITE,
-                evidence={"signature": "[" + ",".join(["[8,40,64]"] * 40) + "]"},
-            ).to_dict(),
-        ]
-    )
-    return b.build()
+from neuron_prof.model import Arg, Cat, ProcessKind, TraceBuilder, TrackKind
+from tests._report_trace import MS, T0, XSS, demo_like_trace
 
 
 def _figures(page: str) -> dict[str, dict]:
@@ -355,9 +231,8 @@ def test_report_on_real_kineto_traces(kineto_trace: Path) -> None:
 
 def test_cli_report_on_a_pftrace_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # GIVEN a demo-like trace written as .pftrace (the format `neuron-prof demo` writes beside its JSON)
-    from neuron_prof.exporters import write_trace
-
     from neuron_prof.cli import main
+    from neuron_prof.exporters import write_trace
 
     src = write_trace(demo_like_trace(), tmp_path / "demo.pftrace")
     # WHEN the CLI reports on it
@@ -382,7 +257,7 @@ def test_long_names_are_cut_with_the_full_name_as_tooltip() -> None:
 
 def test_compile_waterfall_is_one_row_per_op_with_the_rest_folded() -> None:
     from neuron_prof.exporters import _report_figures as figs
-    from neuron_prof.model import Arg, Cat, TraceBuilder
+    from neuron_prof.model import TraceBuilder
 
     # GIVEN 465 compiles of 30 ops (op k compiles k+1 times, 1 ms each), like the demo's 299 of 35
     b = TraceBuilder()

@@ -7,11 +7,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from neuron_prof.exporters.html_report import write_html_report
 
+from neuron_prof.exporters.html_report import write_html_report
+from tests._report_trace import XSS, demo_like_trace
 from tests.browser import Chromium, PageResult, find_chromium
 from tests.conftest import kineto_traces
-from tests.test_report import XSS, demo_like_trace
 
 READY = "window.__np_ready === true"
 PLOTS = (

@@ -20,7 +20,7 @@ from neuron_prof.loaders import load
 from neuron_prof.model import Trace, TraceBuilder, TrackKind
 from neuron_prof.tui._fmt import fmt_ns
 from neuron_prof.tui.app import NeuronProfApp
-from tests.test_tui_app import ready, screen_text, shown, table
+from tests._tui_pilot import ready, screen_text, shown, table
 
 SCRIPT = """\
 import torch

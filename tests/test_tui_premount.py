@@ -17,8 +17,8 @@ from neuron_prof.tui.screens._base import ViewScreen
 from neuron_prof.tui.widgets.bars import ViewBar
 from neuron_prof.tui.widgets.timeline import Timeline
 from neuron_prof.tui.widgets.virtual_table import VirtualTable
-from tests.test_tui_app import SIZE, ready, screen_text, table
-from tests.test_tui_shape import COMPILE_OP, demo_like_trace
+from tests._tui_pilot import SIZE, ready, screen_text, table
+from tests._demo_trace import COMPILE_OP, demo_like_trace
 
 
 async def settled(pilot, app: NeuronProfApp) -> None:  # type: ignore[no-untyped-def]

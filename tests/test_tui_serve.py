@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
@@ -19,9 +17,9 @@ import psutil
 import pytest
 
 from neuron_prof.cli import main
-from tests.test_tui_shape import FALLBACK_SITE, demo_like_trace
+from tests._demo_trace import FALLBACK_SITE, demo_like_trace
+from tests._pty import ANSI, pty_run
 
-ANSI = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]|\x1b[=>78]")
 TIMEOUT = 90.0
 
 
@@ -163,44 +161,6 @@ def test_tui_in_a_real_terminal(pftrace: Path) -> None:
     assert os.waitstatus_to_exitcode(status) == 0
 
 
-def _pty_run(
-    argv: list[str], on_output: Callable[[bytes, int], bytes | None], timeout: float
-) -> tuple[int, float]:
-    """Run argv in a pty; `on_output(seen, fd)` may return bytes to type. Returns (exit code, seconds)."""
-    import fcntl
-    import pty
-    import select
-    import struct
-    import termios
-
-    t0 = time.monotonic()
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.environ["TERM"] = "xterm-256color"
-        os.execv(argv[0], argv)
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 140, 0, 0))
-    seen = bytearray()
-    try:
-        while time.monotonic() - t0 < timeout:
-            if select.select([fd], [], [], 0.05)[0]:
-                try:
-                    chunk = os.read(fd, 65536)
-                except OSError:
-                    break
-                if not chunk:
-                    break
-                seen += ANSI.sub(b"", chunk)
-            keys = on_output(bytes(seen), fd)
-            if keys:
-                os.write(fd, keys)
-        else:
-            os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
-    finally:
-        os.close(fd)
-    return os.waitstatus_to_exitcode(status), time.monotonic() - t0
-
-
 def test_q_quits_at_once_while_a_big_trace_is_still_loading(tmp_path: Path) -> None:
     from bench.gen_trace import write
 
@@ -213,7 +173,7 @@ def test_q_quits_at_once_while_a_big_trace_is_still_loading(tmp_path: Path) -> N
             return b"q"
         return None
 
-    code, _ = _pty_run([sys.executable, "-m", "neuron_prof", "tui", str(big)], press_q_while_loading, TIMEOUT)
+    code, _ = pty_run([sys.executable, "-m", "neuron_prof", "tui", str(big)], press_q_while_loading, TIMEOUT)
     gone = time.monotonic() - sent[0]
     assert code == 0
     # the parse goes on for seconds; the process must not wait for it

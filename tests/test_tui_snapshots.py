@@ -19,9 +19,9 @@ import pytest
 
 from neuron_prof.tui.app import NeuronProfApp
 from tests.conftest import KINETO_DIR
-from tests.test_tui_app import ready
-from tests.test_tui_shape import demo_like_trace
-from tests.test_tui_user import LONG
+from tests._tui_pilot import ready
+from tests._demo_trace import demo_like_trace
+from tests._demo_trace import LONG
 
 SNAPSHOTS = Path(__file__).with_name("snapshots") / "tui"
 VIEWS = ("overview", "compile", "ops")

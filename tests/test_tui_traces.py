@@ -8,7 +8,7 @@ import pytest
 
 from neuron_prof.tui._fmt import fmt_ns
 from neuron_prof.tui.app import NeuronProfApp
-from tests.test_tui_app import SIZE, ready, screen_text
+from tests._tui_pilot import SIZE, ready, screen_text
 
 VIEWS = "12345678"
 

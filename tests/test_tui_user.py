@@ -16,10 +16,9 @@ from neuron_prof.tui.app import NeuronProfApp
 from neuron_prof.tui.screens._base import VIEWS
 from neuron_prof.tui.screens.ops import CallsScreen
 from tests.conftest import KINETO_DIR
-from tests.test_tui_app import ready, screen_text, shown, table
-from tests.test_tui_shape import FALLBACK_SITE, MS, T0, demo_like_trace
+from tests._tui_pilot import ready, screen_text, shown, table
+from tests._demo_trace import FALLBACK_SITE, LONG, MS, T0, demo_like_trace
 
-LONG = "/home/alice/projects/language-model/training/"
 SITES = ("train.py:42", "train.py:50", FALLBACK_SITE, "data.py:12")
 SIZES = [(80, 24), (160, 48)]
 ALEXNET = KINETO_DIR / "critical_path_alexnet_trace.json.gz"

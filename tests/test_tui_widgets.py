@@ -11,7 +11,7 @@ from neuron_prof.tui._fmt import fmt_bytes, fmt_ns, literal, printable
 from neuron_prof.tui.app import NeuronProfApp
 from neuron_prof.tui.widgets.plot import braille_area, sparkline
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
-from tests.test_tui_shape import demo_like_trace
+from tests._demo_trace import demo_like_trace
 
 N = 1_000_000
 
