@@ -19,7 +19,8 @@ from pathlib import Path
 
 from bench import hta_venv
 
-CHECKER = Path(__file__).resolve().parents[2] / "shared" / "tools" / "pftrace_check.py"
+CHECKER = Path(__file__).resolve().parents[1] / "tests" / "pftrace_check.py"
+"""The .pftrace checker vendored from ../shared/tools (every clone has it)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,18 +45,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{trace.n_events:,} events "
             f"-> {pf.stat().st_size / 1e6:.1f} MB .pftrace in {time.perf_counter() - t0:.1f} s"
         )
-        if CHECKER.exists():
-            r = subprocess.run(
-                [sys.executable, str(CHECKER), str(pf)], capture_output=True, text=True, check=False
-            )
-            keep = ("packets", "slices", "flows", "errors", "warnings")
-            said = "; ".join(ln for ln in r.stdout.splitlines() if ln.split(":")[0] in keep)
-            print(
-                f"pftrace_check: {'ok' if r.returncode == 0 else 'FAILED'} ({said or r.stderr.strip()[-500:]})"
-            )
-            bad += r.returncode != 0
-        else:
-            print(f"pftrace_check: skipped ({CHECKER} absent)")
+        r = subprocess.run([sys.executable, str(CHECKER), str(pf)], capture_output=True, text=True, check=False)
+        keep = ("packets", "slices", "flows", "errors", "warnings")
+        said = "; ".join(ln for ln in r.stdout.splitlines() if ln.split(":")[0] in keep)
+        print(f"pftrace_check: {'ok' if r.returncode == 0 else 'FAILED'} ({said or r.stderr.strip()[-500:]})")
+        bad += r.returncode != 0
         if a.no_hta:
             return 1 if bad else 0
         py = hta_venv.ensure()

@@ -69,8 +69,6 @@ def test_ingest_verdict_against_the_targets() -> None:
 
 
 def test_generated_trace_passes_the_perfetto_checks(capsys: pytest.CaptureFixture[str]) -> None:
-    if not check_formats.CHECKER.exists():
-        pytest.skip("../shared/tools/pftrace_check.py absent")
     assert check_formats.main(["--events", "3000", "--no-hta"]) == 0
     out = capsys.readouterr().out
     assert "pftrace_check: ok" in out and "errors: {}" in out
