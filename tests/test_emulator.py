@@ -46,6 +46,15 @@ def cfg(tnx) -> Iterator[EmulatorConfig]:  # type: ignore[no-untyped-def]
         setattr(torch._dynamo.config, k, v)
 
 
+def _activity(clear: bool = False) -> dict:  # type: ignore[type-arg]
+    """The emulated runtime's own record of device work (what its capture writes; the profiler reads the
+    capture folder, never this)."""
+    from neuron_prof.emulator import _state
+
+    assert _state.RUNTIME is not None
+    return _state.RUNTIME.activity.snapshot(clear)
+
+
 def _layer() -> torch.nn.Module:
     # bias=False: the key projection's bias has a mathematically zero gradient (softmax ignores a constant
     # shift), so its rounding noise, divided by Adam's eps, would dominate the comparison.
@@ -250,7 +259,7 @@ def test_host_waits_at_item_until_the_device_catches_up(tnx, cfg: EmulatorConfig
     emulator.reconfigure(replace(cfg, op_launch_us=30_000.0))
     x = torch.ones(16, 16, device="neuron")
     torch.neuron.synchronize()
-    tnx.profiling.get_device_activity(clear=True)
+    _activity(clear=True)
     t0 = time.time_ns()
     for _ in range(5):
         x = x + 1
@@ -259,7 +268,7 @@ def test_host_waits_at_item_until_the_device_catches_up(tnx, cfg: EmulatorConfig
     v = x.sum().item()
     done = time.time_ns()
     # THEN it returned only after the last queued op ended on the device clock
-    act = tnx.profiling.get_device_activity()
+    act = _activity()
     last_end = int(act["end_ns"].max())
     assert v == 16 * 16 * 6
     assert (issued - t0) < 6 * 30e6 * 0.5  # the host ran ahead: issuing took far less than the device work
@@ -327,19 +336,19 @@ def test_fallback_logs_the_real_debug_line(
     assert not any("qr" in line for line in lines)
 
 
-def test_device_activity_links_to_the_host_ops_of_a_real_profile(tnx, cfg: EmulatorConfig) -> None:  # type: ignore[no-untyped-def]
+def test_recorded_device_activity_links_to_the_host_ops_of_a_real_profile(tnx, cfg: EmulatorConfig) -> None:  # type: ignore[no-untyped-def]
     from torch.profiler import ProfilerActivity, profile
 
     emulator.reconfigure(replace(cfg, op_launch_us=200.0))
     x = torch.randn(32, 32, device="neuron", requires_grad=True)
     w = torch.randn(32, 32, device="neuron")
     torch.neuron.synchronize()
-    tnx.profiling.get_device_activity(clear=True)
+    _activity(clear=True)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         y = (x @ w).relu().sum()
         y.backward()
         torch.neuron.synchronize()
-    act = tnx.profiling.get_device_activity()
+    act = _activity()
     host = [e for e in prof.profiler.kineto_results.events() if e.name().startswith("aten::")]
 
     # Every device op has a host op of the same name, on the issuing thread, whose span contains host_ns
@@ -379,12 +388,12 @@ def test_compiled_graph_runs_as_one_device_execution_with_no_host_ops_inside(
     x = torch.randn(4, 8, device="neuron")
     with torch.no_grad():
         f(x)  # compile outside the profile
-        tnx.profiling.get_device_activity(clear=True)
+        _activity(clear=True)
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             y = f(x)
             torch.neuron.synchronize()
     names = [e.name() for e in prof.profiler.kineto_results.events()]
-    act = tnx.profiling.get_device_activity()
+    act = _activity()
     assert "aten::addmm" not in names and "aten::relu" not in names
     assert [act["kind_names"][k] for k in act["kind"]] == ["graph"]
     assert act["name"][0].startswith("model_") and "_inference_" in act["name"][0]
@@ -393,12 +402,12 @@ def test_compiled_graph_runs_as_one_device_execution_with_no_host_ops_inside(
 
 def test_activity_and_ground_truth_are_bounded_ring_buffers(tnx, cfg: EmulatorConfig) -> None:  # type: ignore[no-untyped-def]
     emulator.reconfigure(replace(cfg, max_device_events=50, max_ground_truth_events=40))
-    tnx.profiling.get_device_activity(clear=True)
-    dropped0 = tnx.profiling.get_device_activity()["dropped"]
+    _activity(clear=True)
+    dropped0 = _activity()["dropped"]
     x = torch.zeros(4, device="neuron")
     for _ in range(200):
         x = x + 1
-    act = tnx.profiling.get_device_activity()
+    act = _activity()
     assert len(act["name"]) == 50 and act["dropped"] - dropped0 == 201 - 50  # zero_ and 200 adds
     seqs = act["nrt_sequence_id"]
     assert (seqs[1:] - seqs[:-1] == 1).all()  # the newest 50, in order

@@ -215,5 +215,10 @@ async def test_tui_ops_view_and_drill_in_show_the_same_numbers(
             assert f"({calls:,})" in got["title"]
             assert (got["self"], got["dur"]) == (self_ns, total)
             nm = trace.slices.name[got["rows"]]
-            assert set(nm.tolist()) == {trace.strings.get(name)}
+            if where == "device":  # NEFF executions (Neuron Explorer's nc_exec_running) launched by the op
+                assert set(nm.tolist()) == {trace.strings.get("nc_exec_running")}
+                launched = {int(s) for s, d in zip(trace.flows.src, trace.flows.dst) if int(d) in set(got["rows"])}
+                assert {trace.slice_name(r) for r in launched} == {name}
+            else:
+                assert set(nm.tolist()) == {trace.strings.get(name)}
         await pilot.press("q")

@@ -12,7 +12,8 @@ Rules:
 - **Key**: `op_key(name)`. ``ProfilerStep#12`` is ``ProfilerStep#*`` (one row for all steps; its calls
   are the steps). An overload is dropped: ``aten::add.Tensor`` is ``aten::add`` (torch.profiler writes host
   ops without one; probes and other tools may write it; either way it is one op).
-- **Rows**: host ops are the slices on host thread tracks, device ops the device work (`_idle.device_rows`).
+- **Rows**: host ops are the slices on host thread tracks, device ops the device work (`_idle.device_rows`);
+  a Neuron NEFF execution (``nc_exec_running``) counts under the host op whose launch flow reaches it.
   Dispatcher bookkeeping spans (`_nesting.TRANSPARENT_SPANS`) are no ops: their time is the enclosing op's.
   Kineto's span of the whole capture (``PyTorch Profiler (0)``) is the profiling window, not a call.
 - **One call**: a slice whose nearest enclosing op on the same track (looking through Python frames and
@@ -129,6 +130,28 @@ def _key_index(trace: Trace, names: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return kinv[inv].astype(np.int64), uniq
 
 
+EXECUTION_NAMES = ("nc_exec_running",)
+"""Device slices that name no op: a NEFF execution on a NeuronCore (Neuron Explorer's hardware event)."""
+
+
+def _launched_names(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Name ids of device `rows`, an execution (`EXECUTION_NAMES`) named after the cpu_op whose launch flow
+    reaches it, so device time is counted per op as on CUDA, where kernels carry the op's work."""
+    sl, fl = trace.slices, trace.flows
+    names = sl.name[rows].copy()
+    m = np.flatnonzero(np.isin(names, trace.name_ids(*EXECUTION_NAMES)))
+    if not len(m) or not len(fl):
+        return names
+    o = np.argsort(fl.dst, kind="stable")
+    dst, src = fl.dst[o], fl.src[o]
+    pos = np.minimum(np.searchsorted(dst, rows[m]), len(dst) - 1)
+    hit = dst[pos] == rows[m]
+    s = src[pos]
+    ok = hit & np.isin(sl.cat[s], trace.name_ids(KinetoCat.CPU_OP))
+    names[m[ok]] = sl.name[s[ok]]
+    return names
+
+
 def _side(trace: Trace, nest: Nesting, op_cat: np.ndarray, where: str) -> dict[str, np.ndarray] | None:
     """Calls grouped by key for one side (host or device). `op_cat`: per nesting row, counts as an op."""
     sl = trace.slices
@@ -136,7 +159,7 @@ def _side(trace: Trace, nest: Nesting, op_cat: np.ndarray, where: str) -> dict[s
     n = len(rows)
     if not n:
         return None
-    names = sl.name[rows]
+    names = _launched_names(trace, rows) if where == "device" else sl.name[rows]
     key, key_names = _key_index(trace, names)
     skip = nest.transparent | np.isin(sl.cat[rows], trace.name_ids(KinetoCat.PYTHON))
     par = np.full(n, -1, dtype=np.int64)

@@ -209,12 +209,6 @@ def memory_current(stats: Mapping[str, Any]) -> tuple[int | None, int | None, in
             pick("allocated_bytes", "peak"), pick("reserved_bytes", "peak"))
 
 
-def device_activity_feed(mod: Any) -> Callable[[], dict[str, Any] | None] | None:
-    """``profiling.get_device_activity`` (emulated only: the real package has no such API, corrections "Device
-    timeline"; on hardware the timeline comes from the runtime's capture through Neuron Explorer)."""
-    return _fn(mod, "profiling", "get_device_activity")
-
-
 def profiler_mappings(mod: Any) -> Any:
     """``_C._get_profiler_mappings()`` (corrections): the framework→runtime mapping in memory, the document of
     ``framework_mapping_*.json`` (see `neuron_prof.loaders.framework_mapping`); None when absent."""

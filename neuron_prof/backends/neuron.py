@@ -9,11 +9,12 @@ differ. Runtime metrics are switched on for the capture and back off after when 
 * compilation cache entries → eager first-call compile events (else stalls inferred from the trace);
 * Dynamo compilation metrics (+ ``get_dynamo_metrics`` phases) → torch.compile events;
 * ``torch.neuron.memory_stats`` (nested or flat) → memory counters, polled;
-* device activity when the runtime gives it (``profiling.get_device_activity``, emulated device only; Kineto
-  ``privateuse1_driver`` events stay as Kineto wrote them) → device tracks with launch flows;
-* opt-in (``profile(device_profile=...)``): the runtime's device profile through ``NeuronConfig`` /
-  ``NeuronProfiler``, processed by neuron-explorer after the block (`probes.device_profile`). The PrivateUse1
-  profiler activity is asked for only then: on hardware it starts the runtime's capture (files, ~5 GB HBM);
+* the device timeline (device tracks, engine busy time, device collectives, HBM): only from the runtime's
+  device profile, opt-in (``profile(device_profile=...)``): ``NeuronConfig`` / ``NeuronProfiler``, processed by
+  neuron-explorer after the block (`probes.device_profile`), on Trainium and on the emulated device alike (the
+  real package has no activity API). The PrivateUse1 profiler activity is asked for only then: on hardware it
+  starts the runtime's capture (files, ~5 GB HBM). Kineto ``privateuse1_driver`` events stay as Kineto wrote
+  them and get launch flows;
 * sync points, float64 demotions and collectives measured around the Python calls.
 """
 
@@ -69,7 +70,7 @@ class NeuronBackend(ProbeBackend):
     def default_probes(self, ctx: CaptureContext) -> list[Probe]:
         from neuron_prof.backends.probes.collectives import CollectivesProbe
         from neuron_prof.backends.probes.compile_cache import CompileCacheProbe
-        from neuron_prof.backends.probes.device import DeviceActivityProbe, KinetoDeviceLinkProbe
+        from neuron_prof.backends.probes.device import KinetoDeviceLinkProbe
         from neuron_prof.backends.probes.dtype import DtypeProbe
         from neuron_prof.backends.probes.fallback import FallbackProbe
         from neuron_prof.backends.probes.memory import KinetoMemoryProbe, MemoryProbe
@@ -89,14 +90,10 @@ class NeuronBackend(ProbeBackend):
                                             graph_names=graphs, waits=lambda: sync_probe.records))
         else:
             probes.append(StallProbe())
-        device: DeviceActivityProbe | None = None
-        feed = _compat.device_activity_feed(mod)
-        if feed is not None:
-            device = DeviceActivityProbe(feed, DEVICE, sync=sync)
-            probes.append(device)
+        dp = self._device_profile
         if _compat.has_fallback_ops(mod):
             probes.append(FallbackProbe(lambda: _compat.fallback_ops(mod), _compat.op_tracking_clearer(mod), sync,
-                                        d2h=(lambda: device.d2h_hosts) if device is not None else None))
+                                        d2h=(lambda: dp.d2h_hosts) if dp is not None else None))
         # host memory from Kineto's allocator events; the device's, polled (its allocator does not report to
         # the profiler) unless a later release does report them
         links = KinetoDeviceLinkProbe(lambda: _compat.profiler_mappings(mod),

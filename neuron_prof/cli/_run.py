@@ -31,15 +31,18 @@ def _exit_code(e: SystemExit) -> int:
     return 1
 
 
-def _enable_emulator(forced: bool) -> None:
-    """Enable the emulated neuron device: always with --emulate-neuron, else when NEURON_PROF_EMULATE=1."""
+def _enable_emulator(forced: bool) -> bool:
+    """Enable the emulated neuron device: always with --emulate-neuron, else when NEURON_PROF_EMULATE=1.
+    True when enabled: its device timeline is then captured as on Trainium, through the device profile
+    (``profile(device_profile=True)``; it costs the emulated device no HBM)."""
     if not forced and os.environ.get(EMULATE_ENV, "").strip().lower() not in ("1", "true", "yes"):
-        return
+        return False
     try:
         import neuron_prof.emulator as emu
     except ImportError:
         raise UsageError("--emulate-neuron: the emulated neuron device (neuron_prof.emulator) is not installed") from None
     emu.enable(emu.EmulatorConfig.from_env())  # the env also tunes it (NEURON_PROF_EMULATE_COMPILE_SCALE, ...)
+    return True
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -74,7 +77,7 @@ def command(output: str, backend: str | None, emulate_neuron: bool, module: str 
         argv = [str(script), *script_and_args[1:]]
     else:
         argv = [module, *script_and_args]
-    _enable_emulator(emulate_neuron)
+    emulated = _enable_emulator(emulate_neuron)
     # read by libkineto when torch first starts it (after this): the user's own setting wins
     os.environ.setdefault(KINETO_LOG_ENV, KINETO_QUIET)
 
@@ -85,7 +88,8 @@ def command(output: str, backend: str | None, emulate_neuron: bool, module: str 
     sys.path.insert(0, path0)
     keep: list[object] = []
     try:
-        with neuron_prof.profile(output, backend=backend, pftrace=not no_pftrace, quiet=quiet), _keep_code(keep):
+        with neuron_prof.profile(output, backend=backend, pftrace=not no_pftrace, quiet=quiet,
+                                 device_profile=emulated), _keep_code(keep):
             if module is None:
                 keep.append(runpy.run_path(argv[0], run_name="__main__"))
             else:

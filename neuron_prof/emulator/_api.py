@@ -1,16 +1,18 @@
 """The torch_neuronx-shaped module: TorchNeuron's public names and return shapes, backed by the emulator.
 
 The Neuron adapter receives either the real `torch_neuronx` or this module and uses only names both have
-(shared/design/torch-neuronx-facts.md). Beyond the real API there is one addition, documented as the
-emulated runtime's device-activity feed: `profiling.get_device_activity(clear=False)` (see below).
+(shared/design/torch-neuronx-facts.md). The device timeline reaches it as on Trainium: through the capture
+folder ``NeuronProfiler`` writes when profiling is asked for with a ``NeuronConfig`` (`_explorer_view`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import enum
+import itertools
 import types
 from typing import Any
+
+from torch._C._profiler import _ExperimentalConfig
 
 from neuron_prof.emulator import _state
 from neuron_prof.emulator._dynamo_backend import get_dynamo_metrics, reset_dynamo_metrics
@@ -28,48 +30,49 @@ class ProfileMode(enum.Enum):
     HOST_MEMORY = "host_memory"
 
 
-@dataclasses.dataclass
-class NeuronConfig:
-    """Mirrors torch_neuronx.profiling.NeuronConfig (accepted; the emulator always records activity)."""
+class NeuronConfig(_ExperimentalConfig):  # torch.profiler's experimental_config must be one
+    """torch_neuronx.profiling.NeuronConfig (docs: modes default to [DEVICE, RUNTIME], output ./output)."""
 
-    modes: list[ProfileMode] = dataclasses.field(default_factory=lambda: [ProfileMode.DEVICE])
-    max_events_per_nc: int = 1_000_000
-    capture_enabled_for_nc: list[int] | None = None
-    profile_output_dir: str | None = None
-    neff_cache_dir: str | None = None
+    def __init__(self, modes: list[ProfileMode] | None = None, max_events_per_nc: int = 1_000_000,
+                 capture_enabled_for_nc: str | None = None, profile_output_dir: str = "./output",
+                 neff_cache_dir: str | None = None, precache_node_info: bool = True) -> None:
+        super().__init__()
+        self.modes = list(modes) if modes is not None else [ProfileMode.DEVICE, ProfileMode.RUNTIME]
+        self.max_events_per_nc = max_events_per_nc
+        self.capture_enabled_for_nc = capture_enabled_for_nc
+        self.profile_output_dir = profile_output_dir
+        self.neff_cache_dir = neff_cache_dir
+        self.precache_node_info = precache_node_info
+
+
+_EXPORTS = itertools.count()
 
 
 class NeuronProfiler:
-    """Mirrors torch_neuronx.profiling.NeuronProfiler: `on_trace_ready=NeuronProfiler(cfg).export_trace`."""
+    """torch_neuronx.profiling.NeuronProfiler: ``on_trace_ready=NeuronProfiler(cfg).export_trace`` writes the
+    capture folder ``<profile_output_dir>/<instance-id>_pid_<pid>/<timestamp>/`` (neuron-explorer-facts,
+    "Capture"): trace.json, the framework mapping, and (the emulator standing in for ``neuron-explorer view``,
+    absent here) the processed tables in ``<timestamp>/parquet`` (`_explorer_view`)."""
 
     def __init__(self, config: NeuronConfig | None = None) -> None:
         self.config = config or NeuronConfig()
 
     def export_trace(self, prof: Any) -> None:
         import os
+        import time
+        from pathlib import Path
 
-        out = self.config.profile_output_dir or "."
-        os.makedirs(out, exist_ok=True)
-        prof.export_chrome_trace(os.path.join(out, f"trace_{os.getpid()}.json"))
+        from neuron_prof.emulator._explorer_view import INSTANCE_ID, write_capture
 
-
-def get_device_activity(clear: bool = False) -> dict[str, Any]:
-    """Device activity of the emulated runtime, columnar, one row per executed op / graph / copy / collective.
-
-    Keys (numpy int64 arrays unless noted): `name` (list[str]: aten op as "aten::mm" / "aten::add.Tensor",
-    graph name, "copy_h2d", "copy_d2h", "<op> (copy to host)", "allreduce"...), `device`, `stream_id`
-    (0 compute, 1 DMA, 2 collectives), `kind` (index into `kind_names`: op, graph, copy_h2d, copy_d2h,
-    collective), `start_ns`/`end_ns` (Unix ns on the device clock), `nrt_sequence_id` (unique, increasing),
-    `seq_nr` (the issuing host op's autograd "Sequence number" as Kineto records it, for forward ops;
-    otherwise the thread's counter), `th_id` (native thread id of the issuing host thread = Kineto's tid),
-    `host_ns` (Unix ns when the host issued it, inside the issuing aten op's span), plus `dropped` (events
-    lost to the ring buffer). The ring keeps the newest max_device_events; clear=True empties it.
-
-    How to read it: snapshot before a capture (note the last nrt_sequence_id) and once after, then keep
-    rows above that id; join each row to the innermost host cpu_op named `name` on thread `th_id` whose span
-    holds `host_ns` (forward ops also match by `seq_nr`). Graph rows carry the get_dynamo_metrics graph_name.
-    """
-    return _rt().activity.snapshot(clear)
+        ts = time.strftime("%Y%m%d_%H%M%S") + f"_{next(_EXPORTS):03d}"  # one folder per export in this process
+        folder = Path(self.config.profile_output_dir) / f"{INSTANCE_ID}_pid_{os.getpid()}" / ts
+        folder.mkdir(parents=True, exist_ok=True)
+        prof.export_chrome_trace(str(folder / "trace.json"))
+        if ProfileMode.DEVICE in self.config.modes or ProfileMode.RUNTIME in self.config.modes:
+            rt = _rt()
+            mem = rt.memory[0]
+            write_capture(folder, rt.activity.snapshot(), (mem.allocated.current, mem.reserved.current,
+                                                           mem.capacity), os.getpid())
 
 
 def _set_metrics_enabled(enabled: bool) -> None:
@@ -119,7 +122,6 @@ def build_module(device_module: types.ModuleType) -> types.ModuleType:
         ProfileMode=ProfileMode,
         NeuronConfig=NeuronConfig,
         NeuronProfiler=NeuronProfiler,
-        get_device_activity=get_device_activity,
     ).items():
         setattr(profiling, k, v)
 

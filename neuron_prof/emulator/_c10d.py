@@ -65,9 +65,10 @@ class NeuronProcessGroup(dist.ProcessGroup):
             nbytes = sum(t._elem.numel() * t._elem.element_size() for t in found)
             dur = int(rt.cfg.device_time_scale * (_LATENCY_NS + factor * nbytes / _LINK_BYTES_PER_S * 1e9))
             dev = found[0]._dev
-            start, end, _ = rt.clocks[dev].submit(
+            start, end, seq = rt.clocks[dev].submit(
                 name, dur, STREAM_COLLECTIVE, KIND_COLLECTIVE, seq_nr=torch._C._autograd._get_sequence_nr()
             )
+            rt.activity.cc[seq] = (nbytes, self._size)
             rt.gt.add("collective", name, t0, time.time_ns(), dev, start, end, detail=nbytes)
         return _done(args[result_arg] if result_arg >= 0 else None)
 

@@ -87,7 +87,7 @@ def copy_duration_ns(cfg: EmulatorConfig, nbytes: int) -> int:
 
 
 class Activity:
-    """Ring buffer of device activity, as the runtime reports it (see _api.get_device_activity).
+    """Ring buffer of device activity, as the runtime records it for its capture (see _explorer_view).
 
     Each event is appended as one tuple (the cheapest thing to append on the per-op path); snapshot() hands
     them out as columns.
@@ -111,6 +111,8 @@ class Activity:
         self.next_seq = 1
         self.dropped = 0
         self.lock = threading.Lock()
+        self.cc: dict[int, tuple[int, int]] = {}
+        """nrt_sequence_id of a collective -> (bytes, ranks): what the runtime's CcOp rows report."""
 
     def append(
         self,
@@ -138,6 +140,8 @@ class Activity:
         if drop > 0:
             self.dropped += drop
             del self.rows[:drop]
+            first = self.rows[0][6] if self.rows else self.next_seq
+            self.cc = {k: v for k, v in self.cc.items() if k >= first}
 
     def snapshot(self, clear: bool = False) -> dict[str, Any]:
         """Columns as numpy int64 arrays plus `name` (list[str]), `kind_names` and `dropped`."""
@@ -154,6 +158,7 @@ class Activity:
         out["name"] = [r[0] for r in rows]
         out["kind_names"] = KIND_NAMES
         out["dropped"] = self.dropped
+        out["cc"] = dict(self.cc)
         return out
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -50,7 +51,10 @@ def main() -> None:
     gt = ground_truth()
     gt.clear()
     backend = get_backend(hint=model)
-    b, ctx = profile_with(backend, lambda: [step() for _ in range(3)], options={"memory_interval_ms": 1})
+    # the device timeline comes as on Trainium: the runtime's device profile, in the capture folder
+    backend.enable_device_profile(Path(sys.argv[1] if len(sys.argv) > 1 else ".") / "neuron_profile")
+    b, ctx = profile_with(backend, lambda: [step() for _ in range(3)], options={"memory_interval_ms": 1},
+                          export=backend.export_trace)
     trace = b.build()
     out: dict[str, Any] = {"backend": backend.name, "errors": ctx.errors, "window": [ctx.start_ns, ctx.end_ns],
                            "gt": [{**r, "detail": r["detail"] if not isinstance(r["detail"], set) else None}

@@ -13,11 +13,13 @@ from neuron_prof.model import TraceBuilder
 
 
 def profile_with(backend: Backend, work: Callable[[], Any], options: dict[str, Any] | None = None,
-                 record_shapes: bool = True, with_stack: bool = True) -> tuple[TraceBuilder, CaptureContext]:
+                 record_shapes: bool = True, with_stack: bool = True,
+                 export: Callable[[Any], Any] | None = None) -> tuple[TraceBuilder, CaptureContext]:
     """Run `work` under torch.profiler with `backend`'s options and probes; return the builder after contribute().
 
     The same route as a capture session: the operator recorder while it records, then the session's
-    collector (exact stacks and device facts from the event tree, the Kineto JSON loaded with them)."""
+    collector (exact stacks and device facts from the event tree, the Kineto JSON loaded with them).
+    `export`: the backend's ``export_trace`` when it captures a device profile, as a session passes it."""
     from torch.profiler import profile
 
     from neuron_prof.capture._kineto import KinetoCollector
@@ -27,7 +29,7 @@ def profile_with(backend: Backend, work: Callable[[], Any], options: dict[str, A
     b = TraceBuilder()
     errors: list[str] = []
     collector = KinetoCollector(b, "<test>", lambda probe, e: errors.append(f"{probe}: {e!r}"),
-                                with_stack=with_stack, device_ops=ctx.device_ops)
+                                with_stack=with_stack, device_ops=ctx.device_ops, export=export)
     kw: dict[str, Any] = dict(record_shapes=record_shapes, with_stack=with_stack, on_trace_ready=collector)
     kw.update(backend.profiler_options())
     backend.start(ctx)  # as a session does: probes before the profiler starts, stopped after it stops

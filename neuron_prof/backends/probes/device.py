@@ -1,14 +1,9 @@
-"""Device timeline probe: device executions as slices on per-device/per-queue tracks, each with a flow from
-the host op that launched it.
+"""Launch flows for the device events Kineto itself put in the trace (``privateuse1_driver``, CUDA
+``kernel``/``gpu_memcpy``): they only get flows here, never a second copy.
 
-Sources, whichever the backend gives:
-* a runtime activity feed (columnar: ``name, device, stream_id, kind, start_ns, end_ns, nrt_sequence_id,
-  seq_nr, th_id, host_ns``), read once after the capture; rows outside the captured window are dropped;
-* device events Kineto already put in the trace (``privateuse1_driver``, CUDA ``kernel``/``gpu_memcpy``):
-  those only get flows here (see `link_kineto_device`), never a second copy.
-
-The launching host op is the innermost cpu_op on thread ``th_id`` running at ``host_ns``; without ``host_ns``
-the op with the same autograd ``Sequence number`` on that thread (the framework-mapping join).
+The Neuron device timeline itself comes from the runtime's capture processed by Neuron Explorer
+(`device_profile`), on Trainium and on the emulated device alike: there is no runtime activity feed
+(torch-neuronx-facts, "Corrections": "Device timeline").
 """
 
 from __future__ import annotations
@@ -18,105 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from neuron_prof.backends.probes._hostops import ThreadOps
 from neuron_prof.backends.probes._probe import Probe
 from neuron_prof.loaders.framework_mapping import mapping_links, parse_mapping
-from neuron_prof.model import Arg, Cat, ProcessKind, TrackKind
+from neuron_prof.model import Cat
 
 if TYPE_CHECKING:
     from neuron_prof.backends.base import CaptureContext
     from neuron_prof.backends.probes._view import HostView
     from neuron_prof.model import TraceBuilder
-
-STREAM_LABELS = {0: "device", 1: "DMA", 2: "collectives"}
-D2H_KINDS = ("copy_d2h",)
-
-
-def device_track(builder: TraceBuilder, device_type: str, device: int, stream: int) -> int:
-    """Track "neuron:0 device" (stream 0) / "neuron:0 DMA" ... in the device's own process."""
-    pid = f"{device_type}:{device}"
-    p = builder.process(pid, name=pid, kind=ProcessKind.DEVICE, sort_index=1000 + device)
-    label = STREAM_LABELS.get(stream, f"queue {stream}")
-    return builder.track(p, f"{pid} {label}", TrackKind.DEVICE, sort_index=stream)
-
-
-class DeviceActivityProbe(Probe):
-    """Reads a runtime's device activity feed after the capture and writes the device timeline."""
-
-    name = "device"
-
-    def __init__(self, read: Callable[[], dict[str, Any] | None], device_type: str = "neuron",
-                 sync: Callable[[], Any] | None = None) -> None:
-        super().__init__()
-        self._read, self._sync, self.device_type = read, sync, device_type
-        self.activity: dict[str, Any] | None = None
-        self._start_seq = 0
-        self.d2h_hosts: list[tuple[Any, int]] = []
-        """(th_id, host_ns) of device-to-host transfers: evidence for the fallback probe."""
-
-    def start(self, ctx: CaptureContext) -> None:
-        snap = self._read() or {}
-        seq = snap.get("nrt_sequence_id")
-        self._start_seq = int(np.max(seq)) + 1 if seq is not None and len(seq) else 0
-
-    def stop(self, ctx: CaptureContext) -> None:
-        if self._sync is not None:
-            self._sync()
-        act = self._read()
-        if not act or "start_ns" not in act:
-            self.activity = None
-            return
-        seq = np.asarray(act.get("nrt_sequence_id", np.zeros(len(act["start_ns"]))), dtype=np.int64)
-        keep = seq >= self._start_seq
-        self.activity = {k: (np.asarray(v)[keep] if isinstance(v, np.ndarray) else
-                             [x for x, k2 in zip(v, keep) if k2] if k == "name" else v) for k, v in act.items()}
-        kinds = self.activity.get("kind_names") or ()
-        kind = self.activity.get("kind")
-        host = self.activity.get("host_ns")
-        if kind is not None and host is not None and kinds:
-            d2h = [i for i, n in enumerate(kinds) if n in D2H_KINDS]
-            m = np.isin(kind, d2h)
-            self.d2h_hosts = list(zip(self.activity["th_id"][m].tolist(), host[m].tolist()))
-
-    def contribute(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView) -> None:
-        a = self.activity
-        if not a or not len(a["start_ns"]):
-            return
-        builder.metadata.setdefault("device_activity", {})[self.device_type] = {
-            "events": int(len(a["start_ns"])), "dropped_by_runtime": int(a.get("dropped") or 0)}
-        ops = ThreadOps(view)
-        kinds = a.get("kind_names") or ()
-        n = len(a["start_ns"])
-        host_ns = a.get("host_ns")
-        seqnr_index = _seqnr_index(view) if host_ns is None else None
-        for i in range(n):
-            dev, stream = int(a["device"][i]), int(a["stream_id"][i])
-            track = device_track(builder, self.device_type, dev, stream)
-            k = int(a["kind"][i]) if "kind" in a else -1
-            args = {Arg.SEQ: int(a["nrt_sequence_id"][i]) if "nrt_sequence_id" in a else i, Arg.STREAM: stream,
-                    "kind": kinds[k] if 0 <= k < len(kinds) else k}
-            start, end = int(a["start_ns"][i]), int(a["end_ns"][i])
-            s = builder.add_slice(track, start, max(end - start, 0), a["name"][i], Cat.DEVICE, args)
-            tid = int(a["th_id"][i]) if "th_id" in a else None
-            if host_ns is not None:
-                h = ops.innermost(tid, int(host_ns[i])) if tid is not None else ops.any_thread(int(host_ns[i]))
-            else:
-                h = seqnr_index.get((tid, int(a["seq_nr"][i])), -1) if seqnr_index is not None else -1
-            if h >= 0:
-                builder.add_flow(h, s, cat=Cat.DEVICE, name="launch")
-
-
-def _seqnr_index(view: HostView) -> dict[tuple[Any, int], int]:
-    """(tid, autograd Sequence number) -> cpu_op row (the framework_mapping join)."""
-    from neuron_prof.model import KinetoCat
-
-    out: dict[tuple[Any, int], int] = {}
-    tracks = view.builder.tracks
-    for r in view.cat_rows(KinetoCat.CPU_OP):
-        sn = view.args(int(r)).get("Sequence number")
-        if isinstance(sn, int):
-            out.setdefault((tracks[int(view.track[r])].tid, sn), int(r))
-    return out
 
 
 class KinetoDeviceLinkProbe(Probe):

@@ -13,7 +13,12 @@ After the block, each such folder is processed with
 when ``neuron-explorer`` is on PATH, and its tables are joined to the host ops exactly as loading the folder
 later would (`loaders.explorer_capture.add_capture_tables`). Without it, the command and how to load the
 folder afterwards are printed. Dropped events (the runtime's ring buffer, reported by neuron-explorer as
-"N trace events were dropped") become load warnings.
+"N trace events were dropped") become load warnings. A capture whose ``<timestamp>/parquet`` already holds
+the tables is not processed again: the emulated device writes them itself, standing in for neuron-explorer
+(absent where there is no Trainium), so its device timeline comes through this same path.
+
+`d2h_hosts`: where host ops read device memory back (hardware copies named as the emulated device names
+them, `D2H_NAME`: the docs name no copy events), as evidence for the fallback probe.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from neuron_prof.backends.probes._probe import Probe
+from neuron_prof.loaders.explorer import is_explorer_folder  # at import, not in stop(): inside the region
+from neuron_prof.loaders.explorer_capture import PROCESSED_DIR
 
 if TYPE_CHECKING:
     from neuron_prof.backends.base import CaptureContext
@@ -45,8 +52,6 @@ _DROPPED = re.compile(r"(\d[\d,]*) trace events were dropped[^\n]*")
 def explorer_command(capture: Path, exe: str = EXPLORER) -> list[str]:
     """The neuron-explorer call that writes a capture folder's Parquet tables inside it (``<ts>/parquet``:
     the pid folder then holds one timestamp folder, one rank for the job summary)."""
-    from neuron_prof.loaders.explorer_capture import PROCESSED_DIR
-
     return [exe, "view", "-d", str(capture), "--output-format", "parquet", "--output-file",
             str(capture / PROCESSED_DIR)]
 
@@ -68,6 +73,7 @@ class DeviceProfileProbe(Probe):
         """Load warnings: events neuron-explorer says were dropped."""
         self.pending: list[str] = []
         """Commands still to run by hand (neuron-explorer missing or failed)."""
+        self._d2h: list[tuple[Any, int]] | None = None
 
     def export_cycle(self, prof: Any) -> Path | None:
         """Export one profiler cycle through NeuronProfiler; the trace.json it wrote (None: it wrote none)."""
@@ -88,6 +94,9 @@ class DeviceProfileProbe(Probe):
     def stop(self, ctx: CaptureContext) -> None:
         exe = shutil.which(EXPLORER)
         for cap in self.captures:
+            if is_explorer_folder(cap / PROCESSED_DIR):  # processed already (the emulated device writes them)
+                self.processed.append(cap)
+                continue
             cmd = explorer_command(cap, exe or EXPLORER)
             if exe is None:
                 self.pending.append(" ".join(explorer_command(cap)))
@@ -107,6 +116,19 @@ class DeviceProfileProbe(Probe):
         if self.pending:
             self._tell(exe is None)
 
+    @property
+    def d2h_hosts(self) -> list[tuple[Any, int]]:
+        """(thread id, start ns) of the framework ops whose work copied device memory to the host, read from
+        the processed tables on first use (after the capture: its cost is no part of the profiled time)."""
+        if self._d2h is None:
+            self._d2h = []
+            for cap in self.processed:
+                try:
+                    self._d2h += d2h_hosts(cap / PROCESSED_DIR)
+                except Exception as e:  # noqa: BLE001  (evidence only: a bad table is reported when loaded)
+                    self.notes.append(f"device profile {cap}: copies not read ({type(e).__name__}: {e})")
+        return self._d2h
+
     def _tell(self, missing: bool) -> None:
         why = "neuron-explorer is not on PATH" if missing else "neuron-explorer failed"
         lines = [f"neuron-prof: the device profile was captured but not processed ({why}). Run:"]
@@ -118,7 +140,7 @@ class DeviceProfileProbe(Probe):
 
     def contribute(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView) -> None:
         from neuron_prof.loaders.explorer import find_profile
-        from neuron_prof.loaders.explorer_capture import PROCESSED_DIR, add_capture_tables
+        from neuron_prof.loaders.explorer_capture import add_capture_tables
         from neuron_prof.model import Meta
 
         warnings: list[str] = list(self.notes)
@@ -130,3 +152,34 @@ class DeviceProfileProbe(Probe):
                                       "processed": [str(c) for c in self.processed], "to_run": self.pending}
         if warnings:
             builder.metadata.setdefault(Meta.WARNINGS, []).extend(warnings)
+
+
+D2H_NAME, D2H_SUFFIX = "copy_d2h", "(copy to host)"
+"""Hardware copies from device to host: the emulated device's names (``copy_d2h``, ``<op> (copy to host)`` for
+a fallback's); Neuron Explorer documents none."""
+
+
+def d2h_hosts(profile: Path) -> list[tuple[int, int]]:
+    """(thread id, start ns) of each framework event sharing a flow id with a hardware ``copy_d2h``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    cols = ["name", "trace_event_source", "thread_id", "start_ts", "flow_id"]
+    parts = sorted(profile.glob("SystemProfileEvents*.parquet"))
+    if not parts:
+        return []
+    t = pa.concat_tables([pq.read_table(f, columns=cols) for f in parts])
+    src = t.column("trace_event_source")
+    name = t.column("name")
+    d2h = pc.or_(pc.equal(name, D2H_NAME), pc.ends_with(name, D2H_SUFFIX))
+    hw = t.filter(pc.and_(pc.equal(src, "neuron_hw"), pc.fill_null(d2h, False)))
+    ids = set(pc.list_flatten(hw.column("flow_id")).drop_null().to_pylist())
+    if not ids:
+        return []
+    out = []
+    fw = t.filter(pc.equal(src, "framework")).to_pylist()
+    for r in fw:
+        if ids.intersection(r["flow_id"] or ()):
+            out.append((int(r["thread_id"]), int(r["start_ts"])))
+    return out
