@@ -32,13 +32,15 @@ mutation-check: $(STAMP)
 	$(PY) tests/mutation_check.py
 
 # Branch coverage per file (make coverage COV_PACKAGES=neuron_prof/analysis for one package): the same two
-# processes as `make test`, combined in build/coverage/ (exit 5, no test selected in one of them, is fine).
+# processes as `make test`, combined in build/coverage/. A test failing under coverage (timing: probe hooks run
+# slower under the tracer) is shown but does not stop the report: `make test` is the gate.
 COV_PACKAGES ?= neuron_prof exporters tui
 COV := build/coverage
 coverage: $(STAMP)
 	rm -rf $(COV) && mkdir -p $(COV)
 	COVERAGE_FILE=$(COV)/.coverage.main $(PY) -m pytest -q -m "not emulator_inprocess" \
-		$(addprefix --cov=,$(COV_PACKAGES)) --cov-branch --cov-report= $(PYTEST_ARGS) || [ $$? -eq 5 ]
+		$(addprefix --cov=,$(COV_PACKAGES)) --cov-branch --cov-report= $(PYTEST_ARGS) \
+		|| echo "coverage: tests failed under coverage (above); make test is the gate, the figures follow"
 	COVERAGE_FILE=$(COV)/.coverage.emulator $(PY) -m pytest -q -m emulator_inprocess \
 		$(addprefix --cov=,$(COV_PACKAGES)) --cov-branch --cov-report= $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(PY) -m coverage combine -q --data-file=$(COV)/.coverage $(COV)
