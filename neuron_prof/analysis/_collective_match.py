@@ -16,11 +16,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from neuron_prof.analysis._collectives import message_bytes
-from neuron_prof.model import Trace, TrackKind
+from neuron_prof.model import ProcessKind, Trace, TrackKind
 
 _KERNEL_RE = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)", re.IGNORECASE)
 _ANNOT_RE = re.compile(r"^(?:nccl|gloo):(\w+)$")
-SOURCES = ("probe", "nccl_kernel", "annotation", "record_param_comms")
+SOURCES = ("probe", "device_collective", "nccl_kernel", "annotation", "record_param_comms")
+"""Where a rank's collectives are read, best first: the host's collective tracks (a probe measured each call
+where the host made it), the device's collective tracks (Neuron Explorer's CcOp), device kernels, host
+annotations. One source per rank: the same all_reduce seen by the host and by the device is one collective."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ def _candidates(trace: Trace, rows: np.ndarray, source: str) -> tuple[list[str],
             continue
         for r in rows[names == uid]:
             key, b = op, float("nan")
-            if source in ("probe", "record_param_comms"):
+            if source in ("probe", "device_collective", "record_param_comms"):
                 a = trace.slice_args(int(r))
                 b = float(message_bytes(a) or "nan")
                 if source == "record_param_comms":
@@ -93,8 +96,11 @@ def _candidates(trace: Trace, rows: np.ndarray, source: str) -> tuple[list[str],
 
 
 def _source_rows(trace: Trace, procs: np.ndarray, source: str) -> np.ndarray:
-    tracks = np.array([i for i, t in enumerate(trace.tracks) if t.process in set(procs.tolist()) and (
-        (source == "probe" and t.kind == TrackKind.COLLECTIVE)
+    mine = set(procs.tolist())
+    on_device = {i for i in mine if trace.processes[i].kind == ProcessKind.DEVICE}
+    tracks = np.array([i for i, t in enumerate(trace.tracks) if t.process in mine and (
+        (source == "probe" and t.kind == TrackKind.COLLECTIVE and t.process not in on_device)
+        or (source == "device_collective" and t.kind == TrackKind.COLLECTIVE and t.process in on_device)
         or (source == "nccl_kernel" and t.kind == TrackKind.DEVICE)
         or (source in ("annotation", "record_param_comms") and t.kind == TrackKind.THREAD))], dtype=np.int32)
     return np.flatnonzero(np.isin(trace.slices.track, tracks))

@@ -19,7 +19,7 @@ from neuron_prof.analysis._idle import device_rows
 from neuron_prof.analysis._intervals import merge, union_ns
 from neuron_prof.analysis._registry import register
 from neuron_prof.analysis._sites import sites_of
-from neuron_prof.model import Arg, Trace, TrackKind
+from neuron_prof.model import Arg, ProcessKind, Trace, TrackKind
 
 WARNING_EXPOSED = 0.15
 CRITICAL_EXPOSED = 0.40
@@ -72,9 +72,14 @@ def message_bytes(args: dict[str, Any]) -> int:
 
 
 def collective_rows(trace: Trace, ctx: Context) -> np.ndarray:
+    """The collectives, from one source: the host's collective tracks (where the host made each call), else the
+    device's (Neuron Explorer's CcOp), else NCCL-style device kernels, else gloo host spans. The same
+    all_reduce seen by the host and by the device is counted once."""
     rows = ctx.rows(TrackKind.COLLECTIVE)
     if len(rows):
-        return rows
+        on_device = np.array([trace.processes[t.process].kind == ProcessKind.DEVICE for t in trace.tracks], bool)
+        host = rows[~on_device[trace.slices.track[rows]]]
+        return host if len(host) else rows
     dev = device_rows(ctx)
     names = [i for i in range(len(trace.strings)) if _KERNEL.match(trace.strings[i])]
     rows = dev[np.isin(trace.slices.name[dev], np.asarray(names, dtype=np.int32))]

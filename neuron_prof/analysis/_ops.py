@@ -15,7 +15,8 @@ Rules:
 - **Rows**: host ops are the slices on host thread tracks, device ops the device work (`_idle.device_rows`);
   a Neuron NEFF execution (``nc_exec_running``) counts under the host op whose launch flow reaches it.
   Dispatcher bookkeeping spans (`_nesting.TRANSPARENT_SPANS`) are no ops: their time is the enclosing op's.
-  Kineto's span of the whole capture (``PyTorch Profiler (0)``) is the profiling window, not a call.
+  Kineto's span of the whole capture (``PyTorch Profiler (0)``) is the profiling window, not a call; an
+  engine's busy intervals (Neuron Explorer's ActiveTime) are utilisation, not device ops.
 - **One call**: a slice whose nearest enclosing op on the same track (looking through Python frames and
   bookkeeping spans) has the same key is that op re-dispatched (the emulated device's ``aten::sort``
   holding the CPU kernel ``aten::sort`` of its fallback; ``aten::mm`` under ``PythonDispatchMode`` under
@@ -38,7 +39,7 @@ import numpy as np
 from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._host import host_nesting
 from neuron_prof.analysis._nesting import Nesting, nesting
-from neuron_prof.model import KinetoCat, Trace
+from neuron_prof.model import Cat, KinetoCat, Trace
 
 HOST_OP_CATS = (KinetoCat.CPU_OP, KinetoCat.CUDA_RUNTIME, KinetoCat.CUDA_DRIVER)
 """Categories of host slices that are ops (when the trace has cpu_op slices at all)."""
@@ -216,7 +217,7 @@ def _build(trace: Trace, ctx: Context) -> OpTable:
         host_op = np.isin(cats, trace.name_ids(*HOST_OP_CATS))
     else:
         host_op = np.ones(len(host.rows), dtype=bool)
-    dev = nesting(trace, device_rows(ctx))
+    dev = nesting(trace, ctx.cat_rows(device_rows(ctx), (Cat.ENGINE_BUSY,), keep=False))
     parts = [
         p
         for p in (

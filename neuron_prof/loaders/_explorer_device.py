@@ -19,7 +19,7 @@ from neuron_prof.loaders._explorer_events import device_process
 from neuron_prof.loaders._explorer_tables import Tables
 from neuron_prof.model import Arg, Cat, ProcessKind, TraceBuilder, TrackKind
 
-CAT_ACTIVE = "neuron_explorer.active"
+CAT_ACTIVE = Cat.ENGINE_BUSY
 _GB = 1e9
 
 

@@ -70,6 +70,8 @@ class Cat:
     DTYPE: Final = "neuron_prof.dtype"
     FINDING: Final = "neuron_prof.finding"
     MEMORY: Final = "neuron_prof.memory"
+    ENGINE_BUSY: Final = "neuron_explorer.active"
+    """A device engine's merged busy intervals (Neuron Explorer's ActiveTime): utilisation, not work items."""
 
 
 class Arg:
