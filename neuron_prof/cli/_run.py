@@ -54,14 +54,21 @@ def _enable_emulator(forced: bool) -> bool:
 @click.option("-m", "module", default=None, metavar="MODULE", help="Run a module, like `python -m MODULE`.")
 @click.option("--no-pftrace", is_flag=True, default=False, help="Write only the JSON.")
 @click.option("-q", "--quiet", is_flag=True, default=False, help="Do not print where the traces went.")
+@click.option("--device-profile", "device_profile", is_flag=True, default=False,
+              help="On Trainium, also capture the Neuron runtime's device profile (reserves ~5 GB HBM per "
+                   "NeuronCore on Trn2) into neuron_profile/ beside the trace. Always on with --emulate-neuron.")
+@click.option("--device-profile-dir", default=None, metavar="DIR",
+              help="Where the device profile goes (implies --device-profile).")
 @click.argument("script_and_args", nargs=-1, type=click.UNPROCESSED)
 def command(output: str, backend: str | None, emulate_neuron: bool, module: str | None, no_pftrace: bool,
-            quiet: bool, script_and_args: tuple[str, ...]) -> int:
+            quiet: bool, device_profile: bool, device_profile_dir: str | None,
+            script_and_args: tuple[str, ...]) -> int:
     """Profile a Python script with no code change.
 
     \b
     neuron-prof run train.py --epochs 1            # -> trace.json, trace.pftrace
     neuron-prof run -o run1/t.json -m mypkg.train  # a module, like python -m
+    neuron-prof run --device-profile train.py      # on Trainium: also the device timeline
 
     The script sees the same sys.argv, sys.path[0] and __name__ == "__main__" as under python;
     its exit code and exceptions pass through. The trace is written even when it fails.
@@ -88,8 +95,9 @@ def command(output: str, backend: str | None, emulate_neuron: bool, module: str 
     sys.path.insert(0, path0)
     keep: list[object] = []
     try:
+        dp: bool | str = device_profile_dir or device_profile or emulated
         with neuron_prof.profile(output, backend=backend, pftrace=not no_pftrace, quiet=quiet,
-                                 device_profile=emulated), _keep_code(keep):
+                                 device_profile=dp), _keep_code(keep):
             if module is None:
                 keep.append(runpy.run_path(argv[0], run_name="__main__"))
             else:
