@@ -124,41 +124,22 @@ def test_serve_command_quotes_paths(tmp_path: Path) -> None:
 
 def test_tui_in_a_real_terminal(pftrace: Path) -> None:
     """`neuron-prof tui` in a pty: draws the overview, answers keys, `q` exits 0."""
-    import fcntl
-    import pty
-    import select
-    import struct
-    import termios
+    state = {"phase": 0}
+    last = {"seen": b""}
 
-    pid, fd = pty.fork()
-    if pid == 0:  # child: the real command, as a user types it
-        os.environ["TERM"] = "xterm-256color"
-        os.execv(sys.executable, [sys.executable, "-m", "neuron_prof", "tui", str(pftrace)])
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 140, 0, 0))
-    seen, deadline, phase = bytearray(), time.monotonic() + TIMEOUT, 0
-    try:
-        while time.monotonic() < deadline:
-            if select.select([fd], [], [], 0.1)[0]:
-                try:
-                    chunk = os.read(fd, 65536)
-                except OSError:
-                    break
-                if not chunk:
-                    break
-                seen += ANSI.sub(b"", chunk)
-            if phase == 0 and b"First-call compile" in seen:  # the title: at 80 columns the kind is dropped
-                os.write(fd, b"3")
-                phase = 1
-            elif phase == 1 and b"host time" in seen:
-                os.write(fd, b"q")
-                phase = 2
-        if phase < 2:  # stuck: end the child rather than wait for it forever
-            os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
-    finally:
-        os.close(fd)
-    assert phase == 2, bytes(seen[-1500:])
-    assert os.waitstatus_to_exitcode(status) == 0
+    def drive(seen: bytes, fd: int) -> bytes | None:
+        last["seen"] = seen
+        if state["phase"] == 0 and b"First-call compile" in seen:  # the title: at 80 columns the kind is dropped
+            state["phase"] = 1
+            return b"3"
+        if state["phase"] == 1 and b"host time" in seen:
+            state["phase"] = 2
+            return b"q"
+        return None
+
+    code, _ = pty_run([sys.executable, "-m", "neuron_prof", "tui", str(pftrace)], drive, TIMEOUT)
+    assert state["phase"] == 2, last["seen"][-1500:]
+    assert code == 0
 
 
 def test_q_quits_at_once_while_a_big_trace_is_still_loading(tmp_path: Path) -> None:
