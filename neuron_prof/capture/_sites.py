@@ -96,7 +96,7 @@ class _Ctx:
 def _py_event(ev: Any, ef: Any, c_call: bool, ctx: _Ctx, out: CycleSites) -> _Ctx:
     """The state below a recorded Python call (a function, a module or a C function)."""
     c = ef.caller
-    cfile, cline, cfunc = c.file_name, c.line_number, c.function_name
+    cfile, cline, cfunc = c.file_name, c.line_number, _name(c)
     ckind = file_kind(cfile)
     if ckind == USER and not _exists(cfile):
         # the tracer keeps views of code objects' names: one freed since reads back as other bytes
@@ -110,7 +110,7 @@ def _py_event(ev: Any, ef: Any, c_call: bool, ctx: _Ctx, out: CycleSites) -> _Ct
     # a new call of the user's code, unless it is the same statement seen again through a C call or an op
     new_call = ckind == USER and (ctx.last != key or ctx.call < 0)
     call = ev.start_time_ns if new_call else ctx.call
-    call_name = user_call_name(ev.name, c_call, "" if c_call else ef.callsite.function_name) if new_call \
+    call_name = user_call_name(ev.name, c_call, "" if c_call else _name(ef.callsite)) if new_call \
         else ctx.call_name
     if c_call:
         child = _Ctx(chain, ctx.hidden, key, None, False, call, "", call_name)
@@ -127,11 +127,21 @@ def _py_event(ev: Any, ef: Any, c_call: bool, ctx: _Ctx, out: CycleSites) -> _Ct
             if kind == USER and not _exists(callee.file_name):
                 raise _Unreadable(callee.file_name)
             hidden = kind == HIDDEN or (kind != USER and ctx.hidden)
-            open_ = (display_path(callee.file_name), callee.function_name, kind == USER) if not hidden else None
+            open_ = (display_path(callee.file_name), _name(callee), kind == USER) if not hidden else None
             child = _Ctx(chain, hidden, None, open_, False, call, "", call_name)
     if not hidden:
         out.visible_py[(ev.start_time_ns, ev.name)] = f"{display_path(cfile)}:{cline}" if ckind == USER else ""
     return child
+
+
+def _name(frame: Any) -> str:
+    """A recorded frame's function name, "?" when it no longer reads (the tracer keeps a view of the code
+    object's name, and a function freed before the profile is read, e.g. a script's after runpy returns,
+    leaves other bytes there). Its file is checked apart (`_exists`) and its line is a number: both stay."""
+    try:
+        return str(frame.function_name)
+    except UnicodeDecodeError:
+        return "?"
 
 
 class _Unreadable(ValueError):
