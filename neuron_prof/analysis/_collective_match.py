@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from neuron_prof.analysis._collectives import message_bytes
-from neuron_prof.model import ProcessKind, Trace, TrackKind
+from neuron_prof.analysis._collectives import message_bytes, on_device
+from neuron_prof.model import Trace, TrackKind
 
 _KERNEL_RE = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)", re.IGNORECASE)
 _ANNOT_RE = re.compile(r"^(?:nccl|gloo):(\w+)$")
@@ -97,10 +97,10 @@ def _candidates(trace: Trace, rows: np.ndarray, source: str) -> tuple[list[str],
 
 def _source_rows(trace: Trace, procs: np.ndarray, source: str) -> np.ndarray:
     mine = set(procs.tolist())
-    on_device = {i for i in mine if trace.processes[i].kind == ProcessKind.DEVICE}
+    dev = on_device(trace)
     tracks = np.array([i for i, t in enumerate(trace.tracks) if t.process in mine and (
-        (source == "probe" and t.kind == TrackKind.COLLECTIVE and t.process not in on_device)
-        or (source == "device_collective" and t.kind == TrackKind.COLLECTIVE and t.process in on_device)
+        (source == "probe" and t.kind == TrackKind.COLLECTIVE and not dev[i])
+        or (source == "device_collective" and t.kind == TrackKind.COLLECTIVE and dev[i])
         or (source == "nccl_kernel" and t.kind == TrackKind.DEVICE)
         or (source in ("annotation", "record_param_comms") and t.kind == TrackKind.THREAD))], dtype=np.int32)
     return np.flatnonzero(np.isin(trace.slices.track, tracks))

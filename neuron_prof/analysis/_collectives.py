@@ -71,14 +71,19 @@ def message_bytes(args: dict[str, Any]) -> int:
     return 0
 
 
+def on_device(trace: Trace) -> np.ndarray:
+    """Per track: whether its process is a device (a collective track there is the device's own view, e.g.
+    Neuron Explorer's CcOp; on a host process it is where the host made the call)."""
+    return np.array([trace.processes[t.process].kind == ProcessKind.DEVICE for t in trace.tracks], dtype=bool)
+
+
 def collective_rows(trace: Trace, ctx: Context) -> np.ndarray:
     """The collectives, from one source: the host's collective tracks (where the host made each call), else the
     device's (Neuron Explorer's CcOp), else NCCL-style device kernels, else gloo host spans. The same
     all_reduce seen by the host and by the device is counted once."""
     rows = ctx.rows(TrackKind.COLLECTIVE)
     if len(rows):
-        on_device = np.array([trace.processes[t.process].kind == ProcessKind.DEVICE for t in trace.tracks], bool)
-        host = rows[~on_device[trace.slices.track[rows]]]
+        host = rows[~on_device(trace)[trace.slices.track[rows]]]
         return host if len(host) else rows
     dev = device_rows(ctx)
     names = [i for i in range(len(trace.strings)) if _KERNEL.match(trace.strings[i])]
