@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from neuron_prof.analysis import Finding, Report
-from neuron_prof.analysis import fit_site, fmt_ns, short_site, strip_site
+from neuron_prof.analysis import fit_site, fmt_ns, partial_line, short_site, strip_site
 
 SITE_W = 26
 """Widest `where` column of the findings table: longer call sites are shortened in their middle."""
@@ -102,6 +102,7 @@ def totals_lines(t: dict[str, Any]) -> list[str]:
     if sev:
         lines.append(
             "Findings: " + ", ".join(f"{sev.get(s, 0)} {s}" for s in ("critical", "warning", "info"))
+            + (" (in what the partial trace holds)" if t.get("partial") else "")
         )
     return lines
 
@@ -122,6 +123,9 @@ def summary_text(
 
     buf = io.StringIO()
     con = text_console(buf, width, color)
+    partial = rep.totals.get("partial")
+    if partial:  # first, before any number: every number below is of what the damaged file still holds
+        con.print(Text(printable(partial_line(partial)), style="bold red"))
     con.print(Text(f"neuron-prof summary{': ' + source if source else ''}", style="bold"))
     for line in totals_lines(rep.totals):
         con.print(Text(line))
@@ -236,7 +240,9 @@ def md_cell(s: object) -> str:
 
 def summary_markdown(rep: Report, *, source: str = "", top: int = 10) -> str:
     """Totals, findings (with advice) and top ops as GitHub-flavoured Markdown (for CI job summaries)."""
-    out = [f"## neuron-prof summary{': ' + md_cell(source) if source else ''}", ""]
+    partial = rep.totals.get("partial")
+    out = [f"> **{md_cell(partial_line(partial))}**", ""] if partial else []
+    out += [f"## neuron-prof summary{': ' + md_cell(source) if source else ''}", ""]
     out += [f"- {md_cell(line)}" for line in totals_lines(rep.totals)]
     out.append("")
     if rep.findings:

@@ -78,15 +78,24 @@ def test_clean_trace_passes_every_limit(traces: dict[str, Path], capsys: pytest.
     assert rc == 0 and "all limits hold" in out
 
 
-def test_default_gate_is_critical_findings(
+def test_default_gate_is_warning_after_warmup(
     traces: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    rc, fails = check(capsys, traces["problem"])
-    # recompile and cpu_fallback are critical; the compiles of the first step are a cold cache (info)
-    assert rc == 1 and len(fails) == 2, fails
-    assert not any("[first_call_compile]" in f for f in fails)
-    assert all(f.startswith("FAIL critical finding") for f in fails)
+    rc = main(["check", str(traces["problem"])])
+    out = capsys.readouterr().out
+    fails = [ln.strip() for ln in out.splitlines() if ln.strip().startswith("FAIL")]
+    # every warning or critical finding of the steady steps; the cold-cache compiles of the first step are
+    # a warning by their cost (37.5% of the run), but only in warm-up: noted, not counted
+    kinds = sorted(f.split("[")[1].split("]")[0] for f in fails)
+    assert rc == 1 and kinds == ["cpu_fallback", "dtype_demotion", "probe_error", "recompile", "shape_churn",
+                                 "sync_point"], fails
+    assert "note 1 warning-or-worse finding only in warm-up, not counted" in out
+    rc, fails = check(capsys, traces["problem"], "--fail-on", "critical")
+    assert rc == 1 and len(fails) == 2 and all(f.startswith("FAIL critical finding") for f in fails), fails
     assert check(capsys, traces["clean"]) == (0, [])
+    # a limit given alone replaces the default gate; --fail-on none turns the gate off
+    assert check(capsys, traces["problem"], "--max-compile-seconds", "1")[0] == 0
+    assert check(capsys, traces["problem"], "--fail-on", "none")[0] == 0
 
 
 def test_bad_input_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

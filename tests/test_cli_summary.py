@@ -28,6 +28,7 @@ FINDING_KEYS = {
     "evidence",
     "ts_ns",
     "rank",
+    "after_warmup",
 }
 TOTAL_KEYS = {
     "wall_ns",
@@ -55,6 +56,7 @@ TOTAL_KEYS = {
     "steady_per_step",
     "findings_by_severity",
     "findings_by_kind",
+    "partial",
 }
 
 

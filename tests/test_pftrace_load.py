@@ -46,9 +46,11 @@ def test_garbage_is_a_format_error_with_one_line(tmp_path, content):
     assert "\n" not in msg and str(f) in msg
 
 
-def test_truncated_own_file_is_a_format_error(tmp_path):
+def test_truncated_own_file_reads_its_whole_packets_as_partial(tmp_path):
+    """A .pftrace cut short (a job killed while writing) gives the events of its whole packets and says it is
+    partial (`check` exits 3 on it); cut before its first packet ends, it is no trace at all."""
     from neuron_prof.exporters.perfetto import write_pftrace
-    from neuron_prof.model import TraceBuilder
+    from neuron_prof.model import Meta, TraceBuilder
 
     b = TraceBuilder()
     t = b.thread_track(1, 1, "main")
@@ -56,7 +58,17 @@ def test_truncated_own_file_is_a_format_error(tmp_path):
         b.add_slice(t, T0 + i * 10, 5, f"op{i % 7}", "cpu_op", {"i": i})
     p = write_pftrace(b.build(), tmp_path / "t.pftrace")
     data = p.read_bytes()
+    assert Meta.PARTIAL not in load_pftrace(p).metadata
     p.write_bytes(data[: len(data) - 7])
+    tr = load_pftrace(p)
+    part = tr.metadata[Meta.PARTIAL]
+    assert part["truncated"] and "file ends inside a packet" in part["problems"][0]
+    assert part["problems"][0] in tr.metadata[Meta.WARNINGS]
+    assert len(tr.slices) == 200  # the last packets hold no slice
+    p.write_bytes(data[: len(data) * 6 // 10])
+    tr = load_pftrace(p)
+    assert tr.metadata[Meta.PARTIAL]["truncated"] and 0 < len(tr.slices) < 200
+    p.write_bytes(data[:3])
     with pytest.raises(TraceFormatError):
         load_pftrace(p)
 

@@ -17,12 +17,13 @@ from neuron_prof.analysis._collectives import op_key as collective_key
 from neuron_prof.analysis._compile import CompileGroup, compile_groups, compiles, signature_text
 from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._fallback import fallback_names, norm_op
-from neuron_prof.analysis._finding import KINDS, SEVERITIES, Finding
+from neuron_prof.analysis._finding import COST_WARNING_SHARE, KINDS, SEVERITIES, Finding
 from neuron_prof.analysis._diff import diff
 from neuron_prof.analysis._fmt import fit_site, fmt_bytes, fmt_evidence, fmt_ns, short_site, strip_site
 from neuron_prof.analysis._idle import device_label, device_rows
 from neuron_prof.analysis._intervals import merge as merge_intervals
 from neuron_prof.analysis._nesting import Nesting, nesting
+from neuron_prof.analysis._partial import partial_line, partial_totals
 from neuron_prof.analysis._ops import OpTable, op_key, op_table
 from neuron_prof.analysis._registry import ANALYSES, register
 from neuron_prof.analysis._report import (
@@ -38,6 +39,9 @@ from neuron_prof.analysis._sites import Site, Sites, sites_of
 from neuron_prof.analysis._steps import find_steps
 from neuron_prof.analysis._stragglers import LateArrivals, dominant_cause, findings_from, late_arrivals
 __all__ = [
+    "COST_WARNING_SHARE",
+    "partial_line",
+    "partial_totals",
     "Nesting",
     "RankCollectives",
     "collectives_by_source",

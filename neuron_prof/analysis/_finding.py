@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final
 
 SEVERITIES: Final = ("info", "warning", "critical")
+
+COST_WARNING_SHARE: Final = 0.25
+"""Severity follows cost: a finding costing this share of the profiled wall time or more is never below
+`warning`, whatever its kind and its own rules (README, "Severity")."""
 
 KINDS: Final = (
     "first_call_compile", "recompile", "shape_churn", "cpu_fallback", "dtype_demotion", "sync_point",
@@ -37,9 +41,19 @@ class Finding:
     ts_ns: int | None = None
     """Where on the timeline to look first (Unix ns)."""
     rank: int | None = None
+    after_warmup: bool | None = None
+    """Whether it happens in the steady steps (after warm-up); None when the trace has no steady steps to
+    tell by. `check`'s default gate counts the findings that are not False."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def cost_floored(self) -> Finding:
+        """This finding with the one cost rule applied: `info` costing COST_WARNING_SHARE or more of the
+        profiled wall time becomes `warning` (the analyses' own rules may only raise it further)."""
+        if self.severity == "info" and self.share >= COST_WARNING_SHARE:
+            return replace(self, severity="warning")
+        return self
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Finding:

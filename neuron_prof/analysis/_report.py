@@ -12,6 +12,7 @@ import numpy as np
 
 from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._finding import KINDS, SEVERITIES, Finding
+from neuron_prof.analysis._partial import partial_totals
 from neuron_prof.analysis._registry import ANALYSES
 from neuron_prof.analysis._stragglers import straggler_findings
 from neuron_prof.analysis._totals import compute_totals as _totals
@@ -58,7 +59,30 @@ def _run(trace: Trace, ctx: Context) -> list[Finding]:
                     evidence={"probe": f"analysis:{name}", "traceback": traceback.format_exc(limit=6)},
                 )
             )
-    return sort_findings([_with_rank(trace, f) for f in found])
+    return sort_findings([_after_warmup(trace, ctx, _with_rank(trace, f)).cost_floored() for f in found])
+
+
+def _after_warmup(trace: Trace, ctx: Context, f: Finding) -> Finding:
+    """Set `after_warmup`: whether the finding happens in a steady step (README, "check"), from its step
+    split when it has one, else from the events it rests on, else from where it points on the timeline; a
+    finding with no place in time (profiler overhead, an analysis error) concerns the whole run."""
+    st = ctx.steps
+    if len(st) <= st.warmup:
+        return f if f.after_warmup is None else dataclasses.replace(f, after_warmup=None)
+    start = int(st.start_ns[st.warmup])
+    ev = f.evidence
+    if "steady_count" in ev or "steady_ns" in ev:
+        steady = int(ev.get("steady_count") or 0) > 0 or int(ev.get("steady_ns") or 0) > 0
+    else:
+        ts = [f.ts_ns] if f.ts_ns is not None else []
+        for key, table in (("rows", trace.slices), ("instants", trace.instants)):
+            idx = ev.get(key)
+            if isinstance(idx, list) and idx and all(isinstance(i, int) for i in idx):
+                sel = np.asarray(idx, dtype=np.int64)
+                sel = sel[(sel >= 0) & (sel < len(table))]
+                ts += table.ts_ns[sel].tolist()
+        steady = not ts or max(ts) >= start
+    return dataclasses.replace(f, after_warmup=bool(steady))
 
 
 def _with_rank(trace: Trace, f: Finding) -> Finding:
@@ -128,6 +152,7 @@ def report(trace: Trace, *, warmup_steps: int | None = None, context: Context | 
     totals["findings_by_kind"] = {
         k: sum(f.kind == k for f in findings) for k in KINDS if any(f.kind == k for f in findings)
     }
+    totals["partial"] = partial_totals(trace, findings)
     return Report(totals=totals, findings=findings)
 
 

@@ -66,4 +66,7 @@ def append_trace(builder: TraceBuilder, trace: Trace) -> None:
     if warnings:
         b.metadata.setdefault(Meta.WARNINGS, []).extend(warnings)
     md.pop(Meta.SOURCE, None)
+    # Kineto's own file losing an event (torch writes an unescaped name now and then) is in the load warnings
+    # above; `partial` describes a trace file as read later (README, "Damaged input"), not the capture.
+    md.pop(Meta.PARTIAL, None)
     b.metadata.update(md)

@@ -21,7 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("neuron_prof.cli._run", "Profile a Python script with no code change."),
     "convert": ("neuron_prof.cli._convert", "Convert a trace between .json(.gz) and .pftrace."),
     "summary": ("neuron_prof.cli._summary", "Totals and ranked findings for a trace; for many ranks, the job summary (Dask)."),
-    "check": ("neuron_prof.cli._check", "CI gate: exit 1 when a trace breaks fallback, compile or recompile limits."),
+    "check": ("neuron_prof.cli._check", "CI gate: exit 1 on findings after warm-up or broken limits, 3 on a partial trace."),
     "diff": ("neuron_prof.cli._diff", "Compare two traces: step time, ops, findings, new fallbacks and compiles."),
     "tui": ("neuron_prof.cli._tui", "Open the terminal UI on one or more traces."),
     "export": ("neuron_prof.cli._export", "Export a trace as Parquet tables (or json/pftrace); many ranks as one dataset."),
@@ -58,7 +58,8 @@ def cli() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (0 ok, 1 a check failed, 2 bad input or usage)."""
+    """Run the CLI; returns the exit code (0 ok, 1 a check failed, 2 bad input or usage, 3 `check` of a partial
+    trace)."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         rv = cli.main(args=args, prog_name="neuron-prof", standalone_mode=False)

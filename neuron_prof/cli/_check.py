@@ -1,4 +1,5 @@
-"""`neuron-prof check TRACE [limits]`: a CI gate. Exit 0 when every limit holds, 1 with the violations."""
+"""`neuron-prof check TRACE [limits]`: a CI gate. Exit 0 when every limit holds, 1 with the violations, 2 on
+a file that is no trace or a bad option, 3 on a trace that was cut short or damaged (unless --allow-partial)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ from typing import Any
 import click
 
 SEVERITIES = ("info", "warning", "critical")
+
+EXIT_OK, EXIT_VIOLATIONS, EXIT_BAD_INPUT, EXIT_PARTIAL = 0, 1, 2, 3
+"""The exit codes (README, "check"): 2 is every command's code for bad input or usage (NeuronProfError)."""
 
 
 def violations(
@@ -57,15 +61,23 @@ def violations(
                     f"forbidden fallback {op}{via} ran on the host {f.count} times at {f.call_site or '?'} "
                     f"({f.cost_ns / 1e6:.1f} ms)"
                 )
-    if fail_on is not None:
+    if fail_on is not None and fail_on != "none":
         lvl = SEVERITIES.index(fail_on)
         out += [
             f"{f.severity} finding [{f.kind}] {strip_site(f.title, f.call_site)}"
             + (f" at {f.call_site}" if f.call_site else "")
             for f in rep.findings
-            if SEVERITIES.index(f.severity) >= lvl
+            if SEVERITIES.index(f.severity) >= lvl and f.after_warmup is not False
         ]
     return out
+
+
+def warmup_only(rep: Any, fail_on: str | None) -> int:
+    """Findings at or above `fail_on` that happen only in warm-up (not counted by the severity gate)."""
+    if fail_on is None or fail_on == "none":
+        return 0
+    lvl = SEVERITIES.index(fail_on)
+    return sum(SEVERITIES.index(f.severity) >= lvl and f.after_warmup is False for f in rep.findings)
 
 
 def unmatched_forbidden(rep: Any, trace: Any, forbid_fallback: tuple[str, ...]) -> list[str]:
@@ -120,12 +132,18 @@ def unmatched_forbidden(rep: Any, trace: Any, forbid_fallback: tuple[str, ...]) 
 )
 @click.option(
     "--fail-on",
-    type=click.Choice(["warning", "critical"]),
+    type=click.Choice(["warning", "critical", "none"]),
     default=None,
-    help="Fail on any finding of this severity or worse (the default when no limit is given: critical).",
+    help="Fail on any finding after warm-up of this severity or worse ('none': no severity gate). Default "
+    "when no limit is given: warning.",
 )
 @click.option(
     "--warmup-steps", type=click.IntRange(min=0), default=None, help="Leading steps to treat as warm-up."
+)
+@click.option(
+    "--allow-partial",
+    is_flag=True,
+    help="Check a trace that was cut short or damaged (exit 3 otherwise) on what it still holds.",
 )
 def command(
     trace_path: Path,
@@ -135,21 +153,32 @@ def command(
     forbid_fallback: tuple[str, ...],
     fail_on: str | None,
     warmup_steps: int | None,
+    allow_partial: bool,
 ) -> int:
-    """Check a trace against limits for CI: exit 1 listing every violation, 0 when all hold.
+    """Check a trace against limits for CI. Exit 0 when all hold, 1 listing every violation, 2 when the file
+    is no trace (or an option is wrong), 3 when the trace was cut short or damaged (--allow-partial checks
+    what it holds). With no limit given, any warning or critical finding after warm-up fails.
 
     \b
+    neuron-prof check trace.json                        # any warning or critical after warm-up
     neuron-prof check trace.json --max-fallback-share 0.01 --max-compile-seconds 60 \\
         --max-recompiles 0 --forbid-fallback nonzero --forbid-fallback aten::unique
     """
-    from neuron_prof.analysis import report
+    from neuron_prof.analysis import partial_line, report
     from neuron_prof.loaders import load
 
     limits = (max_fallback_share, max_compile_seconds, max_recompiles)
     if all(v is None for v in limits) and not forbid_fallback and fail_on is None:
-        fail_on = "critical"
+        fail_on = "warning"
     trace = load(trace_path)
     rep = report(trace, warmup_steps=warmup_steps)
+    partial = rep.totals.get("partial")
+    if partial:
+        click.echo(f"neuron-prof check: {trace_path}: {partial_line(partial)}")
+        if not allow_partial:
+            click.echo(f"  FAIL the trace is partial: findings and limits cannot be trusted (exit {EXIT_PARTIAL}; "
+                       "--allow-partial checks what it holds)")
+            return EXIT_PARTIAL
     bad = violations(
         rep,
         max_fallback_share=max_fallback_share,
@@ -159,6 +188,11 @@ def command(
         fail_on=fail_on,
     )
     notes = unmatched_forbidden(rep, trace, forbid_fallback) if forbid_fallback else []
+    if fail_on not in (None, "none") and rep.findings and all(f.after_warmup is None for f in rep.findings):
+        notes.append("no steady steps to tell warm-up by: every finding counts (--warmup-steps sets them)")
+    if (n_warm := warmup_only(rep, fail_on)):
+        notes.append(f"{n_warm} {fail_on}-or-worse finding{'s' if n_warm != 1 else ''} only in warm-up, not counted "
+                     "(see `neuron-prof summary`)")
     if bad:
         click.echo(f"neuron-prof check: {trace_path}: {len(bad)} violation{'s' if len(bad) != 1 else ''}")
         for line in bad:
@@ -167,4 +201,4 @@ def command(
         click.echo(f"neuron-prof check: {trace_path}: all limits hold")
     for line in notes:
         click.echo(f"  note {line}")
-    return 1 if bad else 0
+    return EXIT_VIOLATIONS if bad else EXIT_OK

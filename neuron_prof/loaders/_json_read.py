@@ -109,6 +109,10 @@ class JsonEventReader:
         self.chunk_bytes = chunk_bytes
         self.top: dict[str, Any] = {}
         self.warnings: list[str] = []
+        self.lost: list[str] = []
+        """The warnings that mean events were lost (truncation, skipped or unreadable damage): `partial`."""
+        self.truncated = False
+        """Whether the end of the events is missing (the file was cut short)."""
         self.entries = 0
         """Elements of traceEvents seen (parsed), whatever they are."""
         self._open_end: int | None = None
@@ -179,6 +183,13 @@ class JsonEventReader:
     def _warn_once(self, msg: str) -> None:
         if msg not in self.warnings:
             self.warnings.append(msg)
+
+    def _lose(self, msg: str, *, truncated: bool) -> None:
+        """A warning that events were lost (kept in `lost` too); `truncated`: the file's end is missing."""
+        self._warn_once(msg)
+        if msg not in self.lost:
+            self.lost.append(msg)
+        self.truncated = self.truncated or truncated
 
     # ---- the document's frame --------------------------------------------------------------------
     def _frame(self) -> tuple[int, int | None] | list[Any]:
@@ -273,8 +284,8 @@ class JsonEventReader:
             while pos < n and raw[pos] in _WS:
                 pos += 1
             if pos >= n:
-                self._warn_once("traceEvents array is not closed: the file is truncated "
-                                "(was the job killed while writing?); read the complete events")
+                self._lose("traceEvents array is not closed: the file is truncated "
+                           "(was the job killed while writing?); read the complete events", truncated=True)
                 return None
             if raw[pos] == ord("]"):
                 return pos
@@ -343,12 +354,15 @@ class JsonEventReader:
         m = _SEP.search(raw, bad) if bad < n else None
         if m is None:
             if bad >= n - 1:
-                self._warn_once(f"file ends inside an event at byte {n:,} (truncated: was the job killed while "
-                                "writing?); read the complete events before it")
+                self._lose(f"file ends inside an event at byte {n:,} (truncated: was the job killed while "
+                           "writing?); read the complete events before it", truncated=True)
             else:
-                self._warn_once(f"damaged JSON at byte {bad:,} ({why}); the rest of the file is unreadable")
+                self._lose(f"damaged JSON at byte {bad:,} ({why}); the rest of the file is unreadable",
+                           truncated=True)
             return good, n
-        self.warnings.append(f"damaged JSON at byte {bad:,} ({why}); skipped to byte {m.end() - 1:,}")
+        msg = f"damaged JSON at byte {bad:,} ({why}); skipped to byte {m.end() - 1:,}"
+        self.warnings.append(msg)
+        self.lost.append(msg)
         return good, m.end() - 1
 
 

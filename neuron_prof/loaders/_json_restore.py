@@ -24,7 +24,7 @@ from neuron_prof.model.schema import META_KEY, Meta, TrackKind
 
 __all__ = ["restore_own"]
 
-_OWN_META_KEYS = (Meta.SOURCE, Meta.SOURCE_FORMAT, Meta.KINETO, Meta.WARNINGS, Meta.CLOCK)
+_OWN_META_KEYS = (Meta.SOURCE, Meta.SOURCE_FORMAT, Meta.KINETO, Meta.WARNINGS, Meta.PARTIAL, Meta.CLOCK)
 """Metadata that describes the file just read, not the trace: the loader's values win."""
 
 

@@ -41,6 +41,30 @@ def packet_chunks(data: bytes, target: int = 8 << 20) -> list[tuple[int, int]] |
     return out
 
 
+def whole_packets(data: bytes) -> int:
+    """Length of the longest prefix of `data` made of whole packets (Trace field 1): where a file cut short
+    (a job killed while writing) stops being readable. 0 when `data` does not start as packets."""
+    pos, n = 0, len(data)
+    while pos < n:
+        if data[pos] != 0x0A:
+            return pos
+        p = pos + 1
+        ln = shift = 0
+        while True:
+            if p >= n or shift > 63:
+                return pos
+            byte = data[p]
+            p += 1
+            ln |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        if p + ln > n:
+            return pos
+        pos = p + ln
+    return pos
+
+
 def text(s: Any) -> str:
     """A proto string field as str: upb hands back bytes when a string is not valid UTF-8."""
     return s if s.__class__ is str else bytes(s).decode("utf-8", "replace")

@@ -106,6 +106,7 @@ def _load(p: Path, transform: Callable[[list[Any]], list[Any]] | None = None) ->
                 return trace
             raw = read_bytes(p, warnings)
     reader = JsonEventReader(raw, p)
+    n_read = len(raw)
     del raw
     builder = TraceBuilder()
     conv = _Converter(builder, str(p))
@@ -114,7 +115,10 @@ def _load(p: Path, transform: Callable[[list[Any]], list[Any]] | None = None) ->
             conv.add(chunk if transform is None else transform(chunk))
     except RecursionError:
         raise TraceFormatError(p, "JSON nested too deeply to read") from None
-    return _finish(p, conv, reader.top, warnings + reader.warnings)
+    # every warning of read_bytes is a damaged or cut gzip stream: the events after it are lost
+    lost = warnings + reader.lost
+    partial = partial_info(lost, truncated=bool(warnings) or reader.truncated, bytes_read=n_read) if lost else None
+    return _finish(p, conv, reader.top, warnings + reader.warnings, partial)
 
 
 def _spill(raw: bytes | bytearray) -> Path | None:
@@ -163,7 +167,13 @@ def _load_parallel(p: Path, size: int, workers: int, source: Path) -> Trace | No
     return _finish(source, conv, top, [])
 
 
-def _finish(p: Path, conv: _Converter, top: dict[str, Any], warnings: list[str]) -> Trace:
+def partial_info(problems: list[str], *, truncated: bool, bytes_read: int) -> dict[str, Any]:
+    """`metadata["partial"]` of a file whose events were not all read (README: "Damaged input")."""
+    return {"truncated": truncated, "problems": list(problems), "bytes_read": int(bytes_read)}
+
+
+def _finish(p: Path, conv: _Converter, top: dict[str, Any], warnings: list[str],
+            partial: dict[str, Any] | None = None) -> Trace:
     builder = conv.b
     if conv.events.entries and not conv.n_events_read():
         raise TraceFormatError(p, f"none of the {conv.events.entries:,} entries of traceEvents is a trace event "
@@ -183,6 +193,8 @@ def _finish(p: Path, conv: _Converter, top: dict[str, Any], warnings: list[str])
     own = top.get(META_KEY)
     if isinstance(own, dict):
         trace = restore_own(trace, own, builder.metadata.get(Meta.WARNINGS))
+    if partial is not None:  # after the restore: it describes this read of the file, not an earlier one
+        trace = trace.replace(metadata={**trace.metadata, Meta.PARTIAL: partial})
     return trace
 
 

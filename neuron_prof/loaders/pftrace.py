@@ -21,7 +21,7 @@ import numpy as np
 import orjson
 
 from neuron_prof.errors import TraceFormatError, TraceLoadError
-from neuron_prof.loaders._pftrace_decode import Seq, da_value, fragment, packet_chunks, text
+from neuron_prof.loaders._pftrace_decode import Seq, da_value, fragment, packet_chunks, text, whole_packets
 from neuron_prof.model import Trace, TraceBuilder, Track, TrackKind
 from neuron_prof.model.schema import FORMAT_VERSION, META_KEY, Meta
 
@@ -53,6 +53,14 @@ def load_pftrace(path: str | os.PathLike[str]) -> Trace:
         # Parsed a few MB of packets at a time: upb iterates a small Trace ~30% faster than one huge one, and
         # memory stays bounded. Bytes that do not frame as packets are parsed whole (and rejected there).
         chunks = packet_chunks(data)
+        if chunks is None and (whole := whole_packets(data)) > 0:
+            # whole packets, then a cut (a job killed while writing): read the packets, say the rest is lost
+            r.lost.append(f"file ends inside a packet at byte {len(data):,} (truncated: was the job killed "
+                          f"while writing?); read the {whole:,} bytes of whole packets before it")
+            r.warnings.extend(r.lost)
+            data = data[:whole]
+            chunks = packet_chunks(data)
+        r.bytes_read = len(data)
         for a, z in chunks or [(0, len(data))]:
             proto = TraceProto()
             proto.ParseFromString(data[a:z])
@@ -96,6 +104,9 @@ class _Reader:
         self.flow_sec: list[int] = []  # file section (writer's rank: sequence id >> 8) of each endpoint
         self.n_events = 0
         self.warnings: list[str] = []
+        self.lost: list[str] = []
+        """Warnings that mean events were lost (the file was cut short): `metadata["partial"]`."""
+        self.bytes_read = 0
 
     # ---- pass over the packets ---------------------------------------------------------------------
     def read(self, proto: Any) -> None:
@@ -286,6 +297,9 @@ class _Reader:
             b.findings.extend(m.get("findings") or [])
         b.metadata[Meta.SOURCE] = str(self.path)
         b.metadata[Meta.SOURCE_FORMAT] = "pftrace"
+        b.metadata.pop(Meta.PARTIAL, None)  # an earlier read's; this one's follows
+        if self.lost:
+            b.metadata[Meta.PARTIAL] = {"truncated": True, "problems": list(self.lost), "bytes_read": self.bytes_read}
         if self.warnings:
             b.metadata[Meta.WARNINGS] = list(b.metadata.get(Meta.WARNINGS) or []) + self.warnings
         return b.build()

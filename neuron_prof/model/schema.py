@@ -161,6 +161,7 @@ class Meta:
     PROBE_OVERHEAD: Final = "probe_overhead_ns"  # {probe: ns} each probe cost the user's program (hooks + start/stop)
     PROBE_HOOKS: Final = "probe_hook_ns"  # {probe: ns} spent inside hooks while user code ran
     WARNINGS: Final = "load_warnings"
+    PARTIAL: Final = "partial"  # events of this file were lost as it was read: {truncated, problems, bytes_read}
     KINETO: Final = "kineto"  # Kineto's own top-level keys (deviceProperties, distributedInfo, ...)
     WALL: Final = "wall_ns"  # (start, end) of the profiled region when known
     STEPS: Final = "steps"  # list of [step, start_ns, end_ns]
