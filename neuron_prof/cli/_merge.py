@@ -122,4 +122,6 @@ def command(traces: tuple[str, ...], output: str, offsets: tuple[str, ...], skew
         click.echo(f"  rank {r}: {o.offset_ns / 1e6:+.3f} ms  [{o.method}, {o.matched} collectives, {unc}]{note}")
     for f in stragglers:
         click.echo(f"straggler: {f['title']}")
+    for f in merge.coverage:  # a rank with no trace, a rank that stopped early: said on every merge
+        click.echo(f"{f.kind.replace('_', ' ')}: {f.title}")
     return 0

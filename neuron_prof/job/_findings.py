@@ -1,5 +1,7 @@
 """Cross-rank findings of a job, from the ranks' pieces alone (no rank is loaded here).
 
+missing_rank       ranks of the world with no trace    } neuron_prof.merge.rank_coverage, from the
+stopped_rank       a rank whose trace ends early       } ranks' first-pass infos (also in `merge`)
 straggler          a rank arriving last at collectives, and what it did before (neuron_prof.analysis)
 step_skew          steady step time differs across ranks (beyond each rank's own step-to-step variation)
 rank_compiles      ranks compiling what (or more often than) the other ranks do not
@@ -23,7 +25,7 @@ SKEW_MIN = 0.05
 """Step-time skew below 5% of the median step is noise."""
 TOP_COLLECTIVES = 3
 MAX_OPEN = 3
-_WHY_ORDER = ("straggler", "rank_compiles", "rank_fallbacks", "step_skew", "collective_spread")
+_WHY_ORDER = ("stopped_rank", "straggler", "rank_compiles", "rank_fallbacks", "step_skew", "collective_spread")
 
 
 def _severity(share: float, floor: str = "info") -> str:
@@ -209,11 +211,13 @@ def ranks_to_open(pieces: list[RankPiece], found: list[Finding], args: list[str]
     if len(pieces) < 2:
         return None
     why: dict[int, str] = {}
-    for f in sort_findings(found):
+    # a rank that stopped early first (where it stopped is the first thing to see), then the most costly
+    for f in sorted(sort_findings(found), key=lambda f: f.kind != "stopped_rank"):
         if f.rank is not None and f.rank not in why and len(why) < MAX_OPEN - 1:
             why[f.rank] = f.kind
     for f in found:  # name a rank by what it does (a straggler) rather than by the collective it delays
-        if f.rank in why and _WHY_ORDER.index(f.kind) < _WHY_ORDER.index(why[f.rank]):
+        if f.rank in why and f.kind in _WHY_ORDER and why[f.rank] in _WHY_ORDER and (
+                _WHY_ORDER.index(f.kind) < _WHY_ORDER.index(why[f.rank])):
             why[f.rank] = f.kind
     with_steps = [p for p in pieces if len(p.step_ns)]
     by_step = sorted(with_steps or pieces, key=lambda p: float(np.median(p.step_ns)) if len(p.step_ns) else 0)

@@ -28,7 +28,7 @@ from neuron_prof.job._findings import (
     stragglers,
 )
 from neuron_prof.job._piece import RankPiece, rank_cause, rank_piece
-from neuron_prof.merge import plan_merge
+from neuron_prof.merge import plan_merge, rank_coverage
 
 SCHEMA = "neuron-prof.job-summary"
 VERSION = 1
@@ -133,7 +133,7 @@ def job_summary(
             *rank_differences(pieces, wall),
             *collective_spread(late, plan.wall_ns),
         ]
-        found = sort_findings(found)
+        found = sort_findings([*rank_coverage([p.info for p in pieces if p.info is not None]), *found])
         # merge reads every rank named: without the ones that failed to load, name the others one by one
         named = args if args is not None and not failed else [p.source for p in pieces]
         # on a cluster, merge's first pass (every rank read once) goes there too
@@ -141,6 +141,8 @@ def job_summary(
         opener = ranks_to_open(pieces, found, [*named, *on])
         if opener is not None:
             found.append(opener)
+    elif pieces:  # one rank of a larger world: the others are missing
+        found = rank_coverage([p.info for p in pieces if p.info is not None])
     rows = [p.row for p in pieces] + failed
     return JobSummary(
         ranks=rows,

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from neuron_prof.merge._align import Alignment, RankOffset
 from neuron_prof.merge._concat import add_flows, concat_ranks, rank_trace
+from neuron_prof.merge._coverage import rank_coverage, world_size
 from neuron_prof.merge._plan import (
     CROSS_RANK_FLOW_BASE,
     CROSS_RANK_FLOW_CAT,
@@ -31,7 +32,8 @@ from neuron_prof.merge._stream import FlowEnds, RankSegment, StreamingMerge, fir
 from neuron_prof.model import Meta, Trace
 
 __all__ = ["CROSS_RANK_FLOW_BASE", "Alignment", "FlowEnds", "MergePlan", "RankInfo", "RankOffset", "RankSegment",
-           "StreamingMerge", "first_pass", "merge_traces", "plan_merge", "rank_of", "rank_trace", "summarize"]
+           "StreamingMerge", "first_pass", "merge_traces", "plan_merge", "rank_coverage", "rank_of", "rank_trace",
+           "summarize", "world_size"]
 
 _RANK_IN_NAME = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
 

@@ -19,6 +19,7 @@ from neuron_prof.analysis import (
     LateArrivals,
     RankCollectives,
     collectives_by_source,
+    find_steps,
     late_arrivals,
     match,
     pick_source,
@@ -47,17 +48,22 @@ class RankInfo:
     collectives: dict[str, dict[int, RankCollectives]]
     """Per source, {rank: collectives} (rows are this rank's own slice rows; times skewed)."""
     metadata: dict[str, Any] = field(default_factory=dict)
-    """The fields the merged metadata is built from: source, wall, world size, steps."""
+    """The fields the merged metadata is built from: source, wall, world size, steps, how the capture ended."""
+    steps: tuple[int, int | None] = (0, None)
+    """(steps found, id of the last one or None): marked, from the profiler or inferred, as the analyses
+    find them (missing and stopped ranks, `rank_coverage`)."""
 
 
 def summarize(trace: Trace, index: int, rank: int, skew_ns: int = 0) -> RankInfo:
     """Pass 1 for one rank."""
     t = rank_trace(trace, rank, skew_ns)
     md = trace.metadata
-    keep = {k: md[k] for k in (Meta.WALL, Meta.WORLD_SIZE, Meta.STEPS) if md.get(k) is not None}
+    keep = {k: md[k] for k in (Meta.WALL, Meta.WORLD_SIZE, Meta.STEPS, "capture_exit") if md.get(k) is not None}
     keep[Meta.SOURCE] = str(md.get(Meta.SOURCE, f"input {index}"))
+    ids = find_steps(trace)[0]
     return RankInfo(index=index, rank=rank, skew_ns=skew_ns, n_slices=len(t.slices), time_range=t.time_range(),
-                    collectives=collectives_by_source(t), metadata=keep)
+                    collectives=collectives_by_source(t), metadata=keep,
+                    steps=(len(ids), int(ids[-1]) if len(ids) else None))
 
 
 @dataclass

@@ -7,7 +7,7 @@
 
 The plan between the passes (offsets, rows, cross-rank flows, late arrivals) is built from kilobytes per
 rank (see _plan.py). Findings are each rank's own findings plus the stragglers, whose causes are read
-from the late rank while it is loaded.
+from the late rank while it is loaded, and the missing and stopped ranks (`rank_coverage`, from pass 1).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import numpy as np
 
 from neuron_prof.errors import UsageError
 from neuron_prof.merge._concat import rank_trace
+from neuron_prof.merge._coverage import rank_coverage
 from neuron_prof.merge._plan import (
     CROSS_RANK_FLOW_CAT,
     CROSS_RANK_FLOW_NAME,
@@ -107,6 +108,8 @@ class StreamingMerge(Generic[Src]):
                              f"(ranks {','.join(map(str, sorted(seen)))})")
         # ranks in rank order in the merged trace, whatever the order of the inputs
         self.plan: MergePlan = plan_merge(sorted(infos, key=lambda i: i.rank), offsets_ns, keep=ranks)
+        self.coverage: list[Finding] = rank_coverage(infos)
+        """Ranks of the world with no trace and ranks whose trace ends early (of every input)."""
         self.findings: list[dict[str, Any]] = []
         """Filled by `segments()`: each rank's findings, then the stragglers, most costly first."""
 
@@ -140,6 +143,7 @@ class StreamingMerge(Generic[Src]):
             del t
         if late is not None and self._analyze:
             found.extend(findings_from(late, causes, plan.wall_ns))
+        found.extend(self.coverage)
         self.findings = [f.to_dict() for f in sort_findings(found)]
 
     def _flow_ends(self, rank: int, n: int) -> FlowEnds:

@@ -1,0 +1,117 @@
+"""Missing and stopped ranks (issue 22 item 2): the job summary and `merge` know the world size from each
+trace's metadata; a rank with no trace and a rank whose trace ends early are findings naming the rank, its
+last step and its last collective."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from neuron_prof.cli import main
+from neuron_prof.exporters import write_trace
+from neuron_prof.model import Meta, Trace, TraceBuilder, TrackKind
+
+MS = 1_000_000
+T0 = 1_700_000_000_000_000_000
+STEPS = 8
+
+
+def rank_trace(rank: int, world: int, steps: int = STEPS, kineto_only: bool = False) -> Trace:
+    """One rank of a DDP-like job: `steps` marked steps, one all_reduce in each (group 0)."""
+    b = TraceBuilder()
+    pid = 1000 + rank
+    p = b.process(pid, name="python", rank=rank)
+    main_t = b.thread_track(pid, 1, "main")
+    coll = b.track(p, "collectives", TrackKind.COLLECTIVE)
+    rows = []
+    for k in range(steps):
+        s = T0 + k * 20 * MS
+        b.add_slice(main_t, s, 12 * MS, "aten::mm", "cpu_op")
+        b.add_slice(coll, s + 13 * MS, 5 * MS, "all_reduce", args={"group": "0", "bytes_in": 4096, "bytes_out": 4096})
+        rows.append([k, s, s + 20 * MS])
+    b.metadata[Meta.RANK] = rank
+    b.metadata[Meta.WORLD_SIZE] = world
+    b.metadata[Meta.STEPS] = rows
+    b.metadata[Meta.WALL] = [T0, T0 + steps * 20 * MS]
+    if steps < STEPS:
+        b.metadata["capture_exit"] = "SIGTERM"
+    return b.build()
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Ranks 0, 1 and 2 of a 4-rank job; rank 2 stopped after 5 of 8 steps; rank 3 wrote nothing."""
+    d = tmp_path_factory.mktemp("job") / "run"
+    d.mkdir()
+    for r in range(3):
+        write_trace(rank_trace(r, 4, steps=5 if r == 2 else STEPS), d / f"trace.rank{r}.json")
+    return d
+
+
+def _findings(doc: dict, kind: str) -> list[dict]:
+    return [f for f in doc["findings"] if f["kind"] == kind]
+
+
+def test_job_summary_names_missing_and_stopped_ranks(job: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["summary", str(job), "--workers", "0", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (miss,) = _findings(doc, "missing_rank")
+    assert miss["severity"] == "critical" and miss["evidence"]["missing"] == [3]
+    assert miss["evidence"]["world_size"] == 4 and miss["evidence"]["present"] == [0, 1, 2]
+    assert "1 of 4 ranks have no trace: rank 3" in miss["title"]
+    assert "the other ranks reached step 7 and allreduce (group 0) #8" in miss["title"]
+    (stop,) = _findings(doc, "stopped_rank")
+    assert stop["rank"] == 2 and stop["severity"] == "critical"
+    ev = stop["evidence"]
+    assert (ev["last_step"], ev["steps"], ev["max_steps"]) == (4, 5, 8)
+    assert ev["last_collective"] == "allreduce (group 0) #5" and ev["never_reached"] == "allreduce (group 0) #6"
+    assert ev["capture_exit"] == "SIGTERM"
+    assert stop["title"] == ("Rank 2 stopped early: last step 4 (5 steps; others 8); last collective allreduce "
+                             "(group 0) #5; never reached allreduce (group 0) #6 (rank 0 did); its profile ended "
+                             "with SIGTERM")
+    # the rank to open first is the one that stopped
+    (opener,) = _findings(doc, "ranks_to_open")
+    assert opener["evidence"]["why"]["2"] == "stopped_rank"
+    assert main(["summary", str(job), "--workers", "0"]) == 0
+    text = capsys.readouterr().out
+    assert "missing_rank" in text and "stopped_rank" in text and "Rank 2 stopped early" in text
+
+
+def test_a_whole_job_has_neither(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for r in range(2):
+        write_trace(rank_trace(r, 2), tmp_path / f"trace.rank{r}.json")
+    assert main(["summary", str(tmp_path), "--workers", "0", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert not _findings(doc, "missing_rank") and not _findings(doc, "stopped_rank")
+
+
+def test_one_rank_of_a_larger_world(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_trace(rank_trace(0, 4), tmp_path / "trace.rank0.json")
+    write_trace(rank_trace(1, 4), tmp_path / "trace.rank1.json")
+    (tmp_path / "trace.rank1.json").unlink()
+    assert main(["summary", str(tmp_path), "--workers", "0", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (miss,) = _findings(doc, "missing_rank")
+    assert miss["evidence"]["missing"] == [1, 2, 3]
+
+
+def test_merge_says_it(job: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "merged.json"
+    assert main(["merge", str(job), "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "missing rank: 1 of 4 ranks have no trace: rank 3" in text, text
+    assert "stopped rank: Rank 2 stopped early: last step 4" in text, text
+    kinds = {f["kind"] for f in json.loads(out.read_bytes())["neuron_prof"]["findings"]}
+    assert {"missing_rank", "stopped_rank"} <= kinds
+
+
+def test_subprocess(job: Path) -> None:
+    p = subprocess.run([sys.executable, "-m", "neuron_prof", "summary", str(job), "--workers", "0", "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    kinds = {f["kind"] for f in json.loads(p.stdout)["findings"]}
+    assert {"missing_rank", "stopped_rank"} <= kinds
