@@ -70,6 +70,11 @@ def diff_sections(d: dict[str, Any]) -> dict[str, Any]:
         )
     else:
         step_line = "Steady step: not comparable (a trace has no steps)"
+    h = d.get("headline")
+    head_line = (
+        f"Largest change: {h['what']} {_signed_ns(h['delta'])} ({fmt_ns(h['base'])} -> {fmt_ns(h['new'])})"
+        if h else "Largest change: none (the same times in both)"
+    )
     totals = []
     for key, label in _TOTALS:
         ch = d["totals"][key]
@@ -97,14 +102,14 @@ def diff_sections(d: dict[str, Any]) -> dict[str, Any]:
         for k, v in d["finding_kinds"].items()
     ]
     unit = _OPS_HEADING.get(d["ops_unit"], d["ops_unit"])
-    return {"step": step_line, "totals": totals, "ops": ops, "ops_title": f"Ops, largest changes ({unit})",
+    return {"headline": head_line, "step": step_line, "totals": totals, "ops": ops, "ops_title": f"Ops, largest changes ({unit})",
             "kinds": kinds, "changes": _changes(d)}
 
 
 def diff_text(d: dict[str, Any], base: str = "BASE", new: str = "NEW") -> str:
     """A diff (analysis._diff.diff) as plain terminal text."""
     s = diff_sections(d)
-    lines = [f"neuron-prof diff: {base} -> {new}", s["step"], ""]
+    lines = [f"neuron-prof diff: {base} -> {new}", s["headline"], s["step"], ""]
 
     def table(title: str, head: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
         if not rows:
@@ -128,7 +133,8 @@ def diff_text(d: dict[str, Any], base: str = "BASE", new: str = "NEW") -> str:
 def diff_markdown(d: dict[str, Any], base: str = "BASE", new: str = "NEW") -> str:
     """A diff as Markdown."""
     s = diff_sections(d)
-    out = [f"## neuron-prof diff: {md_cell(base)} -> {md_cell(new)}", "", md_cell(s["step"]), ""]
+    out = [f"## neuron-prof diff: {md_cell(base)} -> {md_cell(new)}", "", f"**{md_cell(s['headline'])}**", "",
+           md_cell(s["step"]), ""]
 
     def table(title: str, head: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
         if not rows:

@@ -132,6 +132,9 @@ def summary_text(
     if rep.findings:
         con.print()
         con.print(findings_table(rep.findings, width or 120))
+        note = (rep.totals.get("shares") or {}).get("note")
+        if note:  # shares past 100%: say what overlaps
+            con.print(Text(note, style="dim"))
         con.print()
         con.print(Text("Details", style="bold"))
         for i, f in enumerate(rep.findings, 1):
@@ -257,6 +260,9 @@ def summary_markdown(rep: Report, *, source: str = "", top: int = 10) -> str:
                 f"{md_cell(short_site(f.call_site) or '-')} | "
                 f"{md_cell(strip_site(f.title, f.call_site))} |"
             )
+        note = (rep.totals.get("shares") or {}).get("note")
+        if note:
+            out += ["", md_cell(note)]
         worth = [(i, f) for i, f in enumerate(rep.findings, 1) if f.severity != "info"]
         if worth:
             out += ["", "### What to do", ""]

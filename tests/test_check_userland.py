@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from neuron_prof.cli import main
@@ -78,3 +79,21 @@ def test_dirty_program_fails_on_each_problem(runs: dict[str, Path], capsys: pyte
     # the old default (critical only) lets it pass: the point of the new one
     assert main(["check", str(runs["dirty"]), "--fail-on", "critical"]) == 0
     capsys.readouterr()
+
+
+def test_ops_view_of_a_real_run_is_topped_by_ops(runs: dict[str, Path]) -> None:
+    """Issue 23: on the emulated device `threading.py(982): run` (a background thread, the whole run as self
+    time), `torch/_compile.py(42): inner` and `<built-in method run_backward ...>` topped the ops view: they
+    hold ops and lines, so they rank after them (and have no self time of their own to sort by)."""
+    from neuron_prof.analysis import op_table
+    from neuron_prof.loaders import load
+
+    t = op_table(load(runs["dirty"]))
+    names = [str(n) for n in t.name]
+    wrapped = [i for i, n in enumerate(names) if n.startswith(("threading.py", "torch/_compile.py", "<built-in method run_backward"))]
+    assert wrapped, names[:20]
+    assert all(t.is_wrapper[i] and t.self_ns[i] == 0 for i in wrapped)
+    first_wrapper = min(np.flatnonzero(t.is_wrapper))
+    assert all(not t.is_wrapper[i] for i in range(first_wrapper)) and t.is_op[:first_wrapper].any()
+    by_self = np.argsort(-t.self_ns, kind="stable")[:10]
+    assert not any(t.is_wrapper[i] for i in by_self), [names[i] for i in by_self]

@@ -108,3 +108,33 @@ def test_long_lists_say_how_many_more() -> None:
     assert len(listed) == LIST_MAX == 20
     assert "compile disappeared: ... and 19 more (--json lists them all)" in out
     assert all(ln.count("train.py:0") == 1 for ln in listed), listed
+
+
+def _slower_clean() -> Trace:
+    """The clean workload (a warm compile cache, no fallback) with every steady step 0.5 ms longer."""
+    import tests._workload as ta
+
+    old = ta.STEP
+    ta.STEP = STEP + MS // 2
+    try:
+        return Workload(False).build()
+    finally:
+        ta.STEP = old
+
+
+def test_headline_is_the_largest_change(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A fix that removed 60 ms of compiles and made each steady step 5% slower headlines the compiles; a
+    slower run with the same compiles headlines its steps."""
+    base, new = Workload(True).build(), _slower_clean()
+    d = diff(base, new)
+    h = d["headline"]
+    assert h["key"] == "compile_ns" and h["delta"] == d["totals"]["compile_ns"]["delta"] < -50 * MS, h
+    steady = N_STEPS - 1
+    assert d["step"]["delta"] == MS // 2 and abs(h["delta"]) > steady * MS // 2
+    a, b = write_trace(base, tmp_path / "a.pftrace"), write_trace(new, tmp_path / "b.pftrace")
+    assert main(["diff", str(a), str(b)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("Largest change: compile time -") and lines[2].startswith("Steady step"), lines[:3]
+    h = diff(Workload(True).build(), slower())["headline"]
+    assert h["key"] == "steady_step_ns" and h["delta"] == 2 * MS * steady, h
+    assert diff(base, base)["headline"] is None

@@ -57,6 +57,7 @@ TOTAL_KEYS = {
     "findings_by_severity",
     "findings_by_kind",
     "partial",
+    "shares",
 }
 
 

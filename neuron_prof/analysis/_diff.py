@@ -83,6 +83,32 @@ def _appeared(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> dic
     }
 
 
+_HEADLINE = (
+    ("compile_ns", "compile time"),
+    ("fallback_ns", "CPU fallback time"),
+    ("sync_ns", "sync wait"),
+    ("collective_ns", "collective time"),
+    ("device_busy_ns", "device busy time"),
+)
+
+
+def headline(rb: Report, rn: Report) -> dict[str, Any] | None:
+    """The largest change of the diff, in time over the profile: compile, fallback, sync, collective or device
+    time, or the steady steps' time (median step change x steady steps). None when nothing changed."""
+    cands: list[dict[str, Any]] = []
+    for key, what in _HEADLINE:
+        a, b = rb.totals.get(key), rn.totals.get(key)
+        if isinstance(a, int) and isinstance(b, int) and a != b:
+            cands.append({"key": key, "what": what, "base": a, "new": b, "delta": b - a})
+    sb, sn = rb.totals["steps"], rn.totals["steps"]
+    a, b = sb.get("steady_step_ns"), sn.get("steady_step_ns")
+    n = min((sb.get("count") or 0) - (sb.get("warmup") or 0), (sn.get("count") or 0) - (sn.get("warmup") or 0))
+    if a is not None and b is not None and n > 0 and a != b:
+        cands.append({"key": "steady_step_ns", "what": f"steady steps ({n} x the median step)", "base": a * n,
+                      "new": b * n, "delta": (b - a) * n})
+    return max(cands, key=lambda c: (abs(c["delta"]), c["key"])) if cands else None
+
+
 def diff(base: Trace, new: Trace, *, warmup_steps: int | None = None, top: int = 20) -> dict[str, Any]:
     """What got faster or slower from `base` to `new` (JSON-ready; renderers in exporters.summary)."""
     cb, cn = Context(base, warmup_steps), Context(new, warmup_steps)
@@ -129,6 +155,7 @@ def diff(base: Trace, new: Trace, *, warmup_steps: int | None = None, top: int =
     return {
         "schema": "neuron-prof.diff",
         "version": 1,
+        "headline": headline(rb, rn),
         "step": step,
         "totals": totals,
         "ops_unit": "ns per step" if per_step else "ns per profile",

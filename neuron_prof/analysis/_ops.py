@@ -26,6 +26,13 @@ Rules:
 - `is_op` marks what summary and diff rank as host ops: categories cpu_op and CUDA runtime/driver calls
   when the trace has cpu_op slices, else every host slice (Python frames and annotations are listed for the
   TUI but are not ops there). Device work is always an op.
+- **Wrappers** (`is_wrapper`): a Python frame of library code (torch, the standard library: `threading.py:
+  run`, `torch/_compile.py: inner`, `<built-in method run_backward ...>`, nn.Module spans; the capture's
+  `user_files` decide, else `file_kind`) and torch.compile's phase spans (`... (dynamo_timed)`,
+  `entire_frame_compile`, `backend_compile`, `inductor_compile`) hold ops and lines; their own self time is
+  what the profiler saw nothing inside (hidden library frames, waiting for another thread: `run_backward`
+  waits for the autograd thread), so it counts as 0: they keep their calls and total time and never rank
+  above the ops and lines they contain. Not ops for summary and diff either.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._host import host_nesting
 from neuron_prof.analysis._nesting import Nesting, nesting
 from neuron_prof.model import Cat, KinetoCat, Trace
+from neuron_prof.model.callsite import MODULE_PREFIX, USER, file_kind, parse_frame, user_files_of
 
 HOST_OP_CATS = (KinetoCat.CPU_OP, KinetoCat.CUDA_RUNTIME, KinetoCat.CUDA_DRIVER)
 """Categories of host slices that are ops (when the trace has cpu_op slices at all)."""
@@ -68,6 +76,8 @@ class OpTable:
     """"host" or "device" (object array)."""
     is_op: np.ndarray
     """bool: ranked as an op by summary and diff (see the module docstring)."""
+    is_wrapper: np.ndarray
+    """bool: a library frame or compile phase holding ops and lines; no self time of its own."""
     calls: np.ndarray
     total_ns: np.ndarray
     self_ns: np.ndarray
@@ -153,6 +163,25 @@ def _launched_names(trace: Trace, rows: np.ndarray) -> np.ndarray:
     return names
 
 
+COMPILE_PHASES = ("entire_frame_compile", "backend_compile", "inductor_compile")
+"""torch.compile's phase spans (cpu_op, torch-facts.md), wrappers as `... (dynamo_timed)` spans are."""
+
+
+def _wrapper_names(trace: Trace, name_ids: np.ndarray) -> np.ndarray:
+    """Per distinct name id: a wrapper (module docstring), decided once per name."""
+    user = user_files_of(trace.metadata)
+    out = np.zeros(len(name_ids), dtype=bool)
+    for i, nid in enumerate(name_ids.tolist()):
+        name = trace.s(int(nid))
+        if name.endswith("(dynamo_timed)") or name in COMPILE_PHASES or name.startswith(("<built-in ", MODULE_PREFIX)):
+            out[i] = True
+            continue
+        f = parse_frame(name)
+        if f is not None:
+            out[i] = f[0] not in user if user is not None else file_kind(f[0]) != USER
+    return out
+
+
 def _side(trace: Trace, nest: Nesting, op_cat: np.ndarray, where: str) -> dict[str, np.ndarray] | None:
     """Calls grouped by key for one side (host or device). `op_cat`: per nesting row, counts as an op."""
     sl = trace.slices
@@ -181,7 +210,13 @@ def _side(trace: Trace, nest: Nesting, op_cat: np.ndarray, where: str) -> dict[s
         root = nxt
     member = ~nest.transparent & ~np.isin(sl.cat[rows], trace.name_ids(KinetoCat.PROFILER_SPAN))
     call = member & ~redispatch
-    call_self = np.bincount(root[member], weights=nest.self_ns[member], minlength=n).astype(np.int64)
+    if where == "host":
+        uniq_names, inv = np.unique(sl.name[rows], return_inverse=True)
+        wrapper = _wrapper_names(trace, uniq_names)[inv]
+    else:
+        wrapper = np.zeros(n, dtype=bool)
+    own_self = np.where(wrapper, 0, nest.self_ns)
+    call_self = np.bincount(root[member], weights=own_self[member], minlength=n).astype(np.int64)
     ci = np.flatnonzero(call)
     dur = sl.dur_ns[rows[ci]]
     k = key[ci]
@@ -189,7 +224,8 @@ def _side(trace: Trace, nest: Nesting, op_cat: np.ndarray, where: str) -> dict[s
     o = np.lexsort((ci, -dur, k))
     ci, dur, k = ci[o], dur[o], k[o]
     uk, first, counts = np.unique(k, return_index=True, return_counts=True)
-    is_op = np.bincount(k, weights=op_cat[ci], minlength=len(key_names))[uk] > 0
+    is_wrapper = np.bincount(k, weights=wrapper[ci], minlength=len(key_names))[uk] > 0
+    is_op = (np.bincount(k, weights=op_cat[ci], minlength=len(key_names))[uk] > 0) & ~is_wrapper
     def per_op(v: np.ndarray) -> np.ndarray:
         return np.add.reduceat(v, first).astype(np.int64) if len(ci) else np.zeros(0, np.int64)
 
@@ -197,6 +233,7 @@ def _side(trace: Trace, nest: Nesting, op_cat: np.ndarray, where: str) -> dict[s
         "name": key_names[uk],
         "where": np.full(len(uk), where, dtype=object),
         "is_op": is_op,
+        "is_wrapper": is_wrapper,
         "calls": counts.astype(np.int64),
         "total_ns": per_op(dur),
         "self_ns": per_op(call_self[ci]),
@@ -226,7 +263,7 @@ def _build(trace: Trace, ctx: Context) -> OpTable:
         )
         if p is not None
     ]
-    cols = ("name", "where", "is_op", "calls", "total_ns", "self_ns", "longest", "counts")
+    cols = ("name", "where", "is_op", "is_wrapper", "calls", "total_ns", "self_ns", "longest", "counts")
     if parts:
         c = {k: np.concatenate([p[k] for p in parts]) for k in cols}
         call_row = np.concatenate([p["call_row"] for p in parts])
@@ -234,9 +271,12 @@ def _build(trace: Trace, ctx: Context) -> OpTable:
     else:
         c = {k: np.zeros(0, dtype=object if k in ("name", "where") else np.int64) for k in cols}
         c["is_op"] = c["is_op"].astype(bool)
+        c["is_wrapper"] = c["is_wrapper"].astype(bool)
         call_row = call_self = np.zeros(0, dtype=np.int64)
-    # most self time first (then host before device, then by name), carrying each op's calls along
-    order = np.lexsort((c["name"].astype(str), c["where"].astype(str) == "device", -c["self_ns"]))
+    # most self time first (wrappers after everything they contain; then host before device, then by name),
+    # carrying each op's calls along
+    order = np.lexsort((c["name"].astype(str), c["where"].astype(str) == "device", -c["self_ns"],
+                        c["is_wrapper"].astype(bool)))
     starts = np.r_[0, np.cumsum(c["counts"])][:-1]
     cnt = c["counts"][order]
     start = np.r_[0, np.cumsum(cnt)].astype(np.int64)
@@ -245,6 +285,7 @@ def _build(trace: Trace, ctx: Context) -> OpTable:
         name=c["name"][order],
         where=c["where"][order],
         is_op=c["is_op"][order].astype(bool),
+        is_wrapper=c["is_wrapper"][order].astype(bool),
         calls=c["calls"][order],
         total_ns=c["total_ns"][order],
         self_ns=c["self_ns"][order],

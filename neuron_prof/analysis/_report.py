@@ -12,6 +12,7 @@ import numpy as np
 
 from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._finding import KINDS, SEVERITIES, Finding
+from neuron_prof.analysis._overlap import share_overlaps
 from neuron_prof.analysis._partial import partial_totals
 from neuron_prof.analysis._registry import ANALYSES
 from neuron_prof.analysis._stragglers import straggler_findings
@@ -153,6 +154,7 @@ def report(trace: Trace, *, warmup_steps: int | None = None, context: Context | 
         k: sum(f.kind == k for f in findings) for k in KINDS if any(f.kind == k for f in findings)
     }
     totals["partial"] = partial_totals(trace, findings)
+    totals["shares"] = share_overlaps(trace, findings)
     return Report(totals=totals, findings=findings)
 
 
