@@ -172,3 +172,23 @@ def test_fail_lines_name_each_site_once() -> None:
     fails = violations(Report({"wall_ns": WALL}, [rec, peak]), max_recompiles=0, fail_on="warning")
     # THEN each FAIL line names the call site once, at its end
     assert len(fails) == 3 and all(f.count(site) == 1 and f.endswith(site) for f in fails), fails
+
+
+def test_without_steady_steps_every_finding_counts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A trace with no steps cannot tell warm-up from steady state: the default gate counts every finding
+    and says why."""
+    from neuron_prof.model import Arg, Cat, Meta, ProcessKind, TraceBuilder, TrackKind
+
+    b = TraceBuilder()
+    host = b.process(100, "host", ProcessKind.HOST)
+    b.thread_track(100, 1, "main")
+    fb = b.track(host, "fallback", TrackKind.FALLBACK)
+    t0 = 1_700_000_000_000_000_000
+    for k in range(3):
+        b.add_slice(fb, t0 + k * 10 * MS, 2 * MS, "aten::nonzero", Cat.FALLBACK,
+                    {Arg.CALL_SITE: "model.py:88", Arg.SHAPES: [[8, 128]], Arg.DTYPES: ["float32"]})
+    b.metadata[Meta.WALL] = [t0, t0 + 30 * MS]
+    p = write_trace(b.build(), tmp_path / "nosteps.json")
+    rc = main(["check", str(p)])
+    out = capsys.readouterr().out
+    assert rc == 1 and "[cpu_fallback]" in out and "note no steady steps to tell warm-up by" in out, out

@@ -189,7 +189,8 @@ def command(
     )
     notes = unmatched_forbidden(rep, trace, forbid_fallback) if forbid_fallback else []
     if fail_on not in (None, "none") and rep.findings and all(f.after_warmup is None for f in rep.findings):
-        notes.append("no steady steps to tell warm-up by: every finding counts (--warmup-steps sets them)")
+        notes.append("no steady steps to tell warm-up by: every finding counts (--warmup-steps N sets the split "
+                     "when the trace has steps)")
     if (n_warm := warmup_only(rep, fail_on)):
         notes.append(f"{n_warm} {fail_on}-or-worse finding{'s' if n_warm != 1 else ''} only in warm-up, not counted "
                      "(see `neuron-prof summary`)")
