@@ -115,3 +115,15 @@ def test_subprocess(job: Path) -> None:
     assert p.returncode == 0, p.stderr
     kinds = {f["kind"] for f in json.loads(p.stdout)["findings"]}
     assert {"missing_rank", "stopped_rank"} <= kinds
+
+
+def test_real_kineto_traces_know_their_world(capsys: pytest.CaptureFixture[str]) -> None:
+    """Two ranks' real torch.profiler traces whose distributedInfo says world_size 128: 126 ranks missing."""
+    from tests.conftest import KINETO_DIR
+
+    paths = [str(KINETO_DIR / f"trace_filter_sampled_rank-{r}.json.gz") for r in (0, 1)]
+    assert main(["summary", *paths, "--workers", "0", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (miss,) = _findings(doc, "missing_rank")
+    assert miss["evidence"]["world_size"] == 128 and miss["evidence"]["missing"] == list(range(2, 128))
+    assert miss["title"].startswith("126 of 128 ranks have no trace: ranks 2, 3, 4,") and ", ..." in miss["title"]
