@@ -100,3 +100,21 @@ def test_subprocess_exit_code(files: dict[str, Path]) -> None:
     p = subprocess.run([*exe, str(files["cut_gz"]), "--allow-partial", "--fail-on", "none"], capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_real_kineto_trace_cut_at_55_percent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A torch.profiler trace (no neuron-prof block: nothing recorded about its findings) cut at 55%: exit 3,
+    and what was lost is said from what the reader knows."""
+    from tests.conftest import KINETO_DIR
+
+    raw = gzip.decompress((KINETO_DIR / "critical_path_alexnet_trace.json.gz").read_bytes())
+    cut = tmp_path / "alexnet.json"
+    cut.write_bytes(raw[: int(len(raw) * 0.55)])
+    assert main(["check", str(cut)]) == 3
+    out = capsys.readouterr().out
+    assert out.startswith(f"neuron-prof check: {cut}: PARTIAL TRACE (truncated): file ends inside an event"), out
+    assert "Lost: the events after the damage" in out
+    whole = tmp_path / "whole.json"
+    whole.write_bytes(raw)
+    assert main(["check", str(whole), "--fail-on", "none"]) == 0
+    capsys.readouterr()
