@@ -70,6 +70,8 @@ def device_profile(b: TraceBuilder, tables: Tables, meta: dict[str, Any], execs:
         t = tables.table("DeviceProfileList", {"process_id": pa.int64(), "nc_id": pa.int64()})
         if t is not None and t.num_rows:
             pid, nc = t.column("process_id")[0].as_py(), t.column("nc_id")[0].as_py()
+        elif tables.rows:  # the device profile of another process of the run (rows cut to one process)
+            return None
     if nc is None:
         cores = sorted({c for _, c in execs.by_core})
         nc = cores[0] if len(cores) == 1 else 0
@@ -101,9 +103,13 @@ def device_profile(b: TraceBuilder, tables: Tables, meta: dict[str, Any], execs:
         sample = np.asarray([first_hw] if first_hw is not None else [], dtype=np.int64)
         clock = fallback(first_hw, meta.get("first_ts"), sample)
         if clock.how == "none":
+            host_timeline = bool(execs.counts)
             warnings.append(f"Neuron Explorer device profile of NeuronCore {nc}: its times are on the device clock "
                             "and nothing places them on the host clock (no ExecutionInfo paired with the system "
-                            "profile's nc_exec_running, no Metadata.first_ts): device rows kept on the device clock")
+                            "profile's nc_exec_running, no Metadata.first_ts): "
+                            + ("its timeline rows are left out (the host timeline stays on Unix time)"
+                               if host_timeline else "kept on the device clock"))
+
     proc = device_process(b, int(nc), pid if execs.multi_process else None)
     return DeviceProfile(int(nc), pid, proc, clock, ds, de, rows)
 

@@ -115,10 +115,11 @@ def add_explorer(b: TraceBuilder, folder: Path, host_row: HostRow | None = None,
     if dev is not None:
         own["device_clock"] = {"anchored_by": dev.clock.how, "executions_paired": dev.clock.paired,
                                "logical_core": dev.nc}
-        own["active_time_ns"] = add_active_time(b, tables, dev)
-        own["collectives"] = add_cc_ops(b, tables, dev)
-        own["bandwidth_peak_Bps"] = add_bandwidth(b, tables, dev)
-        own["errors"] = add_errors(b, tables, dev)
+        if dev.clock.placed or not execs.counts:  # unplaced device rows never sit among host-clock ones
+            own["active_time_ns"] = add_active_time(b, tables, dev)
+            own["collectives"] = add_cc_ops(b, tables, dev)
+            own["bandwidth_peak_Bps"] = add_bandwidth(b, tables, dev)
+            own["errors"] = add_errors(b, tables, dev)
     own["summary"] = summary(tables)
     own["opcodes"] = opcodes(tables)
     own["executions"] = executions_per_neff(tables)
