@@ -221,7 +221,8 @@ def test_runtime_output_folders(tmp_path: Path, capsys: pytest.CaptureFixture[st
     (raw / "trace.json").write_text("{}")
     assert main(["check", str(tmp_path / "raw")]) == 2
     err = capsys.readouterr().err
-    assert f"neuron-explorer view -d {raw} --output-format parquet --output-file {raw}/parquet" in err
+    run = tmp_path / "raw"  # the docs process the run directory: the processes of a job combine
+    assert f"neuron-explorer view -d {run} --output-format parquet --output-file {run}/parquet" in err
     write_profile(pid_dir / "20261201_130000")
     with pytest.raises(TraceLoadError, match="holds 2 processed Neuron Explorer profiles"):
         load(tmp_path / "output")

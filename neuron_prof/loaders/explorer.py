@@ -212,9 +212,10 @@ def find_profile(folder: Path) -> Path:
     raw = [d for d in [folder, *sorted(folder.glob("*/")), *sorted(folder.glob("*/*/"))]
            if d.is_dir() and any(next(d.glob(g), None) is not None for g in RAW_CAPTURE)]
     if raw:
+        run = next((d.parent for d in (raw[0], raw[0].parent) if "_pid_" in d.name), raw[0])  # the docs: RUN_DIR
         raise TraceLoadError(folder, f"is a Neuron runtime capture not yet processed: run `neuron-explorer view -d "
-                                     f"{raw[0]} --output-format parquet --output-file {raw[0]}/parquet` and load "
-                                     f"{raw[0]} again")
+                                     f"{run} --output-format parquet --output-file {run}/parquet` and load "
+                                     f"{folder} again")
     raise TraceLoadError(folder, "is a directory, not a trace file nor a Neuron Explorer profile "
                                  "(no Metadata.parquet, SystemProfileEvents_0.parquet... in it or below it)")
 
