@@ -55,6 +55,7 @@ TOTAL_KEYS = {
     "steady_per_step",
     "findings_by_severity",
     "findings_by_kind",
+    "neuron_explorer",
 }
 
 

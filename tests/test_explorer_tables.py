@@ -148,3 +148,17 @@ def test_a_run_wide_table_is_cut_to_one_process(tmp_path: Path) -> None:
     assert len(hw) == 3
     assert "device_clock" not in tr.metadata[EXPLORER_KEY]  # the device profile is the other process's
     assert not [t for t in tr.tracks if t.name.endswith(" engine")]
+
+
+def test_the_report_has_the_device_profile(profile) -> None:
+    from neuron_prof.exporters.html_report import render_html_report
+
+    folder, _ = profile
+    tr = load(folder)
+    rep = report(tr)
+    page = render_html_report(tr, rep.findings, rep.totals)
+    body = page[page.index('<section id="device-profile">'):]
+    assert "Neuron Explorer schema" in body and "7.4.0 (declared by SchemaFields)" in body
+    assert "mfu estimated" in body and "41.5%" in body and "MATMUL" in body and "MLP[0]/Linear[0]/aten.mm" in body
+    empty = render_html_report(tr, rep.findings, None)
+    assert "No Neuron Explorer device profile" in empty
