@@ -97,3 +97,53 @@ def test_an_unprocessed_run_says_the_run_directory_command(tmp_path: Path, capsy
     run = tmp_path / "run"
     assert f"neuron-explorer view -d {run} --output-format parquet --output-file {run}/parquet" in \
         capsys.readouterr().err
+
+
+SYSTEM = {"SystemProfileEvents", "SystemProfileMetadata", "SystemProfileHbmUsage", "CpuUsage", "HostMemUsage",
+          "Warning", "SchemaFields", "Metadata"}
+
+
+def test_several_device_profiles_one_per_subfolder(tmp_path: Path, host_json: Path) -> None:
+    """Both processes took a device profile: the run-wide folder holds the system tables, each device profile
+    its own sub-folder (Metadata, DeviceProfileList, device tables); each pid folder gets its own."""
+    run = _run_dir(tmp_path, host_json)
+    out = run / "parquet"
+    for f in out.glob("*.parquet"):
+        f.unlink()
+    for rank in PIDS:
+        sub = out / f"profile_nc_0_rank{rank}"
+        sub.mkdir()
+        src = tmp_path / f"tables{rank}"
+        if rank == 1:  # rewrite rank 1 with its device profile this time
+            inst, pid = PIDS[1]
+            ops = _ops_of(tmp_path / "tables1")
+            for f in src.glob("*.parquet"):
+                f.unlink()
+            write_profile(src, ops=ops, pid=pid, instance=inst, t0=ops[0][1] - 1_000_000, device_t0=5 * 10**12,
+                          drift=2e-4)
+        for f in sorted(src.glob("*.parquet")):
+            table = f.name.split(".")[0].split("_")[0]
+            if table not in SYSTEM or table == "Metadata":
+                pq.write_table(pq.read_table(f), sub / f.name)
+    for name in sorted({f.name for r in PIDS for f in (tmp_path / f"tables{r}").glob("*.parquet")}):
+        table = name.split(".")[0].split("_")[0]
+        if table in SYSTEM:
+            ts = [pq.read_table(tmp_path / f"tables{r}" / name) for r in PIDS if (tmp_path / f"tables{r}" / name).exists()]
+            keep = ts if "instance_id" in ts[0].column_names else ts[:1]
+            pq.write_table(pa.concat_tables(keep, promote_options="default"), out / name)
+    for rank, (inst, pid) in PIDS.items():
+        ex = load(run / f"{inst}_pid_{pid}").metadata[EXPLORER_KEY]
+        assert ex["device_clock"]["executions_paired"] == 3 and ex["device_profile_folders"] == [
+            f"profile_nc_0_rank{rank}"]
+        assert ex["active_time_ns"] == {"0:tensor": 900_000, "0:vector": 350_000}
+    whole = load(out)
+    ex = whole.metadata[EXPLORER_KEY]
+    assert len(ex["device_clock"]["profiles"]) == 2
+    assert {p.name for p in whole.processes if p.name.startswith("neuron:")} == {"neuron:1000:0", "neuron:1001:0"}
+
+
+def _ops_of(folder: Path) -> list[tuple[str, int, int]]:
+    t = pq.read_table(sorted(folder.glob("SystemProfileEvents*.parquet"))[0]).to_pylist()
+    t += pq.read_table(sorted(folder.glob("SystemProfileEvents*.parquet"))[1]).to_pylist()
+    return [(r["name"], r["start_ts"], r["thread_id"]) for r in t if r["trace_event_source"] == "framework"
+            and r["name"] == "aten::mm"]

@@ -29,16 +29,14 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.errors import TraceFormatError, TraceLoadError
-from neuron_prof.loaders import _explorer_instructions as _ins
 from neuron_prof.loaders._explorer_clock import UNIX_NS_MIN
 from neuron_prof.loaders._explorer_counters import add_hbm_bytes, add_host_usage
-from neuron_prof.loaders._explorer_device import (DeviceProfile, add_active_time, add_bandwidth, add_cc_ops,
-                                                  add_errors, device_profile)
 from neuron_prof.loaders._explorer_events import HostRow, add_system_events
+from neuron_prof.loaders._explorer_profiles import add_device_profiles
 from neuron_prof.loaders._explorer_schema import ASSUMED, version_warnings
-from neuron_prof.loaders._explorer_summary import executions_per_neff, one_row, opcodes, summary
+from neuron_prof.loaders._explorer_summary import one_row
 from neuron_prof.loaders._explorer_tables import RowFilter, Tables, is_explorer_folder
-from neuron_prof.model import KinetoCat, Meta, Trace, TraceBuilder
+from neuron_prof.model import Meta, Trace, TraceBuilder
 
 __all__ = ["EXPLORER_KEY", "HostRow", "RowFilter", "UNIX_NS_MIN", "add_explorer", "find_profile",
            "is_explorer_folder", "load_explorer"]
@@ -111,21 +109,10 @@ def add_explorer(b: TraceBuilder, folder: Path, host_row: HostRow | None = None,
     own["events"] = execs.counts
     own["hbm_peak_bytes"] = add_hbm_bytes(b, tables)
     own["host_peaks"] = add_host_usage(b, tables)
-    dev = device_profile(b, tables, meta or {}, execs, warnings)
-    if dev is not None:
-        own["device_clock"] = {"anchored_by": dev.clock.how, "executions_paired": dev.clock.paired,
-                               "logical_core": dev.nc}
-        if dev.clock.placed or not execs.counts:  # unplaced device rows never sit among host-clock ones
-            own["active_time_ns"] = add_active_time(b, tables, dev)
-            own["collectives"] = add_cc_ops(b, tables, dev)
-            own["bandwidth_peak_Bps"] = add_bandwidth(b, tables, dev)
-            own["errors"] = add_errors(b, tables, dev)
-    own["summary"] = summary(tables)
-    own["opcodes"] = opcodes(tables)
-    own["executions"] = executions_per_neff(tables)
-    own.update(_instructions(b, tables, dev))
+    own.update(add_device_profiles(b, tables, meta or {}, execs, warnings))
     own["tables"] = sorted(set(tables.read))
-    own["views_left_out"] = sorted(v for v, ok in tables.views.items() if not ok)
+    own["views_left_out"] = sorted(set(own.get("views_left_out", [])) |
+                                   {v for v, ok in tables.views.items() if not ok})
     warnings += tables.warnings
     if (b.n_slices, len(b.c_ts), len(b.i_ts)) == before and not any(
             own.get(k) for k in ("summary", "opcodes", "executions", "instructions", "active_time_ns")):
@@ -141,48 +128,6 @@ def _nothing_usable(tables: Tables, version: str) -> str:
                 f"{', '.join(lost[:8])}{', ...' if len(lost) > 8 else ''} missing")
     return (f"Neuron Explorer profile (schema {version}) has nothing neuron-prof can show: no rows in "
             f"{', '.join(sorted(tables.parts)) or 'any table'}")
-
-
-def _instructions(b: TraceBuilder, tables: Tables, dev: DeviceProfile | None) -> dict[str, Any]:
-    """Instruction aggregates, device time per framework op and source line, and per host op through the
-    executions each op launched."""
-    got = _ins.instruction_pass(tables, dev.exec_start if dev is not None else None,
-                                dev.exec_end if dev is not None else None)
-    out: dict[str, Any] = {}
-    if not got:
-        return out
-    fw, frames, per_exec = got.pop("_framework_ids", None), got.pop("_frames", None), got.pop("_per_execution", None)
-    out["instructions"] = got
-    if fw:
-        out["framework_ops"] = _ins.framework_ops(tables, fw)[:_ins.TOP]
-    if frames:
-        out["source_lines"] = _ins.source_lines(tables, frames)
-    if per_exec is not None and dev is not None:
-        out["host_ops"] = _host_ops(b, dev.exec_rows, per_exec)
-    return out
-
-
-def _host_ops(b: TraceBuilder, exec_rows: np.ndarray, ns: np.ndarray) -> list[dict[str, Any]]:
-    """Instruction time of each execution summed per host op that launched it (the launch flows back from the
-    hardware execution: op → runtime call → execution), most first."""
-    back: dict[int, int] = {}
-    for s, d in zip(b.f_src, b.f_dst):
-        back.setdefault(d, s)
-    cpu = b.strings.get(KinetoCat.CPU_OP)
-    acc: dict[str, list[int]] = {}
-    for r, v in zip(exec_rows.tolist(), ns.tolist()):
-        if r < 0 or not v:
-            continue
-        cur, hops = back.get(r), 0
-        while cur is not None and b.s_cat[cur] != cpu and hops < 4:
-            cur, hops = back.get(cur), hops + 1
-        if cur is None or b.s_cat[cur] != cpu:
-            continue
-        a = acc.setdefault(b.strings[b.s_name[cur]], [0, 0])
-        a[0] += 1
-        a[1] += int(v)
-    rows = [{"op": k, "executions": c, "device_ns": ns} for k, (c, ns) in acc.items()]
-    return sorted(rows, key=lambda r: -r["device_ns"])[:_ins.TOP]
 
 
 RAW_CAPTURE = ("*.ntff", "ntrace.pb", "trace_info.pb")
@@ -203,6 +148,7 @@ def find_profile(folder: Path) -> Path:
         return folder
     below = [d for d in sorted(folder.glob("*/")) + sorted(folder.glob("*/*/")) if d.is_dir() and
              is_explorer_folder(d)]
+    below = [d for d in below if d.parent not in below]  # a profile's device-profile subfolders are its own
     if len(below) == 1:
         return below[0]
     if below:
