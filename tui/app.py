@@ -89,7 +89,7 @@ class NeuronProfApp(App[int]):
         *(Binding(str(i + 1), f"view('{v}')", label, show=False) for i, (v, label) in enumerate(VIEWS)),
         Binding("tab", "cycle(1)", "Next view", show=False, priority=True),
         Binding("shift+tab", "cycle(-1)", "Previous view", show=False, priority=True),
-        Binding("d", "view('device')", "Device"),
+        Binding("d", "view('device')", "Device", show=False),
         Binding("o", "perfetto", "Perfetto"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),

@@ -13,7 +13,8 @@ Rules:
   are the steps). An overload is dropped: ``aten::add.Tensor`` is ``aten::add`` (torch.profiler writes host
   ops without one; probes and other tools may write it; either way it is one op).
 - **Rows**: host ops are the slices on host thread tracks, device ops the device work (`_idle.device_rows`);
-  a Neuron NEFF execution (``nc_exec_running``) counts under the host op whose launch flow reaches it.
+  a Neuron NEFF execution (``nc_exec_running``) counts under the host op whose launch flow reaches it
+  (directly, or through the runtime call that holds the execution).
   Dispatcher bookkeeping spans (`_nesting.TRANSPARENT_SPANS`) are no ops: their time is the enclosing op's.
   Kineto's span of the whole capture (``PyTorch Profiler (0)``) is the profiling window, not a call; an
   engine's busy intervals (Neuron Explorer's ActiveTime) are utilisation, not device ops.
@@ -145,11 +146,15 @@ def _launched_names(trace: Trace, rows: np.ndarray) -> np.ndarray:
         return names
     o = np.argsort(fl.dst, kind="stable")
     dst, src = fl.dst[o], fl.src[o]
-    pos = np.minimum(np.searchsorted(dst, rows[m]), len(dst) - 1)
-    hit = dst[pos] == rows[m]
-    s = src[pos]
-    ok = hit & np.isin(sl.cat[s], trace.name_ids(KinetoCat.CPU_OP))
-    names[m[ok]] = sl.name[s[ok]]
+    cpu = trace.name_ids(KinetoCat.CPU_OP)
+    cur, todo = rows[m], np.ones(len(m), dtype=bool)
+    for _ in range(2):  # the op itself, or the op behind the runtime call that holds the execution
+        pos = np.minimum(np.searchsorted(dst, cur), len(dst) - 1)
+        hit = todo & (dst[pos] == cur)
+        cur = np.where(hit, src[pos], cur)
+        ok = hit & np.isin(sl.cat[cur], cpu)
+        names[m[ok]] = sl.name[cur[ok]]
+        todo = hit & ~ok
     return names
 
 

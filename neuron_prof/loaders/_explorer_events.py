@@ -66,6 +66,9 @@ class Executions:
     by_core: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
     multi_process: bool = False
     counts: dict[str, int] = field(default_factory=dict)
+    unlinked: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    """(slice row, flow id, start ns) of the first runtime event of each flow id no framework event shares:
+    a runtime call the profile does not tie to a framework op (the framework mapping may)."""
 
     def of(self, pid: int | None, nc: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """The executions of a core: of process `pid`, else of the only process that has that core."""
@@ -132,10 +135,10 @@ def add_system_events(b: TraceBuilder, tables: Tables, warnings: list[str],
         kept = t if len(k) == len(kind) else t.take(pa.array(k))
         b.s_args.extend(b.args.add_raw(raw) for raw in _args_json(kept, pc, pa))
     n_flows = len(b.f_src)
-    _flows(b, t, row_of, kind, start, warnings)
+    unlinked = _flows(b, t, row_of, kind, start, warnings)
     _hardware_links(b, kind, nc, start, dur, row_of, set(b.f_dst[n_flows:]))
     warnings += ring_full(nc[kind >= 2])
-    ex = Executions(multi_process=multi)
+    ex = Executions(multi_process=multi, unlinked=unlinked)
     ex.counts = {str(s) or "unknown": int(c) for s, c in zip(src_names, np.bincount(src, minlength=len(src_names)))
                  if c}
     e = np.flatnonzero((kind == 3) & (name_idx == (names.index(EXECUTION) if EXECUTION in names else -1)))
@@ -226,15 +229,17 @@ def _track(b: TraceBuilder, key: tuple[Any, ...], multi: bool = False) -> int:
 
 
 def _flows(b: TraceBuilder, t: Any, row_of: np.ndarray, kind: np.ndarray, start: np.ndarray,
-           warnings: list[str]) -> None:
+           warnings: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A flow from the first event of each flow id (the framework dispatch, else the earliest runtime or
-    hardware event) to every other event sharing it; events with no row (`row_of` -1) are left out."""
+    hardware event) to every other event sharing it; events with no row (`row_of` -1) are left out. Returns
+    (row, flow id, start) of the runtime event heading each flow id no framework event shares."""
     import pyarrow.compute as pc
 
+    none = (np.zeros(0, dtype=np.int64),) * 3
     lists = t.column("flow_id").combine_chunks()
     flat = pc.list_flatten(lists)
     if not len(flat):
-        return
+        return none
     rows = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False)
     text = pc.utf8_trim_whitespace(flat)
     ok = pc.fill_null(pc.match_substring_regex(text, r"^-?[0-9]{1,18}$"), False)
@@ -256,6 +261,8 @@ def _flows(b: TraceBuilder, t: Any, row_of: np.ndarray, kind: np.ndarray, start:
     b.f_id.extend((ids[m] + off).tolist())
     b.f_cat.extend([b.strings.intern(Cat.DEVICE)] * int(m.sum()))
     b.f_name.extend([b.strings.intern("launch")] * int(m.sum()))
+    lone = head & (kind[rows] == 2) & (row_of[rows] >= 0)
+    return row_of[rows[lone]], ids[lone], start[rows[lone]]
 
 
 _LOOK_BACK = 4

@@ -23,6 +23,7 @@ it needs (`_explorer_tables.Tables.need`); a view whose fields are gone is left 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,12 +73,16 @@ def load_explorer(path: str | os.PathLike[str]) -> Trace:
     return b.build()
 
 
-def add_explorer(b: TraceBuilder, folder: Path, host_row: HostRow | None = None, rows: RowFilter | None = None
+def add_explorer(b: TraceBuilder, folder: Path, host_row: HostRow | None = None, rows: RowFilter | None = None,
+                 link: Callable[[list[tuple[int, int, int]]], Any] | None = None
                  ) -> tuple[list[str], tuple[int, int] | None]:
     """Add a processed profile's tables to `b` (see the module docstring); returns the load warnings and the
     profile's (first, last) Unix ns. `host_row`: `b` already holds the framework's ops (a capture), so
     framework events are joined to them instead of added (`_explorer_events.add_system_events`). `rows`: keep
-    only one process's rows of run-wide tables (``{"instance_id": ..., "process_id": ...}``).
+    only one process's rows of run-wide tables (``{"instance_id": ..., "process_id": ...}``). `link`: called, once the
+    system events are in, with (slice row, flow id, start ns) of each runtime call no framework event of the
+    profile shares a flow id with (a capture links them through its framework mapping before the device time
+    per host op is summed).
     ``metadata["neuron_explorer"]`` and ``metadata["device_memory_bytes"]`` are set.
 
     Raises:
@@ -107,6 +112,8 @@ def add_explorer(b: TraceBuilder, folder: Path, host_row: HostRow | None = None,
         b.metadata["device_memory_bytes"] = cap  # the memory_probe key the memory_peak finding reads
     execs = add_system_events(b, tables, warnings, host_row)
     own["events"] = execs.counts
+    if link is not None and execs.unlinked is not None:
+        link(list(zip(*(a.tolist() for a in execs.unlinked))))
     own["hbm_peak_bytes"] = add_hbm_bytes(b, tables)
     own["host_peaks"] = add_host_usage(b, tables)
     own.update(add_device_profiles(b, tables, meta or {}, execs, warnings))

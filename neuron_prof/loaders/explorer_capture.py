@@ -227,8 +227,11 @@ def add_capture_tables(b: TraceBuilder, profile: Path, capture: Path, rows: RowF
     profile's (first, last) Unix ns; ``metadata["neuron_explorer"]["framework_join"]`` counts the joins."""
     n_host = b.n_slices
     ops = HostOps(b)
-    warnings, wall = add_explorer(b, profile, ops, rows)
-    mapped = _mapping_links(b, n_host, capture)
+    index = _mapping(capture)
+    runtime: list[int] = []
+    link = lambda lone: runtime.append(_runtime_links(b, n_host, index, lone))  # noqa: E731
+    warnings, wall = add_explorer(b, profile, ops, rows, link)
+    mapped = _mapping_links(b, n_host, index) + sum(runtime)
     b.metadata[EXPLORER_KEY]["framework_join"] = {"framework_events": ops.asked, "joined": ops.joined,
                                                   "joined_on_other_thread": ops.other_thread,
                                                   "mapping_links": mapped}
@@ -254,25 +257,50 @@ def _mapping(folder: Path) -> MappingIndex:
     return index
 
 
-def _mapping_links(b: TraceBuilder, n_host: int, folder: Path) -> int:
-    """Flows from host ops to trace.json's ``privateuse1_driver`` events through the framework mapping files
-    beside trace.json, for the events no flow reaches yet; returns how many."""
-    index = _mapping(folder)
-    drv, cpu = b.strings.get(KinetoCat.PRIVATEUSE1_DRIVER), b.strings.get(KinetoCat.CPU_OP)
-    if not index or drv is None or cpu is None:
+def _host_seq(b: TraceBuilder, n_host: int) -> tuple[np.ndarray, np.ndarray]:
+    """trace.json's cpu_ops (rows) and their Kineto "Sequence number" (-2 where none)."""
+    cpu = b.strings.get(KinetoCat.CPU_OP)
+    if cpu is None:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    ops = np.flatnonzero(np.asarray(b.s_cat[:n_host], dtype=np.int64) == cpu)
+    return ops, np.asarray([_arg(b, int(r), "Sequence number", -2) for r in ops], dtype=np.int64)
+
+
+def _mapping_links(b: TraceBuilder, n_host: int, index: MappingIndex) -> int:
+    """Flows from host ops to trace.json's ``privateuse1_driver`` events through the framework mapping
+    (``nrt_sequence_id`` → ``nrta_seq_id``), for the events no flow reaches yet; returns how many."""
+    drv = b.strings.get(KinetoCat.PRIVATEUSE1_DRIVER)
+    if not index or drv is None:
         return 0
     cat = np.asarray(b.s_cat[:n_host], dtype=np.int64)
     linked = set(b.f_dst)
     dev = [int(r) for r in np.flatnonzero(cat == drv) if int(r) not in linked]
-    ops = np.flatnonzero(cat == cpu)
+    ops, seq = _host_seq(b, n_host)
     if not dev or not len(ops):
         return 0
     ts = np.asarray(b.s_ts, dtype=np.int64)
-    seq = np.asarray([_arg(b, int(r), "Sequence number", -2) for r in ops], dtype=np.int64)
     nrt = [_arg(b, r, "nrt_sequence_id", None) for r in dev]
     pairs = mapping_links(index, seq, ts[ops], nrt, ts[np.asarray(dev)])
     for h, j in pairs:
         b.add_flow(int(ops[h]), dev[j], cat=Cat.DEVICE, name="launch")
+    return len(pairs)
+
+
+def _runtime_links(b: TraceBuilder, n_host: int, index: MappingIndex, lone: list[tuple[int, int, int]]) -> int:
+    """Flows from host ops to the profile's runtime calls that no framework event of the profile ties to an op
+    (its framework trace was not processed with it): their ``flow_id`` is the runtime's sequence id, which the
+    framework mapping's ``nrta_seq_id`` names (the emulated runtime and the Kineto driver events carry the same
+    number as ``nrt_sequence_id``); joined by `framework_mapping.host_op_for`. Returns how many."""
+    if not index or not lone:
+        return 0
+    ops, seq = _host_seq(b, n_host)
+    if not len(ops):
+        return 0
+    ts = np.asarray(b.s_ts, dtype=np.int64)
+    rows = [r for r, _, _ in lone]
+    pairs = mapping_links(index, seq, ts[ops], [f for _, f, _ in lone], np.asarray([t for _, _, t in lone]))
+    for h, j in pairs:
+        b.add_flow(int(ops[h]), rows[j], cat=Cat.DEVICE, name="launch")
     return len(pairs)
 
 

@@ -51,17 +51,20 @@ class Written:
 def write_profile(folder: Path, version: str = "7.4.0", ops: list[tuple[str, int, int]] | None = None,
                   pid: int = PID, t0: int = T0, device_t0: int = DEVICE_T0, drift: float = 0.0,
                   schema: Schema | None = None, schema_fields: bool = True, instance: str = "i-0abc",
-                  device: bool = True, window: tuple[int, int] | None = None, pcores: int = 1) -> Written:
+                  device: bool = True, window: tuple[int, int] | None = None, pcores: int = 1,
+                  framework: bool = True) -> Written:
     """A processed profile of one process: dispatched ops each run as one execution on logical core 0, the
     last one holding 3 collectives; engines busy inside the executions; copies; a hardware error.
 
     `ops`: the framework events (name, host start ns, thread id), e.g. ops of a real trace.json (default:
     ``aten::mm#k`` at `t0` + 1 ms + k * 2 ms on thread TID); each dispatches one runtime call (flow id 100 + k)
-    150 µs after it starts, running the execution from 300 µs. Device times: ``device_t0 + (host - t0) * (1 +
+    150 µs after it starts (or after the previous call: one core runs one at a time), running the execution
+    from 150 µs into the call. Device times: ``device_t0 + (host - t0) * (1 +
     drift)``. `schema`: the layout to write (default: the documented 7.4.0); `schema_fields`: write SchemaFields.
     `device`: write the device profile's tables (else a system profile alone). `window`: the device profile
     covers only executions [lo, hi) (a profile started after warm-up). `pcores`: 2 for an LNC2 logical core
-    (its two physical cores each busy the same way)."""
+    (its two physical cores each busy the same way). `framework`: False for a system profile processed
+    without its framework trace (no ``framework`` rows: the runtime calls keep their flow ids alone)."""
     sch = schema if schema is not None else documented()
     w = Written()
     dev = lambda h: device_t0 + round((h - t0) * (1 + drift))  # noqa: E731  host ns -> device clock
@@ -72,8 +75,13 @@ def write_profile(folder: Path, version: str = "7.4.0", ops: list[tuple[str, int
         ops = [(f"aten::mm#{k}", t0 + 1_000_000 + k * 2_000_000, TID) for k in range(3)]
     last = len(ops) - 1
     execs = []  # host (start, end) of each execution, the last one long enough for the collectives
+    calls = []  # host (start, end) of the runtime call running each: one after the other, as one core runs them
     for k, (_, t, _) in enumerate(ops):  # durations differ (1.1 ms + k * 37 µs): a window is recognisable
-        execs.append((t + 300_000, t + (2_400_000 if k == last else 1_400_000 + 37_000 * (k % 5))))
+        r = max(t + 150_000, calls[-1][1] + 10_000) if calls else t + 150_000
+        a = r + 150_000
+        z = a + (2_100_000 if k == last else 1_100_000 + 37_000 * (k % 5))
+        execs.append((a, z))
+        calls.append((r, z + 100_000))
     w.exec_host = execs
     t_end = max(t0 + 10_000_000, execs[-1][1] + 500_000)
     if schema_fields:
@@ -83,7 +91,7 @@ def write_profile(folder: Path, version: str = "7.4.0", ops: list[tuple[str, int
     put("SystemProfileMetadata", {"first_ts": ["2025-11-24 16:00:00 +0000 UTC"], "last_ts": [""],
                                   "first_ts_ns": [str(t0)], "last_ts_ns": [str(t_end)], "ntff_version": [3],
                                   "hbm_capacity_bytes": [HBM_CAPACITY]})
-    _system_events(put, w, ops, execs, pid, instance)
+    _system_events(put, w, ops, execs, calls, pid, instance, framework)
     _system_samples(put, w, t0, instance)
     if not device:
         put("Metadata", {"profile_schema_version": [version], "instance_type": ["trn2.48xlarge"]})
@@ -112,12 +120,12 @@ def write_profile(folder: Path, version: str = "7.4.0", ops: list[tuple[str, int
 
 
 def _system_events(put: Any, w: Written, ops: list[tuple[str, int, int]], execs: list[tuple[int, int]],
-                   pid: int, instance: str) -> None:
+                   calls: list[tuple[int, int]], pid: int, instance: str, framework: bool = True) -> None:
     rows: list[dict[str, Any]] = []
-    for k, ((op, t, tid), (a, z)) in enumerate(zip(ops, execs)):  # framework → runtime (flow k) → hardware
+    for k, ((op, t, tid), (a, z), (r0, r1)) in enumerate(zip(ops, execs, calls)):  # framework → runtime → hw
         rows.append(dict(name=op, start_ts=t, end_ts=t + 200_000, src="framework", nc=None, pcore=None,
                          flow=[str(100 + k)], stream=None, tid=tid))
-        rows.append(dict(name="nrt_execute", start_ts=t + 150_000, end_ts=z + 100_000, src="neuron_rt", nc=0,
+        rows.append(dict(name="nrt_execute", start_ts=r0, end_ts=r1, src="neuron_rt", nc=0,
                          pcore=None, flow=[str(100 + k)], stream=STREAM, tid=tid))
         rows.append(dict(name="nc_exec_running", start_ts=a, end_ts=z, src="neuron_hw", nc=0, pcore=0, flow=None,
                          stream=None, tid=tid))
@@ -135,6 +143,9 @@ def _system_events(put: Any, w: Written, ops: list[tuple[str, int, int]], execs:
     rows.append(dict(name="dmem_buf_copyout", start_ts=execs[k][1] + 20_000, end_ts=execs[k][1] + 60_000,
                      src="neuron_rt", nc=0, pcore=None, flow=[str(100 + k)], stream=None, tid=ops[k][2]))
     w.links.append((ops[k][0], "dmem_buf_copyout"))
+    if not framework:
+        rows = [r for r in rows if r["src"] != "framework"]
+        w.links = []
     put("SystemProfileEvents", {
         "id": list(range(len(rows))), "name": [r["name"] for r in rows],
         "start_ts": [r["start_ts"] for r in rows], "end_ts": [r["end_ts"] for r in rows],
