@@ -128,3 +128,23 @@ def test_first_ts_formats() -> None:
     assert parse_first_ts("1970-01-01 00:00:00+00:00") == 0
     assert parse_first_ts("1766072156592459482") == 1_766_072_156_592_459_482
     assert parse_first_ts("yesterday") is None
+
+
+def test_a_device_only_profile_beside_host_ops_is_not_mixed_in_unplaced(tmp_path: Path) -> None:
+    """A capture's trace.json (host ops, Unix ns) with a device profile processed without the system profile:
+    nothing pairs its executions and first_ts is the epoch placeholder, so its rows are left out, said once;
+    the host ops keep the trace on Unix time."""
+    from neuron_prof.loaders.explorer import add_explorer
+    from neuron_prof.model import TraceBuilder
+
+    folder = tmp_path / "p"
+    write_profile(folder, device_t0=HOURS)
+    for f in folder.glob("SystemProfileEvents*.parquet"):
+        f.unlink()
+    b = TraceBuilder()
+    b.add_slice(b.thread_track(1, 1), T0 + 1_000_000, 500_000, "aten::mm", "cpu_op")
+    warnings, _ = add_explorer(b, folder)
+    tr = b.build()
+    assert len(_engine_rows(tr)) == 0 and len(tr.slices_on(TrackKind.COLLECTIVE)) == 0
+    assert int(tr.slices.ts_ns.min()) >= T0
+    assert sum("nothing places them on the host clock" in w for w in warnings) == 1

@@ -103,7 +103,7 @@ def device_profile(b: TraceBuilder, tables: Tables, meta: dict[str, Any], execs:
         sample = np.asarray([first_hw] if first_hw is not None else [], dtype=np.int64)
         clock = fallback(first_hw, meta.get("first_ts"), sample)
         if clock.how == "none":
-            host_timeline = bool(execs.counts)
+            host_timeline = bool(execs.counts) or b.n_slices > 0
             warnings.append(f"Neuron Explorer device profile of NeuronCore {nc}: its times are on the device clock "
                             "and nothing places them on the host clock (no ExecutionInfo paired with the system "
                             "profile's nc_exec_running, no Metadata.first_ts): "

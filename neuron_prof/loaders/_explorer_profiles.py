@@ -36,10 +36,12 @@ def device_folders(tables: Tables) -> list[Tables]:
 
 
 def add_device_profiles(b: TraceBuilder, tables: Tables, meta: dict[str, Any], execs: Executions,
-                        warnings: list[str]) -> dict[str, Any]:
+                        warnings: list[str], host_clock: bool = False) -> dict[str, Any]:
     """Every device profile of the folder on the host clock; ``metadata["neuron_explorer"]`` entries (busy time,
     collectives, errors, bandwidth peaks, instructions, device time per framework op / line / host op summed;
-    Summary and OpcodeSummary of the first profile that has them; ``device_clock`` of each)."""
+    Summary and OpcodeSummary of the first profile that has them; ``device_clock`` of each). `host_clock`: the
+    trace has host-clock rows (a system profile, or a capture's trace.json): device rows nothing places on
+    the host clock are left out rather than mixed in."""
     own: dict[str, Any] = {}
     clocks = []
     for t in device_folders(tables):
@@ -47,7 +49,7 @@ def add_device_profiles(b: TraceBuilder, tables: Tables, meta: dict[str, Any], e
         dev = device_profile(b, t, m, execs, warnings)
         if dev is not None:
             clocks.append({"anchored_by": dev.clock.how, "executions_paired": dev.clock.paired, "logical_core": dev.nc})
-            if dev.clock.placed or not execs.counts:  # unplaced device rows never sit among host-clock ones
+            if dev.clock.placed or not host_clock:  # unplaced device rows never sit among host-clock ones
                 _merge(own, "active_time_ns", add_active_time(b, t, dev))
                 _merge(own, "collectives", add_cc_ops(b, t, dev))
                 _merge(own, "bandwidth_peak_Bps", add_bandwidth(b, t, dev))

@@ -116,7 +116,8 @@ def add_explorer(b: TraceBuilder, folder: Path, host_row: HostRow | None = None,
         link(list(zip(*(a.tolist() for a in execs.unlinked))))
     own["hbm_peak_bytes"] = add_hbm_bytes(b, tables)
     own["host_peaks"] = add_host_usage(b, tables)
-    own.update(add_device_profiles(b, tables, meta or {}, execs, warnings))
+    own.update(add_device_profiles(b, tables, meta or {}, execs, warnings,
+                                   host_clock=bool(execs.counts) or before[0] > 0))
     own["tables"] = sorted(set(tables.read))
     own["views_left_out"] = sorted(set(own.get("views_left_out", [])) |
                                    {v for v, ok in tables.views.items() if not ok})
