@@ -128,7 +128,8 @@ def test_several_device_profiles_one_per_subfolder(tmp_path: Path, host_json: Pa
     for name in sorted({f.name for r in PIDS for f in (tmp_path / f"tables{r}").glob("*.parquet")}):
         table = name.split(".")[0].split("_")[0]
         if table in SYSTEM:
-            ts = [pq.read_table(tmp_path / f"tables{r}" / name) for r in PIDS if (tmp_path / f"tables{r}" / name).exists()]
+            found = [tmp_path / f"tables{r}" / name for r in PIDS]
+            ts = [pq.read_table(f) for f in found if f.exists()]
             keep = ts if "instance_id" in ts[0].column_names else ts[:1]
             pq.write_table(pa.concat_tables(keep, promote_options="default"), out / name)
     for rank, (inst, pid) in PIDS.items():

@@ -162,3 +162,23 @@ def test_the_report_has_the_device_profile(profile) -> None:
     assert "mfu estimated" in body and "41.5%" in body and "MATMUL" in body and "MLP[0]/Linear[0]/aten.mm" in body
     empty = render_html_report(tr, rep.findings, None)
     assert "No Neuron Explorer device profile" in empty
+
+
+def test_a_copy_to_host_is_a_sync_point_unless_a_probe_saw_it(profile) -> None:
+    """The host op whose work the runtime copied back (dmem_buf_copyout under its flow id) waited for the
+    device: a sync point in a loaded profile; in a capture, the sync probe's slice over it is the one wait."""
+    from neuron_prof.model import TraceBuilder
+
+    folder, _ = profile
+    tr = load(folder)
+    syncs = [f for f in report(tr).findings if f.kind == "sync_point"]
+    assert [(f.evidence["what"], f.evidence["sync_kind"], f.count) for f in syncs] == [
+        ("aten::mm#2", "copy to host", 1)]
+    from neuron_prof.loaders.explorer import add_explorer
+
+    b = TraceBuilder()
+    mm2 = T0 + 1_000_000 + 2 * 2_000_000
+    b.add_slice(b.track(b.process(PID), "sync points", TrackKind.SYNC), mm2, 200_000, "item", "neuron_prof.sync")
+    add_explorer(b, folder)
+    syncs = [f for f in report(b.build()).findings if f.kind == "sync_point"]
+    assert [f.evidence["sync_kind"] for f in syncs] == [""]  # the probe's, not a second one for the copy

@@ -17,7 +17,8 @@ it needs (`_explorer_tables.Tables.need`); a view whose fields are gone is left 
 4. the device profile, device clock, placed on the host clock through its executions (`_explorer_clock`,
    `_explorer_device`): ``ActiveTime``, ``CcOp``, ``HbmUsage``/``DmaUsage`` bandwidth, ``Error``;
 5. ``Summary``, ``OpcodeSummary``, ``ExecutionInfo`` (`_explorer_summary`) and ``Instruction`` with
-   ``FrameworkInstruction`` and the ``StackFrame`` tables (`_explorer_instructions`) → ``metadata["neuron_explorer"]``.
+   ``FrameworkInstruction`` and the ``StackFrame`` tables (`_explorer_instructions`) →
+   ``metadata["neuron_explorer"]``.
 """
 
 from __future__ import annotations
@@ -79,14 +80,15 @@ def add_explorer(b: TraceBuilder, folder: Path, host_row: HostRow | None = None,
     """Add a processed profile's tables to `b` (see the module docstring); returns the load warnings and the
     profile's (first, last) Unix ns. `host_row`: `b` already holds the framework's ops (a capture), so
     framework events are joined to them instead of added (`_explorer_events.add_system_events`). `rows`: keep
-    only one process's rows of run-wide tables (``{"instance_id": ..., "process_id": ...}``). `link`: called, once the
-    system events are in, with (slice row, flow id, start ns) of each runtime call no framework event of the
-    profile shares a flow id with (a capture links them through its framework mapping before the device time
-    per host op is summed).
+    only one process's rows of run-wide tables (``{"instance_id": ..., "process_id": ...}``). `link`: called,
+    once the system events are in, with (slice row, flow id, start ns) of each runtime call no framework event
+    of the profile shares a flow id with (a capture links them through its framework mapping before the
+    device time per host op is summed).
     ``metadata["neuron_explorer"]`` and ``metadata["device_memory_bytes"]`` are set.
 
     Raises:
-        TraceFormatError: nothing in the folder could be shown (the message names what is missing).
+        TraceFormatError: nothing in the folder could be shown (the message names what is missing); beside
+        host ops already in `b` (a capture's trace.json) that is a warning instead: the host trace stands.
     """
     tables = Tables(folder, rows)
     warnings = _warnings(tables)
@@ -123,8 +125,10 @@ def add_explorer(b: TraceBuilder, folder: Path, host_row: HostRow | None = None,
                                    {v for v, ok in tables.views.items() if not ok})
     warnings += tables.warnings
     if (b.n_slices, len(b.c_ts), len(b.i_ts)) == before and not any(
-            own.get(k) for k in ("summary", "opcodes", "executions", "instructions", "active_time_ns")):
-        raise TraceFormatError(folder, _nothing_usable(tables, own["schema"]["version"]))
+            own.get(k) for k in ("summary", "opcodes", "executions", "instructions", "active_time_ns", "events")):
+        if not before[0]:
+            raise TraceFormatError(folder, _nothing_usable(tables, own["schema"]["version"]))
+        warnings.append(f"{folder}: {_nothing_usable(tables, own['schema']['version'])}")
     b.metadata[EXPLORER_KEY] = {k: v for k, v in own.items() if v not in (None, {}, [])}
     return warnings, _wall(sysmeta)
 

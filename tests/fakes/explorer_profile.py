@@ -210,7 +210,8 @@ def _device_tables(put: Any, w: Written, ops: list[tuple[str, int, int]], execs:
                  "input_size": [x["input_size"] for x in c], "output_size": [x["output_size"] for x in c],
                  "algorithm_bandwidth": [x["algbw"] for x in c], "bus_bandwidth": [x["busbw"] for x in c],
                  "trigger_start_ts": [dev(x["start_ts"] - 10_000) for x in c],
-                 "cc_trigger_start_delay": [10_000] * len(c), "replica_group_id": [0, 0, 1][: len(c)], "replica_group": [x["replica_group"] for x in c]})
+                 "cc_trigger_start_delay": [10_000] * len(c), "replica_group_id": [0, 0, 1][: len(c)],
+                 "replica_group": [x["replica_group"] for x in c]})
     bw = [(a + 100_000, 2.5e11 + 1e10 * k) for k, (a, _) in enumerate(execs)]
     w.hbm_bandwidth = bw
     put("HbmUsage", {"timestamp": [dev(t) for t, _ in bw], "current_throughput": [v for _, v in bw],
