@@ -41,6 +41,7 @@ def device_profile_section(totals: dict[str, Any] | None) -> str:
                              f"{r['active_time_percent']:.1f}" if isinstance(r.get("active_time_percent"), float)
                              else "") for r in ex["opcodes"]], num=(2, 3, 4)))
     for key, head, name, count in (("framework_ops", "framework op", "framework_name", "instructions"),
+                                   ("device_lines", "your line (executions it launched)", "site", "executions"),
                                    ("source_lines", "source line", "site", None),
                                    ("host_ops", "host op", "op", "executions")):
         if ex.get(key):

@@ -149,6 +149,8 @@ def explorer_tables(ex: dict[str, Any] | None, top: int) -> list[Any]:
                          f"{r['active_time_percent']:.1f}" if isinstance(r.get("active_time_percent"), float) else "")),
              ("framework_ops", ("framework op (device)", "time", "instructions"),
               lambda r: (r["framework_name"], fmt_ns(r["device_ns"]), str(r["instructions"]))),
+             ("device_lines", ("your line (device executions)", "time", "executions"),
+              lambda r: (r["site"], fmt_ns(r["device_ns"]), str(r["executions"]))),
              ("source_lines", ("source line (device)", "time"), lambda r: (r["site"], fmt_ns(r["device_ns"]))),
              ("host_ops", ("host op (device instructions)", "time", "executions"),
               lambda r: (r["op"], fmt_ns(r["device_ns"]), str(r["executions"]))))

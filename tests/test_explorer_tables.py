@@ -182,3 +182,25 @@ def test_a_copy_to_host_is_a_sync_point_unless_a_probe_saw_it(profile) -> None:
     add_explorer(b, folder)
     syncs = [f for f in report(b.build()).findings if f.kind == "sync_point"]
     assert [f.evidence["sync_kind"] for f in syncs] == [""]  # the probe's, not a second one for the copy
+
+
+def test_every_line_that_launched_executions_has_their_device_time(profile) -> None:
+    """System profile alone: each nc_exec_running's time goes to the call site of the host op that launched it
+    (op -> runtime call -> execution), through the one call-site rule."""
+    from neuron_prof.loaders.explorer import add_explorer
+    from neuron_prof.loaders.explorer_capture import HostOps
+    from neuron_prof.model import TraceBuilder
+    from neuron_prof.model.callsite import EXACT, STACK_LINES
+
+    folder, w = profile
+    b = TraceBuilder()
+    b.metadata[STACK_LINES] = EXACT
+    thread = b.thread_track(PID, TID, "main")
+    for k in range(3):
+        b.add_slice(thread, T0 + 1_000_000 + k * 2_000_000, 400_000, f"aten::mm#{k}", "cpu_op",
+                    {"Call stack": f"{USER_FILE}({10 + k % 2}): step;{USER_FILE}(40): <module>"})
+    add_explorer(b, folder, HostOps(b))
+    lines = report(b.build()).totals["neuron_explorer"]["device_lines"]
+    d = [z - a for a, z in w.exec_host]
+    assert {r["site"]: (r["device_ns"], r["executions"]) for r in lines} == {
+        f"{USER_FILE}:10": (d[0] + d[2], 2), f"{USER_FILE}:11": (d[1], 1)}

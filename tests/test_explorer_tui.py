@@ -54,11 +54,14 @@ async def test_a_hardware_error_finding_opens_the_device_view(folder: Path) -> N
         assert app.current_mode == "device"
 
 
-async def test_device_view_without_a_device_profile_says_why(tmp_path: Path) -> None:
+async def test_device_view_of_a_system_profile_alone(tmp_path: Path) -> None:
+    """No device profile: no Summary metrics, but the executions' time per op that launched them."""
     write_profile(tmp_path / "p", device=False)
     app = NeuronProfApp([str(tmp_path / "p")])
     async with app.run_test(size=(80, 24)) as pilot:
         await ready(pilot, app)
         await pilot.press("d")
         await pilot.pause()
-        assert "No device time to show" in screen_text(app) or "No Neuron Explorer" in screen_text(app)
+        assert app.current_mode == "device" and "MFU" not in screen_text(app)
+        assert set(shown(table(app), "what")) == {"your line"}
+        assert set(shown(table(app), "name")) == {"aten::mm#0", "aten::mm#1", "aten::mm#2"}

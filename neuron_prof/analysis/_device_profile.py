@@ -13,8 +13,10 @@ import numpy as np
 
 from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._finding import Finding
+from neuron_prof.analysis._ops import EXECUTION_NAMES, launching_ops
 from neuron_prof.analysis._registry import register
-from neuron_prof.model import Cat, Trace
+from neuron_prof.analysis._sites import sites_of
+from neuron_prof.model import Cat, Trace, TrackKind
 
 EXPLORER_KEY = "neuron_explorer"
 """Metadata key the Neuron Explorer loader fills (loaders.explorer.EXPLORER_KEY)."""
@@ -24,19 +26,44 @@ _KEYS = ("schema", "profile_schema_version", "instance_type", "runtime_version",
 TOP = 10
 
 
-def explorer_totals(trace: Trace) -> dict[str, Any] | None:
+def explorer_totals(trace: Trace, ctx: Context) -> dict[str, Any] | None:
     """The device profile's own view of the run (schema version read, Summary metrics, OpcodeSummary, device
-    time per framework op, source line and host op); None for a trace without Neuron Explorer tables."""
+    time per framework op, source line and host op) and the executions' device time per line of the user's
+    code (`device_lines`); None for a trace without Neuron Explorer tables."""
     ex = trace.metadata.get(EXPLORER_KEY)
     if not isinstance(ex, dict):
         return None
     out = {k: ex[k] for k in _KEYS if k in ex}
+    out["device_lines"] = device_lines(trace, ctx)
     for k in ("opcodes", "framework_ops", "source_lines", "host_ops"):
         if isinstance(out.get(k), list):
             out[k] = out[k][:TOP]
     errs = ex.get("errors")
     out["errors"] = len(errs) if isinstance(errs, list) else 0
     return out
+
+
+def device_lines(trace: Trace, ctx: Context) -> list[dict[str, Any]]:
+    """Device time of the NEFF executions per call site of the host op that launched each (the one call-site
+    rule, `sites_of`), most first: ``[{site, device_ns, executions}]``; executions no op launched are left out."""
+    ids = trace.name_ids(*EXECUTION_NAMES)
+    rows = ctx.rows(TrackKind.DEVICE)
+    rows = rows[np.isin(trace.slices.name[rows], ids)] if len(ids) else rows[:0]
+    if not len(rows):
+        return []
+    ops = launching_ops(trace, rows)
+    sites = sites_of(ctx)
+    acc: dict[str, list[int]] = {}
+    for r, op in zip(rows.tolist(), ops.tolist()):
+        if op < 0:
+            continue
+        s = sites.of_row(op)
+        key = s.call_site or s.function or trace.slice_name(op)
+        a = acc.setdefault(key, [0, 0])
+        a[0] += int(trace.slices.dur_ns[r])
+        a[1] += 1
+    out = [{"site": k, "device_ns": ns, "executions": n} for k, (ns, n) in acc.items()]
+    return sorted(out, key=lambda d: -d["device_ns"])[:TOP]
 
 
 @register("device_error")

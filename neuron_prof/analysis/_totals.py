@@ -104,5 +104,5 @@ def compute_totals(trace: Trace, ctx: Context) -> dict[str, Any]:
         ),
         "top_ops": ops.top("host", TOP_N, by="self_ns"),
         "top_device_ops": ops.top("device", TOP_N, by="total_ns"),
-        "neuron_explorer": explorer_totals(trace),
+        "neuron_explorer": explorer_totals(trace, ctx),
     }

@@ -59,7 +59,8 @@ def device_header(ex: dict[str, Any] | None) -> Text:
 
 
 def device_rows(ex: dict[str, Any] | None) -> dict[str, np.ndarray]:
-    """OpcodeSummary, framework ops, source lines and host ops as one table (what, name, time, count)."""
+    """OpcodeSummary, framework ops, your lines (executions they launched), the compiler's source lines and
+    host ops as one table (what, name, time, count)."""
     what: list[str] = []
     name: list[str] = []
     ns: list[int] = []
@@ -71,6 +72,7 @@ def device_rows(ex: dict[str, Any] | None) -> dict[str, np.ndarray]:
         ns.append(int(r.get("instruction_time_ns") or 0))
         count.append(int(r.get("instruction_count") or 0))
     for key, label, nkey, ckey in (("framework_ops", "framework op", "framework_name", "instructions"),
+                                   ("device_lines", "your line", "site", "executions"),
                                    ("source_lines", "source line", "site", None),
                                    ("host_ops", "host op", "op", "executions")):
         for r in ex.get(key) or []:
