@@ -204,3 +204,17 @@ def test_every_line_that_launched_executions_has_their_device_time(profile) -> N
     d = [z - a for a, z in w.exec_host]
     assert {r["site"]: (r["device_ns"], r["executions"]) for r in lines} == {
         f"{USER_FILE}:10": (d[0] + d[2], 2), f"{USER_FILE}:11": (d[1], 1)}
+
+
+def test_the_profile_converts_to_a_valid_pftrace_with_its_counters_and_errors(profile, tmp_path: Path) -> None:
+    from tests.conftest import pftrace_check
+
+    folder, _ = profile
+    out = tmp_path / "p.pftrace"
+    assert main(["convert", str(folder), str(out)]) == 0
+    p = pftrace_check(out)
+    assert p.returncode == 0, p.stdout + p.stderr
+    back = load(out)
+    names = {t.name for t in back.tracks}
+    assert {"neuron:0 HBM bandwidth", "CPU 0 utilisation", "neuron:0 errors", "neuron:0 tensor engine"} <= names
+    assert len(back.instants) >= 1
