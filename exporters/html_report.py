@@ -4,7 +4,8 @@
     write_html_report(trace, "report.html", findings=analyze(trace))
 
 Sections (each always present; an empty one says why): overview, findings, compile-time waterfall,
-CPU-fallback hot spots, device utilisation, memory over time, collective bandwidth. plotly.js is
+CPU-fallback hot spots, device utilisation, memory over time, collective bandwidth, device profile (Neuron
+Explorer's metrics and where device time went). plotly.js is
 embedded once, inline; nothing is fetched when the page opens.
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 
 from neuron_prof.exporters import _report_data as data
 from neuron_prof.exporters import _report_figures as figs
+from neuron_prof.exporters._report_device import device_profile_section
 from neuron_prof.exporters._report_html import Raw, empty, esc, note, page, plot_div, table
 
 from neuron_prof._version import __version__
@@ -322,6 +324,7 @@ def render_html_report(
         ("utilisation", "Device utilisation", _utilisation_section(trace, figures)),
         ("memory", "Memory over time", _memory_section(trace, figures)),
         ("collectives", "Collective bandwidth", _collective_section(trace, figures)),
+        ("device-profile", "Device profile", device_profile_section(totals)),
     ]
     source = str(trace.metadata.get(Meta.SOURCE) or "")
     name = title or f"neuron-prof report: {os.path.basename(source) or 'trace'}"

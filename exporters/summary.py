@@ -98,6 +98,7 @@ def totals_lines(t: dict[str, Any]) -> list[str]:
         ]
         if bits:  # a heading with nothing after it says nothing
             lines.append(f"Per steady step ({fmt_ns(ps['step_ns'])}): " + ", ".join(bits))
+    lines += explorer_lines(t.get("neuron_explorer"))
     sev = t.get("findings_by_severity") or {}
     if sev:
         lines.append(
@@ -105,6 +106,67 @@ def totals_lines(t: dict[str, Any]) -> list[str]:
             + (" (in what the partial trace holds)" if t.get("partial") else "")
         )
     return lines
+
+
+_METRICS = (("mfu_estimated_percent", "MFU"), ("hfu_estimated_percent", "HFU"), ("mbu_estimated_percent", "MBU"),
+            ("dma_active_time_percent", "DMA active"), ("cc_op_active_time_percent", "collectives active"))
+
+
+def explorer_lines(ex: dict[str, Any] | None) -> list[str]:
+    """The device profile's own lines: schema version read, clock anchors, Summary metrics, hardware errors."""
+    if not ex:
+        return []
+    sch = ex.get("schema") or {}
+    lines = [f"Neuron Explorer schema {sch.get('version', '?')} (declared by {sch.get('declared_by', '?')})"]
+    clock = ex.get("device_clock") or {}
+    if clock.get("anchored_by") == "executions":
+        lines[-1] += f"; device clock placed through {clock.get('executions_paired', 0)} executions"
+    elif clock.get("anchored_by"):
+        lines[-1] += f"; device clock placed by {clock['anchored_by']}"
+    sm = ex.get("summary") or {}
+    bits = [f"{label} {sm[k]:.1f}%" for k, label in _METRICS if isinstance(sm.get(k), (int, float))]
+    engines = sorted((k.split("_")[0], v) for k, v in sm.items() if k.endswith("engine_active_time_percent")
+                     and isinstance(v, (int, float)))
+    if engines:
+        bits.append("engines active " + ", ".join(f"{e} {v:.1f}%" for e, v in engines))
+    if bits:
+        lines.append("Device profile: " + "; ".join(bits))
+    if ex.get("errors"):
+        lines.append(f"Hardware errors: {ex['errors']} (see findings)")
+    if ex.get("views_left_out"):
+        lines.append("Not shown (fields missing in this profile): " + ", ".join(ex["views_left_out"]))
+    return lines
+
+
+def explorer_tables(ex: dict[str, Any] | None, top: int) -> list[Any]:
+    """OpcodeSummary and device time per framework op / source line, as rich tables."""
+    from rich.table import Table
+    from rich.text import Text
+
+    out = []
+    specs = (("opcodes", ("engine", "opcode", "instructions", "time", "active %"),
+              lambda r: (r.get("engine", ""), r.get("opcode", ""), str(r.get("instruction_count", "")),
+                         fmt_ns(int(r.get("instruction_time_ns") or 0)),
+                         f"{r['active_time_percent']:.1f}" if isinstance(r.get("active_time_percent"), float) else "")),
+             ("framework_ops", ("framework op (device)", "time", "instructions"),
+              lambda r: (r["framework_name"], fmt_ns(r["device_ns"]), str(r["instructions"]))),
+             ("device_lines", ("your line (device executions)", "time", "executions"),
+              lambda r: (r["site"], fmt_ns(r["device_ns"]), str(r["executions"]))),
+             ("source_lines", ("source line (device)", "time"), lambda r: (r["site"], fmt_ns(r["device_ns"]))),
+             ("host_ops", ("host op (device instructions)", "time", "executions"),
+              lambda r: (r["op"], fmt_ns(r["device_ns"]), str(r["executions"]))))
+    for key, cols, row in specs:
+        rows = (ex or {}).get(key) or []
+        if not rows or not top:
+            continue
+        tab = Table(box=None, show_edge=False, header_style="bold")
+        for i, c in enumerate(cols):
+            tab.add_column(c, justify="left" if i < (2 if key == "opcodes" else 1) else "right", overflow="fold")
+        for r in rows[:top]:
+            cells = row(r)
+            tab.add_row(Text(clip(cells[0])), *[Text(clip(str(c))) for c in cells[1:]])
+        out.append(tab)
+    return out
 
 
 def summary_text(
@@ -146,6 +208,9 @@ def summary_text(
         if ops and top:
             con.print()
             con.print(ops_table(ops[:top], label, self_col))
+    for tab in explorer_tables(rep.totals.get("neuron_explorer"), top):
+        con.print()
+        con.print(tab)
     return buf.getvalue()
 
 

@@ -58,6 +58,7 @@ TOTAL_KEYS = {
     "findings_by_kind",
     "partial",
     "shares",
+    "neuron_explorer",
 }
 
 

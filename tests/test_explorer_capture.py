@@ -43,7 +43,8 @@ def _mm_events(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _capture(root: Path, host_json: Path, *, rank: int | None = None, thread_id: int | None = None,
              shift_ns: int = 0, driver: list[tuple[int, int, int]] | None = None,
-             tables: str = ".") -> tuple[Path, list[tuple[str, int, int]]]:
+             tables: str = ".", framework: bool = True,
+             runtime_mapping: list[tuple[int, int]] | None = None) -> tuple[Path, list[tuple[str, int, int]]]:
     """``root/i-0abc_pid_<pid>/<TS>/`` holding trace.json (with `rank` in distributedInfo, and one Kineto
     ``privateuse1_driver`` event per (nrt_sequence_id, mm index, mapping seq_nr) of `driver` plus its
     framework_mapping file) and the processed tables in `tables` (relative to ``<TS>``) whose framework events
@@ -72,7 +73,12 @@ def _capture(root: Path, host_json: Path, *, rank: int | None = None, thread_id:
     rows = [r for r in range(len(host.slices)) if host.slice_name(r) == "aten::mm"]
     tid = [int(host.tracks[int(host.slices.track[r])].tid) if thread_id is None else thread_id for r in rows]
     ops = [("aten::mm", int(host.slices.ts_ns[r]) + shift_ns, t) for r, t in zip(rows, tid)]
-    write_profile((folder / tables).resolve(), ops=ops, pid=pid, t0=min(t for _, t, _ in ops) - 1_000_000)
+    write_profile((folder / tables).resolve(), ops=ops, pid=pid, t0=min(t for _, t, _ in ops) - 1_000_000,
+                  framework=framework)
+    if runtime_mapping:  # (nrta_seq_id, seq_nr): the April mapping file for the runtime calls
+        data = [{"nrta_seq_id": n, "framework_op_exec_ids": [{"seq_nr": q, "th_id": 1, "stream_id": 0}]}
+                for n, q in runtime_mapping]
+        (folder / "framework_mapping_1764000000.json").write_bytes(orjson.dumps({"version": 1, "data": data}))
     return folder.parent, ops
 
 
@@ -93,7 +99,9 @@ def test_capture_folder_is_one_trace(tmp_path: Path, host_json: Path) -> None:
     for a, z in pairs.items():
         t = tr.tracks[int(tr.slices.track[a])]
         assert t.kind == TrackKind.THREAD and t.tid == ops[0][2]
-        assert int(tr.slices.ts_ns[z]) - int(tr.slices.ts_ns[a]) == 150_000
+        assert int(tr.slices.ts_ns[z]) - int(tr.slices.ts_ns[a]) >= 150_000  # its call (one core: in turn)
+    calls = [int(tr.slices.ts_ns[pairs[a]]) for a in sorted(pairs)]
+    assert calls == sorted(calls)  # op k -> runtime call k
     # device tracks and the runtime's per-core track in the same host process as the ops
     assert "neuron:0 tensor engine" in {tr.tracks[int(i)].name for i in tr.track_ids(TrackKind.DEVICE)}
     rt = next(t for t in tr.tracks if t.name == "neuron_rt nc 0")
@@ -156,6 +164,31 @@ def test_driver_events_link_through_the_framework_mapping(tmp_path: Path, host_j
         a0, a1 = int(tr.slices.ts_ns[a]), int(tr.slices.ts_ns[a] + tr.slices.dur_ns[a])
         assert a0 <= int(tr.slices.ts_ns[d]) <= a1
     assert tr.metadata[EXPLORER_KEY]["framework_join"]["mapping_links"] == 2
+
+
+def test_runtime_calls_without_framework_events_link_through_the_mapping(tmp_path: Path, host_json: Path) -> None:
+    """A system profile processed without its framework trace: no framework rows, each runtime call alone under
+    its flow id (the runtime's sequence id). The framework mapping names the op (its autograd seq_nr) for
+    flow ids 100 and 101; the executions then count under those ops and their instructions give them device
+    time; flow id 102 is in no mapping: that call stays unlinked."""
+    doc = orjson.loads(host_json.read_bytes())
+    seq = [int(e["args"]["Sequence number"]) for e in _mm_events(doc)]
+    pid_dir, _ = _capture(tmp_path, host_json, framework=False,
+                          runtime_mapping=[(100, seq[0]), (101, seq[1])])
+    tr = load(pid_dir)
+    mm = _mm_rows(tr)
+    launched = {int(a): int(z) for a, z in zip(tr.flows.src, tr.flows.dst) if tr.slice_name(int(z)) == "nrt_execute"}
+    assert sorted(launched) == mm[:2]  # ops 0 and 1, in order
+    assert all(int(tr.slices.ts_ns[launched[a]]) - int(tr.slices.ts_ns[a]) >= 150_000 for a in launched)
+    assert int(tr.slices.ts_ns[launched[mm[0]]]) < int(tr.slices.ts_ns[launched[mm[1]]])
+    ex = tr.metadata[EXPLORER_KEY]
+    assert ex["framework_join"]["mapping_links"] == 2
+    assert [r["op"] for r in ex["host_ops"]] == ["aten::mm"] and ex["host_ops"][0]["executions"] == 2
+    from neuron_prof.analysis import Context, op_table
+
+    t = op_table(tr, Context(tr))
+    i = t.find("aten::mm", "device")
+    assert i >= 0 and int(t.calls[i]) == 2  # the two executions the mapping tied to aten::mm
 
 
 def test_one_rank_per_pid_folder_for_merge_and_the_job_summary(tmp_path: Path, host_json: Path,

@@ -39,7 +39,11 @@ def test_device_busy_time_per_engine_and_core(profile) -> None:
         assert int(tr.slices.dur_ns[rows].sum()) == busy
         assert {tr.slice_name(int(r)) for r in rows} == {engine}
     assert tr.metadata[EXPLORER_KEY]["active_time_ns"] == w.busy_ns
-    # hardware executions on the physical core's device track, runtime events by logical core on the host
+    # the device clock's rows are placed on the host clock: each engine interval where the fixture put it
+    eng = np.flatnonzero(np.isin(tr.slices.track, [dev["neuron:0 tensor engine"], dev["neuron:0 vector engine"]]))
+    assert sorted(zip(tr.slices.ts_ns[eng].tolist(), tr.slices.dur_ns[eng].tolist())) == sorted(
+        (a, d) for _, a, d in w.busy)
+    # hardware executions on the logical core's device track, runtime events by logical core on the host
     ex = np.flatnonzero(tr.slices.track == dev["neuron:0 executions"])
     assert [tr.slice_name(int(r)) for r in ex] == ["nc_exec_running"] * 3
     assert tr.processes[tr.tracks[dev["neuron:0 executions"]].process].kind == "device"
@@ -54,8 +58,9 @@ def test_host_ops_link_to_their_runtime_executions(profile) -> None:
     pairs = [(tr.slice_name(int(a)), tr.slice_name(int(b))) for a, b in zip(tr.flows.src, tr.flows.dst)]
     assert sorted(pairs) == sorted(w.links + w.executions)  # op -> runtime (flow id) -> its execution
     first = min(int(z) for z in tr.flows.dst)  # the first runtime execution: row 1 of SystemProfileEvents
-    assert tr.slice_args(first) == {"id": 1, "nc_idx": 0, "pcore_idx": 0, "worker_gid": 0}
-    host = tr.tracks[int(tr.slices.track[int(tr.flows.src[0])])]
+    assert tr.slice_args(first) == {"id": 1, "nc_idx": 0, "worker_gid": 0}  # runtime events: no physical core
+    mm0 = next(int(a) for a in tr.flows.src if tr.slice_name(int(a)) == "aten::mm#0")
+    host = tr.tracks[int(tr.slices.track[mm0])]
     assert (host.kind, host.tid, tr.processes[host.process].pid) == (TrackKind.THREAD, TID, PID)
     assert tr.processes[host.process].name == f"i-0abc pid {PID}"
     # each link joins the op to the execution its flow id names (written 150 µs after the op starts)
@@ -123,11 +128,11 @@ def test_hbm_counters_capacity_summary_and_warnings(profile) -> None:
     assert "neuron device 0 HBM 0 collectives" not in _names(tr, TrackKind.COUNTER)  # all zero: left out
     assert tr.metadata["device_memory_bytes"] == HBM_CAPACITY
     ex = tr.metadata[EXPLORER_KEY]
-    assert ex["summary"] == w.summary
+    assert ex["summary"] == pytest.approx(w.summary)  # f32 metrics as written
     assert ex["profile_schema_version"] == "7.4.0" and ex["instance_type"] == "trn2.48xlarge"
     assert ex["instructions"]["per_engine"] == {e: {"instructions": c, "time_ns": ns}
                                                 for e, (c, ns) in w.instructions.items()}
-    assert ex["executions"] == {"mm.neff": {"executions": 3, "time_ns": 3 * 1_100_000}}
+    assert ex["executions"] == w.neffs
     assert tr.metadata[Meta.WARNINGS] == w.warnings
 
 
@@ -148,25 +153,9 @@ def test_instruction_table_is_read_three_columns_at_a_time(profile, monkeypatch:
     monkeypatch.setattr(pq, "read_table", spy_read)
     load(folder)
     assert not [n for n, _ in asked if n.startswith("Instruction")]  # never read as a table
-    assert [c for n, c in asked if n == "iter"] == [("engine", "opcode", "duration_ns")] * 3  # 3 split parts
+    cols = ("engine", "opcode", "duration_ns", "raw_framework_id", "stack_frame_ids", "start_ts")
+    assert [c for n, c in asked if n == "iter"] == [cols] * 3  # 3 split parts, 6 of its 57 documented fields
     assert all(cols for _, cols in asked)  # every read names its columns
-
-
-def test_newer_minor_and_unknown_columns_load(tmp_path: Path) -> None:
-    w = write_profile(tmp_path / "p", version="7.9.2", extra_columns=True)
-    tr = load(tmp_path / "p")
-    assert tr.metadata[EXPLORER_KEY]["profile_schema_version"] == "7.9.2"
-    assert tr.metadata[EXPLORER_KEY]["summary"] == w.summary  # the extra Summary column is not a metric
-    assert "added_in_7_9" not in str(tr.metadata) and len(tr.slices_on(TrackKind.COLLECTIVE)) == 3
-
-
-def test_unknown_major_is_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    write_profile(tmp_path / "p", version="8.0.0")
-    with pytest.raises(TraceFormatError, match="schema 8.0.0 is not supported"):
-        load(tmp_path / "p")
-    assert main(["summary", str(tmp_path / "p")]) == 2
-    out, err = capsys.readouterr()
-    assert not out and err.count("\n") == 1 and "schema 8.0.0 is not supported" in err
 
 
 def test_missing_tables_load_what_is_there(tmp_path: Path) -> None:
@@ -180,7 +169,8 @@ def test_missing_tables_load_what_is_there(tmp_path: Path) -> None:
     assert any("no Metadata table" in w for w in tr.metadata[Meta.WARNINGS])
 
 
-def test_corrupt_parquet_and_wrong_types_are_clear_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_corrupt_parquet_is_a_clear_error_and_a_wrong_type_leaves_its_view_out(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = tmp_path / "p"
     write_profile(folder)
     (folder / "CcOp.parquet").write_bytes(b"PAR1 this is not parquet")
@@ -195,12 +185,16 @@ def test_corrupt_parquet_and_wrong_types_are_clear_errors(tmp_path: Path, capsys
     with pytest.raises(TraceFormatError, match=r"CcOp\.parquet: not a readable Parquet file"):
         load(folder)
     write_profile(folder)
-    pq.write_table(pa.table({"start_ts": ["yesterday"], "engine": ["tensor"]}), folder / "ActiveTime_0.parquet")
-    with pytest.raises(TraceFormatError, match="ActiveTime.start_ts is string, expected int64"):
-        load(folder)
+    # text where the schema has a number: that view is left out, named; the rest loads
+    pq.write_table(pa.table({"start_ts": ["yesterday"], "end_ts": ["today"], "engine": ["tensor"]}),
+                   folder / "ActiveTime_0.parquet")
+    tr = load(folder)
+    assert not [n for n in _names(tr, TrackKind.DEVICE) if "engine" in n]
+    assert any("ActiveTime.start_ts" in m and "engine busy time not shown" in m for m in tr.metadata[Meta.WARNINGS])
+    assert len(tr.slices_on(TrackKind.COLLECTIVE)) == 3
     pq.write_table(pa.table({"engine": ["tensor"]}), folder / "ActiveTime_0.parquet")
-    with pytest.raises(TraceFormatError, match="ActiveTime has no column start_ts"):
-        load(folder)
+    tr = load(folder)
+    assert any("ActiveTime.start_ts" in m for m in tr.metadata[Meta.WARNINGS])
 
 
 def test_a_full_runtime_ring_buffer_is_a_warning(profile, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -210,9 +204,9 @@ def test_a_full_runtime_ring_buffer_is_a_warning(profile, monkeypatch: pytest.Mo
 
     folder, _ = profile
     assert not any("ring buffer size" in w for w in load(folder).metadata[Meta.WARNINGS])
-    monkeypatch.setattr(_explorer_events, "RING_EVENTS", 6)  # core 0 holds 3 runtime + 3 hardware events
+    monkeypatch.setattr(_explorer_events, "RING_EVENTS", 8)  # core 0: 5 runtime (3 calls, 2 copies) + 3 hardware
     warns = [w for w in load(folder).metadata[Meta.WARNINGS] if "ring buffer size" in w]
-    assert len(warns) == 1 and "NeuronCore 0 holds 6 runtime events" in warns[0]
+    assert len(warns) == 1 and "NeuronCore 0 holds 8 runtime events" in warns[0]
 
 
 def test_runtime_output_folders(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -227,7 +221,8 @@ def test_runtime_output_folders(tmp_path: Path, capsys: pytest.CaptureFixture[st
     (raw / "trace.json").write_text("{}")
     assert main(["check", str(tmp_path / "raw")]) == 2
     err = capsys.readouterr().err
-    assert f"neuron-explorer view -d {raw} --output-format parquet --output-file {raw}/parquet" in err
+    run = tmp_path / "raw"  # the docs process the run directory: the processes of a job combine
+    assert f"neuron-explorer view -d {run} --output-format parquet --output-file {run}/parquet" in err
     write_profile(pid_dir / "20261201_130000")
     with pytest.raises(TraceLoadError, match="holds 2 processed Neuron Explorer profiles"):
         load(tmp_path / "output")

@@ -35,6 +35,7 @@ from neuron_prof.tui._threads import in_daemon_thread
 from neuron_prof.tui.screens._base import VIEWS, ViewScreen
 from neuron_prof.tui.screens.collectives import CollectivesScreen
 from neuron_prof.tui.screens.compile import CompileScreen
+from neuron_prof.tui.screens.device import DeviceScreen
 from neuron_prof.tui.screens.fallback import FallbackScreen
 from neuron_prof.tui.screens.help import HelpScreen
 from neuron_prof.tui.screens.loading import LoadingScreen
@@ -45,6 +46,8 @@ from neuron_prof.tui.screens.ranks import RanksScreen
 from neuron_prof.tui.screens.timeline import TimelineScreen
 
 VIEW_NAMES = tuple(v for v, _ in VIEWS)
+EXTRA_VIEWS = ("device",)
+"""Views off the tab bar, reached by their key (`d`: the Neuron Explorer device profile)."""
 
 
 async def _in_queue(node: MessagePump, fn: Callable[[], Awaitable[None]]) -> None:
@@ -79,12 +82,14 @@ class NeuronProfApp(App[int]):
         "memory": MemoryScreen,
         "collectives": CollectivesScreen,
         "ranks": RanksScreen,
+        "device": DeviceScreen,
     }
     DEFAULT_MODE = "loading"
     BINDINGS: ClassVar[list[BindingType]] = [
         *(Binding(str(i + 1), f"view('{v}')", label, show=False) for i, (v, label) in enumerate(VIEWS)),
         Binding("tab", "cycle(1)", "Next view", show=False, priority=True),
         Binding("shift+tab", "cycle(-1)", "Previous view", show=False, priority=True),
+        Binding("d", "view('device')", "Device", show=False),
         Binding("o", "perfetto", "Perfetto"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
@@ -253,7 +258,7 @@ class NeuronProfApp(App[int]):
     # ---- navigation ----------------------------------------------------------------------------
     def show_view(self, view: str, focus_key: str | None = None) -> None:
         """Switch to `view`; filtered to the rows matching `focus_key` (a call site or name) there."""
-        if not self.ready or view not in VIEW_NAMES:
+        if not self.ready or (view not in VIEW_NAMES and view not in EXTRA_VIEWS):
             return
         self.switch_mode(view)
         if focus_key:

@@ -13,7 +13,8 @@ Rules:
   are the steps). An overload is dropped: ``aten::add.Tensor`` is ``aten::add`` (torch.profiler writes host
   ops without one; probes and other tools may write it; either way it is one op).
 - **Rows**: host ops are the slices on host thread tracks, device ops the device work (`_idle.device_rows`);
-  a Neuron NEFF execution (``nc_exec_running``) counts under the host op whose launch flow reaches it.
+  a Neuron NEFF execution (``nc_exec_running``) counts under the host op whose launch flow reaches it
+  (directly, or through the runtime call that holds the execution).
   Dispatcher bookkeeping spans (`_nesting.TRANSPARENT_SPANS`) are no ops: their time is the enclosing op's.
   Kineto's span of the whole capture (``PyTorch Profiler (0)``) is the profiling window, not a call; an
   engine's busy intervals (Neuron Explorer's ActiveTime) are utilisation, not device ops.
@@ -145,21 +146,37 @@ EXECUTION_NAMES = ("nc_exec_running",)
 """Device slices that name no op: a NEFF execution on a NeuronCore (Neuron Explorer's hardware event)."""
 
 
-def _launched_names(trace: Trace, rows: np.ndarray) -> np.ndarray:
-    """Name ids of device `rows`, an execution (`EXECUTION_NAMES`) named after the cpu_op whose launch flow
-    reaches it, so device time is counted per op as on CUDA, where kernels carry the op's work."""
+def launching_ops(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """For each device slice of `rows`, the cpu_op whose launch flow reaches it, directly or through the runtime
+    call that holds it (op -> nrt_execute -> nc_exec_running); -1 where none."""
     sl, fl = trace.slices, trace.flows
-    names = sl.name[rows].copy()
-    m = np.flatnonzero(np.isin(names, trace.name_ids(*EXECUTION_NAMES)))
-    if not len(m) or not len(fl):
-        return names
+    out = np.full(len(rows), -1, dtype=np.int64)
+    if not len(fl) or not len(rows):
+        return out
     o = np.argsort(fl.dst, kind="stable")
     dst, src = fl.dst[o], fl.src[o]
-    pos = np.minimum(np.searchsorted(dst, rows[m]), len(dst) - 1)
-    hit = dst[pos] == rows[m]
-    s = src[pos]
-    ok = hit & np.isin(sl.cat[s], trace.name_ids(KinetoCat.CPU_OP))
-    names[m[ok]] = sl.name[s[ok]]
+    cpu = trace.name_ids(KinetoCat.CPU_OP)
+    cur, todo = np.asarray(rows, dtype=np.int64), np.ones(len(rows), dtype=bool)
+    for _ in range(2):
+        pos = np.minimum(np.searchsorted(dst, cur), len(dst) - 1)
+        hit = todo & (dst[pos] == cur)
+        cur = np.where(hit, src[pos], cur)
+        ok = hit & np.isin(sl.cat[cur], cpu)
+        out[ok] = cur[ok]
+        todo = hit & ~ok
+    return out
+
+
+def _launched_names(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Name ids of device `rows`, an execution (`EXECUTION_NAMES`) named after the cpu_op that launched it
+    (`launching_ops`), so device time is counted per op as on CUDA, where kernels carry the op's work."""
+    names = trace.slices.name[rows].copy()
+    m = np.flatnonzero(np.isin(names, trace.name_ids(*EXECUTION_NAMES)))
+    if not len(m):
+        return names
+    op = launching_ops(trace, rows[m])
+    ok = op >= 0
+    names[m[ok]] = trace.slices.name[op[ok]]
     return names
 
 

@@ -30,6 +30,7 @@ _MODULES = (
     "_collectives",
     "_probes",
     "_stragglers",
+    "_device_profile",
 )
 """Modules whose @register calls define the built-in analyses (imported on first use)."""
 

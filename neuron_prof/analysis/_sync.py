@@ -1,4 +1,5 @@
-"""Sync points: the host waiting for the device (``sync`` track probes, CUDA/HIP synchronize calls)."""
+"""Sync points: the host waiting for the device (``sync`` track probes, CUDA/HIP synchronize calls, and on
+Trainium the host ops whose work copied device memory back: a Neuron Explorer ``dmem_buf_copyout``)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,19 @@ RUNTIME_SYNC_NAMES = (
     "hipEventSynchronize",
 )
 """Host runtime calls that block until the device catches up (Kineto cuda_runtime/cuda_sync rows)."""
+COPY_TO_HOST = "dmem_buf_copyout"
+"""Neuron Explorer's device-to-host copy (schema enum MemoryBandwidthDirection: device_to_host)."""
+
+
+def copy_to_host_rows(ctx: Context) -> np.ndarray:
+    """Host thread slices with a launch flow to a ``dmem_buf_copyout``: the op that read device memory back
+    (the host waits for the device to finish the work the value depends on)."""
+    fl = ctx.trace.flows
+    ids = ctx.trace.name_ids(COPY_TO_HOST)
+    if not len(fl) or not len(ids):
+        return np.zeros(0, dtype=np.int64)
+    hit = np.isin(ctx.trace.slices.name[fl.dst], ids)
+    return np.intersect1d(np.unique(fl.src[hit]), ctx.rows(TrackKind.THREAD))
 
 
 @register("sync_point")
@@ -38,6 +52,10 @@ def sync_point(trace: Trace, ctx: Context) -> list[Finding]:
         k = np.searchsorted(s, sl.ts_ns[runtime], side="right") - 1
         inside = (k >= 0) & (sl.ts_ns[runtime] < e[np.maximum(k, 0)])
         runtime = runtime[~inside]
+    copies = copy_to_host_rows(ctx)
+    if len(copies):  # a wait a probe or a fallback already saw is theirs: the copy is evidence, not a new wait
+        seen = _covered(ctx, TrackKind.SYNC, copies) + _covered(ctx, TrackKind.FALLBACK, copies)
+        copies = copies[seen == 0]
     # a copy a CPU fallback makes is the fallback's cost (cpu_fallback), not a sync point of its own
     probe = probe[_covered(ctx, TrackKind.FALLBACK, probe) < sl.dur_ns[probe]] if len(probe) else probe
     sites = sites_of(ctx)
@@ -53,13 +71,14 @@ def sync_point(trace: Trace, ctx: Context) -> list[Finding]:
         groups[key].append(int(r))
         kinds[key] = str(a.get(Arg.SYNC_KIND, "") or "")
         where.setdefault(key, site)
-    for r in runtime:
-        site = sites.of_row(int(r))
-        ops = enclosing_ops(ctx, int(r))
-        key = (site.call_site or site.function, ops[-1] if ops else trace.slice_name(int(r)))
-        groups[key].append(int(r))
-        kinds.setdefault(key, "synchronize")
-        where.setdefault(key, site)
+    for rows, kind in ((runtime, "synchronize"), (copies, "copy to host")):
+        for r in rows:
+            site = sites.of_row(int(r))
+            ops = enclosing_ops(ctx, int(r))
+            key = (site.call_site or site.function, ops[-1] if ops else trace.slice_name(int(r)))
+            groups[key].append(int(r))
+            kinds.setdefault(key, kind)
+            where.setdefault(key, site)
     out = []
     for (key_site, what), rs in groups.items():
         site = where[(key_site, what)].call_site

@@ -11,6 +11,7 @@ import numpy as np
 
 from neuron_prof.analysis._collectives import collective_rows
 from neuron_prof.analysis._context import Context
+from neuron_prof.analysis._device_profile import explorer_totals
 from neuron_prof.analysis._host import host_nesting
 from neuron_prof.analysis._idle import device_label, device_rows
 from neuron_prof.analysis._intervals import intersect_ns, merge, union_ns
@@ -103,4 +104,5 @@ def compute_totals(trace: Trace, ctx: Context) -> dict[str, Any]:
         ),
         "top_ops": ops.top("host", TOP_N, by="self_ns"),
         "top_device_ops": ops.top("device", TOP_N, by="total_ns"),
+        "neuron_explorer": explorer_totals(trace, ctx),
     }

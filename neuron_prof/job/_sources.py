@@ -11,6 +11,7 @@ trace.rankR.pftrace): one file per name is kept, the .pftrace (it loads faster).
 from __future__ import annotations
 
 import glob
+import re
 from pathlib import Path
 
 from neuron_prof.errors import UsageError
@@ -21,6 +22,14 @@ TRACE_SUFFIXES = (".pftrace", ".json", ".json.gz")
 _ONE_TRACE_FOLDER = ("*.parquet", "*.ntff", "ntrace.pb", "system_profile.json")
 """Files that make a folder one trace (Neuron Explorer output) rather than a folder of ranks."""
 _GLOB_CHARS = set("*?[")
+_PID_FOLDER = re.compile(r"^.+_pid_\d+$")
+RUN_WIDE = "parquet"
+"""``RUN_DIR/parquet``: a job's tables processed together (``neuron-explorer view -d RUN_DIR``); with pid
+folders beside it, it is no rank of its own (each pid folder loads its process's rows of it)."""
+
+
+def _run_wide(d: Path) -> bool:
+    return d.name == RUN_WIDE and any(x.is_dir() and _PID_FOLDER.match(x.name) for x in d.parent.iterdir())
 
 
 def _stem(p: Path) -> str | None:
@@ -48,8 +57,6 @@ def trace_files(folder: Path) -> list[Path]:
 
 def _natural(p: Path) -> tuple[object, ...]:
     """trace.rank2 before trace.rank10."""
-    import re
-
     return tuple(int(x) if x.isdigit() else x for x in re.split(r"(\d+)", str(p)))
 
 
@@ -62,7 +69,7 @@ def one_trace_root(folder: Path) -> Path | None:
     sub-folder that does (a `<instance>_pid_<pid>` folder around its `<timestamp>` folder); else None."""
     if _holds_one_trace(folder):
         return folder
-    inner = [d for d in folder.iterdir() if d.is_dir() and _holds_one_trace(d)]
+    inner = [d for d in folder.iterdir() if d.is_dir() and _holds_one_trace(d) and not _run_wide(d)]
     return inner[0] if len(inner) == 1 else None
 
 
@@ -78,6 +85,8 @@ def _folder_ranks(folder: Path) -> list[str]:
     subs = [d for d in sorted(folder.iterdir(), key=_natural) if d.is_dir() and not d.name.startswith(".")]
     out: list[str] = []
     for d in subs:
+        if _run_wide(d):
+            continue
         root = one_trace_root(d)
         if root is not None:
             out.append(str(root))

@@ -1,10 +1,15 @@
 """Reading a processed Neuron Explorer profile folder: its Parquet tables, a few columns at a time.
 
-Source: shared/design/neuron-explorer-facts.md ("Processing"; aws-neuron-sdk tools/neuron-explorer, schema
-7.4.0). A table is ``Name.parquet`` or, when big, split into ``Name_0.parquet``, ``Name_1.parquet``...; every
-part is read with only the columns asked for (an ``Instruction`` table can hold 10^8 rows), cast to the
-documented type, and columns the schema gained later are never read. A column the caller needs that a
-table lacks, or a file that is not Parquet, is a TraceFormatError naming the file.
+Source: shared/design/neuron-explorer-facts.md ("Processing"; aws-neuron-sdk tools/neuron-explorer). A table is
+``Name.parquet`` or, when big, split into ``Name_0.parquet``, ``Name_1.parquet``...; every part is read with only
+the columns asked for (an ``Instruction`` table can hold 10^8 rows), cast to the type the reader works in.
+Columns and tables the reader does not use are never read. What the profile declares about itself
+(``SchemaFields``, `_explorer_schema`) gives each field's kind and unit.
+
+Each view asks `Tables.need` for the fields it uses: a table the profile lacks is silently no view (no device
+profile: no ActiveTime); a table that lacks a needed field, or holds it as another kind of value, leaves that
+view out with one warning naming ``Table.field``. A file that is not Parquet is a TraceFormatError naming it.
+A run-wide table (``neuron-explorer view -d RUN_DIR``) is cut to one process by `RowFilter`.
 """
 
 from __future__ import annotations
@@ -15,10 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from neuron_prof.errors import TraceFormatError, TraceLoadError
+from neuron_prof.loaders._explorer_schema import Schema, builtin, from_schema_fields
 
-SUPPORTED_MAJOR = 7
-"""``Metadata.profile_schema_version`` MAJOR this reader is written to (7.4.0, Neuron SDK 2.31.0)."""
 _PART = re.compile(r"^(?P<table>[A-Za-z][A-Za-z0-9]*?)(?:_(?P<part>\d+))?\.parquet$")
+RowFilter = dict[str, Any]
+"""{column: value} rows must match where a table has that column (``instance_id``, ``process_id``)."""
+_KIND = {"int": ("int", "uint", "timestamp", "duration", "bool"), "float": ("int", "uint", "float", "double",
+                                                                             "halffloat", "decimal"),
+         "str": ("string", "large_string", "dictionary"), "list": ("list", "large_list")}
 
 
 def _pa() -> tuple[Any, Any]:
@@ -54,13 +63,35 @@ def is_explorer_folder(folder: Path) -> bool:
 
 
 class Tables:
-    """The tables of one processed profile folder."""
+    """The tables of one processed profile folder, optionally cut to one process's rows."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, rows: RowFilter | None = None) -> None:
         self.folder = folder
         self.parts = table_parts(folder)
+        self.rows = {k: v for k, v in (rows or {}).items() if v is not None}
         self.read: list[str] = []
         """Tables read so far, for the trace's metadata."""
+        self.warnings: list[str] = []
+        self.missing: list[str] = []
+        """``Table.field`` a view needed and the profile lacks (or holds as another kind of value)."""
+        self.views: dict[str, bool] = {}
+        """View name -> shown (True) or left out for a missing field (False); tables absent: no entry."""
+        self._schemas: dict[Path, Any] = {}
+        self._declared: Schema | None = None
+
+    @property
+    def schema(self) -> Schema:
+        """The layout the profile declares in SchemaFields, else the documented 7.4.0 one."""
+        if self._declared is None:
+            self._declared = builtin()
+            if self.has("SchemaFields"):
+                pa, _ = _pa()
+                t = self._read("SchemaFields", {c: pa.string() for c in ("table_name", "field_name", "field_type",
+                                                                         "field_format", "field_unit")}
+                               | {"field_required": pa.bool_()}, filtered=False)
+                if t is not None and t.num_rows:
+                    self._declared = from_schema_fields(t)
+        return self._declared
 
     def has(self, table: str) -> bool:
         return table in self.parts
@@ -73,9 +104,43 @@ class Tables:
             out.update(self._schema(pq, f).names)
         return out
 
-    def table(self, table: str, spec: Mapping[str, Any], required: tuple[str, ...] = ()) -> Any | None:
-        """The table with the columns of `spec` ({name: pyarrow type}) present in any part, cast to their
-        documented types; None when the folder has no such table. Parts missing an optional column get nulls."""
+    def need(self, view: str, table: str, fields: tuple[str, ...] = (), one_of: tuple[str, ...] = ()) -> bool:
+        """Whether `view` can be shown: the table is there with every field of `fields` and one of `one_of`.
+        A table the profile lacks is False without a word; a missing field is False with one warning."""
+        if not self.has(table):
+            return False
+        _, pq = _pa()
+        have = set.intersection(*(set(self._schema(pq, f).names) for f in self.parts[table]))  # in every part
+        lost = [f for f in fields if f not in have]
+        if one_of and not any(f in have for f in one_of):
+            lost.append(" or ".join(one_of))
+        lost += [f for f in fields if f in have and f not in lost and not self._kind_ok(table, f)]
+        if lost:
+            names = ", ".join(f"{table}.{f}" for f in lost)
+            self.missing += [f"{table}.{f}" for f in lost]
+            self.warnings.append(f"Neuron Explorer profile has no usable {names}: {view} not shown")
+        self.views[view] = not lost
+        return not lost
+
+    def _kind_ok(self, table: str, name: str) -> bool:
+        """False when the files hold a field the reader needs as a number as text (or the other way)."""
+        want = _WANT.get(name)
+        if want is None:
+            return True
+        _, pq = _pa()
+        for f in self.parts.get(table, ()):
+            s = self._schema(pq, f)
+            if name in s.names and not str(s.field(name).type).startswith(_KIND[want]):
+                return False
+        return True
+
+    def table(self, table: str, spec: Mapping[str, Any]) -> Any | None:
+        """The table with the columns of `spec` ({name: pyarrow type}) present in any part, cast to those types
+        (time fields declared in another unit scaled to ns) and cut to `rows`; None when the folder has no such
+        table or a column does not cast (a warning names it). Parts missing a column get nulls."""
+        return self._read(table, spec, filtered=True)
+
+    def _read(self, table: str, spec: Mapping[str, Any], filtered: bool) -> Any | None:
         pa, pq = _pa()
         files = self.parts.get(table)
         if not files:
@@ -83,26 +148,44 @@ class Tables:
         pieces = []
         for f in files:
             names = set(self._schema(pq, f).names)
-            lost = [c for c in required if c not in names]
-            if lost:
-                raise TraceFormatError(f, f"Neuron Explorer table {table} has no column {', '.join(lost)}")
-            want = [c for c in spec if c in names]
+            keys = [k for k in self.rows if k in names] if filtered else []
+            want = list(dict.fromkeys([c for c in spec if c in names] + keys))
             try:
                 t = pq.read_table(f, columns=want)
             except (OSError, pa.ArrowException) as e:
                 raise TraceFormatError(f, f"not a readable Parquet file ({e})") from None
+            t = self._cut(t, keys)
             cols = []
             for c, typ in spec.items():
-                if c in names:
-                    cols.append(_cast(pa, t.column(c), typ, f, table, c))
-                else:
-                    cols.append(pa.nulls(t.num_rows, typ))
+                col = _cast(pa, t.column(c), typ) if c in names else pa.nulls(t.num_rows, typ)
+                if col is None:
+                    self.missing.append(f"{table}.{c}")
+                    self.warnings.append(f"Neuron Explorer {table}.{c} is {t.column(c).type}, not {typ}: "
+                                         f"{table} not read")
+                    return None
+                cols.append(self._scaled(table, c, col))
             pieces.append(pa.table(cols, names=list(spec)))
         self.read.append(table)
         return pa.concat_tables(pieces)
 
+    def _cut(self, t: Any, keys: list[str]) -> Any:
+        import pyarrow.compute as pc
+
+        for k in keys:
+            t = t.filter(pc.fill_null(pc.equal(t.column(k).cast(_arrow_of(self.rows[k])), self.rows[k]), False))
+        return t
+
+    def _scaled(self, table: str, name: str, col: Any) -> Any:
+        k = self.schema.ns_per_unit(table, name) if name.endswith(("_ts", "timestamp", "_ns")) else 1
+        if k == 1:
+            return col
+        import pyarrow.compute as pc
+
+        return pc.multiply(col, k)
+
     def batches(self, table: str, columns: list[str], batch_rows: int = 1 << 20) -> Iterator[Any]:
-        """Record batches of only `columns` (those present), part after part: for tables too big to hold."""
+        """Record batches of only `columns` (those present), part after part: for tables too big to hold.
+        (Device-profile tables such as Instruction have no process columns: never cut.)"""
         pa, pq = _pa()
         for f in self.parts.get(table, ()):
             try:
@@ -115,36 +198,33 @@ class Tables:
             self.read.append(table)
 
     def _schema(self, pq: Any, f: Path) -> Any:
-        pa, _ = _pa()
-        try:
-            return pq.read_schema(f)
-        except (OSError, pa.ArrowException) as e:
-            raise TraceFormatError(f, f"not a readable Parquet file ({e})") from None
+        s = self._schemas.get(f)
+        if s is None:
+            pa, _ = _pa()
+            try:
+                s = self._schemas[f] = pq.read_schema(f)
+            except (OSError, pa.ArrowException) as e:
+                raise TraceFormatError(f, f"not a readable Parquet file ({e})") from None
+        return s
 
 
-def _cast(pa: Any, col: Any, typ: Any, f: Path, table: str, name: str) -> Any:
+_WANT = {"start_ts": "int", "end_ts": "int", "duration_ns": "int", "timestamp": "int", "execution_start_ts": "int",
+         "execution_end_ts": "int", "first_hw_timestamp": "int", "current_throughput": "float",
+         "util_percent": "float", "used_bytes": "int", "total_bytes": "int", "instruction_time_ns": "int",
+         "raw_framework_id": "int", "process_id": "int", "nc_idx": "int", "pcore_idx": "int"}
+"""Fields read as numbers: a part holding one as text leaves its view out (`Tables.need`)."""
+
+
+def _arrow_of(v: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.int64() if isinstance(v, int) else pa.string()
+
+
+def _cast(pa: Any, col: Any, typ: Any) -> Any | None:
     if col.type == typ:
         return col
     try:
         return col.cast(typ)
     except (pa.ArrowException, ValueError):
-        raise TraceFormatError(f, f"Neuron Explorer column {table}.{name} is {col.type}, "
-                                  f"expected {typ}") from None
-
-
-def check_version(version: str | None, source: Path) -> list[str]:
-    """Warnings for a readable ``profile_schema_version``; TraceFormatError for a MAJOR this reader does not know.
-
-    MAJOR.MINOR.PATCH with MAJOR = incompatible (neuron-explorer-facts "Processing"): a newer MINOR loads.
-    """
-    if not version:
-        return [f"Neuron Explorer profile has no profile_schema_version: read as {SUPPORTED_MAJOR}.x"]
-    m = re.match(r"^\s*(\d+)(?:\.(\d+))?", str(version))
-    if m is None:
-        raise TraceFormatError(source, f"Neuron Explorer profile_schema_version {version!r} is not MAJOR.MINOR.PATCH")
-    major = int(m.group(1))
-    if major != SUPPORTED_MAJOR:
-        raise TraceFormatError(source, f"Neuron Explorer profile schema {version} is not supported (this "
-                                       f"neuron-prof reads schema {SUPPORTED_MAJOR}.x); upgrade neuron-prof or "
-                                       f"process the capture with a neuron-explorer that writes {SUPPORTED_MAJOR}.x")
-    return []
+        return None

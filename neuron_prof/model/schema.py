@@ -72,6 +72,8 @@ class Cat:
     MEMORY: Final = "neuron_prof.memory"
     ENGINE_BUSY: Final = "neuron_explorer.active"
     """A device engine's merged busy intervals (Neuron Explorer's ActiveTime): utilisation, not work items."""
+    DEVICE_ERROR: Final = "neuron_explorer.error"
+    """A hardware error the device profile recorded (Neuron Explorer's Error table: NaN, out-of-bounds...)."""
 
 
 class Arg:

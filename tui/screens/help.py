@@ -31,6 +31,8 @@ KEYS = (
     ("s", "sort the table by the next numeric column"),
     ("timeline ← →", "move the cursor one cell;  shift+← →: pan;  + -: zoom;  0: whole trace"),
     ("timeline ↑ ↓", "select a lane;  n / N: next / previous slice on it"),
+    ("d", "device view: a Neuron Explorer device profile's schema version, MFU/HFU/MBU, engine shares, "
+          "opcodes and device time per framework op, source line and host op"),
     ("o", "how to open this trace in the Perfetto UI"),
     ("?", "this help"),
     ("q", "quit"),

@@ -32,6 +32,7 @@ KIND_VIEW = {
     "collective": "collectives",
     "straggler": "ranks",
     "memory_peak": "memory",
+    "device_error": "device",
 }
 
 
@@ -90,6 +91,18 @@ def summary_text(rank: RankData, width: int = 100) -> Text:
             t.append(printable(strip_site(top.title, top.call_site)))
             if top.call_site:
                 t.append(f" at {fit_site(top.call_site, 32)}", style="dim")
+    ex = tot.get("neuron_explorer")
+    if isinstance(ex, dict):  # a Neuron Explorer profile: which schema it was read with (key d: the device view)
+        sch = ex.get("schema") or {}
+        t.append("\n")
+        t.append("neuron explorer ", style="dim")
+        t.append(f"schema {printable(sch.get('version', '?'))} ({sch.get('declared_by', '?')})")
+        sm = ex.get("summary") or {}
+        for k, label in (("mfu_estimated_percent", "MFU"), ("mbu_estimated_percent", "MBU")):
+            if isinstance(sm.get(k), (int, float)):
+                t.append(f"   {label} ", style="dim")
+                t.append(f"{sm[k]:.1f}%", style="bold")
+        t.append("   d: device view", style="dim")
     for w in rank.warnings:
         t.append("\n")
         t.append("note ", style="dim yellow")
