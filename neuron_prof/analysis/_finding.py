@@ -10,6 +10,7 @@ SEVERITIES: Final = ("info", "warning", "critical")
 KINDS: Final = (
     "first_call_compile", "recompile", "shape_churn", "cpu_fallback", "dtype_demotion", "sync_point",
     "device_idle", "memory_peak", "collective", "straggler", "probe_error", "profiler_overhead",
+    "launch_blocking",
 )
 
 

@@ -264,7 +264,8 @@ class RuntimeProfileProbe(Probe):
             profile = find_profile(self.run_dir / PROCESSED)
             warnings += add_capture_tables(builder, profile, self.captures[0])[0]
         builder.metadata[META_KEY] = {
-            "run_dir": str(self.run_dir), "NEURON_RT_INSPECT": dict(self.conflict) or None, "api": self.shape, "cycle_modes": self._modes,
+            "run_dir": str(self.run_dir), "NEURON_RT_INSPECT": dict(self.conflict) or None,
+            "NEURON_LAUNCH_BLOCKING": _compat.launch_blocking_env(), "api": self.shape, "cycle_modes": self._modes,
             "device_profile_steps": list(self.window) if self.window is not None else None,
             "captures": [str(c) for c in self.captures], "processed": self.processed, "to_run": self.pending,
             "kept_in_cache": not self.kept}
