@@ -61,7 +61,8 @@ class Session(contextlib.ContextDecorator):
         record_shapes, with_stack, with_modules, profile_memory: torch.profiler options (all on by default;
             with_stack also turns on per-op call stacks).
         pftrace: also write the native Perfetto .pftrace beside a JSON output.
-        quiet: do not print where the traces went (failures are still reported).
+        quiet: do not print where the traces went (failures, and where the Neuron runtime's capture went and
+            its size, are still reported).
         hint: a module, tensor or device that tells which backend to use.
         checkpoint: under a schedule, rewrite the output after each finished cycle (inside step()), so
             a crash that kills the process outright still leaves the cycles before it.
@@ -435,9 +436,9 @@ class Session(contextlib.ContextDecorator):
             with contextlib.suppress(Exception):
                 print(_outputs.where_message(report, n), file=sys.stderr, flush=True)
         if self._run_dir is not None:
-            with contextlib.suppress(Exception):  # what it wrote beside the trace, and how much
+            with contextlib.suppress(Exception):  # what it wrote beyond the trace, and how much: said even when quiet
                 msg = self._run_dir.finish()
-                if msg and not self.quiet:
+                if msg:
                     print(msg, file=sys.stderr, flush=True)
 
     def _record_error(self, probe: str, e: BaseException, phase: str = "collect") -> None:
