@@ -202,3 +202,17 @@ def test_another_ranks_capture_beside_ours_is_not_taken(tmp_path: Path, fake: fk
     assert probe.experimental_config() is not None
     got = probe.export_cycle(Prof())
     assert got is not None and got.parent.parent.name.endswith(f"_pid_{os.getpid()}")
+
+
+def test_get_dynamo_metrics_is_read_only_after_the_profiled_region(tmp_path: Path, fake: fk.FakeNeuronx,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """get_dynamo_metrics() synchronizes the device (issue 21): never called inside the profiled steps."""
+    import time
+
+    calls: list[int] = []
+    inner = fake.module.get_dynamo_metrics
+    monkeypatch.setattr(fake.module, "get_dynamo_metrics", lambda: calls.append(time.time_ns()) or inner())
+    monkeypatch.setenv("PATH", str(tmp_path))
+    s = _run(tmp_path, profile_dir=tmp_path / "np")
+    start, end = s.trace.metadata[Meta.WALL]
+    assert calls and all(t >= end for t in calls), (start, end, calls)
