@@ -279,7 +279,7 @@ def _one_device_profile(o: _Out, f: Path, name: str, neffs: set[str]) -> list[st
         busy.setdefault(eng, []).append((int(start[i]), int(end[i])))
         ops.setdefault((eng, base), []).append(int(end[i] - start[i]))
     total_ns = max(last - first, 1)
-    at = [(e, a, b) for e, iv in sorted(busy.items()) for a, b in _merged(iv)]
+    at = [(e, a, b) for e, iv in sorted(busy.items()) for a, b in sorted(iv)]  # one per execution: none spans two
     for pcore in (0, 1):  # LNC=2: both physical cores of the logical core run each execution
         o.add("ActiveTime", start_ts=[a for _, a, _ in at], end_ts=[b for _, _, b in at],
               engine=[e for e, _, _ in at], pcore_idx=[pcore] * len(at), duration_ns=[b - a for _, a, b in at])
