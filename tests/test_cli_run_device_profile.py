@@ -41,6 +41,7 @@ def test_by_default_the_system_profile_goes_to_the_cache_and_is_said(tmp_path: P
     assert sorted(f.name for f in tmp_path.iterdir()) == ["cache", "s.py", "t.json", "t.pftrace"]  # nothing else
     (run,) = list((tmp_path / "cache" / "neuron-runs").iterdir())
     assert (run / "parquet" / "SystemProfileEvents.parquet").is_file() and not list(run.rglob("*.ntff"))
+    assert list(run.rglob("ntrace.pb")) and not list(run.rglob("trace.json"))  # processed: the big JSON is gone
     assert f"the Neuron runtime's capture and its tables: {run} (" in p.stderr and " MB, " in p.stderr
     meta = orjson.loads((tmp_path / "t.json").read_bytes())["neuron_prof"]["metadata"]
     assert meta["runtime_profile"]["cycle_modes"] == [["RUNTIME"]]
@@ -52,6 +53,7 @@ def test_the_device_profile_window_in_optimizer_steps(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr[-3000:]
     caps = sorted((tmp_path / "dp").glob("*_pid_*/*/"))
     assert [len(list(c.glob("*.ntff"))) for c in caps] == [0, 1, 0]  # steps 0, 1-2 (the window), 3
+    assert all((c / "trace.json").is_file() for c in caps)  # the user's folder is kept as it is
     assert {n.name for n in (tmp_path / "dp" / "neff_cache").iterdir()} >= {"aten__addmm.neff"}
     (dev,) = [d for d in (tmp_path / "dp" / "parquet").iterdir() if d.is_dir()]  # the device profile's own folder
     assert {"ActiveTime", "ExecutionInfo", "Summary", "Metadata", "DeviceProfileList"} <= {

@@ -1,7 +1,8 @@
 """Where a session's Neuron runtime capture goes, and saying what it left there (issue 22 item 6).
 
 By default a folder of its own under neuron-prof's cache (`neuron_prof.userdirs`): ``neuron-runs/<time>_<pid>_<n>/``
-holding the runtime's files, the NEFFs (``neff_cache_dir``) and neuron-explorer's tables; after each session the
+holding the runtime's files, the NEFFs (``neff_cache_dir``) and neuron-explorer's tables (the captures'
+torch.profiler JSON is deleted once processed: the session's own trace holds those host ops); after each session the
 oldest such folders are deleted until they hold at most ``NEURON_PROF_RUNS_MAX_BYTES`` (2 GiB), as the column
 cache is bounded. A folder the user gave (``profile_dir``) is theirs: kept as it is. Either way the session says
 where it is and how big, since it is more than the trace.

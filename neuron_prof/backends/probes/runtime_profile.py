@@ -240,6 +240,19 @@ class RuntimeProfileProbe(Probe):
               f"Run:\n  {self.pending[-1]}\nthen load it with the host trace: neuron-prof summary "
               f"{self.captures[0].parent if self.shape == 'docs' else self.captures[0]}", file=sys.stderr, flush=True)
 
+    def _drop_framework_traces(self) -> bool:
+        """Delete the captures' torch.profiler JSON once processed (the cached run keeps the runtime's files and
+        the tables); True when something was deleted."""
+        gone = False
+        for cap in self.captures:
+            for f in _framework_traces(cap):
+                try:
+                    f.unlink()
+                    gone = True
+                except OSError:
+                    pass
+        return gone
+
     @property
     def d2h_hosts(self) -> list[tuple[Any, int]]:
         """(thread id, start ns) of the framework ops whose work copied device memory to the host, read from the
@@ -260,17 +273,24 @@ class RuntimeProfileProbe(Probe):
 
         self.process()
         warnings: list[str] = list(self.notes)
+        removed = False
         if self.processed:
             profile = find_profile(self.run_dir / PROCESSED)
             warnings += add_capture_tables(builder, profile, self.captures[0])[0]
+            if not self.kept:  # neuron-prof's cache: the session's trace holds these host ops (often most bytes)
+                removed = self._drop_framework_traces()
         builder.metadata[META_KEY] = {
             "run_dir": str(self.run_dir), "NEURON_RT_INSPECT": dict(self.conflict) or None,
             "NEURON_LAUNCH_BLOCKING": _compat.launch_blocking_env(), "api": self.shape, "cycle_modes": self._modes,
             "device_profile_steps": list(self.window) if self.window is not None else None,
             "captures": [str(c) for c in self.captures], "processed": self.processed, "to_run": self.pending,
-            "kept_in_cache": not self.kept}
+            "kept_in_cache": not self.kept, "framework_trace_removed": removed}
         if warnings:
             builder.metadata.setdefault(Meta.WARNINGS, []).extend(warnings)
+
+
+def _framework_traces(folder: Path) -> list[Path]:
+    return [p for n in ("trace.json", "pytorch_trace.json") for p in [folder / n] if p.is_file()]
 
 
 COPY_OUT = "dmem_buf_copyout"
