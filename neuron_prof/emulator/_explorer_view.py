@@ -10,8 +10,9 @@ the profile start; host/device copies are ``dmem_buf_copyin``/``dmem_buf_copyout
 
 * system profile (host Unix ns): ``SystemProfileEvents`` (the framework op that issued each execution, read
   from the folder's ``trace.json`` / ``pytorch_trace.json``; ``nrt_execute`` on the runtime; ``nc_exec_running``
-  on the hardware, moved to the host clock through the nearest earlier sync point; copies as the runtime's
-  ``dmem_buf_copyin``/``dmem_buf_copyout``; all sharing a ``flow_id``, the ``nrt_sequence_id``),
+  on the hardware, moved to the host clock through the nearest earlier sync point; copies as
+  ``dmem_buf_copyin``/``dmem_buf_copyout`` on the hardware too (DMA); all sharing a ``flow_id``, the
+  ``nrt_sequence_id``),
   ``SystemProfileMetadata``, ``SystemProfileHbmUsage``;
 * device profile (device clock): ``Metadata.first_hw_timestamp``/``last_hw_timestamp``, ``ExecutionInfo``
   (relative to ``first_hw_timestamp``), ``ActiveTime``, ``HbmUsage`` (bandwidth), ``CcOp``, ``Summary``,
@@ -188,10 +189,10 @@ def _system(o: _Out, cap: Path, next_id: list[int]) -> list[str]:
                 extra = {"neff_name": str(ev["neff"][i]), "nrt_sequence_id": int(flow)}
                 rows.append(_event("nrt_execute", s, e, "neuron_rt", tid, dev, link, extra))
                 rows.append(_event("nc_exec_running", s, e, "neuron_hw", tid, dev, link, extra))
-            else:  # the runtime's host<->device buffer copies (MemoryBandwidthDirection)
+            else:  # host<->device buffer copies (MemoryBandwidthDirection), DMA on the device's timeline
                 copy = "dmem_buf_copyin" if kind == "copy_h2d" else "dmem_buf_copyout"
                 extra = {"op": name} if " (copy to " in name else {}
-                rows.append(_event(copy, s, e, "neuron_rt", tid, dev, link, extra))
+                rows.append(_event(copy, s, e, "neuron_hw", tid, dev, link, extra))
         n = len(rows)
         pid, inst = int(info["process_id"]), str(info["instance_id"])
         o.add("SystemProfileEvents", id=list(range(next_id[0], next_id[0] + n)), name=[r["name"] for r in rows],
