@@ -1,6 +1,8 @@
 """Capture overhead: step time of a CPU transformer training loop with no profiler, with bare
 torch.profiler (the same options neuron-prof uses), with neuron_prof.profile(probes=[]) and with
-neuron_prof.profile() (default probes);
+neuron_prof.profile() (default probes); on the emulated neuron device also neuron_prof.profile(system_profile=
+False), so the Neuron runtime's system profile (on by default) shows its own cost in the steps and at the end
+(neuron-explorer processing the run directory);
 then what the end of a session costs (conversion into the model, JSON and .pftrace writes).
 
     python -m bench.bench_capture                 # 3 rounds x 12 steps, TinyGPT at seq 64, batch 16
@@ -128,10 +130,20 @@ def main(argv: list[str] | None = None) -> None:
         end["json_mb"] = (tmp / "t.json").stat().st_size / 1e6
         end["pftrace_mb"] = (tmp / "t.pftrace").stat().st_size / 1e6
 
+    def run_np_nosys() -> None:
+        s = neuron_prof.profile(tmp / "n.json", quiet=True, system_profile=False).start()
+        times["neuron_prof, no system profile"] += _timed_steps(step, args.steps, s.step)[1:]
+        t0 = time.perf_counter()
+        s.stop()
+        end["end_nosys"] = time.perf_counter() - t0
+
     modes = [run_none, run_bare, run_np_bare, run_np]
+    if args.device == "neuron":
+        times["neuron_prof, no system profile"] = []
+        modes.append(run_np_nosys)
     for r in range(args.rounds):
         # Rotate the order each round so that no mode always follows another's end-of-session work.
-        for fn in modes[r % 4:] + modes[:r % 4]:
+        for fn in modes[r % len(modes):] + modes[:r % len(modes)]:
             fn()
         ends.append(dict(end))
     _print(times, ends, args, torch.__version__)
@@ -158,6 +170,10 @@ def _print(times: dict[str, list[float]], ends: list[dict[str, float]], args: ar
               f"{e['parse']:.2f} s, probes contribute {e['contribute']:.2f} s, build {e['build']:.2f} s; "
               f"files: JSON {e['json_mb']:.1f} MB, pftrace {e['pftrace_mb']:.1f} MB; conversion "
               f"{e['events'] / max(e['export'] + e['parse'], 1e-9):,.0f} events/s")
+    if "end_nosys" in e:
+        sys_ = med["neuron_prof"] / med["neuron_prof, no system profile"] - 1
+        con.print(f"Neuron system profile (on by default): {sys_ * 100:+.1f}% step CPU time; end of session "
+                  f"{e['end']:.2f} s with it vs {e['end_nosys']:.2f} s without (neuron-explorer processing)")
 
 
 if __name__ == "__main__":

@@ -45,3 +45,18 @@ def test_no_mode_no_sentence() -> None:
     """A trace whose compiles carry no mode (CUDA, torch.compile on CPU): nothing is claimed."""
     f = one(analyze(_trace([None, None], None)), "first_call_compile")
     assert "NEURON_LAUNCH_BLOCKING" not in f.advice and "launch_modes" not in f.evidence
+
+
+@pytest.mark.parametrize(("launch", "key"), [("1", "compile_cache"), ("1", "runtime_profile"), ("0", "compile_cache"),
+                                             ("unset", "runtime_profile"), (None, None)])
+def test_launch_blocking_1_says_host_op_times_include_device_time(launch: str | None, key: str | None) -> None:
+    """Issue 21 item 6: under NEURON_LAUNCH_BLOCKING=1 every op is synchronous (docs/trainium.md)."""
+    t = _trace(["blocking"], None)
+    if key is not None:
+        t = t.replace(metadata={**t.metadata, key: {"NEURON_LAUNCH_BLOCKING": launch}})
+    got = [f for f in analyze(t) if f.kind == "launch_blocking"]
+    if launch == "1":
+        (f,) = got
+        assert f.severity == "info" and "host op times include device time" in f.title
+    else:
+        assert got == []

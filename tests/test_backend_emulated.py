@@ -43,25 +43,21 @@ def test_adapter_and_no_errors(run: dict[str, Any]) -> None:
     assert run["errors"] == []
 
 
+ALIGN_NS = 5_000
+"""The system profile puts hardware times on the host clock through the runtime's sync points (one per 100 ms):
+with the emulated device clock's 40 ppm drift, within a few µs (docs/trainium.md)."""
+
+
 def test_device_timeline_matches_executions(run: dict[str, Any]) -> None:
-    # the device timeline comes from the capture folder's Explorer tables, as on Trainium
-    gt = _gt(run, "exec") + _gt(run, "graph")
-    ex = [e for e in run["device"] if e["name"] == "nc_exec_running"]
-    assert {e["track"] for e in ex} == {"neuron:0 executions"}
-    # identical device spans (same device clock): one NEFF execution per op or graph the emulator ran
-    assert sorted((e["ts"], e["ts"] + e["dur"]) for e in ex) == sorted(
-        (r["device_start_ns"], r["device_end_ns"]) for r in gt)
-    assert {e["track"] for e in run["device"]} >= {"neuron:0 executions", "neuron:0 tensor engine",
-                                                   "neuron:0 vector engine"}
-    copies = [e for e in run["device"] if e["track"] == "neuron:0 executions" and e["name"] != "nc_exec_running"]
-    assert {e["name"] for e in copies} >= {"copy_h2d", "aten::sort (copy to host)"}  # the emulator's own names
-    # the device-side collectives (CcOp), on the emulator's device clock, with their bytes
-    cc = [e for e in run["collective"] if e["track"].startswith("CC stream")]
-    assert sorted((e["ts"], e["ts"] + e["dur"]) for e in cc) == sorted(
-        (r["device_start_ns"], r["device_end_ns"]) for r in _gt(run, "collective"))
-    assert [e["bytes_in"] for e in cc] == [r["detail"] for r in _gt(run, "collective")]
-    # every execution and copy is linked to the work that launched it (host op -> nrt_execute -> device)
-    assert run["device_flows_in"] >= len(ex) + len(copies)
+    # the device timeline comes from the runtime's system profile, processed by neuron-explorer, as on Trainium
+    gt = sorted((r["device_start_ns"], r["device_end_ns"]) for r in _gt(run, "exec") + _gt(run, "graph"))
+    ex = sorted((e["ts"], e["ts"] + e["dur"]) for e in run["device"] if e["name"] == "nc_exec_running")
+    assert {e["track"] for e in run["device"] if e["name"] == "nc_exec_running"} == {"neuron:0 executions"}
+    # one NEFF execution per op or graph the emulator ran, at its time (the device clock, aligned)
+    assert len(ex) == len(gt)
+    assert max(max(abs(a - c), abs(b - d)) for (a, b), (c, d) in zip(ex, gt)) <= ALIGN_NS
+    # every execution is linked to the work that launched it (host op -> nrt_execute -> device)
+    assert run["device_flows_in"] >= len(ex)
 
 
 def test_compile_events_match(run: dict[str, Any]) -> None:
@@ -141,7 +137,7 @@ def test_named_tracks_round_trip_through_load(run: dict[str, Any]) -> None:
         kinds = got["kinds"]
         assert "neuron:0 executions" in kinds["device"], ext
         assert kinds["compile"] == ["compile"] and kinds["fallback"] == ["CPU fallback"], ext
-        assert kinds["collective"] == ["collectives", "CC stream 0"] and kinds["sync"] == ["sync points"], ext
+        assert kinds["collective"] == ["collectives"] and kinds["sync"] == ["sync points"], ext  # CcOp: device profile
         assert {"neuron:0 allocated", "neuron:0 reserved"} <= set(kinds["memory"]), ext
         assert got["counts"] == {k: len(run[k]) for k in ("device", "compile", "fallback", "sync", "collective")}, ext
     p = pftrace_check(run["roundtrip"]["pftrace"]["path"])

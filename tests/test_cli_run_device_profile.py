@@ -1,4 +1,6 @@
-"""`neuron-prof run --device-profile[-dir]`: the device profile asked for with no code change."""
+"""`neuron-prof run`: the runtime's capture with no code change: the system profile by default (in neuron-prof's
+cache, said on stderr), `--profile-dir`, the device profile's window counted in optimizer steps
+(`--device-profile-steps`), `--no-system-profile`."""
 
 from __future__ import annotations
 
@@ -9,35 +11,82 @@ from pathlib import Path
 
 import orjson
 
+import neuron_prof
+from neuron_prof.model import TrackKind
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = """
 import torch
 m = torch.nn.Linear(16, 16).to(DEVICE)
-for _ in range(2):
-    m(torch.randn(4, 16).to(DEVICE)).sum().item()
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+for _ in range(4):
+    m(torch.randn(4, 16).to(DEVICE)).sum().backward()
+    opt.step()
 """
 
 
-def _run(tmp: Path, device: str, *opts: str) -> subprocess.CompletedProcess[str]:
+def _run(tmp: Path, device: str, *opts: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     (tmp / "s.py").write_text(f"DEVICE = {device!r}\n" + SCRIPT)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "NEURON_PROF_EMULATE_COMPILE_SCALE": "0.1"}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NEURON_PROF_EMULATE_COMPILE_SCALE": "0.1",
+           "NEURON_PROF_CACHE_DIR": str(tmp / "cache"), **(env or {})}
     env.pop("NEURON_PROF_EMULATE", None)
-    return subprocess.run([sys.executable, "-m", "neuron_prof", "run", "-q", *opts, "-o", str(tmp / "t.json"),
+    return subprocess.run([sys.executable, "-m", "neuron_prof", "run", *opts, "-o", str(tmp / "t.json"),
                            str(tmp / "s.py")], cwd=tmp, env=env, capture_output=True, text=True, timeout=120,
                           check=False)
 
 
-def test_the_device_profile_goes_to_the_folder_given(tmp_path: Path) -> None:
-    p = _run(tmp_path, "neuron", "--emulate-neuron", "--device-profile-dir", str(tmp_path / "dp"))
+def test_by_default_the_system_profile_goes_to_the_cache_and_is_said(tmp_path: Path) -> None:
+    p = _run(tmp_path, "neuron", "--emulate-neuron")
     assert p.returncode == 0, p.stderr[-3000:]
-    (ts,) = list((tmp_path / "dp").glob("*_pid_*/*/"))
-    assert (ts / "trace.json").is_file() and (ts / "parquet" / "SystemProfileEvents.parquet").is_file()
-    assert not (tmp_path / "neuron_profile").exists()
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["cache", "s.py", "t.json", "t.pftrace"]  # nothing else
+    (run,) = list((tmp_path / "cache" / "neuron-runs").iterdir())
+    assert (run / "parquet" / "SystemProfileEvents.parquet").is_file() and not list(run.rglob("*.ntff"))
+    assert list(run.rglob("ntrace.pb")) and not list(run.rglob("trace.json"))  # processed: the big JSON is gone
+    assert f"the Neuron runtime's capture and its tables: {run} (" in p.stderr and " MB, " in p.stderr
+    meta = orjson.loads((tmp_path / "t.json").read_bytes())["neuron_prof"]["metadata"]
+    assert meta["runtime_profile"]["cycle_modes"] == [["RUNTIME"]]
+
+
+def test_the_device_profile_window_in_optimizer_steps(tmp_path: Path) -> None:
+    p = _run(tmp_path, "neuron", "--emulate-neuron", "--device-profile-steps", "1:3", "--profile-dir",
+             str(tmp_path / "dp"))
+    assert p.returncode == 0, p.stderr[-3000:]
+    caps = sorted((tmp_path / "dp").glob("*_pid_*/*/"))
+    assert [len(list(c.glob("*.ntff"))) for c in caps] == [0, 1, 0]  # steps 0, 1-2 (the window), 3
+    assert all((c / "trace.json").is_file() for c in caps)  # the user's folder is kept as it is
+    assert {n.name for n in (tmp_path / "dp" / "neff_cache").iterdir()} >= {"aten__addmm.neff"}
+    (dev,) = [d for d in (tmp_path / "dp" / "parquet").iterdir() if d.is_dir()]  # the device profile's own folder
+    assert {"ActiveTime", "ExecutionInfo", "Summary", "Metadata", "DeviceProfileList"} <= {
+        f.stem for f in dev.glob("*.parquet")}
+    assert not (tmp_path / "cache" / "neuron-runs").exists()  # the folder given, not the cache
+    meta = orjson.loads((tmp_path / "t.json").read_bytes())["neuron_prof"]["metadata"]
+    assert [s[0] for s in meta["steps"]] == [0, 1, 2, 3]  # each optimizer.step() ended a step
+
+
+def test_the_april_api_on_the_emulated_device(tmp_path: Path) -> None:
+    """NEURON_PROF_EMULATE_API=april: the April source's API shape (issue 21): a flat process folder with
+    pytorch_trace.json; the device profile asked for is reported as unavailable, the system profile captured."""
+    p = _run(tmp_path, "neuron", "--emulate-neuron", "--device-profile", "--profile-dir", str(tmp_path / "dp"),
+             env={"NEURON_PROF_EMULATE_API": "april"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    (pid,) = list((tmp_path / "dp").glob("*_pid_*"))
+    assert {"pytorch_trace.json", "ntrace.pb", "trace_info.pb"} <= {f.name for f in pid.iterdir()}
+    assert not list(pid.glob("*/")) and not list(pid.glob("*.ntff"))  # flat, no device profile
+    assert "April profiling API" in p.stderr
+    tr = neuron_prof.load(tmp_path / "t.json")
+    assert tr.metadata["runtime_profile"]["api"] == "april" and tr.metadata["runtime_profile"]["processed"]
+    assert "neuron:0 executions" in {tr.tracks[int(t)].name for t in tr.track_ids(TrackKind.DEVICE)}
+
+
+def test_no_system_profile_captures_nothing_of_the_runtime(tmp_path: Path) -> None:
+    p = _run(tmp_path, "neuron", "--emulate-neuron", "--no-system-profile")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert not (tmp_path / "cache" / "neuron-runs").exists() and "runtime's capture" not in p.stderr
 
 
 def test_without_a_neuron_device_the_script_runs_and_the_trace_says_why(tmp_path: Path) -> None:
     p = _run(tmp_path, "cpu", "--device-profile")
     assert p.returncode == 0, p.stderr[-3000:]
     meta = orjson.loads((tmp_path / "t.json").read_bytes())["neuron_prof"]["metadata"]
-    errors = [e["error"] for e in meta.get("probe_errors", []) if e["probe"] == "device_profile"]
+    errors = [e["error"] for e in meta.get("probe_errors", []) if e["probe"] == "runtime_profile"]
     assert errors and "needs the neuron backend" in errors[0], meta.get("probe_errors")

@@ -40,10 +40,17 @@ def test_demo_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 def test_demo_subprocess_on_the_emulated_device(tmp_path: Path) -> None:
     # What `make demo` runs (default device: the emulated neuron), short and with compile costs scaled away.
-    env = {**os.environ, "NEURON_PROF_EMULATE_COMPILE_SCALE": "0"}
+    env = {**os.environ, "NEURON_PROF_EMULATE_COMPILE_SCALE": "0", "NEURON_PROF_CACHE_DIR": str(tmp_path / "cache"),
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    (tmp_path / "work").mkdir()
     res = subprocess.run([sys.executable, "-m", "neuron_prof", "demo", "-o", str(tmp_path / "d.json"),
-                          "--steps", "2"], capture_output=True, text=True, timeout=300, env=env)
+                          "--steps", "2"], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path / "work")
     assert res.returncode == 0, res.stderr
+    # nothing left where it ran (issue 22: `make demo` left neuron_profile/, 164 MB); the runtime's capture went to
+    # the cache, and the demo said where and how big
+    assert list((tmp_path / "work").iterdir()) == []
+    (run,) = list((tmp_path / "cache" / "neuron-runs").iterdir())
+    assert f"the Neuron runtime's capture and its tables: {run} (" in res.stderr
     out = res.stdout
     assert "2 steps on neuron" in out
     # The demo's built-in problems are found: the median falls back to the CPU, .item() syncs every step.

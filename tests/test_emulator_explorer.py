@@ -1,7 +1,8 @@
-"""`neuron-prof run --emulate-neuron`: the emulated device's timeline comes through the Neuron Explorer path, as
-on Trainium (neuron-explorer-facts.md): a capture folder ``<dir>/<instance>_pid_<pid>/<ts>/`` with trace.json,
-the framework mapping and the processed tables in ``<ts>/parquet`` (schema 7.4.0), and the trace's device
-slices are exactly what those tables hold; in both NEURON_LAUNCH_BLOCKING modes."""
+"""`neuron-prof run --emulate-neuron`: the emulated device's timeline comes through the documented path, as on
+Trainium (docs/trainium.md): the runtime's raw capture per process (``<dir>/<instance>_pid_<pid>/<ts>/``:
+ntrace.pb, trace_info.pb, trace.json, the framework mapping), processed once by the stand-in ``neuron-explorer``
+found on PATH into ``<dir>/parquet`` (the schema it declares in SchemaFields); the trace's device slices are
+exactly the system profile's hardware rows; in both NEURON_LAUNCH_BLOCKING modes, "1" blocking every op."""
 
 from __future__ import annotations
 
@@ -36,55 +37,58 @@ def capture(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     tmp = tmp_path_factory.mktemp(f"emu_explorer_{request.param}")
     (tmp / "s.py").write_text(SCRIPT)
     env = {**os.environ, "PYTHONPATH": str(REPO), "NEURON_LAUNCH_BLOCKING": request.param,
-           "NEURON_PROF_EMULATE_COMPILE_SCALE": "0.1"}
-    p = subprocess.run([sys.executable, "-m", "neuron_prof", "run", "-q", "--emulate-neuron", "-o",
-                        str(tmp / "t.json"), str(tmp / "s.py")], cwd=tmp, env=env, capture_output=True, text=True,
-                       timeout=120, check=False)
+           "NEURON_PROF_EMULATE_COMPILE_SCALE": "0.1", "NEURON_PROF_EMULATE_DEVICE_SCALE": "100"}  # ms-long ops
+    p = subprocess.run([sys.executable, "-m", "neuron_prof", "run", "-q", "--emulate-neuron", "--profile-dir",
+                        str(tmp / "np"), "-o", str(tmp / "t.json"), str(tmp / "s.py")], cwd=tmp, env=env,
+                       capture_output=True, text=True, timeout=120, check=False)
     assert p.returncode == 0, p.stderr[-3000:]
     return tmp
 
 
-def _tables(tmp: Path) -> Path:
-    (ts,) = list((tmp / "neuron_profile").glob("*_pid_*/*/"))
-    return ts
+def _events(tmp: Path) -> list[dict[str, object]]:
+    return pq.read_table(tmp / "np" / "parquet" / "SystemProfileEvents.parquet").to_pylist()
 
 
-def test_the_capture_folder_holds_what_the_runtime_and_explorer_write(capture: Path) -> None:
-    ts = _tables(capture)
-    assert (ts / "trace.json").is_file() and len(list(ts.glob("framework_mapping_*.json"))) == 1
+def test_the_run_directory_holds_the_raw_capture_and_the_tables(capture: Path) -> None:
+    (ts,) = list((capture / "np").glob("*_pid_*/*/"))
+    assert {"ntrace.pb", "trace_info.pb", "trace.json"} <= {p.name for p in ts.iterdir()}
+    assert not list(ts.glob("*.ntff"))  # the system profile only: no device profile, no HBM reserved
     mapping = orjson.loads(next(ts.glob("framework_mapping_*.json")).read_bytes())
     assert mapping["version"] == 1 and mapping["data"] and {"nrta_seq_id", "framework_op_exec_ids"} <= set(
         mapping["data"][0])
-    out = ts / "parquet"
+    out = capture / "np" / "parquet"  # processed once, for the whole run directory
     names = {f.stem for f in out.glob("*.parquet")}
-    assert names >= {"SystemProfileEvents", "ActiveTime", "CcOp", "SystemProfileHbmUsage", "SystemProfileMetadata",
-                     "Metadata"}
+    assert names >= {"SystemProfileEvents", "SystemProfileHbmUsage", "SystemProfileMetadata", "Metadata",
+                     "SchemaFields"}
+    assert not names & {"ActiveTime", "ExecutionInfo", "Summary"}  # device-profile tables need the device profile
     meta = pq.read_table(out / "Metadata.parquet").to_pylist()[0]
     assert meta["profile_schema_version"] == "7.4.0" and meta["is_simulation"] is True
+    # the schema the profile declares is the one it has: every written column, with its type
+    fields = pq.read_table(out / "SchemaFields.parquet").to_pylist()
+    declared = {(f["table_name"], f["field_name"]) for f in fields}
+    for f in out.glob("*.parquet"):
+        assert {(f.stem, c) for c in pq.read_schema(f).names} <= declared, f.stem
     sysmeta = pq.read_table(out / "SystemProfileMetadata.parquet")
     assert sysmeta.schema.field("first_ts_ns").type == pa.string()  # documented: Unix-ns strings
     assert sysmeta.column("hbm_capacity_bytes")[0].as_py() > 0
     ev = pq.read_table(out / "SystemProfileEvents.parquet")
     assert ev.schema.field("flow_id").type == pa.list_(pa.string())
-    assert ev.schema.field("start_ts").type == pa.int64()
     assert set(ev.column("trace_event_source").to_pylist()) == {"framework", "neuron_rt", "neuron_hw"}
-    rt = ev.filter(pa.compute.equal(ev.column("trace_event_source"), "neuron_rt"))
-    assert set(rt.column("name").to_pylist()) == {"nrt_execute"}
+    first = int(sysmeta.column("first_ts_ns")[0].as_py())
+    assert min(ev.column("start_ts").to_pylist()) > 10**18 and first > 10**18  # the system profile: Unix ns
+    rt = {r["name"] for r in ev.to_pylist() if r["trace_event_source"] == "neuron_rt"}
+    hw = {r["name"] for r in ev.to_pylist() if r["trace_event_source"] == "neuron_hw"}
+    assert rt == {"nrt_execute"} and hw == {"nc_exec_running", "dmem_buf_copyin", "dmem_buf_copyout"}  # documented
 
 
 def test_device_slices_are_the_tables_rows(capture: Path) -> None:
     tr = neuron_prof.load(capture / "t.json")
-    out = _tables(capture) / "parquet"
-    ev = pq.read_table(out / "SystemProfileEvents.parquet").to_pylist()
+    ev = _events(capture)
     hw = sorted((r["name"], r["start_ts"], r["duration_ns"]) for r in ev if r["trace_event_source"] == "neuron_hw")
     (ex,) = [int(t) for t in tr.track_ids(TrackKind.DEVICE) if tr.tracks[int(t)].name == "neuron:0 executions"]
     rows = np.flatnonzero(tr.slices.track == ex)
     got = sorted((tr.slice_name(int(r)), int(tr.slices.ts_ns[r]), int(tr.slices.dur_ns[r])) for r in rows)
-    assert got == hw and any(n == "nc_exec_running" for n, _, _ in hw)
-    assert {n for n, _, _ in hw} >= {"aten::sort (copy to host)", "aten::sort (copy to device)"}
-    active = pq.read_table(out / "ActiveTime.parquet").to_pylist()
-    busy = {e: sum(r["duration_ns"] for r in active if r["engine"] == e) for e in {r["engine"] for r in active}}
-    assert tr.metadata["neuron_explorer"]["active_time_ns"] == {f"0:{e}": ns for e, ns in busy.items()}
+    assert got == hw and {n for n, _, _ in hw} == {"nc_exec_running", "dmem_buf_copyin", "dmem_buf_copyout"}
     # each NEFF execution and its runtime call hang off the host op that issued it (one flow id)
     src_of = dict(zip(tr.flows.dst.tolist(), tr.flows.src.tolist()))
     rt_rows = [r for r in range(len(tr.slices)) if tr.slice_name(r) == "nrt_execute"]
@@ -92,5 +96,28 @@ def test_device_slices_are_the_tables_rows(capture: Path) -> None:
     for r in [*rows.tolist(), *rt_rows]:
         host = src_of[int(r)]
         assert tr.slice_name(host).startswith("aten::") and tr.s(int(tr.slices.cat[host])) == "cpu_op"
-    # the findings saw the device: its idle gaps come from these rows
+    # the findings and the first screen saw the device with no option: idle gaps, busy time
     assert any(f["kind"] == "device_idle" for f in tr.findings)
+    assert tr.metadata["runtime_profile"]["processed"] is True and not tr.metadata["runtime_profile"]["to_run"]
+
+
+def test_launch_blocking_1_blocks_every_op(capture: Path) -> None:
+    """NEURON_LAUNCH_BLOCKING=1: the host waits for each op's execution inside the op (the April NeuronStream);
+    "0": ops return before their execution ends (asynchronous)."""
+    blocking = capture.name.startswith("emu_explorer_1")
+    ev = _events(capture)
+    fw = {f: r for r in ev if r["trace_event_source"] == "framework" for f in (r["flow_id"] or ())}
+    pairs = [(fw[r["flow_id"][0]], r) for r in ev if r["name"] == "nc_exec_running" and r["flow_id"]]
+    assert pairs
+    waited = [op["end_ts"] >= hw["end_ts"] - 5_000 for op, hw in pairs]  # 5 µs: the clock sync's rounding
+    assert all(waited) if blocking else not all(waited)
+
+
+def test_summary_shows_device_busy_time_with_no_option(capture: Path) -> None:
+    from neuron_prof.cli import main
+
+    p = subprocess.run([sys.executable, "-m", "neuron_prof", "summary", str(capture / "t.json")],
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert p.returncode == 0, p.stderr
+    assert "device busy" in p.stdout and "device busy n/a" not in p.stdout, p.stdout[:2000]
+    assert main is not None

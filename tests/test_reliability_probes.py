@@ -41,7 +41,7 @@ def every_probe() -> list[Probe]:
     from neuron_prof.backends.probes.compile_cache import CompileCacheProbe
     from neuron_prof.backends.probes.cuda_trace import CudaTraceProbe
     from neuron_prof.backends.probes.device import KinetoDeviceLinkProbe
-    from neuron_prof.backends.probes.device_profile import DeviceProfileProbe
+    from neuron_prof.backends.probes.runtime_profile import RuntimeProfileProbe
     from neuron_prof.backends.probes.dtype import DtypeProbe
     from neuron_prof.backends.probes.fallback import DeepFallbackProbe, FallbackProbe
     from neuron_prof.backends.probes.memory import KinetoMemoryProbe, MemoryProbe
@@ -50,7 +50,7 @@ def every_probe() -> list[Probe]:
 
     return [CompileProbe(), CollectivesProbe(), KinetoMemoryProbe(), SyncProbe("cpu"), StallProbe(),
             DtypeProbe("cpu"), DeepFallbackProbe("cpu"), FallbackProbe(lambda: ["aten::addmm"]),
-            MemoryProbe("cpu", lambda: 1, lambda d: (1024, 2048)), DeviceProfileProbe(Path("neuron_profile")),
+            MemoryProbe("cpu", lambda: 1, lambda d: (1024, 2048)), RuntimeProfileProbe(Path("neuron_profile")),
             KinetoDeviceLinkProbe(), CompileCacheProbe(lambda: []), CudaTraceProbe()]
 
 

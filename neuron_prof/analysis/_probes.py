@@ -64,3 +64,31 @@ def profiler_overhead(trace: Trace, ctx: Context) -> list[Finding]:
             evidence={"overhead_ns": int(ns)},
         )
     ]
+
+
+LAUNCH_ENV = "NEURON_LAUNCH_BLOCKING"
+
+
+def launch_mode(trace: Trace) -> str | None:
+    """``NEURON_LAUNCH_BLOCKING`` as the capture recorded it (the compile-cache or the runtime-profile metadata)."""
+    for key in ("compile_cache", "runtime_profile"):
+        md = trace.metadata.get(key)
+        if isinstance(md, dict) and md.get(LAUNCH_ENV) is not None:
+            return str(md[LAUNCH_ENV])
+    return None
+
+
+@register("launch_blocking")
+def launch_blocking(trace: Trace, ctx: Context) -> list[Finding]:
+    """Under ``NEURON_LAUNCH_BLOCKING=1`` every op is synchronous: its host time includes its device time (issue 21,
+    docs/trainium.md), so op tables and sync points read differently."""
+    if launch_mode(trace) != "1":
+        return []
+    return [Finding(
+        kind="launch_blocking", severity="info",
+        title="NEURON_LAUNCH_BLOCKING=1: every op waited for the device, so host op times include device time",
+        cost_ns=0, share=0.0, count=1,
+        advice=("Host op times here are host + device time and sync points wait for nothing. For the asynchronous "
+                "timeline users get by default in the docs, profile with NEURON_LAUNCH_BLOCKING=0 (or unset on "
+                "builds whose default is asynchronous)."),
+        evidence={LAUNCH_ENV: "1"})]

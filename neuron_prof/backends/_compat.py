@@ -224,24 +224,53 @@ def set_profiler_mapping(mod: Any, on: bool) -> bool:
     return True
 
 
-# ---- device-profile capture (docs: torch-neuronx-facts "Profiler", neuron-explorer-facts "Capture") ----------
+# ---- the runtime's capture (docs: torch-neuronx-facts "Profiler", neuron-explorer-facts "Capture"; issue 21) ----
+SYSTEM_PROFILE_MODES = ("RUNTIME",)
+"""The system profile: runtime and hardware execution events, host/device copies (ntrace.pb + trace_info.pb);
+designed for < 2% overhead, no HBM reserve."""
 DEVICE_PROFILE_MODES = ("DEVICE", "RUNTIME")
-"""``NeuronConfig``'s default modes (docs): DEVICE writes .neff + .ntff and reserves ~5 GB HBM on Trn2; RUNTIME
-writes ntrace.pb + trace_info.pb."""
+"""``NeuronConfig``'s default modes (docs): DEVICE adds .neff + .ntff and reserves ~5 GB HBM on Trn2."""
+APRIL_MAX_EVENTS = 1_000_000
+"""The runtime's ring buffer per NeuronCore (docs), passed explicitly in the April config string."""
 
 
-def neuron_config(mod: Any, output_dir: str, modes: tuple[str, ...] = DEVICE_PROFILE_MODES) -> Any | None:
-    """``torch_neuronx.profiling.NeuronConfig(modes=[ProfileMode.<m>...], profile_output_dir=output_dir)`` (docs),
-    passed to torch.profiler as ``experimental_config``; None when the module has no such API."""
+def profiling_api(mod: Any) -> str | None:
+    """Which profiling API this torch_neuronx has: "docs" (``profiling.NeuronConfig`` + ``NeuronProfiler(cfg)
+    .export_trace``, SDK docs 2.31-2.33), "april" (``NeuronProfiler`` a context manager without ``NeuronConfig``,
+    the April source), or None."""
+    prof = getattr(mod, "profiling", None)
+    if _fn(prof, "NeuronConfig") is not None and _fn(prof, "NeuronProfiler") is not None:
+        return "docs"
+    cls = getattr(prof, "NeuronProfiler", None) or getattr(mod, "NeuronProfiler", None)
+    if cls is not None and hasattr(cls, "__enter__") and hasattr(cls, "__exit__"):
+        return "april"
+    return None
+
+
+def neuron_config(mod: Any, output_dir: str, modes: tuple[str, ...] = DEVICE_PROFILE_MODES,
+                  neff_cache_dir: str | None = None) -> Any | None:
+    """``torch_neuronx.profiling.NeuronConfig(modes=[ProfileMode.<m>...], profile_output_dir=output_dir,
+    neff_cache_dir=...)`` (docs), passed to torch.profiler as ``experimental_config``; None when absent."""
     prof = getattr(mod, "profiling", None)
     cls = _fn(prof, "NeuronConfig")
     if cls is None:
         return None
     kw: dict[str, Any] = {"profile_output_dir": output_dir}
+    if neff_cache_dir is not None:
+        kw["neff_cache_dir"] = neff_cache_dir
     pm = getattr(prof, "ProfileMode", None)
     if pm is not None and all(hasattr(pm, m) for m in modes):
         kw["modes"] = [getattr(pm, m) for m in modes]
     return cls(**kw)
+
+
+def april_config(output_dir: str, max_events_per_nc: int = APRIL_MAX_EVENTS) -> Any:
+    """The April source's Kineto config: ``_ExperimentalConfig(custom_profiler_config="max_events_per_nc:N;
+    profile_output_dir:DIR")`` (issue 21)."""
+    from torch._C._profiler import _ExperimentalConfig
+
+    return _ExperimentalConfig(custom_profiler_config=f"max_events_per_nc:{max_events_per_nc};"
+                                                     f"profile_output_dir:{output_dir}")
 
 
 def neuron_profiler_export(mod: Any, config: Any) -> Callable[[Any], Any] | None:

@@ -9,12 +9,12 @@ differ. Runtime metrics are switched on for the capture and back off after when 
 * compilation cache entries → eager first-call compile events (else stalls inferred from the trace);
 * Dynamo compilation metrics (+ ``get_dynamo_metrics`` phases) → torch.compile events;
 * ``torch.neuron.memory_stats`` (nested or flat) → memory counters, polled;
-* the device timeline (device tracks, engine busy time, device collectives, HBM): only from the runtime's
-  device profile, opt-in (``profile(device_profile=...)``): ``NeuronConfig`` / ``NeuronProfiler``, processed by
-  neuron-explorer after the block (`probes.device_profile`), on Trainium and on the emulated device alike (the
-  real package has no activity API). The PrivateUse1 profiler activity is asked for only then: on hardware it
-  starts the runtime's capture (files, ~5 GB HBM). Kineto ``privateuse1_driver`` events stay as Kineto wrote
-  them and get launch flows;
+* the device timeline: the runtime's own capture (`probes.runtime_profile`), processed by neuron-explorer
+  after the block, on Trainium and on the emulated device alike (the real package has no activity API): the
+  system profile (executions on the device, runtime calls, host/device copies; no HBM reserve) in every session
+  the session enables it for, the device profile (engines, collectives, HBM bandwidth, Summary; ~5 GB HBM)
+  only in its step window. No second capture when the user set ``NEURON_RT_INSPECT_*`` (reported). Kineto
+  ``privateuse1_driver`` events stay as Kineto wrote them and get launch flows;
 * sync points, float64 demotions and collectives measured around the Python calls.
 """
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -33,7 +34,7 @@ from neuron_prof.backends.base import CaptureContext
 from neuron_prof.backends.probes._probe import Probe
 
 if TYPE_CHECKING:
-    from neuron_prof.backends.probes.device_profile import DeviceProfileProbe
+    from neuron_prof.backends.probes.runtime_profile import RuntimeProfileProbe
 
 MODULE_NAME = "torch_neuronx"
 DEVICE = "neuron"
@@ -65,7 +66,7 @@ class NeuronBackend(ProbeBackend):
         self.module = module if module is not None else find_neuron_module()
         self._metrics_were_on = False
         self._metrics_switched = False
-        self._device_profile: DeviceProfileProbe | None = None
+        self._runtime: RuntimeProfileProbe | None = None
 
     def default_probes(self, ctx: CaptureContext) -> list[Probe]:
         from neuron_prof.backends.probes.collectives import CollectivesProbe
@@ -90,7 +91,7 @@ class NeuronBackend(ProbeBackend):
                                             graph_names=graphs, waits=lambda: sync_probe.records))
         else:
             probes.append(StallProbe())
-        dp = self._device_profile
+        dp = self._runtime
         if _compat.has_fallback_ops(mod):
             probes.append(FallbackProbe(lambda: _compat.fallback_ops(mod), _compat.op_tracking_clearer(mod), sync,
                                         d2h=(lambda: dp.d2h_hosts) if dp is not None else None))
@@ -101,8 +102,8 @@ class NeuronBackend(ProbeBackend):
         probes += [links, sync_probe, DtypeProbe(DEVICE), KinetoMemoryProbe(),
                    MemoryProbe(DEVICE, lambda: _compat.device_count(mod, DEVICE), _compat.memory_reader(mod, DEVICE),
                                lambda d: _compat.device_capacity(mod, DEVICE, d)), CollectivesProbe()]
-        if self._device_profile is not None:
-            probes.append(self._device_profile)
+        if self._runtime is not None:
+            probes.append(self._runtime)
         return probes
 
     def start(self, ctx: CaptureContext) -> None:
@@ -115,8 +116,21 @@ class NeuronBackend(ProbeBackend):
         except Exception as e:  # noqa: BLE001  (the profiler never breaks the user's program)
             ctx.errors.append({"probe": "metrics", "phase": "start", "error": f"{type(e).__name__}: {e}"})
         super().start(ctx)
-        if self._device_profile is not None and self._device_profile not in self.probes:
-            self.probes.append(self._device_profile)  # asked for by name: probes=[...] does not drop it
+        rp = self._runtime
+        if rp is not None and rp not in self.probes:
+            self.probes.append(rp)  # asked for by the session: probes=[...] does not drop it
+        if rp is not None and rp.window is not None and rp.shape is None and not rp.conflict:
+            ctx.errors.append({"probe": rp.name, "phase": "start", "error": "device_profile: this torch_neuronx has "
+                               "no profiling API (NeuronConfig / NeuronProfiler): no device profile captured"})
+        if rp is not None and rp.window is not None and rp.shape == "april" and not rp.conflict:
+            ctx.errors.append({"probe": rp.name, "phase": "start", "error": rp.notes[0]})
+        if rp is not None and rp.conflict:
+            names = ", ".join(f"{k}={v}" for k, v in sorted(rp.conflict.items()))
+            ctx.errors.append({"probe": rp.name, "phase": "start", "error": (
+                f"{names} is set: the Neuron runtime captures on its own (into "
+                f"{rp.conflict.get('NEURON_RT_INSPECT_OUTPUT_DIR', './output')}), so neuron-prof started no second "
+                "capture (the SDK docs: do not set NEURON_RT_INSPECT_ENABLE=1 while using torch.profiler); process "
+                "that folder with neuron-explorer view -d and load it, or unset the variables")})
 
     def stop(self, ctx: CaptureContext) -> None:
         """The probes, then metrics back to the state the capture found."""
@@ -139,36 +153,44 @@ class NeuronBackend(ProbeBackend):
     def _sync(self) -> None:
         _compat.synchronize(self.module, DEVICE)
 
-    def enable_device_profile(self, output_dir: Path) -> None:
-        """Capture the runtime's device profile into `output_dir` (``profile(device_profile=...)``): opt-in,
-        since asking for the PrivateUse1 activity starts the runtime's capture, which writes files and, in
-        DEVICE mode, reserves ~5 GB of HBM on Trn2 (torch-neuronx-facts, "Corrections")."""
-        from neuron_prof.backends.probes.device_profile import DeviceProfileProbe
+    def enable_runtime_profile(self, run_dir: Path, device_window: tuple[int, int | None] | None = None,
+                               kept: bool = True) -> None:
+        """Capture the runtime's system profile into `run_dir` (and the device profile in `device_window`, steps
+        [start, stop)); processed by neuron-explorer after the block (`probes.runtime_profile`)."""
+        from neuron_prof.backends.probes.runtime_profile import RuntimeProfileProbe, inspect_env
 
-        self._device_profile = DeviceProfileProbe(output_dir)
+        self._runtime = RuntimeProfileProbe(run_dir, self.module, device_window, kept)
+        self._runtime.conflict = inspect_env()
+
+    def enable_device_profile(self, output_dir: Path) -> None:
+        """The runtime's capture with the device profile from the first step, into `output_dir`."""
+        self.enable_runtime_profile(output_dir, (0, None))
+
+    @property
+    def runtime_profile(self) -> RuntimeProfileProbe | None:
+        return self._runtime
+
+    def cycle_boundaries(self) -> list[int]:
+        """Steps after which the session's schedule must end a profiler cycle (the device profile's window)."""
+        rp = self._runtime
+        return rp.boundaries() if rp is not None and not rp.conflict else []
 
     def export_trace(self, prof: Any) -> Path | None:
-        """Export a profiler cycle through NeuronProfiler when a device profile is on; the trace.json it wrote
-        (read by the session instead of a second export: Kineto saves a result once), else None."""
-        dp = self._device_profile
-        return dp.export_cycle(prof) if dp is not None else None
+        """Export a profiler cycle for the runtime's capture; the framework trace it wrote (read by the session
+        instead of a second export: Kineto saves a result once), else None."""
+        rp = self._runtime
+        return rp.export_cycle(prof) if rp is not None and rp.configured else None
 
     def profiler_options(self) -> dict[str, Any]:
-        """CPU only by default. With a device profile: PrivateUse1 too (when this torch supports it) and
-        ``experimental_config=NeuronConfig(profile_output_dir=...)``."""
+        """CPU, and with the runtime's capture the PrivateUse1 activity (when this torch supports it) and its
+        ``experimental_config`` (docs: a ``NeuronConfig``; April: ``custom_profiler_config``)."""
         from torch.profiler import ProfilerActivity
 
         acts = [ProfilerActivity.CPU]
-        dp = self._device_profile
-        if dp is None:
-            return {"activities": acts}
-        dp.output_dir.mkdir(parents=True, exist_ok=True)
-        cfg = _compat.neuron_config(self.module, str(dp.output_dir))
+        rp = self._runtime
+        cfg = rp.experimental_config() if rp is not None and not rp.conflict else None
         if cfg is None:
-            self._device_profile = None
-            raise RuntimeError("device_profile: this torch_neuronx has no profiling.NeuronConfig; no device "
-                               "profile captured")
-        dp.export = _compat.neuron_profiler_export(self.module, cfg)
+            return {"activities": acts}
         try:
             from torch.profiler import supported_activities
 
@@ -188,17 +210,19 @@ class NeuronDynamoProbe(CompileProbe):
     def __init__(self, module: Any) -> None:
         super().__init__()
         self.module = module
-        self._n_before = 0
+        self._since_us = 0
 
     def start(self, ctx: CaptureContext) -> None:
         super().start(ctx)
-        self._n_before = len(_compat.dynamo_metrics(self.module) or ())
+        # get_dynamo_metrics() synchronizes the device: read once, at stop (records since now, by timestamp)
+        self._since_us = time.time_ns() // 1000 - 1_000_000  # its strings are local time to the µs; 1 s of slack
 
     def stop(self, ctx: CaptureContext) -> None:
         super().stop(ctx)
-        recs = (_compat.dynamo_metrics(self.module) or [])[self._n_before:]
-        for r in recs:
+        for r in _compat.dynamo_metrics(self.module) or []:
             ts = _compat.timestamp_us(r.get("timestamp"))
+            if ts is not None and ts < self._since_us:
+                continue
             for m in self.records:
                 start = getattr(m, "start_time_us", None) or 0
                 dur = getattr(m, "duration_us", None) or 0

@@ -42,6 +42,21 @@ def make_schedule(schedule: Callable[[int], Any] | None, wait: int | None, warmu
     return _record_always
 
 
+def cycle_schedule(boundaries: list[int]) -> Callable[[int], Any]:
+    """Record every step, ending a profiler cycle after each step number in `boundaries` (a cycle of its own for
+    the Neuron device profile's window); with none, `_record_always`."""
+    cuts = {b - 1 for b in boundaries if b > 0}
+    if not cuts:
+        return _record_always
+
+    def schedule(step: int) -> Any:
+        from torch.profiler import ProfilerAction
+
+        return ProfilerAction.RECORD_AND_SAVE if step in cuts else ProfilerAction.RECORD
+
+    return schedule
+
+
 def _record_always(step: int) -> Any:
     from torch.profiler import ProfilerAction
 

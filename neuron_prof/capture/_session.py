@@ -27,7 +27,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from neuron_prof.backends.base import CaptureContext
-from neuron_prof.capture import _compile_quiet, _env, _outputs
+from neuron_prof.capture import _compile_quiet, _env, _outputs, _runtime
 from neuron_prof.capture._report import CaptureWarning, dedup_errors, report_problems, user_stacklevel
 from neuron_prof.capture._signals import SignalGuard, defer_sigint
 from neuron_prof.model import Meta, TraceBuilder
@@ -61,15 +61,22 @@ class Session(contextlib.ContextDecorator):
         record_shapes, with_stack, with_modules, profile_memory: torch.profiler options (all on by default;
             with_stack also turns on per-op call stacks).
         pftrace: also write the native Perfetto .pftrace beside a JSON output.
-        quiet: do not print where the traces went (failures are still reported).
+        quiet: do not print where the traces went (failures, and where the Neuron runtime's capture went and
+            its size, are still reported).
         hint: a module, tensor or device that tells which backend to use.
         checkpoint: under a schedule, rewrite the output after each finished cycle (inside step()), so
             a crash that kills the process outright still leaves the cycles before it.
         profiler_kwargs: more torch.profiler.profile arguments (they win over ours and the backend's).
-        device_profile: on Trainium, also capture the Neuron runtime's device profile (off by default): True
-            for ``neuron_profile/`` beside the output, or a folder. It reserves ~5 GB of HBM per NeuronCore on
-            Trn2 (DEVICE mode) and writes the runtime's files there; after the block ``neuron-explorer view``
-            processes them (when on PATH; else the command is printed) and the device timeline joins the trace.
+        system_profile: on Trainium, capture the Neuron runtime's system profile (on by default: executions on
+            the device, runtime calls, host/device copies; designed for < 2% overhead, no HBM reserved). After the
+            block ``neuron-explorer view`` processes the run directory (when on PATH; else the command is printed)
+            and the device timeline joins the trace.
+        device_profile: also capture the runtime's device profile (engines, collectives, HBM bandwidth, Summary
+            metrics; reserves ~5 GB of HBM per NeuronCore on Trn2) in a window of steps: True = after
+            2 warm-up steps, N = after N steps, (a, b) = steps a..b-1. A folder (the old form) = from the first
+            step, written there.
+        profile_dir: where the runtime writes its capture and neuron-explorer its tables (default: a folder in
+            neuron-prof's cache, the oldest removed beyond NEURON_PROF_RUNS_MAX_BYTES, 2 GiB).
         **options: options for the backend's probes (e.g. probes=["compile"], deep_fallback=True).
     """
 
@@ -79,14 +86,20 @@ class Session(contextlib.ContextDecorator):
                  record_shapes: bool = True, with_stack: bool = True, with_modules: bool = True,
                  profile_memory: bool = True, pftrace: bool = True, quiet: bool = False, hint: object = None,
                  checkpoint: bool = True, profiler_kwargs: dict[str, Any] | None = None,
-                 device_profile: bool | str | os.PathLike[str] = False, **options: Any) -> None:
+                 system_profile: bool = True, device_profile: bool | int | tuple[int, int | None] | str |
+                 os.PathLike[str] = False, profile_dir: str | os.PathLike[str] | None = None,
+                 **options: Any) -> None:
         self.output = Path(output) if output is not None else None
         self.backend_name = backend
         self.pftrace = pftrace
         self.quiet = quiet
         self.hint = hint
         self.checkpoint = checkpoint
+        if isinstance(device_profile, (str, os.PathLike)):  # the old form: a folder, device profile from the start
+            profile_dir, device_profile = profile_dir or device_profile, 0
+        self.system_profile = system_profile
         self.device_profile = device_profile
+        self.profile_dir = Path(profile_dir) if profile_dir is not None else None
         self._schedule_args = (schedule, wait, warmup, active, repeat, skip_first)
         self._flags = {"record_shapes": record_shapes, "with_stack": with_stack, "with_modules": with_modules,
                        "profile_memory": profile_memory}
@@ -121,6 +134,7 @@ class Session(contextlib.ContextDecorator):
         self._pg_info: dict[str, Any] | None = None
         self._next_checkpoint = 0.0
         self._signals = SignalGuard(self._on_signal)
+        self._run_dir: _runtime.RuntimeDir | None = None
 
     @property
     def recording(self) -> bool:
@@ -239,8 +253,7 @@ class Session(contextlib.ContextDecorator):
 
         if not self._guard("backend", "select", _open) or self._backend is None:
             return {}
-        if self.device_profile:
-            self._guard("device_profile", "start", self._enable_device_profile)
+        self._guard("runtime_profile", "start", self._enable_runtime_profile)
         opts: dict[str, Any] = {}
 
         def _opts() -> None:
@@ -249,17 +262,24 @@ class Session(contextlib.ContextDecorator):
         self._guard(getattr(self._backend, "name", "backend"), "profiler_options", _opts)
         return opts
 
-    def _enable_device_profile(self) -> None:
-        enable = getattr(self._backend, "enable_device_profile", None)
+    def _enable_runtime_profile(self) -> None:
+        """The Neuron runtime's capture for this session (`_runtime.RuntimeDir`), when the backend has one."""
+        from neuron_prof.backends.probes.runtime_profile import window_of
+
+        wants_device = self.device_profile is not False and self.device_profile is not None
+        enable = getattr(self._backend, "enable_runtime_profile", None)
         if enable is None:
-            raise RuntimeError(f"device_profile needs the neuron backend (this session uses "
-                               f"{getattr(self._backend, 'name', '?')}): no device profile captured")
-        dp = self.device_profile
-        base = self.output.parent if self.output is not None else Path(".")
-        enable(base / "neuron_profile" if dp is True else Path(dp))  # type: ignore[arg-type]
+            if wants_device:
+                raise RuntimeError(f"device_profile needs the neuron backend (this session uses "
+                                   f"{getattr(self._backend, 'name', '?')}): no device profile captured")
+            return
+        if not (self.system_profile or wants_device):
+            return
+        self._run_dir = _runtime.RuntimeDir(self.profile_dir)
+        enable(self._run_dir.path, window_of(self.device_profile), kept=self._run_dir.kept)
 
     def _make_profiler(self, backend_opts: dict[str, Any]) -> Any:
-        from neuron_prof.capture._kineto import KinetoCollector, make_schedule, profiler_kwargs
+        from neuron_prof.capture._kineto import KinetoCollector, cycle_schedule, make_schedule, profiler_kwargs
 
         out: list[Any] = []
 
@@ -273,9 +293,11 @@ class Session(contextlib.ContextDecorator):
             self._collector = KinetoCollector(self._builder, source, self._record_error, tmpdir, self._on_cycle,
                                               with_stack=bool(kw.get("with_stack")),
                                               device_ops=self.context.device_ops,
-                                              export=getattr(self._backend, "export_trace", None)
-                                              if self.device_profile else None)
+                                              export=getattr(self._backend, "export_trace", None))
             kw["schedule"] = make_schedule(*self._schedule_args)
+            cuts = getattr(self._backend, "cycle_boundaries", None)
+            if cuts is not None and self._schedule_args == (None,) * 6:
+                kw["schedule"] = cycle_schedule(cuts())  # the device profile's window is a cycle of its own
             kw["on_trace_ready"] = self._collector
             out.append(torch.profiler.profile(**kw))
 
@@ -413,6 +435,11 @@ class Session(contextlib.ContextDecorator):
             n = self.trace.n_events if self.trace is not None else 0
             with contextlib.suppress(Exception):
                 print(_outputs.where_message(report, n), file=sys.stderr, flush=True)
+        if self._run_dir is not None:
+            with contextlib.suppress(Exception):  # what it wrote beyond the trace, and how much: said even when quiet
+                msg = self._run_dir.finish()
+                if msg:
+                    print(msg, file=sys.stderr, flush=True)
 
     def _record_error(self, probe: str, e: BaseException, phase: str = "collect") -> None:
         self.context.errors.append({"probe": probe, "phase": phase, "error": f"{type(e).__name__}: {e}"})

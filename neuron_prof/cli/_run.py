@@ -33,8 +33,8 @@ def _exit_code(e: SystemExit) -> int:
 
 def _enable_emulator(forced: bool) -> bool:
     """Enable the emulated neuron device: always with --emulate-neuron, else when NEURON_PROF_EMULATE=1.
-    True when enabled: its device timeline is then captured as on Trainium, through the device profile
-    (``profile(device_profile=True)``; it costs the emulated device no HBM)."""
+    True when enabled: its device timeline is then captured as on Trainium (the runtime's system profile,
+    processed by its stand-in neuron-explorer)."""
     if not forced and os.environ.get(EMULATE_ENV, "").strip().lower() not in ("1", "true", "yes"):
         return False
     try:
@@ -55,20 +55,27 @@ def _enable_emulator(forced: bool) -> bool:
 @click.option("--no-pftrace", is_flag=True, default=False, help="Write only the JSON.")
 @click.option("-q", "--quiet", is_flag=True, default=False, help="Do not print where the traces went.")
 @click.option("--device-profile", "device_profile", is_flag=True, default=False,
-              help="On Trainium, also capture the Neuron runtime's device profile (reserves ~5 GB HBM per "
-                   "NeuronCore on Trn2) into neuron_profile/ beside the trace. Always on with --emulate-neuron.")
-@click.option("--device-profile-dir", default=None, metavar="DIR",
-              help="Where the device profile goes (implies --device-profile).")
+              help="On Trainium, also capture the Neuron runtime's device profile (engines, collectives, HBM "
+                   "bandwidth, Summary metrics; reserves ~5 GB HBM per NeuronCore on Trn2) after 2 warm-up steps "
+                   "(a step = an optimizer.step() call).")
+@click.option("--device-profile-steps", default=None, metavar="N|A:B",
+              help="The device profile's window: after N steps, or steps A to B-1 (implies --device-profile).")
+@click.option("--profile-dir", default=None, metavar="DIR",
+              help="Where the runtime's capture and its tables go (default: neuron-prof's cache, bounded).")
+@click.option("--device-profile-dir", default=None, metavar="DIR", hidden=True,
+              help="Old name: --profile-dir DIR with --device-profile-steps 0.")
+@click.option("--no-system-profile", is_flag=True, default=False,
+              help="On Trainium, do not capture the runtime's system profile (the device execution timeline).")
 @click.argument("script_and_args", nargs=-1, type=click.UNPROCESSED)
 def command(output: str, backend: str | None, emulate_neuron: bool, module: str | None, no_pftrace: bool,
-            quiet: bool, device_profile: bool, device_profile_dir: str | None,
-            script_and_args: tuple[str, ...]) -> int:
+            quiet: bool, device_profile: bool, device_profile_steps: str | None, profile_dir: str | None,
+            device_profile_dir: str | None, no_system_profile: bool, script_and_args: tuple[str, ...]) -> int:
     """Profile a Python script with no code change.
 
     \b
     neuron-prof run train.py --epochs 1            # -> trace.json, trace.pftrace
     neuron-prof run -o run1/t.json -m mypkg.train  # a module, like python -m
-    neuron-prof run --device-profile train.py      # on Trainium: also the device timeline
+    neuron-prof run --device-profile train.py      # on Trainium: also the device profile, after 2 steps
 
     The script sees the same sys.argv, sys.path[0] and __name__ == "__main__" as under python;
     its exit code and exceptions pass through. The trace is written even when it fails.
@@ -84,7 +91,8 @@ def command(output: str, backend: str | None, emulate_neuron: bool, module: str 
         argv = [str(script), *script_and_args[1:]]
     else:
         argv = [module, *script_and_args]
-    emulated = _enable_emulator(emulate_neuron)
+    window = _window(device_profile, device_profile_steps, device_profile_dir)
+    _enable_emulator(emulate_neuron)
     # read by libkineto when torch first starts it (after this): the user's own setting wins
     os.environ.setdefault(KINETO_LOG_ENV, KINETO_QUIET)
 
@@ -95,9 +103,10 @@ def command(output: str, backend: str | None, emulate_neuron: bool, module: str 
     sys.path.insert(0, path0)
     keep: list[object] = []
     try:
-        dp: bool | str = device_profile_dir or device_profile or emulated
         with neuron_prof.profile(output, backend=backend, pftrace=not no_pftrace, quiet=quiet,
-                                 device_profile=dp), _keep_code(keep):
+                                 system_profile=not no_system_profile, device_profile=window,
+                                 profile_dir=profile_dir or device_profile_dir) as session, \
+                _keep_code(keep), _optimizer_steps(session, window):
             if module is None:
                 keep.append(runpy.run_path(argv[0], run_name="__main__"))
             else:
@@ -110,6 +119,35 @@ def command(output: str, backend: str | None, emulate_neuron: bool, module: str 
             sys.path.pop(0)
         keep.clear()
     return 0
+
+
+def _window(flag: bool, steps: str | None, old_dir: str | None) -> bool | int | tuple[int, int | None]:
+    """The device profile's window from the options: False, True (default warm-up), N or (A, B)."""
+    if steps is None:
+        return 0 if old_dir is not None else flag
+    try:
+        if ":" in steps:
+            a, b = steps.split(":", 1)
+            return int(a or 0), int(b) if b.strip() else None
+        return int(steps)
+    except ValueError:
+        raise UsageError(f"--device-profile-steps {steps!r}: give N or A:B (step numbers)") from None
+
+
+@contextlib.contextmanager
+def _optimizer_steps(session: object, window: object) -> Iterator[None]:
+    """With a device-profile window, each ``optimizer.step()`` of the script ends a step (``session.step()``):
+    a script run unchanged marks no steps, and the window counts them."""
+    if window is False or window == 0 or (isinstance(window, tuple) and window[0] == 0 and window[1] is None):
+        yield
+        return
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    handle = register_optimizer_step_post_hook(lambda *_: session.step())  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        handle.remove()
 
 
 @contextlib.contextmanager

@@ -142,10 +142,8 @@ def run_demo(output: str | Path | None = "trace.json", steps: int = 12, device: 
     torch.manual_seed(seed)
     model = TinyGPT(GPTConfig()).to(device)
     t0 = time.perf_counter()
-    # the emulated device's timeline comes as on Trainium, from its device profile (no HBM cost there)
-    emulated = device == "neuron" and not real_neuron_available()
-    with neuron_prof.profile(output, quiet=quiet, hint=model, with_stack=with_stack,
-                             device_profile=emulated) as prof:
+    # the device timeline comes as on Trainium: the runtime's system profile, on by default on neuron
+    with neuron_prof.profile(output, quiet=quiet, hint=model, with_stack=with_stack) as prof:
         losses = train(model, device, steps, prof)
     wall = time.perf_counter() - t0
     return DemoResult(trace=prof.trace, paths=prof.paths, device=device, steps=steps, losses=losses, wall_s=wall)

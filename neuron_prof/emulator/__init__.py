@@ -8,8 +8,10 @@ Call enable() once per process (PyTorch cannot undo a PrivateUse1 registration);
 same module. `neuron-prof run` calls enable_from_env() when NEURON_PROF_EMULATE=1. Other variables:
 NEURON_PROF_EMULATE_CACHE_DIR or TORCH_NEURONX_NEFF_CACHE_DIR (on-disk NEFF cache),
 NEURON_PROF_EMULATE_COMPILE_SCALE (multiplies compile costs; 0 disables them),
-NEURON_PROF_EMULATE_DEVICE_SCALE (multiplies modelled device durations). enable() without a config reads
-them too.
+NEURON_PROF_EMULATE_DEVICE_SCALE (multiplies modelled device durations), NEURON_PROF_EMULATE_API ("docs" or
+"april": the torch-neuronx profiling API's shape), NEURON_LAUNCH_BLOCKING ("1": every op synchronous). enable()
+without a config reads them too. The emulated process gets a stand-in ``neuron-explorer`` on its PATH
+(`neuron_explorer`), which processes the runtime's captures (`_runtime_capture`) into Parquet tables.
 
 What the profiler may use is only the torch_neuronx-shaped module enable() returns (also published as
 sys.modules["torch_neuronx"]) and torch.neuron; ground_truth() is for tests. See _api.py for the module.
@@ -129,6 +131,11 @@ def _install(cfg: EmulatorConfig) -> types.ModuleType:
     from neuron_prof.emulator._tensor import NeuronTensor
 
     _module_apply.install(NeuronTensor)
+    from neuron_prof.emulator import _runtime_capture
+
+    _runtime_capture.install()  # the runtime's capture starts with a profiler cycle that asks for it
+    if cfg.explorer_on_path:
+        _explorer_on_path()
     # The first op PyTorch sends to a Python tensor subclass imports torch.distributed.tensor (seconds).
     # Pay it here, so the user's first device op does not look like a multi-second stall in a profile.
     import torch
@@ -140,6 +147,24 @@ def _install(cfg: EmulatorConfig) -> types.ModuleType:
         for sub in ("_C", "profiling", "metrics"):
             sys.modules[f"torch_neuronx.{sub}"] = getattr(mod, sub)
     return mod
+
+
+def _explorer_on_path() -> None:
+    """The stand-in ``neuron-explorer`` on this process's PATH, as an install of the Neuron tools puts the real
+    one: a launcher in neuron-prof's cache folder (or a temporary one), for this interpreter."""
+    import hashlib
+    import tempfile
+    from pathlib import Path
+
+    from neuron_prof import userdirs
+    from neuron_prof.emulator.neuron_explorer import install_on_path
+
+    key = hashlib.sha1(sys.executable.encode()).hexdigest()[:12]
+    base = userdirs.cache_dir() or Path(tempfile.gettempdir()) / f"neuron-prof-{os.getuid()}"
+    try:
+        install_on_path(base / "emulator-bin" / key)
+    except OSError:
+        install_on_path(Path(tempfile.mkdtemp(prefix="neuron-prof-emulator-bin-")))
 
 
 def reconfigure(config: EmulatorConfig) -> None:
@@ -161,6 +186,8 @@ def reconfigure(config: EmulatorConfig) -> None:
     for mem in rt.memory:
         mem.capacity = config.memory_capacity_bytes
     rt.activity.max_events = config.max_device_events
+    for clock in rt.clocks:
+        clock.blocking = config.blocking_execution
     rt.gt.enabled = config.ground_truth
     rt.gt.resize(config.max_ground_truth_events)
     rt.cfg = config

@@ -1,20 +1,27 @@
 """The torch_neuronx-shaped module: TorchNeuron's public names and return shapes, backed by the emulator.
 
 The Neuron adapter receives either the real `torch_neuronx` or this module and uses only names both have
-(shared/design/torch-neuronx-facts.md). The device timeline reaches it as on Trainium: through the capture
-folder ``NeuronProfiler`` writes when profiling is asked for with a ``NeuronConfig`` (`_explorer_view`).
+(shared/design/torch-neuronx-facts.md). The device timeline reaches it as on Trainium: the runtime's capture
+(`_runtime_capture`) processed by ``neuron-explorer`` (the stand-in `neuron_explorer`). The profiling API has the
+shape `EmulatorConfig.api_shape` selects: the SDK docs' (``NeuronConfig``, ``NeuronProfiler(cfg).export_trace``)
+or the April source's (``NeuronProfiler(...)`` as a context manager).
 """
 
 from __future__ import annotations
 
 import enum
-import itertools
+import os
+import time
 import types
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+import orjson
 from torch._C._profiler import _ExperimentalConfig
 
 from neuron_prof.emulator import _state
+from neuron_prof.emulator._runtime_capture import INSTANCE_ID
 from neuron_prof.emulator._dynamo_backend import get_dynamo_metrics, reset_dynamo_metrics
 
 
@@ -45,34 +52,70 @@ class NeuronConfig(_ExperimentalConfig):  # torch.profiler's experimental_config
         self.precache_node_info = precache_node_info
 
 
-_EXPORTS = itertools.count()
-
-
 class NeuronProfiler:
-    """torch_neuronx.profiling.NeuronProfiler: ``on_trace_ready=NeuronProfiler(cfg).export_trace`` writes the
-    capture folder ``<profile_output_dir>/<instance-id>_pid_<pid>/<timestamp>/`` (neuron-explorer-facts,
-    "Capture"): trace.json, the framework mapping, and (the emulator standing in for ``neuron-explorer view``,
-    absent here) the processed tables in ``<timestamp>/parquet`` (`_explorer_view`)."""
+    """torch_neuronx.profiling.NeuronProfiler (docs): ``on_trace_ready=NeuronProfiler(cfg).export_trace`` writes
+    torch.profiler's trace.json and ``framework_mapping_<ts>.json`` into the capture folder the runtime wrote for
+    the cycle (``<profile_output_dir>/<instance-id>_pid_<pid>/<timestamp>/``, `_runtime_capture`)."""
 
     def __init__(self, config: NeuronConfig | None = None) -> None:
         self.config = config or NeuronConfig()
 
     def export_trace(self, prof: Any) -> None:
-        import os
-        import time
-        from pathlib import Path
+        cap = _rt().last_capture
+        if cap is None or cap.folder is None or cap.folder.parent.parent != Path(self.config.profile_output_dir):
+            folder = Path(self.config.profile_output_dir) / f"{INSTANCE_ID}_pid_{os.getpid()}" / time.strftime(
+                "%Y%m%d_%H%M%S")  # no runtime capture for this cycle: the framework trace alone
+            folder.mkdir(parents=True, exist_ok=True)
+            prof.export_chrome_trace(str(folder / "trace.json"))
+            return
+        prof.export_chrome_trace(str(cap.folder / "trace.json"))
+        write_mapping(cap.folder, cap.folder.name, cap.first_seq, cap.last_seq)
 
-        from neuron_prof.emulator._explorer_view import INSTANCE_ID, write_capture
 
-        ts = time.strftime("%Y%m%d_%H%M%S") + f"_{next(_EXPORTS):03d}"  # one folder per export in this process
-        folder = Path(self.config.profile_output_dir) / f"{INSTANCE_ID}_pid_{os.getpid()}" / ts
+class AprilNeuronProfiler:
+    """The April source's ``NeuronProfiler(...)``: a context manager that runs torch.profiler with the
+    runtime's capture (Kineto configured through ``_ExperimentalConfig(custom_profiler_config=
+    "max_events_per_nc:...;profile_output_dir:...")``) and writes ``pytorch_trace.json`` and
+    ``framework_mapping_<ts>.json`` into the flat ``<profile_output_dir>/<instance-id>_pid_<pid>/`` folder
+    (issue 21). Its other arguments are not documented: only these two are taken."""
+
+    def __init__(self, profile_output_dir: str = "./output", max_events_per_nc: int = 1_000_000) -> None:
+        self.profile_output_dir = profile_output_dir
+        self.max_events_per_nc = max_events_per_nc
+        self._prof: Any = None
+
+    def __enter__(self) -> AprilNeuronProfiler:
+        import torch.profiler as tp
+
+        cfg = _ExperimentalConfig(custom_profiler_config=f"max_events_per_nc:{self.max_events_per_nc};"
+                                                         f"profile_output_dir:{self.profile_output_dir}")
+        self._prof = tp.profile(activities=[tp.ProfilerActivity.CPU], experimental_config=cfg)
+        self._prof.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._prof.__exit__(*exc)
+        folder = Path(self.profile_output_dir) / f"{INSTANCE_ID}_pid_{os.getpid()}"
         folder.mkdir(parents=True, exist_ok=True)
-        prof.export_chrome_trace(str(folder / "trace.json"))
-        if ProfileMode.DEVICE in self.config.modes or ProfileMode.RUNTIME in self.config.modes:
-            rt = _rt()
-            mem = rt.memory[0]
-            write_capture(folder, rt.activity.snapshot(), (mem.allocated.current, mem.reserved.current,
-                                                           mem.capacity), os.getpid())
+        self._prof.export_chrome_trace(str(folder / "pytorch_trace.json"))
+        cap = _rt().last_capture
+        if cap is not None:
+            write_mapping(folder, time.strftime("%Y%m%d_%H%M%S"), cap.first_seq, cap.last_seq)
+
+
+def write_mapping(folder: Path, stamp: str, first_seq: int, last_seq: int) -> None:
+    """``framework_mapping_<ts>.json`` (torch-neuronx-facts, "Profiler" and "Corrections"): each runtime execution
+    of the capture with the op that submitted it (autograd seq_nr, the thread as a small per-thread counter like
+    RecordFunction's ``th_id``, stream)."""
+    act = _rt().activity.snapshot()
+    seq = act["nrt_sequence_id"]
+    th: dict[int, int] = {}
+    data = []
+    for i in np.flatnonzero((seq >= first_seq) & (seq < last_seq)).tolist():
+        t = th.setdefault(int(act["th_id"][i]), len(th) + 1)
+        data.append({"nrta_seq_id": int(seq[i]), "framework_op_exec_ids": [
+            {"seq_nr": int(act["seq_nr"][i]), "th_id": t, "stream_id": int(act["stream_id"][i])}]})
+    (folder / f"framework_mapping_{stamp}.json").write_bytes(orjson.dumps({"version": 1, "data": data}))
 
 
 def _set_metrics_enabled(enabled: bool) -> None:
@@ -118,11 +161,10 @@ def build_module(device_module: types.ModuleType) -> types.ModuleType:
         setattr(C, k, v)
 
     profiling = types.ModuleType("torch_neuronx.profiling")
-    for k, v in dict(
-        ProfileMode=ProfileMode,
-        NeuronConfig=NeuronConfig,
-        NeuronProfiler=NeuronProfiler,
-    ).items():
+    shape = rt().cfg.api_shape
+    api: dict[str, Any] = (dict(NeuronProfiler=AprilNeuronProfiler) if shape == "april" else
+                           dict(ProfileMode=ProfileMode, NeuronConfig=NeuronConfig, NeuronProfiler=NeuronProfiler))
+    for k, v in api.items():
         setattr(profiling, k, v)
 
     metrics = types.ModuleType("torch_neuronx.metrics")
@@ -133,7 +175,7 @@ def build_module(device_module: types.ModuleType) -> types.ModuleType:
     m.metrics = metrics  # type: ignore[attr-defined]
     m._C = C  # type: ignore[attr-defined]
     m.profiling = profiling  # type: ignore[attr-defined]
-    m.NeuronProfiler = NeuronProfiler  # type: ignore[attr-defined]
+    m.NeuronProfiler = profiling.NeuronProfiler  # type: ignore[attr-defined]
     m.neuron = device_module  # type: ignore[attr-defined]
     names = (
         "synchronize",

@@ -112,10 +112,28 @@ class EmulatorConfig:
     device_time_scale: float = 1.0
     """Multiplies every modelled device duration (a demo can slow the device down)."""
     launch_blocking: bool = True
-    """``NEURON_LAUNCH_BLOCKING``: True ("1", the release builds' default) makes the host wait for each
-    first-call compile inside the op; False ("0", dev builds) compiles on the background compile thread
-    while the host goes on, and the host pays where it next waits for the device (torch-neuronx-facts,
-    "Corrections and additions")."""
+    """The host waits for each first-call compile inside the op (True), or compiles run on the background
+    compile thread while the host goes on and the host pays where it next waits for the device (False)
+    (torch-neuronx-facts, "Corrections and additions")."""
+    blocking_execution: bool = False
+    """Every op's execution is synchronous: the host waits for the device after each op, as the April
+    ``NeuronStream`` does under ``NEURON_LAUNCH_BLOCKING=1`` (issue 21; docs/trainium.md). `from_env`: "1" sets
+    this and `launch_blocking`, "0" clears both; unset keeps the defaults (blocking compiles, asynchronous
+    execution as the docs describe it)."""
+
+    # The runtime's capture (docs/trainium.md, "The emulated runtime's capture").
+    api_shape: str = "docs"
+    """Which torch-neuronx profiling API the module has: "docs" (``NeuronConfig`` + ``NeuronProfiler(cfg)
+    .export_trace``, SDK docs 2.31-2.33) or "april" (the April source: ``NeuronProfiler(...)`` as a context
+    manager, Kineto configured through ``_ExperimentalConfig(custom_profiler_config=...)``)."""
+    device_clock_offset_ns: int = 3 * 3600 * 10**9
+    """The device clock reads this many ns when the emulator starts (its counter started at device boot,
+    not at the Unix epoch: hours apart from the host clock)."""
+    device_clock_drift_ppm: float = 40.0
+    """The device clock runs this many parts per million fast against the host clock."""
+    explorer_on_path: bool = True
+    """Put the stand-in ``neuron-explorer`` command on this process's PATH (and its children's), as an install
+    of the Neuron tools would; only in a process running the emulated device."""
 
     fallback_ops: frozenset[str] = DEFAULT_FALLBACK_OPS
     silent_fallback_ops: frozenset[str] = DEFAULT_SILENT_FALLBACK_OPS
@@ -148,8 +166,13 @@ class EmulatorConfig:
         cache_dir = os.environ.get("NEURON_PROF_EMULATE_CACHE_DIR") or os.environ.get(
             "TORCH_NEURONX_NEFF_CACHE_DIR"
         )
-        blocking = os.environ.get("NEURON_LAUNCH_BLOCKING", "1").strip() not in ("0", "false", "False")
-        cfg = cls(cache_dir=cache_dir or None, launch_blocking=blocking)
+        lb = os.environ.get("NEURON_LAUNCH_BLOCKING", "").strip().lower()
+        blocking = {"1": True, "true": True, "0": False, "false": False}.get(lb)
+        cfg = cls(cache_dir=cache_dir or None, launch_blocking=blocking is not False,
+                  blocking_execution=blocking is True)
+        shape = os.environ.get("NEURON_PROF_EMULATE_API", "").strip().lower()
+        if shape in ("docs", "april"):
+            cfg = replace(cfg, api_shape=shape)
         scale = os.environ.get("NEURON_PROF_EMULATE_COMPILE_SCALE")
         if scale:
             cfg = cfg.with_compile_scale(float(scale))

@@ -220,7 +220,7 @@ def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if local.in_graph:
             local.graph_ns += dur - int(cfg.op_launch_us * 1e3 * cfg.device_time_scale)
         else:
-            start, end, _ = rt.clocks[dev].submit(info.name, dur, seq_nr=seq, not_before=ready)
+            start, end, _ = rt.clocks[dev].submit(info.name, dur, seq_nr=seq, not_before=ready, work=(flops, nbytes))
             rt.gt.add("exec", info.name, t0, time.time_ns(), dev, start, end)
     return res
 

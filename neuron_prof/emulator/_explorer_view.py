@@ -1,24 +1,23 @@
-"""The emulated runtime's device profile, as the Neuron runtime and ``neuron-explorer view --output-format
-parquet`` would leave it in a capture folder.
+"""The stand-in ``neuron-explorer view``: a run directory of the emulated runtime's captures into Parquet tables,
+as Neuron Explorer's would be (`neuron_explorer` is the command; `_explorer_schema` the schema it declares).
 
-Sources: shared/design/neuron-explorer-facts.md ("Capture": ``<dir>/<instance-id>_pid_<pid>/<timestamp>/``
-holding trace.json and the runtime's files; "Processing"; "Tables that matter", schema 7.4.0: field names,
-types and units as documented, times in ns, ``flow_id`` a list of str-encoded ints, ``first_ts_ns`` a Unix-ns
-string) and torch-neuronx-facts.md ("Corrections": ``framework_mapping_<ts>.json``, ``th_id`` a per-thread
-counter, not the OS thread id).
+Sources: shared/design/neuron-explorer-facts.md ("Processing": ``view -d <dir> --output-format parquet``, one
+Parquet file per table, ``SchemaFields``, ``Warning``; host/device clocks aligned with sync points,
+``adjusted = sync_cpu + (ev_dev - sync_dev)``; "Tables that matter", schema 7.4.0) and issue 21 (the glossary: the
+device profile is on the device clock, the system profile on the host clock; ``ExecutionInfo`` times relative to
+the profile start; host/device copies are ``dmem_buf_copyin``/``dmem_buf_copyout``). The layout it writes is in
+/work/wt/CONTRACT-21.md's terms in docs/trainium.md. Per capture folder (``ntrace*.pb`` / ``*.ntff``):
 
-``neuron-explorer`` does not exist here: `write_tables` stands in for it and writes the processed tables
-directly into ``<timestamp>/parquet`` (where neuron-prof asks the CLI to write them). What it writes, per
-device event the runtime recorded while the profiler ran (host issue time inside the cycle's trace.json):
-
-* ``SystemProfileEvents``: the framework op that issued it (``framework``, the trace.json cpu_op holding the
-  issue time, same name, start and thread), the runtime call (``neuron_rt``, ``nrt_execute``, for NEFF
-  executions) and the hardware event on the core (``neuron_hw``: ``nc_exec_running`` for an execution;
-  copies keep the emulator's own names ``copy_h2d``/``copy_d2h``/``<op> (copy to host)``, which the docs do
-  not name), all three sharing one ``flow_id`` (the runtime's ``nrt_sequence_id``);
-* ``ActiveTime``: merged busy intervals of the ``tensor`` engine (matrix ops) and the ``vector`` engine;
-* ``CcOp``: the collectives, with bytes and bandwidths (bytes/s); ``SystemProfileHbmUsage``: device memory at
-  the end of the cycle; ``SystemProfileMetadata`` (``hbm_capacity_bytes``) and ``Metadata`` (7.4.0).
+* system profile (host Unix ns): ``SystemProfileEvents`` (the framework op that issued each execution, read
+  from the folder's ``trace.json`` / ``pytorch_trace.json``; ``nrt_execute`` on the runtime; ``nc_exec_running``
+  on the hardware, moved to the host clock through the nearest earlier sync point; copies as
+  ``dmem_buf_copyin``/``dmem_buf_copyout`` on the hardware too (DMA); all sharing a ``flow_id``, the
+  ``nrt_sequence_id``),
+  ``SystemProfileMetadata``, ``SystemProfileHbmUsage``;
+* device profile (device clock): ``Metadata.first_hw_timestamp``/``last_hw_timestamp``, ``ExecutionInfo``
+  (relative to ``first_hw_timestamp``), ``ActiveTime``, ``HbmUsage`` (bandwidth), ``CcOp``, ``Summary``,
+  ``OpcodeSummary``, ``DeviceProfileList``; an execution whose NEFF is in neither the capture folder nor the
+  run directory is left out, with a ``Warning`` (the docs: an NTFF cannot be processed without its NEFF).
 """
 
 from __future__ import annotations
@@ -29,15 +28,14 @@ from typing import Any
 import numpy as np
 import orjson
 
-SCHEMA_VERSION = "7.4.0"
-INSTANCE_ID = "i-0emulated"
-INSTANCE_TYPE = "trn2.48xlarge"
-PROCESSED_DIR = "parquet"
+from neuron_prof.emulator import _explorer_schema as schema
+
 _MATRIX = ("mm", "addmm", "bmm", "baddbmm", "_addmm_activation", "convolution", "_scaled_dot_product")
 _CC_NAMES = {"allreduce": "AllReduce", "allgather": "AllGather", "_allgather_base": "AllGather",
              "reduce_scatter": "ReduceScatter", "_reduce_scatter_base": "ReduceScatter", "broadcast": "Broadcast",
              "alltoall": "AllToAll", "reduce": "Reduce", "gather": "Gather", "scatter": "Scatter",
              "barrier": "Barrier"}
+FRAMEWORK_TRACES = ("trace.json", "pytorch_trace.json")
 
 
 HostOps = dict[int, tuple[np.ndarray, np.ndarray, list[str]]]
@@ -82,66 +80,150 @@ def _issuer(ops: HostOps, tid: int, at: int) -> tuple[int, int, str] | None:
     return None
 
 
-def write_capture(folder: Path, act: dict[str, Any], memory: tuple[int, int, int], pid: int) -> int:
-    """The framework mapping and the processed tables of `act` (an activity snapshot) for the capture folder
-    holding trace.json; returns the device events written."""
-    ops = host_ops(folder / "trace.json")
-    if not ops:
-        return 0
-    first = min(int(s[0]) for s, _, _ in ops.values())
-    last = max(int(e.max()) for _, e, _ in ops.values())
-    host = np.asarray(act["host_ns"], dtype=np.int64)
-    keep = np.flatnonzero((host >= first) & (host <= last))
-    rows = _rows(act, keep, ops)
-    _mapping(folder, act, keep)
-    _tables(folder / PROCESSED_DIR, act, keep, rows, memory, pid, first, last)
-    return len(keep)
+def captures(run_dir: Path) -> list[Path]:
+    """Capture folders under `run_dir` (itself included): those holding the runtime's files."""
+    found = {p.parent for g in ("ntrace*.pb", "*.ntff") for p in run_dir.rglob(g)}
+    return sorted(found)
 
 
-def _mapping(folder: Path, act: dict[str, Any], keep: np.ndarray) -> None:
-    """``framework_mapping_<ts>.json``: each runtime execution's issuing op (autograd seq_nr, the thread as a
-    small per-thread counter like RecordFunction's, stream 0)."""
-    th: dict[int, int] = {}
-    data = []
-    for i in keep.tolist():
-        t = th.setdefault(int(act["th_id"][i]), len(th) + 1)
-        data.append({"nrta_seq_id": int(act["nrt_sequence_id"][i]), "framework_op_exec_ids": [
-            {"seq_nr": int(act["seq_nr"][i]), "th_id": t, "stream_id": int(act["stream_id"][i])}]})
-    (folder / f"framework_mapping_{folder.name}.json").write_bytes(orjson.dumps({"version": 1, "data": data}))
+class _Out:
+    """Rows per table, written once at the end."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, dict[str, list[Any]]] = {}
+
+    def add(self, table: str, **cols: list[Any]) -> None:
+        t = self.rows.setdefault(table, {f: [] for f, _, _, _ in schema.fields(table)})
+        n = len(next(iter(cols.values()))) if cols else 0
+        for f in t:
+            v = cols.get(f)
+            t[f].extend(v if v is not None else [None] * n)
+
+    def write(self, out: Path) -> list[Path]:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        out.mkdir(parents=True, exist_ok=True)
+        self.add("SchemaFields", **schema.schema_rows())
+        written = []
+        for table, cols in self.rows.items():
+            types = {f: schema.arrow_type(t) for f, t, _, _ in schema.fields(table)}
+            pq.write_table(pa.table({f: pa.array(v, type=types[f]) for f, v in cols.items()}),
+                           out / f"{table}.parquet")
+            written.append(out / f"{table}.parquet")
+        return written
 
 
-def _rows(act: dict[str, Any], keep: np.ndarray, ops: HostOps) -> list[dict[str, Any]]:
-    """SystemProfileEvents rows: framework op, runtime call, hardware event per device event kept."""
-    kinds = act["kind_names"]
-    out: list[dict[str, Any]] = []
-    seen: dict[tuple[int, int, str], int] = {}  # one framework row per issuing op, whatever it issued
-    for i in keep.tolist():
-        kind = kinds[int(act["kind"][i])]
-        if kind == "collective":
-            continue  # CcOp
-        dev, tid, flow = int(act["device"][i]), int(act["th_id"][i]), str(int(act["nrt_sequence_id"][i]))
-        start, end = int(act["start_ns"][i]), int(act["end_ns"][i])
-        op = _issuer(ops, tid, int(act["host_ns"][i]))
-        if op is not None:
-            k = seen.get((tid, op[0], op[2]))
-            if k is None:
-                seen[(tid, op[0], op[2])] = len(out)
-                out.append(_event(op[2], op[0], op[1], "framework", tid, -1, [flow]))
-            else:
-                out[k]["flow"].append(flow)
-        link = [flow] if op is not None else None
-        if kind in ("op", "graph"):
-            out.append(_event("nrt_execute", start, end, "neuron_rt", tid, dev, link))
-            out.append(_event("nc_exec_running", start, end, "neuron_hw", tid, dev, link))
-        else:  # a copy: undocumented in Explorer, the emulator's own name
-            out.append(_event(str(act["name"][i]), start, end, "neuron_hw", tid, dev, link))
-    return out
+def process(run_dir: Path, out: Path) -> tuple[int, list[str]]:
+    """Write the tables of every capture under `run_dir` into `out`; (captures processed, warnings)."""
+    o = _Out()
+    warnings: list[str] = []
+    caps = captures(run_dir)
+    next_id = [0]
+    for cap in caps:
+        warnings += _system(o, cap, next_id)
+    warnings += _device(out, caps, run_dir)
+    infos = [orjson.loads(p.read_bytes()) for cap in caps for p in sorted(cap.glob("trace_info*.pb"))]
+    if infos:  # the run's own Metadata: its schema version, the device clock over the whole run
+        _metadata(o, min(int(i["sync_points"][0][1]) for i in infos),
+                  max(int(i["sync_points"][-1][1]) for i in infos), infos[0], run_dir.name)
+    if warnings:
+        o.add("Warning", message=warnings, category=["emulated_runtime"] * len(warnings))
+    o.write(out)
+    return len(caps), warnings
 
 
-def _event(name: str, start: int, end: int, src: str, tid: int, core: int, flow: list[str] | None
-           ) -> dict[str, Any]:
-    return {"name": name, "start": start, "end": end, "src": src, "tid": tid, "nc": core, "pcore": core,
-            "flow": flow}
+def _load(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+def _to_host(dev: np.ndarray, sync: list[list[int]]) -> np.ndarray:
+    """Device-clock ns -> host ns by the nearest earlier sync point (neuron-explorer-facts, "Processing")."""
+    h = np.asarray([s[0] for s in sync], dtype=np.int64)
+    d = np.asarray([s[1] for s in sync], dtype=np.int64)
+    k = np.clip(np.searchsorted(d, dev, "right") - 1, 0, len(d) - 1)
+    return h[k] + (dev - d[k])
+
+
+def _framework_trace(cap: Path) -> Path | None:
+    for d in (cap, cap.parent):
+        for n in FRAMEWORK_TRACES:
+            if (d / n).is_file():
+                return d / n
+    return None
+
+
+def _system(o: _Out, cap: Path, next_id: list[int]) -> list[str]:
+    warnings: list[str] = []
+    for f in sorted(cap.glob("ntrace*.pb")):
+        ev = _load(f)
+        info = orjson.loads((cap / f.name.replace("ntrace", "trace_info")).read_bytes())
+        kinds = info["kind_names"]
+        sync = info["sync_points"]
+        tj = _framework_trace(cap)
+        ops = host_ops(tj) if tj is not None else {}
+        if tj is None:
+            warnings.append(f"{cap}: no framework trace (trace.json): framework events not added")
+        hw_s, hw_e = _to_host(ev["hw_start"], sync), _to_host(ev["hw_end"], sync)
+        rows: list[dict[str, Any]] = []
+        seen: dict[tuple[int, int, str], int] = {}
+        for i in range(len(ev["kind"])):
+            kind = kinds[int(ev["kind"][i])]
+            if kind == "collective":
+                continue  # the device profile's CcOp
+            dev, tid = int(ev["device"][i]), int(ev["th_id"][i])
+            flow = str(int(ev["nrt_sequence_id"][i]))
+            op = _issuer(ops, tid, int(ev["host_ns"][i]))
+            if op is not None:
+                k = seen.get((tid, op[0], op[2]))
+                if k is None:
+                    seen[(tid, op[0], op[2])] = len(rows)
+                    rows.append(_event(op[2], op[0], op[1], "framework", tid, None, [flow], None))
+                else:
+                    rows[k]["flow"].append(flow)
+            link = [flow] if op is not None else None
+            s, e = int(hw_s[i]), int(hw_e[i])
+            name = str(ev["names"][i])
+            if kind in ("op", "graph"):
+                extra = {"neff_name": str(ev["neff"][i]), "nrt_sequence_id": int(flow)}
+                rows.append(_event("nrt_execute", s, e, "neuron_rt", tid, dev, link, extra))
+                rows.append(_event("nc_exec_running", s, e, "neuron_hw", tid, dev, link, extra))
+            else:  # host<->device buffer copies (MemoryBandwidthDirection), DMA on the device's timeline
+                copy = "dmem_buf_copyin" if kind == "copy_h2d" else "dmem_buf_copyout"
+                extra = {"op": name} if " (copy to " in name else {}
+                rows.append(_event(copy, s, e, "neuron_hw", tid, dev, link, extra))
+        n = len(rows)
+        pid, inst = int(info["process_id"]), str(info["instance_id"])
+        o.add("SystemProfileEvents", id=list(range(next_id[0], next_id[0] + n)), name=[r["name"] for r in rows],
+              start_ts=[r["start"] for r in rows], end_ts=[r["end"] for r in rows],
+              duration_ns=[r["end"] - r["start"] for r in rows], trace_event_source=[r["src"] for r in rows],
+              instance_id=[inst] * n, process_id=[pid] * n, thread_id=[r["tid"] for r in rows],
+              nc_idx=[r["nc"] for r in rows], pcore_idx=[r["nc"] for r in rows], worker_gid=[0] * n,
+              flow_id=[r["flow"] for r in rows], extra_attributes_json=[r["extra"] for r in rows])
+        next_id[0] += n
+        first, last = int(info["host_start_ns"]), int(info["host_stop_ns"])
+        o.add("SystemProfileMetadata", first_ts=[_iso(first)], last_ts=[_iso(last)], first_ts_ns=[str(first)],
+              last_ts_ns=[str(last)], ntff_version=[0], hbm_capacity_bytes=[int(info["hbm_capacity_bytes"])])
+        alloc, reserved = info["memory"]
+        o.add("SystemProfileHbmUsage", timestamp=[last], total_bytes=[int(reserved)], tensors_bytes=[int(alloc)],
+              unknown_bytes=[int(reserved) - int(alloc)], device_idx=[0], hbm_idx=[0], instance_id=[inst])
+        if int(info.get("events_lost") or 0):
+            warnings.append(f"{info['events_lost']} trace events were dropped in {cap.name} (the runtime's ring "
+                            "buffer, max_events_per_nc, was full)")
+    return warnings
+
+
+def _iso(ns: int) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(ns / 1e9, datetime.timezone.utc).isoformat()
+
+
+def _event(name: str, start: int, end: int, src: str, tid: int, core: int | None, flow: list[str] | None,
+           extra: dict[str, Any] | None) -> dict[str, Any]:
+    return {"name": name, "start": start, "end": end, "src": src, "tid": tid, "nc": core, "flow": flow,
+            "extra": orjson.dumps(extra).decode() if extra else None}
 
 
 def _merged(iv: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -154,76 +236,113 @@ def _merged(iv: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return [(a, z) for a, z in out]
 
 
-def _tables(out: Path, act: dict[str, Any], keep: np.ndarray, rows: list[dict[str, Any]],
-            memory: tuple[int, int, int], pid: int, first: int, last: int) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+def _device(out: Path, caps: list[Path], run_dir: Path) -> list[str]:
+    """Each .ntff's device profile (device clock) in a folder of its own, ``out/<device_profile_name>/``, with its
+    Metadata and DeviceProfileList (the system tables stay in `out`)."""
+    warnings: list[str] = []
+    ntffs = sorted(f for cap in caps for f in cap.glob("*.ntff"))
+    neffs = {p.name for p in run_dir.rglob("*.neff")}
+    for f in ntffs:
+        name = "_".join(p for p in (f.parent.parent.name, f.parent.name, f.stem) if p)
+        o = _Out()
+        warnings += _one_device_profile(o, f, name, neffs)
+        o.write(out / name)
+    return warnings
 
-    out.mkdir(parents=True, exist_ok=True)
-    i64, s = pa.int64(), pa.string()
 
-    def write(name: str, cols: dict[str, tuple[list[Any], Any]]) -> None:
-        pq.write_table(pa.table({k: pa.array(v, type=t) for k, (v, t) in cols.items()}), out / f"{name}.parquet")
-
-    kinds = act["kind_names"]
-    hw_end = max([r["end"] for r in rows] + [last])
-    write("Metadata", {"profile_schema_version": ([SCHEMA_VERSION], s), "instance_type": ([INSTANCE_TYPE], s),
-                       "runtime_version": (["emulated"], s), "compiler_version": (["emulated"], s),
-                       "driver_version": (["emulated"], s), "neuroncore_idx": ([0], i64),
-                       "neuron_device_idx": ([0], i64), "first_hw_timestamp": ([first], i64),
-                       "last_hw_timestamp": ([hw_end], i64), "is_simulation": ([True], pa.bool_())})
-    write("SystemProfileMetadata", {"first_ts_ns": ([str(first)], s), "last_ts_ns": ([str(hw_end)], s),
-                                    "ntff_version": ([0], i64), "hbm_capacity_bytes": ([memory[2]], i64)})
-    n = len(rows)
-    write("SystemProfileEvents", {
-        "id": (list(range(n)), i64), "name": ([r["name"] for r in rows], s),
-        "start_ts": ([r["start"] for r in rows], i64), "end_ts": ([r["end"] for r in rows], i64),
-        "duration_ns": ([r["end"] - r["start"] for r in rows], i64),
-        "trace_event_source": ([r["src"] for r in rows], s), "instance_id": ([INSTANCE_ID] * n, s),
-        "process_id": ([pid] * n, i64), "thread_id": ([r["tid"] for r in rows], i64),
-        "nc_idx": ([r["nc"] for r in rows], i64), "pcore_idx": ([r["pcore"] for r in rows], i64),
-        "worker_gid": ([0] * n, i64), "flow_id": ([r["flow"] for r in rows], pa.list_(s)),
-        "framework_stream_id": ([None] * n, s), "extra_attributes_json": (["{}"] * n, s)})
-    busy: dict[tuple[int, str], list[tuple[int, int]]] = {}
-    for i in keep.tolist():
-        if kinds[int(act["kind"][i])] not in ("op", "graph"):
-            continue
-        base = str(act["name"][i]).split("::")[-1]
+def _one_device_profile(o: _Out, f: Path, name: str, neffs: set[str]) -> list[str]:
+    """One NTFF's tables; executions whose NEFF is missing are left out (a warning says which)."""
+    warnings: list[str] = []
+    index = 0
+    z = _load(f)
+    info = orjson.loads(str(z["info"][0]))
+    kinds = info["kind_names"]
+    first, last = int(z["first_hw"][0]), int(z["last_hw"][0])
+    exe = np.flatnonzero(np.isin(z["kind"], [kinds.index("op"), kinds.index("graph")]))
+    have = np.asarray([str(n) in neffs for n in z["neff"][exe]], dtype=bool)
+    if not have.all():
+        missing = sorted({str(n) for n in z["neff"][exe][~have]})
+        warnings.append(f"{f.name}: {int((~have).sum())} executions left out: their NEFF is not in the capture "
+                        f"or the run directory ({', '.join(missing[:3])}{'...' if len(missing) > 3 else ''}; "
+                        "set neff_cache_dir inside the profile_output_dir)")
+    exe = exe[have]
+    start, end = z["start"], z["end"]
+    n = len(exe)
+    o.add("ExecutionInfo", execution_index=list(range(index, index + n)),
+          neff_name=[str(x) for x in z["neff"][exe]], execution_start_ts=(start[exe] - first).tolist(),
+          execution_end_ts=(end[exe] - first).tolist(), num_subgraphs=[1] * n, row_count=[2] * n)
+    index += n
+    busy: dict[str, list[tuple[int, int]]] = {}
+    ops: dict[tuple[str, str], list[int]] = {}
+    for i in exe.tolist():
+        base = str(z["names"][i]).split("::")[-1]
         eng = "tensor" if base.startswith(_MATRIX) else "vector"
-        busy.setdefault((int(act["device"][i]), eng), []).append((int(act["start_ns"][i]), int(act["end_ns"][i])))
-    act_rows = [(c, e, a, z) for (c, e), iv in sorted(busy.items()) for a, z in _merged(iv)]
-    write("ActiveTime", {"start_ts": ([r[2] for r in act_rows], i64), "end_ts": ([r[3] for r in act_rows], i64),
-                         "duration_ns": ([r[3] - r[2] for r in act_rows], i64),
-                         "engine": ([r[1] for r in act_rows], s), "pcore_idx": ([r[0] for r in act_rows], i64)})
-    _cc_table(write, act, keep, pa)
-    write("SystemProfileHbmUsage", {"timestamp": ([hw_end], i64), "total_bytes": ([memory[1]], i64),
-                                    "tensors_bytes": ([memory[0]], i64), "device_idx": ([0], i64),
-                                    "hbm_idx": ([0], i64), "instance_id": ([INSTANCE_ID], s)})
+        busy.setdefault(eng, []).append((int(start[i]), int(end[i])))
+        ops.setdefault((eng, base), []).append(int(end[i] - start[i]))
+    total_ns = max(last - first, 1)
+    at = [(e, a, b) for e, iv in sorted(busy.items()) for a, b in sorted(iv)]  # one per execution: none spans two
+    for pcore in (0, 1):  # LNC=2: both physical cores of the logical core run each execution
+        o.add("ActiveTime", start_ts=[a for _, a, _ in at], end_ts=[b for _, _, b in at],
+              engine=[e for e, _, _ in at], pcore_idx=[pcore] * len(at), duration_ns=[b - a for _, a, b in at])
+    active = {e: sum(b - a for a, b in _merged(iv)) for e, iv in busy.items()}
+    o.add("OpcodeSummary", engine=[e for e, _ in ops], opcode=[b for _, b in ops],
+          instruction_count=[len(v) for v in ops.values()], instruction_time_ns=[sum(v) for v in ops.values()],
+          active_time_ns=[sum(v) for v in ops.values()],
+          active_time_percent=[100.0 * sum(v) / total_ns for v in ops.values()])
+    nbytes, flops = z["nbytes"][exe], z["flops"][exe]
+    o.add("HbmUsage", timestamp=start[exe].tolist(),
+          current_throughput=(nbytes / np.maximum(end[exe] - start[exe], 1) * 1e9).tolist(),
+          total_transfer_bytes=np.cumsum(nbytes).tolist(), pcore_idx=[0] * n)
+    cc = _cc(o, z, info, kinds)
+    copies = np.flatnonzero(np.isin(z["kind"], [kinds.index("copy_h2d"), kinds.index("copy_d2h")]))
+    dma = sum(b - a for a, b in _merged([(int(start[i]), int(end[i])) for i in copies.tolist()]))
+    secs = total_ns / 1e9
+    mf = float(flops.sum())
+    pct = lambda ns: 100.0 * ns / total_ns  # noqa: E731
+    busy_all = sum(b - a for a, b in _merged([(a, b) for iv in busy.values() for a, b in iv]))
+    o.add("Summary", total_time=[secs], model_flops=[int(mf)], hardware_flops=[int(mf)],
+          mfu_estimated_percent=[100.0 * mf / (info["peak_flops"] * secs)],
+          hfu_estimated_percent=[100.0 * mf / (info["peak_flops"] * secs)],
+          mbu_estimated_percent=[100.0 * float(nbytes.sum()) / (info["hbm_bytes_per_s"] * secs)],
+          tensor_engine_active_time=[active.get("tensor", 0) / 1e9],
+          tensor_engine_active_time_percent=[pct(active.get("tensor", 0))],
+          vector_engine_active_time=[active.get("vector", 0) / 1e9],
+          vector_engine_active_time_percent=[pct(active.get("vector", 0))],
+          dma_active_time=[dma / 1e9], dma_active_time_percent=[pct(dma)], cc_op_active_time=[cc / 1e9],
+          cc_op_active_time_percent=[pct(cc)], cc_op_count=[int((z["kind"] == kinds.index("collective")).sum())],
+          total_active_time=[busy_all / 1e9], total_active_time_percent=[pct(busy_all)])
+    o.add("DeviceProfileList", device_profile_name=[name], instance_id=[info["instance_id"]],
+          process_id=[int(info["process_id"])], nc_id=[0], session_id=[int(info["session"])])
+    _metadata(o, first, last, info, name)
+    return warnings
 
 
-def _cc_table(write: Any, act: dict[str, Any], keep: np.ndarray, pa: Any) -> None:
-    """CcOp: one row per collective; bandwidths in bytes/s (algbw = bytes / time, busbw as nccl-tests)."""
-    i64, s, f64 = pa.int64(), pa.string(), pa.float64()
-    cc_info = act.get("cc") or {}
-    kinds = act["kind_names"]
+def _metadata(o: _Out, first: int, last: int, info: dict[str, Any], name: str) -> None:
+    o.add("Metadata", profile_schema_version=[schema.VERSION], ntff_version=[0], num_physical_cores=[2],
+          vnc_enabled=[True], first_hw_timestamp=[first], last_hw_timestamp=[last],
+          first_ts=[_iso(int(info["host_start_ns"]))], last_ts=[_iso(int(info["host_stop_ns"]))],
+          hbm_ddr_bandwidth=[float(info["hbm_bytes_per_s"])], neuroncore_clock_freq=[1.0], ticks_per_nanosec=[1],
+          instance_type=[info["instance_type"]], runtime_version=["emulated"], driver_version=["emulated"],
+          explorer_version=["emulated"], compiler_version=["emulated"], neuroncore_idx=[0], neuron_device_idx=[0],
+          profile_name=[name], is_simulation=[True])
+
+
+def _cc(o: _Out, z: dict[str, np.ndarray], info: dict[str, Any], kinds: list[str]) -> int:
+    """CcOp rows (device clock), bandwidths in bytes/s (algbw = bytes / time, busbw as nccl-tests); busy ns."""
     rows = []
-    for i in keep.tolist():
-        if kinds[int(act["kind"][i])] != "collective":
-            continue
-        seq = int(act["nrt_sequence_id"][i])
-        nbytes, ranks = cc_info.get(seq, (0, 1))
-        a, z = int(act["start_ns"][i]), int(act["end_ns"][i])
-        op = _CC_NAMES.get(str(act["name"][i]), str(act["name"][i]))
-        algbw = nbytes / ((z - a) / 1e9) if z > a else 0.0
-        factor = (2.0 if op == "AllReduce" else 1.0) * (ranks - 1) / ranks
-        rows.append((a, z, op, nbytes, algbw, algbw * factor, ranks, seq))
-    write("CcOp", {"start_ts": ([r[0] for r in rows], i64), "end_ts": ([r[1] for r in rows], i64),
-                   "duration_ns": ([r[1] - r[0] for r in rows], i64), "operation": ([r[2] for r in rows], s),
-                   "algorithm": (["Ring"] * len(rows), s), "num_elements": ([None] * len(rows), i64),
-                   "dtype": ([None] * len(rows), s), "op_id": ([r[7] for r in rows], i64),
-                   "stream_id": ([0] * len(rows), i64), "stream_index": (list(range(len(rows))), i64),
-                   "trigger_engine": (["sync"] * len(rows), s), "input_size": ([r[3] for r in rows], i64),
-                   "output_size": ([r[3] for r in rows], i64), "algorithm_bandwidth": ([r[4] for r in rows], f64),
-                   "bus_bandwidth": ([r[5] for r in rows], f64), "trigger_start_ts": ([r[0] for r in rows], i64),
-                   "cc_trigger_start_delay": ([0] * len(rows), i64), "replica_group_id": ([0] * len(rows), i64),
-                   "replica_group": ([",".join(map(str, range(r[6]))) for r in rows], s)})
+    for i in np.flatnonzero(z["kind"] == kinds.index("collective")).tolist():
+        seq = int(z["nrt_sequence_id"][i])
+        nbytes, ranks = (info.get("cc") or {}).get(str(seq), (0, 1))
+        a, b = int(z["start"][i]), int(z["end"][i])
+        op = _CC_NAMES.get(str(z["names"][i]), str(z["names"][i]))
+        algbw = nbytes / ((b - a) / 1e9) if b > a else 0.0
+        rows.append((a, b, op, int(nbytes), algbw, algbw * (2.0 if op == "AllReduce" else 1.0) * (ranks - 1) / ranks,
+                     ranks, seq))
+    n = len(rows)
+    o.add("CcOp", start_ts=[r[0] for r in rows], end_ts=[r[1] for r in rows], duration_ns=[r[1] - r[0] for r in rows],
+          operation=[r[2] for r in rows], algorithm=["Ring"] * n, num_elements=[None] * n, dtype=[None] * n,
+          op_id=[r[7] for r in rows], stream_id=[0] * n, stream_index=list(range(n)), trigger_engine=["sync"] * n,
+          input_size=[r[3] for r in rows], output_size=[r[3] for r in rows],
+          algorithm_bandwidth=[r[4] for r in rows], bus_bandwidth=[r[5] for r in rows],
+          replica_group=[",".join(map(str, range(r[6]))) for r in rows])
+    return sum(b - a for a, b in _merged([(r[0], r[1]) for r in rows]))

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 from neuron_prof.emulator._compile_cache import CompileCache
 from neuron_prof.emulator._config import EmulatorConfig
 from neuron_prof.emulator._groundtruth import GroundTruth
 from neuron_prof.emulator._memory import DeviceMemory
-from neuron_prof.emulator._timing import Activity, DeviceClock
+from neuron_prof.emulator._timing import Activity, DeviceClock, HardwareClock
 
 
 class _Local(threading.local):
@@ -26,7 +27,13 @@ class Runtime:
         self.cfg = cfg
         self.gt = GroundTruth(cfg.ground_truth, cfg.max_ground_truth_events)
         self.activity = Activity(cfg.max_device_events)
-        self.clocks = [DeviceClock(i, self.activity) for i in range(cfg.num_devices)]
+        self.clocks = [DeviceClock(i, self.activity, cfg.blocking_execution) for i in range(cfg.num_devices)]
+        self.hw_clock = HardwareClock(cfg.device_clock_offset_ns, cfg.device_clock_drift_ppm)
+        """The device's own clock, which its device profile records (`_runtime_capture`)."""
+        self.capture: Any = None
+        """The runtime's capture while torch.profiler runs with a Neuron config (`_runtime_capture.Capture`)."""
+        self.last_capture: Any = None
+        """The last capture written (``NeuronProfiler.export_trace`` puts trace.json and the mapping there)."""
         self.memory = [
             DeviceMemory(i, cfg.memory_capacity_bytes, cfg.reserve_granularity_bytes)
             for i in range(cfg.num_devices)

@@ -87,7 +87,7 @@ def copy_duration_ns(cfg: EmulatorConfig, nbytes: int) -> int:
 
 
 class Activity:
-    """Ring buffer of device activity, as the runtime records it for its capture (see _explorer_view).
+    """Ring buffer of device activity, as the runtime records it for its capture (see _runtime_capture).
 
     Each event is appended as one tuple (the cheapest thing to append on the per-op path); snapshot() hands
     them out as columns.
@@ -113,6 +113,8 @@ class Activity:
         self.lock = threading.Lock()
         self.cc: dict[int, tuple[int, int]] = {}
         """nrt_sequence_id of a collective -> (bytes, ranks): what the runtime's CcOp rows report."""
+        self.work: dict[int, tuple[float, int]] = {}
+        """nrt_sequence_id of an op -> (FLOPs, bytes moved): what the device profile's counters report."""
 
     def append(
         self,
@@ -142,6 +144,7 @@ class Activity:
             del self.rows[:drop]
             first = self.rows[0][6] if self.rows else self.next_seq
             self.cc = {k: v for k, v in self.cc.items() if k >= first}
+            self.work = {k: v for k, v in self.work.items() if k >= first}
 
     def snapshot(self, clear: bool = False) -> dict[str, Any]:
         """Columns as numpy int64 arrays plus `name` (list[str]), `kind_names` and `dropped`."""
@@ -159,16 +162,38 @@ class Activity:
         out["kind_names"] = KIND_NAMES
         out["dropped"] = self.dropped
         out["cc"] = dict(self.cc)
+        out["work"] = dict(self.work)
         return out
+
+
+class HardwareClock:
+    """The device's own time counter: it started at device boot (hours before the host's Unix time of the
+    run) and runs `drift_ppm` fast. The runtime's device profile records this clock; its system profile
+    records host time, aligned through sync points (neuron-explorer-facts, "Processing")."""
+
+    def __init__(self, offset_ns: int, drift_ppm: float, host_origin_ns: int | None = None) -> None:
+        self.offset_ns = int(offset_ns)
+        self.rate = 1.0 + drift_ppm * 1e-6
+        self.origin = time.time_ns() if host_origin_ns is None else host_origin_ns
+
+    def at(self, host_ns: Any) -> Any:
+        """Device-clock ns at host Unix ns `host_ns` (an int or an int64 array)."""
+        import numpy as np
+
+        d = (np.asarray(host_ns, dtype=np.int64) - self.origin).astype(np.float64) * self.rate
+        out = self.offset_ns + np.rint(d).astype(np.int64)
+        return int(out) if np.ndim(out) == 0 else out
 
 
 class DeviceClock:
     """One device's queue: when it is free, and how the host waits for it."""
 
-    def __init__(self, index: int, activity: Activity) -> None:
+    def __init__(self, index: int, activity: Activity, blocking: bool = False) -> None:
         self.index = index
         self.free_at_ns = 0
         self.activity = activity
+        self.blocking = blocking
+        """Every submitted op is synchronous: the host waits for it (``NEURON_LAUNCH_BLOCKING=1``)."""
 
     def submit(
         self,
@@ -179,9 +204,10 @@ class DeviceClock:
         seq_nr: int = -1,
         host_ns: int | None = None,
         not_before: int = 0,
+        work: tuple[float, int] | None = None,
     ) -> tuple[int, int, int]:
         """Queue `dur_ns` of work issued now, starting no earlier than `not_before` (its NEFF is still
-        compiling); returns (start_ns, end_ns, nrt_sequence_id)."""
+        compiling), doing `work` (FLOPs, bytes); returns (start_ns, end_ns, nrt_sequence_id)."""
         now = time.time_ns() if host_ns is None else host_ns
         tid = threading.get_native_id()
         with self.activity.lock:
@@ -189,6 +215,10 @@ class DeviceClock:
             end = start + dur_ns
             self.free_at_ns = end
             seq = self.activity.append(name, self.index, stream, kind, start, end, seq_nr, tid, now)
+            if work is not None:
+                self.activity.work[seq] = work
+        if self.blocking:
+            self.wait()
         return start, end, seq
 
     def wait(self) -> int:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from neuron_prof import userdirs
 from neuron_prof.model import ArgsStore, Process, StringTable, Trace, Track
 from neuron_prof.model import CounterTable, FlowTable, InstantTable, SliceTable
 
@@ -45,17 +46,8 @@ def enabled() -> bool:
 
 
 def cache_dir() -> Path | None:
-    """The folder indexes go to (None when no home folder is known)."""
-    base = os.environ.get("NEURON_PROF_CACHE_DIR")
-    if base:
-        return Path(base)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg and os.path.isabs(xdg):  # the XDG spec: a relative path is invalid and ignored
-        return Path(xdg) / "neuron-prof"
-    try:
-        return Path.home() / ".cache" / "neuron-prof"
-    except (RuntimeError, KeyError):
-        return None
+    """The folder indexes go to (None when no home folder is known): `neuron_prof.userdirs.cache_dir`."""
+    return userdirs.cache_dir()
 
 
 def max_bytes() -> int:

@@ -51,8 +51,8 @@ def main() -> None:
     gt = ground_truth()
     gt.clear()
     backend = get_backend(hint=model)
-    # the device timeline comes as on Trainium: the runtime's device profile, in the capture folder
-    backend.enable_device_profile(Path(sys.argv[1] if len(sys.argv) > 1 else ".") / "neuron_profile")
+    # the device timeline comes as on Trainium: the runtime's system profile, processed by neuron-explorer
+    backend.enable_runtime_profile(Path(sys.argv[1] if len(sys.argv) > 1 else ".") / "neuron_profile")
     b, ctx = profile_with(backend, lambda: [step() for _ in range(3)], options={"memory_interval_ms": 1},
                           export=backend.export_trace)
     trace = b.build()

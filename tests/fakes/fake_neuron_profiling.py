@@ -51,6 +51,8 @@ class NeuronConfig(_ExperimentalConfig):  # torch.profiler's experimental_config
 
 class NeuronProfiler:
     exports: list[Path] = []
+    configs: list[NeuronConfig] = []
+    """The config of each export, in order (a test reads which modes each cycle had)."""
 
     def __init__(self, config: NeuronConfig) -> None:
         self.config = config
@@ -69,6 +71,29 @@ class NeuronProfiler:
         mapping = orjson.dumps({"version": 1, "data": []})
         (folder / f"framework_mapping_{int(time.time())}.json").write_bytes(mapping)
         NeuronProfiler.exports.append(folder)
+        NeuronProfiler.configs.append(self.config)
+
+
+class AprilNeuronProfiler:
+    """The April source's shape (issue 21): ``NeuronProfiler(...)`` a context manager (it runs torch.profiler
+    itself, Kineto configured through ``custom_profiler_config``); no NeuronConfig, no export_trace."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.args, self.kwargs = args, kwargs
+
+    def __enter__(self) -> AprilNeuronProfiler:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def install_april(module: types.ModuleType) -> types.ModuleType:
+    """Give a fake torch_neuronx the April ``profiling`` submodule (NeuronProfiler only)."""
+    prof = types.ModuleType("torch_neuronx.profiling")
+    prof.NeuronProfiler = AprilNeuronProfiler  # type: ignore[attr-defined]
+    module.profiling = prof  # type: ignore[attr-defined]
+    return prof
 
 
 def install(module: types.ModuleType) -> types.ModuleType:
@@ -96,16 +121,27 @@ def write_explorer(bin_dir: Path) -> Path:
     return exe
 
 
+CALLS = "neuron-explorer-calls.txt"
+"""Each call's arguments, one line each, appended in the run directory's parent (a test counts the calls)."""
+
+
 def explorer_main(argv: list[str]) -> int:
-    """``view -d DIR --output-format parquet --output-file OUT``: a processed profile of DIR's trace.json."""
+    """``view -d RUN_DIR --output-format parquet --output-file OUT``: a processed profile of the run directory's
+    capture (its one ``<instance>_pid_<pid>/<ts>/trace.json``)."""
     from tests.fakes.explorer_profile import write_profile
 
     if argv[:1] != ["view"] or "-d" not in argv or "--output-file" not in argv:
         print(f"neuron-explorer: unsupported arguments {argv}", file=sys.stderr)
         return 2
-    src, out = Path(argv[argv.index("-d") + 1]), Path(argv[argv.index("--output-file") + 1])
+    run, out = Path(argv[argv.index("-d") + 1]), Path(argv[argv.index("--output-file") + 1])
     if argv[argv.index("--output-format") + 1] != "parquet":
         return 2
+    with open(run.parent / CALLS, "a") as f:
+        f.write(" ".join(argv) + "\n")
+    found = sorted(run.glob("*_pid_*/*/trace.json"))
+    if not found:
+        return 1
+    src = found[0].parent
     doc = orjson.loads((src / "trace.json").read_bytes())
     base = int(doc.get("baseTimeNanoseconds") or 0)  # Kineto: ts in µs after this Unix-ns base
     ops = [("aten::mm", base + round(float(e["ts"]) * 1000), int(e["tid"])) for e in doc["traceEvents"]

@@ -107,7 +107,7 @@ def main() -> int:
         else:
             # findings only: no .pftrace needed. On the emulated device the user asks for its device profile, as
             # on Trainium (it costs the emulator no HBM): the device timeline comes only that way
-            with neuron_prof.profile(out, quiet=True, pftrace=False, device_profile=device == "neuron"):
+            with neuron_prof.profile(out, quiet=True, pftrace=False):
                 runpy.run_path(program, run_name="__main__")
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)

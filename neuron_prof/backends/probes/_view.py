@@ -79,8 +79,6 @@ class HostView:
 
     def site_at(self, t_ns: int, tid: Any) -> Site:
         """The Site of the innermost host op running on thread `tid` at `t_ns` (NO_STACK when none)."""
-        from neuron_prof.backends.probes._hostops import ThreadOps
-
         if self._ops is None:
             self._ops = ThreadOps(self)
         r = self._ops.innermost(tid, t_ns)
@@ -121,3 +119,50 @@ class HostView:
             if len(enc) > len(best):
                 best = [int(r) for r in enc]
         return "/".join(self.name_of(r)[len(MODULE_PREFIX):] for r in best)
+
+
+class ThreadOps:
+    """Per-thread sorted cpu_op spans: innermost op containing a host instant (for flows and joins)."""
+
+    def __init__(self, view: HostView) -> None:
+        self.view = view
+        rows = view.cat_rows(KinetoCat.CPU_OP)
+        tracks = view.builder.tracks
+        self._by_tid: dict[Any, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        by_track: dict[int, list[int]] = {}
+        for r in rows:
+            by_track.setdefault(int(view.track[r]), []).append(int(r))
+        for t, rs in by_track.items():
+            arr = np.asarray(rs, dtype=np.int64)
+            tid = tracks[t].tid
+            self._by_tid[tid] = (arr, view.ts[arr], view.end[arr])
+            if isinstance(tid, int):
+                self._by_tid.setdefault(str(tid), self._by_tid[tid])
+
+    def innermost(self, tid: Any, t_ns: int, named: bool = False) -> int:
+        """Row of the innermost cpu_op on thread `tid` running at `t_ns` (-1 when none).
+
+        `named`: skip dispatcher spans without a namespace ("PythonSubclass"), i.e. only "ns::op" names.
+        """
+        got = self._by_tid.get(tid)
+        if got is None:
+            got = self._by_tid.get(str(tid))
+            if got is None:
+                return -1
+        rows, ts, end = got
+        i = int(np.searchsorted(ts, t_ns, side="right")) - 1
+        best = -1
+        # Walk back over earlier-starting spans: the latest-starting one that still covers t_ns is innermost.
+        for j in range(i, max(i - 256, -1), -1):
+            if end[j] >= t_ns and (not named or "::" in self.view.name_of(int(rows[j]))):
+                best = int(rows[j])
+                break
+        return best
+
+    def any_thread(self, t_ns: int) -> int:
+        """Innermost cpu_op at `t_ns` on any thread (first match)."""
+        for tid in list(self._by_tid):
+            r = self.innermost(tid, t_ns)
+            if r >= 0:
+                return r
+        return -1

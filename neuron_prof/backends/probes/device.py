@@ -2,7 +2,7 @@
 ``kernel``/``gpu_memcpy``): they only get flows here, never a second copy.
 
 The Neuron device timeline itself comes from the runtime's capture processed by Neuron Explorer
-(`device_profile`), on Trainium and on the emulated device alike: there is no runtime activity feed
+(`runtime_profile`), on Trainium and on the emulated device alike: there is no runtime activity feed
 (torch-neuronx-facts, "Corrections": "Device timeline").
 """
 
