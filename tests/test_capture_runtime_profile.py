@@ -48,7 +48,8 @@ def _run(out: Path, steps: int = 3, **kw: object) -> neuron_prof.Session:
 
 
 def _mm_links(tr) -> tuple[list[int], list[int]]:
-    mm = [r for r in range(len(tr.slices)) if tr.slice_name(r) == "aten::mm"]
+    mm = [int(r) for r in tr.slices_on("thread") if tr.slice_name(int(r)) == "aten::mm"]  # host ops (not the
+    # fallback probe's slice for the mm whose work copied to the host: the fake profile's dmem_buf_copyout)
     src = sorted(int(a) for a, z in zip(tr.flows.src, tr.flows.dst) if tr.slice_name(int(z)) == "nrt_execute")
     return mm, src
 

@@ -80,9 +80,6 @@ def test_nothing_but_the_traces_beside_the_script_and_the_capture_is_said(work: 
         assert f"the Neuron runtime's capture and its tables: {r} (" in err
 
 
-@pytest.mark.xfail(strict=True, reason="needs the reader of issue 21 items 1-2 (branch explorer): device profiles in "
-                                       "RUN_DIR/parquet/<device_profile_name>/, on the device clock, placed through "
-                                       "ExecutionInfo and nc_exec_running (CONTRACT-21 R3-R5, C6)")
 def test_the_device_profile_window_adds_engines_and_summary_on_the_host_clock(work: Path) -> None:
     tr = neuron_prof.load(work / "work" / "window.json")
     tracks = _tracks(tr)

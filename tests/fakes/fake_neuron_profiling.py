@@ -147,6 +147,7 @@ def explorer_main(argv: list[str]) -> int:
     ops = [("aten::mm", base + round(float(e["ts"]) * 1000), int(e["tid"])) for e in doc["traceEvents"]
            if e.get("name") == "aten::mm" and e.get("cat") == "cpu_op"]
     pid = int(src.parent.name.rsplit("_pid_", 1)[1])
-    write_profile(out, ops=ops, pid=pid, t0=min(t for _, t, _ in ops) - 1_000_000)
+    instance = src.parent.name.rsplit("_pid_", 1)[0]  # the documented folder name <instance-id>_pid_<pid>
+    write_profile(out, ops=ops, pid=pid, instance=instance, t0=min(t for _, t, _ in ops) - 1_000_000)
     print(DROPPED_LINE, file=sys.stderr)
     return 0

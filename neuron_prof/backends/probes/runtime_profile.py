@@ -262,7 +262,9 @@ class RuntimeProfileProbe(Probe):
             self.process()
             if self.processed:
                 try:
-                    self._d2h = d2h_hosts(self.run_dir / PROCESSED)
+                    from neuron_prof.loaders.explorer_copies import copy_hosts
+
+                    self._d2h = copy_hosts(self.run_dir / PROCESSED, "device_to_host")
                 except Exception as e:  # noqa: BLE001  (evidence only: a bad table is reported when loaded)
                     self.notes.append(f"runtime profile {self.run_dir}: copies not read ({type(e).__name__}: {e})")
         return self._d2h
@@ -291,29 +293,3 @@ class RuntimeProfileProbe(Probe):
 
 def _framework_traces(folder: Path) -> list[Path]:
     return [p for n in ("trace.json", "pytorch_trace.json") for p in [folder / n] if p.is_file()]
-
-
-COPY_OUT = "dmem_buf_copyout"
-"""The runtime's device-to-host buffer copy (schema 7.4.0, ``MemoryBandwidthDirection``: device_to_host)."""
-
-
-def d2h_hosts(profile: Path) -> list[tuple[int, int]]:
-    """(thread id, start ns) of each framework event sharing a flow id with a ``dmem_buf_copyout``."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    cols = ["name", "trace_event_source", "thread_id", "start_ts", "flow_id"]
-    parts = sorted(profile.glob("SystemProfileEvents*.parquet"))
-    if not parts:
-        return []
-    t = pa.concat_tables([pq.read_table(f, columns=cols) for f in parts])
-    copies = t.filter(pc.fill_null(pc.equal(t.column("name"), COPY_OUT), False))
-    ids = set(pc.list_flatten(copies.column("flow_id")).drop_null().to_pylist())
-    if not ids:
-        return []
-    out = []
-    for r in t.filter(pc.equal(t.column("trace_event_source"), "framework")).to_pylist():
-        if ids.intersection(r["flow_id"] or ()):
-            out.append((int(r["thread_id"]), int(r["start_ts"])))
-    return out
