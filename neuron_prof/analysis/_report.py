@@ -58,7 +58,19 @@ def _run(trace: Trace, ctx: Context) -> list[Finding]:
                     evidence={"probe": f"analysis:{name}", "traceback": traceback.format_exc(limit=6)},
                 )
             )
-    return sort_findings([_with_rank(trace, f) for f in found])
+    return sort_findings([_with_rank(trace, _in_backward(f)) for f in found])
+
+
+def _in_backward(f: Finding) -> Finding:
+    """A finding whose site is a forward op's because it happened in that op's backward says so in its title
+    (the one place for every kind: their sites come from `_sites`, whose evidence names the autograd node)."""
+    node = f.evidence.get("in_backward")
+    if not node or "backward of" in f.title:
+        return f
+    fwd = f.evidence.get("forward_op")
+    at = f" at {f.call_site}" if f.call_site and f.call_site not in f.title else ""
+    what = f"the backward of {fwd}{at} ({node})" if fwd else f"a backward ({node}) whose forward op is not in the trace"
+    return dataclasses.replace(f, title=f"{f.title}, in {what}")
 
 
 def _with_rank(trace: Trace, f: Finding) -> Finding:
