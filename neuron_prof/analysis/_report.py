@@ -5,14 +5,16 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._finding import KINDS, SEVERITIES, Finding
+from neuron_prof.analysis._lines import lines_json
 from neuron_prof.analysis._registry import ANALYSES
+from neuron_prof.analysis._step_breakdown import step_breakdown
 from neuron_prof.analysis._stragglers import straggler_findings
 from neuron_prof.analysis._totals import compute_totals as _totals
 from neuron_prof.model import Trace
@@ -115,6 +117,10 @@ class Report:
 
     totals: dict[str, Any]
     findings: list[Finding]
+    lines: list[dict[str, Any]] = field(default_factory=list)
+    """The costliest user lines (`_lines.lines_json`)."""
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    """Per-step breakdown (`_step_breakdown.step_breakdown`)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The `summary --json` document (schema in README, "summary --json")."""
@@ -123,6 +129,8 @@ class Report:
             "version": 1,
             "totals": self.totals,
             "findings": [f.to_dict() for f in self.findings],
+            "lines": self.lines,
+            "step_breakdown": self.steps,
         }
 
 
@@ -140,7 +148,7 @@ def report(trace: Trace, *, warmup_steps: int | None = None, context: Context | 
     totals["findings_by_kind"] = {
         k: sum(f.kind == k for f in findings) for k in KINDS if any(f.kind == k for f in findings)
     }
-    return Report(totals=totals, findings=findings)
+    return Report(totals=totals, findings=findings, lines=lines_json(trace, ctx), steps=step_breakdown(trace, ctx))
 
 
 def annotate(
