@@ -59,6 +59,8 @@ class LineTable:
     host_rows: np.ndarray
     """Host slice rows charged to a line (work rows only), grouped by line: see `rows_of`."""
     host_start: np.ndarray
+    host_self_ns: np.ndarray
+    """Self time of each of `host_rows` as the line counts it (see `host_ns`)."""
 
     def __len__(self) -> int:
         return len(self.call_site)
@@ -70,6 +72,10 @@ class LineTable:
     def rows_of(self, i: int) -> np.ndarray:
         """Host slice rows charged to line `i` (its ops, forward and backward)."""
         return self.host_rows[self.host_start[i]:self.host_start[i + 1]]
+
+    def self_of(self, i: int) -> np.ndarray:
+        """The self time `rows_of(i)` count for the line."""
+        return self.host_self_ns[self.host_start[i]:self.host_start[i + 1]]
 
     def label(self, i: int) -> str:
         """How views name line `i`."""
@@ -226,6 +232,7 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
     keep = rl >= 0
     o = np.argsort(rl[keep], kind="stable")
     host_rows = hs.rows[w][keep][o]
+    host_self = self_ns[w][keep][o]
     start = np.searchsorted(rl[keep][o], np.arange(len(order) + 1))
     return LineTable(
         call_site=np.array([names[i][0] for i in order], dtype=object),
@@ -235,6 +242,7 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
         cols={c: v[order] for c, v in cols.items()},
         host_rows=host_rows.astype(np.int64),
         host_start=start.astype(np.int64),
+        host_self_ns=host_self.astype(np.int64),
     )
 
 
