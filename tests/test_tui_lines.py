@@ -58,3 +58,27 @@ async def test_lines_view(size: tuple[int, int], tmp_path: Path) -> None:
         await pilot.press("escape", "escape")
         await pilot.pause()
         assert app.current_mode == "lines"
+
+
+@pytest.mark.parametrize("size", [(100, 30), (160, 48)], ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_overview_shows_the_step_as_stacked_parts(size: tuple[int, int], tmp_path: Path) -> None:
+    app = NeuronProfApp([_known_trace(tmp_path)])
+    async with app.run_test(size=size) as pilot:
+        await ready(pilot, app)
+        line = next(ln for ln in screen_text(app).splitlines() if "step mix" in ln)
+        # the one step: 190 µs of host ops, 810 µs with neither host op nor device work; a bar of 10-40 cells
+        # split 19:81 between them
+        bar = line.split("step mix ")[1].split(" ")[0]
+        assert set(bar) == {"█"} and 10 <= len(bar) <= 40
+        assert "host 190 µs" in line and "idle 810 µs" in line
+        cells = [seg for seg in app.screen._compositor.render_strips()
+                 for seg in seg if seg.text and set(seg.text) == {"█"} and len(seg.text) > 1]
+        widths = sorted(len(s.text) for s in cells)
+        assert sum(widths) == len(bar) and widths == [round(0.19 * len(bar)), len(bar) - round(0.19 * len(bar))]
+
+
+async def test_overview_at_80x24_keeps_its_rows_for_findings(tmp_path: Path) -> None:
+    app = NeuronProfApp([_known_trace(tmp_path)])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot, app)
+        assert "step mix" not in screen_text(app)
