@@ -148,6 +148,42 @@ def test_fallback_in_backward_names_the_forward_line(tmp_path: Path) -> None:
     assert f.call_site.endswith(f"qr_backward_fallback.py:{qr_line}"), f.call_site
     assert f.evidence["in_backward"] == "LinalgQrBackward0" and f.evidence["forward_op"] == "aten::linalg_qr"
     assert "in the backward of aten::linalg_qr" in f.title
+    # the compiles of backward ops are at their forward lines too, and say they happened in the backward
+    tanh_line = next(i for i, ln in enumerate(src, 1) if "torch.tanh(" in ln)
+    (compiles,) = [g for g in analyze(trace) if g.kind == "first_call_compile"]
+    tanh_bwd = [s for s in compiles.evidence["sites"] if s["op"] == "aten::tanh_backward"]
+    assert tanh_bwd and all(s["call_site"].endswith(f":{tanh_line}") and s["in_backward"] == "TanhBackward0"
+                            for s in tanh_bwd), tanh_bwd
     # no finding of any kind is left at the backward() line
     assert not [g.title for g in analyze(trace) if g.call_site.endswith(f":{backward_line}")]
     json.dumps(f.to_dict())
+
+
+CUSTOM = textwrap.dedent("""\
+    import torch
+
+    class Scale(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return torch.cumsum(g, 0)  # LINE: own-backward
+
+    w = torch.randn(8, requires_grad=True)
+    for step in range(3):
+        y = Scale.apply(w)  # LINE: apply
+        y.sum().backward()  # LINE: backward
+    """)
+
+
+def test_the_users_own_backward_code_keeps_its_line(tmp_path: Path) -> None:
+    """A custom autograd.Function's backward is code the user wrote: its ops keep their own line (marked as
+    backward), while the backward of the ops around it goes to their forward lines."""
+    trace = _capture(tmp_path, CUSTOM)
+    lines = tagged(CUSTOM)
+    sites = _backward_sites(trace, "aten::cumsum")
+    assert sites and all(s.call_site == f"job.py:{lines['own-backward']}" for s in sites), sites
+    assert all(s.backward for s in sites), sites
+    assert not any(s.call_site.endswith(f":{lines['backward']}") for s in sites)

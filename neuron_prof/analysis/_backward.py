@@ -11,6 +11,8 @@ nothing. The forward op that created the node carries the user's line, and Kinet
    that number in the process, the one that started last (before the backward span) is the creator.
 
 Every host slice nested in a backward span is in that node's backward. Vectorised over the host nesting.
+The user's own code that runs in a backward (a custom `autograd.Function.backward`, a hook) keeps its own
+lines: that is `_sites`' rule, which reads `root` for it.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ class Backward:
     with `node_name`); 0 in the forward."""
     forward_op: np.ndarray
     """String id of the user's forward call that made the node (the outermost host op around `forward`)."""
+    root: np.ndarray
+    """Position (in the host rows) of the outermost backward span the slice runs in; -1 in the forward."""
 
 
 def node_name(name: str) -> str:
@@ -127,7 +131,7 @@ def _build(ctx: Context) -> Backward:
     fop = np.zeros(m, dtype=np.int64)
     roots = _roots(ctx, rows)
     if not len(roots):
-        return Backward(forward, node, fop)
+        return Backward(forward, node, fop, np.full(m, -1, dtype=np.int64))
     pos_parent = np.full(m, -1, dtype=np.int64)
     has = n.parent >= 0
     pos_parent[has] = np.searchsorted(rows, n.parent[has])
@@ -159,11 +163,15 @@ def _build(ctx: Context) -> Backward:
     node[roots] = sl.name[rows[roots]]
     forward = _inherit(forward, pos_parent, n.depth, NOT_BACKWARD)
     node = _inherit(node, pos_parent, n.depth, 0)
+    outer = roots[(pos_parent[roots] < 0) | ~is_root[np.maximum(pos_parent[roots], 0)]]
+    root = np.full(m, -1, dtype=np.int64)
+    root[outer] = outer
+    root = _inherit(root, pos_parent, n.depth, -1)
     fwd_rows = np.unique(forward[forward >= 0])
     if len(fwd_rows):
         outer = {r: _outer_op(ctx, r, rows, pos_parent) for r in fwd_rows.tolist()}
         fop[forward >= 0] = [outer[int(r)] for r in forward[forward >= 0].tolist()]
-    return Backward(forward, node, fop)
+    return Backward(forward, node, fop, root)
 
 
 def _inherit(v: np.ndarray, pos_parent: np.ndarray, depth: np.ndarray, empty: int) -> np.ndarray:

@@ -188,14 +188,18 @@ class Sites:
         inb = np.flatnonzero(bw.forward != NOT_BACKWARD)
         if len(inb):
             fpos = np.searchsorted(rows, np.maximum(bw.forward[inb], 0))
-            base = np.where(bw.forward[inb] >= 0, site[np.minimum(fpos, max(m - 1, 0))], site[inb])
-            keys = np.stack([base, bw.node[inb], bw.forward_op[inb], bw.forward[inb] >= 0], axis=1)
+            # the user's own code running in the backward (a custom Function's backward, a hook) has lines of
+            # its own, other than those of the backward span around it (the backward() call): it keeps them
+            own_code = site[inb] != site[np.maximum(bw.root[inb], 0)]
+            use_fwd = (bw.forward[inb] >= 0) & ~own_code
+            base = np.where(use_fwd, site[np.minimum(fpos, max(m - 1, 0))], site[inb])
+            keys = np.stack([base, bw.node[inb], bw.forward_op[inb], bw.forward[inb] >= 0, own_code], axis=1)
             uk, inv = np.unique(keys, axis=0, return_inverse=True)
             new = []
-            for b, nd, fo, known in uk.tolist():
+            for b, nd, fo, known, mine in uk.tolist():
                 s = sites[int(b)]
                 node = node_name(ctx.trace.s(int(nd)))
-                if known:
+                if known or mine:
                     s = dataclasses.replace(s, backward=node, forward_op=ctx.trace.s(int(fo)))
                 else:
                     called = f"; backward() called at {s.call_site}" if s.call_site else ""
