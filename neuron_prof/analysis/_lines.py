@@ -173,12 +173,12 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
     py = np.isin(sl.cat[hs.rows], trace.name_ids(KinetoCat.PYTHON))
     no_line = np.array([not (s.call_site or s.function) for s in hs.sites] or [True])[hs.site]
     work &= ~(py & no_line)
-    acc: dict[str, list[tuple[int, int]]] = {c: [] for c in _COLS}
+    acc: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {c: [] for c in _COLS}
     nodes: dict[int, dict[str, int]] = {}
     sigs: dict[int, dict[str, None]] = {}
 
     def add_vec(col: str, lines: np.ndarray, v: np.ndarray) -> None:
-        acc[col].extend(zip(lines.tolist(), v.astype(np.int64).tolist()))
+        acc[col].append((np.asarray(lines, dtype=np.int64), np.asarray(v, dtype=np.int64)))
 
     self_ns = _self_outside_backward(ctx, row_bwd)
     w = np.flatnonzero(work)
@@ -199,27 +199,30 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
     for kind, col, cnt in ((TrackKind.COMPILE, "compile_ns", "compiles"), (TrackKind.FALLBACK, "fallback_ns",
                            "fallbacks"), (TrackKind.SYNC, "sync_ns", "syncs"),
                            (TrackKind.COLLECTIVE, "collective_ns", "collectives")):
-        for r in ctx.rows(kind).tolist():
+        probe = ctx.rows(kind)
+        lis = []
+        for r in probe.tolist():
             s = sites.of_row(r)
             if kind == TrackKind.SYNC and not s.call_site and not s.stack:
                 s = sites.at(int(sl.ts_ns[r]) + int(sl.dur_ns[r]) // 2)
             li = line_of(s)
-            acc[col].append((li, int(sl.dur_ns[r])))
-            acc[cnt].append((li, 1))
+            lis.append(li)
             if kind == TrackKind.COMPILE:
                 d2 = sigs.setdefault(li, {})
                 if len(d2) < MAX_SIGNATURES:
                     d2[_signature(ctx, r)] = None
-    for s, b in _allocations(trace, ctx):
-        acc["alloc_bytes"].append((line_of(s), b))
+        add_vec(col, np.asarray(lis, dtype=np.int64), sl.dur_ns[probe])
+        add_vec(cnt, np.asarray(lis, dtype=np.int64), np.ones(len(probe), dtype=np.int64))
+    apos, abytes = _allocations(trace, ctx)
+    if len(apos):
+        hit = apos >= 0
+        add_vec("alloc_bytes", row_line[apos[hit]], abytes[hit])
     m = len(keys)
     cols = {}
-    for c, pairs in acc.items():
-        if pairs:
-            a = np.asarray(pairs, dtype=np.int64)
-            cols[c] = np.bincount(a[:, 0], weights=a[:, 1], minlength=m).astype(np.int64)
-        else:
-            cols[c] = np.zeros(m, dtype=np.int64)
+    for c, parts in acc.items():
+        li = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+        v = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+        cols[c] = np.bincount(li, weights=v, minlength=m).astype(np.int64)
     names = list(keys)
     cost = np.maximum(cols["host_ns"], cols["device_ns"])
     busy = sum(cols[c] for c in _COLS if c != "host_backward_ns")
@@ -283,13 +286,12 @@ def _signature(ctx: Context, row: int) -> str:
     return f"{name} [{text}]" if text else name
 
 
-MAX_ALLOCATIONS = 20000
-"""Allocations looked up (the largest first): each costs a host-stack lookup."""
-
-
-def _allocations(trace: Trace, ctx: Context) -> list[tuple[Site, int]]:
-    """(Site of what the host ran then, bytes) per growth of an `allocated` memory series (device series
-    when any), the largest MAX_ALLOCATIONS."""
+def _allocations(trace: Trace, ctx: Context) -> tuple[np.ndarray, np.ndarray]:
+    """(host row position or -1, bytes) per growth of an `allocated` memory series (device series when any):
+    the innermost host slice running then, on the thread running a backward op when one is (the thread that
+    called ``backward()`` only waits then), else on the thread with the deepest stack (`Sites.stack_at`'s
+    rule, vectorised)."""
+    from neuron_prof.analysis._backward import NOT_BACKWARD, backward_of
     from neuron_prof.analysis._memory import _series  # _memory registers an analysis: import on use
 
     series = [s for s in _series(trace, ctx) if s[0].endswith("allocated")]
@@ -301,8 +303,34 @@ def _allocations(trace: Trace, ctx: Context) -> list[tuple[Site, int]]:
         ts_all.append(ts[1:][up])
         grow_all.append(d[up])
     if not ts_all:
-        return []
-    ts, grow = np.concatenate(ts_all), np.concatenate(grow_all)
-    keep = np.argsort(-grow, kind="stable")[:MAX_ALLOCATIONS]
-    sites = sites_of(ctx)
-    return [(sites.at(int(t)), int(g)) for t, g in zip(ts[keep].tolist(), grow[keep].tolist())]
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    t, grow = np.concatenate(ts_all).astype(np.int64), np.concatenate(grow_all).astype(np.int64)
+    n = host_nesting(ctx)
+    sl = trace.slices
+    rows = n.rows
+    pos_parent = np.full(len(rows), -1, dtype=np.int64)
+    has = n.parent >= 0
+    pos_parent[has] = np.searchsorted(rows, n.parent[has])
+    end = sl.end_ns[rows]
+    start = sl.ts_ns[rows]
+    bwd = backward_of(ctx).forward != NOT_BACKWARD
+    best = np.full(len(t), -1, dtype=np.int64)
+    score = np.full(len(t), -1, dtype=np.int64)
+    tracks = sl.track[rows]
+    for tr in np.unique(tracks).tolist():
+        idx = np.flatnonzero(tracks == tr)
+        idx = idx[np.argsort(start[idx], kind="stable")]
+        k = np.searchsorted(start[idx], t, side="right") - 1
+        pos = np.where(k >= 0, idx[np.maximum(k, 0)], -1)
+        for _ in range(int(n.depth.max(initial=1)) + 1):  # up from the last slice started until one still runs
+            done = (pos < 0) | (end[np.maximum(pos, 0)] > t)
+            if done.all():
+                break
+            pos = np.where(done, pos, pos_parent[np.maximum(pos, 0)])
+        ok = (pos >= 0) & (end[np.maximum(pos, 0)] > t)
+        sc = np.where(ok, bwd[np.maximum(pos, 0)] * (1 << 20) + n.depth[np.maximum(pos, 0)], -1)
+        better = sc > score
+        best[better], score[better] = pos[better], sc[better]
+    return best, grow
+
+

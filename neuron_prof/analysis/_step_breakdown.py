@@ -67,20 +67,23 @@ def _build(trace: Trace, ctx: Context) -> list[dict[str, Any]]:
     sl = trace.slices
     rows = _rows(trace, ctx)
 
-    def cover(rs_list: list[np.ndarray]) -> np.ndarray:
-        rs = np.concatenate(rs_list) if rs_list else np.zeros(0, np.int64)
-        if not len(rs):
-            return np.zeros(k, dtype=np.int64)
-        s, e = merge(sl.ts_ns[rs], sl.dur_ns[rs])
-        return covered_before(s, e, hi) - covered_before(s, e, lo)
+    # each category's slices merged once into disjoint intervals; unions of categories merge those
+    merged = {}
+    for c, rs in rows.items():
+        merged[c] = merge(sl.ts_ns[rs], sl.dur_ns[rs]) if len(rs) else (np.zeros(0, np.int64),) * 2
 
-    own = {c: cover([rows[c]]) for c in rows}
+    def cover(s: np.ndarray, e: np.ndarray) -> np.ndarray:
+        return covered_before(s, e, hi) - covered_before(s, e, lo) if len(s) else np.zeros(k, dtype=np.int64)
+
+    own = {c: cover(*merged[c]) for c in rows}
     parts: dict[str, np.ndarray] = {}
     prev = np.zeros(k, dtype=np.int64)
-    acc: list[np.ndarray] = []
+    us, ue = np.zeros(0, np.int64), np.zeros(0, np.int64)
     for c in PARTS[:-1]:
-        acc.append(rows[c])
-        now = cover(acc)
+        cs, ce = merged[c]
+        if len(cs):
+            us, ue = merge(np.concatenate([us, cs]), np.concatenate([ue - us, ce - cs]))
+        now = cover(us, ue)
         parts[c] = np.maximum(now - prev, 0)
         prev = now
     parts["idle"] = np.maximum(dur - prev, 0)
