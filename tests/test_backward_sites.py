@@ -1,5 +1,6 @@
 """Backward ops are charged to the forward op that created them (issue 23, item 2): real captures, a plain
-torch.profiler trace, a trace without fwdbwd flows (sequence numbers alone) and Kineto's backward-thread trace.
+torch.profiler trace, a trace without fwdbwd flows (sequence numbers alone) and Kineto's backward-thread
+trace.
 """
 
 from __future__ import annotations

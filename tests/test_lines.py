@@ -23,13 +23,14 @@ US = 1000
 
 def _known_trace(tmp_path: Path) -> Path:
     """A step of a forward op at train.py:10 (100 µs, launching 30 µs of device work), loss.backward() at
-    line 20 whose autograd thread runs that op's backward (50 µs, linked by a fwdbwd flow) while the main thread
-    waits in run_backward, and one more op at line 12 (40 µs)."""
+    line 20 whose autograd thread runs that op's backward (50 µs, linked by a fwdbwd flow) while the main
+    thread waits in run_backward, and one more op at line 12 (40 µs)."""
     stack10 = "train.py(10): forward;train.py(30): <module>"
     stack12 = "train.py(12): forward;train.py(30): <module>"
     stack20 = "train.py(20): <module>"
     ev = [
-        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 1000},
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0,
+         "dur": 1000},
         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100, "dur": 100,
          "args": {"Call stack": stack10, "Sequence number": 7, "Fwd thread id": 0}},
         {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "ts": 250, "dur": 40,
@@ -49,7 +50,8 @@ def _known_trace(tmp_path: Path) -> Path:
         {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 5, "pid": 0, "tid": 7, "ts": 150, "bp": "e"},
     ]
     doc = {"schemaVersion": 1, "baseTimeNanoseconds": KINETO_BASE, "traceEvents": ev,
-           "neuron_prof": {"format_version": 1, "metadata": {"stack_lines": "exact", "user_files": ["train.py"]}}}
+           "neuron_prof": {"format_version": 1,
+                           "metadata": {"stack_lines": "exact", "user_files": ["train.py"]}}}
     (tmp_path / "train.py").write_text("\n".join(f"line_{i} = {i}" for i in range(1, 41)) + "\n")
     p = tmp_path / "t.json"
     p.write_text(json.dumps(doc))

@@ -1,5 +1,5 @@
-"""The lines view and the per-step breakdown of the HTML report in headless Chromium (issue 23): a real capture
-of a training loop whose forward calls torch.linalg.qr."""
+"""The lines view and the per-step breakdown of the HTML report in headless Chromium (issue 23): a real
+capture of a training loop whose forward calls torch.linalg.qr."""
 
 from __future__ import annotations
 
@@ -48,7 +48,8 @@ def test_report_lines_table_and_step_bars(chromium: Chromium, tmp_path: Path) ->
     tr = load(trace_path)
     rep = report(tr)
     assert rep.steps, "the loop's optimizer steps are the steps"
-    out = write_html_report(tr, tmp_path / "r.html", rep.findings, rep.totals, lines=rep.lines, steps=rep.steps)
+    out = write_html_report(tr, tmp_path / "r.html", rep.findings, rep.totals, lines=rep.lines,
+                            steps=rep.steps)
     page = _check_page(chromium, out, evals={"rows": ROWS, "head": HEAD, "steps": STEP_TRACES})
     head = page.values["head"]
     rows = [dict(zip(head, r)) for r in page.values["rows"]]

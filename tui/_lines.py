@@ -1,4 +1,5 @@
-"""The lines view's tables (no Textual): the analysis' `LineTable` as view columns, a line's ops, an op's calls."""
+"""The lines view's tables (no Textual): the analysis' `LineTable` as view columns, a line's ops, an op's
+calls."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ def lines_view(t: LineTable) -> dict[str, np.ndarray]:
     """The lines view's columns, most costly line first (the analysis' order)."""
     c = t.cols
     return {
-        "call_site": _obj([t.label(i) if (t.call_site[i] or t.function[i]) else NO_LINE for i in range(len(t))]),
+        "call_site": _obj([t.label(i) if (t.call_site[i] or t.function[i]) else NO_LINE
+                           for i in range(len(t))]),
         "cost_ns": t.cost_ns,
         "host_ns": c["host_ns"],
         "host_backward_ns": c["host_backward_ns"],

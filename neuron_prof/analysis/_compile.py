@@ -42,7 +42,8 @@ class _Compile:
     reason: str = ""
     args: dict[str, Any] = field(default_factory=dict)
     backward: str = ""
-    """The autograd node when the compile happened in the backward of the op at `call_site` (`Site.backward`)."""
+    """The autograd node when the compile happened in the backward of the op at `call_site`
+    (`Site.backward`)."""
 
 
 def compiles(trace: Trace, ctx: Context) -> list[_Compile]:

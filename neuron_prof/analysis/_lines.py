@@ -322,7 +322,8 @@ def _allocations(trace: Trace, ctx: Context) -> tuple[np.ndarray, np.ndarray]:
         idx = idx[np.argsort(start[idx], kind="stable")]
         k = np.searchsorted(start[idx], t, side="right") - 1
         pos = np.where(k >= 0, idx[np.maximum(k, 0)], -1)
-        for _ in range(int(n.depth.max(initial=1)) + 1):  # up from the last slice started until one still runs
+        # up from the last slice started until one still runs
+        for _ in range(int(n.depth.max(initial=1)) + 1):
             done = (pos < 0) | (end[np.maximum(pos, 0)] > t)
             if done.all():
                 break

@@ -71,7 +71,8 @@ def _in_backward(f: Finding) -> Finding:
         return f
     fwd = f.evidence.get("forward_op")
     at = f" at {f.call_site}" if f.call_site and f.call_site not in f.title else ""
-    what = f"the backward of {fwd}{at} ({node})" if fwd else f"a backward ({node}) whose forward op is not in the trace"
+    what = (f"the backward of {fwd}{at} ({node})" if fwd
+            else f"a backward ({node}) whose forward op is not in the trace")
     return dataclasses.replace(f, title=f"{f.title}, in {what}")
 
 
@@ -148,7 +149,8 @@ def report(trace: Trace, *, warmup_steps: int | None = None, context: Context | 
     totals["findings_by_kind"] = {
         k: sum(f.kind == k for f in findings) for k in KINDS if any(f.kind == k for f in findings)
     }
-    return Report(totals=totals, findings=findings, lines=lines_json(trace, ctx), steps=step_breakdown(trace, ctx))
+    return Report(totals=totals, findings=findings, lines=lines_json(trace, ctx),
+                  steps=step_breakdown(trace, ctx))
 
 
 def annotate(

@@ -12,8 +12,8 @@ from what the trace says about it, in this order:
 4. a probe slice that a flow links to the host op that paid for it: that op's site;
 5. **backward**: a host slice in autograd's backward pass (and a probe slice whose flow comes from one) takes
    the site of the forward op that created its autograd node (`_backward`), marked with the node
-   (`Site.backward`): its line is the forward line the user wrote, never ``loss.backward()``. When that forward
-   op is not in the trace, the site names no line and says why.
+   (`Site.backward`): its line is the forward line the user wrote, never ``loss.backward()``. When that
+   forward op is not in the trace, the site names no line and says why.
 
 Host slices get their sites in one vectorised pass (`host_sites`: rules 2, 3 and 5), which the lines view
 reads whole and `of_row` reads one at a time.

@@ -164,7 +164,7 @@ class Outcome:
     truth: list[dict[str, Any]] | None = None
     """The emulator's own log by line (profile-neuron runs with truth=True)."""
     lines: list[dict[str, Any]] = field(default_factory=list)
-    """The first rank's `summary --json` lines view (the costliest lines of the program, most costly first)."""
+    """The first rank's `summary --json` lines view (the program's costliest lines, most costly first)."""
 
     @property
     def device(self) -> str:

@@ -117,7 +117,8 @@ def step_mix(steps: list[dict[str, object]], bar: int) -> Text | None:
     if not steps:
         return None
     pick = [s for s in steps if not s.get("warmup")] or steps
-    mean = {k: sum(int(s["parts"][k]) for s in pick) / len(pick) for k in STEP_PART_STYLE}  # type: ignore[index]
+    mean = {k: sum(int(s["parts"][k]) for s in pick) / len(pick)  # type: ignore[index]
+            for k in STEP_PART_STYLE}
     total = sum(mean.values())
     t = Text()
     t.append("steady step " if len(pick) < len(steps) else "step mix ", style="dim")
