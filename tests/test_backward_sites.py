@@ -158,6 +158,10 @@ def test_fallback_in_backward_names_the_forward_line(tmp_path: Path) -> None:
     # no finding of any kind is left at the backward() line
     assert not [g.title for g in analyze(trace) if g.call_site.endswith(f":{backward_line}")]
     json.dumps(f.to_dict())
+    # the .pftrace written beside it keeps what the rule reads (fwdbwd flows, sequence numbers)
+    (g,) = [g for g in analyze(neuron_prof.load(out.with_suffix(".pftrace"))) if g.kind == "cpu_fallback"
+            and g.evidence.get("op") == "aten::linalg_solve_triangular"]
+    assert (g.call_site, g.evidence["in_backward"]) == (f.call_site, "LinalgQrBackward0")
 
 
 CUSTOM = textwrap.dedent("""\
