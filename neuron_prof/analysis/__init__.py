@@ -2,7 +2,8 @@
 
     from neuron_prof.analysis import analyze, report, annotate
     findings = analyze(trace)          # list[Finding], most costly first
-    rep = report(trace)                # Report(totals: dict, findings: list[Finding])
+    rep = report(trace)                # Report(totals, findings, lines, steps): what summary --json holds
+    lines = line_table(trace)          # the lines view, columnar (every user line's costs)
     trace2 = annotate(trace)           # trace.findings filled (exporters write them as a findings track)
 
 Each finding family is a registered analysis (`_registry.ANALYSES`); add one with `@register(name)`

@@ -200,6 +200,10 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
                            "fallbacks"), (TrackKind.SYNC, "sync_ns", "syncs"),
                            (TrackKind.COLLECTIVE, "collective_ns", "collectives")):
         probe = ctx.rows(kind)
+        if kind == TrackKind.SYNC:  # and the runtime's own waits (cudaDeviceSynchronize...), as totals count them
+            from neuron_prof.analysis._sync import RUNTIME_SYNC_NAMES
+
+            probe = np.concatenate([probe, ctx.name_rows(ctx.rows(TrackKind.THREAD), RUNTIME_SYNC_NAMES)])
         lis = []
         for r in probe.tolist():
             s = sites.of_row(r)
