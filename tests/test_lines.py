@@ -135,3 +135,24 @@ def test_summary_text_shows_the_lines_with_their_source(capture: Path) -> None:
     text = r.stdout[r.stdout.index("Where the time goes"):]
     assert f"job.py:{_line('qr')}" in text and "q, _ = torch.linalg.qr(h)" in text
     assert "+ backward: LinalgQrBackward0" in text
+
+
+def test_lines_add_up_to_the_totals_on_kineto_traces() -> None:
+    """Over every line (the no-line row included), the sync waits, fallbacks and collectives are the totals'
+    (every event is charged to exactly one line), on the real Kineto traces in ../shared."""
+    from neuron_prof.analysis import line_table
+    from tests.conftest import kineto_traces
+
+    paths = kineto_traces()
+    if not paths:
+        pytest.skip("../shared/traces/kineto absent")
+    for p in paths:
+        trace = neuron_prof.load(p)
+        ctx = Context(trace)
+        totals = report(trace, context=ctx).totals
+        t = line_table(trace, ctx)
+        assert int(t.cols["sync_ns"].sum()) == totals["sync_ns"], p.name
+        assert int(t.cols["syncs"].sum()) == totals["sync_count"], p.name
+        assert int(t.cols["fallbacks"].sum()) == totals["fallback_count"], p.name
+        assert int(t.cols["collectives"].sum()) >= 0 and len(t) >= 1, p.name
+        assert (t.cols["host_backward_ns"] <= t.cols["host_ns"]).all(), p.name
