@@ -156,3 +156,25 @@ def test_lines_add_up_to_the_totals_on_kineto_traces() -> None:
         assert int(t.cols["fallbacks"].sum()) == totals["fallback_count"], p.name
         assert int(t.cols["collectives"].sum()) >= 0 and len(t) >= 1, p.name
         assert (t.cols["host_backward_ns"] <= t.cols["host_ns"]).all(), p.name
+
+
+def test_a_frame_that_outlives_its_step_keeps_only_its_own_time(tmp_path: Path) -> None:
+    """A Python frame opened inside one ProfilerStep and closed after the next (the demo's `train()`) is not
+    nested in the steps: its self time is what the slices starting inside it leave, not the next steps'."""
+    ev = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "python_function", "name": "train.py(3): train", "pid": 1, "tid": 1, "ts": 10,
+         "dur": 290, "args": {"call_site": "train.py:40"}},
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 1, "tid": 1, "ts": 150,
+         "dur": 100},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 160, "dur": 50,
+         "args": {"Call stack": "train.py(5): train;train.py(40): <module>"}},
+    ]
+    doc = {"schemaVersion": 1, "baseTimeNanoseconds": KINETO_BASE, "traceEvents": ev,
+           "neuron_prof": {"format_version": 1,
+                           "metadata": {"stack_lines": "exact", "user_files": ["train.py"]}}}
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(doc))
+    by = {d["call_site"]: d for d in report(neuron_prof.load(p)).lines}
+    assert by["train.py:40"]["host_ns"] == (290 - 100) * US  # less ProfilerStep#2 (which holds the mm)
+    assert by["train.py:5"]["host_ns"] == 50 * US

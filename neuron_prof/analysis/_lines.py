@@ -180,7 +180,7 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
     def add_vec(col: str, lines: np.ndarray, v: np.ndarray) -> None:
         acc[col].append((np.asarray(lines, dtype=np.int64), np.asarray(v, dtype=np.int64)))
 
-    self_ns = _self_outside_backward(ctx, row_bwd)
+    self_ns = _self_outside_backward(ctx, row_bwd, _self_inside_parent(ctx))
     w = np.flatnonzero(work)
     add_vec("host_ns", row_line[w], self_ns[w])
     wb = w[row_bwd[w]]
@@ -253,7 +253,50 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
     )
 
 
-def _self_outside_backward(ctx: Context, row_bwd: np.ndarray) -> np.ndarray:
+MAX_IMPROPER = 500
+"""Improperly nested host slices whose self time is recomputed (the longest first)."""
+
+
+def _self_inside_parent(ctx: Context) -> np.ndarray:
+    """Host self time per host row, with the slices that outlive the slice they started in counted right: a
+    Python frame opened inside one ProfilerStep and closed after the last (`train()` around a profiler's steps)
+    is not nested in them, and nesting (which assumes proper nesting) would give it their time as its own.
+    Such a slice's self time is its duration less the time the slices of its thread that start inside it
+    cover (for a properly nested slice, exactly its children's)."""
+    from neuron_prof.analysis._intervals import merge
+
+    n = host_nesting(ctx)
+    sl = ctx.trace.slices
+    out = n.self_ns.copy()
+    rows = n.rows
+    if not len(rows):
+        return out
+    has = n.parent >= 0
+    pos_parent = np.full(len(rows), -1, dtype=np.int64)
+    pos_parent[has] = np.searchsorted(rows, n.parent[has])
+    ts, end = sl.ts_ns[rows], sl.end_ns[rows]
+    bad = np.flatnonzero(has & (end > end[np.maximum(pos_parent, 0)]))
+    if not len(bad):
+        return out
+    bad = bad[np.argsort(-(end[bad] - ts[bad]), kind="stable")][:MAX_IMPROPER]
+    tracks = sl.track[rows]
+    by_track: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for q in bad.tolist():
+        tr = int(tracks[q])
+        if tr not in by_track:
+            on = np.flatnonzero(tracks == tr)
+            on = on[np.argsort(ts[on], kind="stable")]
+            by_track[tr] = (on, ts[on])
+        on, starts = by_track[tr]
+        lo, hi = np.searchsorted(starts, ts[q], "left"), np.searchsorted(starts, end[q], "right")
+        inside = on[lo:hi]
+        inside = inside[inside != q]
+        s, e = merge(ts[inside], np.minimum(end[inside], end[q]) - ts[inside])
+        out[q] = max(int(end[q] - ts[q]) - int((e - s).sum()), 0)
+    return out
+
+
+def _self_outside_backward(ctx: Context, row_bwd: np.ndarray, self_ns: np.ndarray) -> np.ndarray:
     """Host self time per host row, less, for slices of the forward, the time the backward ran on another
     thread meanwhile: the thread that called ``backward()`` waits for autograd's thread then, and that time
     is the backward ops' (charged to their forward lines), not the ``backward()`` line's as well."""
@@ -261,7 +304,7 @@ def _self_outside_backward(ctx: Context, row_bwd: np.ndarray) -> np.ndarray:
 
     n = host_nesting(ctx)
     sl = ctx.trace.slices
-    out = n.self_ns.copy()
+    out = self_ns.copy()
     if not row_bwd.any() or not len(n.rows):
         return out
     b = n.rows[row_bwd]
