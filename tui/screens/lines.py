@@ -42,7 +42,7 @@ class LinesScreen(ViewScreen):
     def compose_body(self) -> Iterable[Widget]:
         # narrow screens drop memory, collectives, sync, fallback, compile, then the backward part
         cols = [
-            Column("call_site", "line", 0, min_width=24),
+            Column("call_site", "line", 0, min_width=24, clip_left=True),
             Column("host_ns", "host", 9, _ns, right=True),
             Column("host_backward_ns", "in bwd", 9, _ns, right=True, drop=5),
             Column("device_ns", "device", 9, _ns, right=True),
