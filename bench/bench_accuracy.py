@@ -8,7 +8,8 @@ neuron device and on the CPU (each run a subprocess, then `neuron-prof summary -
 findings with the programs' tags using the harness the tests use (tests/userland/_harness.py; the rules are
 in tests/userland/README.md). Prints one table: per way and overall, expected findings, found at the exact
 line (recall), warning/critical findings, unexplained ones (precision = explained / all), exact-line rate and
-CLEAN programs with alarms; then one line per program and way with what was missed.
+CLEAN programs with alarms; then one line per program and way with what was missed and the lines view's top
+line of the program (`summary --json` lines: where the time goes, backward charged to its forward line).
 """
 
 from __future__ import annotations
@@ -102,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
                 why = out.error.splitlines()[0].split(": ", 1)[-1] if out.error else "failed"
                 failed = f"RUN FAILED ({out.seconds:.0f} s: {why}); "
             lines.append(f"{p.stem:24} {w:15} {failed}{s.found}/{len(s.expected)} at the exact line"
-                         + (f"; missed {miss}" if miss else "") + extra + clean)
+                         + (f"; missed {miss}" if miss else "") + extra + clean
+                         + (f"; top line {h.top_line(p, out)}" if out.ok else ""))
 
     n_clean = sum(p.clean for p in progs)
 

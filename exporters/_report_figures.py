@@ -283,3 +283,31 @@ def collective_bandwidth(c: Collectives, span_ms: float | None = None) -> Figure
     return _fig(
         data, _layout(380, "time since start (ms)", ytitle, xrange=(0.0, span_ms) if span_ms else None)
     )
+
+
+STEP_COLOURS = {"compile": "#d62728", "fallback": "#ff7f0e", "sync": "#9467bd", "collective": "#17becf",
+                "host": "#1f77b4", "device": "#2ca02c", "idle": "#c7c7c7"}
+"""One colour per exclusive part of a step (`summary --json` `step_breakdown[].parts`)."""
+
+
+def step_breakdown(steps: Sequence[dict[str, Any]], parts: Sequence[str]) -> Figure | None:
+    """Stacked bars, one per step: its exclusive parts (compile, fallback, sync, collectives, host, device,
+    idle) in ms, adding up to the step's duration."""
+    if not steps:
+        return None
+    x = [f"{'w' if s.get('warmup') else ''}{s['step']}" for s in steps]
+    data = [
+        {
+            "type": "bar",
+            "name": p,
+            "x": x,
+            "y": [s["parts"].get(p, 0) / 1e6 for s in steps],
+            "marker": {"color": STEP_COLOURS.get(p, "#7f7f7f")},
+            "hovertemplate": f"step %{{x}}: {p} %{{y:.3f}} ms<extra></extra>",
+        }
+        for p in parts
+        if any(s["parts"].get(p) for s in steps)
+    ]
+    lay = _layout(360, "step (w: warm-up)", "time (ms)", barmode="stack")
+    lay["xaxis"]["type"] = "category"
+    return _fig(data, lay)

@@ -3,7 +3,8 @@
     from neuron_prof.exporters.html_report import write_html_report
     write_html_report(trace, "report.html", findings=analyze(trace))
 
-Sections (each always present; an empty one says why): overview, findings, compile-time waterfall,
+Sections (each always present; an empty one says why): overview, findings, the lines view (where the time
+goes by line of the user's code), the per-step breakdown (stacked bars), compile-time waterfall,
 CPU-fallback hot spots, device utilisation, memory over time, collective bandwidth, device profile (Neuron
 Explorer's metrics and where device time went). plotly.js is
 embedded once, inline; nothing is fetched when the page opens.
@@ -151,6 +152,56 @@ def _fallback_section(trace: Trace, findings: list[dict[str, Any]], figures: dic
         + plot_div("fig-fallback")
         + table(["#", "call site", "module", "finding", "calls", "time (ms)", "advice"], rows, num=(0, 4, 5))
     )
+
+
+_LINE_COLS = (("host", "host_ns"), ("in bwd", "host_backward_ns"), ("device", "device_ns"),
+              ("compile", "compile_ns"), ("fallback", "fallback_ns"), ("sync", "sync_ns"),
+              ("coll.", "collective_ns"))
+
+
+def _lines_section(lines: list[dict[str, Any]]) -> str:
+    """The lines view: where the time goes, per line of the user's code (`summary --json` `lines`); time
+    columns empty on every line are left out."""
+    if not lines:
+        return empty("No line of your code ran a recorded op (no host ops, or a trace without call stacks).")
+    cols = [(h, k) for h, k in _LINE_COLS if k == "host_ns" or any(ln.get(k) for ln in lines)]
+    mem = any(ln.get("alloc_bytes") for ln in lines)
+    rows = []
+    for i, ln in enumerate(lines, 1):
+        where = ln.get("call_site") or ln.get("function") or "(no user line: library or runtime work)"
+        sigs = ln.get("signatures") or []
+        row: list[Any] = [
+            i,
+            Raw(f'<span title="{esc(chr(10).join(sigs))}">{esc(where)}</span>') if sigs else where,
+            Raw(f"<code>{esc(ln.get('source') or '')}</code>"),
+        ]
+        row += [_ms(ln.get(k)) if ln.get(k) else "-" for _, k in cols]
+        if mem:
+            row.append(f"{(ln.get('alloc_bytes') or 0) / 2**20:,.2f}")
+        row.append(", ".join(ln.get("backward_of") or []))
+        rows.append(row)
+    head = ["#", "line", "source", *(h for h, _ in cols), *(["MiB"] if mem else []), "backward of"]
+    return note(
+        "Every cost charged to the line of your code it came from: library frames at the line of yours that "
+        "called them, backward ops at the forward line whose op created them (\"in bwd\": that part of the "
+        "host time; \"backward of\": the autograd nodes). Times in ms; compile, fallback and sync time run "
+        "inside the host time; MiB: memory allocated. Hover a line for its compiled signatures."
+    ) + table(head, rows, num=tuple(range(3, 3 + len(cols) + mem)) + (0,), cls="lines")
+
+
+def _steps_section(steps: list[dict[str, Any]], figures: dict[str, Any]) -> str:
+    """Per-step breakdown as stacked bars (`summary --json` `step_breakdown`)."""
+    from neuron_prof.analysis import STEP_PARTS
+
+    fig = figs.step_breakdown(steps, STEP_PARTS)
+    if fig is None:
+        return empty("No steps in this trace (no ProfilerStep, prof.step() or repeated optimizer step).")
+    figures["fig-steps"] = fig
+    return note(
+        "Each step split into exclusive parts that add up to its duration: each moment goes to the first of "
+        "compile, CPU fallback, sync wait, collectives, host ops, device (busy while the host ran no op), "
+        "idle. Warm-up steps are marked w."
+    ) + plot_div("fig-steps")
 
 
 def _utilisation_section(trace: Trace, figures: dict[str, Any]) -> str:
@@ -303,6 +354,8 @@ def render_html_report(
     findings: Sequence[Any] | None = None,
     totals: dict[str, Any] | None = None,
     title: str | None = None,
+    lines: list[dict[str, Any]] | None = None,
+    steps: list[dict[str, Any]] | None = None,
 ) -> str:
     """The report as one HTML string.
 
@@ -311,14 +364,25 @@ def render_html_report(
         findings: Finding objects or dicts (default: trace.findings).
         totals: neuron_prof.analysis totals (`report(trace).totals`); the "at a glance" table when given.
         title: page title (default: from the trace's file name).
+        lines: the lines view (`report(trace).lines`; computed when not given).
+        steps: the per-step breakdown (`report(trace).steps`; computed when not given).
     """
     import plotly.offline
+
+    from neuron_prof.analysis import Context, lines_json, step_breakdown
+
+    if lines is None or steps is None:
+        ctx = Context(trace)
+        lines = lines_json(trace, ctx) if lines is None else lines
+        steps = step_breakdown(trace, ctx) if steps is None else steps
 
     fl = _as_dicts(findings, trace)
     figures: dict[str, Any] = {}
     sections = [
         ("overview", "Overview", _overview_section(trace, totals)),
         ("findings", f"Findings ({len(fl)})", _findings_section(fl, figures)),
+        ("lines", "By line", _lines_section(lines)),
+        ("steps", "Per step", _steps_section(steps, figures)),
         ("compile", "Compile-time waterfall", _compile_section(trace, figures)),
         ("fallback", "CPU-fallback hot spots", _fallback_section(trace, fl, figures)),
         ("utilisation", "Device utilisation", _utilisation_section(trace, figures)),
@@ -345,10 +409,12 @@ def write_html_report(
     findings: Sequence[Any] | None = None,
     totals: dict[str, Any] | None = None,
     title: str | None = None,
+    lines: list[dict[str, Any]] | None = None,
+    steps: list[dict[str, Any]] | None = None,
 ) -> Path:
     """Write the report to `path` via a temporary file (a failure leaves no half page); returns the path."""
     p = Path(path)
-    text = render_html_report(trace, findings, totals, title)
+    text = render_html_report(trace, findings, totals, title, lines, steps)
     tmp = p.with_name(f".{p.name}.tmp")
     try:
         if p.exists() and not p.is_file():

@@ -203,6 +203,11 @@ def summary_text(
             con.print(finding_detail(i, f, advice=advice))
     else:
         con.print(Text("No findings."))
+    if rep.lines and top:
+        con.print()
+        con.print(Text("Where the time goes, by line of your code (backward charged to its forward line)",
+                       style="bold"))
+        con.print(lines_table(rep.lines[:top], width or 120))
     for key, label, self_col in (("top_ops", "host op", True), ("top_device_ops", "device op", False)):
         ops = rep.totals.get(key) or []
         if ops and top:
@@ -277,6 +282,45 @@ def finding_detail(i: int, f: Finding, *, advice: bool = True) -> Any:
     grid.add_column()
     grid.add_row(Text(f"{i}.", style="bold"), t)
     return grid
+
+
+LINE_COLS = (("host", "host_ns"), ("in bwd", "host_backward_ns"), ("device", "device_ns"),
+             ("compile", "compile_ns"), ("fallback", "fallback_ns"), ("sync", "sync_ns"),
+             ("coll.", "collective_ns"))
+"""The time columns of the lines table: label, key of a `lines` entry (README: summary --json `lines`)."""
+
+
+def line_label(line: dict[str, Any]) -> str:
+    """How a `lines` entry is named: its call site, its function, or that no user line ran it."""
+    return str(line.get("call_site") or line.get("function") or "(no user line)")
+
+
+def lines_table(lines: list[dict[str, Any]], width: int = 120) -> Any:
+    """The costliest user lines (`summary --json` `lines`) with their time columns and source text; "in bwd"
+    is the part of the line's host time spent in the backward of its ops. Columns empty on every line are
+    left out."""
+    from rich.table import Table
+    from rich.text import Text
+
+    cols = [(label, k) for label, k in LINE_COLS if k == "host_ns" or any(ln.get(k) for ln in lines)]
+    rows = []
+    for ln in lines:
+        cells = [fit_site(printable(short_site(line_label(ln))), SITE_W)]
+        cells += [fmt_ns(ln.get(k, 0)) if ln.get(k) else "-" for _, k in cols]
+        src = str(ln.get("source") or "")
+        if ln.get("backward_of"):
+            src = (src + "  " if src else "") + "+ backward: " + ", ".join(ln["backward_of"][:3])
+        rows.append((cells, printable(src)))
+    head = ("line", *(label for label, _ in cols))
+    widths = [max(len(h), *(len(c[k]) for c, _ in rows)) for k, h in enumerate(head)]
+    rest = max(16, width - sum(widths) - 2 * len(head))
+    tab = Table(box=None, show_edge=False, header_style="bold", title=None, pad_edge=False)
+    for k, (h, w) in enumerate(zip(head, widths)):
+        tab.add_column(h, justify="left" if not k else "right", width=w, no_wrap=True)
+    tab.add_column("source", width=rest, no_wrap=True, overflow="ellipsis")
+    for cells, src in rows:
+        tab.add_row(*(Text(c) for c in cells), Text(src))
+    return tab
 
 
 def ops_table(ops: list[dict[str, Any]], label: str, self_col: bool) -> Any:

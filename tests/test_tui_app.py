@@ -209,7 +209,7 @@ async def test_views_cycle_with_tab_and_every_view_renders() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot, app)
         seen = []
-        for _ in range(8):
+        for _ in range(9):
             seen.append(app.current_mode)
             await pilot.press("tab")
             await pilot.pause()
@@ -222,6 +222,7 @@ async def test_views_cycle_with_tab_and_every_view_renders() -> None:
             "memory",
             "collectives",
             "ranks",
+            "lines",
         ]
         assert app.current_mode == "overview"
         await pilot.press("6")

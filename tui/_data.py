@@ -16,11 +16,12 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.analysis import Context, Finding, OpTable, cross_rank_findings, op_table, sort_findings
-from neuron_prof.analysis import nesting
+from neuron_prof.analysis import LineTable, line_table, nesting, step_breakdown
 from neuron_prof.model import Trace, split_ranks
 from neuron_prof.tui import _shape
 from neuron_prof.tui._fmt import fmt_bytes
 from neuron_prof.tui._lanes import Lane, build_lanes
+from neuron_prof.tui._lines import lines_view
 
 Source = str | os.PathLike[str] | Trace
 Progress = Callable[[float, str], None]
@@ -70,7 +71,7 @@ class RankData:
 
     def warm(self, cancelled: Callable[[], bool] = lambda: False) -> None:
         """Compute every view's table now (a background worker calls this after the first screen)."""
-        for name in ("lanes", "ops", "compiles", "fallbacks", "memory"):
+        for name in ("lanes", "ops", "compiles", "fallbacks", "memory", "lines"):
             if cancelled():
                 return
             getattr(self, name)
@@ -96,6 +97,20 @@ class RankData:
     @cached_property
     def ops(self) -> _shape.Table:
         return _shape.op_view(self.trace, self.op_accounting)
+
+    @cached_property
+    def line_table(self) -> LineTable:
+        """The analysis' lines view (every user line's costs, backward charged to its forward line)."""
+        return line_table(self.trace, self.context)
+
+    @cached_property
+    def lines(self) -> _shape.Table:
+        return lines_view(self.line_table)
+
+    @cached_property
+    def step_parts(self) -> list[dict[str, Any]]:
+        """The analysis' per-step breakdown (`summary --json` step_breakdown)."""
+        return step_breakdown(self.trace, self.context)
 
     @cached_property
     def steps(self) -> np.ndarray:

@@ -40,6 +40,7 @@ from neuron_prof.tui.screens.fallback import FallbackScreen
 from neuron_prof.tui.screens.help import HelpScreen
 from neuron_prof.tui.screens.loading import LoadingScreen
 from neuron_prof.tui.screens.memory import MemoryScreen
+from neuron_prof.tui.screens.lines import LinesScreen
 from neuron_prof.tui.screens.ops import OpsScreen
 from neuron_prof.tui.screens.overview import OverviewScreen
 from neuron_prof.tui.screens.ranks import RanksScreen
@@ -83,6 +84,7 @@ class NeuronProfApp(App[int]):
         "collectives": CollectivesScreen,
         "ranks": RanksScreen,
         "device": DeviceScreen,
+        "lines": LinesScreen,
     }
     DEFAULT_MODE = "loading"
     BINDINGS: ClassVar[list[BindingType]] = [

@@ -2,7 +2,8 @@
 
     from neuron_prof.analysis import analyze, report, annotate
     findings = analyze(trace)          # list[Finding], most costly first
-    rep = report(trace)                # Report(totals: dict, findings: list[Finding])
+    rep = report(trace)                # Report(totals, findings, lines, steps): what summary --json holds
+    lines = line_table(trace)          # the lines view, columnar (every user line's costs)
     trace2 = annotate(trace)           # trace.findings filled (exporters write them as a findings track)
 
 Each finding family is a registered analysis (`_registry.ANALYSES`); add one with `@register(name)`
@@ -22,6 +23,7 @@ from neuron_prof.analysis._diff import diff
 from neuron_prof.analysis._fmt import fit_site, fmt_bytes, fmt_evidence, fmt_ns, short_site, strip_site
 from neuron_prof.analysis._idle import device_label, device_rows
 from neuron_prof.analysis._intervals import merge as merge_intervals
+from neuron_prof.analysis._lines import LineTable, device_ns_by_host_row, line_table, lines_json
 from neuron_prof.analysis._nesting import Nesting, nesting
 from neuron_prof.analysis._partial import partial_line, partial_totals
 from neuron_prof.analysis._ops import OpTable, op_key, op_table
@@ -35,13 +37,25 @@ from neuron_prof.analysis._report import (
     report,
     sort_findings,
 )
-from neuron_prof.analysis._sites import Site, Sites, sites_of
+from neuron_prof.analysis._sites import HostSites, Site, Sites, sites_of
+from neuron_prof.analysis._source import source_context, source_line
+from neuron_prof.analysis._step_breakdown import PARTS as STEP_PARTS
+from neuron_prof.analysis._step_breakdown import step_breakdown
 from neuron_prof.analysis._steps import find_steps
 from neuron_prof.analysis._stragglers import LateArrivals, dominant_cause, findings_from, late_arrivals
 __all__ = [
     "COST_WARNING_SHARE",
     "partial_line",
     "partial_totals",
+    "STEP_PARTS",
+    "HostSites",
+    "LineTable",
+    "device_ns_by_host_row",
+    "line_table",
+    "lines_json",
+    "source_context",
+    "source_line",
+    "step_breakdown",
     "Nesting",
     "RankCollectives",
     "collectives_by_source",

@@ -41,6 +41,9 @@ class _Compile:
     attempt: int = 0
     reason: str = ""
     args: dict[str, Any] = field(default_factory=dict)
+    backward: str = ""
+    """The autograd node when the compile happened in the backward of the op at `call_site`
+    (`Site.backward`)."""
 
 
 def compiles(trace: Trace, ctx: Context) -> list[_Compile]:
@@ -75,6 +78,7 @@ def _parse_compiles(trace: Trace, ctx: Context) -> list[_Compile]:
             module=site.module or ctx.module(a),
             reason=str(a.get(Arg.RECOMPILE_REASON, "") or ""),
             args=a,
+            backward=site.backward,
         )
         if m:
             c.frame, c.attempt = m.group(1), int(m.group(2))
@@ -130,10 +134,13 @@ class CompileGroup:
     total_ns: int = 0
     max_ns: int = 0
     first_ts: int = 0
+    backward: str = ""
+    """The autograd node when these compiles happened in the backward of the op at `call_site`."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"op": self.name, "signature": self.signature, "call_site": self.call_site, "module": self.module,
-                "count": len(self.rows), "total_ns": self.total_ns, "max_ns": self.max_ns}
+        d = {"op": self.name, "signature": self.signature, "call_site": self.call_site, "module": self.module,
+             "count": len(self.rows), "total_ns": self.total_ns, "max_ns": self.max_ns}
+        return {**d, "in_backward": self.backward} if self.backward else d
 
 
 def compile_groups(trace: Trace, ctx: Context, items: list[_Compile] | None = None) -> list[CompileGroup]:
@@ -145,7 +152,8 @@ def compile_groups(trace: Trace, ctx: Context, items: list[_Compile] | None = No
         key = (c.name, signature_text(c.signature), site)
         g = groups.get(key)
         if g is None:
-            g = groups[key] = CompileGroup(c.name, key[1], c.call_site, c.module, c.kind, first_ts=c.ts)
+            g = groups[key] = CompileGroup(c.name, key[1], c.call_site, c.module, c.kind, first_ts=c.ts,
+                                           backward=c.backward)
         g.rows.append(c.row)
         g.total_ns += c.dur
         g.max_ns = max(g.max_ns, c.dur)
@@ -200,6 +208,7 @@ def first_call_compile(trace: Trace, ctx: Context) -> list[Finding]:
     ops = sorted(by_op.items(), key=lambda kv: -sum(c.dur for c in kv[1]))
     top = groups[0]
     where = f"{top.name} [{top.signature}]" + (f" at {top.call_site}" if top.call_site else "")
+    where += f", in the backward ({top.backward})" if top.backward else ""
     n_ops = len(by_op)
     what = f"{len(first)} compile{'s' if len(first) != 1 else ''} of {n_ops} op{'s' if n_ops != 1 else ''}"
     if new:

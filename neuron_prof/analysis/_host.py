@@ -42,14 +42,17 @@ def _parent(ctx: Context, row: int) -> int:
     return int(n.parent[i]) if i < len(n.rows) and n.rows[i] == row else -1
 
 
-def host_stack_at(ctx: Context, t: int, max_len: int = 12) -> list[int]:
-    """Host slice rows covering time `t` on the thread with the deepest such stack, outermost first.
+def host_stacks_at(ctx: Context, t: int) -> list[list[int]]:
+    """Per host thread running something at `t`: its slice rows covering `t`, outermost first (bookkeeping
+    spans left out).
 
     Per thread: the last slice started by `t`, then up through its parents until one still runs at `t`
     (slices nest), so a lookup costs a binary search and the nesting depth, not a scan.
     """
     end = ctx.trace.slices.end_ns
-    best: list[int] = []
+    skip = set(ctx.trace.name_ids(*TRANSPARENT_SPANS).tolist())
+    names = ctx.trace.slices.name
+    out: list[list[int]] = []
     for rows, ts in _per_track(ctx):
         k = int(np.searchsorted(ts, t, side="right")) - 1
         r = int(rows[k]) if k >= 0 else -1
@@ -59,11 +62,18 @@ def host_stack_at(ctx: Context, t: int, max_len: int = 12) -> list[int]:
         while r >= 0:
             chain.append(r)
             r = _parent(ctx, r)
+        if chain:
+            out.append([r for r in chain[::-1] if int(names[r]) not in skip])
+    return out
+
+
+def host_stack_at(ctx: Context, t: int, max_len: int = 12) -> list[int]:
+    """Host slice rows covering time `t` on the thread with the deepest such stack, outermost first."""
+    best: list[int] = []
+    for chain in host_stacks_at(ctx, t):
         if len(chain) > len(best):
             best = chain
-    skip = set(ctx.trace.name_ids(*TRANSPARENT_SPANS).tolist())
-    names = ctx.trace.slices.name
-    return [r for r in best[::-1] if int(names[r]) not in skip][-max_len:]
+    return best[-max_len:]
 
 
 def enclosing_ops(ctx: Context, row: int) -> list[str]:

@@ -13,7 +13,6 @@ import numpy as np
 from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._finding import Finding
 from neuron_prof.analysis._fmt import fmt_bytes
-from neuron_prof.analysis._host import host_stack_at
 from neuron_prof.analysis._registry import register
 from neuron_prof.analysis._sites import sites_of
 from neuron_prof.model import Meta, Trace, TrackKind
@@ -86,11 +85,12 @@ def memory_peak(trace: Trace, ctx: Context) -> list[Finding]:
             if delta[j] <= 0:
                 continue
             t = int(ts[lo + j + 1])
-            stack = host_stack_at(ctx, t)
+            stack = sites_of(ctx).stack_at(t)
             op = trace.slice_name(stack[-1]) if stack else ""
-            site = next((s for s in (sites_of(ctx).of_row(r).call_site for r in reversed(stack)) if s), "")
-            allocs.append({"bytes": int(delta[j]), "ts_ns": t, "op": op, "call_site": site})
-        stack_at = host_stack_at(ctx, t_peak)
+            at = sites_of(ctx).at(t)
+            alloc = {"bytes": int(delta[j]), "ts_ns": t, "op": op, "call_site": at.call_site}
+            allocs.append({**alloc, "in_backward": at.backward} if at.backward else alloc)
+        stack_at = sites_of(ctx).stack_at(t_peak)
         at_peak = [trace.slice_name(r) for r in stack_at]
         where = sites_of(ctx).at(t_peak)
         # the device's capacity is no bound for a host series

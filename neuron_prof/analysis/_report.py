@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -14,7 +14,9 @@ from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._finding import KINDS, SEVERITIES, Finding
 from neuron_prof.analysis._overlap import share_overlaps
 from neuron_prof.analysis._partial import partial_totals
+from neuron_prof.analysis._lines import lines_json
 from neuron_prof.analysis._registry import ANALYSES
+from neuron_prof.analysis._step_breakdown import step_breakdown
 from neuron_prof.analysis._stragglers import straggler_findings
 from neuron_prof.analysis._totals import compute_totals as _totals
 from neuron_prof.model import Trace
@@ -61,7 +63,8 @@ def _run(trace: Trace, ctx: Context) -> list[Finding]:
                     evidence={"probe": f"analysis:{name}", "traceback": traceback.format_exc(limit=6)},
                 )
             )
-    return sort_findings([_after_warmup(trace, ctx, _with_rank(trace, f)).cost_floored() for f in found])
+    return sort_findings([_after_warmup(trace, ctx, _with_rank(trace, _in_backward(f))).cost_floored()
+                          for f in found])
 
 
 def _after_warmup(trace: Trace, ctx: Context, f: Finding) -> Finding:
@@ -85,6 +88,19 @@ def _after_warmup(trace: Trace, ctx: Context, f: Finding) -> Finding:
                 ts += table.ts_ns[sel].tolist()
         steady = not ts or max(ts) >= start
     return dataclasses.replace(f, after_warmup=bool(steady))
+
+
+def _in_backward(f: Finding) -> Finding:
+    """A finding whose site is a forward op's because it happened in that op's backward says so in its title
+    (the one place for every kind: their sites come from `_sites`, whose evidence names the autograd node)."""
+    node = f.evidence.get("in_backward")
+    if not node or "backward of" in f.title:
+        return f
+    fwd = f.evidence.get("forward_op")
+    at = f" at {f.call_site}" if f.call_site and f.call_site not in f.title else ""
+    what = (f"the backward of {fwd}{at} ({node})" if fwd
+            else f"a backward ({node}) whose forward op is not in the trace")
+    return dataclasses.replace(f, title=f"{f.title}, in {what}")
 
 
 def _with_rank(trace: Trace, f: Finding) -> Finding:
@@ -129,6 +145,10 @@ class Report:
 
     totals: dict[str, Any]
     findings: list[Finding]
+    lines: list[dict[str, Any]] = field(default_factory=list)
+    """The costliest user lines (`_lines.lines_json`)."""
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    """Per-step breakdown (`_step_breakdown.step_breakdown`)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The `summary --json` document (schema in README, "summary --json")."""
@@ -137,6 +157,8 @@ class Report:
             "version": 1,
             "totals": self.totals,
             "findings": [f.to_dict() for f in self.findings],
+            "lines": self.lines,
+            "step_breakdown": self.steps,
         }
 
 
@@ -156,7 +178,8 @@ def report(trace: Trace, *, warmup_steps: int | None = None, context: Context | 
     }
     totals["partial"] = partial_totals(trace, findings)
     totals["shares"] = share_overlaps(trace, findings)
-    return Report(totals=totals, findings=findings)
+    return Report(totals=totals, findings=findings, lines=lines_json(trace, ctx),
+                  steps=step_breakdown(trace, ctx))
 
 
 def annotate(

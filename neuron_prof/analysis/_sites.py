@@ -9,7 +9,14 @@ from what the trace says about it, in this order:
    the call site stays empty and the function is named, see `Site.reason`);
 3. a host slice without a stack: the nearest enclosing slice that has one (nested ops inherit the site of
    the op the user's code called);
-4. a probe slice that a flow links to the host op that paid for it: that op's site.
+4. a probe slice that a flow links to the host op that paid for it: that op's site;
+5. **backward**: a host slice in autograd's backward pass (and a probe slice whose flow comes from one) takes
+   the site of the forward op that created its autograd node (`_backward`), marked with the node
+   (`Site.backward`): its line is the forward line the user wrote, never ``loss.backward()``. When that
+   forward op is not in the trace, the site names no line and says why.
+
+Host slices get their sites in one vectorised pass (`host_sites`: rules 2, 3 and 5), which the lines view
+reads whole and `of_row` reads one at a time.
 
     sites = sites_of(ctx)
     sites.of_row(r).call_site          # "train.py:13" or ""
@@ -18,17 +25,46 @@ from what the trace says about it, in this order:
 
 from __future__ import annotations
 
+import dataclasses
+import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from neuron_prof.analysis._backward import NOT_BACKWARD, backward_of, node_name
 from neuron_prof.analysis._context import Context
-from neuron_prof.analysis._host import host_nesting, host_stack_at
-from neuron_prof.model import Arg, TrackKind
-from neuron_prof.model.callsite import NO_STACK, Site, site_from_stack, stack_is_exact, user_files_of
+from neuron_prof.analysis._host import host_nesting, host_stacks_at
+from neuron_prof.model import Arg, KinetoCat, TrackKind
+from neuron_prof.model.callsite import (
+    NO_STACK,
+    USER,
+    Site,
+    file_kind,
+    parse_frame,
+    site_from_stack,
+    stack_is_exact,
+    user_files_of,
+)
 
 CALL_STACK = "Call stack"
-__all__ = ["NO_STACK", "Site", "Sites", "sites_of"]
+__all__ = ["NO_STACK", "HostSites", "Site", "Sites", "sites_of"]
+_SITE_KEYS = re.compile(rb'"(?:Call stack|call_site|site_unknown)"\s*:')
+
+
+@dataclass(frozen=True, eq=False)
+class HostSites:
+    """Every host slice's Site, columnar: ``sites[site[i]]`` is the Site of host row ``rows[i]``."""
+
+    rows: np.ndarray
+    """Host slice rows, ascending (`host_nesting(ctx).rows`)."""
+    site: np.ndarray
+    """Index into `sites` per row (0: NO_STACK)."""
+    sites: list[Site]
+
+    def of(self, row: int) -> Site | None:
+        i = int(np.searchsorted(self.rows, row))
+        return self.sites[int(self.site[i])] if i < len(self.rows) and self.rows[i] == row else None
 
 
 def _str_list(v: Any) -> tuple[str, ...]:
@@ -68,49 +104,133 @@ class Sites:
         return None
 
     def of_row(self, row: int) -> Site:
-        """The Site of slice `row` (rules 1-4 of the module docstring)."""
+        """The Site of slice `row` (rules 1-5 of the module docstring)."""
         got = self._rows.get(row)
         if got is not None:
             return got
-        ctx = self.ctx
-        site = self.of_args(ctx.slice_args(row))
-        if site is None or (not site.call_site and not site.stack):
+        hs = self.host_sites()
+        site = hs.of(row)
+        if site is None:  # a probe or device slice
+            site = self.of_args(self.ctx.slice_args(row))
             src = self._flows().get(row)
             if src is not None and src != row:
-                site = self.of_row(src)
-            else:
-                up = self._enclosing(row)
-                if up is not None:
+                up = hs.of(src)
+                up = up if up is not None else self.of_row(src)
+                if site is None or (not site.call_site and not site.stack) or up.backward:
                     site = up
         got = site if site is not None else NO_STACK
         self._rows[row] = got
         return got
 
+    def stack_at(self, t_ns: int, max_len: int = 12) -> list[int]:
+        """Host slice rows the host was running at `t_ns`, outermost first: the thread running a backward op
+        when one is (the thread that called ``backward()`` only waits for it then), else the deepest stack."""
+        stacks = host_stacks_at(self.ctx, t_ns)
+        hs = self.host_sites()
+        bwd = [c for c in stacks if c and (s := hs.of(c[-1])) is not None and s.backward]
+        pick = max(bwd or stacks, key=len, default=[])
+        return pick[-max_len:]
+
     def at(self, t_ns: int) -> Site:
-        """The Site of whatever the host was running at `t_ns` (the deepest host stack at that moment)."""
-        for r in reversed(host_stack_at(self.ctx, t_ns)):
+        """The Site of whatever the host was running at `t_ns` (`stack_at`)."""
+        for r in reversed(self.stack_at(t_ns)):
             s = self.of_row(r)
             if s.call_site or s.stack:
                 return s
         return NO_STACK
 
+    def host_sites(self) -> HostSites:
+        """Every host slice's Site (rules 2, 3 and 5), computed once."""
+        return self.ctx.memo("host_sites", self._build_host)  # type: ignore[no-any-return]
+
     # ---- internals --------------------------------------------------------------------------------------
-    def _enclosing(self, row: int) -> Site | None:
-        """The Site of the nearest enclosing host slice that has one (host threads only)."""
-        n = host_nesting(self.ctx)
-        i = int(np.searchsorted(n.rows, row))
-        if i >= len(n.rows) or n.rows[i] != row:
-            return None
-        p = int(n.parent[i])
-        for _ in range(64):
-            if p < 0:
-                return None
-            s = self.of_args(self.ctx.slice_args(p))
-            if s is not None and (s.call_site or s.stack):
-                return s
-            j = int(np.searchsorted(n.rows, p))
-            p = int(n.parent[j]) if j < len(n.rows) and n.rows[j] == p else -1
-        return None
+    def _build_host(self) -> HostSites:
+        ctx = self.ctx
+        sl = ctx.trace.slices
+        n = host_nesting(ctx)
+        rows = n.rows
+        m = len(rows)
+        sites: list[Site] = [NO_STACK]
+        ids: dict[Site, int] = {NO_STACK: 0}
+
+        def sid(s: Site) -> int:
+            i = ids.get(s)
+            if i is None:
+                i = ids[s] = len(sites)
+                sites.append(s)
+            return i
+
+        own = np.zeros(m, dtype=np.int64)
+        strong = np.zeros(m, dtype=bool)
+        blob, off = ctx.trace.args.buffers
+        hits = [mm.start() for mm in _SITE_KEYS.finditer(blob)] if blob else []
+        if hits and m:
+            docs = np.unique(np.searchsorted(off, np.asarray(hits, dtype=np.int64), side="right") - 1)
+            for i in np.flatnonzero(np.isin(sl.args[rows], docs)).tolist():
+                s = self.of_args(ctx.slice_args(int(rows[i])))
+                if s is not None:
+                    own[i] = sid(s)
+                    strong[i] = bool(s.call_site or s.stack)
+        if not self.exact:  # torch.profiler's Python frames ("train.py(12): forward"): the function, no line
+            self._frames_as_sites(rows, own, strong, sid)
+        # rule 3: the nearest enclosing slice with a site (level by level down the nesting)
+        pos_parent = np.full(m, -1, dtype=np.int64)
+        has = n.parent >= 0
+        pos_parent[has] = np.searchsorted(rows, n.parent[has])
+        inh = np.where(strong, own, -1)
+        for level in range(2, int(n.depth.max(initial=1)) + 1):
+            here = np.flatnonzero((n.depth == level) & (inh < 0) & (pos_parent >= 0))
+            if len(here):
+                inh[here] = inh[pos_parent[here]]
+        site = np.where(inh >= 0, inh, own)
+        # rule 5: backward -> the forward op's site, marked with the autograd node
+        bw = backward_of(ctx)
+        inb = np.flatnonzero(bw.forward != NOT_BACKWARD)
+        if len(inb):
+            fpos = np.searchsorted(rows, np.maximum(bw.forward[inb], 0))
+            # the user's own code running in the backward (a custom Function's backward, a hook) has lines of
+            # its own, other than those of the backward span around it (the backward() call): it keeps them
+            own_code = site[inb] != site[np.maximum(bw.root[inb], 0)]
+            use_fwd = (bw.forward[inb] >= 0) & ~own_code
+            base = np.where(use_fwd, site[np.minimum(fpos, max(m - 1, 0))], site[inb])
+            keys = np.stack([base, bw.node[inb], bw.forward_op[inb], bw.forward[inb] >= 0, own_code], axis=1)
+            uk, inv = np.unique(keys, axis=0, return_inverse=True)
+            new = []
+            for b, nd, fo, known, mine in uk.tolist():
+                s = sites[int(b)]
+                node = node_name(ctx.trace.s(int(nd)))
+                if known or mine:
+                    s = dataclasses.replace(s, backward=node, forward_op=ctx.trace.s(int(fo)))
+                else:
+                    called = f"; backward() called at {s.call_site}" if s.call_site else ""
+                    s = Site(stack=(), module=s.module, backward=node, reason=(
+                        f"ran in the backward of a forward op that is not in the trace ({node}{called})"))
+                new.append(sid(s))
+            site[inb] = np.asarray(new, dtype=np.int64)[inv.reshape(-1)]
+        return HostSites(rows=rows, site=site, sites=sites)
+
+    def _frames_as_sites(self, rows: np.ndarray, own: np.ndarray, strong: np.ndarray, sid: Any) -> None:
+        """Python-frame slices of the user's files without a site of their own name their function (a trace of
+        torch.profiler's own, whose frames carry only entry lines): the ops inside them inherit it."""
+        tr = self.ctx.trace
+        py = tr.strings.get(KinetoCat.PYTHON)
+        if py is None:
+            return
+        sel = np.flatnonzero((tr.slices.cat[rows] == py) & ~strong)
+        names = tr.slices.name[rows[sel]]
+        for nid in np.unique(names).tolist():
+            f = parse_frame(tr.s(int(nid)))
+            if f is None or not self._user(f[0]):
+                continue
+            frame = f"{f[0]}:0 {f[2]}"
+            site = Site(stack=(frame,), reason="the trace records only function entry lines (torch.profiler "
+                        "with_stack)", function=f"{f[0]} {f[2]}")
+            hit = sel[names == nid]
+            own[hit] = sid(site)
+            strong[hit] = True
+
+    def _user(self, path: str) -> bool:
+        return path in self.user_files if self.user_files is not None else file_kind(path) == USER
 
     def _flows(self) -> dict[int, int]:
         """Probe slice -> the host slice a flow links it from (compile/fallback/sync probes draw these)."""

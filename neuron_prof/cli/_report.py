@@ -54,7 +54,8 @@ def command(trace_path: Path, output: Path | None, warmup_steps: int | None, tit
     trace = load(trace_path)
     rep = report(trace, warmup_steps=warmup_steps)
     out = output or default_output(trace_path)
-    write_html_report(trace, out, findings=rep.findings, totals=rep.totals, title=title)
+    write_html_report(trace, out, findings=rep.findings, totals=rep.totals, title=title, lines=rep.lines,
+                      steps=rep.steps)
     click.echo(
         f"wrote {out} ({out.stat().st_size / 1e6:,.1f} MB, {len(rep.findings)} findings, "
         f"{time.perf_counter() - t:.1f} s); open it in any browser, it works offline."

@@ -159,6 +159,11 @@ class Site:
     """Why `call_site` is empty (no stack recorded, only function entry lines, an operator statement...)."""
     function: str = field(default="", compare=False)
     """"path function" of the innermost user frame when its line is not known."""
+    backward: str = ""
+    """The autograd node ("LinalgQrBackward0") when the event ran in the backward pass: the site is then the
+    forward op's that created the node (its line is the one the user can change), "" in the forward."""
+    forward_op: str = ""
+    """The forward op that created `backward`'s node ("aten::linalg_qr"); "" when it is not in the trace."""
 
     def evidence(self) -> dict[str, object]:
         """The JSON evidence every finding carries about where it happened."""
@@ -169,7 +174,17 @@ class Site:
             out["site_unknown"] = self.reason or "no call stack was recorded"
             if self.function:
                 out["function"] = self.function
+        if self.backward:
+            out["in_backward"] = self.backward
+            if self.forward_op:
+                out["forward_op"] = self.forward_op
+            else:
+                out["forward_unknown"] = "the forward op that made this autograd node is not in the trace"
         return out
+
+    def label(self) -> str:
+        """The call site as views show it: "train.py:28", "train.py:28 (backward)"; "" when not known."""
+        return f"{self.call_site} (backward)" if self.call_site and self.backward else self.call_site
 
 
 NO_STACK = Site(reason="no call stack was recorded for it (profile with with_stack=True)")

@@ -163,6 +163,8 @@ class Outcome:
     """Every rank's `summary --json` findings (each with "rank" set in a multi-rank job)."""
     truth: list[dict[str, Any]] | None = None
     """The emulator's own log by line (profile-neuron runs with truth=True)."""
+    lines: list[dict[str, Any]] = field(default_factory=list)
+    """The first rank's `summary --json` lines view (the program's costliest lines, most costly first)."""
 
     @property
     def device(self) -> str:
@@ -343,7 +345,10 @@ def run_program(prog: Program, way: str, workdir: str | os.PathLike[str], *, tim
                          f"{_tail(s.stderr)}")
             res.seconds = time.perf_counter() - t0
             return res
-        for f in json.loads(s.stdout)["findings"]:
+        doc = json.loads(s.stdout)
+        if not res.lines:
+            res.lines = list(doc.get("lines") or [])
+        for f in doc["findings"]:
             if r is not None:
                 f.setdefault("rank", r)
                 f["rank"] = r if f["rank"] is None else f["rank"]
@@ -446,6 +451,17 @@ class Score:
 def _label(f: dict[str, Any]) -> str:
     rank = f" rank {f['rank']}" if f.get("rank") is not None else ""
     return f"{f.get('kind')}@{f.get('call_site') or '-'} ({f.get('severity')}{rank})"
+
+
+def top_line(prog: Program, out: Outcome) -> str:
+    """The lines view's costliest line of the program itself ("prog.py:21 q, _ = torch.linalg.qr(h)"; its
+    backward part when it has one), "-" when none."""
+    for ln in out.lines:
+        site = str(ln.get("call_site") or "")
+        if site and site_line(site, prog) is not None:
+            bwd = f" (+ backward {', '.join(ln['backward_of'][:2])})" if ln.get("backward_of") else ""
+            return f"{site.rsplit('/', 1)[-1]} {str(ln.get('source') or '').split('  #')[0]}{bwd}".strip()
+    return "-"
 
 
 def score(prog: Program, out: Outcome) -> Score:

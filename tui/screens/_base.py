@@ -33,11 +33,12 @@ VIEWS: tuple[tuple[str, str], ...] = (
     ("memory", "6 Memory"),
     ("collectives", "7 Collectives"),
     ("ranks", "8 Ranks"),
+    ("lines", "9 Lines"),
 )
 
 
 class ViewScreen(Screen[None]):
-    """Base of the eight views."""
+    """Base of the nine views."""
 
     VIEW: ClassVar[str] = ""
     JUMPS: ClassVar[bool] = True

@@ -14,15 +14,16 @@ from textual.widgets import Static
 
 KEYS = (
     (
-        "1-8, tab, shift+tab",
+        "1-9, tab, shift+tab",
         "switch view: overview, compile stalls, fallback hot spots, ops, timeline, memory, "
-        "collectives, ranks",
+        "collectives, ranks, lines (your code's lines by cost)",
     ),
     ("↑ ↓ pgup pgdn home end", "move in a table"),
     (
         "enter",
         "drill in: a finding opens its view filtered to it (esc clears the filter), an op lists its calls, "
-        "a compile signature lists its compiles, a fallback line its fallbacks, a rank becomes the shown "
+        "a compile signature lists its compiles, a fallback line its fallbacks, a line of yours its ops "
+        "(forward and backward apart), a rank becomes the shown "
         "rank; in compile stalls an op expands to its signatures and call sites",
     ),
     ("→ ←", "compile stalls: expand / collapse the highlighted op"),

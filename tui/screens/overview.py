@@ -36,8 +36,13 @@ KIND_VIEW = {
 }
 
 
-def summary_text(rank: RankData, width: int = 100) -> Text:
-    """The totals block (the analysis' totals): every time with its share of the wall time."""
+MIX_MIN_HEIGHT = 30
+"""Screens at least this tall show the step's stacked parts (at 80x24 the findings keep that row)."""
+
+
+def summary_text(rank: RankData, width: int = 100, height: int = 48) -> Text:
+    """The totals block (the analysis' totals): every time with its share of the wall time, and on a tall
+    enough screen the mean step as stacked parts (`step_mix`)."""
     tot = rank.totals
     wall = max(int(tot.get("wall_ns") or 0), 1)
     # one line per item, cut at the screen's edge: at 80x24 the findings table keeps its rows
@@ -82,6 +87,10 @@ def summary_text(rank: RankData, width: int = 100) -> Text:
         t.append(sparkline(steps, max(10, min(len(steps), width - 60))), style="green")
     else:
         t.append("none marked (no ProfilerStep# or step metadata)")
+    mix = step_mix(rank.step_parts, max(10, min(40, width - 60))) if height >= MIX_MIN_HEIGHT else None
+    if mix is not None:
+        t.append("\n")
+        t.append_text(mix)
     # the two problems this tool exists for get a line each, whatever else costs more
     for label, kinds, style in HEADLINES:
         top = next((f for f in rank.findings if f.kind in kinds), None)
@@ -107,6 +116,38 @@ def summary_text(rank: RankData, width: int = 100) -> Text:
         t.append("\n")
         t.append("note ", style="dim yellow")
         t.append(printable(w))
+    return t
+
+
+STEP_PART_STYLE = {"compile": "red", "fallback": "#e6a04e", "sync": "yellow", "collective": "cyan",
+                   "host": "blue", "device": "green", "idle": "grey50"}
+"""Colours of a step's exclusive parts (`summary --json` step_breakdown[].parts)."""
+
+
+def step_mix(steps: list[dict[str, object]], bar: int) -> Text | None:
+    """One stacked bar of the mean steady step (all steps when none is steady): each exclusive part of the
+    step as a run of cells in its colour, then the parts with their times. None without steps."""
+    if not steps:
+        return None
+    pick = [s for s in steps if not s.get("warmup")] or steps
+    mean = {k: sum(int(s["parts"][k]) for s in pick) / len(pick)  # type: ignore[index]
+            for k in STEP_PART_STYLE}
+    total = sum(mean.values())
+    t = Text()
+    t.append("steady step " if len(pick) < len(steps) else "step mix ", style="dim")
+    if total <= 0:
+        return None
+    # cells by largest remainder, so the bar is exactly `bar` cells and every part over half a cell shows
+    exact = {k: v / total * bar for k, v in mean.items()}
+    cells = {k: int(v) for k, v in exact.items()}
+    for k in sorted(exact, key=lambda k: cells[k] - exact[k])[: bar - sum(cells.values())]:
+        cells[k] += 1
+    for k, n in cells.items():
+        t.append("█" * n, style=STEP_PART_STYLE[k])
+    for k, v in mean.items():
+        if v >= 0.005 * total:
+            t.append(f" {k} ", style=STEP_PART_STYLE[k])
+            t.append(fmt_ns(v))
     return t
 
 
@@ -140,7 +181,7 @@ class OverviewScreen(ViewScreen):
 
     def compose_body(self) -> Iterable[Widget]:
         rank = self.rank
-        yield Static(summary_text(rank, self.app.size.width), id="summary")
+        yield Static(summary_text(rank, self.app.size.width, self.app.size.height), id="summary")
         # narrow screens drop kind, count and share (in that order) before the title gets narrower
         cols = [
             Column("severity", "sev", 8, style=lambda v: SEVERITY_STYLE.get(str(v), "")),

@@ -50,10 +50,11 @@ class ViewBar(Widget):
 
     def render(self) -> Text:
         # the widest labels that fit: at 80 columns every view is still named and reachable by click
+        # (the space between labels goes before a label is shortened further)
         width = self.size.width or 80
-        for tier in range(4):
+        for tier, gap in ((0, 1), (1, 1), (2, 1), (2, 0), (3, 1)):
             labels = self._labels(tier)
-            if sum(len(x) + 3 for x in labels) - 1 <= width:
+            if sum(len(x) + 2 + gap for x in labels) - gap <= width:
                 break
         t = Text(no_wrap=True, overflow="ellipsis")
         self._spans = []
@@ -61,7 +62,7 @@ class ViewBar(Widget):
             start = len(t)
             t.append(f" {label} ", style="bold reverse" if view == self.active else "")
             self._spans.append((start, len(t), view))
-            t.append(" ")
+            t.append(" " * gap)
         return t
 
     def on_click(self, event: Click) -> None:
