@@ -166,21 +166,19 @@ class TimelineScreen(ViewScreen):
         return len(self.matches)
 
     def step_match(self, direction: int, inclusive: bool = False) -> None:
-        """Show the next (1) or previous (-1) match after the cursor, wrapping around."""
+        """Show the next (1) or previous (-1) match in time order, wrapping around: after the selected
+        slice when it is a match, else after the cursor."""
         if not len(self.matches):
             return
-        ts = self.rank.trace.slices.ts_ns[self.matches]
-        now = self.timeline.cursor_abs
         _, cur = self.timeline.selected()
-        if direction > 0:
-            k = int(np.searchsorted(ts, now, side="left" if inclusive else "right"))
-            if cur >= 0 and k < len(ts) and int(self.matches[k]) == cur and not inclusive:
-                k += 1
+        at = np.flatnonzero(self.matches == cur) if cur >= 0 and not inclusive else ()
+        if len(at):
+            k = int(at[0]) + direction
         else:
-            k = int(np.searchsorted(ts, now, side="left")) - 1
-            if cur >= 0 and k >= 0 and int(self.matches[k]) == cur:
-                k -= 1
-        self.show_row(int(self.matches[k % len(ts)]))
+            ts = self.rank.trace.slices.ts_ns[self.matches]
+            now = self.timeline.cursor_abs
+            k = int(np.searchsorted(ts, now, side="left")) - (0 if direction > 0 else 1)
+        self.show_row(int(self.matches[k % len(self.matches)]))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -218,8 +216,9 @@ class TimelineScreen(ViewScreen):
         self.app.push_screen(SliceDetailScreen(printable(rank.trace.slice_name(row)), facts))
 
     def on_timeline_follow_flow(self, event: Timeline.FollowFlow) -> None:
-        """`f`: show the slice linked to the selected one; `f` again on it shows the next link of the
-        same slice (a host op that launched several executions)."""
+        """`f`: show the first slice a flow links the selected one to (the device execution a host op
+        launched, or the host op that launched an execution); `f` again walks the same slice's other
+        links, then comes back to it."""
         origin, k, shown = self._follow
         if event.row != shown or origin < 0:
             origin, k = event.row, 0
@@ -227,9 +226,12 @@ class TimelineScreen(ViewScreen):
         if not linked:
             self.notify("no flow from or to this slice", markup=False)
             return
-        target = linked[k % len(linked)]
-        self._follow = (origin, k + 1, target)
-        self.show_row(target)
+        if k >= len(linked):  # every link shown: back where `f` started
+            self._follow = (-1, 0, -1)
+            self.show_row(origin)
+            return
+        self._follow = (origin, k + 1, linked[k])
+        self.show_row(linked[k])
 
     # ---- axis and status ---------------------------------------------------------------------
     def on_timeline_cursor_moved(self, _event: Timeline.CursorMoved) -> None:

@@ -106,6 +106,7 @@ class FlamePainter:
         chars = [" "] * width
         styles: list[Style | None] = [None] * width
         prev_end, alt = -1, False
+        arrivals = set(flow_cells)
         for a, b, key in runs(cells):
             if key >= 0:
                 alt = (not alt) if prev_end == a else False
@@ -119,8 +120,10 @@ class FlamePainter:
                 else:
                     st = self.box_style(self.color(key, kind), alt)
                 # a name cut to a letter or two reads as noise: narrow boxes show their colour only
-                text = fit_name(box_name(printable(self._name_of(key))), b - a) if b - a >= MIN_NAMED else " " * (b - a)
-                chars[a:b] = text
+                mark = 1 if a in arrivals else 0  # "▶name": the arrow before the name, not over it
+                n = b - a - mark
+                text = fit_name(box_name(printable(self._name_of(key))), n) if n >= MIN_NAMED else " " * n
+                chars[a + mark : b] = text
                 styles[a:b] = [st] * (b - a)
             elif key == MERGED:
                 prev_end = -1
