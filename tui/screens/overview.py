@@ -51,7 +51,9 @@ def summary_text(rank: RankData, width: int = 100) -> Text:
     t.append("   device busy ", style="dim")
     busy = tot.get("device_busy_share")
     t.append("n/a (no device track)" if busy is None else fmt_share(float(busy)), style="bold")
+    # whole items per line: at 80 columns "sync 445 µs (...)" goes to the next line, never "sync 445 µ…"
     probes = Text()
+    room, used = max(20, width - 2), 0
     for kind, label, style in (
         ("compile", "compile", "red"),
         ("fallback", "CPU fallback", "#e6a04e"),
@@ -62,9 +64,17 @@ def summary_text(rank: RankData, width: int = 100) -> Text:
         # a zero is a measurement only where the backend has the concept (no compile on a GPU)
         if not n and not has_concept(rank.trace, kind):
             continue
+        value = f"{fmt_ns(ns)} ({fmt_share(ns / wall)}, {fmt_int(n)}x)"
+        item = len(label) + 1 + len(value)
+        if used and used + 3 + item > room:
+            probes.append("\n")
+            used = 0
+        elif used:
+            probes.append("   ")
+            used += 3
         probes.append(f"{label} ", style="dim")
-        probes.append(f"{fmt_ns(ns)} ({fmt_share(ns / wall)}, {fmt_int(n)}x)", style=style if n else "")
-        probes.append("   ")
+        probes.append(value, style=style if n else "")
+        used += item
     if probes:
         t.append("\n")
         t.append_text(probes)

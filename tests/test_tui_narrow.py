@@ -1,0 +1,33 @@
+"""80x24 with nothing cut: totals wrap by whole items, table columns drop whole."""
+
+from __future__ import annotations
+
+from neuron_prof.tui.app import NeuronProfApp
+from tests._demo_trace import demo_like_trace
+from tests._tui_pilot import ready, screen_text
+
+
+async def test_overview_totals_wrap_by_whole_items_at_80_columns() -> None:
+    app = NeuronProfApp([demo_like_trace()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot, app)
+        lines = screen_text(app).splitlines()
+        totals = [ln for ln in lines if "(" in ln and "x)" in ln and ("compile" in ln or "sync" in ln)]
+        # GIVEN four probe totals wider than 80 columns, THEN they take two lines, each item whole
+        assert len(totals) == 2, totals
+        assert all(ln.rstrip().endswith("x)") for ln in totals), totals
+        assert "sync 5.0 ms (0.8%, 10x)" in "\n".join(totals)
+
+
+async def test_ranks_header_drops_whole_columns_at_80_columns() -> None:
+    app = NeuronProfApp([demo_like_trace(0), demo_like_trace(1, slow=1.5)])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot, app)
+        app.show_view("ranks")
+        await pilot.pause()
+        header = next(ln for ln in screen_text(app).splitlines() if ln.lstrip().startswith("rank "))
+        words = header.split()
+        # every header is a whole word (no "colle"); the dropped ones are gone entirely
+        assert "collectives" in words and "compile" in words and "file" in words, header
+        assert "fallback" not in words and "sync" not in words
+        assert len(header.rstrip()) <= 80
