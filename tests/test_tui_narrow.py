@@ -31,3 +31,17 @@ async def test_ranks_header_drops_whole_columns_at_80_columns() -> None:
         assert "collectives" in words and "compile" in words and "file" in words, header
         assert "fallback" not in words and "sync" not in words
         assert len(header.rstrip()) <= 80
+
+
+async def test_the_detail_pane_scrolls_to_the_end_of_the_advice_at_80x24() -> None:
+    app = NeuronProfApp([demo_like_trace()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot, app)
+        f = app.data.rank.findings[0]
+        last = f.advice.split()[-1]
+        # GIVEN advice longer than the pane, THEN its end is below, and shift+↓ brings it up
+        assert last not in screen_text(app).splitlines()[-2]
+        for _ in range(4):
+            await pilot.press("shift+down")
+        text = " ".join(screen_text(app).split())
+        assert " ".join(f.advice.split()[-4:]) in text, text[-600:]

@@ -82,7 +82,7 @@ class Lane:
             v = np.where(i >= 0, self.values[np.maximum(i, 0)], 0.0)
             fill = v / vmax if vmax > 0 else np.zeros(width)
             return fill, np.full(width, -1, dtype=np.int64)
-        busy = self._busy_until(edges)
+        busy = self.busy_until(edges)
         fill = np.clip((busy[1:] - busy[:-1]) / np.maximum(edges[1:] - edges[:-1], 1e-9), 0.0, 1.0)
         mid = (edges[1:] + edges[:-1]) / 2
         i = np.searchsorted(self.starts, mid, side="right") - 1
@@ -101,7 +101,7 @@ class Lane:
         )
         return fill, row.astype(np.int64)
 
-    def _busy_until(self, x: np.ndarray) -> np.ndarray:
+    def busy_until(self, x: np.ndarray) -> np.ndarray:
         """Busy time from the lane's start until each x (exact, from the cumulative durations)."""
         if not len(self.starts):
             return np.zeros(len(x))
@@ -114,13 +114,14 @@ class Lane:
         """The slice row covering time t, or -1."""
         if self.is_counter or not len(self.starts):
             return -1
-        i = int(np.searchsorted(self.starts, t, side="right")) - 1
+        # an int: a float would make searchsorted convert the whole int64 lane to float64
+        i = int(np.searchsorted(self.starts, int(np.floor(t)), side="right")) - 1
         return int(self.rows[i]) if i >= 0 and self.ends[i] > t else -1
 
     def value_at(self, t: float) -> float | None:
         if not self.is_counter or not len(self.starts):
             return None
-        i = int(np.searchsorted(self.starts, t, side="right")) - 1
+        i = int(np.searchsorted(self.starts, int(np.floor(t)), side="right")) - 1
         return float(self.values[i]) if i >= 0 and self.values is not None else None
 
 

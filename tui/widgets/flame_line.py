@@ -126,13 +126,15 @@ class FlamePainter:
                 chars[a + mark : b] = text
                 styles[a:b] = [st] * (b - a)
             elif key == MERGED:
+                # one style per run (the colour of its first slice; a search hit anywhere marks it all)
                 prev_end = -1
-                for k in range(a, b):
-                    level = int(min(4, 1 + cells.fill[k] * 4)) if cells.fill[k] > 0 else 1
-                    chars[k] = SHADES[level]
-                    rep = int(cells.rep[k])
-                    hit = hits is not None and rep >= 0 and hits[rep]
-                    styles[k] = HIT if hit else self.ink(self.color(rep, kind)) if rep >= 0 else None
+                level = np.minimum(4, 1 + (cells.fill[a:b] * 4).astype(np.int64))
+                chars[a:b] = [SHADES[v] for v in level.tolist()]
+                reps = cells.rep[a:b]
+                hit = hits is not None and bool(hits[reps[reps >= 0]].any())
+                rep = int(reps[0])
+                st = HIT if hit else self.ink(self.color(rep, kind)) if rep >= 0 else None
+                styles[a:b] = [st] * (b - a)
         for k in flow_cells:
             if 0 <= k < width:
                 chars[k] = FLOW_MARK

@@ -24,7 +24,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from neuron_prof.model import StringTable
-from neuron_prof.tui._flame import counter_levels, slice_cells
+from neuron_prof.tui._flame import LaneCells, counter_levels, slice_cells
 from neuron_prof.tui._fmt import printable
 from neuron_prof.tui._lanes import Lane
 from neuron_prof.tui.widgets.flame_line import FlamePainter
@@ -119,17 +119,22 @@ class Timeline(ScrollView, can_focus=True):
         """Search matches: a bool per slice row, or None when no search is active."""
         self.painter = FlamePainter(lambda r: strings[int(name_ids[r])], lambda r: int(name_ids[r]))
         self._cache: dict[int, Strip] = {}
+        self._cells_cache: dict[int, LaneCells | np.ndarray] = {}
+        self._cells_key: tuple[float, float, int] | None = None
+        self._frame: tuple[int, int, int, Style] = (LABEL_W, 0, 80, Style())
         self._cache_key: tuple[object, ...] | None = None
         self._flow_starts: dict[int, np.ndarray] = {}
         self._counter_top = 0
         self._selected_row = -1
         self._linked: set[int] = set()
         self._longest = max((len(printable(lane.label)) for lane in self.lanes), default=0)
+        self._n_slice = sum(1 for lane in self.lanes if not lane.is_counter)
 
     # ---- geometry ------------------------------------------------------------------------------
     @property
     def n_slice_lanes(self) -> int:
-        return sum(1 for lane in self.lanes if not lane.is_counter)
+        """Slice lanes come first in `lanes`, counter lanes after them."""
+        return self._n_slice
 
     @property
     def pinned(self) -> int:
@@ -239,9 +244,12 @@ class Timeline(ScrollView, can_focus=True):
     def insert_lane(self, index: int, lane: Lane) -> None:
         """Show `lane` at position `index` (a deeper lane a jump needs)."""
         self.lanes.insert(min(index, self.n_slice_lanes), lane)
+        self._n_slice += 1
         self._longest = max(self._longest, len(printable(lane.label)))
         self._cache.clear()
         self._cache_key = None
+        self._cells_cache.clear()
+        self._cells_key = None
         self._flow_starts.clear()
         self._sync_size()
 
@@ -303,10 +311,11 @@ class Timeline(ScrollView, can_focus=True):
         if not self.lanes or self.lanes[self.lane].is_counter:
             return
         lane = self.lanes[self.lane]
+        t = int(np.floor(self.cursor_ns))
         if direction > 0:
-            i = int(np.searchsorted(lane.starts, self.cursor_ns, side="right"))
+            i = int(np.searchsorted(lane.starts, t, side="right"))
         else:
-            i = int(np.searchsorted(lane.starts, self.cursor_ns, side="left")) - 1
+            i = int(np.searchsorted(lane.starts, t, side="left")) - 1
             if i >= 0 and lane.at(self.cursor_ns) == int(lane.rows[i]):  # inside slice i: go before it
                 i -= 1
         if 0 <= i < len(lane.starts):
@@ -346,7 +355,7 @@ class Timeline(ScrollView, can_focus=True):
             return lane, row
         step = (self.t1 - self.t0) / self.cells
         a = self.t0 + self.cell_of(self.cursor_ns) * step
-        i = int(np.searchsorted(lane.ends_sorted, a, side="right"))
+        i = int(np.searchsorted(lane.ends_sorted, int(np.floor(a)), side="right"))
         if i < len(lane.starts) and lane.starts[i] < a + step:
             return lane, int(lane.rows[i])
         return lane, -1
@@ -360,18 +369,32 @@ class Timeline(ScrollView, can_focus=True):
         fs = self._flow_starts.get(i)
         if fs is None:
             fs = self._flow_starts[i] = np.sort(lane.starts[np.isin(lane.rows, self._dst_sorted)])
-        a, b = np.searchsorted(fs, [self.t0, self.t1])
+        a, b = np.searchsorted(fs, [int(self.t0), int(self.t1)])
         if b - a > self.cells * 4:  # a flow per cell or more says nothing: the boxes show the work
             return []
         return sorted({self.cell_of(float(t)) for t in fs[a:b]})
 
+    def _cells(self, i: int) -> LaneCells | np.ndarray:
+        """Lane i's cells (counter levels for a counter lane) over the window, cached per window: a
+        cursor move only repaints."""
+        key = (self.t0, self.t1, self.cells)
+        if key != self._cells_key:
+            self._cells_cache.clear()
+            self._cells_key = key
+        got = self._cells_cache.get(i)
+        if got is None:
+            lane = self.lanes[i]
+            got = (counter_levels if lane.is_counter else slice_cells)(lane, self.t0, self.t1, self.cells)
+            self._cells_cache[i] = got
+        return got
+
     def _line(self, i: int, cursor: int) -> list[Segment]:
-        lane = self.lanes[i]
-        if lane.is_counter:
-            return self.painter.counter_line(lane.kind, counter_levels(lane, self.t0, self.t1, self.cells), cursor)
+        lane, cells = self.lanes[i], self._cells(i)
+        if isinstance(cells, np.ndarray):
+            return self.painter.counter_line(lane.kind, cells, cursor)
         return self.painter.slice_line(
             lane.kind,
-            slice_cells(lane, self.t0, self.t1, self.cells),
+            cells,
             hits=self.hits,
             selected=self._selected_row if i == self.lane else -1,
             linked=self._linked,
@@ -380,28 +403,29 @@ class Timeline(ScrollView, can_focus=True):
         )
 
     def render_line(self, y: int) -> Strip:
-        width = self.content_width
-        base = self.rich_style
-        i = self.lane_at_row(y)
-        if i < 0:
-            return Strip.blank(width, base)
-        key = (self.t0, self.t1, self.cells, self.cursor_ns, self.lane, self.has_focus, self._counter_top,
-               self.scroll_offset.y, id(self.hits))
+        key = (self.t0, self.t1, self.size, self.cursor_ns, self.lane, self.has_focus, self._counter_top,
+               self.scroll_offset.y, id(self.hits), len(self.lanes))
         if key != self._cache_key:
+            # what every line of a frame shares, worked out once (Textual's geometry is not free)
             self._cache.clear()
             self._cache_key = key
             self._selected_row = self.selected()[1]
             self._linked = set(self.linked(self._selected_row)) if self._selected_row >= 0 else set()
+            self._frame = (self.label_width, self.cell_of(self.cursor_ns), self.content_width, self.rich_style)
+        label_width, cursor, width, base = self._frame
+        i = self.lane_at_row(y)
+        if i < 0:
+            return Strip.blank(width, base)
         hit = self._cache.get(i)
         if hit is not None:
             return hit
         lane = self.lanes[i]
         selected = i == self.lane
         segs = [
-            Segment(fit_label(printable(lane.label), self.label_width),
+            Segment(fit_label(printable(lane.label), label_width),
                     base + Style(bold=selected, reverse=selected and self.has_focus, dim=lane.depth > 0)),
             Segment("│", base),
-            *self._line(i, self.cell_of(self.cursor_ns)),
+            *self._line(i, cursor),
         ]
         strip = Strip(segs).crop_extend(0, width, base)
         self._cache[i] = strip
