@@ -18,9 +18,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding, BindingType
 from textual.events import Click, MouseScrollDown, MouseScrollUp
-from textual.geometry import Size
 from textual.message import Message
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from neuron_prof.model import StringTable
@@ -28,19 +26,11 @@ from neuron_prof.tui._flame import LaneCells, counter_levels, slice_cells
 from neuron_prof.tui._fmt import printable
 from neuron_prof.tui._lanes import Lane
 from neuron_prof.tui.widgets.flame_line import FlamePainter
+from neuron_prof.tui.widgets.lane_rows import LABEL_W, PINNED, LaneRows, fit_label
 
-LABEL_W = 8
-"""The narrowest label column; it widens to the longest lane name, up to a quarter of the width."""
-PINNED = 4
-"""At most this many counter lanes stay pinned under the slice lanes (more scroll within them)."""
+__all__ = ["LABEL_W", "PINNED", "Timeline", "fit_label"]
 
-
-def fit_label(label: str, width: int) -> str:
-    """A lane label in `width` cells, cut at its end with "…"."""
-    return (label[: width - 1] + "…") if len(label) > width else label.ljust(width)
-
-
-class Timeline(ScrollView, can_focus=True):
+class Timeline(LaneRows, can_focus=True):
     """Lanes over a time window [t0, t1) with a cursor time (module docstring)."""
 
     DEFAULT_CSS = """
@@ -99,9 +89,8 @@ class Timeline(ScrollView, can_focus=True):
         flows: tuple[np.ndarray, np.ndarray] | None = None,
         id: str | None = None,
     ) -> None:
-        super().__init__(id=id)
+        super().__init__(lanes, id=id)
         self.origin = origin
-        self.lanes = [lane for lane in lanes if not lane.is_counter] + [lane for lane in lanes if lane.is_counter]
         self.name_ids = name_ids
         """Name string id per slice row (trace.slices.name)."""
         self.strings = strings
@@ -111,7 +100,6 @@ class Timeline(ScrollView, can_focus=True):
         """The first window: the profiled steps (`0` comes back to it)."""
         self.t0, self.t1 = float(self.home[0]), float(self.home[1])
         self.cursor_ns = float(self.home[0])
-        self.lane = 0
         src, dst = flows if flows is not None else (np.zeros(0, np.int64), np.zeros(0, np.int64))
         self.flow_src, self.flow_dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
         self._dst_sorted = np.unique(self.flow_dst)
@@ -124,35 +112,10 @@ class Timeline(ScrollView, can_focus=True):
         self._frame: tuple[int, int, int, Style] = (LABEL_W, 0, 80, Style())
         self._cache_key: tuple[object, ...] | None = None
         self._flow_starts: dict[int, np.ndarray] = {}
-        self._counter_top = 0
         self._selected_row = -1
         self._linked: set[int] = set()
-        self._longest = max((len(printable(lane.label)) for lane in self.lanes), default=0)
-        self._n_slice = sum(1 for lane in self.lanes if not lane.is_counter)
 
     # ---- geometry ------------------------------------------------------------------------------
-    @property
-    def n_slice_lanes(self) -> int:
-        """Slice lanes come first in `lanes`, counter lanes after them."""
-        return self._n_slice
-
-    @property
-    def pinned(self) -> int:
-        """Rows given to counter lanes: up to PINNED (a third of the height), more where the slice lanes
-        leave room."""
-        n, h = len(self.lanes) - self.n_slice_lanes, self.size.height or 24
-        return min(n, max(min(PINNED, h // 3), h - self.n_slice_lanes))
-
-    @property
-    def content_width(self) -> int:
-        """Columns the lanes are drawn in (the vertical scrollbar takes the rest)."""
-        return self.scrollable_content_region.width or self.size.width or 80
-
-    @property
-    def label_width(self) -> int:
-        """Cells of the label column: the longest name, at least LABEL_W and at most a quarter of the width."""
-        return max(LABEL_W, min(self._longest, self.content_width // 4))
-
     @property
     def cells(self) -> int:
         return max(1, self.content_width - self.label_width - 1)
@@ -163,28 +126,9 @@ class Timeline(ScrollView, can_focus=True):
     def time_of(self, cell: float) -> float:
         return self.t0 + (cell + 0.5) * (self.t1 - self.t0) / self.cells
 
-    def lane_at_row(self, y: int) -> int:
-        """The lane index drawn on widget row `y` (-1 for none)."""
-        h, pinned = self.size.height, self.pinned
-        # the counters sit right under the last slice lane, or pinned to the bottom when lanes scroll
-        top = min(h - pinned, self.n_slice_lanes - self.scroll_offset.y)
-        if pinned and top <= y < top + pinned:
-            i = self.n_slice_lanes + self._counter_top + (y - top)
-        elif y >= top:
-            return -1
-        else:
-            i = self.scroll_offset.y + y
-            if i >= self.n_slice_lanes:
-                return -1
-        return i if 0 <= i < len(self.lanes) else -1
-
     def on_resize(self) -> None:
         self._sync_size()
         self._changed()
-
-    def _sync_size(self) -> None:
-        self.virtual_size = Size(self.size.width, self.n_slice_lanes + self.pinned)
-        self.refresh()
 
     # ---- state changes ------------------------------------------------------------------------
     def set_window(self, t0: float, t1: float) -> None:
@@ -241,17 +185,12 @@ class Timeline(ScrollView, can_focus=True):
         self.refresh()
         self._changed()
 
-    def insert_lane(self, index: int, lane: Lane) -> None:
-        """Show `lane` at position `index` (a deeper lane a jump needs)."""
-        self.lanes.insert(min(index, self.n_slice_lanes), lane)
-        self._n_slice += 1
-        self._longest = max(self._longest, len(printable(lane.label)))
+    def rows_changed(self) -> None:
         self._cache.clear()
         self._cache_key = None
         self._cells_cache.clear()
         self._cells_key = None
         self._flow_starts.clear()
-        self._sync_size()
 
     def set_hits(self, hits: np.ndarray | None) -> None:
         """Mark search matches (a bool per slice row) or clear them (None)."""
@@ -261,21 +200,6 @@ class Timeline(ScrollView, can_focus=True):
 
     def _changed(self) -> None:
         self.post_message(self.CursorMoved(self))
-
-    def _scroll_to_lane(self) -> None:
-        if self.lane >= self.n_slice_lanes:  # a pinned counter lane
-            k = self.lane - self.n_slice_lanes
-            if k < self._counter_top:
-                self._counter_top = k
-            elif k >= self._counter_top + self.pinned:
-                self._counter_top = k - self.pinned + 1
-            self._cache_key = None
-            return
-        top, h = self.scroll_offset.y, max(1, self.size.height - self.pinned)
-        if self.lane < top:
-            self.scroll_to(y=self.lane, animate=False, immediate=True)
-        elif self.lane >= top + h:
-            self.scroll_to(y=self.lane - h + 1, animate=False, immediate=True)
 
     # ---- actions -------------------------------------------------------------------------------
     def action_move(self, cells: int) -> None:
