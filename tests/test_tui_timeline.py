@@ -181,6 +181,8 @@ async def test_search_steps_through_matches(size: tuple[int, int]) -> None:
         assert found[1] == ("neuron_exec:matmul_0", "nc0 exec")
         assert sorted(n for n, _ in found) == sorted(["aten::matmul"] * 4 + [f"neuron_exec:matmul_{k}" for k in range(4)])
         assert "/matmul 8 found" in screen_text(app)
+        # n wrapped round to the first match; the status line names a depth lane by its thread
+        assert "host main d2 aten::matmul" in screen_text(app)
         await pilot.press("escape")
         assert tl.hits is None and "found" not in screen_text(app)
 

@@ -19,7 +19,7 @@ from textual.widgets import Input, Static
 
 from neuron_prof.analysis import fmt_ns as fmt_span
 from neuron_prof.tui._fmt import fmt_bytes, fmt_ns, fmt_ts, printable
-from neuron_prof.tui._lanes import depth_lane
+from neuron_prof.tui._lanes import Lane, depth_lane
 from neuron_prof.tui._slice_info import slice_facts
 from neuron_prof.tui.screens._base import ViewScreen
 from neuron_prof.tui.screens.slice_detail import SliceDetailScreen
@@ -253,7 +253,7 @@ class TimelineScreen(ViewScreen):
             status.append(f"{len(self.matches):,} found  ", style="dim")
         lane, row = tl.selected()
         if lane is not None:
-            status.append(printable(lane.label), style="bold")
+            status.append(printable(self._lane_name(lane)), style="bold")
             status.append(" ")
             if lane.is_counter:
                 v = lane.value_at(tl.cursor_ns)
@@ -270,6 +270,13 @@ class TimelineScreen(ViewScreen):
                 status.append("idle", style="dim")
         status.append(f"  cursor {fmt_ts(tl.cursor_ns, 0)}", style="dim")
         self.query_one("#status", Static).update(status)
+
+    def _lane_name(self, lane: Lane) -> str:
+        """A lane's name for the status line: a depth lane by its thread ("host main d3")."""
+        if not lane.depth:
+            return lane.label
+        top = next((x for x in self.timeline.lanes if x.track == lane.track and x.depth == 0), None)
+        return f"{top.label if top is not None else lane.label.strip()} d{lane.depth}"
 
     def jump_target(self) -> tuple[int | None, int | None]:
         return None, None
