@@ -45,3 +45,21 @@ async def test_the_detail_pane_scrolls_to_the_end_of_the_advice_at_80x24() -> No
             await pilot.press("shift+down")
         text = " ".join(screen_text(app).split())
         assert " ".join(f.advice.split()[-4:]) in text, text[-600:]
+
+
+def test_a_graphs_recompiles_are_its_rows_with_their_guard_and_line() -> None:
+    from neuron_prof.tui._shape import compile_table
+    from tests._workload import Workload
+
+    # GIVEN torch.compile's graph `forward` compiled six times (0/0..0/5), with no signature recorded
+    t = compile_table(Workload().build())
+    op = next(i for i, (p, n) in enumerate(zip(t["parent"], t["name"], strict=True)) if p < 0 and n == "forward")
+    kids = [i for i, p in enumerate(t["parent"]) if p == op]
+    # THEN the graph lists one row per attempt, each with its compile id, the guard that failed and its line
+    assert t["n_sigs"][op] == 6 and t["count"][op] == 6
+    labels = [t["label"][i] for i in kids]
+    assert labels[0] == "0/0 (first compile)"
+    assert labels[1] == "0/1: x dim 0: 100 → 120", labels
+    assert [lab.split(":")[0].split()[0] for lab in labels] == [f"0/{k}" for k in range(6)]
+    assert all(t["where"][i] == "train.py:30" and t["count"][i] == 1 for i in kids)
+    assert "size mismatch at index 0. expected 100, actual 120" in t["reasons"][kids[1]]
