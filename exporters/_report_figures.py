@@ -61,16 +61,18 @@ def _nums(a: np.ndarray, digits: int = 6) -> list[float | None]:
 def _layout(
     height: int, xtitle: str, ytitle: str, xrange: tuple[float, float] | None = None, **extra: Any
 ) -> Figure:
+    legend = extra.get("showlegend") is not False
     lay: Figure = {
-        "height": height,
-        "margin": {"l": 70, "r": 20, "t": 30, "b": 50},
+        # a legend goes under the x axis: above the plot it ran under plotly's toolbar (top right)
+        "height": height + (40 if legend else 0),
+        "margin": {"l": 70, "r": 20, "t": 30, "b": 90 if legend else 50},
         "font": {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12},
         "paper_bgcolor": "white",
         "plot_bgcolor": "#fbfbfb",
         "hovermode": "closest",
         "xaxis": {"title": {"text": xtitle}, "zeroline": False, "gridcolor": "#e5e5e5"},
         "yaxis": {"title": {"text": ytitle}, "zeroline": False, "gridcolor": "#e5e5e5", "automargin": True},
-        "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
+        "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 0, "yref": "container", "yanchor": "bottom"},
     }
     if xrange is not None and xrange[1] > xrange[0]:
         pad = 0.01 * (xrange[1] - xrange[0])

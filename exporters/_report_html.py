@@ -37,6 +37,8 @@ th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid var(--line
 /* long paths, signatures and kernel names wrap anywhere: no table is wider than the page */
 td { overflow-wrap: anywhere; }
 table.findings td:nth-child(3) { overflow-wrap: normal; }
+/* call sites and module paths: shortened in the middle by the report, one line each, the full path on hover */
+.site { white-space: nowrap; }
 th { background: #f3f4f6; font-weight: 600; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td code, .kv td:last-child { word-break: break-all; }

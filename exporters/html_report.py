@@ -25,7 +25,7 @@ from neuron_prof.exporters._report_device import device_profile_section
 from neuron_prof.exporters._report_html import Raw, empty, esc, note, page, plot_div, table
 
 from neuron_prof._version import __version__
-from neuron_prof.analysis import strip_site
+from neuron_prof.analysis import fit_site, short_site, strip_site
 from neuron_prof.errors import ExportError
 from neuron_prof.model import Meta, Trace, TrackKind
 
@@ -57,6 +57,21 @@ def _ms(ns: Any) -> str:
     return f"{(ns or 0) / 1e6:,.3f}"
 
 
+SITE_CHARS = 34
+"""A call site or module path in a table: shortened in the middle to this many characters, on one line."""
+
+
+def site_cell(*paths: object) -> Raw:
+    """Call site and module, one per line, never broken mid-word: each shortened in the middle (the one
+    site formatter, `analysis.fit_site`) and kept on one line, the full path on hover."""
+    spans = [
+        f'<span class="site" title="{esc(p)}">{esc(fit_site(short_site(str(p)), SITE_CHARS))}</span>'
+        for p in paths
+        if p
+    ]
+    return Raw("<br>".join(spans))
+
+
 def _findings_section(findings: list[dict[str, Any]], figures: dict[str, Any]) -> str:
     if not findings:
         return empty("No findings: the analysis found nothing in this trace that costs time.")
@@ -69,7 +84,7 @@ def _findings_section(findings: list[dict[str, Any]], figures: dict[str, Any]) -
     for i, f in enumerate(findings, 1):
         sev = str(f.get("severity", ""))
         badge = Raw(f'<span class="sev sev-{sev if sev in _SEVERITY_ORDER else "other"}">{esc(sev)}</span>')
-        where = " · ".join(str(f[k]) for k in ("call_site", "module") if f.get(k))
+        where = site_cell(f.get("call_site"), f.get("module"))
         ev = f.get("evidence") or {}
         advice = esc(f.get("advice", ""))
         if ev:
@@ -135,8 +150,8 @@ def _fallback_section(trace: Trace, findings: list[dict[str, Any]], figures: dic
     rows = [
         (
             i,
-            f.get("call_site") or "(unknown)",
-            f.get("module", ""),
+            site_cell(f.get("call_site")) if f.get("call_site") else "(unknown)",
+            site_cell(f.get("module")),
             f.get("title", ""),
             f.get("count", ""),
             _ms(f.get("cost_ns")),

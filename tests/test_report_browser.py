@@ -128,3 +128,69 @@ def test_kineto_reports(chromium: Chromium, tmp_path: Path) -> None:
         rep = report(tr)
         out = write_html_report(tr, tmp_path / (src.name.split(".")[0] + ".html"), rep.findings, rep.totals)
         _check_page(chromium, out)
+
+
+# every table cell whose content is wider than the cell, and every call site broken over lines
+OVERFLOW = (
+    "Array.from(document.querySelectorAll('th, td')).filter(c => c.scrollWidth > c.clientWidth + 1)"
+    ".map(c => c.textContent.slice(0, 80))"
+)
+SITES = (
+    "Array.from(document.querySelectorAll('table.findings .site')).map(s => ({text: s.textContent,"
+    " title: s.title, lines: s.getClientRects().length,"
+    " inside: s.getBoundingClientRect().right <= s.closest('td').getBoundingClientRect().right + 1}))"
+)
+# a legend's box against plotly's toolbar (the modebar is in the page even while it is faded out)
+LEGENDS = (
+    "Array.from(document.querySelectorAll('.plot')).filter(d => d.querySelector('g.legend'))"
+    ".map(d => { const a = d.querySelector('g.legend').getBoundingClientRect();"
+    " const b = d.querySelector('.modebar').getBoundingClientRect();"
+    " return {id: d.id, overlap: !(a.right <= b.left || b.right <= a.left || a.bottom <= b.top"
+    " || b.bottom <= a.top)}; })"
+)
+
+
+@pytest.mark.parametrize("width", [1400, 1000])
+def test_report_columns_hold_their_text_at_1400_and_1000_px(chromium: Chromium, tmp_path: Path, width: int) -> None:
+    from tests._report_trace import LONG_SITE
+
+    # GIVEN a report with a deep project path as a finding's call site
+    out = write_html_report(demo_like_trace(), tmp_path / "demo.html")
+    page = chromium.load(
+        out.as_uri(),
+        ready=READY,
+        width=width,
+        evals={"overflow": OVERFLOW, "sites": SITES, "legends": LEGENDS,
+               "scroll_width": "document.documentElement.scrollWidth"},
+    )
+    (tmp_path / f"report-{width}.png").write_bytes(page.screenshot)  # for a look when it fails
+    assert page.console_errors == []
+    # THEN no element is wider than its column, and the page does not scroll sideways
+    assert page.values["overflow"] == [], page.values["overflow"]
+    assert page.values["scroll_width"] <= width
+    # the where column: each site on one line inside its cell, shortened in the middle, whole on hover
+    sites = page.values["sites"]
+    assert sites and all(s["lines"] == 1 and s["inside"] for s in sites), sites
+    long = next(s for s in sites if s["title"] == LONG_SITE)
+    assert long["text"].endswith("/train.py:118") and "…" in long["text"]
+    stats = chromium.png_stats(page.screenshot)
+    assert stats["width"] == width and 0.02 < stats["non_white"] < 0.9
+    # no legend over plotly's toolbar, even a wide one (five memory counters, as `neuron-prof demo` has)
+    mem = write_html_report(_memory_trace(), tmp_path / "memory.html")
+    legends = chromium.load(mem.as_uri(), ready=READY, width=width, evals={"legends": LEGENDS}).values["legends"]
+    assert [x["id"] for x in legends] == ["fig-memory"] and not legends[0]["overlap"], legends
+
+
+def _memory_trace():  # type: ignore[no-untyped-def]
+    from neuron_prof.model import ProcessKind, TraceBuilder, TrackKind
+
+    b = TraceBuilder()
+    b.process(1, name="host", rank=0)
+    b.add_slice(b.thread_track(1, 1, "main"), 0, 10**9, "step")
+    dev = b.process("n0", name="neuron:0", kind=ProcessKind.DEVICE)
+    for name in ("neuron:0 allocated", "neuron:0 reserved", "host allocated", "host reserved",
+                 "neuron device 0 HBM 0 total"):
+        t = b.track(dev, name, TrackKind.MEMORY, unit="bytes")
+        for k in range(10):
+            b.add_counter(t, k * 10**8, k * 1e8)
+    return b.build()

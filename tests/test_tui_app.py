@@ -117,7 +117,7 @@ async def test_jump_from_fallback_row_lands_at_its_time() -> None:
         assert tl.cursor_abs == expected
         assert tl.lanes[tl.lane].kind == "fallback"
         status = screen_text(app).splitlines()
-        line = next(s for s in status if s.startswith("cursor"))
+        line = next(s for s in status if "  cursor " in s)
         assert f"cursor {(expected - T0) / 1e6:,.3f} ms" in line and FALLBACK_OP in line
 
 
@@ -269,7 +269,7 @@ async def test_jump_from_another_ranks_collective_shows_that_ranks_timeline() ->
         assert app.current_mode == "timeline" and app.data.current == 1
         tl = app.screen.query_one(Timeline)
         lane = tl.lanes[tl.lane]
-        assert lane.kind == "collective" and "rank 1" in lane.label
+        assert lane.kind == "collective" and "rank 1" in lane.title
         # rank 1's first all_reduce: step 0 of rank 1 starts at T0; +1 ms, +450 ms compile, +13 ms
         assert tl.cursor_abs == T0 + MS + COMPILE_MS * MS + 13 * MS
         assert "all_reduce" in screen_text(app)

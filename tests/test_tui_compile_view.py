@@ -8,6 +8,8 @@ from SCRIPT and from the raw compile and fallback slices of the trace, not from 
 
 from __future__ import annotations
 
+import re
+
 import subprocess
 import sys
 from collections import defaultdict
@@ -84,9 +86,15 @@ def raw_signature(trace: Trace, row: int) -> str:
 
 def pane_text(app: NeuronProfApp) -> str:
     """The detail pane's lines joined back into one text (the pane wraps long values at spaces)."""
+    from neuron_prof.tui.screens._base import Detail
+
     lines = screen_text(app).splitlines()
     top = max(i for i, line in enumerate(lines) if line.startswith("───"))
-    return " ".join(line.strip() for line in lines[top + 1 : -1] if line.strip())
+    pane = app.screen.query_one(Detail)
+    # a text longer than the pane scrolls: its scrollbar's glyphs sit in the last columns
+    bar = 3 if pane.show_vertical_scrollbar else 0
+    body = [line[: len(line) - bar] + re.sub("[▁▂▃▄▅▆▇█]", " ", line[len(line) - bar :]) for line in lines[top + 1 : -1]]
+    return " ".join(line.strip() for line in body if line.strip())
 
 
 def table_lines(app: NeuronProfApp) -> list[str]:

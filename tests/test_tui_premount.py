@@ -84,7 +84,7 @@ async def test_every_view_is_mounted_before_the_first_key() -> None:
         await pilot.pause()
         assert app.screen is screens["timeline"]
         assert app.screen.focused is app.screen.query_one(Timeline)
-        assert any(line.startswith("cursor ") for line in screen_text(app).splitlines())
+        assert any("  cursor " in line for line in screen_text(app).splitlines())
 
 
 async def test_the_start_view_is_shown_as_before_and_the_others_are_mounted() -> None:
@@ -156,7 +156,7 @@ async def test_another_rank_rebuilds_the_hidden_views_in_the_background() -> Non
     async with app.run_test(size=SIZE) as pilot:
         await premounted(pilot, app)
         timeline = mounted_view(app, "timeline")
-        assert all("rank 1" not in lane.label for lane in timeline.query_one(Timeline).lanes)
+        assert all("rank 1" not in lane.title for lane in timeline.query_one(Timeline).lanes)
         # WHEN rank 1 is chosen on the ranks view
         await pilot.press("8", "down", "enter")
         for _ in range(250):
@@ -170,7 +170,7 @@ async def test_another_rank_rebuilds_the_hidden_views_in_the_background() -> Non
             screen = mounted_view(app, view)
             assert screen._version == app.data_version, view
         lanes = app.get_screen_stack("timeline")[0].query_one(Timeline).lanes
-        assert any("rank 1" in lane.label for lane in lanes)
+        assert any("rank 1" in lane.title for lane in lanes)
         assert "demo-rank1.json" in screen_text(app)
         # ... and shows it so: the timeline's lanes and the ranks view name rank 1
         await pilot.press("5")

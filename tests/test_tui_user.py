@@ -185,12 +185,13 @@ async def test_a_gpu_trace_says_what_it_lacks() -> None:
             app.show_view(view)
             await pilot.pause()
             assert says in screen_text(app), view
-        # device lanes come first, named by their device: "GPU 0 · stream 7"
+        # device lanes come first, named short by their device ("gpu0 s7"), the full name in the title
         app.show_view("timeline")
         await pilot.pause()
-        labels = [lane.label for lane in app.screen.timeline.lanes]  # type: ignore[attr-defined]
-        assert labels[0] == "GPU 0 · stream 7", labels
-        assert not any(label.startswith("python3.10: stream") for label in labels)
+        lanes = app.screen.timeline.lanes  # type: ignore[attr-defined]
+        assert lanes[0].label == "gpu0 s7", [lane.label for lane in lanes]
+        assert lanes[0].title == "python3.10 (GPU 0): stream 7"
+        assert "host main" in [lane.label for lane in lanes]
         # the o toast starts with the file to open
         await pilot.press("o")
         await pilot.pause()
@@ -207,7 +208,7 @@ async def test_mtia_stream_lanes_come_first_and_stay_apart() -> None:
         lines = screen_text(app).splitlines()[2:-3]
         labels = [ln[: tl.label_width].strip() for ln in lines]
         # GIVEN ~140 host threads, THEN the screen starts with the MTIA streams; queues and streams differ
-        assert labels[0].endswith("Stream 101"), labels
+        assert labels[0] == "mtia17 s101", labels
         drawn = [lab for lab in labels if lab and not lab.startswith("└")]
         assert len(drawn) == len(set(drawn)), drawn
 

@@ -120,13 +120,19 @@ async def test_loading_reports_progress_then_shows_the_overview() -> None:
     assert len(seen) == 5  # load + analyse per file, then "ready"
 
 
-def test_timeline_axis_labels_sit_at_their_ticks() -> None:
+def test_timeline_axis_labels_both_edges_in_a_unit_that_fits() -> None:
     from neuron_prof.tui.screens.timeline import axis_line
-    from neuron_prof.tui.widgets.timeline import LABEL_W
 
-    line = axis_line(0, 4e6, LABEL_W + 1 + 100)
-    assert line.index("0.000 ms") == LABEL_W + 1
-    assert line.rstrip().endswith("4.000 ms") and len(line.rstrip()) == LABEL_W + 1 + 100
-    # the middle tick (2 ms) is centred on the middle cell
-    mid = line.index("2.000 ms")
-    assert abs(mid + len("2.000 ms") // 2 - (LABEL_W + 1 + 50)) <= 1
+    label_w, width = 10, 80
+    line = axis_line(2.5e9, 2.5e9 + 4e6, width, label_w=label_w)
+    assert len(line) == width
+    # the left edge: the window's start since the region start; the right edge ends at the last column
+    assert line.index("2.50 s") == label_w + 1
+    assert line.endswith("+4.0 ms")
+    # the middle tick (+2 ms) is centred on the middle cell; labels never touch
+    mid = line.index("+2.0 ms")
+    assert abs(mid + len("+2.0 ms") // 2 - (label_w + 1 + (width - label_w - 1) // 2)) <= 1
+    assert "  " in line[label_w + 1 :].strip() and "ms+" not in line
+    # a µs window speaks µs, a window at 8.68 s speaks s
+    assert axis_line(0, 40e3, width, label_w=label_w).endswith("+40 µs")
+    assert axis_line(0, 8.68e9, width, label_w=label_w).endswith("+8.68 s")

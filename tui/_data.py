@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.analysis import Context, Finding, OpTable, cross_rank_findings, op_table, sort_findings
+from neuron_prof.analysis import Context, Finding, OpTable, cross_rank_findings, find_steps, op_table, sort_findings
 from neuron_prof.analysis import LineTable, line_table, nesting, step_breakdown
 from neuron_prof.model import Trace, split_ranks
 from neuron_prof.tui import _shape
 from neuron_prof.tui._fmt import fmt_bytes
-from neuron_prof.tui._lanes import Lane, build_lanes
+from neuron_prof.tui._lanes import Lane, build_lanes, profiled_region
 from neuron_prof.tui._lines import lines_view
 
 Source = str | os.PathLike[str] | Trace
@@ -59,8 +59,9 @@ class RankData:
     totals: dict[str, Any]
     """The analysis' totals (summary --json "totals")."""
     origin: int
-    """Start of the trace (ns): times are shown relative to it."""
+    """Start of the profiled region (ns): times are shown relative to it."""
     span: tuple[int, int]
+    """The profiled region (Unix ns, `_lanes.profiled_region`): the timeline's whole extent."""
 
     @cached_property
     def depth(self) -> np.ndarray:
@@ -118,7 +119,18 @@ class RankData:
 
     @cached_property
     def lanes(self) -> list[Lane]:
-        return build_lanes(self.trace, self.depth, self.origin)
+        return build_lanes(self.trace, self.depth, self.origin, region=self.span)
+
+    @cached_property
+    def view(self) -> tuple[int, int]:
+        """The timeline's first window: the profiled steps (the whole region when no steps are found)."""
+        _, start, end = find_steps(self.trace)
+        lo, hi = self.span
+        if len(start):
+            a, b = max(int(start.min()), lo), min(int(end.max()), hi)
+            if b > a:
+                return a, b
+        return lo, hi
 
     @cached_property
     def memory(self) -> list[tuple[int, np.ndarray, np.ndarray]]:
@@ -166,7 +178,7 @@ def _rank(trace: Trace, source: str, cross: Sequence[Finding] = ()) -> RankData:
     if cross:
         found = sort_findings([*found, *cross])
     warnings = [*map(str, trace.metadata.get("load_warnings") or []), *warnings]
-    span = trace.time_range()
+    span = profiled_region(trace)
     return RankData(
         trace=trace,
         source=source,

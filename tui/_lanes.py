@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from neuron_prof.model import Trace, TrackKind
+from neuron_prof.tui._lane_names import lane_names, lane_title
 
 # top-to-bottom order of lane kinds on the timeline: device work first (an MTIA trace has ~140 host
 # threads; its streams sat below all of them), then the threads of device processes (submission queues)
@@ -39,6 +40,7 @@ class Lane:
     """One timeline row. Slice lanes hold sorted starts/ends; counter lanes hold (ts, value) samples."""
 
     label: str
+    """Short name ("host main", "nc0 exec"; see _lane_names)."""
     kind: str
     track: int
     depth: int = 0
@@ -50,6 +52,18 @@ class Lane:
     """cum[k] = total duration of the first k intervals (length n+1)."""
     values: np.ndarray | None = None
     """Counter lanes: sample values aligned with `starts`."""
+    title: str = ""
+    """Full name: process and track as the trace names them."""
+
+    _ends_sorted: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def ends_sorted(self) -> np.ndarray:
+        """`ends` in increasing order (the same array when slices do not overlap, as on one depth)."""
+        if self._ends_sorted is None:
+            e = self.ends
+            self._ends_sorted = e if len(e) < 2 or bool((e[1:] >= e[:-1]).all()) else np.sort(e)
+        return self._ends_sorted
 
     @property
     def is_counter(self) -> bool:
@@ -68,7 +82,7 @@ class Lane:
             v = np.where(i >= 0, self.values[np.maximum(i, 0)], 0.0)
             fill = v / vmax if vmax > 0 else np.zeros(width)
             return fill, np.full(width, -1, dtype=np.int64)
-        busy = self._busy_until(edges)
+        busy = self.busy_until(edges)
         fill = np.clip((busy[1:] - busy[:-1]) / np.maximum(edges[1:] - edges[:-1], 1e-9), 0.0, 1.0)
         mid = (edges[1:] + edges[:-1]) / 2
         i = np.searchsorted(self.starts, mid, side="right") - 1
@@ -87,7 +101,7 @@ class Lane:
         )
         return fill, row.astype(np.int64)
 
-    def _busy_until(self, x: np.ndarray) -> np.ndarray:
+    def busy_until(self, x: np.ndarray) -> np.ndarray:
         """Busy time from the lane's start until each x (exact, from the cumulative durations)."""
         if not len(self.starts):
             return np.zeros(len(x))
@@ -100,29 +114,19 @@ class Lane:
         """The slice row covering time t, or -1."""
         if self.is_counter or not len(self.starts):
             return -1
-        i = int(np.searchsorted(self.starts, t, side="right")) - 1
+        # an int: a float would make searchsorted convert the whole int64 lane to float64
+        i = int(np.searchsorted(self.starts, int(np.floor(t)), side="right")) - 1
         return int(self.rows[i]) if i >= 0 and self.ends[i] > t else -1
 
     def value_at(self, t: float) -> float | None:
         if not self.is_counter or not len(self.starts):
             return None
-        i = int(np.searchsorted(self.starts, t, side="right")) - 1
+        i = int(np.searchsorted(self.starts, int(np.floor(t)), side="right")) - 1
         return float(self.values[i]) if i >= 0 and self.values is not None else None
 
 
-def _label(trace: Trace, track: int, depth: int, multi_process: bool) -> str:
-    """A lane's name: "GPU 0 · stream 7" on a device (Kineto repeats the host program's name on device
-    processes; its label says which device), "python: thread 12 (main)" on a host thread."""
-    t = trace.tracks[track]
-    name = t.name.strip() if depth == 0 else f"  └ depth {depth}"
-    if depth:
-        return name
-    p = trace.processes[t.process]
-    if p.kind == "device" and p.labels:
-        return f"{p.labels} · {name}"
-    if multi_process:
-        return f"{p.name}: {name}"
-    return name
+def _depth_label(depth: int) -> str:
+    return f"  └ depth {depth}"
 
 
 def _order_key(trace: Trace, i: int) -> tuple[int, int, int, int, int]:
@@ -133,7 +137,9 @@ def _order_key(trace: Trace, i: int) -> tuple[int, int, int, int, int]:
     return kind, on_device, t.process, sort, i
 
 
-def slice_lane(trace: Trace, rows: np.ndarray, origin: int, label: str, track: int, depth: int) -> Lane:
+def slice_lane(
+    trace: Trace, rows: np.ndarray, origin: int, label: str, track: int, depth: int, title: str = ""
+) -> Lane:
     """A lane of slice `rows` (one track, one depth), sorted by start."""
     s = trace.slices
     r = rows[np.argsort(s.ts_ns[rows], kind="stable")]
@@ -143,28 +149,64 @@ def slice_lane(trace: Trace, rows: np.ndarray, origin: int, label: str, track: i
     np.cumsum(en - st, out=cum[1:])
     kind = trace.tracks[track].kind
     return Lane(label=label, kind=kind, track=track, depth=depth, starts=st, ends=en, rows=r.astype(np.int64),
-                cum=cum)
+                cum=cum, title=title or lane_title(trace, track) + (f", depth {depth}" if depth else ""))
 
 
 def depth_lane(trace: Trace, depth: np.ndarray, origin: int, row: int) -> Lane:
     """The lane of slice `row`'s track at its depth (for a jump to a slice deeper than the lanes shown)."""
     track, d = int(trace.slices.track[row]), int(depth[row])
     rows = np.flatnonzero((trace.slices.track == track) & (depth == d))
-    return slice_lane(trace, rows, origin, f"  └ depth {d}", track, d)
+    return slice_lane(trace, rows, origin, _depth_label(d), track, d)
 
 
-def build_lanes(trace: Trace, depth: np.ndarray, origin: int, max_depth: int = 2) -> list[Lane]:
+def profiled_region(trace: Trace) -> tuple[int, int]:
+    """(start, end) Unix ns of what was profiled: the recorded region when the capture wrote it
+    (metadata ``wall_ns``), else the span of the slices and instants. Counters do not widen it: the
+    runtime's memory counters can run on for seconds after the profiler stopped."""
+    w = trace.metadata.get("wall_ns")
+    if isinstance(w, (list, tuple)) and len(w) == 2 and int(w[1]) > int(w[0]):
+        return int(w[0]), int(w[1])
+    starts, ends = [], []
+    s, i = trace.slices, trace.instants
+    if len(s):
+        starts.append(int(s.ts_ns.min()))
+        ends.append(int((s.ts_ns + np.maximum(s.dur_ns, 0)).max()))
+    if len(i):
+        starts.append(int(i.ts_ns.min()))
+        ends.append(int(i.ts_ns.max()))
+    if not starts:
+        return trace.time_range()
+    return min(starts), max(max(ends), min(starts) + 1)
+
+
+def clip_samples(ts: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Indices of the counter samples (sorted `ts`) that matter in [lo, hi]: those inside and the last
+    one before `lo` (it holds the value at the window's left edge)."""
+    a = max(int(np.searchsorted(ts, lo, side="right")) - 1, 0)
+    b = int(np.searchsorted(ts, hi, side="right"))
+    return np.arange(a, max(a, b), dtype=np.int64)
+
+
+def build_lanes(
+    trace: Trace,
+    depth: np.ndarray,
+    origin: int,
+    max_depth: int = 4,
+    region: tuple[int, int] | None = None,
+) -> list[Lane]:
     """Lanes for every track with events, host threads first and counters last; times relative to `origin`.
 
-    Thread and device tracks get one lane per nesting depth (0 = top level) up to `max_depth`; probe
-    tracks one lane.
+    Host threads get one lane per nesting depth (0 = top level) up to `max_depth` (the flame chart of
+    their stacks), device tracks up to depth 2; probe tracks one lane. Counter samples are clipped to `region` (default: `profiled_region`).
     """
     s = trace.slices
-    multi = len({t.process for t in trace.tracks}) > 1
+    lo, hi = region if region is not None else profiled_region(trace)
     order = sorted(range(len(trace.tracks)), key=lambda i: _order_key(trace, i))
+    c = trace.counters
+    used = set(np.unique(s.track).tolist()) | set(np.unique(c.track).tolist())
+    names = lane_names(trace, [t for t in order if t in used])
     by_track = np.argsort(s.track, kind="stable")
     tr_sorted = s.track[by_track]
-    c = trace.counters
     lanes: list[Lane] = []
     for t in order:
         kind = trace.tracks[t].kind
@@ -172,9 +214,12 @@ def build_lanes(trace: Trace, depth: np.ndarray, origin: int, max_depth: int = 2
             rows = np.flatnonzero(c.track == t)
             if len(rows):
                 rows = rows[np.argsort(c.ts_ns[rows], kind="stable")]
+                rows = rows[clip_samples(c.ts_ns[rows], lo, hi)]
+            if len(rows):
                 lanes.append(
                     Lane(
-                        label=_label(trace, t, 0, multi),
+                        label=names[t],
+                        title=lane_title(trace, t),
                         kind=kind,
                         track=t,
                         starts=c.ts_ns[rows] - origin,
@@ -184,13 +229,13 @@ def build_lanes(trace: Trace, depth: np.ndarray, origin: int, max_depth: int = 2
                     )
                 )
             continue
-        lo, hi = np.searchsorted(tr_sorted, [t, t + 1])
-        rows = by_track[lo:hi]
+        a, b = np.searchsorted(tr_sorted, [t, t + 1])
+        rows = by_track[a:b]
         if not len(rows):
             continue
-        deep = max_depth if kind in (TrackKind.THREAD, TrackKind.DEVICE) else 0
+        deep = max_depth if kind == TrackKind.THREAD else min(max_depth, 2) if kind == TrackKind.DEVICE else 0
         for d in range(0, min(int(depth[rows].max()), deep) + 1):
             r = rows[depth[rows] == d]
             if len(r):
-                lanes.append(slice_lane(trace, r, origin, _label(trace, t, d, multi), t, d))
+                lanes.append(slice_lane(trace, r, origin, names[t] if d == 0 else _depth_label(d), t, d))
     return lanes

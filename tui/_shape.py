@@ -9,6 +9,7 @@ A table is a plain ``dict[str, np.ndarray]`` of equal-length columns; string col
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -130,10 +131,50 @@ def compile_table(trace: Trace, ctx: Context | None = None) -> Table:
     for name, groups in order:
         op_row = len(cols["parent"])
         add(-1, name, groups)
-        for g in groups:
-            add(op_row, g.signature, [g])
+        children = [sub for g in groups for sub in _attempts(g, by_row)]
+        if len(children) > sum(len(g.rows) > 0 for g in groups):
+            cols["n_sigs"][op_row] = len(children)  # a graph's recompiles are its signatures
+        for label, g in children:
+            add(op_row, label, [g])
     ints = {"parent", "count", "total_ns", "max_ns", "n_sigs", "n_sites", "ts_ns", "track"}
     return {k: np.array(v, dtype=np.int64) if k in ints else _obj(v) for k, v in cols.items()}
+
+
+_SIZE_GUARD = re.compile(r"tensor '(?:L\['(\w+)'\]|([^']+))' size mismatch at index (\d+)\. expected (\S+), actual (\S+)")
+
+
+def _short_guard(reason: str) -> str:
+    """Dynamo's size guard in a few words: "tensor 'L['x']' size mismatch at index 0. expected 8, actual 16"
+    -> "x dim 0: 8 → 16" (the whole reason is in the detail pane)."""
+    m = _SIZE_GUARD.search(reason)
+    if not m:
+        return reason
+    name = m.group(1) or m.group(2)
+    return f"{name} dim {m.group(3)}: {m.group(4)} → {m.group(5)}"
+
+
+def _attempts(g: CompileGroup, by_row: dict[int, Any]) -> list[tuple[str, CompileGroup]]:
+    """A group's child rows: itself, labelled by its signature; or, for a graph compiled again and again
+    with no signature recorded (torch.compile frames "0/0", "0/1", ...), one row per attempt labelled
+    with its compile id and the guard that failed ("0/1: size mismatch at index 0. expected 8, actual 16")."""
+    recs = [by_row[r] for r in g.rows]
+    ids = {(c.frame, c.attempt) for c in recs}
+    if g.signature or len(ids) < 2 or not all(c.frame != "" for c in recs):
+        return [(g.signature, g)]
+    out: dict[tuple[str, int], CompileGroup] = {}
+    labels: dict[tuple[str, int], str] = {}
+    for c in sorted(recs, key=lambda c: (c.ts, c.attempt)):
+        key = (c.frame, c.attempt)
+        sub = out.get(key)
+        if sub is None:
+            sub = out[key] = CompileGroup(g.name, "", g.call_site, g.module, g.kind, first_ts=c.ts)
+            # Dynamo's reason names the attempt it failed against first ("0/0: tensor ..."): keep the guard
+            reason = _short_guard(re.sub(r"^\d+/\d+: ", "", c.reason or ""))
+            labels[key] = f"{c.frame}/{c.attempt}" + (f": {reason}" if reason else " (first compile)")
+        sub.rows.append(c.row)
+        sub.total_ns += c.dur
+        sub.max_ns = max(sub.max_ns, c.dur)
+    return [(labels[k], out[k]) for k in out]
 
 
 _COMPILE_COLUMNS = (

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Input, Static
@@ -47,6 +48,8 @@ class ViewScreen(Screen[None]):
         Binding("slash", "filter", "Filter"),
         Binding("t", "jump", "Timeline jump"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
+        Binding("shift+down,J", "scroll_detail(3)", "Scroll detail", show=False),
+        Binding("shift+up,K", "scroll_detail(-3)", "Scroll detail up", show=False),
     ]
 
     def __init__(self) -> None:
@@ -126,6 +129,11 @@ class ViewScreen(Screen[None]):
         if action in ("filter", "clear_filter") and self.table is None:
             return False
         return not (action == "jump" and not self.JUMPS)
+
+    def action_scroll_detail(self, lines: int) -> None:
+        """shift+↓/↑: scroll the detail pane, whose end a short screen cannot show (80x24: the advice)."""
+        for pane in self.query(Detail):
+            pane.scroll_relative(y=lines, animate=False, immediate=True)
 
     # ---- filter -----------------------------------------------------------------------------
     def action_filter(self) -> None:
@@ -225,8 +233,12 @@ def detail(*parts: tuple[str, object]) -> list[tuple[str, str]]:
     return [(k, str(v)) for k, v in parts if v not in (None, "")]
 
 
-class Detail(Static):
-    """A detail pane: labels in bold, trace strings literal."""
+class Detail(VerticalScroll, can_focus=False):
+    """A detail pane: labels in bold, trace strings literal. Taller than its room, it shows a scrollbar
+    and scrolls with shift+↓/↑ or the wheel (a Static alone would be clipped: its height is the room)."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="detail-text")
 
     def show(self, rows: list[tuple[str, str]]) -> None:
         t = Text()
@@ -235,4 +247,9 @@ class Detail(Static):
                 t.append("\n")
             t.append(f"{k}: ", style="bold")
             t.append(printable(v))
-        self.update(t)
+        self.query_one("#detail-text", Static).update(t)
+        self.scroll_home(animate=False, immediate=True)
+
+    def text(self) -> str:
+        """The shown text (for tests)."""
+        return str(self.query_one("#detail-text", Static).render())

@@ -40,24 +40,40 @@ MIX_MIN_HEIGHT = 30
 """Screens at least this tall show the step's stacked parts (at 80x24 the findings keep that row)."""
 
 
+def _flow(t: Text, items: list[tuple[str, str, str]], room: int) -> None:
+    """Append "label value" items three spaces apart, starting a new line where the next would pass `room`."""
+    used = 0
+    for label, value, style in items:
+        size = len(label) + 1 + len(value)
+        if used and used + 3 + size > room:
+            t.append("\n")
+            used = 0
+        elif used:
+            t.append("   ")
+            used += 3
+        t.append(f"{label} ", style="dim")
+        t.append(value, style=style)
+        used += size
+
+
 def summary_text(rank: RankData, width: int = 100, height: int = 48) -> Text:
     """The totals block (the analysis' totals): every time with its share of the wall time, and on a tall
     enough screen the mean step as stacked parts (`step_mix`)."""
     tot = rank.totals
     wall = max(int(tot.get("wall_ns") or 0), 1)
-    # one line per item, cut at the screen's edge: at 80x24 the findings table keeps its rows
+    # whole items per line, wrapped where the next would not fit: at 80 columns "sync 445 µs (...)"
+    # starts a line, never "sync 445 µ…"; the source shares the wall time's line when it fits
     t = Text(no_wrap=True, overflow="ellipsis")
-    t.append("source ", style="dim")
-    t.append(printable(rank.source))
-    t.append("\n")
-    t.append("wall ", style="dim")
-    t.append(fmt_ns(int(tot.get("wall_ns") or 0)), style="bold")
-    t.append("   events ", style="dim")
-    t.append(fmt_int(rank.trace.n_events))
-    t.append("   device busy ", style="dim")
+    room = max(20, width - 2)
     busy = tot.get("device_busy_share")
-    t.append("n/a (no device track)" if busy is None else fmt_share(float(busy)), style="bold")
-    probes = Text()
+    first: list[tuple[str, str, str]] = [
+        ("source", fit_site(printable(rank.source), room - len("source ")), ""),
+        ("wall", fmt_ns(int(tot.get("wall_ns") or 0)), "bold"),
+        ("events", fmt_int(rank.trace.n_events), ""),
+        ("device busy", "n/a (no device track)" if busy is None else fmt_share(float(busy)), "bold"),
+    ]
+    _flow(t, first, room)
+    probes: list[tuple[str, str, str]] = []
     for kind, label, style in (
         ("compile", "compile", "red"),
         ("fallback", "CPU fallback", "#e6a04e"),
@@ -68,12 +84,10 @@ def summary_text(rank: RankData, width: int = 100, height: int = 48) -> Text:
         # a zero is a measurement only where the backend has the concept (no compile on a GPU)
         if not n and not has_concept(rank.trace, kind):
             continue
-        probes.append(f"{label} ", style="dim")
-        probes.append(f"{fmt_ns(ns)} ({fmt_share(ns / wall)}, {fmt_int(n)}x)", style=style if n else "")
-        probes.append("   ")
+        probes.append((label, f"{fmt_ns(ns)} ({fmt_share(ns / wall)}, {fmt_int(n)}x)", style if n else ""))
     if probes:
         t.append("\n")
-        t.append_text(probes)
+        _flow(t, probes, room)
     steps = rank.steps
     t.append("\n")
     t.append("steps ", style="dim")

@@ -31,12 +31,14 @@ class RanksScreen(ViewScreen):
                 11,
                 lambda v: "-" if math.isnan(v) else fmt_share(v),
                 right=True,
+                drop=1,
             ),
+            # at 80 columns fallback and sync leave whole (their totals are on the overview), never "colle"
             Column("compile_ns", "compile", 10, fmt_ns, right=True),
-            Column("fallback_ns", "fallback", 10, fmt_ns, right=True),
-            Column("sync_ns", "sync", 10, fmt_ns, right=True),
+            Column("fallback_ns", "fallback", 10, fmt_ns, right=True, drop=3),
+            Column("sync_ns", "sync", 10, fmt_ns, right=True, drop=2),
             Column("collective_ns", "collectives", 11, fmt_ns, right=True),
-            Column("source", "file", 0),
+            Column("source", "file", 0, min_width=10, clip_left=True),
         ]
         n = len(self.data.ranks)
         yield Static(

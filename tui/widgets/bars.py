@@ -88,12 +88,15 @@ class KeyBar(Widget):
     def render(self) -> Text:
         t = Text(no_wrap=True, overflow="ellipsis")
         seen: set[str] = set()
+        width = self.size.width or 80
         for _node, binding, enabled, _tooltip in self.screen.active_bindings.values():
             if not binding.show or binding.action in seen:
                 continue
             seen.add(binding.action)
-            t.append(
-                f" {self.app.get_key_display(binding)} ", style="bold reverse" if enabled else "dim reverse"
-            )
-            t.append(f" {binding.description}  ", style="" if enabled else "dim")
+            key = f" {self.app.get_key_display(binding)} "
+            what = f" {binding.description}  "
+            if t.cell_len + len(key) + len(what.rstrip()) > width:
+                break  # keys drop whole, never "Fil…"
+            t.append(key, style="bold reverse" if enabled else "dim reverse")
+            t.append(what, style="" if enabled else "dim")
         return t

@@ -1,86 +1,57 @@
-"""Timeline: lanes of slices binned per terminal cell, with a time cursor, zoom and pan keys.
+"""Timeline: a flame chart of the trace's lanes over a time window, with a cursor, zoom, pan and search.
 
-Each cell shows how busy its lane was in that cell's time span (" ░▒▓█") coloured by the slice under
-its midpoint. The binning of a frame is cached per (t0, t1, width), so cursor moves redraw nothing but
-the cursor column's lines.
+Slice lanes (host threads per stack depth, device queues and engines, probes) scroll vertically; the
+counter lanes (memory, HBM, bandwidth) stay pinned under them as one-row area charts. Each frame draws
+only what is visible: per lane, two binary searches per cell over the lane's sorted arrays
+(tui/_flame.py) and one Segment per run (widgets/flame_line.py); lines are cached per window.
+
+`t0`, `t1`, `cursor_ns` and `span` are ns since `origin` (the lanes' clock); `jump` and `cursor_abs`
+speak Unix ns.
 """
 
 from __future__ import annotations
 
-import zlib
 from typing import ClassVar
 
 import numpy as np
 from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding, BindingType
-from textual.events import Click
-from textual.geometry import Size
+from textual.events import Click, MouseScrollDown, MouseScrollUp
 from textual.message import Message
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from neuron_prof.model import StringTable
+from neuron_prof.tui._flame import LaneCells, counter_levels, slice_cells
 from neuron_prof.tui._fmt import printable
-from neuron_prof.tui._lanes import BARS, SHADES, Lane
+from neuron_prof.tui._lanes import Lane
+from neuron_prof.tui.widgets.flame_line import FlamePainter
+from neuron_prof.tui.widgets.lane_rows import LABEL_W, PINNED, LaneRows, fit_label
 
-LABEL_W = 22
-"""The narrowest label column; it widens to the longest lane label, up to a third of the width."""
+__all__ = ["LABEL_W", "PINNED", "Timeline", "fit_label"]
 
-
-def fit_label(label: str, width: int) -> str:
-    """A lane label in `width` cells: the device prefix ("MTIA 17 · ") goes first, then the end is cut,
-    so "Stream 107" and "Stream 107 Submission Queue" stay apart at 80 columns."""
-    if len(label) > width and " · " in label:
-        label = label.split(" · ", 1)[1]
-    return (label[: width - 1] + "…") if len(label) > width else label.ljust(width)
-PALETTE = (
-    "#4e9ae6",
-    "#e6a04e",
-    "#5cc27a",
-    "#d45b5b",
-    "#a57fd8",
-    "#47b8b8",
-    "#d9cb4f",
-    "#c274b0",
-    "#8fa3bf",
-    "#e67e4e",
-    "#7fbf6a",
-    "#6a7fd8",
-)
-KIND_COLOR = {
-    "compile": "#d45b5b",
-    "fallback": "#e6a04e",
-    "sync": "#d9cb4f",
-    "collective": "#47b8b8",
-    "memory": "#a57fd8",
-    "counter": "#a57fd8",
-}
-
-
-class Timeline(ScrollView, can_focus=True):
-    """Lanes over a time window [t0, t1) with a cursor time. Lanes scroll vertically.
-
-    `t0`, `t1`, `cursor_ns` and `span` are ns since `origin` (the lanes' clock); `jump` and `cursor_abs`
-    speak Unix ns.
-    """
+class Timeline(LaneRows, can_focus=True):
+    """Lanes over a time window [t0, t1) with a cursor time (module docstring)."""
 
     DEFAULT_CSS = """
     Timeline { height: 1fr; overflow-x: hidden; }
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("left,h", "move(-1)", "Cursor", key_display="←→"),
+        Binding("left,h", "move(-1)", "Cursor", key_display="←→", show=False),
         Binding("right,l", "move(1)", "Cursor", show=False),
         Binding("shift+left,H", "pan(-0.25)", "Pan", key_display="⇧←→"),
         Binding("shift+right,L", "pan(0.25)", "Pan", show=False),
-        Binding("plus,equals_sign", "zoom(0.5)", "Zoom in"),
-        Binding("minus,underscore", "zoom(2)", "Zoom out"),
-        Binding("0", "reset", "Whole trace"),
+        Binding("plus,equals_sign", "zoom(0.5)", "Zoom", key_display="+-"),
+        Binding("minus,underscore", "zoom(2)", "Zoom out", show=False),
+        Binding("0", "reset", "Steps"),
         Binding("up,k", "lane(-1)", "Lane", key_display="↑↓"),
         Binding("down,j", "lane(1)", "Lane ↓", show=False),
-        Binding("n", "next_slice(1)", "Next slice", show=False),
-        Binding("N", "next_slice(-1)", "Prev slice", show=False),
+        Binding("n", "next(1)", "Next", show=False),
+        Binding("N", "next(-1)", "Prev", show=False),
+        Binding("right_square_bracket", "next_slice(1)", "Next slice", show=False),
+        Binding("left_square_bracket", "next_slice(-1)", "Prev slice", show=False),
+        Binding("f", "follow", "Flow"),
     ]
 
     class CursorMoved(Message):
@@ -90,6 +61,22 @@ class Timeline(ScrollView, can_focus=True):
             super().__init__()
             self.timeline = timeline
 
+    class StepMatch(Message):
+        """`n`/`N` while a search is active: show the next (1) or previous (-1) match."""
+
+        def __init__(self, timeline: Timeline, direction: int) -> None:
+            super().__init__()
+            self.timeline = timeline
+            self.direction = direction
+
+    class FollowFlow(Message):
+        """`f` on a slice: show the slice a flow links it to (the screen picks its lane)."""
+
+        def __init__(self, timeline: Timeline, row: int) -> None:
+            super().__init__()
+            self.timeline = timeline
+            self.row = row
+
     def __init__(
         self,
         lanes: list[Lane],
@@ -98,52 +85,57 @@ class Timeline(ScrollView, can_focus=True):
         span: tuple[int, int],
         *,
         origin: int = 0,
+        view: tuple[int, int] | None = None,
+        flows: tuple[np.ndarray, np.ndarray] | None = None,
         id: str | None = None,
     ) -> None:
-        super().__init__(id=id)
+        super().__init__(lanes, id=id)
         self.origin = origin
-        self.lanes = list(lanes)
         self.name_ids = name_ids
         """Name string id per slice row (trace.slices.name)."""
         self.strings = strings
-        self._colors: dict[int, Style] = {}
         self.span = (span[0] - origin, max(span[1], span[0] + 1) - origin)
-        self.t0, self.t1 = float(self.span[0]), float(self.span[1])
-        self.cursor_ns = float(self.span[0])
-        self.lane = 0
-        self._cache: dict[int, tuple[str, list[Style]]] = {}
-        self._cache_key: tuple[float, float, int] | None = None
-        self._longest = max((len(printable(lane.label)) for lane in lanes), default=0)
+        v = view if view is not None else span
+        self.home = (v[0] - origin, max(v[1], v[0] + 1) - origin)
+        """The first window: the profiled steps (`0` comes back to it)."""
+        self.t0, self.t1 = float(self.home[0]), float(self.home[1])
+        self.cursor_ns = float(self.home[0])
+        src, dst = flows if flows is not None else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        self.flow_src, self.flow_dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
+        self._dst_sorted = np.unique(self.flow_dst)
+        self.hits: np.ndarray | None = None
+        """Search matches: a bool per slice row, or None when no search is active."""
+        self.painter = FlamePainter(lambda r: strings[int(name_ids[r])], lambda r: int(name_ids[r]))
+        self._cache: dict[int, Strip] = {}
+        self._cells_cache: dict[int, LaneCells | np.ndarray] = {}
+        self._cells_key: tuple[float, float, int] | None = None
+        self._frame: tuple[int, int, int, Style] = (LABEL_W, 0, 80, Style())
+        self._cache_key: tuple[object, ...] | None = None
+        self._flow_starts: dict[int, np.ndarray] = {}
+        self._selected_row = -1
+        self._linked: set[int] = set()
 
     # ---- geometry ------------------------------------------------------------------------------
     @property
-    def label_width(self) -> int:
-        """Cells of the label column: the longest label, at least LABEL_W and at most a third of the width."""
-        return max(LABEL_W, min(self._longest, (self.size.width or 80) // 3))
-
-    @property
     def cells(self) -> int:
-        return max(1, self.size.width - self.label_width - 1)
+        return max(1, self.content_width - self.label_width - 1)
 
     def cell_of(self, t: float) -> int:
         return int((t - self.t0) / (self.t1 - self.t0) * self.cells)
 
-    def time_of(self, cell: int) -> float:
+    def time_of(self, cell: float) -> float:
         return self.t0 + (cell + 0.5) * (self.t1 - self.t0) / self.cells
 
     def on_resize(self) -> None:
-        self.virtual_size = Size(self.size.width, len(self.lanes))
-        self.refresh()
+        self._sync_size()
         self._changed()
 
     # ---- state changes ------------------------------------------------------------------------
     def set_window(self, t0: float, t1: float) -> None:
-        """Show [t0, t1), clamped to at least 1 µs wide and to the trace (with a little margin)."""
+        """Show [t0, t1), clamped to at least 1 µs wide and to the profiled region (with a little margin)."""
         width = max(t1 - t0, 1000.0)
-        lo, hi = (
-            self.span[0] - (self.span[1] - self.span[0]) * 0.05,
-            self.span[1] + (self.span[1] - self.span[0]) * 0.05,
-        )
+        pad = (self.span[1] - self.span[0]) * 0.02
+        lo, hi = self.span[0] - pad, self.span[1] + pad
         width = min(width, hi - lo)
         t0 = min(max(t0, lo), hi - width)
         self.t0, self.t1 = t0, t0 + width
@@ -172,29 +164,42 @@ class Timeline(ScrollView, can_focus=True):
                     break
             self._scroll_to_lane()
         w = window_ns if window_ns is not None else min(self.t1 - self.t0, (self.span[1] - self.span[0]) / 8)
-        self.cursor_ns = float(t_ns)
+        self.cursor_ns = t_ns
         self.set_window(t_ns - w / 2, t_ns + w / 2)
-        self.cursor_ns = float(t_ns)
+        self.cursor_ns = t_ns
         self._changed()
 
-    def insert_lane(self, index: int, lane: Lane) -> None:
-        """Show `lane` at position `index` (a deeper lane a jump needs)."""
-        self.lanes.insert(index, lane)
-        self._longest = max(self._longest, len(printable(lane.label)))
+    def show_slice(self, lane_index: int, row: int, start: float, end: float) -> None:
+        """Select slice `row` on lane `lane_index` (times since origin): cursor on it, in view, wide
+        enough to read its name when it is short."""
+        self.lane = lane_index
+        self._scroll_to_lane()
+        w = self.t1 - self.t0
+        dur = max(end - start, 1.0)
+        if dur * 12 < w * 0.05 or dur > w:  # under a few cells, or wider than the window: fit it
+            w = max(dur * 3, 1000.0)
+        self.cursor_ns = start + dur / 2
+        if not (self.t0 <= start and end <= self.t1) or w != self.t1 - self.t0:
+            self.set_window(self.cursor_ns - w / 2, self.cursor_ns + w / 2)
+        self.cursor_ns = start + dur / 2
+        self.refresh()
+        self._changed()
+
+    def rows_changed(self) -> None:
         self._cache.clear()
         self._cache_key = None
-        self.virtual_size = Size(self.size.width, len(self.lanes))
+        self._cells_cache.clear()
+        self._cells_key = None
+        self._flow_starts.clear()
+
+    def set_hits(self, hits: np.ndarray | None) -> None:
+        """Mark search matches (a bool per slice row) or clear them (None)."""
+        self.hits = hits
+        self._cache_key = None
         self.refresh()
 
     def _changed(self) -> None:
         self.post_message(self.CursorMoved(self))
-
-    def _scroll_to_lane(self) -> None:
-        top, h = self.scroll_offset.y, max(1, self.size.height)
-        if self.lane < top:
-            self.scroll_to(y=self.lane, animate=False, immediate=True)
-        elif self.lane >= top + h:
-            self.scroll_to(y=self.lane - h + 1, animate=False, immediate=True)
 
     # ---- actions -------------------------------------------------------------------------------
     def action_move(self, cells: int) -> None:
@@ -211,13 +216,13 @@ class Timeline(ScrollView, can_focus=True):
         self.cursor_ns += d
         self.set_window(self.t0 + d, self.t1 + d)
 
-    def action_zoom(self, factor: float) -> None:
-        """Zoom around the cursor: factor < 1 zooms in."""
-        c = self.cursor_ns
+    def action_zoom(self, factor: float, at: float | None = None) -> None:
+        """Zoom around `at` (default: the cursor): factor < 1 zooms in."""
+        c = self.cursor_ns if at is None else at
         self.set_window(c - (c - self.t0) * factor, c + (self.t1 - c) * factor)
 
     def action_reset(self) -> None:
-        self.set_window(*self.span)
+        self.set_window(*self.home)
 
     def action_lane(self, delta: int) -> None:
         self.lane = max(0, min(self.lane + delta, len(self.lanes) - 1))
@@ -226,22 +231,38 @@ class Timeline(ScrollView, can_focus=True):
         self._changed()
 
     def action_next_slice(self, direction: int) -> None:
-        """Move the cursor to the start of the next (or previous) slice on the selected lane."""
-        if not self.lanes:
+        """Select the next (or previous) slice on the selected lane."""
+        if not self.lanes or self.lanes[self.lane].is_counter:
             return
         lane = self.lanes[self.lane]
+        t = int(np.floor(self.cursor_ns))
         if direction > 0:
-            i = int(np.searchsorted(lane.starts, self.cursor_ns, side="right"))
+            i = int(np.searchsorted(lane.starts, t, side="right"))
         else:
-            i = int(np.searchsorted(lane.starts, self.cursor_ns, side="left")) - 1
+            i = int(np.searchsorted(lane.starts, t, side="left")) - 1
+            if i >= 0 and lane.at(self.cursor_ns) == int(lane.rows[i]):  # inside slice i: go before it
+                i -= 1
         if 0 <= i < len(lane.starts):
-            t = float(lane.starts[i])
-            if not self.t0 <= t <= self.t1:
-                w = self.t1 - self.t0
-                self.set_window(t - w / 2, t + w / 2)
-            self.cursor_ns = t
-            self.refresh()
-            self._changed()
+            self.show_slice(self.lane, int(lane.rows[i]), float(lane.starts[i]), float(lane.ends[i]))
+
+    def action_next(self, direction: int) -> None:
+        """The next search match when a search is active, else the next slice on the lane."""
+        if self.hits is not None:
+            self.post_message(self.StepMatch(self, direction))
+        else:
+            self.action_next_slice(direction)
+
+    def action_follow(self) -> None:
+        """Ask the screen to show the slice linked to the selected one by a flow."""
+        _, row = self.selected()
+        if row >= 0:
+            self.post_message(self.FollowFlow(self, row))
+
+    def linked(self, row: int) -> list[int]:
+        """Slices linked to slice `row` by flows (the device executions a host op launched, or the host op
+        that launched a device execution), in flow order."""
+        out = self.flow_dst[self.flow_src == row].tolist() + self.flow_src[self.flow_dst == row].tolist()
+        return [int(r) for r in out]
 
     # ---- what is under the cursor --------------------------------------------------------------
     def under_cursor(self) -> tuple[Lane | None, int]:
@@ -251,78 +272,113 @@ class Timeline(ScrollView, can_focus=True):
         lane = self.lanes[self.lane]
         return lane, lane.at(self.cursor_ns)
 
+    def selected(self) -> tuple[Lane | None, int]:
+        """(selected lane, the slice at the cursor, else the first slice in the cursor's cell, else -1)."""
+        lane, row = self.under_cursor()
+        if lane is None or row >= 0 or lane.is_counter:
+            return lane, row
+        step = (self.t1 - self.t0) / self.cells
+        a = self.t0 + self.cell_of(self.cursor_ns) * step
+        i = int(np.searchsorted(lane.ends_sorted, int(np.floor(a)), side="right"))
+        if i < len(lane.starts) and lane.starts[i] < a + step:
+            return lane, int(lane.rows[i])
+        return lane, -1
+
     # ---- rendering ------------------------------------------------------------------------------
-    def _binned(self, i: int) -> tuple[str, list[Style]]:
+    def _flow_cells(self, i: int) -> list[int]:
+        """Cells of device lane i where a flow arrives (an execution a host op launched)."""
+        lane = self.lanes[i]
+        if lane.kind != "device":  # flows into probes and autograd threads would mark every op
+            return []
+        fs = self._flow_starts.get(i)
+        if fs is None:
+            fs = self._flow_starts[i] = np.sort(lane.starts[np.isin(lane.rows, self._dst_sorted)])
+        a, b = np.searchsorted(fs, [int(self.t0), int(self.t1)])
+        if b - a > self.cells * 4:  # a flow per cell or more says nothing: the boxes show the work
+            return []
+        return sorted({self.cell_of(float(t)) for t in fs[a:b]})
+
+    def _cells(self, i: int) -> LaneCells | np.ndarray:
+        """Lane i's cells (counter levels for a counter lane) over the window, cached per window: a
+        cursor move only repaints."""
         key = (self.t0, self.t1, self.cells)
+        if key != self._cells_key:
+            self._cells_cache.clear()
+            self._cells_key = key
+        got = self._cells_cache.get(i)
+        if got is None:
+            lane = self.lanes[i]
+            got = (counter_levels if lane.is_counter else slice_cells)(lane, self.t0, self.t1, self.cells)
+            self._cells_cache[i] = got
+        return got
+
+    def _line(self, i: int, cursor: int) -> list[Segment]:
+        lane, cells = self.lanes[i], self._cells(i)
+        if isinstance(cells, np.ndarray):
+            return self.painter.counter_line(lane.kind, cells, cursor)
+        return self.painter.slice_line(
+            lane.kind,
+            cells,
+            hits=self.hits,
+            selected=self._selected_row if i == self.lane else -1,
+            linked=self._linked,
+            flow_cells=self._flow_cells(i),
+            cursor=cursor,
+        )
+
+    def render_line(self, y: int) -> Strip:
+        key = (self.t0, self.t1, self.size, self.cursor_ns, self.lane, self.has_focus, self._counter_top,
+               self.scroll_offset.y, id(self.hits), len(self.lanes))
         if key != self._cache_key:
+            # what every line of a frame shares, worked out once (Textual's geometry is not free)
             self._cache.clear()
             self._cache_key = key
+            self._selected_row = self.selected()[1]
+            self._linked = set(self.linked(self._selected_row)) if self._selected_row >= 0 else set()
+            self._frame = (self.label_width, self.cell_of(self.cursor_ns), self.content_width, self.rich_style)
+        label_width, cursor, width, base = self._frame
+        i = self.lane_at_row(y)
+        if i < 0:
+            return Strip.blank(width, base)
         hit = self._cache.get(i)
         if hit is not None:
             return hit
         lane = self.lanes[i]
-        fill, rows = lane.bin(self.t0, self.t1, self.cells)
-        if lane.is_counter:
-            chars = "".join(BARS[int(round(f * 8))] for f in fill)
-            color = KIND_COLOR.get(lane.kind, "#a57fd8")
-            styles = [Style(color=color)] * len(chars)
-        else:
-            level = np.where(fill <= 0, 0, np.minimum(4, 1 + (fill * 4).astype(int)))
-            chars = "".join(SHADES[v] for v in level)
-            fixed = KIND_COLOR.get(lane.kind)
-            plain = Style()
-            if fixed:
-                styles = [Style(color=fixed) if r >= 0 else plain for r in rows]
-            else:
-                styles = [self._color(int(self.name_ids[r])) if r >= 0 else plain for r in rows]
-        self._cache[i] = (chars, styles)
-        return chars, styles
-
-    def _color(self, name_id: int) -> Style:
-        # colour by name (a stable hash, not hash(): that changes per process) so an op keeps its colour
-        st = self._colors.get(name_id)
-        if st is None:
-            st = self._colors[name_id] = Style(
-                color=PALETTE[zlib.crc32(self.strings[name_id].encode()) % len(PALETTE)]
-            )
-        return st
-
-    def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        i = self.scroll_offset.y + y
-        base = self.rich_style
-        if i >= len(self.lanes):
-            return Strip.blank(width, base)
-        lane = self.lanes[i]
         selected = i == self.lane
-        label = fit_label(printable(lane.label), self.label_width)
         segs = [
-            Segment(label, base + Style(bold=selected, reverse=selected and self.has_focus)),
+            Segment(fit_label(printable(lane.label), label_width),
+                    base + Style(bold=selected, reverse=selected and self.has_focus, dim=lane.depth > 0)),
             Segment("│", base),
+            *self._line(i, cursor),
         ]
-        chars, styles = self._binned(i)
-        cur = self.cell_of(self.cursor_ns)
-        # merge runs of one style into one Segment
-        run_start = 0
-        for k in range(1, len(chars) + 1):
-            if k == len(chars) or styles[k] != styles[run_start] or k == cur or k - 1 == cur:
-                st = base + styles[run_start]
-                if run_start == cur:
-                    st = st + Style(bgcolor="grey50")
-                segs.append(Segment(chars[run_start:k], st))
-                run_start = k
-        return Strip(segs).crop_extend(0, width, base)
+        strip = Strip(segs).crop_extend(0, width, base)
+        self._cache[i] = strip
+        return strip
 
+    # ---- mouse ---------------------------------------------------------------------------------
     def on_click(self, event: Click) -> None:
         """A click picks the lane under it and puts the cursor at the clicked time."""
-        lane = self.scroll_offset.y + event.y
-        if 0 <= lane < len(self.lanes):
+        lane = self.lane_at_row(event.y)
+        if lane >= 0:
             self.lane = lane
         cell = event.x - self.label_width - 1
         if 0 <= cell < self.cells:
             self.cursor_ns = self.time_of(cell)
         self.refresh()
         self._changed()
+
+    def _wheel(self, event: MouseScrollUp | MouseScrollDown, factor: float) -> None:
+        cell = event.x - self.label_width - 1
+        if 0 <= cell < self.cells:  # over the lanes: zoom at the mouse; over the names: scroll
+            event.prevent_default()
+            event.stop()
+            self.action_zoom(factor, at=self.time_of(cell))
+
+    def on_mouse_scroll_up(self, event: MouseScrollUp) -> None:
+        self._wheel(event, 0.8)
+
+    def on_mouse_scroll_down(self, event: MouseScrollDown) -> None:
+        self._wheel(event, 1.25)
 
     def on_focus(self) -> None:
         self.refresh()
