@@ -1,5 +1,5 @@
-"""The experimental PrivateUse1 extension (neuron_prof.emulator.experimental_privateuse1), measured on the same
-idioms as the emulated device (tests/_idioms.py): what a real PrivateUse1 tensor fixes and what the
+"""The experimental PrivateUse1 extension (neuron_prof.emulator.experimental_privateuse1), measured on the
+same idioms as the emulated device (tests/_idioms.py): what a real PrivateUse1 tensor fixes and what the
 prototype still lacks. README "The emulated neuron device" states the decision these numbers support.
 
 The extension is built by torch.utils.cpp_extension on first use (about 2 minutes on 2 shared cores) into the
@@ -25,7 +25,8 @@ NOT_PORTED = {
     "embedding_layernorm_conv": "convolution has no PrivateUse1 kernel (convolution_overrideable)",
     "autocast_bf16": "no AutocastPrivateUse1 policies (the emulator's _autocast)",
     "grad_scaler": "follows from autocast (float32 instead of bfloat16 rounding)",
-    "dataloader_workers_pin_memory": "pin_memory needs pinned-memory hooks (the emulator's pageable fallback)",
+    "dataloader_workers_pin_memory": "pin_memory needs pinned-memory hooks (the emulator returns pageable "
+                                     "memory)",
     "ddp_one_process": "no c10d backend for the device (the emulator's _c10d)",
 }
 """Idioms the prototype fails, each for an emulator part not ported to it (measured)."""
@@ -40,7 +41,8 @@ def test_prototype_passes_what_the_subclass_cannot_and_lacks_only_unported_parts
     names = [n for n in IDIOMS if n not in SLOW]
     d = tmp_path_factory.mktemp("proto")
     with ThreadPoolExecutor(2) as pool:
-        futs = {b: pool.submit(run_backend, b, d / f"{b}.jsonl", names) for b in ("cpu", "neuron-experimental")}
+        futs = {b: pool.submit(run_backend, b, d / f"{b}.jsonl", names)
+                for b in ("cpu", "neuron-experimental")}
         res: dict[str, dict[str, dict[str, Any]]] = {b: f.result() for b, f in futs.items()}
     cpu, proto = res["cpu"], res["neuron-experimental"]
     differ = {n for n in names if not ("ok" in proto[n] and same(cpu[n]["ok"], proto[n]["ok"]))}

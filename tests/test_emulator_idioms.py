@@ -48,7 +48,9 @@ def test_at_least_30_idioms() -> None:
     [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=DIFFERENT[n])) if n in DIFFERENT else n
      for n in IDIOMS],
 )
-def test_idiom_same_on_cpu_and_emulated_device(name: str, results: dict[str, dict[str, dict[str, Any]]]) -> None:
+def test_idiom_same_on_cpu_and_emulated_device(
+    name: str, results: dict[str, dict[str, dict[str, Any]]]
+) -> None:
     cpu, neuron = results["cpu"][name], results["neuron"][name]
     assert "ok" in cpu, f"the idiom itself fails on the CPU: {cpu}"
     assert "ok" in neuron, f"on the emulated device: {neuron}"

@@ -224,6 +224,6 @@ def register(module: types.ModuleType, num_devices: int) -> None:
 
     _autocast.register(lib)
     _allow_pageable_pin_memory()
-    # Before torch's own PrivateUse1 deserializer (priority 23; 19 is free), which would build device storages.
+    # Ahead of torch's PrivateUse1 deserializer (priority 23; 19 is free), which builds device storages.
     torch.serialization.register_package(19, lambda obj: None, _refuse_device_storage)
     _LIBS.extend([glob, lib])

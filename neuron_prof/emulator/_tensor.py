@@ -87,9 +87,10 @@ class NeuronTensor(torch.Tensor):
         return self.to("cpu").tolist()
 
     def __reduce_ex__(self, proto: Any) -> Any:
-        # What torch itself writes for a PrivateUse1 tensor without storage (Tensor._reduce_ex_internal): a host
-        # copy (a sync point) and the device to rebuild it on; torch.load (weights_only too) brings it back to
-        # "neuron", or wherever map_location sends it. Never the class itself: loading needs no emulator.
+        # What torch itself writes for a PrivateUse1 tensor without storage (Tensor._reduce_ex_internal): a
+        # host copy (a sync point) and the device to rebuild it on; torch.load (weights_only too) brings it
+        # back to "neuron", or wherever map_location sends it. Never the class itself: loading needs no
+        # emulator.
         return (
             torch._utils._rebuild_device_tensor_from_cpu_tensor,
             (self.detach().cpu(), self.dtype, str(self.device), self.requires_grad),

@@ -159,7 +159,9 @@ def build_dir() -> Path:
     """Where the extension is built and cached (torch rebuilds only when the source changes):
     $NEURON_PROF_EXPERIMENTAL_BUILD_DIR, else the user cache ($XDG_CACHE_HOME or ~/.cache)/neuron-prof."""
     base = os.environ.get("NEURON_PROF_EXPERIMENTAL_BUILD_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "neuron-prof", "experimental-privateuse1"
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+        "neuron-prof",
+        "experimental-privateuse1",
     )
     d = Path(base) / torch.__version__.replace("+", "_")
     d.mkdir(parents=True, exist_ok=True)
@@ -242,8 +244,8 @@ def enable() -> None:
     from torch.utils.cpp_extension import load_inline
 
     t0 = time.perf_counter()
-    _ext = load_inline("neuron_prof_experimental_privateuse1", cpp_sources=[_CPP], build_directory=str(build_dir()),
-                       extra_cflags=["-O1"], verbose=False)
+    _ext = load_inline("neuron_prof_experimental_privateuse1", cpp_sources=[_CPP],
+                       build_directory=str(build_dir()), extra_cflags=["-O1"], verbose=False)
     BUILD_SECONDS = time.perf_counter() - t0
     _ext.install_allocator()
     _setup_privateuseone_for_python_backend(rename="neuron", backend_module=_device_module())
