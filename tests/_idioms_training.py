@@ -108,6 +108,18 @@ def state_dict_save_load(dev: str) -> Any:
 
 
 @idiom
+def save_load_whole_model(dev: str) -> Any:
+    m = mlp(dev)
+    buf = io.BytesIO()
+    torch.save(m, buf)
+    buf.seek(0)
+    m2 = torch.load(buf, weights_only=False)
+    ps = list(m2.parameters())
+    return [len(ps), all(isinstance(p, nn.Parameter) for p in ps), all(on(p, dev) for p in ps),
+            all(p.requires_grad for p in ps), vals(m2(torch.ones(1, 6, device=dev)))]
+
+
+@idiom
 def save_load_device_tensor(dev: str) -> Any:
     t = torch.tensor([1.0, 2.0], device=dev)
     with tempfile.TemporaryDirectory() as d:

@@ -8,6 +8,7 @@ a sync point, as on a real async device.
 from __future__ import annotations
 
 import copy
+from collections import OrderedDict
 from typing import Any
 
 import torch
@@ -91,6 +92,10 @@ class NeuronTensor(torch.Tensor):
         # host copy (a sync point) and the device to rebuild it on; torch.load (weights_only too) brings it
         # back to "neuron", or wherever map_location sends it. Never the class itself: loading needs no
         # emulator.
+        if self.__dict__.get("_is_param"):
+            # A parameter (nn.Parameter of a device tensor keeps our type, flagged _is_param): as
+            # Parameter.__reduce_ex__ writes one, so torch.save(model) loads back with parameters.
+            return (torch._utils._rebuild_parameter, (self.detach(), self.requires_grad, OrderedDict()))
         return (
             torch._utils._rebuild_device_tensor_from_cpu_tensor,
             (self.detach().cpu(), self.dtype, str(self.device), self.requires_grad),
