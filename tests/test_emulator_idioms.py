@@ -55,3 +55,16 @@ def test_idiom_same_on_cpu_and_emulated_device(
     assert "ok" in cpu, f"the idiom itself fails on the CPU: {cpu}"
     assert "ok" in neuron, f"on the emulated device: {neuron}"
     assert same(cpu["ok"], neuron["ok"]), f"cpu {cpu['ok']!r}\nneuron {neuron['ok']!r}"
+
+
+@pytest.mark.slow
+def test_the_differences_are_the_documented_ones(results: dict[str, dict[str, dict[str, Any]]]) -> None:
+    """Each idiom in DIFFERENT fails on the emulated device the way README says: the subclass's own type, a
+    plain RuntimeError for map_location="neuron" (not torch's crash or AttributeError), C++ hooks missing."""
+    neuron = results["neuron"]
+    assert neuron["type_is_tensor"]["ok"] == [False, "NeuronTensor", False]
+    assert neuron["exact_parameter_type"]["ok"] == [False, "NeuronTensor", False, False]
+    assert neuron["load_map_location_device"]["error"].startswith(
+        "RuntimeError: neuron (emulated): torch.load(map_location='neuron')")
+    assert neuron["device_generator"]["error"].startswith("NotImplementedError")
+    assert "getNewGenerator" in neuron["device_generator"]["error"]
