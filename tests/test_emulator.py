@@ -415,19 +415,31 @@ def test_activity_and_ground_truth_are_bounded_ring_buffers(tnx, cfg: EmulatorCo
     assert x.sum().item() == 800.0
 
 
-def test_checkpoints_save_host_copies_loadable_without_the_emulator(cfg: EmulatorConfig) -> None:
+def test_checkpoints_load_back_on_the_device_or_where_map_location_says(cfg: EmulatorConfig, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """As torch saves a PrivateUse1 tensor without storage (Tensor._reduce_ex_internal): a host copy and its
+    device; torch.load brings it back on "neuron", map_location="cpu" on the host, with or without the
+    emulator in the loading process (a CUDA checkpoint on a CPU-only machine needs the same)."""
     import copy
-    import io
+    import subprocess
+    import sys
 
     lin = torch.nn.Linear(3, 2).to("neuron")
-    buf = io.BytesIO()
-    torch.save(lin.state_dict(), buf)
-    buf.seek(0)
-    sd = torch.load(buf, weights_only=True)
-    assert all(type(v) is torch.Tensor and v.device.type == "cpu" for v in sd.values())
-    torch.testing.assert_close(sd["weight"], lin.weight.detach().cpu())
+    path = tmp_path / "ck.pt"
+    torch.save(lin.state_dict(), path)
+    sd = torch.load(path, weights_only=True)
+    assert all(v.device.type == "neuron" for v in sd.values())
+    torch.testing.assert_close(sd["weight"], lin.weight.detach())
+    host = torch.load(path, weights_only=True, map_location="cpu")
+    assert all(type(v) is torch.Tensor and v.device.type == "cpu" for v in host.values())
+    torch.testing.assert_close(host["weight"], lin.weight.detach().cpu())
+    code = (f"import torch; sd = torch.load({str(path)!r}, weights_only=True, map_location='cpu'); "
+            "print(sorted((k, v.device.type) for k, v in sd.items()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "[('bias', 'cpu'), ('weight', 'cpu')]", out.stderr
     twin = copy.deepcopy(lin)
     assert twin.weight.device.type == "neuron" and twin.weight.requires_grad
+    assert twin.weight.data_ptr() != lin.weight.data_ptr()
+    torch.testing.assert_close(twin.weight, lin.weight)
 
 
 def test_config_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -16,8 +16,10 @@ without a config reads them too. The emulated process gets a stand-in ``neuron-e
 What the profiler may use is only the torch_neuronx-shaped module enable() returns (also published as
 sys.modules["torch_neuronx"]) and torch.neuron; ground_truth() is for tests. See _api.py for the module.
 
-Limits: one device per process (as TorchNeuron runs); torch.load(map_location="neuron") is unsafe for Python
-backends (load on the CPU, then .to("neuron")); torch.Generator(device="neuron") needs C++ hooks;
+Limits: one device per process (as TorchNeuron runs); device tensors are a tensor subclass (`type(t) is
+torch.Tensor` is False, README "The emulated neuron device"); torch.load(map_location="neuron") raises (load
+on the CPU, then .to("neuron"); tensors saved from the device load back on it); torch.Generator(device=
+"neuron") needs C++ hooks;
 Tensor.pin_memory() returns the tensor unpinned (so DataLoader(pin_memory=True) works); sparse and nested
 tensors stay on the host (ops on them fall back); a device tensor cannot grow in place (resize_); mixing
 non-scalar CPU tensors into device ops is not rejected as on real devices; host [memory] events in a profile

@@ -194,6 +194,17 @@ def _allow_pageable_pin_memory() -> None:
     torch.Tensor.pin_memory = pin_memory  # type: ignore[method-assign]
 
 
+def _refuse_device_storage(obj: Any, location: str) -> None:
+    """torch.load's deserializer for storages mapped to "neuron" (map_location="neuron"): torch would build a
+    storage on the device, which a Python backend cannot hold (a crash, torch-facts): refuse it plainly."""
+    if location == "neuron" or location.startswith("neuron:"):
+        raise RuntimeError(
+            "neuron (emulated): torch.load(map_location='neuron') needs device storages, which the emulated "
+            "device has none of: load with map_location='cpu', then .to('neuron') (tensors saved from the "
+            "device come back on it without map_location)"
+        )
+
+
 def register(module: types.ModuleType, num_devices: int) -> None:
     """Rename PrivateUse1 to "neuron" and install the kernels a Python backend needs."""
     from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
@@ -213,4 +224,6 @@ def register(module: types.ModuleType, num_devices: int) -> None:
 
     _autocast.register(lib)
     _allow_pageable_pin_memory()
+    # Ahead of torch's PrivateUse1 deserializer (priority 23; 19 is free), which builds device storages.
+    torch.serialization.register_package(19, lambda obj: None, _refuse_device_storage)
     _LIBS.extend([glob, lib])

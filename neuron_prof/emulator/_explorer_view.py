@@ -6,7 +6,7 @@ Parquet file per table, ``SchemaFields``, ``Warning``; host/device clocks aligne
 ``adjusted = sync_cpu + (ev_dev - sync_dev)``; "Tables that matter", schema 7.4.0) and issue 21 (the glossary: the
 device profile is on the device clock, the system profile on the host clock; ``ExecutionInfo`` times relative to
 the profile start; host/device copies are ``dmem_buf_copyin``/``dmem_buf_copyout``). The layout it writes is in
-/work/wt/CONTRACT-21.md's terms in docs/trainium.md. Per capture folder (``ntrace*.pb`` / ``*.ntff``):
+documented in docs/trainium.md ("The stand-in neuron-explorer"). Per capture folder (``ntrace*.pb`` / ``*.ntff``):
 
 * system profile (host Unix ns): ``SystemProfileEvents`` (the framework op that issued each execution, read
   from the folder's ``trace.json`` / ``pytorch_trace.json``; ``nrt_execute`` on the runtime; ``nc_exec_running``

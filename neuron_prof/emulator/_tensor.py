@@ -7,6 +7,8 @@ a sync point, as on a real async device.
 
 from __future__ import annotations
 
+import copy
+from collections import OrderedDict
 from typing import Any
 
 import torch
@@ -86,10 +88,50 @@ class NeuronTensor(torch.Tensor):
         return self.to("cpu").tolist()
 
     def __reduce_ex__(self, proto: Any) -> Any:
-        # torch.save stores a host copy (a sync point), loadable with weights_only=True and without the
-        # emulator; torch.load(map_location="neuron") is unsafe for Python backends (torch-facts), so
-        # load on the CPU and .to("neuron").
-        return self.cpu().__reduce_ex__(proto)
+        # What torch itself writes for a PrivateUse1 tensor without storage (Tensor._reduce_ex_internal): a
+        # host copy (a sync point) and the device to rebuild it on; torch.load (weights_only too) brings it
+        # back to "neuron", or wherever map_location sends it. Never the class itself: loading needs no
+        # emulator.
+        if self.__dict__.get("_is_param"):
+            # A parameter (nn.Parameter of a device tensor keeps our type, flagged _is_param): as
+            # Parameter.__reduce_ex__ writes one, so torch.save(model) loads back with parameters.
+            return (torch._utils._rebuild_parameter, (self.detach(), self.requires_grad, OrderedDict()))
+        return (
+            torch._utils._rebuild_device_tensor_from_cpu_tensor,
+            (self.detach().cpu(), self.dtype, str(self.device), self.requires_grad),
+        )
+
+    def __format__(self, format_spec: str) -> str:
+        # torch formats a 0-dim tensor as its value only when `type(self) is Tensor` (Tensor.__format__); a
+        # device tensor on a C++ backend is a plain Tensor, so f"{loss:.4f}" works there: the same here.
+        if self.dim() == 0 and type(self._elem) is torch.Tensor:
+            return self.detach().item().__format__(format_spec)
+        return object.__format__(self, format_spec)
+
+    def data_ptr(self) -> int:
+        """The address of the first element, in the host memory that holds the device values: views share
+        it and copies do not, as on a C++ device (a wrapper subclass would report 0 for every tensor)."""
+        return int(self._elem.data_ptr())
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        """torch's deepcopy for tensors without host storage (Tensor.__deepcopy__: a clone, its grad, its
+        Python state), chosen there by `data_ptr() == 0`, which no longer holds here (see data_ptr)."""
+        if id(self) in memo:
+            return memo[id(self)]
+        if not self.is_leaf:
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol at "
+                "the moment."
+            )
+        with torch.no_grad():
+            new = self.clone()
+        new.requires_grad = self.requires_grad
+        if self.grad is not None:
+            new.grad = copy.deepcopy(self.grad, memo)
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_elem", "_dev")}
+        new.__dict__.update(copy.deepcopy(state, memo))
+        memo[id(self)] = new
+        return new
 
     def numpy(self, *, force: bool = False) -> Any:
         if not force:
