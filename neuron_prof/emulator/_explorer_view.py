@@ -5,7 +5,7 @@ Sources: shared/design/neuron-explorer-facts.md ("Processing": ``view -d <dir> -
 Parquet file per table, ``SchemaFields``, ``Warning``; host/device clocks aligned with sync points,
 ``adjusted = sync_cpu + (ev_dev - sync_dev)``; "Tables that matter", schema 7.4.0) and issue 21 (the glossary: the
 device profile is on the device clock, the system profile on the host clock; ``ExecutionInfo`` times relative to
-the profile start; host/device copies are ``dmem_buf_copyin``/``dmem_buf_copyout``). The layout it writes is in
+the profile start; host/device copies are ``dmem_buf_copyin``/``dmem_buf_copyout``). The layout it writes is
 documented in docs/trainium.md ("The stand-in neuron-explorer"). Per capture folder (``ntrace*.pb`` / ``*.ntff``):
 
 * system profile (host Unix ns): ``SystemProfileEvents`` (the framework op that issued each execution, read
