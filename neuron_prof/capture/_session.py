@@ -165,6 +165,7 @@ class Session(contextlib.ContextDecorator):
         ctx = self.context
         t0 = time.perf_counter_ns()
         self._builder = TraceBuilder()
+        _env.quiet_kineto()  # before torch.profiler first starts Kineto in this process
         backend_opts = self._open_backend()
         prof = self._make_profiler(backend_opts)
         self._guard("backend", "start", lambda: self._backend.start(ctx) if self._backend is not None else None)
