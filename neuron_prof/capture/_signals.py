@@ -49,6 +49,8 @@ class SignalGuard:
         self._signals = signals
         self._previous: dict[int, Any] = {}
         self._busy = False
+        self._held = False
+        self._pending: int | None = None
         self._pid = os.getpid()
         self._watchdog: _Watchdog | None = None
 
@@ -77,6 +79,17 @@ class SignalGuard:
                 pass
         self._previous.clear()
 
+    def hold(self) -> None:
+        """The trace is being saved: until `release_held()`, a signal waits for the save (torchrun stops the
+        other ranks with SIGTERM as soon as one fails, often while they write their traces)."""
+        self._held = True
+
+    def release_held(self) -> int | None:
+        """Put the previous handlers back; the signal that arrived while holding, for the caller to raise."""
+        pending, self._pending, self._held = self._pending, None, False
+        self.restore()
+        return pending
+
     def owns(self, signum: int) -> bool:
         """Whether this guard's handler is still the one Python runs for `signum`."""
         return signum in self._previous and signal.getsignal(signum) == self._handle
@@ -87,6 +100,9 @@ class SignalGuard:
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self._watchdog is not None:
             self._watchdog.started.set()  # the handler runs: the watchdog stands down
+        if self._held:
+            self._pending = signum
+            return
         if self._busy:  # a second SIGTERM while writing: let the first finish
             return
         self._busy = True
