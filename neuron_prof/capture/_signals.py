@@ -107,7 +107,7 @@ class SignalGuard:
             return
         self._busy = True
         try:
-            if os.getpid() == self._pid:  # not in a forked child (a DataLoader worker): the trace is the parent's
+            if os.getpid() == self._pid:  # not in a forked child (a DataLoader worker): not its trace
                 self._on_signal(signal.Signals(signum).name)
         except BaseException:  # noqa: BLE001  (the signal must still be delivered)
             pass
