@@ -60,11 +60,13 @@ def test_run_exit_zero_and_no_pftrace(tmp_path: Path) -> None:
     assert out.exists() and not out.with_suffix(".pftrace").exists()
 
 
-def test_run_exception_passes_through_and_trace_is_written(tmp_path: Path) -> None:
+def test_run_exception_is_shown_as_python_shows_it_and_trace_is_written(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     script = _script(tmp_path, "import torch\ntorch.ones(3).sum()\nraise LookupError('from the script')\n")
     out = tmp_path / "t.json"
-    with pytest.raises(LookupError, match="from the script"):
-        main(["run", "-q", "-o", str(out), str(script)])
+    assert main(["run", "-q", "-o", str(out), str(script)]) == 1  # python's exit code for an uncaught error
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback (most recent call last):") and "LookupError: from the script" in err
     assert neuron_prof.load(out).metadata["capture_exit"] == "exception: LookupError: from the script"
 
 

@@ -8,6 +8,19 @@ import socket
 import sys
 from typing import Any
 
+KINETO_LOG_ENV = "KINETO_LOG_LEVEL"
+KINETO_QUIET = "6"
+"""Kineto prints `USDT: ... profiler_start` / `profiler_stop` on stderr at level 5 (USDT), above ERROR (4):
+only a level past both keeps the script's terminal to the script's own output."""
+
+
+def quiet_kineto() -> None:
+    """Keep Kineto's `USDT:` lines off the terminal, unless the user set KINETO_LOG_LEVEL themselves.
+
+    libkineto reads the variable once, when torch first starts a profiler in the process: a profiler
+    started before this (outside neuron-prof) keeps the level it read then."""
+    os.environ.setdefault(KINETO_LOG_ENV, KINETO_QUIET)
+
 
 def distributed_info() -> dict[str, Any] | None:
     """Rank, world size and process-group facts when torch.distributed is initialised, else None."""

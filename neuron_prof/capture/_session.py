@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import signal
 import sys
 import threading
 import time
@@ -179,6 +180,7 @@ class Session(contextlib.ContextDecorator):
         ctx = self.context
         t0 = time.perf_counter_ns()
         self._builder = TraceBuilder()
+        _env.quiet_kineto()  # before torch.profiler first starts Kineto in this process
         backend_opts = self._open_backend()
         prof = self._make_profiler(backend_opts)
         self._guard("backend", "start", lambda: self._backend.start(ctx) if self._backend is not None else None)
@@ -232,16 +234,19 @@ class Session(contextlib.ContextDecorator):
         if self._finished:
             return self.trace
         self._finished = True
+        self._signals.hold()  # a SIGTERM while saving waits for the save, then does what it does
         try:
             with defer_sigint():  # a Ctrl-C while saving waits for the save; a second one abandons it
                 self._finish(reason)
         finally:
             self._recording = False
-            self._signals.restore()
+            pending = self._signals.release_held()
             atexit.unregister(self._atexit)
             with _ACTIVE_LOCK:
                 if _ACTIVE is self:
                     _ACTIVE = None
+        if pending is not None:
+            signal.raise_signal(pending)
         return self.trace
 
     # ---- pieces ------------------------------------------------------------------------------

@@ -11,13 +11,10 @@ from pathlib import Path
 
 import click
 
+from neuron_prof.cli._run_exit import ProcessGroupKeeper, print_user_traceback
 from neuron_prof.errors import UsageError
 
 EMULATE_ENV = "NEURON_PROF_EMULATE"
-KINETO_LOG_ENV = "KINETO_LOG_LEVEL"
-KINETO_QUIET = "6"
-"""Kineto prints `USDT: ... profiler_start` / `profiler_stop` on stderr at level 5 (USDT), above ERROR (4):
-only a level past both keeps the script's terminal to the script's own output."""
 
 
 def _exit_code(e: SystemExit) -> int:
@@ -78,7 +75,8 @@ def command(output: str, backend: str | None, emulate_neuron: bool, module: str 
     neuron-prof run --device-profile train.py      # on Trainium: also the device profile, after 2 steps
 
     The script sees the same sys.argv, sys.path[0] and __name__ == "__main__" as under python;
-    its exit code and exceptions pass through. The trace is written even when it fails.
+    its exit code passes through, and an uncaught exception prints the script's own traceback and
+    exits 1, as under python. The trace is written even when it fails.
     """
     import neuron_prof
 
@@ -93,8 +91,6 @@ def command(output: str, backend: str | None, emulate_neuron: bool, module: str 
         argv = [module, *script_and_args]
     window = _window(device_profile, device_profile_steps, device_profile_dir)
     _enable_emulator(emulate_neuron)
-    # read by libkineto when torch first starts it (after this): the user's own setting wins
-    os.environ.setdefault(KINETO_LOG_ENV, KINETO_QUIET)
 
     saved_argv = sys.argv[:]
     sys.argv = argv
@@ -102,23 +98,31 @@ def command(output: str, backend: str | None, emulate_neuron: bool, module: str 
     path0 = str(Path(argv[0]).resolve().parent) if module is None else os.getcwd()
     sys.path.insert(0, path0)
     keep: list[object] = []
+    groups = ProcessGroupKeeper()
+    code = 0
     try:
         with neuron_prof.profile(output, backend=backend, pftrace=not no_pftrace, quiet=quiet,
                                  system_profile=not no_system_profile, device_profile=window,
                                  profile_dir=profile_dir or device_profile_dir) as session, \
                 _keep_code(keep), _optimizer_steps(session, window):
+            groups.install()  # torch is imported once the session has started
             if module is None:
                 keep.append(runpy.run_path(argv[0], run_name="__main__"))
             else:
                 keep.append(runpy.run_module(module, run_name="__main__", alter_sys=True))
     except SystemExit as e:
-        return _exit_code(e)
+        code = _exit_code(e)
+    except BaseException as e:  # noqa: BLE001  (the script's own error: shown as python shows it)
+        print_user_traceback(e)
+        code = 130 if isinstance(e, KeyboardInterrupt) else 1
     finally:
         sys.argv = saved_argv
         if sys.path and sys.path[0] == path0:
             sys.path.pop(0)
+        # The script's objects go first (its DDP models hold process groups), then its process groups.
         keep.clear()
-    return 0
+        groups.release()
+    return code
 
 
 def _window(flag: bool, steps: str | None, old_dir: str | None) -> bool | int | tuple[int, int | None]:
