@@ -8,6 +8,7 @@ trace.rank{R}.json. Each row runs in a fresh process with an empty index cache (
 first time):
   one by one       `summary --workers 0`: every rank loaded and analysed in the client process
   Dask             `summary` as shipped: a LocalCluster of --workers processes, one task per rank
+  Dask defaults    the same with Dask's own worker settings (MALLOC_TRIM_THRESHOLD_=65536, the profiler on)
 Measured: wall time, the client's peak RSS (its own, not the workers'), the pieces the workers send back
 (largest, median) and the time of one task. From those, a projection of 1,024 ranks on 16 workers.
 """
@@ -32,6 +33,9 @@ _CHILD = r"""
 import json, resource, sys, time
 mode, workers, paths = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 from neuron_prof.job import DaskRunner, InProcessRunner, job_summary
+if mode == "dask-defaults":  # the LocalCluster as Dask sets up its workers (before issue 24)
+    import neuron_prof.job._cluster as cluster
+    cluster.LOCAL_WORKER_CONFIG = {}
 t0 = time.perf_counter()
 runner = InProcessRunner() if mode == "serial" else DaskRunner(workers=workers)
 with runner:
@@ -97,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         default=Path(tempfile.gettempdir()) / "neuron-prof-bench-fleet",
         help="where generated traces are kept between runs",
     )
+    ap.add_argument("--no-defaults", dest="defaults", action="store_false",
+                    help="skip the row of a LocalCluster with Dask's default worker settings")
     a = ap.parse_args(argv)
     n = int(a.events)
     print(
@@ -112,12 +118,19 @@ def main(argv: list[str] | None = None) -> int:
     serial = _run("serial", 0, paths)
     dask = _run("dask", a.workers, paths)
     dask["workers"] = a.workers
+    before = _run("dask-defaults", a.workers, paths) if a.defaults else None
     print(f"{'':34} {'wall s':>7} {'client peak RSS MB':>19} {'x one by one':>13}")
     print(f"{'one by one, in one process':34} {serial['wall']:7.2f} {serial['rss_mb']:19,.0f} {1:13.2f}")
     print(
         f"{f'Dask LocalCluster, {a.workers} workers':34} {dask['wall']:7.2f} {dask['rss_mb']:19,.0f} "
         f"{dask['wall'] / serial['wall']:13.2f}"
     )
+    if before is not None:
+        print(
+            f"{'  the same, Dask default workers':34} {before['wall']:7.2f} {before['rss_mb']:19,.0f} "
+            f"{before['wall'] / serial['wall']:13.2f}   (MALLOC_TRIM_THRESHOLD_=65536, profiler on: CPU per rank "
+            f"median {before['cpu_s']:.2f} s, all ranks {before['cpu_total']:.1f} s)"
+        )
     run = dask["run"]
     print(
         f"CPU per rank (load + analyse): median {serial['cpu_s']:.2f} s in one process, {dask['cpu_s']:.2f} s in a "
