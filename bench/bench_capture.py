@@ -110,8 +110,10 @@ def main(argv: list[str] | None = None) -> None:
         p.start()
         times["torch.profiler"] += _timed_steps(step, args.steps, p.step)[1:]
         t0 = time.perf_counter()
+        c0 = time.thread_time()
         p.stop()
         end["bare_stop"] = time.perf_counter() - t0
+        end["bare_stop_cpu"] = time.thread_time() - c0
 
     def run_np_bare() -> None:
         s0 = neuron_prof.profile(None, quiet=True, probes=[]).start()
@@ -125,7 +127,8 @@ def main(argv: list[str] | None = None) -> None:
         s.stop()
         end["end"] = time.perf_counter() - t0
         tm = s.trace.metadata.get("capture_timings_ns", {}) if s.trace is not None else {}
-        end.update({k: tm.get(k, 0) / 1e9 for k in ("export", "parse", "contribute", "build")})
+        end.update({k: tm.get(k, 0) / 1e9 for k in ("export", "parse", "contribute", "build", "sites_cpu",
+                                                  "rewrite_cpu")})
         end["events"] = float(s.trace.n_events if s.trace is not None else 0)
         end["json_mb"] = (tmp / "t.json").stat().st_size / 1e6
         end["pftrace_mb"] = (tmp / "t.pftrace").stat().st_size / 1e6
@@ -174,6 +177,14 @@ def _print(times: dict[str, list[float]], ends: list[dict[str, float]], args: ar
         sys_ = med["neuron_prof"] / med["neuron_prof, no system profile"] - 1
         con.print(f"Neuron system profile (on by default): {sys_ * 100:+.1f}% step CPU time; end of session "
                   f"{e['end']:.2f} s with it vs {e['end_nosys']:.2f} s without (neuron-explorer processing)")
+    # issue 24 item 3: at most 1 s per 100k events for the exact-site walk and the stack rewrite (CPU time of
+    # the thread that does them: the load of other processes inflates wall time, not this)
+    per = 1e5 / max(e["events"], 1.0)
+    sites = e["sites_cpu"] + e["rewrite_cpu"]
+    con.print(f"exact sites (CPU, median of {len(ends)}): walk {e['sites_cpu']:.2f} s + stack rewrite "
+              f"{e['rewrite_cpu']:.2f} s = {sites:.2f} s for {e['events']:,.0f} events = **{sites * per:.2f} s per "
+              f"100k events** (target <= 1 s); {sites / max(e['bare_stop_cpu'], 1e-9):.2f}x bare torch.profiler's "
+              f"own stop ({e['bare_stop_cpu']:.2f} s CPU, same steps, same run)")
 
 
 if __name__ == "__main__":

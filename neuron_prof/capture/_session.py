@@ -383,6 +383,8 @@ class Session(contextlib.ContextDecorator):
         if c is not None:
             self._timings["export"] = c.export_ns
             self._timings["parse"] = c.parse_ns
+            self._timings["sites_cpu"] = c.sites_ns  # the exact-site walk and the stack rewrite, CPU time
+            self._timings["rewrite_cpu"] = c.rewrite_ns
         md: dict[str, Any] = {
             Meta.SOURCE_FORMAT: "capture", Meta.CLOCK: "unix", Meta.WALL: [ctx.start_ns, end_ns],
             Meta.STEPS: [list(s) for s in ctx.steps], Meta.BACKEND: getattr(self._backend, "name", None),

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -56,6 +57,10 @@ class CycleSites:
     """Events whose strings Kineto could not give back (skipped)."""
     device_ops: dict[tuple[str, int], DeviceOp] = field(default_factory=dict)
     """Host reads of device data and float64/int64 reaching a device, one per (kind, call of the user's code)."""
+    cpu_ns: int = 0
+    """CPU time of the walk (its thread's)."""
+    nodes: int = 0
+    """Events of the tree visited."""
 
     def add_device_op(self, kind: str, what: str, op: str, ev: Any, stack: str, shape: list[int], device: str,
                       call: int, call_name: str) -> None:
@@ -162,6 +167,7 @@ def walk(prof: Any) -> CycleSites:
     """Walk the cycle's event tree once (`prof` is a torch.profiler.profile that just finished a cycle)."""
     import torch._C._profiler as P
 
+    t0 = time.thread_time_ns()
     py_call, py_ccall, torch_op = P._ExtraFields_PyCall, P._ExtraFields_PyCCall, P._ExtraFields_TorchOp
     tensor_meta = P._TensorMetadata
     user_scope = P.RecordScope.USER_SCOPE
@@ -187,6 +193,7 @@ def walk(prof: Any) -> CycleSites:
             keep_alive.append(node)
         return got
 
+    n = 0
     while todo:
         ev, ctx = todo.pop()
         ef = ev.extra_fields
@@ -222,6 +229,9 @@ def walk(prof: Any) -> CycleSites:
             out.unreadable += 1
         for ch in reversed(ev.children):
             todo.append((ch, child))
+        n += 1
+    out.nodes = n
+    out.cpu_ns = time.thread_time_ns() - t0
     return out
 
 
@@ -258,37 +268,48 @@ class StackRewriter:
         self.base = base
         self.rewritten = 0
         self.dropped = 0
-
-    def _key(self, e: dict[str, Any]) -> tuple[int, str] | None:
-        ts = e.get("ts")
-        if self.base is None or not isinstance(ts, (int, float)):
-            return None
-        return (self.base + round(ts * 1000), e.get("name", ""))
+        self.cpu_ns = 0
+        """CPU time of this thread spent rewriting."""
 
     def __call__(self, events: list[Any]) -> list[Any]:
-        out = []
-        stacks, visible = self.sites.op_stacks, self.sites.visible_py
+        t0 = time.thread_time_ns()
+        out: list[Any] = []
+        keep = out.append
+        stacks, visible, base, by_path = self.sites.op_stacks, self.sites.visible_py, self.base, self.by_path
+        rewritten = dropped = 0
         for e in events:
-            if not isinstance(e, dict) or e.get("ph") != "X":
-                out.append(e)
+            if type(e) is not dict or e.get("ph") != "X":
+                keep(e)
                 continue
             args = e.get("args")
+            ts = e.get("ts")
+            # the walk's key: (start ns, name); Kineto writes ts in µs with ns decimals
+            key = (base + round(ts * 1000), e.get("name", "")) \
+                if base is not None and type(ts) in (float, int) else None
             if e.get("cat") == _PY_CAT:
-                key = self._key(e)
-                site = visible.get(key)  # type: ignore[arg-type]
-                if (site is None and not self.by_path) or (self.by_path and _hidden_name(str(e.get("name", "")))):
-                    self.dropped += 1
-                    continue
-                if isinstance(args, dict):
+                if by_path:
+                    if _hidden_name(str(e.get("name", ""))):
+                        dropped += 1
+                        continue
+                    site = None
+                else:
+                    site = visible.get(key)  # type: ignore[arg-type]
+                    if site is None:
+                        dropped += 1
+                        continue
+                if type(args) is dict:
                     args.pop(CALL_STACK, None)
                     if site:
                         args[CALL_SITE] = site
-            elif isinstance(args, dict):
-                stack = stacks.get(self._key(e))  # type: ignore[arg-type]
+            elif type(args) is dict:
+                stack = stacks.get(key)  # type: ignore[arg-type]
                 if stack:
                     args[CALL_STACK] = stack
-                    self.rewritten += 1
+                    rewritten += 1
                 else:  # a nested op (its stack is its parent op's) or one no Python code made
                     args.pop(CALL_STACK, None)
-            out.append(e)
+            keep(e)
+        self.rewritten += rewritten
+        self.dropped += dropped
+        self.cpu_ns += time.thread_time_ns() - t0
         return out

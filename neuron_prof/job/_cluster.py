@@ -33,6 +33,20 @@ _QUIET = (
 )
 
 
+LOCAL_WORKER_CONFIG: dict[str, Any] = {
+    # Dask's nanny starts each worker with MALLOC_TRIM_THRESHOLD_=65536 (to hand memory back between tasks).
+    # Setting it turns off glibc's dynamic mmap threshold: every array over 128 KiB a rank's load makes is a
+    # fresh mmap, zeroed page by page. Measured (bench fleet, 8 ranks of 20k events, one run per setting):
+    # 17,055 minor page faults per rank against 329 in one process, task thread CPU 0.275 s against 0.190 s;
+    # without it, 3,787 faults and 0.182 s. A user's own MALLOC_TRIM_THRESHOLD_ still wins (Dask keeps it).
+    "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+    # the worker's statistical profiler samples the task thread's stack every 10 ms (a dashboard feature;
+    # there is no dashboard here)
+    "distributed.worker.profile.enabled": False,
+}
+"""Dask settings of the LocalCluster a summary starts (an existing cluster keeps its own)."""
+
+
 @dataclass(frozen=True)
 class TaskResult:
     value: Any = None
@@ -129,14 +143,15 @@ class DaskRunner:
             else:
                 # one rank per worker process and one worker per CPU: the loader parses big JSON files in
                 # one process there (NEURON_PROF_JSON_WORKERS=1) rather than start more per rank
-                self._cluster = LocalCluster(
-                    n_workers=self.workers,
-                    threads_per_worker=1,
-                    processes=True,
-                    dashboard_address=None,
-                    silence_logs=logging.CRITICAL,
-                    env={"NEURON_PROF_JSON_WORKERS": "1"},
-                )
+                with dask.config.set(LOCAL_WORKER_CONFIG):
+                    self._cluster = LocalCluster(
+                        n_workers=self.workers,
+                        threads_per_worker=1,
+                        processes=True,
+                        dashboard_address=None,
+                        silence_logs=logging.CRITICAL,
+                        env={"NEURON_PROF_JSON_WORKERS": "1"},
+                    )
                 self._client = Client(self._cluster)
         except BaseException:
             self._quiet.__exit__(None, None, None)
