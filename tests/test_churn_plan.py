@@ -33,7 +33,8 @@ SCRIPT = textwrap.dedent('''
     with neuron_prof.profile(sys.argv[1], quiet=True, pftrace=False):
         for start in range(0, len(sents), 16):
             x = pad_sequence(sents[start:start + 16], batch_first=True)  # MADE
-            x = torch.nn.functional.pad(x, (0, bucket(x.shape[1], 1) - x.shape[1], 0, bucket(x.shape[0], 0) - x.shape[0]))
+            b, n = bucket(x.shape[0], 0), bucket(x.shape[1], 1)
+            x = torch.nn.functional.pad(x, (0, n - x.shape[1], 0, b - x.shape[0]))
             x = x.to("neuron")
             loss = head(torch.tanh(emb(x)).mean(dim=1)).sum()
             opt.zero_grad()

@@ -442,7 +442,8 @@ def _merge(ctx: Context, fs: list[Finding]) -> Finding:
     title = (
         f"Shape churn: {n_ops} ops recompiled as {main.evidence['dimension']} of {main.evidence['subject']} "
         f"took {plan['compiles_before']} values (and {len(fs) - 1} related dimension"
-        f"{'s' if len(fs) > 2 else ''}); {plan['compiles_before']} compiles -> {plan['k']} bucket{'s' if plan['k'] != 1 else ''} "
+        f"{'s' if len(fs) > 2 else ''}); {plan['compiles_before']} compiles -> {plan['k']} "
+        f"bucket{'s' if plan['k'] != 1 else ''} "
         f"{plan['buckets']}, +{plan['waste_share']:.0%} padded"
     )
     sp = ev.get("shape_plan")

@@ -371,7 +371,8 @@ def _phase_finding(trace: Trace, ctx: Context, items: list[_Compile], cc: Compil
     return Finding(kind="first_call_compile", severity=severity_for(share), title=title, cost_ns=cost,
                    share=share, count=len(items), call_site=top,
                    module=next((c.module for c in items if c.call_site == top and c.module), ""),
-                   advice=advice, evidence={**_evidence(trace, ctx, items, cc), "phase": when}, ts_ns=int(ts.min()))
+                   advice=advice, evidence={**_evidence(trace, ctx, items, cc), "phase": when},
+                   ts_ns=int(ts.min()))
 
 
 def _again_finding(trace: Trace, ctx: Context, again: list[_Compile]) -> Finding:
@@ -382,8 +383,8 @@ def _again_finding(trace: Trace, ctx: Context, again: list[_Compile]) -> Finding
     groups = compile_groups(trace, ctx, again)
     top = _top_site(again)
     n_sig = len({_signature_key(c) for c in again})
-    title = (f"{n_sig} signature{'s' if n_sig != 1 else ''} compiled again ({len(again)} compiles, {fmt_ns(cost)}, "
-             f"top at {top or groups[0].name}): the compile cache no longer held them")
+    title = (f"{n_sig} signature{'s' if n_sig != 1 else ''} compiled again ({len(again)} compiles, "
+             f"{fmt_ns(cost)}, top at {top or groups[0].name}): the compile cache no longer held them")
     advice = ("The same op, shapes and dtypes were compiled earlier in this run: the compile cache lost them "
               "(cleared with torch_neuronx._C._clear_compilation_cache(), evicted, or a new process without a "
               f"persistent cache). Keep the cache (do not clear it between epochs; set {CACHE_DIR_ENV} to a "

@@ -123,8 +123,8 @@ def cpu_fallback(trace: Trace, ctx: Context) -> list[Finding]:
             else "Replace it with ops the device supports, or move it out of the step loop."
         )
         if m["unreported"]:
-            advice += (f" The backend does not list it in get_fallback_ops() ({m['unreported']} of {len(rs)} calls "
-                       f"found from the trace: {'; '.join(sorted(m['found_by']))}).")
+            advice += (f" The backend does not list it in get_fallback_ops() ({m['unreported']} of {len(rs)} "
+                       f"calls found from the trace: {'; '.join(sorted(m['found_by']))}).")
         advice += (
             " List fallbacks with torch_neuronx.get_fallback_ops(); "
             "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1 makes failing registered ops raise."

@@ -522,7 +522,8 @@ def check_truth(prog: Program, truth: list[dict[str, Any]]) -> list[str]:
     cpu_fallback / sync_point / dtype_demotion / first_call_compile: the log has an event of that sort at the
     tagged line (a sync on a real device: a host wait, or an op whose output shape depends on the values);
     shape_churn: some op compiled for 3 or more signatures at the tagged line (or, at a line that ran no device
-    op, the tensor being made on the host, anywhere), or at least 3 graph compiles happened; CLEAN: no CPU fallback and no float64 anywhere.
+    op, the tensor being made on the host, anywhere), or at least 3 graph compiles happened; CLEAN: no CPU
+    fallback and no float64 anywhere.
     """
     at: dict[int, set[str]] = {}
     for r in truth:
