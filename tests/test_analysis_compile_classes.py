@@ -72,3 +72,13 @@ def test_shapes_that_keep_changing_stay_one_finding() -> None:
     t = _trace([(k, "aten::mm", f"aten::mm_{k}", [[8 * (k + 1), 4]], "train.py:10") for k in range(6)])
     fc = [f for f in analyze(t) if f.kind == "first_call_compile"]
     assert len(fc) == 1 and fc[0].evidence["new_shapes"]["count"] == 5
+
+
+def test_an_op_first_run_after_the_loop_is_the_cold_cache_not_a_phase() -> None:
+    """`(loss_sum / steps).item()` after training compiles a division once: no new shapes, nothing to fix."""
+    t = _trace([
+        (0, "aten::addmm", "aten::addmm_train", [[16, 8], [8, 4]], "train.py:10"),
+        (7, "aten::div", "aten::div_once", [[], []], "train.py:40"),
+    ])
+    fc = [f for f in analyze(t) if f.kind == "first_call_compile"]
+    assert len(fc) == 1 and fc[0].severity == "info" and fc[0].count == 2

@@ -222,10 +222,12 @@ def first_compiles(trace: Trace, ctx: Context) -> tuple[list[_Compile], list[_Co
 
 
 def _phases(ctx: Context, items: list[_Compile]) -> tuple[list[list[_Compile]], list[_Compile]]:
-    """Compiles after warm-up split into phases and recurring churn: per step, the compiles grouped by the
-    statement that compiled most; a statement that leads such a group in one step only is a phase of its own
-    (a first evaluation, a new batch size, the last smaller batch); one leading in several steps recurs (the
-    shapes keep changing: `shape_churn`'s plan is the fix) and stays in the run's finding."""
+    """Compiles after warm-up split into phases and the rest: per step, the compiles grouped by the statement
+    that compiled most; a statement that leads such a group in one step only, compiling new shapes of ops
+    compiled before, is a phase of its own (a first evaluation on a new batch size, the last smaller batch);
+    one leading in several steps recurs (the shapes keep changing: `shape_churn`'s plan is the fix), and a
+    group of ops never compiled before is the cold cache (the mean computed once after the loop): both stay
+    in the run's finding."""
     st = ctx.steps
     if len(st) < 2 or not items:
         return [], items
@@ -239,7 +241,7 @@ def _phases(ctx: Context, items: list[_Compile]) -> tuple[list[list[_Compile]], 
     phases: list[list[_Compile]] = []
     rest: list[_Compile] = []
     for top, groups in by_top.items():
-        if len(groups) == 1 and top:
+        if len(groups) == 1 and top and _novelty(ctx.trace, ctx, groups[0])[0]:
             phases.append(groups[0])
         else:
             rest += [c for g in groups for c in g]
@@ -340,6 +342,22 @@ def _run_finding(trace: Trace, ctx: Context, first: list[_Compile], cc: CompileC
                    evidence=_evidence(trace, ctx, first, cc), ts_ns=int(ts.min()))
 
 
+def _novelty(trace: Trace, ctx: Context, items: list[_Compile]) -> tuple[int, int]:
+    """(new shapes, new dtypes or static arguments) among `items`, against every compile before them: an op
+    compiled before for other shapes, or for the same shapes with other arguments; the rest are new ops."""
+    t0 = min(c.ts for c in items)
+    earlier = [c for c in compiles(trace, ctx) if c.ts < t0]
+    seen_shapes = {(c.name, signature_text(shapes_of(c.signature) or c.signature)) for c in earlier}
+    seen_ops = {c.name for c in earlier}
+    n_new = n_var = 0
+    for c in items:
+        if (c.name, signature_text(shapes_of(c.signature) or c.signature)) in seen_shapes:
+            n_var += 1
+        elif c.name in seen_ops:
+            n_new += 1
+    return n_new, n_var
+
+
 def _phase_finding(trace: Trace, ctx: Context, items: list[_Compile], cc: CompileClasses) -> Finding:
     """One phase after warm-up that compiled on its own (a first evaluation, a new batch size)."""
     ts = np.array([c.ts for c in items], dtype=np.int64)
@@ -349,19 +367,9 @@ def _phase_finding(trace: Trace, ctx: Context, items: list[_Compile], cc: Compil
     k = int(np.searchsorted(st.start_ns, int(ts.min()), side="right")) - 1
     when = f"step {k}" if k < len(st) and int(ts.min()) < int(st.end_ns[k]) else f"after step {k}"
     top = _top_site(items)
-    earlier = [c for c in compiles(trace, ctx) if c.ts < int(ts.min())]
-    seen_shapes = {(c.name, signature_text(shapes_of(c.signature) or c.signature)) for c in earlier}
-    seen_ops = {c.name for c in earlier}
-    n_new = n_var = 0
-    for c in items:
-        if (c.name, signature_text(shapes_of(c.signature) or c.signature)) in seen_shapes:
-            n_var += 1
-        elif c.name in seen_ops or c in cc.new_shapes:
-            n_new += 1
     shapes = sorted({signature_text(c.signature) for c in items if c.call_site == top})[:3]
     what, _ = _what(items)
-    kind = ("new shapes" if n_new else "other dtypes or static arguments of shapes already compiled" if n_var
-            else "ops not run before")
+    kind = "new shapes"  # a phase compiles new shapes of ops compiled before (`_phases`)
     title = f"Compiles mid-run at {top} ({when}): {what} for {kind} took {fmt_ns(cost)}"
     advice = (f"This phase ({when}, from {top}) compiled {kind} the training steps never ran"
               f"{' (' + '; '.join(shapes) + ')' if shapes else ''}. Run it once during warm-up, or give it the "
