@@ -343,17 +343,22 @@ def _run_finding(trace: Trace, ctx: Context, first: list[_Compile], cc: CompileC
 
 
 def _novelty(trace: Trace, ctx: Context, items: list[_Compile]) -> tuple[int, int]:
-    """(new shapes, new dtypes or static arguments) among `items`, against every compile before them: an op
-    compiled before for other shapes, or for the same shapes with other arguments; the rest are new ops."""
+    """(new shapes, new dtypes or static arguments) among `items`, against every compile before them: the same
+    op of the same module (outside a module: at the same line) compiled before for other shapes, or for the
+    same shapes with other arguments; the rest are ops not run there before (a cold cache)."""
     t0 = min(c.ts for c in items)
+
+    def where(c: _Compile) -> tuple[str, str]:  # the same op of the same module (or, outside one, line)
+        return (c.name, c.module or c.call_site)
+
     earlier = [c for c in compiles(trace, ctx) if c.ts < t0]
-    seen_shapes = {(c.name, signature_text(shapes_of(c.signature) or c.signature)) for c in earlier}
-    seen_ops = {c.name for c in earlier}
+    seen_shapes = {(where(c), signature_text(shapes_of(c.signature) or c.signature)) for c in earlier}
+    seen_ops = {where(c) for c in earlier}
     n_new = n_var = 0
     for c in items:
-        if (c.name, signature_text(shapes_of(c.signature) or c.signature)) in seen_shapes:
+        if (where(c), signature_text(shapes_of(c.signature) or c.signature)) in seen_shapes:
             n_var += 1
-        elif c.name in seen_ops:
+        elif where(c) in seen_ops:
             n_new += 1
     return n_new, n_var
 
