@@ -8,8 +8,9 @@ neuron device and on the CPU (each run a subprocess, then `neuron-prof summary -
 findings with the programs' tags using the harness the tests use (tests/userland/_harness.py; the rules are
 in tests/userland/README.md). Prints one table: per way and overall, expected findings, found at the exact
 line (recall), warning/critical findings, unexplained ones (precision = explained / all), exact-line rate and
-CLEAN programs with alarms; then one line per program and way with what was missed and the lines view's top
-line of the program (`summary --json` lines: where the time goes, backward charged to its forward line).
+CLEAN programs with alarms; then the same per finding kind; then one line per program and way with what was
+missed and the lines view's top line of the program (`summary --json` lines: where the time goes, backward
+charged to its forward line).
 """
 
 from __future__ import annotations
@@ -30,6 +31,29 @@ from tests.userland import _harness as h  # noqa: E402  (the one copy of the mat
 
 def _pct(num: int, den: int) -> str:
     return f"{100 * num / den:.0f}% ({num}/{den})" if den else "-"
+
+
+def _per_kind(progs: list[h.Program], ways: list[str], outcomes: dict[tuple[str, str], h.Outcome]
+              ) -> dict[str, dict[str, int]]:
+    """Recall, precision and exact-line counts per finding kind over every run that could run."""
+    out: dict[str, dict[str, int]] = {}
+
+    def row(kind: str) -> dict[str, int]:
+        return out.setdefault(kind, dict(expected=0, found=0, alarms=0, unexplained=0, in_file=0, exact=0))
+
+    for p in progs:
+        for w in ways:
+            o = outcomes[(p.name, w)]
+            if h.known_failure(p, o):
+                continue
+            s = h.score(p, o)
+            for kind, _line, ok in s.expected:
+                row(kind)["expected"] += 1
+                row(kind)["found"] += ok
+            for kind, c in s.kinds.items():
+                for key in ("alarms", "unexplained", "in_file", "exact"):
+                    row(kind)[key] += c[key]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
                          + (f"; top line {h.top_line(p, out)}" if out.ok else ""))
 
     n_clean = sum(p.clean for p in progs)
+    by_kind = _per_kind(progs, ways, outcomes)
 
     def clean_cell(w: str, r: dict[str, int]) -> str:
         if w == "all":  # programs, not runs: a CLEAN program that raised an alarm in any way
@@ -125,6 +150,15 @@ def main(argv: list[str] | None = None) -> int:
                   _pct(r["alarms"] - r["unexplained"], r["alarms"]), _pct(r["exact"], r["in_file"]),
                   clean_cell(w, r), str(r["secs"]), end_section=w == ways[-1])
     con.print(t)
+    k = Table(title="Per finding kind (every way together)", title_justify="left")
+    for c in ("kind", "expected", "recall (exact line)", "warn+crit", "unexplained", "precision",
+              "exact-line rate"):
+        k.add_column(c, justify="left" if c == "kind" else "right")
+    for kind, r in sorted(by_kind.items()):
+        k.add_row(kind, str(r["expected"]), _pct(r["found"], r["expected"]), str(r["alarms"]),
+                  str(r["unexplained"]), _pct(r["alarms"] - r["unexplained"], r["alarms"]),
+                  _pct(r["exact"], r["in_file"]))
+    con.print(k)
     con.print("per program and way:", highlight=False)
     for ln in lines:
         con.print("  " + ln, highlight=False, markup=False, soft_wrap=True)

@@ -124,3 +124,18 @@ def _quadratic_dp(sizes: list[int], counts: list[int], k: int) -> int:
     for _ in range(k):
         dp = [0.0] + [min(dp[i] + cost[i][j] for i in range(j)) for j in range(1, n + 1)]
     return int(dp[n])
+
+
+def test_plan_shapes_covers_every_varying_dimension_and_a_last_batch() -> None:
+    from neuron_prof.analysis._buckets import plan_shapes
+
+    # batches of 16 padded to their longest sentence, then a last batch of 4
+    sp = plan_shapes({(16, 36): 1, (16, 39): 2, (16, 40): 2, (16, 38): 1, (4, 35): 1})
+    assert sp is not None
+    dims = {i: (list(p.buckets), last) for i, p, last in sp.dims}
+    assert dims == {0: ([16], True), 1: ([40], False)}
+    assert sp.shapes_before == 5 and sp.shapes_after == 1 and sp.pad((4, 35)) == (16, 40)
+    # two batch sizes that both recur are two buckets, not a last batch
+    sp = plan_shapes({(8, 10): 5, (32, 10): 5})
+    assert sp is not None and [(list(p.buckets), last) for _, p, last in sp.dims] == [([8, 32], False)]
+    assert plan_shapes({(8, 10): 3}) is None

@@ -24,7 +24,8 @@ SCRIPT = textwrap.dedent('''
     rows = t.slices_on(TrackKind.FALLBACK)
     import json
     print("RESULT", json.dumps([[t.slice_name(int(r)), t.slice_args(int(r)).get("call_site")] for r in rows]))
-    print("DTYPE", json.dumps([t.instant_args(int(i)) for i in t.instants_on(TrackKind.DTYPE)]))
+    print("DTYPE", json.dumps([a for a in map(t.instant_args, map(int, t.instants_on(TrackKind.DTYPE)))
+                               if "use" not in a]))  # arrivals, not first uses
 ''')
 
 

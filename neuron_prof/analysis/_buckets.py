@@ -151,3 +151,71 @@ def choose_plan(
         if p.waste_share <= max_waste_share:
             return p
     return table[-1]
+
+
+@dataclass(frozen=True)
+class ShapePlan:
+    """Buckets for every dimension of one tensor that varies: the plan that leaves one signature per bucket
+    combination, and what it pads over the shapes that ran."""
+
+    dims: tuple[tuple[int, BucketPlan, bool], ...]
+    """(dimension index, its plan, whether it is a last smaller batch: one smaller size, once)."""
+    shapes_before: int
+    """Distinct shapes that ran (one compile each per op without bucketing)."""
+    shapes_after: int
+    """Distinct bucketed shapes the same calls would have."""
+    waste_share: float
+    """Padded elements over the real ones, all dimensions together."""
+
+    def pad(self, shape: Sequence[int]) -> tuple[int, ...]:
+        """`shape` padded up to its buckets."""
+        out = list(shape)
+        for i, p, _ in self.dims:
+            out[i] = next((b for b in p.buckets if b >= out[i]), out[i])
+        return tuple(out)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"dims": [{"index": i, "last_batch": last, **p.to_dict()} for i, p, last in self.dims],
+                "shapes_before": self.shapes_before, "shapes_after": self.shapes_after,
+                "waste_share": round(self.waste_share, 6)}
+
+
+def plan_shapes(shapes: dict[tuple[int, ...], int], *, max_waste_share: float = 0.10) -> ShapePlan | None:
+    """A bucket plan for each dimension of one tensor that took several sizes (`shapes`: shape -> calls).
+
+    Each dimension gets `choose_plan`'s buckets, except a last smaller batch (one size below the others, seen
+    once, as a DataLoader's remainder): it gets the larger size only (pad it, or drop it with drop_last=True),
+    because a bucket of its own is one more compile of every op for one call. None when nothing varies."""
+    by_rank: dict[int, dict[tuple[int, ...], int]] = {}
+    for sh, n in shapes.items():
+        by_rank.setdefault(len(sh), {})[tuple(sh)] = n
+    if not by_rank:
+        return None
+    shapes = max(by_rank.values(), key=lambda d: (sum(d.values()), len(d)))
+    rank = len(next(iter(shapes)))
+    dims: list[tuple[int, BucketPlan, bool]] = []
+    for i in range(rank):
+        per: dict[int, int] = {}
+        for sh, n in shapes.items():
+            per[sh[i]] = per.get(sh[i], 0) + n
+        if len(per) < 2:
+            continue
+        sizes, counts = list(per), [per[s] for s in per]
+        small = min(per)
+        last = len(per) == 2 and per[small] == 1 and sum(counts) > 2
+        plan = min_waste_table(sizes, counts, 1)[0] if last else choose_plan(
+            sizes, counts, max_waste_share=max_waste_share)
+        dims.append((i, plan, last))
+    if not dims:
+        return None
+    sp = ShapePlan(tuple(dims), len(shapes), 0, 0.0)
+    real = padded = 0
+    after: set[tuple[int, ...]] = set()
+    for sh, n in shapes.items():
+        b = sp.pad(sh)
+        after.add(b)
+        r = p = n
+        for x, y in zip(sh, b, strict=True):
+            r, p = r * x, p * y
+        real, padded = real + r, padded + p
+    return ShapePlan(tuple(dims), len(shapes), len(after), (padded - real) / real if real else 0.0)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.analysis._buckets import choose_plan, min_waste_table
+from neuron_prof.analysis._buckets import ShapePlan, choose_plan, min_waste_table, plan_shapes
 from neuron_prof.analysis._compile import _CID, _Compile, _top_site, compiles
 from neuron_prof.analysis._context import Context, severity_for
 from neuron_prof.analysis._finding import Finding
@@ -86,6 +86,34 @@ def _op_call_counts(trace: Trace, ctx: Context, op: str, tensor: int, index: int
     return counts
 
 
+def _op_shape_counts(trace: Trace, ctx: Context, op: str, tensor: int) -> Counter[tuple[int, ...]]:
+    """Calls of host op `op` per whole shape of its input `tensor` (every dimension), from "Input Dims"."""
+    base = op.removeprefix("aten::").split(".")[0]
+    rows = ctx.name_rows(ctx.rows(TrackKind.THREAD), {op, op.removeprefix("aten::"), base, "aten::" + base})
+    counts: Counter[tuple[int, ...]] = Counter()
+    for r in rows[:200_000]:
+        dims = ctx.slice_args(int(r)).get("Input Dims")
+        if isinstance(dims, list) and len(dims) > tensor and isinstance(dims[tensor], list) \
+                and dims[tensor] and all(isinstance(x, int) for x in dims[tensor]):
+            counts[tuple(int(x) for x in dims[tensor])] += 1
+    return counts
+
+
+def _shape_plan(trace: Trace, ctx: Context, op: str, tensor: int, miss: list[_Compile]) -> ShapePlan | None:
+    """The plan for every varying dimension of the tensor whose churn this is (the batch dimension too)."""
+    counts = _op_shape_counts(trace, ctx, op, tensor)
+    if not counts:  # no host op shapes: the compiled signatures, once each
+        counts = Counter(sh[tensor] for sh in (shapes_of(c.signature) for c in miss) if len(sh) > tensor)
+    return plan_shapes(dict(counts)) if counts else None
+
+
+def _plan_text(sp: ShapePlan) -> str:
+    """'dim 0 to [16] (the last smaller batch), dim 1 to [40]'."""
+    return ", ".join(f"dim {i} to {list(p.buckets)}" + (" (the last smaller batch: pad it or drop it with "
+                                                        "DataLoader(drop_last=True))" if last else "")
+                     for i, p, last in sp.dims)
+
+
 def _churn_finding(
     ctx: Context,
     subject: str,
@@ -96,6 +124,7 @@ def _churn_finding(
     cs: list[_Compile],
     ops: list[dict[str, Any]] | None = None,
     created: Site | None = None,
+    shape_plan: ShapePlan | None = None,
 ) -> Finding:
     plan = choose_plan(sizes, counts)
     table = min_waste_table(sizes, counts, 8)
@@ -124,6 +153,15 @@ def _churn_finding(
     if ops:
         ev["ops"] = ops[:50]
     site = created if created is not None and created.call_site else None
+    if shape_plan is not None:
+        ev["shape_plan"] = shape_plan.to_dict()
+        if len(shape_plan.dims) > 1 or any(last for _, _, last in shape_plan.dims):
+            made = f"the tensor made at {site.call_site}" if site is not None else f"{subject}'s input"
+            title += (f"; every varying dimension: {shape_plan.shapes_before} shapes -> "
+                      f"{shape_plan.shapes_after}, +{shape_plan.waste_share:.0%} padded")
+            advice = (f"Pad {made}: {_plan_text(shape_plan)}, so only {shape_plan.shapes_after} shape"
+                      f"{'s' if shape_plan.shapes_after != 1 else ''} compile (+{shape_plan.waste_share:.0%} "
+                      f"padded elements; e.g. torch.nn.functional.pad or a collate_fn).")
     if site is not None:
         ev["created_at"] = site.call_site
         ev.update(site.evidence())
@@ -212,6 +250,7 @@ def _eager_churn(trace: Trace, ctx: Context, eager: dict[tuple[str, str, str], l
             [c for d in items for c in d["miss"]],
             ops=ops,
             created=_creation_site(ctx, items),
+            shape_plan=_shape_plan(trace, ctx, top["op"], top["dim"].tensor, top["miss"]),
         )
         seen = _first_seen_key(ctx, items, vals)
         if seen[0] == "steps" and len(seen) == 2:
@@ -403,9 +442,14 @@ def _merge(ctx: Context, fs: list[Finding]) -> Finding:
     title = (
         f"Shape churn: {n_ops} ops recompiled as {main.evidence['dimension']} of {main.evidence['subject']} "
         f"took {plan['compiles_before']} values (and {len(fs) - 1} related dimension"
-        f"{'s' if len(fs) > 2 else ''}); {plan['compiles_before']} compiles -> {plan['k']} buckets "
+        f"{'s' if len(fs) > 2 else ''}); {plan['compiles_before']} compiles -> {plan['k']} "
+        f"bucket{'s' if plan['k'] != 1 else ''} "
         f"{plan['buckets']}, +{plan['waste_share']:.0%} padded"
     )
+    sp = ev.get("shape_plan")
+    if sp and (len(sp["dims"]) > 1 or any(d["last_batch"] for d in sp["dims"])):
+        title += f"; every varying dimension: {sp['shapes_before']} shapes -> {sp['shapes_after']}, " \
+                 f"+{sp['waste_share']:.0%} padded"
     share = ctx.share(cost)
     return Finding(
         kind="shape_churn",

@@ -160,11 +160,32 @@ def compile_groups(trace: Trace, ctx: Context, items: list[_Compile] | None = No
     return sorted(groups.values(), key=lambda g: -g.total_ns)
 
 
-def first_compiles(trace: Trace, ctx: Context) -> tuple[list[_Compile], list[_Compile]]:
-    """(cold, new-shape) first-call compiles (cache misses of eager ops and first graphs): a statement's
-    first compile fills a cold cache; a later one of the same (op, call site, module) compiles a new shape."""
+@dataclass
+class CompileClasses:
+    """Every cache-missing compile, by what it was (one classification for every finding and view)."""
 
-    def split() -> tuple[list[_Compile], list[_Compile]]:
+    cold: list[_Compile] = field(default_factory=list)
+    """A statement's first compile of an op or graph: a cold cache."""
+    new_shapes: list[_Compile] = field(default_factory=list)
+    """A statement compiling again, in a later step, for tensor shapes it had not compiled."""
+    variants: list[_Compile] = field(default_factory=list)
+    """A statement compiling again, in a later step, for shapes it had compiled: another dtype or static
+    argument (an optimizer's scalars once its state exists), not new shapes."""
+    again: list[_Compile] = field(default_factory=list)
+    """A signature compiled before in this trace compiled again: the compile cache no longer held it (cleared
+    or evicted). Reported by `recompile`, never as new shapes."""
+
+
+def _signature_key(c: _Compile) -> tuple[str, str]:
+    """What the compile cache keys on: the backend's own signature when it gives one, else op and shapes."""
+    sig = c.args.get(Arg.SIGNATURE)
+    return (c.name, str(sig) if sig else signature_text(c.signature))
+
+
+def classify_compiles(trace: Trace, ctx: Context) -> CompileClasses:
+    """Cache-missing compiles of eager ops and first graphs, classified (computed once per context)."""
+
+    def split() -> CompileClasses:
         # eager ops, first graphs of each frame (and their backward), NEFF compiles placed on graph spans;
         # compiles of a frame's later attempts are recompiles (see `recompile`)
         first = [c for c in compiles(trace, ctx) if c.cache == "miss" and c.attempt == 0]
@@ -175,42 +196,135 @@ def first_compiles(trace: Trace, ctx: Context) -> tuple[list[_Compile], list[_Co
         pos = np.searchsorted(st.start_ns, np.array([c.ts for c in first], dtype=np.int64), side="right") \
             if len(st) else np.zeros(len(first), dtype=np.int64)
         first_pos: dict[tuple[str, str, str], int] = {}
-        cold, new = [], []
+        shapes_seen: dict[tuple[str, str, str], set[str]] = defaultdict(set)
+        compiled: set[tuple[str, str]] = set()
+        out = CompileClasses()
         for c, k in zip(first, pos.tolist(), strict=True):  # time order
+            sig = _signature_key(c)
+            if sig in compiled and c.kind == "eager":
+                out.again.append(c)
+                continue
+            compiled.add(sig)
             # a compiled graph is named per graph (model_forward_2): the statement that runs it is the key
             what = c.name if c.kind == "eager" else c.kind
             key = (what, c.call_site or c.args.get("function", "") or "", c.module)
-            (new if len(st) and k > first_pos.setdefault(key, k) else cold).append(c)
-        return cold, new
+            shapes = signature_text(shapes_of(c.signature) or c.signature)
+            later = len(st) and k > first_pos.setdefault(key, k)
+            if not later:
+                out.cold.append(c)
+            elif shapes in shapes_seen[key]:
+                out.variants.append(c)
+            else:
+                out.new_shapes.append(c)
+            shapes_seen[key].add(shapes)
+        return out
 
-    return ctx.memo("first_compiles", split)  # type: ignore[no-any-return]
+    return ctx.memo("compile_classes", split)  # type: ignore[no-any-return]
+
+
+def first_compiles(trace: Trace, ctx: Context) -> tuple[list[_Compile], list[_Compile]]:
+    """(cold, new-shape) first-call compiles: a statement's first compile, or another dtype or static argument
+    of shapes it compiled, fills a cold cache; a later one of new shapes is what `shape_churn` plans for."""
+    cc = classify_compiles(trace, ctx)
+    return sorted(cc.cold + cc.variants, key=lambda c: c.ts), cc.new_shapes
+
+
+def _phases(ctx: Context, items: list[_Compile]) -> tuple[list[list[_Compile]], list[_Compile]]:
+    """Compiles after warm-up split into phases and the rest: per step, the compiles grouped by the statement
+    that compiled most; a statement that leads such a group in one step only, compiling new shapes of ops
+    compiled before, is a phase of its own (a first evaluation on a new batch size, the last smaller batch);
+    one leading in several steps recurs (the shapes keep changing: `shape_churn`'s plan is the fix), and a
+    group of ops never compiled before is the cold cache (the mean computed once after the loop): both stay
+    in the run's finding."""
+    st = ctx.steps
+    if len(st) < 2 or not items:
+        return [], items
+    pos = np.searchsorted(st.start_ns, np.array([c.ts for c in items], dtype=np.int64), side="right")
+    by_step: dict[int, list[_Compile]] = defaultdict(list)
+    for c, k in zip(items, pos.tolist(), strict=True):
+        by_step[int(k)].append(c)
+    by_top: dict[str, list[list[_Compile]]] = defaultdict(list)
+    for _k, cs in sorted(by_step.items()):
+        by_top[_top_site(cs)].append(cs)
+    phases: list[list[_Compile]] = []
+    rest: list[_Compile] = []
+    for top, groups in by_top.items():
+        if len(groups) == 1 and top and _novelty(ctx.trace, ctx, groups[0])[0]:
+            phases.append(groups[0])
+        else:
+            rest += [c for g in groups for c in g]
+    return phases, sorted(rest, key=lambda c: c.ts)
 
 
 @register("first_call_compile")
 def first_call_compile(trace: Trace, ctx: Context) -> list[Finding]:
-    """Host time blocked compiling new signatures: a cold compile cache (each statement's first compile) and
-    compiles of new shapes (the same statement again: what `shape_churn` plans buckets for)."""
-    cold, new = first_compiles(trace, ctx)
-    first = sorted(cold + new, key=lambda c: c.ts)
+    """Host time blocked compiling new signatures: a cold compile cache (each statement's first compile),
+    compiles of new shapes (the same statement again: what `shape_churn` plans buckets for), and each phase
+    after warm-up that compiled on its own (a first evaluation, a new batch size) as a finding at its line."""
+    cc = classify_compiles(trace, ctx)
+    first = sorted(cc.cold + cc.variants + cc.new_shapes, key=lambda c: c.ts)
     if not first:
         return []
+    st = ctx.steps
+    phases, recurring = _phases(ctx, _after_warmup(ctx, first))
+    in_phase = {c.row for p in phases for c in p}
+    out = [_phase_finding(trace, ctx, p, cc) for p in phases]
+    main = [c for c in first if c.row not in in_phase]
+    if main:
+        out.insert(0, _run_finding(trace, ctx, main, cc, recurring))
+    return out
+
+
+def _what(items: list[_Compile]) -> tuple[str, int]:
+    n_ops = len({c.name for c in items})
+    return (f"{len(items)} compile{'s' if len(items) != 1 else ''} of {n_ops} op{'s' if n_ops != 1 else ''}",
+            n_ops)
+
+
+def _evidence(trace: Trace, ctx: Context, items: list[_Compile], cc: CompileClasses) -> dict[str, Any]:
+    ts = np.array([c.ts for c in items], dtype=np.int64)
+    dur = np.array([c.dur for c in items], dtype=np.int64)
+    rows = {c.row for c in items}
+    cold = [c for c in cc.cold + cc.variants if c.row in rows]
+    new = [c for c in cc.new_shapes if c.row in rows]
+    variants = [c for c in cc.variants if c.row in rows]
+    by_op: dict[str, list[_Compile]] = defaultdict(list)
+    for c in items:
+        by_op[c.name].append(c)
+    ops = sorted(by_op.items(), key=lambda kv: -sum(c.dur for c in kv[1]))
+    modes, launch = launch_modes(trace, items)
+    return {
+        "compiles": len(items),
+        "cold": {"count": len(cold), "ns": sum(c.dur for c in cold), "after_warmup": len(_in_steady(ctx, cold))},
+        "new_shapes": {"count": len(new), "ns": sum(c.dur for c in new)},
+        "new_arguments": {"count": len(variants), "ns": sum(c.dur for c in variants)},
+        "sites": [g.to_dict() for g in compile_groups(trace, ctx, items)[:50]],
+        "ops": [
+            {"op": op, "compiles": len(cs), "ns": sum(c.dur for c in cs), "call_site": _top_site(cs),
+             "signatures": list(dict.fromkeys(signature_text(c.signature) for c in cs))[:10]}
+            for op, cs in ops[:20]
+        ],
+        "rows": [c.row for c in items[:200]],
+        **({"launch_modes": dict(modes), "NEURON_LAUNCH_BLOCKING": launch} if modes else {}),
+        **ctx.step_split(ts, dur),
+    }
+
+
+def _run_finding(trace: Trace, ctx: Context, first: list[_Compile], cc: CompileClasses,
+                 recurring: list[_Compile]) -> Finding:
+    """The run's compiles outside the phases: the cold cache of warm-up, and new shapes that recur."""
     ts = np.array([c.ts for c in first], dtype=np.int64)
     dur = np.array([c.dur for c in first], dtype=np.int64)
     cost = union_ns(ts, dur)
-    split = ctx.step_split(ts, dur)
     st = ctx.steps
-    steady = _in_steady(ctx, cold)
-    cold_ns, new_ns = sum(c.dur for c in cold), sum(c.dur for c in new)
+    rows = {c.row for c in first}
+    new = [c for c in cc.new_shapes if c.row in rows]
+    steady = _in_steady(ctx, first)
     groups = compile_groups(trace, ctx, first)
-    by_op: dict[str, list[_Compile]] = defaultdict(list)
-    for c in first:
-        by_op[c.name].append(c)
-    ops = sorted(by_op.items(), key=lambda kv: -sum(c.dur for c in kv[1]))
     top = groups[0]
     where = f"{top.name} [{top.signature}]" + (f" at {top.call_site}" if top.call_site else "")
     where += f", in the backward ({top.backward})" if top.backward else ""
-    n_ops = len(by_op)
-    what = f"{len(first)} compile{'s' if len(first) != 1 else ''} of {n_ops} op{'s' if n_ops != 1 else ''}"
+    what, _ = _what(first)
     if new:
         title = (f"First-call compile stalls: {what} took {fmt_ns(cost)}; {len(new)} of them for new shapes "
                  f"(top: {where})")
@@ -231,37 +345,80 @@ def first_call_compile(trace: Trace, ctx: Context) -> list[Finding]:
     # Severity: a cold cache paid in warm-up is expected (info); first compiles after warm-up are not. New
     # shapes are shape_churn's alarm (its bucket plan is the fix), not a second one here.
     charged = sum(c.dur for c in steady)
-    share = ctx.share(cost)
     sev = severity_for(ctx.share(charged)) if charged and len(st) > st.warmup else "info"
-    ev: dict[str, Any] = {
-        "compiles": len(first),
-        "cold": {"count": len(cold), "ns": cold_ns, "after_warmup": len(steady)},
-        "new_shapes": {"count": len(new), "ns": new_ns},
-        "sites": [g.to_dict() for g in groups[:50]],
-        "ops": [
-            {"op": op, "compiles": len(cs), "ns": sum(c.dur for c in cs), "call_site": _top_site(cs),
-             "signatures": list(dict.fromkeys(signature_text(c.signature) for c in cs))[:10]}
-            for op, cs in ops[:20]
-        ],
-        "rows": [c.row for c in first[:200]],
-        **({"launch_modes": dict(modes), "NEURON_LAUNCH_BLOCKING": launch} if modes else {}),
-        **split,
-    }
-    return [
-        Finding(
-            kind="first_call_compile",
-            severity=sev,
-            title=title,
-            cost_ns=cost,
-            share=share,
-            count=len(first),
-            call_site=top.call_site,
-            module=top.module,
-            advice=advice,
-            evidence=ev,
-            ts_ns=int(ts.min()),
-        )
-    ]
+    return Finding(kind="first_call_compile", severity=sev, title=title, cost_ns=cost, share=ctx.share(cost),
+                   count=len(first), call_site=top.call_site, module=top.module, advice=advice,
+                   evidence=_evidence(trace, ctx, first, cc), ts_ns=int(ts.min()))
+
+
+def _novelty(trace: Trace, ctx: Context, items: list[_Compile]) -> tuple[int, int]:
+    """(new shapes, new dtypes or static arguments) among `items`, against every compile before them: the same
+    op of the same module (outside a module: at the same line) compiled before for other shapes, or for the
+    same shapes with other arguments; the rest are ops not run there before (a cold cache)."""
+    t0 = min(c.ts for c in items)
+
+    def where(c: _Compile) -> tuple[str, str]:  # the same op of the same module (or, outside one, line)
+        return (c.name, c.module or c.call_site)
+
+    earlier = [c for c in compiles(trace, ctx) if c.ts < t0]
+    seen_shapes = {(where(c), signature_text(shapes_of(c.signature) or c.signature)) for c in earlier}
+    seen_ops = {where(c) for c in earlier}
+    n_new = n_var = 0
+    for c in items:
+        if (where(c), signature_text(shapes_of(c.signature) or c.signature)) in seen_shapes:
+            n_var += 1
+        elif where(c) in seen_ops:
+            n_new += 1
+    return n_new, n_var
+
+
+def _phase_finding(trace: Trace, ctx: Context, items: list[_Compile], cc: CompileClasses) -> Finding:
+    """One phase after warm-up that compiled on its own (a first evaluation, a new batch size)."""
+    ts = np.array([c.ts for c in items], dtype=np.int64)
+    dur = np.array([c.dur for c in items], dtype=np.int64)
+    cost = union_ns(ts, dur)
+    st = ctx.steps
+    k = int(np.searchsorted(st.start_ns, int(ts.min()), side="right")) - 1
+    when = f"step {k}" if k < len(st) and int(ts.min()) < int(st.end_ns[k]) else f"after step {k}"
+    top = _top_site(items)
+    shapes = sorted({signature_text(c.signature) for c in items if c.call_site == top})[:3]
+    what, _ = _what(items)
+    kind = "new shapes"  # a phase compiles new shapes of ops compiled before (`_phases`)
+    title = f"Compiles mid-run at {top} ({when}): {what} for {kind} took {fmt_ns(cost)}"
+    advice = (f"This phase ({when}, from {top}) compiled {kind} the training steps never ran"
+              f"{' (' + '; '.join(shapes) + ')' if shapes else ''}. Run it once during warm-up, or give it the "
+              f"shapes already compiled (split an evaluation set into the training batch size, pad the last "
+              f"batch or drop it with drop_last=True); a persistent {CACHE_DIR_ENV} saves it on the next run.")
+    share = ctx.share(cost)
+    return Finding(kind="first_call_compile", severity=severity_for(share), title=title, cost_ns=cost,
+                   share=share, count=len(items), call_site=top,
+                   module=next((c.module for c in items if c.call_site == top and c.module), ""),
+                   advice=advice, evidence={**_evidence(trace, ctx, items, cc), "phase": when},
+                   ts_ns=int(ts.min()))
+
+
+def _again_finding(trace: Trace, ctx: Context, again: list[_Compile]) -> Finding:
+    """Signatures compiled a second time: the cache lost them (cleared, evicted, another process's cache)."""
+    ts = np.array([c.ts for c in again], dtype=np.int64)
+    dur = np.array([c.dur for c in again], dtype=np.int64)
+    cost = union_ns(ts, dur)
+    groups = compile_groups(trace, ctx, again)
+    top = _top_site(again)
+    n_sig = len({_signature_key(c) for c in again})
+    title = (f"{n_sig} signature{'s' if n_sig != 1 else ''} compiled again ({len(again)} compiles, "
+             f"{fmt_ns(cost)}, top at {top or groups[0].name}): the compile cache no longer held them")
+    advice = ("The same op, shapes and dtypes were compiled earlier in this run: the compile cache lost them "
+              "(cleared with torch_neuronx._C._clear_compilation_cache(), evicted, or a new process without a "
+              f"persistent cache). Keep the cache (do not clear it between epochs; set {CACHE_DIR_ENV} to a "
+              "persistent folder). These are not new shapes: padding does not remove them.")
+    share = ctx.share(cost)
+    ev = {"signatures": n_sig, "compiles": len(again), "cache": "miss of a signature compiled before",
+          "sites": [g.to_dict() for g in groups[:50]], "rows": [c.row for c in again[:200]],
+          **ctx.step_split(ts, dur)}
+    return Finding(kind="recompile", severity=severity_for(share, "warning"), title=title, cost_ns=cost,
+                   share=share, count=len(again), call_site=top,
+                   module=next((c.module for c in again if c.call_site == top and c.module), ""), advice=advice,
+                   evidence=ev, ts_ns=int(ts.min()))
 
 
 MODE_ARG = "mode"
@@ -294,6 +451,16 @@ def _mode_text(modes: Counter[str], launch: str | None) -> str:
             f"{modes['async']} asynchronous ones (the host paid at its waits).")
 
 
+def _after_warmup(ctx: Context, items: list[_Compile]) -> list[_Compile]:
+    """The compiles once warm-up is over: in a steady step, between two, or after the last (an evaluation
+    after training); none with fewer than two steps."""
+    st = ctx.steps
+    if len(st) < 2 or not items:
+        return []
+    pos = np.searchsorted(st.start_ns, np.array([c.ts for c in items], dtype=np.int64), side="right")
+    return [c for c, k in zip(items, pos.tolist(), strict=True) if k - 1 >= st.warmup]
+
+
 def _in_steady(ctx: Context, items: list[_Compile]) -> list[_Compile]:
     """The compiles that happened in steady (after warm-up) steps; none with fewer than two steps (no
     iteration was seen twice: every first compile is warm-up)."""
@@ -319,6 +486,9 @@ def recompile(trace: Trace, ctx: Context) -> list[Finding]:
             frames[c.frame].append(c)
     limit_hits = _recompile_limit_hits(trace, ctx)
     out = []
+    again = classify_compiles(trace, ctx).again
+    if again:
+        out.append(_again_finding(trace, ctx, again))
     for frame, cs in frames.items():
         again = [c for c in cs if c.attempt >= 1]
         n_re = len({c.attempt for c in again if c.kind != "backward"} or {c.attempt for c in again})

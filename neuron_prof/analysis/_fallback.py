@@ -90,10 +90,18 @@ def cpu_fallback(trace: Trace, ctx: Context) -> list[Finding]:
         groups[key].append(int(r))
         copies[key] += as_int(a.get(Arg.COPY_BYTES))
         m = meta.setdefault(key, {"module": site.module or ctx.module(a), "shapes": set(), "dtypes": set(),
-                                  "site": site, "called_as": {}, "reported_as": set()})
+                                  "site": site, "called_as": {}, "reported_as": set(), "found_by": set(),
+                                  "unreported": 0})
         m["called_as"].update(dict.fromkeys(enclosing_ops(ctx, int(r))))
         if a.get(Arg.REPORTED_AS):
             m["reported_as"].add(str(a[Arg.REPORTED_AS]))
+        if a.get(Arg.SILENT):
+            m["unreported"] += 1
+            m["found_by"].add(str(a.get(Arg.FOUND_BY) or "host work the device waited for"))
+        elif a.get(Arg.DEEP):
+            m["found_by"].add("the dispatch-level recorder: no kernel for the device")
+        else:
+            m["found_by"].add("named by the backend's fallback report (get_fallback_ops())")
         if len(m["shapes"]) < 10 and a.get(Arg.SHAPES) is not None:
             m["shapes"].add(str(a.get(Arg.SHAPES)))
         if a.get(Arg.DTYPES) is not None:
@@ -114,6 +122,9 @@ def cpu_fallback(trace: Trace, ctx: Context) -> list[Finding]:
             if alt
             else "Replace it with ops the device supports, or move it out of the step loop."
         )
+        if m["unreported"]:
+            advice += (f" The backend does not list it in get_fallback_ops() ({m['unreported']} of {len(rs)} "
+                       f"calls found from the trace: {'; '.join(sorted(m['found_by']))}).")
         advice += (
             " List fallbacks with torch_neuronx.get_fallback_ops(); "
             "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1 makes failing registered ops raise."
@@ -122,6 +133,8 @@ def cpu_fallback(trace: Trace, ctx: Context) -> list[Finding]:
         title = (
             f"CPU fallback: {op} ran on the host {len(rs)} times ({fmt_ns(cost)}"
         )
+        if m["unreported"] == len(rs):
+            title = title.replace("CPU fallback:", "CPU fallback (silent, not in get_fallback_ops()):", 1)
         title += (
             f", {fmt_ns(per_step)} = {split['steady_step_share']:.1%} of each steady step)"
             if per_step
@@ -136,6 +149,8 @@ def cpu_fallback(trace: Trace, ctx: Context) -> list[Finding]:
             "called_as": [n for n in m["called_as"] if n != op],
             "reported_as": sorted(m["reported_as"] - {op}),
             "alternative": alt,
+            "found_by": sorted(m["found_by"]),
+            "unreported": m["unreported"],
             "rows": rs[:200],
             **split,
             **m["site"].evidence(),

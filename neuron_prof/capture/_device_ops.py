@@ -41,6 +41,9 @@ WATCH = frozenset(f"aten::{n}" for n in (*_SCALAR_READS, *_DATA_DEPENDENT, *_COP
                                          *_PROMOTING))
 
 SYNC, FLOAT64, INT64 = "sync", "float64", "int64"
+USED_BEFORE, FIRST_USE = "float64_used_before", "float64_first_use"
+"""A float64 device tensor's first use in the cycle (`float64_inputs`): one that reached the device before the
+profile (USED_BEFORE), or where one that reached it inside is first used (FIRST_USE)."""
 
 
 @dataclass
@@ -62,6 +65,8 @@ class DeviceOp:
     device: str
     call: str = ""
     """The user's call as written ("float()", ".item()", "print()", "@"): what the statement did."""
+    tensor: int = 0
+    """float64 arrivals and uses: the tensor's identity (its TensorImpl address while it lives), 0 if unknown."""
 
 
 _DUNDER = {"__float__": "float()", "__int__": "int()", "__bool__": "bool() or if", "__index__": "use as an index",
@@ -132,3 +137,9 @@ def classify(name: str, inputs: list[Any], tensor_type: type) -> list[tuple[str,
         if d and want and _DTYPES.get(str(x.dtype)) != want:
             out.append((want, "cast", list(x.sizes), d))
     return out
+
+
+def float64_inputs(inputs: list[Any], tensor_type: type) -> list[tuple[int, list[int], str]]:
+    """(identity, shape, device) of the float64 device tensors among an op's recorded inputs."""
+    return [(int(x.impl_ptr), list(x.sizes), d) for x in inputs
+            if type(x) is tensor_type and str(x.dtype) == "torch.float64" and (d := _device(x))]

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from neuron_prof.capture._device_ops import WATCH, DeviceOp, classify, user_call_name
+from neuron_prof.capture._device_ops import (FIRST_USE, FLOAT64, USED_BEFORE, WATCH, DeviceOp, classify,
+                                             float64_inputs, user_call_name)
 from neuron_prof.model.callsite import HIDDEN, MODULE_PREFIX, USER, display_path, file_kind, format_frame
 
 CALL_STACK = "Call stack"
@@ -61,6 +62,8 @@ class CycleSites:
     """CPU time of the walk (its thread's)."""
     nodes: int = 0
     """Events of the tree visited."""
+    _f64: dict[int, int] = field(default_factory=dict)
+    """float64 device tensor -> the call that made it on the device, or -1 once its first use is recorded."""
 
     def add_device_op(self, kind: str, what: str, op: str, ev: Any, stack: str, shape: list[int], device: str,
                       call: int, call_name: str) -> None:
@@ -70,6 +73,27 @@ class CycleSites:
                                                      shape, device, call_name)
         else:  # the same call of the user's code did it again (print copies several tensors)
             got.end_ns = max(got.end_ns, ev.end_time_ns)
+
+    def f64_seen(self, inputs: list[Any], tensor_type: type, arrived: bool, name: str, ev: Any, stack: str,
+                 call: int, call_name: str) -> None:
+        """Float64 device tensors an op touched: one that arrives here (`arrived`) is remembered with its call;
+        one first seen in another call is used there, once per tensor: FIRST_USE, or USED_BEFORE when it did
+        not arrive in this cycle."""
+        for tid, shape, dev in float64_inputs(inputs, tensor_type):
+            state = self._f64.get(tid)
+            if state is None and arrived:
+                self._f64[tid] = call
+                got = self.device_ops.get((FLOAT64, call))
+                if got is not None and not got.tensor:
+                    got.tensor = tid
+            elif state is not None and (state == -1 or state == call):
+                continue  # already used once, or still inside the call that made it
+            else:
+                self._f64[tid] = -1
+                kind = USED_BEFORE if state is None else FIRST_USE
+                if (kind, call) not in self.device_ops:
+                    self.device_ops[(kind, call)] = DeviceOp(kind, "used on the device", name, ev.start_time_ns,
+                                                             ev.end_time_ns, stack, shape, dev, call_name, tid)
 
 
 class _Ctx:
@@ -212,10 +236,16 @@ def walk(prof: Any) -> CycleSites:
                             call, call_name = ev.start_time_ns, name
                     stack = render(chain)
                     out.op_stacks[(ev.start_time_ns, name)] = stack
+                inputs = list(ef.inputs)
+                arrived = False
                 if name in WATCH:
-                    for kind, what, shape, dev in classify(name, list(ef.inputs), tensor_meta):
+                    for kind, what, shape, dev in classify(name, inputs, tensor_meta):
+                        arrived |= kind == FLOAT64 and what != "promotion"  # a promotion's float64 input was there
                         out.add_device_op(kind, what, name, ev, stack, shape, dev,
                                           call if call >= 0 else ev.start_time_ns, call_name)
+                if "::" in name:  # an aten op, not a dispatcher span around one (PythonSubclass)
+                    out.f64_seen(inputs, tensor_meta, arrived, name, ev, stack,
+                                 call if call >= 0 else ev.start_time_ns, call_name)
                 # ops inside an op inherit its stack; inside an annotation (ProfilerStep#, record_function,
                 # Optimizer.step#...) they are top-level ops of their own
                 child = ctx if ef.scope == user_scope else _Ctx(ctx.chain, ctx.hidden, ctx.last, ctx.open, True,

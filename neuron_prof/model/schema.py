@@ -107,6 +107,7 @@ class Arg:
     OP: Final = "op"
     # added by the backend probes (see neuron_prof/backends/probes/)
     SILENT: Final = "silent"  # fallback the backend did not report (found from device-to-host transfers)
+    FOUND_BY: Final = "found_by"  # how an unreported fallback was found (its span's structure, a transfer)
     INFERRED: Final = "inferred"  # compile stall inferred from op durations (the backend reported none)
     REPORTED_AS: Final = "reported_as"  # the backend's own name for a fallen-back op ("aten::sort.stable")
     INPUT_BYTES: Final = "input_bytes"

@@ -23,7 +23,11 @@ if TYPE_CHECKING:
     from neuron_prof.model import TraceBuilder
 
 DEMOTION = EventName.DTYPE_DEMOTION
-NAMES = {"float64": DEMOTION, "int64": EventName.INT64_DEMOTION}
+NAMES = {"float64": DEMOTION, "int64": EventName.INT64_DEMOTION, "float64_used_before": DEMOTION,
+         "float64_first_use": DEMOTION}
+"""DeviceOp kind -> event name; a float64 tensor's first use in the profile is a demotion event too, with `use`."""
+USES = {"float64_used_before": "before", "float64_first_use": "first"}
+"""The `use` arg: "before" (the tensor reached the device before the profile), "first" (it arrived inside)."""
 
 
 class DtypeProbe(Probe):
@@ -45,4 +49,5 @@ class DtypeProbe(Probe):
             site = site_from_stack(d.stack, True, None)
             builder.add_instant(track, d.start_ns, NAMES[d.kind], Cat.DTYPE, {
                 Arg.OP: d.op, "how": d.what, "call": d.call, Arg.SHAPE: d.shape, Arg.DEVICE: d.device,
+                **({"tensor": d.tensor} if d.tensor else {}), **({"use": USES[d.kind]} if d.kind in USES else {}),
                 **site_args(site), Arg.STEP: step_of(d.start_ns, ctx)})

@@ -134,15 +134,93 @@ def reconstruct(view: HostView, names: list[str], d2h_hosts: list[tuple[Any, int
             a = _event_args(view, first, None, reported=name)
             a["fused_end_row"] = last
             out.append((first, a))
+    seen = {r for r, _ in out}
+    if silent:
+        # from the trace's structure: a device op holding its own copy to the host, host compute and a copy back
+        for r, how in structural_fallbacks(view, ops, copies).items():
+            if r not in seen:
+                seen.add(r)
+                out.append((r, {**_event_args(view, r, None, reported=""), Arg.SILENT: True, Arg.FOUND_BY: how}))
     if silent and d2h:
-        seen = {r for r, _ in out}
         for r in sorted(d2h):
             k = op_key(view.name_of(r))
             if r in seen or k in COPY_OPS or k in SYNC_OPS or k in keys:
                 continue
-            out.append((r, {**_event_args(view, r, None, reported=""), Arg.SILENT: True}))
+            out.append((r, {**_event_args(view, r, None, reported=""), Arg.SILENT: True,
+                            Arg.FOUND_BY: "a device-to-host transfer issued from inside it (device timeline)"}))
     out.sort(key=lambda e: int(view.ts[e[0]]))
     return out, sorted(set(names) - matched)
+
+
+BOXED = "its span holds aten::_to_cpu (the boxed CPU fallback's copy to the host), the host kernel and a copy back"
+PYTHON = "its span holds a copy to the host, the same op run on the host, and a copy back (a Python fallback)"
+
+
+def structural_fallbacks(view: HostView, ops: np.ndarray, copies: np.ndarray) -> dict[int, str]:
+    """Ops that ran on the host whatever the backend reports, from their spans' structure -> how it was found.
+
+    The boxed CPU fallback copies its device operands with ``aten::_to_cpu`` inside the op's span; a Python
+    fallback copies them (``.cpu()`` / ``aten::_to_copy``), runs the same op on the host tensors and copies the
+    results back. The fallen-back op is the innermost namespaced op around that copy (``aten::_linalg_svd``
+    under ``aten::linalg_svdvals``)."""
+    if not len(copies):
+        return {}
+    parent = _Parents(view, view.name_rows(lambda s: "::" in s, ops))
+    out: dict[int, str] = {}
+    for c in copies:
+        c = int(c)
+        r = parent.of(c)
+        if r < 0 or r in out or op_key(view.name_of(r)) in COPY_OPS:
+            continue
+        if op_key(view.name_of(c)) == "_to_cpu":
+            out[parent.outermost_same(r)] = BOXED
+            continue
+        # a copy, then the same op on the host, then a copy back: each directly inside r
+        key = op_key(view.name_of(r))
+        inner = [int(x) for x in parent.children(r)]
+        again = [x for x in inner if view.ts[x] >= view.end[c] and op_key(view.name_of(x)) == key]
+        if again and any(op_key(view.name_of(x)) in COPY_OPS and view.ts[x] >= view.end[again[0]] for x in inner):
+            out[parent.outermost_same(r)] = PYTHON
+    return out
+
+
+class _Parents:
+    """The innermost namespaced op around a host op, per thread track (sorted starts, bounded look-back)."""
+
+    def __init__(self, view: HostView, named: np.ndarray) -> None:
+        self.view = view
+        self.by_track: dict[int, np.ndarray] = {}
+        for t in np.unique(view.track[named]):
+            rows = named[view.track[named] == t]
+            self.by_track[int(t)] = rows[np.argsort(view.ts[rows], kind="stable")]
+
+    def of(self, row: int) -> int:
+        v = self.view
+        rows = self.by_track.get(int(v.track[row]))
+        if rows is None:
+            return -1
+        i = int(np.searchsorted(v.ts[rows], v.ts[row], side="right")) - 1
+        for j in range(i, max(i - 512, -1), -1):
+            r = int(rows[j])
+            if r != row and v.end[r] >= v.end[row] and (v.ts[r] < v.ts[row] or v.end[r] > v.end[row] or r < row):
+                return r
+        return -1
+
+    def outermost_same(self, row: int) -> int:
+        """`row`, or the outermost op of the same key it is nested in (a dispatch mode's or backend's outer
+        span of the same call: the row the names-only report matches)."""
+        key = op_key(self.view.name_of(row))
+        p = self.of(row)
+        while p >= 0 and op_key(self.view.name_of(p)) == key:
+            row, p = p, self.of(p)
+        return row
+
+    def children(self, row: int) -> list[int]:
+        v = self.view
+        rows = self.by_track.get(int(v.track[row]), np.empty(0, dtype=np.int64))
+        a = int(np.searchsorted(v.ts[rows], v.ts[row], side="left"))
+        b = int(np.searchsorted(v.ts[rows], v.end[row], side="right"))
+        return [int(r) for r in rows[a:b] if int(r) != row and self.of(int(r)) == row]
 
 
 def _drop_enclosed(view: HostView, rows: np.ndarray) -> np.ndarray:
