@@ -219,7 +219,7 @@ class EventColumns:
             self._typed = None
 
     def _add_typed_parts(self, evs: TypedChunk) -> None:
-        phs = [e.ph for e in evs]
+        phs = evs.phs
         xi = [i for i, p in enumerate(phs) if p == "X"]
         if xi:
             xs = evs if len(xi) == len(evs) else [evs[i] for i in xi]

@@ -26,6 +26,8 @@ import msgspec
 import numpy as np
 import orjson
 
+from neuron_prof.loaders._json_values import dump_all
+
 _NO_ARGS = msgspec.Raw(b"")
 UNSET = msgspec.UNSET
 
@@ -68,6 +70,7 @@ class TypedChunk(list):  # type: ignore[type-arg]
     with every event's args as the store will keep them: `has` (per event), `blob` and `lens` (per event
     with args, in order)."""
 
+    phs: list[str]
     has: np.ndarray
     blob: np.ndarray
     lens: np.ndarray
@@ -89,13 +92,15 @@ def decode_chunk(doc: bytes | bytearray) -> TypedChunk | None:
         evs = _DECODER.decode(doc)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
-    if not FAST_PHASES.issuperset({e.ph for e in evs}):
+    phs = [e.ph for e in evs]
+    if not FAST_PHASES.issuperset(phs):
         return None
     try:
         has, blob, lens = raw_args([e.args for e in evs])
     except NotExact:
         return None
     chunk = TypedChunk(evs)
+    chunk.phs = phs
     chunk.has, chunk.blob, chunk.lens = has, np.frombuffer(blob, dtype=np.uint8), lens
     return chunk
 
@@ -109,50 +114,40 @@ def raw_args(raws: list[msgspec.Raw]) -> tuple[np.ndarray, bytes, np.ndarray]:
     args would give. Raises NotExact for args that are neither an object nor empty."""
     n = len(raws)
     lens = np.fromiter(map(len, raws), dtype=np.int64, count=n)
-    buf = b"".join(raws)
-    b = np.frombuffer(buf, dtype=np.uint8)
+    b = np.frombuffer(b"".join(raws), dtype=np.uint8)
     starts = np.cumsum(lens) - lens
     present = lens > 0
     obj = present.copy()
     obj[present] = b[starts[present]] == ord("{")
-    if (present & ~obj).any():  # null, false, 0, "", [] are no args; anything else is not ours to store
-        for i in np.flatnonzero(present & ~obj):
-            if orjson.loads(bytes(raws[i])):
-                raise NotExact
+    other = present & ~obj
+    for i in np.flatnonzero(other).tolist():  # null, false, 0, "", [] are no args; anything else is not ours
+        if orjson.loads(bytes(raws[i])):
+            raise NotExact
     if not obj.any():
         return obj, b"", np.zeros(0, np.int64)
-    redo = _needs_orjson(b, lens, starts)
-    if obj.all() and not redo.any():
-        blob, out_lens = _squeeze(b, starts, lens)
-    else:
-        keep = np.flatnonzero(obj & ~redo)
-        parts = [raws[i] for i in keep]
-        sub = b"".join(parts)
-        sb = np.frombuffer(sub, dtype=np.uint8)
-        sl = lens[keep]
-        blob, sq = _squeeze(sb, np.cumsum(sl) - sl, sl)
-        docs: list[bytes | None] = [None] * n
-        o = np.concatenate(([0], np.cumsum(sq))).tolist()
-        for k, i in enumerate(keep.tolist()):
-            docs[i] = blob[o[k]:o[k + 1]]
-        fix = np.flatnonzero(obj & redo).tolist()
-        if fix:
-            try:
-                vals = orjson.loads(b"[" + b",".join(raws[i] for i in fix) + b"]")
-                for i, v in zip(fix, vals):
-                    docs[i] = orjson.dumps(v)
-            except (orjson.JSONDecodeError, orjson.JSONEncodeError, TypeError):
-                raise NotExact from None
-        pieces = [d for d in docs if d is not None]
-        obj = np.fromiter((d is not None for d in docs), dtype=bool, count=n)
-        blob = b"".join(pieces)
-        out_lens = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
-    empty = out_lens == 2  # "{}": falsy, as an empty dict is no args
+    redo = _needs_orjson(b, lens, starts) & obj
+    blank = redo | other
+    if blank.any():  # squeezed to nothing (their quotes could be escaped); orjson writes the redone ones
+        b = b.copy()
+        b[np.repeat(blank, lens)] = 32
+    blob, sq = _squeeze(b, starts, lens)
+    if redo.any():
+        try:
+            vals = orjson.loads(b"[" + b",".join([raws[i] for i in np.flatnonzero(redo).tolist()]) + b"]")
+            rblob, rlens = dump_all(vals)
+        except (orjson.JSONDecodeError, orjson.JSONEncodeError, TypeError):
+            raise NotExact from None
+        sq[redo] = rlens
+        out = np.empty(int(sq.sum()), dtype=np.uint8)
+        from_orjson = np.repeat(redo, sq)
+        out[~from_orjson] = np.frombuffer(blob, dtype=np.uint8)
+        out[from_orjson] = np.frombuffer(rblob, dtype=np.uint8)
+        blob = out.tobytes()
+    out_lens = sq[obj]
+    empty = out_lens == 2  # "{}": an empty dict is no args
     if empty.any():
-        has_idx = np.flatnonzero(obj)
-        obj[has_idx[empty]] = False
-        keep_bytes = np.repeat(~empty, out_lens)
-        blob = np.frombuffer(blob, dtype=np.uint8)[keep_bytes].tobytes()
+        obj[np.flatnonzero(obj)[empty]] = False
+        blob = np.frombuffer(blob, dtype=np.uint8)[np.repeat(~empty, out_lens)].tobytes()
         out_lens = out_lens[~empty]
     return obj, blob, out_lens
 
