@@ -183,11 +183,11 @@ def _needs_orjson(b: np.ndarray, lens: np.ndarray, starts: np.ndarray) -> np.nda
 def _squeeze(b: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple[bytes, np.ndarray]:
     """Whitespace outside strings removed from documents without backslashes, and the new lengths.
     Inside a JSON string no byte is <= 32 but the space (msgspec rejects control characters there)."""
-    inside = (np.cumsum(b == 34, dtype=np.uint8) & 1).view(bool)  # quote parity (mod 256 keeps it)
+    inside = np.logical_xor.accumulate(b == 34)  # quote parity: within a string, or its closing quote
     drop = (b <= 32) & ~inside
-    if not drop.any():
+    gone = np.flatnonzero(drop)
+    if not len(gone):
         return b.tobytes(), lens
-    nz = lens > 0
-    per_doc = np.zeros(len(lens), dtype=np.int64)
-    per_doc[nz] = np.add.reduceat(drop.view(np.uint8), starts[nz], dtype=np.int64)
-    return b[~drop].tobytes(), lens - per_doc
+    new_starts = starts - np.searchsorted(gone, starts)  # kept bytes before each document
+    kept = len(b) - len(gone)
+    return b[~drop].tobytes(), np.diff(new_starts, append=kept)
