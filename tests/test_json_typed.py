@@ -86,7 +86,7 @@ def test_odd_events_same_either_way(tmp_path: Path, monkeypatch: pytest.MonkeyPa
             _ev(ts=10.2 + k, tid=3, name="kernel", cat="kernel", args={"correlation": k, "blocks per SM": 1.32}),
             {"ph": "s", "id2": {"local": "0x1"}, "cat": "c", "name": "n", "pid": 1, "tid": 2, "ts": 10.1 + k},
             _ev(ts=12.0 + k, bind_id=k, flow_out=True, name="v2"),
-            _ev(ts=12.5 + k, pid="host", tid="stream 7"),
+            _ev(ts=12.5 + k, pid="host", tid="stream 7"), _ev(ts=12.6 + k, pid=2**63 - 1, tid=-(2**63)),
             _ev(ts=13.0 + k, dur=-1), _ev(ts=13.0 + k, dur="x"), _ev(ts=1e30),
         ]
         if k % 7 == 0:  # chunks the fast path must refuse
@@ -94,6 +94,8 @@ def test_odd_events_same_either_way(tmp_path: Path, monkeypatch: pytest.MonkeyPa
                        {"ph": "C", "name": "mem", "pid": 1, "ts": 10.0 + k, "args": {"v": 1}},
                        _ev(ts=14.0 + k, name=["not", "a", "string"]), _ev(ts=None),
                        _ev(ts=14.0 + k, args=[1, 2]), _ev(ts="15.5"), {"ph": "?", "ts": 1}]
+        if k in (3, 4):  # orjson reads an integer beyond 64 bits as a float, hence another track name
+            events += [_ev(ts=14.0 + k, pid=10**20), _ev(ts=14.1 + k, tid=2**64 - 1)]
     p = tmp_path / "odd.json"
     _write(p, events, indent)
     slow, fast, taken = _both(p, monkeypatch, chunk=600)

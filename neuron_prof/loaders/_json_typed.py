@@ -10,7 +10,11 @@ the chunk goes the orjson way, with all its repairs and warnings:
 - anything msgspec rejects for these types (a name that is not a string, a null ts, NaN, invalid UTF-8, a
   control character inside a string, a cut inside a string: the caller widens it);
 - a phase other than complete (X), flow (s/t/f) and instant (i/I/R) events;
-- args that are not an object and not empty (null, false, 0, "", [] and {} mean "no args").
+- args that are not an object and not empty (null, false, 0, "", [] and {} mean "no args");
+- a pid, tid or id outside int64.
+
+Known difference: an integer beyond 64 bits in `bind_id` or `id2` (kept as any JSON value) stays an int here
+where orjson would give a float.
 
 Args whose text orjson would write differently (a float, an exponent, an escape, "-0", an integer beyond
 18 digits) are re-serialised through orjson, a few at a time.
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 import math
 from operator import attrgetter
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 import numpy as np
@@ -32,18 +36,22 @@ _NO_ARGS = msgspec.Raw(b"")
 UNSET = msgspec.UNSET
 
 
+Int = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
+"""int64: beyond it the chunk goes the orjson way (which reads integers beyond 64 bits as floats)."""
+
+
 class Ev(msgspec.Struct):
     """One event, only the fields the model stores (see EventColumns)."""
 
     ph: str = ""
     ts: float = math.nan
     dur: float = math.nan
-    pid: int | str = 0
-    tid: int | str = 0
+    pid: Int | str = 0
+    tid: Int | str = 0
     name: str = ""
     cat: str = ""
     args: msgspec.Raw = _NO_ARGS
-    id: int | str | None = None
+    id: Int | str | None = None
     id2: Any = None
     bp: Any = None
     np_slice: Any = -1
