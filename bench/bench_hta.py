@@ -147,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"(trace ready in {time.perf_counter() - t0:.0f} s)", flush=True)
     rows = measure(path, not a.no_hta)
     print(table("file" if a.trace else "generated", path, rows), flush=True)
+    print(bench_ingest.speed_lines(rows, path.stat().st_size), flush=True)
     print(verdict(rows, path.stat().st_size), flush=True)
     if a.real:
         path = bench_ingest.real_repeated(n, a.dir)

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from neuron_prof.loaders._json_typed import F_GET, I_GET, UNSET, X_GET, TypedChunk
 from neuron_prof.loaders._json_values import (all_objects, as_str, dump_all, dump_each, floats, norm_id,
                                                us_to_ns)
 from neuron_prof.model import StringTable
@@ -97,6 +98,7 @@ class EventColumns:
         self.v2: list[tuple[int, Any, bool, bool]] = []  # (slice row, bind_id, flow_in, flow_out)
         self.begin_end: list[tuple[Any, ...]] = []  # (ts_us, order, ph, track, name, cat, args)
         self.asyncs: list[tuple[Any, ...]] = []  # (ts_us, order, ph, pid, cat, id, name, args)
+        self._typed: TypedChunk | None = None  # the typed chunk being added (args columns index it)
 
     # ---- interning -----------------------------------------------------------------------------------
     def sids(self, vals: tuple[Any, ...] | list[Any]) -> np.ndarray:
@@ -142,13 +144,19 @@ class EventColumns:
         return int(self._tracks([pid], [tid])[0])
 
     # ---- args ----------------------------------------------------------------------------------------
-    def _args(self, args: list[Any]) -> np.ndarray:
-        """Serialise one chunk's args; returns their ArgsStore indices (-1 for none)."""
-        has = np.fromiter(map(bool, args), dtype=bool, count=len(args))
-        dicts = [a for a in args if a]
-        blob, lens = dump_all(dicts)
+    def _args(self, args: list[Any] | np.ndarray) -> np.ndarray:
+        """Serialise one chunk's args (or, on the typed path, take the args of these positions of the chunk);
+        returns their ArgsStore indices (-1 for none)."""
+        if isinstance(args, np.ndarray):
+            assert self._typed is not None
+            has, blob, lens = self._typed.take_args(args)
+            dicts: list[Any] = []
+        else:
+            has = np.fromiter(map(bool, args), dtype=bool, count=len(args))
+            dicts = [a for a in args if a]
+            blob, lens = dump_all(dicts)
         idx = np.full(len(args), -1, dtype=np.int64)
-        k = len(dicts)
+        k = len(lens)
         idx[has] = np.arange(self.args_base + self._n_args, self.args_base + self._n_args + k, dtype=np.int64)
         self._n_args += k
         self._blobs.append(blob)
@@ -160,8 +168,11 @@ class EventColumns:
 
     # ---- chunks ----------------------------------------------------------------------------------------
     def add(self, events: list[Any]) -> None:
-        """Take one chunk of traceEvents entries."""
+        """Take one chunk of traceEvents entries (dicts, or a TypedChunk from the fast path)."""
         self.entries += len(events)
+        if type(events) is TypedChunk:
+            self._add_typed(events)
+            return
         try:
             xs = [e for e in events if e.get("ph") == "X"]
         except AttributeError:  # entries that are not objects
@@ -199,6 +210,30 @@ class EventColumns:
             elif ph not in PH_IGNORED:
                 self.warn[f"events with an unknown phase skipped (ph={as_str(ph)[:20]})"] += len(evs)
 
+    def _add_typed(self, evs: TypedChunk) -> None:
+        """A chunk of X, flow and instant events decoded by msgspec (see _json_typed)."""
+        self._typed = evs
+        try:
+            self._add_typed_parts(evs)
+        finally:
+            self._typed = None
+
+    def _add_typed_parts(self, evs: TypedChunk) -> None:
+        phs = evs.phs
+        xi = [i for i, p in enumerate(phs) if p == "X"]
+        if xi:
+            xs = evs if len(xi) == len(evs) else [evs[i] for i in xi]
+            self._add_x(xs, [*zip(*map(X_GET, xs))] + [np.array(xi, dtype=np.int64)])
+        if len(xi) == len(evs):
+            return
+        fl = [e for e, p in zip(evs, phs) if p in PH_FLOW]
+        if fl:
+            self._add_flows(fl, typed=True)
+        ii = [i for i, p in enumerate(phs) if p in PH_INSTANT]
+        if ii:
+            ins = [evs[i] for i in ii]
+            self._add_instants(ins, [*zip(*map(I_GET, ins))] + [np.array(ii, dtype=np.int64)])
+
     @staticmethod
     def _cols(evs: list[dict[str, Any]], get: itemgetter, keys: tuple[str, ...]) -> list[tuple[Any, ...]]:
         """Columns of `keys` (the fast path needs every key in every event; else defaults)."""
@@ -213,8 +248,9 @@ class EventColumns:
         keep = np.flatnonzero(ok)
         return [c[keep] if isinstance(c, np.ndarray) else [c[i] for i in keep] for c in cols]
 
-    def _add_x(self, xs: list[dict[str, Any]]) -> None:
-        ts, dur, pid, tid, name, cat, args = self._cols(xs, _X_GET, _X_KEYS)
+    def _add_x(self, xs: list[Any], cols: list[Any] | None = None) -> None:
+        typed = cols is not None
+        ts, dur, pid, tid, name, cat, args = cols if typed else self._cols(xs, _X_GET, _X_KEYS)
         ts_a, dur_a = floats(ts), floats(dur)
         ok = np.abs(ts_a) <= MAX_ABS_US  # False for NaN
         bad_dur = ~(np.abs(dur_a) <= MAX_ABS_US)
@@ -232,6 +268,11 @@ class EventColumns:
         first_row = self.n_slices
         self._s.append((ts_a, dur_a, self._tracks(pid, tid), self.sids(name), self.sids(cat), self._args(args)))
         self.n_slices += len(xs)
+        if typed:
+            for i in [i for i, e in enumerate(xs) if e.bind_id is not UNSET]:  # flow v2
+                e = xs[i]
+                self.v2.append((first_row + i, e.bind_id, bool(e.flow_in), bool(e.flow_out)))
+            return
         for i in [i for i, e in enumerate(xs) if "bind_id" in e]:  # flow v2
             e = xs[i]
             self.v2.append((first_row + i, e.get("bind_id"), bool(e.get("flow_in")), bool(e.get("flow_out"))))
@@ -245,8 +286,8 @@ class EventColumns:
                         np.array(track, dtype=np.int32), self.sids(name), self.sids(cat), self._args(list(args))))
         self.n_slices += len(rows)
 
-    def _add_instants(self, evs: list[dict[str, Any]]) -> None:
-        ts, pid, tid, name, cat, args = self._cols(evs, _I_GET, _I_KEYS)
+    def _add_instants(self, evs: list[Any], cols: list[Any] | None = None) -> None:
+        ts, pid, tid, name, cat, args = cols if cols is not None else self._cols(evs, _I_GET, _I_KEYS)
         ts_a = floats(ts)
         ok = np.abs(ts_a) <= MAX_ABS_US
         if not ok.all():
@@ -263,13 +304,20 @@ class EventColumns:
         self._i.append((np.array(ts, dtype=np.float64), np.array(track, dtype=np.int32), self.sids(name),
                         self.sids(cat), self._args(list(args))))
 
-    def _add_flows(self, evs: list[dict[str, Any]]) -> None:
-        ts, pid, tid, ids, cat, name, ph = self._cols(evs, _F_GET, _F_KEYS)
+    def _add_flows(self, evs: list[Any], typed: bool = False) -> None:
+        if typed:
+            ts, pid, tid, ids, cat, name, ph = zip(*map(F_GET, evs))
+            bp = np.fromiter((e.bp == "e" for e in evs), dtype=bool, count=len(evs))
+            hint = [e.np_slice for e in evs]
+            if None in ids:
+                ids = [i if i is not None else e.id2 for i, e in zip(ids, evs)]
+        else:
+            ts, pid, tid, ids, cat, name, ph = self._cols(evs, _F_GET, _F_KEYS)
+            bp = np.fromiter((e.get("bp") == "e" for e in evs), dtype=bool, count=len(evs))
+            hint = [e.get("np_slice", -1) for e in evs]
+            if None in ids:  # id2 (Chrome's scoped ids) when there is no id
+                ids = [i if i is not None else e.get("id2") for i, e in zip(ids, evs)]
         ts_a = floats(ts)
-        bp = np.fromiter((e.get("bp") == "e" for e in evs), dtype=bool, count=len(evs))
-        hint = [e.get("np_slice", -1) for e in evs]
-        if None in ids:  # id2 (Chrome's scoped ids) when there is no id
-            ids = [i if i is not None else e.get("id2") for i, e in zip(ids, evs)]
         ok = np.abs(ts_a) <= MAX_ABS_US
         if not ok.all():
             ts_a, bp, pid, tid, ids, cat, name, ph, hint = self._keep(ok, [ts_a, bp, pid, tid, ids, cat, name, ph, hint])

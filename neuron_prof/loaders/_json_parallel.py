@@ -97,7 +97,7 @@ def parse_range(doc: bytes | bytearray, path: Path) -> dict[str, Any]:
     was = gc.isenabled()
     gc.disable()
     try:
-        reader = JsonEventReader(doc, path)
+        reader = JsonEventReader(doc, path, typed=True)
         del doc  # the reader lets go of the bytes once parsed
         part = _Part()
         for chunk in reader.chunks():

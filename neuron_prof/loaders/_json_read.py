@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from neuron_prof.errors import TraceFormatError, TraceLoadError
+from neuron_prof.loaders._json_typed import decode_chunk
 
 CHUNK_BYTES = 1 << 20
 """Target size of one parsed piece: small enough that its dicts stay in cache and die young."""
@@ -103,10 +104,13 @@ _CONTROL_TO_SPACE = bytes.maketrans(bytes(range(32)), b" " * 32)
 class JsonEventReader:
     """Splits a Chrome JSON document into parsed chunks of `traceEvents` (see the module docstring)."""
 
-    def __init__(self, raw: bytes | bytearray, path: Path, chunk_bytes: int = CHUNK_BYTES) -> None:
+    def __init__(self, raw: bytes | bytearray, path: Path, chunk_bytes: int | None = None,
+                 typed: bool = False) -> None:
         self.raw = raw
+        self.typed = typed
+        """Try the fast path first (`_json_typed`: chunks may be TypedChunks, for EventColumns only)."""
         self.path = path
-        self.chunk_bytes = chunk_bytes
+        self.chunk_bytes = CHUNK_BYTES if chunk_bytes is None else chunk_bytes
         self.top: dict[str, Any] = {}
         self.warnings: list[str] = []
         self.lost: list[str] = []
@@ -301,7 +305,11 @@ class JsonEventReader:
                         return end
                     pos = resume
                     break
-                events, bad, short, msg = self._parse(pos, m.start() + 1, "both")
+                fast = decode_chunk(b"[" + self.raw[pos:m.start() + 1] + b"]") if self.typed else None
+                if fast is not None:
+                    events, bad, short, msg = fast, -1, False, ""
+                else:
+                    events, bad, short, msg = self._parse(pos, m.start() + 1, "both")
                 if events is None:
                     if short:
                         # The cut fell inside a string or a nested value: widen (doubling keeps a hostile

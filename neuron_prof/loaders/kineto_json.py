@@ -105,7 +105,7 @@ def _load(p: Path, transform: Callable[[list[Any]], list[Any]] | None = None) ->
             if trace is not None:
                 return trace
             raw = read_bytes(p, warnings)
-    reader = JsonEventReader(raw, p)
+    reader = JsonEventReader(raw, p, typed=transform is None)
     n_read = len(raw)
     del raw
     builder = TraceBuilder()
