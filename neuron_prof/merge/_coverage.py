@@ -23,12 +23,17 @@ def world_size(infos: list[RankInfo]) -> int | None:
     return max(sizes) if sizes else None
 
 
-def _collectives(infos: list[RankInfo]) -> dict[int, RankCollectives]:
+def _collectives(infos: list[RankInfo]) -> tuple[dict[int, RankCollectives], set[int]]:
+    """The ranks' collectives from one source, and the ranks they compare: the device's own view (Neuron
+    Explorer's CcOp) exists only where a device profile was taken, so a rank without one is not short of
+    collectives for that."""
     found: dict[str, dict[int, RankCollectives]] = {}
     for info in infos:
         for source, per in info.collectives.items():
             found.setdefault(source, {}).update(per)
-    return pick_source(found, len(infos))
+    per = pick_source(found, len(infos))
+    partial_device_view = per is found.get("device_collective") and len(per) < len(infos)
+    return per, set(per) if partial_device_view else {i.rank for i in infos}
 
 
 def _coll_name(c: RankCollectives | None, k: int) -> str:
@@ -45,7 +50,7 @@ def rank_coverage(infos: list[RankInfo]) -> list[Finding]:
         return []
     present = sorted(i.rank for i in infos)
     world = world_size(infos)
-    colls = _collectives(infos)
+    colls, compared = _collectives(infos)
     by_rank = {i.rank: i for i in infos}
     n_coll = {r: len(colls[r]) if r in colls else 0 for r in present}
     most_coll = max(n_coll.values(), default=0)
@@ -76,7 +81,7 @@ def rank_coverage(infos: list[RankInfo]) -> list[Finding]:
         info = by_rank[r]
         steps, last = info.steps
         short_steps = steps < max_steps
-        short_coll = n_coll[r] < most_coll
+        short_coll = r in compared and n_coll[r] < most_coll
         if not (short_steps or short_coll):
             continue
         mine = colls.get(r)
