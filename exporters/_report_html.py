@@ -25,7 +25,7 @@ body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: 
 header h1 { font-size: 22px; margin: 8px 0 2px; }
 header .sub { color: var(--muted); }
 nav { margin: 12px 0 8px; padding: 8px 0; border-top: 1px solid var(--line);
-      border-bottom: 1px solid var(--line); }
+      border-bottom: 1px solid var(--line); display: flex; flex-wrap: wrap; row-gap: 4px; }
 nav a { margin-right: 14px; color: var(--accent); text-decoration: none; white-space: nowrap; }
 section { margin: 26px 0; break-inside: avoid-page; }
 h2 { font-size: 18px; margin: 0 0 6px; border-bottom: 2px solid var(--line); padding-bottom: 4px; }
