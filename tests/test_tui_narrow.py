@@ -19,6 +19,19 @@ async def test_overview_totals_wrap_by_whole_items_at_80_columns() -> None:
         assert "sync 5.0 ms (0.8%, 10x)" in "\n".join(totals)
 
 
+async def test_overview_headlines_fit_80_columns_whole() -> None:
+    app = NeuronProfApp([demo_like_trace()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot, app)
+        heads = [ln for ln in screen_text(app).splitlines() if ln.lstrip().startswith(("top compile", "top CPU"))]
+        # GIVEN findings whose titles are longer than a line, THEN each headline is whole statements and its
+        # call site, never "…" (issue 25: the overview's top compile stall was cut)
+        assert len(heads) == 2, heads
+        assert not any("…" in ln.split(" at ")[0] for ln in heads), heads
+        assert all(":" in ln.rstrip().rsplit(" at ", 1)[1] for ln in heads), heads
+        assert "510.0 ms" in heads[0] and "train.py:42" in heads[0], heads
+
+
 async def test_ranks_header_drops_whole_columns_at_80_columns() -> None:
     app = NeuronProfApp([demo_like_trace(0), demo_like_trace(1, slow=1.5)])
     async with app.run_test(size=(80, 24)) as pilot:

@@ -56,6 +56,20 @@ def _flow(t: Text, items: list[tuple[str, str, str]], room: int) -> None:
         used += size
 
 
+def _headline(f: Finding, room: int) -> tuple[str, str]:
+    """A finding in one line of `room` columns, never cut mid-word: its title and site when they fit, else the
+    title's first clause (the statement before "; " or " ("), else its count, cost and share (the table's detail
+    pane has the whole title), the site shortened in the middle."""
+    title = printable(strip_site(f.title, f.call_site))
+    site = f" at {fit_site(f.call_site, 32)}" if f.call_site else ""
+    for text in (title, title.split("; ")[0], title.split(" (")[0]):
+        if len(text) + len(site) <= room:
+            return text, site
+    text = f"{f.count}x, {fmt_ns(f.cost_ns)} ({fmt_share(f.share)})"
+    site = f" at {fit_site(f.call_site, max(12, room - len(text) - 4))}" if f.call_site else ""
+    return text, site
+
+
 def summary_text(rank: RankData, width: int = 100, height: int = 48) -> Text:
     """The totals block (the analysis' totals): every time with its share of the wall time, and on a tall
     enough screen the mean step as stacked parts (`step_mix`)."""
@@ -111,9 +125,10 @@ def summary_text(rank: RankData, width: int = 100, height: int = 48) -> Text:
         if top is not None:
             t.append("\n")
             t.append(f"{label} ", style=f"bold {style}")
-            t.append(printable(strip_site(top.title, top.call_site)))
-            if top.call_site:
-                t.append(f" at {fit_site(top.call_site, 32)}", style="dim")
+            text, site = _headline(top, room - len(label) - 1)
+            t.append(text)
+            if site:
+                t.append(site, style="dim")
     ex = tot.get("neuron_explorer")
     if isinstance(ex, dict):  # a Neuron Explorer profile: which schema it was read with (key d: the device view)
         sch = ex.get("schema") or {}
