@@ -61,7 +61,11 @@ def test_run_exit_zero_and_no_pftrace(tmp_path: Path) -> None:
 
 
 def test_run_exception_is_shown_as_python_shows_it_and_trace_is_written(tmp_path: Path,
-                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+                                                                       capsys: pytest.CaptureFixture[str],
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # python's own hook: a process group created by an earlier test in this process leaves torch's
+    # "[rankN]: " hook installed for good (torch.distributed.init_process_group sets it)
+    monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
     script = _script(tmp_path, "import torch\ntorch.ones(3).sum()\nraise LookupError('from the script')\n")
     out = tmp_path / "t.json"
     assert main(["run", "-q", "-o", str(out), str(script)]) == 1  # python's exit code for an uncaught error
