@@ -344,8 +344,10 @@ def _run_finding(trace: Trace, ctx: Context, first: list[_Compile], cc: CompileC
     if modes:
         advice += " " + _mode_text(modes, launch)
     # Severity: a cold cache paid in warm-up is expected (info); first compiles after warm-up are not. New
-    # shapes are shape_churn's alarm (its bucket plan is the fix), not a second one here.
-    charged = sum(c.dur for c in steady)
+    # shapes are shape_churn's alarm (its bucket plan is the fix), not a second one here: they are not charged
+    # (the cost floor still weighs them when no other finding counts them: `_overlap.cost_floor`).
+    new_rows = {c.row for c in new}
+    charged = sum(c.dur for c in steady if c.row not in new_rows)
     sev = severity_for(ctx.share(charged)) if charged and len(st) > st.warmup else "info"
     return Finding(kind="first_call_compile", severity=sev, title=title, cost_ns=cost, share=ctx.share(cost),
                    count=len(first), call_site=top.call_site, module=top.module, advice=advice,
