@@ -23,6 +23,7 @@ from neuron_prof.model import Trace
 
 _MODULES = (
     "_compile",
+    "_cache_lost",
     "_churn",
     "_fallback",
     "_dtype",
