@@ -343,8 +343,10 @@ def _run_finding(trace: Trace, ctx: Context, first: list[_Compile], cc: CompileC
     if modes:
         advice += " " + _mode_text(modes, launch)
     # Severity: a cold cache paid in warm-up is expected (info); first compiles after warm-up are not. New
-    # shapes are shape_churn's alarm (its bucket plan is the fix), not a second one here.
-    charged = sum(c.dur for c in steady)
+    # shapes are shape_churn's alarm (its bucket plan is the fix), not a second one here: they are not charged
+    # (the cost floor still weighs them when no other finding counts them: `_overlap.cost_floor`).
+    new_rows = {c.row for c in new}
+    charged = sum(c.dur for c in steady if c.row not in new_rows)
     sev = severity_for(ctx.share(charged)) if charged and len(st) > st.warmup else "info"
     return Finding(kind="first_call_compile", severity=sev, title=title, cost_ns=cost, share=ctx.share(cost),
                    count=len(first), call_site=top.call_site, module=top.module, advice=advice,
@@ -395,30 +397,6 @@ def _phase_finding(trace: Trace, ctx: Context, items: list[_Compile], cc: Compil
                    module=next((c.module for c in items if c.call_site == top and c.module), ""),
                    advice=advice, evidence={**_evidence(trace, ctx, items, cc), "phase": when},
                    ts_ns=int(ts.min()))
-
-
-def _again_finding(trace: Trace, ctx: Context, again: list[_Compile]) -> Finding:
-    """Signatures compiled a second time: the cache lost them (cleared, evicted, another process's cache)."""
-    ts = np.array([c.ts for c in again], dtype=np.int64)
-    dur = np.array([c.dur for c in again], dtype=np.int64)
-    cost = union_ns(ts, dur)
-    groups = compile_groups(trace, ctx, again)
-    top = _top_site(again)
-    n_sig = len({_signature_key(c) for c in again})
-    title = (f"{n_sig} signature{'s' if n_sig != 1 else ''} compiled again ({len(again)} compiles, "
-             f"{fmt_ns(cost)}, top at {top or groups[0].name}): the compile cache no longer held them")
-    advice = ("The same op, shapes and dtypes were compiled earlier in this run: the compile cache lost them "
-              "(cleared with torch_neuronx._C._clear_compilation_cache(), evicted, or a new process without a "
-              f"persistent cache). Keep the cache (do not clear it between epochs; set {CACHE_DIR_ENV} to a "
-              "persistent folder). These are not new shapes: padding does not remove them.")
-    share = ctx.share(cost)
-    ev = {"signatures": n_sig, "compiles": len(again), "cache": "miss of a signature compiled before",
-          "sites": [g.to_dict() for g in groups[:50]], "rows": [c.row for c in again[:200]],
-          **ctx.step_split(ts, dur)}
-    return Finding(kind="recompile", severity=severity_for(share, "warning"), title=title, cost_ns=cost,
-                   share=share, count=len(again), call_site=top,
-                   module=next((c.module for c in again if c.call_site == top and c.module), ""), advice=advice,
-                   evidence=ev, ts_ns=int(ts.min()))
 
 
 MODE_ARG = "mode"
@@ -485,10 +463,7 @@ def recompile(trace: Trace, ctx: Context) -> list[Finding]:
         if c.frame:
             frames[c.frame].append(c)
     limit_hits = _recompile_limit_hits(trace, ctx)
-    out = []
-    again = classify_compiles(trace, ctx).again
-    if again:
-        out.append(_again_finding(trace, ctx, again))
+    out = []  # a signature compiled again because the cache lost it: `_cache_lost`
     for frame, cs in frames.items():
         again = [c for c in cs if c.attempt >= 1]
         n_re = len({c.attempt for c in again if c.kind != "backward"} or {c.attempt for c in again})

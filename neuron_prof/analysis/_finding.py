@@ -50,10 +50,11 @@ class Finding:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def cost_floored(self) -> Finding:
+    def cost_floored(self, share: float | None = None) -> Finding:
         """This finding with the one cost rule applied: `info` costing COST_WARNING_SHARE or more of the
-        profiled wall time becomes `warning` (the analyses' own rules may only raise it further)."""
-        if self.severity == "info" and self.share >= COST_WARNING_SHARE:
+        profiled wall time becomes `warning` (the analyses' own rules may only raise it further). `share`:
+        the part of its share no other finding counts (`_overlap.cost_floor`), else its whole share."""
+        if self.severity == "info" and (self.share if share is None else share) >= COST_WARNING_SHARE:
             return replace(self, severity="warning")
         return self
 

@@ -1,7 +1,12 @@
 """Nesting of slices on each track, vectorised: depth, direct parent and self time.
 
-Slices on one track are assumed properly nested (Kineto and our probes write them so). Depth is
-counted from starts and ends with numpy; the parent of a slice is the last earlier slice one level up.
+The parent of a slice is the slice that contains it and began last before it (start order: start, then the
+longer first). Spans on one track are not always properly nested: Kineto writes µs with ns decimals, so
+siblings that touch may overlap by a rounding error, and a torch.profiler trace's spans cross (the first
+``ProfilerStep#0`` opens before the Python frame of the training function that holds the later steps;
+``Optimizer.step#...`` opens inside the short Python call that enters it). A span that starts inside another
+and ends after it (by more than `ROUNDING_NS`) is not its child: it hangs from the first span around both.
+Found with pointer jumping over "the previous slice that could hold me" (numpy; rounds ~ nesting depth).
 """
 
 from __future__ import annotations
@@ -11,6 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from neuron_prof.model import Trace
+
+ROUNDING_NS = 2
+"""Slack for timestamps rounded to ns (µs with three decimals, start and duration each rounded): a child that
+ends up to this much after its parent is still inside it, and a sibling that begins this little before the
+previous one ends is not inside it (unless it is that short itself)."""
 
 TRANSPARENT_SPANS = ("PythonSubclass", "PythonDispatchMode")
 """Spans PyTorch opens around the Python part of a tensor subclass's op or a dispatch mode (the emulated
@@ -44,33 +54,8 @@ def nesting(trace: Trace, rows: np.ndarray) -> Nesting:
     ts_o, dur_o, tr_o = ts[order], dur[order], track[order]
     end_o = ts_o + dur_o
     n = len(order)
-    depth_o = np.zeros(n, dtype=np.int64)
-    parent_o = np.full(n, -1, dtype=np.int64)
-    bounds = np.flatnonzero(np.diff(tr_o)) + 1
-    for a, b in zip(np.r_[0, bounds], np.r_[bounds, n], strict=True):
-        if b <= a:
-            continue
-        t, e = ts_o[a:b], end_o[a:b]
-        idx = np.arange(b - a)
-        # slices finished by my start, counting an end exactly at my start as finished (back-to-back ops)
-        ended = np.searchsorted(np.sort(e), t, side="right")
-        # ...except zero-length slices that start with me but sort after me: they are not before me
-        grp_end = np.searchsorted(t, t, side="right")
-        zero_ts = np.sort(t[dur_o[a:b] == 0])
-        zeros_in_grp = np.searchsorted(zero_ts, t, side="right") - np.searchsorted(zero_ts, t, side="left")
-        ended -= np.minimum(zeros_in_grp, grp_end - idx)
-        d = np.maximum(idx + 1 - ended, 1)
-        depth_o[a:b] = d
-        par = np.full(b - a, -1, dtype=np.int64)
-        for level in range(2, int(d.max()) + 1):
-            here = np.flatnonzero(d == level)
-            up = np.flatnonzero(d == level - 1)
-            if len(up) == 0:
-                continue
-            k = np.searchsorted(up, here) - 1
-            ok = k >= 0
-            par[here[ok]] = up[k[ok]] + a
-        parent_o[a:b] = par
+    parent_o = _parents(ts_o, end_o, tr_o)
+    depth_o = _depths(parent_o)
     # self time: my duration minus my direct children's
     child_sum = np.bincount(parent_o[parent_o >= 0], weights=dur_o[parent_o >= 0], minlength=n)
     self_o = np.maximum(dur_o - child_sum.astype(np.int64), 0)
@@ -86,3 +71,37 @@ def nesting(trace: Trace, rows: np.ndarray) -> Nesting:
     parent_rows = np.where(parent_o >= 0, rows[order][np.maximum(parent_o, 0)], -1)
     return Nesting(rows=rows, depth=depth_o[inv], parent=parent_rows[inv], self_ns=self_o[inv],
                    transparent=transparent[inv])
+
+
+def _parents(ts: np.ndarray, end: np.ndarray, track: np.ndarray) -> np.ndarray:
+    """Per slice in start order (by track, start, longer first): the position of the nearest earlier slice
+    of its track that holds it (-1: none). Candidate j holds i when ``end[j] >= end[i] - ROUNDING_NS`` and
+    ``end[j] > ts[i]`` (a slice that ends where i starts is done: back-to-back ops). Each slice starts from the
+    one before it and, while the candidate does not hold it, jumps to the candidate's own candidate: every slice
+    skipped that way ends before the candidate does, or by the candidate's start, so it cannot hold this one
+    either."""
+    n = len(ts)
+    cand = np.arange(n, dtype=np.int64) - 1
+    if n:
+        cand[np.r_[True, track[1:] != track[:-1]]] = -1  # the first slice of each track
+    lo_end = end - ROUNDING_NS
+    active = np.flatnonzero(cand >= 0)
+    while len(active):
+        c = cand[active]
+        miss = (end[c] < lo_end[active]) | (end[c] <= ts[active])
+        active = active[miss]
+        cand[active] = cand[cand[active]]
+        active = active[cand[active] >= 0]
+    return cand
+
+
+def _depths(parent: np.ndarray) -> np.ndarray:
+    """1 + the number of ancestors, following `parent` (positions, -1 for none)."""
+    depth = np.ones(len(parent), dtype=np.int64)
+    up = parent.copy()
+    live = np.flatnonzero(up >= 0)
+    while len(live):
+        depth[live] += 1
+        up[live] = parent[up[live]]
+        live = live[up[live] >= 0]
+    return depth

@@ -2,7 +2,8 @@
 
 Each finding's share is its own cost over the profiled wall time; two findings may count the same time
 (shape churn re-counts the compiles of first-call compiles and recompiles; profiler overhead is time spent
-inside everything else). `share_overlaps` says so, so that a sum past 100% is never left unexplained.
+inside everything else). `share_overlaps` says so, so that a sum past 100% is never left unexplained, and
+`cost_floor` weighs each finding by the time no finding before it counts (one overlap measure: `_shared_ns`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.analysis._finding import Finding
+from neuron_prof.analysis._finding import SEVERITIES, Finding
 from neuron_prof.analysis._fmt import fmt_ns
 from neuron_prof.analysis._intervals import intersect_ns, merge
 from neuron_prof.model import Trace
@@ -26,6 +27,38 @@ def _rows(f: Finding, n: int) -> np.ndarray:
         return np.zeros(0, np.int64)
     a = np.unique(np.asarray(rows, dtype=np.int64))
     return a[(a >= 0) & (a < n)]
+
+
+def _shared_ns(ts: np.ndarray, dur: np.ndarray, a: np.ndarray, b: np.ndarray) -> int:
+    """Time the events `a` cover while events `b` run (the same events, or others at the same time: a compile
+    inside a fallback, on another thread)."""
+    lo, hi = merge(ts[b], dur[b])
+    return intersect_ns(ts[a], dur[a], lo, hi)
+
+
+def cost_floor(trace: Trace, findings: list[Finding]) -> list[Finding]:
+    """`findings` with the one cost rule applied (`Finding.cost_floored`), each weighed by the part of its cost
+    that no finding before it counts: findings at `warning` or above by their own rules come first (they
+    already account for their time), then the rest; most costly first within each. Shape churn's compiles
+    then do not raise the first-call compile finding that counts the same compiles."""
+    n = len(trace.slices)
+    ts, dur = trace.slices.ts_ns, trace.slices.dur_ns
+    rank = {s: i for i, s in enumerate(SEVERITIES)}
+    order = sorted(range(len(findings)), key=lambda i: (rank.get(findings[i].severity, 0) <= rank["info"],
+                                                        -findings[i].cost_ns))
+    out = list(findings)
+    counted = np.zeros(0, np.int64)
+    for i in order:
+        f = findings[i]
+        rows = _rows(f, n)
+        share = f.share
+        if f.cost_ns and len(rows) and len(counted):
+            shared = min(_shared_ns(ts, dur, rows, counted), f.cost_ns)
+            share = f.share * (f.cost_ns - shared) / f.cost_ns
+        out[i] = f.cost_floored(share)
+        if f.cost_ns and len(rows):
+            counted = np.union1d(counted, rows)
+    return out
 
 
 def share_overlaps(trace: Trace, findings: list[Finding]) -> dict[str, Any]:
@@ -44,9 +77,7 @@ def share_overlaps(trace: Trace, findings: list[Finding]) -> dict[str, Any]:
             if not findings[j].cost_ns or not len(rows[j]):
                 continue
             common = np.intersect1d(rows[i], rows[j], assume_unique=True)
-            # the same events, or events at the same time (a compile inside a fallback, on another thread)
-            lo, hi = merge(ts[rows[j]], dur[rows[j]])
-            at_once = intersect_ns(ts[rows[i]], dur[rows[i]], lo, hi)
+            at_once = _shared_ns(ts, dur, rows[i], rows[j])
             if len(common) or at_once:
                 overlaps.append({"findings": [i + 1, j + 1], "kinds": [findings[i].kind, findings[j].kind],
                                  "shared_events": int(len(common)), "shared_ns": int(at_once)})

@@ -12,7 +12,7 @@ import numpy as np
 
 from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._finding import KINDS, SEVERITIES, Finding
-from neuron_prof.analysis._overlap import share_overlaps
+from neuron_prof.analysis._overlap import cost_floor, share_overlaps
 from neuron_prof.analysis._partial import partial_totals
 from neuron_prof.analysis._lines import lines_json
 from neuron_prof.analysis._registry import ANALYSES
@@ -23,6 +23,7 @@ from neuron_prof.model import Trace
 
 _MODULES = (
     "_compile",
+    "_cache_lost",
     "_churn",
     "_fallback",
     "_dtype",
@@ -63,8 +64,8 @@ def _run(trace: Trace, ctx: Context) -> list[Finding]:
                     evidence={"probe": f"analysis:{name}", "traceback": traceback.format_exc(limit=6)},
                 )
             )
-    return sort_findings([_after_warmup(trace, ctx, _with_rank(trace, _in_backward(f))).cost_floored()
-                          for f in found])
+    return sort_findings(cost_floor(trace, [_after_warmup(trace, ctx, _with_rank(trace, _in_backward(f)))
+                                            for f in found]))
 
 
 def _after_warmup(trace: Trace, ctx: Context, f: Finding) -> Finding:

@@ -88,7 +88,8 @@ class NeuronBackend(ProbeBackend):
                 samples = lambda: _compat.metric_samples(mod, _compat.COMPILATION_TIME)  # noqa: E731
             graphs = lambda: [str(r.get("graph_name") or "") for r in _compat.dynamo_metrics(mod) or ()]  # noqa: E731
             probes.append(CompileCacheProbe(lambda: _compat.cache_entries(mod), sync=sync, samples=samples,
-                                            graph_names=graphs, waits=lambda: sync_probe.records))
+                                            graph_names=graphs, waits=lambda: sync_probe.records,
+                                            clear_owner=getattr(mod, "_C", None)))
         else:
             probes.append(StallProbe())
         dp = self._runtime

@@ -129,6 +129,8 @@ class EventName:
     MEMORY_PEAK: Final = "memory peak"
     DTYPE_DEMOTION: Final = "float64 -> float32"
     INT64_DEMOTION: Final = "int64 -> int32"
+    CACHE_CLEARED: Final = "compile cache cleared"
+    """The user's program emptied the compile cache (args: call, entries dropped, call_site, stack, step)."""
 
 
 class KinetoCat:

@@ -11,10 +11,17 @@ mode (no call holds it): the compile ran on the background compile thread, queue
 before it, and the host paid only where it waited for the device meanwhile (see `_add_async`).
 Keys that name no host op (graphs) are placed on the first ``Torch-Compiled Region`` / ``CompiledFunction``
 span that can hold them.
+
+The cache keeps one entry per key, so a signature compiled again after the user cleared the cache
+(``_C._clear_compilation_cache()``, or ``_clear_compilation_memory_cache()``: memory only, reloaded from disk) would
+show once. Those two functions are wrapped during the capture: each call first reads the entries the capture has
+added so far (they are this segment's compiles, placed on calls before the clear), then clears; the call is
+recorded, with its line, as an instant on the compile track (`EventName.CACHE_CLEARED`).
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,7 +34,9 @@ from neuron_prof.backends.probes._common import probe_track, site_args, step_of
 from neuron_prof.backends.probes._hostops import top_level_same_key
 from neuron_prof.backends.probes._probe import Probe
 from neuron_prof.model import Arg, Cat, KinetoCat, TrackKind
-from neuron_prof.model.callsite import NO_STACK, Site, site_from_stack
+from neuron_prof.model.callsite import NO_STACK, Site, live_site, site_from_stack
+from neuron_prof.model.schema import EventName
+from neuron_prof.patches import patch, restore_patches
 
 if TYPE_CHECKING:
     from neuron_prof.backends.base import CaptureContext
@@ -42,6 +51,10 @@ COMPILE_THREAD = "neuron compile thread"
 """Track of compiles that ran on the runtime's background compile thread (asynchronous mode)."""
 _TOL = 100_000
 """Slack between the runtime's steady-clock samples and the profiler's op times (100 µs)."""
+CLEARERS = ("_clear_compilation_cache", "_clear_compilation_memory_cache")
+"""The ``torch_neuronx._C`` functions that empty the compile cache (the first also its disk files)."""
+Window = tuple[int, int]
+"""(Unix start ns, Unix end ns) of the part of the capture between two clears of the cache."""
 
 
 class CompileCacheProbe(Probe):
@@ -53,8 +66,16 @@ class CompileCacheProbe(Probe):
                  sync: Callable[[], Any] | None = None,
                  samples: Callable[[], list[tuple[int, float]] | None] | None = None,
                  graph_names: Callable[[], Sequence[str]] | None = None,
-                 waits: Callable[[], Sequence[Any]] | None = None) -> None:
+                 waits: Callable[[], Sequence[Any]] | None = None, clear_owner: Any | None = None) -> None:
         super().__init__()
+        self._clear_owner = clear_owner
+        """The object whose `CLEARERS` the user calls (``torch_neuronx._C``); wrapped during the capture."""
+        self._saved: list[tuple[Any, str, Any, bool]] = []
+        self._segment_t0 = 0
+        self.windows: list[Window] = []
+        """Per entry of `new`: the part of the capture it was compiled in."""
+        self.clears: list[tuple[int, str, int, Site]] = []
+        """(Unix ns, function, entries it dropped, site) of each clear of the cache during the capture."""
         self._waits = waits
         """The sync probe's synchronize() records: (name, kind, start ns, end ns, site, ...)."""
         self._entries, self._sync, self._samples = entries, sync, samples
@@ -69,35 +90,73 @@ class CompileCacheProbe(Probe):
 
     def start(self, ctx: CaptureContext) -> None:
         self._before = {str(e.get("cache_key")): int(e.get("access_count") or 0) for e in self._entries() or ()}
+        self.new, self.windows, self.clears, self.hits = [], [], [], 0
+        self._segment_t0 = time.time_ns()
+        for name in CLEARERS:
+            fn = getattr(self._clear_owner, name, None) if self._clear_owner is not None else None
+            if callable(fn):
+                patch(self._clear_owner, name, self._wrap_clear(name, fn), self._saved)
         if self._samples is not None:
             got = self._samples() or []
             self._last_sample = max((t for t, _ in got), default=-1)
 
+    def _wrap_clear(self, name: str, orig: Callable[..., Any]) -> Callable[..., Any]:
+        probe = self
+
+        @functools.wraps(orig)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:  # a failure while recording must never replace the user's call
+                probe._end_segment(name, live_site(2))
+            except Exception:  # noqa: BLE001
+                probe.hook_errors += 1
+            return orig(*args, **kwargs)
+
+        return wrapper
+
+    def _end_segment(self, name: str, site: Site) -> None:
+        """Before a clear: the entries added since the segment began are its compiles; the cache starts empty.
+        No device sync here (the clear may run inside a step): a compile still in flight is read as it stands."""
+        now = time.time_ns()
+        entries = self._entries() or []
+        self._take_new(entries, (self._segment_t0, now))
+        self.clears.append((now, name, len(entries), site))
+        self._before, self._segment_t0 = {}, now
+
+    def _take_new(self, entries: list[dict[str, Any]], window: Window) -> None:
+        fresh = [e for e in entries if str(e.get("cache_key")) not in self._before]
+        self.new += fresh
+        self.windows += [window] * len(fresh)
+        self.hits += sum(max(0, int(e.get("access_count") or 0) - self._before.get(str(e.get("cache_key")), 0))
+                         for e in entries if str(e.get("cache_key")) in self._before)
+
     def stop(self, ctx: CaptureContext) -> None:
+        restore_patches(self._saved)
         if self._sync is not None:
             self._sync()  # compiles run on a background thread: let them finish
         after = self._entries() or []
-        self.new = [e for e in after if str(e.get("cache_key")) not in self._before]
+        self._take_new(after, (self._segment_t0, time.time_ns()))
         if self._samples is not None:
             # samples carry the steady clock (CLOCK_MONOTONIC): shift to Unix ns; a sample is taken at compile end
             offset = time.time_ns() - time.monotonic_ns()
             self.intervals = [(int(t + offset - v), int(t + offset), v) for t, v in (self._samples() or [])
                               if t > self._last_sample]
         self.graphs = list(self._graph_names() or ()) if self._graph_names is not None else []
-        self.hits = sum(max(0, int(e.get("access_count") or 0) - self._before.get(str(e.get("cache_key")), 0))
-                        for e in after if str(e.get("cache_key")) in self._before)
 
     def contribute(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView) -> None:
-        placed, unplaced = place(view, self.new, self.intervals, self.graphs)
+        placed, unplaced = place(view, self.new, self.intervals, self.graphs, self.windows)
         modes = sorted({"async" if p.asynchronous else "blocking" for p in placed if p.exact is not None})
         builder.metadata["compile_cache"] = {"new_entries": len(self.new), "hits_on_old_entries": self.hits,
                                              "unplaced": len(unplaced), "modes": modes,
-                                             "NEURON_LAUNCH_BLOCKING": launch_blocking_env()}
+                                             "NEURON_LAUNCH_BLOCKING": launch_blocking_env(),
+                                             **({"clears": len(self.clears)} if self.clears else {})}
         if unplaced:
             builder.metadata[UNPLACED] = [str(e.get("cache_key")) for e in unplaced]
-        if not placed:
+        if not placed and not self.clears:
             return
         track = probe_track(builder, ctx, TrackKind.COMPILE)
+        for ts, name, n, site in self.clears:
+            builder.add_instant(track, ts, EventName.CACHE_CLEARED, Cat.COMPILE, _present(
+                {"call": f"torch_neuronx._C.{name}()", "entries": n, **site_args(site), Arg.STEP: step_of(ts, ctx)}))
         waits = self._wait_spans(ctx) if any(p.asynchronous for p in placed) else []
         for p in placed:
             e, row = p.entry, p.row
@@ -164,9 +223,12 @@ class Placement:
 
 
 def place(view: HostView, entries: list[dict[str, Any]], intervals: list[tuple[int, int, float]] | None = None,
-          graph_names: Sequence[str] = ()) -> tuple[list[Placement], list[dict[str, Any]]]:
+          graph_names: Sequence[str] = (), windows: Sequence[Window] | None = None,
+          ) -> tuple[list[Placement], list[dict[str, Any]]]:
     """A Placement per entry placed on a host op call, and the entries left unplaced. The name is the host
-    op's (the ops' joined by "|" when fused), or the graph name (else the cache key) for a graph.
+    op's (the ops' joined by "|" when fused), or the graph name (else the cache key) for a graph. With
+    `windows` (one per entry: the part of the capture between clears of the cache it was compiled in), an
+    entry goes only on a call, and takes only a sample, inside its window.
 
     With timed samples, an entry takes the first unused sample of the same whole-ms duration, and the op whose
     span holds that interval (blocking mode); when no call holds it, the last call of its op submitted before
@@ -187,7 +249,7 @@ def place(view: HostView, entries: list[dict[str, Any]], intervals: list[tuple[i
     claimed: set[int] = set()
     placed: list[Placement] = []
     unplaced: list[dict[str, Any]] = []
-    for e in entries:
+    for i, e in enumerate(entries):
         need = int(float(e.get("compilation_time_ms") or 0) * 1e6)
         key = str(e.get("cache_key"))
         parts = parts_of.get(key, [])
@@ -195,8 +257,11 @@ def place(view: HostView, entries: list[dict[str, Any]], intervals: list[tuple[i
         kind = "eager"
         if not rows:
             rows, kind = [int(r) for r in graphs], "torch.compile"
+        win = windows[i] if windows is not None and i < len(windows) else None
+        if win is not None:
+            rows = [r for r in rows if win[0] - _TOL <= int(view.ts[r]) <= win[1] + _TOL]
         rows = sorted(set(rows), key=lambda r: int(view.ts[r]))
-        exact = _take_interval(free, float(e.get("compilation_time_ms") or 0))
+        exact = _take_interval(free, float(e.get("compilation_time_ms") or 0), win)
         row = _holding(view, rows, exact, claimed) if exact is not None else -1
         asynchronous = False
         if row < 0 and exact is not None:
@@ -219,10 +284,13 @@ def place(view: HostView, entries: list[dict[str, Any]], intervals: list[tuple[i
     return placed, unplaced
 
 
-def _take_interval(free: list[tuple[int, int, float]], ms: float) -> tuple[int, int] | None:
+def _take_interval(free: list[tuple[int, int, float]], ms: float, win: Window | None = None,
+                   ) -> tuple[int, int] | None:
     if ms <= 0:
         return None
     for i, (a, b, v) in enumerate(free):
+        if win is not None and not (win[0] - _TOL <= a <= win[1] + _TOL):
+            continue
         if abs(v / 1e6 - ms) <= 1.0:
             free.pop(i)
             return a, b
