@@ -5,35 +5,33 @@ of the bar; enter or t shows the step on the timeline."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import ClassVar
 
 from rich.text import Text
-from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Static
 
 from neuron_prof.tui._data import RankData
 from neuron_prof.tui._fmt import fmt_ns
 from neuron_prof.tui._steps import BLOCK, STEP_PART_STYLE, step_bar, steps_table
-from neuron_prof.tui.widgets.bars import KeyBar
+from neuron_prof.tui.screens._drill import DrillScreen
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 
 
-class StepsScreen(Screen[None]):
+class StepsScreen(DrillScreen):
     """One row per step: its label ("w0" for a warm-up step), duration, bar and biggest parts."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,backspace,b", "app.pop_screen", "Back"),
+        Binding("b", "app.pop_screen", "Back", show=False),
         Binding("t", "jump", "Timeline jump"),
         Binding("m", "scale", "Scale/shares"),
     ]
     TITLES = {True: "parts, to scale (m: shares)", False: "parts, shares (m: to scale)"}
 
     def __init__(self, rank: RankData) -> None:
-        super().__init__()
-        self.rank = rank
         steps = rank.step_parts
         self.data = steps_table(steps)
         self.longest = int(self.data["dur_ns"].max()) if len(steps) else 0
@@ -46,27 +44,24 @@ class StepsScreen(Screen[None]):
                    bar=lambda parts, w: step_bar(parts, w, self.longest if self.to_scale else 0)),
             Column("top", "biggest parts", 32, drop=1),
         ]
-        self.table = VirtualTable(cols, self.data, filter_key="label", id="steps")
-
-    def compose(self) -> ComposeResult:
-        steps = self.rank.step_parts
         n_warm = sum(1 for s in steps if s.get("warmup"))
-        title = Text("per step ", style="bold")
-        title.append(f"{len(steps):,} steps" + (f", {n_warm} warm-up (w)" if n_warm else ""))
+        subject = f"{len(steps):,} steps" + (f", {n_warm} warm-up (w)" if n_warm else "")
+        super().__init__(rank, VirtualTable(cols, self.data, filter_key="label", id="steps"), "per step ", subject)
+
+    def title_text(self) -> Text:
+        title = Text(self.what, style="bold")
+        title.append(self.subject)
         title.append(f"   longest {fmt_ns(self.longest)}", style="dim")
-        yield Static(title, id="calls-title")
-        # the legend: only the parts some step has
+        return title
+
+    def compose_head(self) -> Iterable[Widget]:
+        """The legend: the parts some step has, in their colours."""
         legend = Text(no_wrap=True, overflow="ellipsis")
         for k, style in STEP_PART_STYLE.items():
-            if any(s["parts"].get(k) for s in steps):
+            if any(s["parts"].get(k) for s in self.rank.step_parts):
                 legend.append(BLOCK, style=style)
                 legend.append(f" {k}  ")
         yield Static(legend, id="steps-legend")
-        yield self.table
-        yield KeyBar()
-
-    def on_mount(self) -> None:
-        self.table.focus()
 
     def action_scale(self) -> None:
         """m: bars to one scale (the longest step fills the column) or each step's parts as shares of it."""
