@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from neuron_prof.analysis import Context, graph_compiles
 from neuron_prof.model import Arg, Trace, TrackKind
 
 NS_PER_MS = 1e6
@@ -45,8 +46,9 @@ class Waterfall:
     """All compile slices in the trace (more than drawn when capped)."""
     total_ms: float
     rows: list[str] = field(default_factory=list)
-    """The plot's rows, top first: the ops with the most compile time ("aten::mm · 39 compiles, 596.8 ms"),
-    then one row folding every other op."""
+    """The plot's rows, top first: the ops with the most compile time ("aten::mm · 39 compiles, 596.8 ms"; a
+    torch.compile frame's graphs and their NEFFs on one row, "forward (frame 0) · 12 compiles, ..."), then one
+    row folding every other op."""
     row_of: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     """Per compile: its row in `rows`."""
 
@@ -77,14 +79,18 @@ def compile_waterfall(trace: Trace, limit: int = 2000, top: int = 20) -> Waterfa
         rows = rows[np.argsort(-trace.slices.dur_ns[rows], kind="stable")[:limit]]
     rows = rows[np.argsort(trace.slices.ts_ns[rows], kind="stable")]
     t0 = origin_ns(trace)
+    # a torch.compile graph's compiles (Dynamo's, its NEFFs, its backward) go on their frame's row
+    graph = {r: g for g in graph_compiles(trace, Context(trace)) for r in g.rows} if len(rows) else {}
     names, groups, details = [], [], []
     for r in rows.tolist():
         a = trace.slice_args(r)
-        names.append(trace.slice_name(r))
+        g = graph.get(r)
+        names.append(g.frame_label if g else trace.slice_name(r))
         groups.append(" · ".join(str(a[k]) for k in (Arg.COMPILE_KIND, Arg.CACHE) if a.get(k)) or "compile")
         details.append(
             " | ".join(
-                f"{k}: {a[k]}" for k in (Arg.SIGNATURE, Arg.CALL_SITE, Arg.RECOMPILE_REASON) if a.get(k)
+                ([f"graph {g.compile_id}: {trace.slice_name(r)}"] if g else [])
+                + [f"{k}: {a[k]}" for k in (Arg.SIGNATURE, Arg.CALL_SITE, Arg.RECOMPILE_REASON) if a.get(k)]
             )
         )
     dur_ms = trace.slices.dur_ns[rows] / NS_PER_MS

@@ -205,8 +205,7 @@ def summary_text(
         con.print(Text("No findings."))
     if rep.lines and top:
         con.print()
-        con.print(Text("Where the time goes, by line of your code (backward charged to its forward line)",
-                       style="bold"))
+        con.print(Text(LINES_TITLE, style="bold"))
         con.print(lines_table(rep.lines[:top], width or 120))
     for key, label, self_col in (("top_ops", "host op", True), ("top_device_ops", "device op", False)):
         ops = rep.totals.get(key) or []
@@ -295,13 +294,14 @@ def line_label(line: dict[str, Any]) -> str:
     return str(line.get("call_site") or line.get("function") or "(no user line)")
 
 
-def lines_table(lines: list[dict[str, Any]], width: int = 120) -> Any:
-    """The costliest user lines (`summary --json` `lines`) with their time columns and source text; "in bwd"
-    is the part of the line's host time spent in the backward of its ops. Columns empty on every line are
-    left out."""
-    from rich.table import Table
-    from rich.text import Text
+LINES_TITLE = "Where the time goes, by line of your code (backward charged to its forward line)"
+"""The heading of the lines table in the text and Markdown summaries."""
 
+
+def line_rows(lines: list[dict[str, Any]]) -> tuple[tuple[str, ...], list[tuple[list[str], str]]]:
+    """The lines table as text, for the text and Markdown summaries alike: its header (the line, then the time
+    columns not empty on every line) and per line its cells and its source text; "in bwd" is the part of the
+    line's host time spent in the backward of its ops, the source ends with the autograd nodes it ran."""
     cols = [(label, k) for label, k in LINE_COLS if k == "host_ns" or any(ln.get(k) for ln in lines)]
     rows = []
     for ln in lines:
@@ -311,7 +311,16 @@ def lines_table(lines: list[dict[str, Any]], width: int = 120) -> Any:
         if ln.get("backward_of"):
             src = (src + "  " if src else "") + "+ backward: " + ", ".join(ln["backward_of"][:3])
         rows.append((cells, printable(src)))
-    head = ("line", *(label for label, _ in cols))
+    return ("line", *(label for label, _ in cols)), rows
+
+
+def lines_table(lines: list[dict[str, Any]], width: int = 120) -> Any:
+    """The costliest user lines (`summary --json` `lines`) with their time columns and source text
+    (`line_rows`), the source cut to the width left."""
+    from rich.table import Table
+    from rich.text import Text
+
+    head, rows = line_rows(lines)
     widths = [max(len(h), *(len(c[k]) for c, _ in rows)) for k, h in enumerate(head)]
     rest = max(16, width - sum(widths) - 2 * len(head))
     tab = Table(box=None, show_edge=False, header_style="bold", title=None, pad_edge=False)
@@ -351,7 +360,8 @@ def md_cell(s: object) -> str:
 
 
 def summary_markdown(rep: Report, *, source: str = "", top: int = 10) -> str:
-    """Totals, findings (with advice) and top ops as GitHub-flavoured Markdown (for CI job summaries)."""
+    """Totals, findings (with advice), the costliest lines and top ops as GitHub-flavoured Markdown (for CI
+    job summaries)."""
     partial = rep.totals.get("partial")
     out = [f"> **{md_cell(partial_line(partial))}**", ""] if partial else []
     out += [f"## neuron-prof summary{': ' + md_cell(source) if source else ''}", ""]
@@ -378,6 +388,11 @@ def summary_markdown(rep: Report, *, source: str = "", top: int = 10) -> str:
             out += [f"{i}. **{f.kind}**: {md_cell(f.advice)}" for i, f in worth]
     else:
         out.append("No findings.")
+    if rep.lines and top:
+        head, rows = line_rows(rep.lines[:top])
+        out += ["", f"### {LINES_TITLE}", "", "| " + " | ".join((*head, "source")) + " |",
+                "|---|" + "---:|" * (len(head) - 1) + "---|"]
+        out += ["| " + " | ".join(md_cell(c) for c in (*cells, src)) + " |" for cells, src in rows]
     ops = rep.totals.get("top_ops") or []
     if ops and top:
         out += [

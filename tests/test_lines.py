@@ -137,6 +137,25 @@ def test_summary_text_shows_the_lines_with_their_source(capture: Path) -> None:
     assert "+ backward: LinalgQrBackward0" in text
 
 
+def test_summary_markdown_has_the_lines_table_of_the_text(capture: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["summary", str(capture)]) == 0
+    text = capsys.readouterr().out
+    assert main(["summary", str(capture), "--markdown"]) == 0
+    md = capsys.readouterr().out
+    # GIVEN the text summary's lines table, THEN the Markdown has it too: a heading, a header row, one row per
+    # line with the same cells (the qr line with its source and the backward it ran)
+    title = "Where the time goes, by line of your code (backward charged to its forward line)"
+    assert f"### {title}" in md
+    table = md[md.index(f"### {title}"):].split("\n\n")[1].splitlines()
+    assert table[0].startswith("| line | host |") and table[0].endswith("| source |")
+    rows = [[c.strip() for c in ln.strip("|").split(" | ")] for ln in table[2:]]
+    qr = next(r for r in rows if r[0] == f"job.py:{_line('qr')}")
+    assert "q, _ = torch.linalg.qr(h)" in qr[-1] and "+ backward: LinalgQrBackward0" in qr[-1]
+    words = text[text.index(title):].splitlines()
+    text_row = " ".join(next(ln for ln in words if ln.startswith(f"job.py:{_line('qr')} ")).split())
+    assert text_row.startswith(" ".join(qr[:-1]) + " q, _ ="), (qr, text_row)
+
+
 def test_lines_add_up_to_the_totals_on_kineto_traces() -> None:
     """Over every line (the no-line row included), the sync waits, fallbacks and collectives are the totals'
     (every event is charged to exactly one line), on the real Kineto traces in ../shared."""

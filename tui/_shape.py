@@ -20,6 +20,7 @@ from neuron_prof.analysis import (
     CompileGroup,
     Context,
     Finding,
+    GraphCompiles,
     OpTable,
     Site,
     collective_key,
@@ -28,8 +29,11 @@ from neuron_prof.analysis import (
     compiles,
     fallback_names,
     find_steps,
+    fmt_ns,
+    graph_compiles,
     message_bytes,
     norm_op,
+    signature_text,
     sites_of,
 )
 from neuron_prof.model import Arg, Trace, TrackKind
@@ -67,39 +71,50 @@ def _sorted(table: Table, key: str) -> Table:
 
 
 def compile_table(trace: Trace, ctx: Context | None = None) -> Table:
-    """Compiles by op (or graph), each op expanding to its (signature, call site) groups: two levels in
-    one table, ops by total compile time, each op's groups (rows with ``parent`` = the op's row) by total.
+    """Compiles by op (or torch.compile graph), each expanding to its children: two levels in one table, ops
+    and graphs by total compile time, each one's children (rows with ``parent`` = its row) by total.
 
-    The groups are the analysis' own (`neuron_prof.analysis.compile_groups`, the findings' evidence).
-    Columns: parent (-1: an op), name (op or graph), label (op: its name; group: the signature), search
-    (what `/` matches), signature (an op's when it has one), call_site ("" when the line is not known),
+    An eager op's children are its (signature, call site) groups (`neuron_prof.analysis.compile_groups`, the
+    findings' evidence). A torch.compile frame's children are its graphs, one per compile id ("0/0" and its
+    recompiles "0/1"...), each holding every compile of that graph (Dynamo's, the backend's NEFFs of its
+    forward and backward, the lazy backward: `neuron_prof.analysis.graph_compiles`), labelled with its compile
+    id, the input shapes that differ between the frame's graphs and the guard that failed.
+    Columns: parent (-1: an op or frame), name (op or frame), label (op: its name; child: the signature), search
+    (what `/` matches), signature (a child's input shapes), call_site ("" when the line is not known),
     where (the call site as shown), function and site_reason (when the line is not known), module, stack
     (the user's frames, outermost first, one per line), kind, count, total_ns, max_ns, n_sigs and n_sites
-    (ops), reasons (one line per distinct recompile reason),
+    (ops), reasons (one line per distinct recompile reason), parts (a graph's compiles, one per line),
     cache, rows (compile slice rows), ts_ns (first compile), track.
     """
     ctx = ctx or Context(trace)
     sites = sites_of(ctx)
     by_row = {c.row: c for c in compiles(trace, ctx)}
     s = trace.slices
-    ops: dict[str, list[CompileGroup]] = {}
-    for g in compile_groups(trace, ctx):
-        ops.setdefault(g.name, []).append(g)
+    graphs = graph_compiles(trace, ctx)
+    in_graph = {r for g in graphs for r in g.rows}
+    eager = [c for c in by_row.values() if c.row not in in_graph]
+    # top rows by label: an op's name, or a frame's "forward (frame 0)" (two frames may share a function name)
+    tops: dict[str, list[tuple[str, CompileGroup]]] = {}
+    for g in compile_groups(trace, ctx, sorted(eager, key=lambda c: c.ts)):
+        tops.setdefault(g.name, []).append((g.signature, g))
+    for label, top, cg in _graph_children(graphs):
+        tops.setdefault(top, []).append((label, cg))
     # ops by total, then name (stable); each op's groups come from compile_groups most total first
-    order = sorted(ops.items(), key=lambda kv: (-sum(g.total_ns for g in kv[1]), kv[0]))
+    order = sorted(tops.items(), key=lambda kv: (-sum(g.total_ns for _, g in kv[1]), kv[0]))
     cols: dict[str, list[Any]] = {k: [] for k in _COMPILE_COLUMNS}
 
     def add(parent: int, label: str, groups: list[CompileGroup]) -> None:
         rows = sorted((r for g in groups for r in g.rows), key=lambda r: by_row[r].ts)
         recs = [by_row[r] for r in rows]
-        # a group's compiles share one call site (or, with no line, one function): its first row's Site
-        group_sites = [sites.of_row(g.rows[0]) for g in groups]
+        # a group's compiles share one call site (or, with no line, one function): its first row with a line
+        group_sites = [sites.of_row(next((r for r in g.rows if by_row[r].call_site), g.rows[0])) for g in groups]
         keys = {x.call_site or x.function for x in group_sites}
         site = group_sites[0] if len(keys) == 1 else None
         member = parent >= 0
         stacks = dict.fromkeys("\n".join(sites.of_row(r).stack) for r in rows) if member else {}
         modules = {g.module for g in groups}
         module = next(iter(modules)) if len(modules) == 1 else ""
+        graph = len({by_row[r].name for r in rows}) > 1
         vals = {
             "parent": parent,
             "name": groups[0].name,
@@ -117,9 +132,10 @@ def compile_table(trace: Trace, ctx: Context | None = None) -> Table:
             "count": len(rows),
             "total_ns": sum(g.total_ns for g in groups),
             "max_ns": max(g.max_ns for g in groups),
-            "n_sigs": 0 if member else len({g.signature for g in groups}),
+            "n_sigs": 0 if member else len(groups),
             "n_sites": 0 if member else len(keys),
             "reasons": "\n".join(f"{n}x {r}" for r, n in Counter(c.reason for c in recs if c.reason).items()),
+            "parts": "\n".join(_part(c) for c in recs) if member and graph else "",
             "cache": ", ".join(f"{c} {n}" for c, n in Counter(c.cache for c in recs).items()),
             "rows": rows,
             "ts_ns": recs[0].ts,
@@ -128,16 +144,20 @@ def compile_table(trace: Trace, ctx: Context | None = None) -> Table:
         for k, v in vals.items():
             cols[k].append(v)
 
-    for name, groups in order:
+    for name, children in order:
         op_row = len(cols["parent"])
-        add(-1, name, groups)
-        children = [sub for g in groups for sub in _attempts(g, by_row)]
-        if len(children) > sum(len(g.rows) > 0 for g in groups):
-            cols["n_sigs"][op_row] = len(children)  # a graph's recompiles are its signatures
+        add(-1, name, [g for _, g in children])
+        cols["n_sigs"][op_row] = len({label for label, _ in children})
         for label, g in children:
             add(op_row, label, [g])
     ints = {"parent", "count", "total_ns", "max_ns", "n_sigs", "n_sites", "ts_ns", "track"}
     return {k: np.array(v, dtype=np.int64) if k in ints else _obj(v) for k, v in cols.items()}
+
+
+def _part(c: Any) -> str:
+    """One compile of a graph in the detail pane: "model_0_forward_0 159.2 ms (torch.compile)"."""
+    where = f", in the backward: {c.backward}" if c.backward else ""
+    return f"{c.name} {fmt_ns(c.dur)} ({c.kind}{where})"
 
 
 _SIZE_GUARD = re.compile(r"tensor '(?:L\['(\w+)'\]|([^']+))' size mismatch at index (\d+)\. expected (\S+), actual (\S+)")
@@ -153,33 +173,31 @@ def _short_guard(reason: str) -> str:
     return f"{name} dim {m.group(3)}: {m.group(4)} → {m.group(5)}"
 
 
-def _attempts(g: CompileGroup, by_row: dict[int, Any]) -> list[tuple[str, CompileGroup]]:
-    """A group's child rows: itself, labelled by its signature; or, for a graph compiled again and again
-    with no signature recorded (torch.compile frames "0/0", "0/1", ...), one row per attempt labelled
-    with its compile id and the guard that failed ("0/1: size mismatch at index 0. expected 8, actual 16")."""
-    recs = [by_row[r] for r in g.rows]
-    ids = {(c.frame, c.attempt) for c in recs}
-    if g.signature or len(ids) < 2 or not all(c.frame != "" for c in recs):
-        return [(g.signature, g)]
-    out: dict[tuple[str, int], CompileGroup] = {}
-    labels: dict[tuple[str, int], str] = {}
-    for c in sorted(recs, key=lambda c: (c.ts, c.attempt)):
-        key = (c.frame, c.attempt)
-        sub = out.get(key)
-        if sub is None:
-            sub = out[key] = CompileGroup(g.name, "", g.call_site, g.module, g.kind, first_ts=c.ts)
+def _graph_children(graphs: list[GraphCompiles]) -> list[tuple[str, str, CompileGroup]]:
+    """(label, its frame's row label, group) per torch.compile graph. The label: its compile id, the input shapes
+    that differ between its frame's graphs (all of them when none differ), and the guard that failed
+    ("0/1 [12, 16]: x dim 0: 8 → 12"; "0/0 [8, 16] (first compile)")."""
+    frames: dict[str, list[GraphCompiles]] = {}
+    for g in graphs:
+        frames.setdefault(g.frame, []).append(g)
+    out = []
+    for gs in frames.values():
+        shapes = [g.shapes for g in gs if g.shapes]
+        vary = [i for i in range(min(map(len, shapes), default=0)) if len({str(sh[i]) for sh in shapes}) > 1]
+        for g in sorted(gs, key=lambda g: g.attempt):
+            sig = signature_text([g.shapes[i] for i in vary]) if vary and len(g.shapes) > max(vary) else g.signature
             # Dynamo's reason names the attempt it failed against first ("0/0: tensor ..."): keep the guard
-            reason = _short_guard(re.sub(r"^\d+/\d+: ", "", c.reason or ""))
-            labels[key] = f"{c.frame}/{c.attempt}" + (f": {reason}" if reason else " (first compile)")
-        sub.rows.append(c.row)
-        sub.total_ns += c.dur
-        sub.max_ns = max(sub.max_ns, c.dur)
-    return [(labels[k], out[k]) for k in out]
+            reason = _short_guard(re.sub(r"^\d+/\d+: ", "", g.reason))
+            label = g.compile_id + (f" {sig}" if sig else "") + (f": {reason}" if reason else " (first compile)")
+            cg = CompileGroup(g.name, g.signature, g.call_site, g.module, "torch.compile", rows=list(g.rows),
+                              total_ns=g.total_ns, max_ns=g.max_ns, first_ts=g.first_ts)
+            out.append((label, g.frame_label, cg))
+    return out
 
 
 _COMPILE_COLUMNS = (
     "parent", "name", "label", "search", "signature", "call_site", "where", "function", "site_reason",
-    "module", "stack", "kind", "count", "total_ns", "max_ns", "n_sigs", "n_sites", "reasons", "cache", "rows",
+    "module", "stack", "kind", "count", "total_ns", "max_ns", "n_sigs", "n_sites", "reasons", "parts", "cache", "rows",
     "ts_ns", "track",
 )
 

@@ -20,6 +20,7 @@ from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._fallback import fallback_names, norm_op
 from neuron_prof.analysis._finding import COST_WARNING_SHARE, KINDS, SEVERITIES, Finding
 from neuron_prof.analysis._diff import diff
+from neuron_prof.analysis._graphs import GraphCompiles, graph_compiles, graph_of
 from neuron_prof.analysis._fmt import fit_site, fmt_bytes, fmt_evidence, fmt_ns, fmt_value, short_site, strip_site
 from neuron_prof.analysis._idle import device_label, device_rows
 from neuron_prof.analysis._intervals import merge as merge_intervals
@@ -76,6 +77,9 @@ __all__ = [
     "LateArrivals",
     "SEVERITIES",
     "CompileGroup",
+    "GraphCompiles",
+    "graph_compiles",
+    "graph_of",
     "Context",
     "Finding",
     "OpTable",

@@ -88,6 +88,7 @@ class CompileScreen(ViewScreen):
             ("module", d["module"]),
             ("stack (outermost first)", "\n" + d["stack"] if d["stack"] else ""),
             ("compiles", counts),
+            ("this graph's compiles", "\n" + d["parts"] if d["parts"] else ""),
             ("signatures", "" if member else f"{d['n_sigs']} (enter lists them)"),
             ("compile kind", d["kind"]),
             ("cache", d["cache"]),

@@ -35,6 +35,8 @@ KEYS = (
     ("timeline ↑ ↓", "select a lane;  [ ]: previous / next slice on it"),
     ("timeline /", "search slices by name;  n / N: next / previous match;  esc clears"),
     ("timeline enter", "the selected slice: arguments, call site, linked slices;  f: follow its flow"),
+    ("b", "overview: every profiled step as a bar of its parts (compile, fallback, sync, collectives, host, "
+          "device, idle);  m: to one scale / as shares;  enter: the step on the timeline"),
     ("d", "device view: a Neuron Explorer device profile's schema version, MFU/HFU/MBU, engine shares, "
           "opcodes and device time per framework op, source line and host op"),
     ("o", "how to open this trace in the Perfetto UI"),

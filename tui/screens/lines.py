@@ -7,12 +7,8 @@ file is found) and what its backward ran; enter lists the line's ops (forward an
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import ClassVar
 
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
-from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Static
 
@@ -21,8 +17,8 @@ from neuron_prof.tui._data import RankData
 from neuron_prof.tui._lines import calls_of, line_ops
 from neuron_prof.tui._fmt import fmt_bytes, fmt_int, fmt_ns, printable
 from neuron_prof.tui.screens._base import ViewScreen
+from neuron_prof.tui.screens._drill import DrillScreen
 from neuron_prof.tui.screens.ops import CallsScreen
-from neuron_prof.tui.widgets.bars import KeyBar
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 
 def _ns(v: object) -> str:
@@ -96,16 +92,12 @@ class LinesScreen(ViewScreen):
         self.app.push_screen(LineOpsScreen(self.rank, i))
 
 
-class LineOpsScreen(Screen[None]):
+class LineOpsScreen(DrillScreen):
     """The ops of one line (forward and backward apart), most self time first; enter lists an op's calls."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,backspace", "app.pop_screen", "Back")]
-
     def __init__(self, rank: RankData, line: int) -> None:
-        super().__init__()
-        self.rank = rank
-        self.line = line
         t = rank.line_table
+        self.line = line
         self.label = t.label(line)
         self.data = line_ops(rank.trace, t, line, sites_of(rank.context))
         cols = [
@@ -114,18 +106,8 @@ class LineOpsScreen(Screen[None]):
             Column("count", "calls", 8, fmt_int, right=True),
             Column("self_ns", "self", 10, fmt_ns, right=True),
         ]
-        self.table = VirtualTable(cols, self.data, filter_key="name", id="line-ops")
-
-    def compose(self) -> ComposeResult:
-        title = Text("ops of ", style="bold")
-        title.append(printable(self.label))
-        title.append(f"  ({len(self.table.order):,})", style="dim")
-        yield Static(title, id="calls-title")
-        yield self.table
-        yield KeyBar()
-
-    def on_mount(self) -> None:
-        self.table.focus()
+        super().__init__(rank, VirtualTable(cols, self.data, filter_key="name", id="line-ops"), "ops of ",
+                         self.label)
 
     def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
         d = self.data

@@ -8,17 +8,13 @@ from collections.abc import Iterable
 from typing import ClassVar
 
 import numpy as np
-from rich.text import Text
-from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Static
 
 from neuron_prof.tui._data import RankData
-from neuron_prof.tui._fmt import fmt_int, fmt_ns, fmt_ts, printable
+from neuron_prof.tui._fmt import fmt_int, fmt_ns, fmt_ts
 from neuron_prof.tui.screens._base import ViewScreen
-from neuron_prof.tui.widgets.bars import KeyBar
+from neuron_prof.tui.screens._drill import DrillScreen
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 
 
@@ -59,21 +55,14 @@ class OpsScreen(ViewScreen):
         self.app.push_screen(CallsScreen(self.rank, self.rank.calls(int(t.value("op"))), str(t.value("name"))))
 
 
-class CallsScreen(Screen[None]):
+class CallsScreen(DrillScreen):
     """Every call of one op, longest first (a virtual table: a million calls page like ten): the calls the
     ops view counts, so an op re-dispatched under itself is listed once, with its outer span's times.
     The compile and fallback views list the compiles of a signature and the fallbacks at a line here too."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,backspace", "app.pop_screen", "Back"),
-        Binding("t", "jump", "Timeline jump"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("t", "jump", "Timeline jump")]
 
     def __init__(self, rank: RankData, data: dict[str, np.ndarray], name: str, what: str = "calls of ") -> None:
-        super().__init__()
-        self.rank = rank
-        self.op_name = name
-        self.what = what
         tracks = rank.trace.tracks
         origin = rank.origin
         cols = [
@@ -82,18 +71,8 @@ class CallsScreen(Screen[None]):
             Column("self_ns", "self", 10, fmt_ns, right=True),
             Column("track", "track", 0, lambda v: tracks[int(v)].name),
         ]
-        self.table = VirtualTable(cols, data, filter_key="track", id="calls")
-
-    def compose(self) -> ComposeResult:
-        title = Text(self.what, style="bold")
-        title.append(printable(self.op_name))
-        title.append(f"  ({len(self.table.order):,})", style="dim")
-        yield Static(title, id="calls-title")
-        yield self.table
-        yield KeyBar()
-
-    def on_mount(self) -> None:
-        self.table.focus()
+        super().__init__(rank, VirtualTable(cols, data, filter_key="track", id="calls"), what, name)
+        self.op_name = name
 
     def action_jump(self) -> None:
         if self.table.row >= 0:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import ClassVar
 
 import numpy as np
 from rich.text import Text
+from textual.binding import Binding, BindingType
 from textual.widget import Widget
 from textual.widgets import Static
 
@@ -14,7 +16,9 @@ from neuron_prof.analysis import fit_site, fmt_evidence, strip_site
 from neuron_prof.tui._absent import has_concept
 from neuron_prof.tui._data import RankData, finding_target
 from neuron_prof.tui._fmt import fmt_int, fmt_ns, fmt_share, printable
+from neuron_prof.tui._steps import STEP_PART_STYLE, bar_runs
 from neuron_prof.tui.screens._base import Detail, ViewScreen, detail
+from neuron_prof.tui.screens.steps import StepsScreen
 from neuron_prof.tui.widgets.plot import sparkline
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 
@@ -36,6 +40,8 @@ KIND_VIEW = {
 }
 
 
+STEPS_HINT = "  b: steps"
+"""After the step sparkline, where it fits: the key to every step's parts (`StepsScreen`)."""
 MIX_MIN_HEIGHT = 30
 """Screens at least this tall show the step's stacked parts (at 80x24 the findings keep that row)."""
 
@@ -108,11 +114,14 @@ def summary_text(rank: RankData, width: int = 100, height: int = 48) -> Text:
     if len(steps):
         info = tot.get("steps") or {}
         steady = info.get("steady_step_ns") if isinstance(info, dict) else None
-        t.append(f"{len(steps)}  median {fmt_ns(float(np.median(steps)))}  max {fmt_ns(float(steps.max()))}")
+        line = f"{len(steps)}  median {fmt_ns(float(np.median(steps)))}  max {fmt_ns(float(steps.max()))}"
         if steady:
-            t.append(f"  steady {fmt_ns(steady)}")
-        t.append("  ")
-        t.append(sparkline(steps, max(10, min(len(steps), width - 60))), style="green")
+            line += f"  steady {fmt_ns(steady)}"
+        spark = sparkline(steps, max(10, min(len(steps), width - 60)))
+        t.append(line + "  ")
+        t.append(spark, style="green")
+        if rank.step_parts and len("steps ") + len(line) + 2 + len(spark) + len(STEPS_HINT) <= room:
+            t.append(STEPS_HINT, style="dim")
     else:
         t.append("none marked (no ProfilerStep# or step metadata)")
     mix = step_mix(rank.step_parts, max(10, min(40, width - 60))) if height >= MIX_MIN_HEIGHT else None
@@ -148,14 +157,10 @@ def summary_text(rank: RankData, width: int = 100, height: int = 48) -> Text:
     return t
 
 
-STEP_PART_STYLE = {"compile": "red", "fallback": "#e6a04e", "sync": "yellow", "collective": "cyan",
-                   "host": "blue", "device": "green", "idle": "grey50"}
-"""Colours of a step's exclusive parts (`summary --json` step_breakdown[].parts)."""
-
-
 def step_mix(steps: list[dict[str, object]], bar: int) -> Text | None:
     """One stacked bar of the mean steady step (all steps when none is steady): each exclusive part of the
-    step as a run of cells in its colour, then the parts with their times. None without steps."""
+    step as a run of cells in its colour, then the parts with their times (`b` draws every step's). None
+    without steps."""
     if not steps:
         return None
     pick = [s for s in steps if not s.get("warmup")] or steps
@@ -166,13 +171,8 @@ def step_mix(steps: list[dict[str, object]], bar: int) -> Text | None:
     t.append("steady step " if len(pick) < len(steps) else "step mix ", style="dim")
     if total <= 0:
         return None
-    # cells by largest remainder, so the bar is exactly `bar` cells and every part over half a cell shows
-    exact = {k: v / total * bar for k, v in mean.items()}
-    cells = {k: int(v) for k, v in exact.items()}
-    for k in sorted(exact, key=lambda k: cells[k] - exact[k])[: bar - sum(cells.values())]:
-        cells[k] += 1
-    for k, n in cells.items():
-        t.append("█" * n, style=STEP_PART_STYLE[k])
+    for text, style in bar_runs(mean, bar):
+        t.append(text, style=style)
     for k, v in mean.items():
         if v >= 0.005 * total:
             t.append(f" {k} ", style=STEP_PART_STYLE[k])
@@ -204,9 +204,12 @@ def findings_table(findings: list[Finding], rank: RankData) -> dict[str, np.ndar
 
 
 class OverviewScreen(ViewScreen):
-    """Totals and the ranked findings; enter opens the finding's view, t its place on the timeline."""
+    """Totals and the ranked findings; enter opens the finding's view, t its place on the timeline, b the
+    per-step bars."""
 
     VIEW = "overview"
+    # off the key bar (at 80 columns it would push "? Help" off): the steps line and the help name it
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("b", "steps", "Step bars", show=False)]
 
     def compose_body(self) -> Iterable[Widget]:
         rank = self.rank
@@ -252,6 +255,14 @@ class OverviewScreen(ViewScreen):
                 ("evidence", ev),
             )
         )
+
+    def action_steps(self) -> None:
+        """b: every profiled step as a stacked bar of its parts (`StepsScreen`)."""
+        if self.rank.step_parts:
+            self.app.push_screen(StepsScreen(self.rank))
+        else:
+            self.app.notify("No steps in this trace (no ProfilerStep# or step metadata): nothing to break down.",
+                            markup=False)
 
     def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
         f = self.rank.findings[event.row]

@@ -35,6 +35,9 @@ class Column:
     """For the width-0 column: the width it gets before other columns are dropped."""
     grow: int = 0
     """Extra cells this column takes while the width-0 column keeps 1.5x its `min_width` (wide screens)."""
+    bar: Callable[[Any, int], list[tuple[str, str]]] | None = None
+    """A drawn cell (a stacked bar): runs of (text, rich style) from the value and the column's width, at
+    most that many cells; None: the cell is `fmt`'s text."""
 
 
 def cell(text: str, width: int, right: bool, clip_left: bool = False) -> str:

@@ -242,6 +242,13 @@ class VirtualTable(ScrollView, can_focus=True):
         plain: list[str] = []
         for c, w in shown:
             v = self.data[c.key][r]
+            if c.bar is not None:  # flush the plain run, then the bar's runs, padded to the column's width
+                segs.append(Segment(" ".join(plain) + (" " if plain else ""), style))
+                runs = [(printable(text), s) for text, s in c.bar(v, w)]
+                segs += [Segment(text, style + Style.parse(s)) for text, s in runs]
+                segs.append(Segment(" " * max(0, w - sum(len(text) for text, _ in runs)), style))
+                plain = [""]
+                continue
             plain.append(cell(self.cell_text(c, r), w, c.right, c.clip_left))
             if c.style is not None:
                 # flush the plain run, then this cell in its own style (still a plain-text Segment)
