@@ -188,7 +188,8 @@ def summary_text(
     partial = rep.totals.get("partial")
     if partial:  # first, before any number: every number below is of what the damaged file still holds
         con.print(Text(printable(partial_line(partial)), style="bold red"))
-    con.print(Text(f"neuron-prof summary{': ' + source if source else ''}", style="bold"))
+    # the header is never wrapped: the path stays whole on its line, to copy (the terminal wraps it, if at all)
+    con.print(Text(f"neuron-prof summary{': ' + source if source else ''}", style="bold"), soft_wrap=True)
     for line in totals_lines(rep.totals):
         con.print(Text(line))
     if rep.findings:

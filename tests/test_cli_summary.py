@@ -106,6 +106,17 @@ def test_text(traces: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> No
     assert rc == 0 and "Findings: 0 critical, 0 warning, 2 info" in out
 
 
+def test_the_header_keeps_a_long_path_whole_on_its_line(traces: dict[str, Path], tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """A path longer than the 120 columns is neither wrapped nor cut: the first line names the file to copy."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    path = deep / "trace.pftrace"
+    path.write_bytes(traces["clean"].read_bytes())
+    rc, out, _ = run(capsys, "summary", str(path))
+    assert rc == 0 and out.splitlines()[0] == f"neuron-prof summary: {path}"
+
+
 def test_markdown(traces: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(capsys, "summary", str(traces["problem"]), "--markdown")
     assert rc == 0

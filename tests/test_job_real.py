@@ -319,6 +319,23 @@ async def test_tui_on_the_job_opens_the_chosen_rank(job: Path, size: tuple[int, 
     assert back.return_value is None
 
 
+async def test_tui_job_header_keeps_counts_whole_under_a_long_path(job: Path) -> None:
+    """At 80x24 a long job folder neither splits "8 rank(s)" over two lines nor runs off the screen: the
+    counts have their line, the folder its own, shortened in the middle (issue 25: nothing cut)."""
+    from neuron_prof.job import InProcessRunner, job_summary, rank_sources
+    from neuron_prof.tui.job_app import JobApp
+
+    doc = job_summary(rank_sources([str(job)]), InProcessRunner(), args=[str(job)]).to_dict()
+    source = "/scratch/" + "/".join(["experiments-2026-12-01-long-name"] * 4) + "/run"
+    app = JobApp(doc, source=source)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        lines = [s.text.rstrip() for s in app.screen._compositor.render_strips()]
+    assert lines[0].startswith(f" neuron-prof job summary — {WORLD} rank(s)"), lines[:4]
+    path_line = next(ln.strip() for ln in lines[:4] if "experiments-" in ln)
+    assert path_line.endswith("-long-name/run") and path_line.startswith(("/scratch/", "…/")), lines[:4]
+
+
 def test_tui_serve_of_a_job_is_one_line(job: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tui", str(job), "--serve"]) == 2
     assert capsys.readouterr().err.startswith("neuron-prof: error: --serve opens trace files")

@@ -17,6 +17,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Static
 
+from neuron_prof.analysis import fit_site
 from neuron_prof.job import COLUMNS, failed_lines, head_line, rank_cells
 from neuron_prof.tui.screens.overview import SEVERITY_STYLE
 
@@ -43,14 +44,23 @@ class JobApp(App[str | None]):
         self._cursor_rank = cursor_rank
 
     def compose(self) -> ComposeResult:
-        yield Static(
-            Text(head_line(self.doc, self.source) + " — enter: open the rank's trace, q: quit"), id="job-head"
-        )
+        yield Static(self._head(self.size.width or 80), id="job-head")
         table: DataTable[str] = DataTable(id="ranks", cursor_type="row", zebra_stripes=True)
         yield table
         with VerticalScroll(id="job-findings"):
             yield Static(self._findings_text(), id="job-findings-text")
         yield Footer()
+
+    def _head(self, width: int) -> Text:
+        """The counts and keys on their own line; the job's folder below, shortened in its middle to the
+        width, so no count is split from its unit and the path is never cut at its end."""
+        head = Text(head_line(self.doc) + " — enter: open the rank's trace, q: quit")
+        if self.source:
+            head.append("\n" + fit_site(self.source, max(8, width - 2)), style="not bold")
+        return head
+
+    def on_resize(self) -> None:
+        self.query_one("#job-head", Static).update(self._head(self.size.width))
 
     def on_mount(self) -> None:
         table = self.query_one("#ranks", DataTable)
