@@ -7,7 +7,9 @@ PrivateUse1 an allocator over host memory, the kernels that only shape metadata 
 resize_, set_, _copy_from, _local_scalar_dense) and the PrivateUse1 hooks (device generators, pinned host
 memory, the current device); every other op reaches a Python boxed fallback that runs the op's CPU kernel on
 CPU aliases of the device memory (zero-copy) and hands the results back as device tensors. So a device
-tensor is a plain `torch.Tensor` with storage, and views, in-place ops and autograd are torch's own.
+tensor is a plain `torch.Tensor` with storage, and views, in-place ops and autograd are torch's own. The
+emulator's device parts that a subclass gets by unwrapping (convolution, the fused RNN cells, autocast,
+collectives, torch.compile's backend) are registered by _privateuse1_ports.py.
 
 There is no cost model, compile cache, fallback tracking or profiler data here: only what the measurement
 needs (README "The emulated neuron device" has the numbers and the decision). `enable()` takes PrivateUse1
@@ -150,6 +152,8 @@ def enable() -> None:
     global _ext, BUILD_SECONDS
     if _ext is not None:
         return
+    from neuron_prof.emulator import _privateuse1_ports as ports
+
     t0 = time.perf_counter()
     _ext = build()
     BUILD_SECONDS = time.perf_counter() - t0
@@ -162,4 +166,6 @@ def enable() -> None:
     glob = torch.library.Library("_", "IMPL")
     glob.fallback(execute, "PrivateUse1")
     glob.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
-    _LIBS.append(glob)
+    lib = torch.library.Library("aten", "IMPL")
+    ports.register_kernels(lib, execute)
+    _LIBS.extend([glob, lib])

@@ -1,0 +1,43 @@
+"""The emulator's device parts, ported to the experimental PrivateUse1 device (experimental_privateuse1.py).
+
+Each registers what a C++ backend registers for its device, with the emulator's own behaviour where it has
+one (the kernels and policies are the emulator's, not twins):
+
+- convolution: PrivateUse1 tensors reach aten::convolution_overrideable and its backward (torch's hook for
+  out-of-tree backends); they run aten::convolution / convolution_backward on the host aliases.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+aten = torch.ops.aten
+Executor = Callable[..., Any]
+
+
+def _conv(execute: Executor, *args: Any) -> Any:
+    """aten::convolution_overrideable(input, weight, bias, stride, padding, dilation, transposed,
+    output_padding, groups): aten::convolution's arguments."""
+    return execute(aten.convolution.default, *args)
+
+
+def _conv_backward(
+    execute: Executor, grad_output: Any, input: Any, weight: Any, stride: Any, padding: Any,  # noqa: A002
+    dilation: Any, transposed: bool, output_padding: Any, groups: int, output_mask: Any,
+) -> Any:
+    """aten::convolution_backward_overrideable: aten::convolution_backward, which also takes the bias's
+    size (the output channels: weight's dim 0, or dim 1 times groups when transposed)."""
+    bias_sizes = [weight.shape[1] * groups if transposed else weight.shape[0]]
+    return execute(aten.convolution_backward.default, grad_output, input, weight, bias_sizes, stride, padding,
+                   dilation, transposed, output_padding, groups, output_mask)
+
+
+def register_kernels(lib: torch.library.Library, execute: Executor) -> None:
+    """Convolution on `lib` (a Library("aten", "IMPL") the
+    caller keeps alive); `execute(op, *args)` runs an op's CPU kernel on host aliases of device tensors."""
+    lib.impl("convolution_overrideable", functools.partial(_conv, execute), "PrivateUse1")
+    lib.impl("convolution_backward_overrideable", functools.partial(_conv_backward, execute), "PrivateUse1")
