@@ -5,6 +5,7 @@ one (the kernels and policies are the emulator's, not twins):
 
 - convolution: PrivateUse1 tensors reach aten::convolution_overrideable and its backward (torch's hook for
   out-of-tree backends); they run aten::convolution / convolution_backward on the host aliases.
+- the fused RNN cells (nn.GRU, nn.LSTM on a device): the emulator's host kernels, _rnn_cells.KERNELS.
 """
 
 from __future__ import annotations
@@ -36,8 +37,18 @@ def _conv_backward(
                    dilation, transposed, output_padding, groups, output_mask)
 
 
+def _qualified(op: torch._ops.OpOverload) -> str:
+    """The name Library.impl takes: "name" for the default overload, else "name.overload"."""
+    name = op._schema.name.split("::")[1]
+    return name if op._overloadname == "default" else f"{name}.{op._overloadname}"
+
+
 def register_kernels(lib: torch.library.Library, execute: Executor) -> None:
-    """Convolution on `lib` (a Library("aten", "IMPL") the
-    caller keeps alive); `execute(op, *args)` runs an op's CPU kernel on host aliases of device tensors."""
+    """Convolution and the fused RNN cells on `lib` (a Library("aten", "IMPL") the caller keeps alive);
+    `execute(op, *args)` runs an op's CPU kernel on host aliases of device tensors."""
+    from neuron_prof.emulator._rnn_cells import KERNELS
+
     lib.impl("convolution_overrideable", functools.partial(_conv, execute), "PrivateUse1")
     lib.impl("convolution_backward_overrideable", functools.partial(_conv_backward, execute), "PrivateUse1")
+    for op, kernel in KERNELS.items():
+        lib.impl(_qualified(op), kernel, "PrivateUse1")
