@@ -19,8 +19,6 @@ SUBCLASS_ONLY = {"type_is_tensor", "exact_parameter_type", "load_map_location_de
 """Idioms a tensor subclass cannot pass and a real PrivateUse1 tensor does (test_emulator_idioms.DIFFERENT)."""
 
 NOT_PORTED = {
-    "autocast_bf16": "no AutocastPrivateUse1 policies (the emulator's _autocast)",
-    "grad_scaler": "follows from autocast (float32 instead of bfloat16 rounding)",
     "ddp_one_process": "no collectives for the device (the emulator's are computed on the host values)",
     "ddp_two_processes": "as ddp_one_process",
     "torch_compile": "no torch.compile backend \"neuron\"",

@@ -6,6 +6,7 @@ one (the kernels and policies are the emulator's, not twins):
 - convolution: PrivateUse1 tensors reach aten::convolution_overrideable and its backward (torch's hook for
   out-of-tree backends); they run aten::convolution / convolution_backward on the host aliases.
 - the fused RNN cells (nn.GRU, nn.LSTM on a device): the emulator's host kernels, _rnn_cells.KERNELS.
+- autocast("neuron"): the emulator's AutocastPrivateUse1 policies, _autocast.register.
 """
 
 from __future__ import annotations
@@ -44,11 +45,13 @@ def _qualified(op: torch._ops.OpOverload) -> str:
 
 
 def register_kernels(lib: torch.library.Library, execute: Executor) -> None:
-    """Convolution and the fused RNN cells on `lib` (a Library("aten", "IMPL") the caller keeps alive);
+    """Convolution, the fused RNN cells and the autocast policies on `lib` (a Library("aten", "IMPL") the caller keeps alive);
     `execute(op, *args)` runs an op's CPU kernel on host aliases of device tensors."""
+    from neuron_prof.emulator import _autocast
     from neuron_prof.emulator._rnn_cells import KERNELS
 
     lib.impl("convolution_overrideable", functools.partial(_conv, execute), "PrivateUse1")
     lib.impl("convolution_backward_overrideable", functools.partial(_conv_backward, execute), "PrivateUse1")
     for op, kernel in KERNELS.items():
         lib.impl(_qualified(op), kernel, "PrivateUse1")
+    _autocast.register(lib)
