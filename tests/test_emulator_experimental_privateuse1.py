@@ -19,8 +19,6 @@ SUBCLASS_ONLY = {"type_is_tensor", "exact_parameter_type", "load_map_location_de
 """Idioms a tensor subclass cannot pass and a real PrivateUse1 tensor does (test_emulator_idioms.DIFFERENT)."""
 
 NOT_PORTED = {
-    "ddp_one_process": "no collectives for the device (the emulator's are computed on the host values)",
-    "ddp_two_processes": "as ddp_one_process",
     "torch_compile": "no torch.compile backend \"neuron\"",
 }
 """Idioms the prototype fails, each for an emulator part not ported to it (measured)."""

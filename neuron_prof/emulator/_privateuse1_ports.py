@@ -7,11 +7,15 @@ one (the kernels and policies are the emulator's, not twins):
   out-of-tree backends); they run aten::convolution / convolution_backward on the host aliases.
 - the fused RNN cells (nn.GRU, nn.LSTM on a device): the emulator's host kernels, _rnn_cells.KERNELS.
 - autocast("neuron"): the emulator's AutocastPrivateUse1 policies, _autocast.register.
+- collectives: c10d's PrivateUse1 kernels ask the process group for a backend of the device, which a gloo
+  group has none of; as the emulator does for its tensors (the collective computed by gloo on the host
+  values), the device's c10d kernels run the op on the host aliases, so the group's CPU backend runs it.
 """
 
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -45,8 +49,8 @@ def _qualified(op: torch._ops.OpOverload) -> str:
 
 
 def register_kernels(lib: torch.library.Library, execute: Executor) -> None:
-    """Convolution, the fused RNN cells and the autocast policies on `lib` (a Library("aten", "IMPL") the caller keeps alive);
-    `execute(op, *args)` runs an op's CPU kernel on host aliases of device tensors."""
+    """Convolution, the fused RNN cells and the autocast policies on `lib` (a Library("aten", "IMPL") the
+    caller keeps alive); `execute(op, *args)` runs an op's CPU kernel on host aliases of device tensors."""
     from neuron_prof.emulator import _autocast
     from neuron_prof.emulator._rnn_cells import KERNELS
 
@@ -55,3 +59,16 @@ def register_kernels(lib: torch.library.Library, execute: Executor) -> None:
     for op, kernel in KERNELS.items():
         lib.impl(_qualified(op), kernel, "PrivateUse1")
     _autocast.register(lib)
+
+
+def register_collectives(execute: Executor) -> torch.library.Library:
+    """The device's c10d kernels: each collective on the host aliases (returns the Library to keep alive)."""
+    lib = torch.library.Library("c10d", "IMPL")
+    names = [n for n in torch._C._dispatch_get_all_op_names()
+             if n.startswith("c10d::") and torch._C._dispatch_has_kernel_for_dispatch_key(n, "PrivateUse1")]
+    with warnings.catch_warnings():  # c10d registers PrivateUse1 kernels that these replace, and says so
+        warnings.simplefilter("ignore")
+        for name in names:
+            op = getattr(torch.ops.c10d, name.split("::")[1]).default
+            lib.impl(_qualified(op), functools.partial(execute, op), "PrivateUse1")
+    return lib

@@ -168,4 +168,4 @@ def enable() -> None:
     glob.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
     lib = torch.library.Library("aten", "IMPL")
     ports.register_kernels(lib, execute)
-    _LIBS.extend([glob, lib])
+    _LIBS.extend([glob, lib, ports.register_collectives(execute)])
