@@ -10,6 +10,8 @@ one (the kernels and policies are the emulator's, not twins):
 - collectives: c10d's PrivateUse1 kernels ask the process group for a backend of the device, which a gloo
   group has none of; as the emulator does for its tensors (the collective computed by gloo on the host
   values), the device's c10d kernels run the op on the host aliases, so the group's CPU backend runs it.
+- torch.compile(backend="neuron"): AOTAutograd graphs run op by op on the device (no NEFF, no compile cache;
+  static shapes as the emulator's backend enforces).
 """
 
 from __future__ import annotations
@@ -72,3 +74,26 @@ def register_collectives(execute: Executor) -> torch.library.Library:
             op = getattr(torch.ops.c10d, name.split("::")[1]).default
             lib.impl(_qualified(op), functools.partial(execute, op), "PrivateUse1")
     return lib
+
+
+def _compile_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs: Any) -> Any:
+    from torch._dynamo.backends.registry import lookup_backend
+
+    from neuron_prof.emulator._dynamo_backend import enforce_static_shapes
+
+    enforce_static_shapes()
+    return lookup_backend("aot_eager")(gm, example_inputs)
+
+
+def _register_compile_backend() -> None:
+    from torch._dynamo.backends import registry
+
+    if "neuron" not in registry._COMPILER_FNS:
+        registry.register_backend(name="neuron")(_compile_backend)
+
+
+def register_compile_backend() -> None:
+    """torch.compile(backend="neuron"), registered when torch._dynamo is imported (it costs seconds)."""
+    from neuron_prof.emulator._dynamo_backend import after_dynamo_import
+
+    after_dynamo_import(_register_compile_backend)

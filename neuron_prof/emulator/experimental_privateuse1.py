@@ -169,3 +169,4 @@ def enable() -> None:
     lib = torch.library.Library("aten", "IMPL")
     ports.register_kernels(lib, execute)
     _LIBS.extend([glob, lib, ports.register_collectives(execute)])
+    ports.register_compile_backend()
