@@ -167,7 +167,8 @@ def device_generator(dev: str) -> Any:
     a = torch.randn(4, device=dev, generator=g)
     g.manual_seed(7)
     b = torch.randn(4, device=dev, generator=g)
-    return [vals(a) == vals(b), on(a, dev), g.device.type == dev]
+    c = torch.randn(4, device=dev, generator=g)  # the generator moved on
+    return [vals(a) == vals(b), vals(c) != vals(b), on(a, dev), g.device.type == dev]
 
 
 @idiom
