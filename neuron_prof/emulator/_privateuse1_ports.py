@@ -68,7 +68,7 @@ def register_collectives(execute: Executor) -> torch.library.Library:
     lib = torch.library.Library("c10d", "IMPL")
     names = [n for n in torch._C._dispatch_get_all_op_names()
              if n.startswith("c10d::") and torch._C._dispatch_has_kernel_for_dispatch_key(n, "PrivateUse1")]
-    with warnings.catch_warnings():  # c10d registers PrivateUse1 kernels that these replace, and says so
+    with warnings.catch_warnings():  # c10d's own PrivateUse1 kernels, replaced: torch warns once about it
         warnings.simplefilter("ignore")
         for name in names:
             op = getattr(torch.ops.c10d, name.split("::")[1]).default

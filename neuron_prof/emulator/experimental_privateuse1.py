@@ -99,16 +99,20 @@ def execute(op: Any, *args: Any, **kwargs: Any) -> Any:
     gens: _Generators = []
     hargs = _unwrap(args, aliases, gens)
     out = kwargs.get("out")
+    dev_out = isinstance(out, torch.Tensor) and out.device.type == "neuron"
+    hkwargs = {k: _unwrap(v, aliases, gens) for k, v in kwargs.items() if not (dev_out and k == "out")}
+    on_device = dev_out or any(isinstance(v, torch.device) and v.type == "neuron" for v in kwargs.values())
+    if gens and not aliases and not on_device:
+        # only a device generator sent the op here (its keys join the dispatch), with host tensors
+        raise RuntimeError("Expected a 'cpu' device type for generator but found 'neuron'")
     try:
-        if isinstance(out, torch.Tensor) and out.device.type == "neuron":
+        if dev_out:
             # out= may resize its tensor (arange, linspace fill through it): a host alias cannot grow, so the
             # op writes a host tensor, and the device tensor is resized and filled from it
-            hkwargs = {k: _unwrap(v, aliases, gens) for k, v in kwargs.items() if k != "out"}
             res = op(*hargs, **hkwargs, out=torch.empty(0, dtype=out.dtype))
             out.resize_(res.shape)
             out.copy_(res)
             return out
-        hkwargs = {k: _unwrap(v, aliases, gens) for k, v in kwargs.items()}
         return _wrap(op(*hargs, **hkwargs), aliases)
     finally:
         for dev_gen, host_gen in gens:
