@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ import torch
 from tests import _idioms_tensors, _idioms_training  # noqa: F401 - they register the idioms
 from tests._idiom_kit import IDIOMS, enable_device
 
-__all__ = ["IDIOMS", "run_backend", "same"]
+__all__ = ["IDIOMS", "results_on", "run_backend", "same"]
 
 
 def _plain(v: Any) -> Any:
@@ -85,6 +86,20 @@ def run_backend(backend: str, out: Path, names: list[str] | None = None) -> dict
         else:
             todo = []
     return results
+
+
+_RESULTS: dict[str, dict[str, dict[str, Any]]] = {}
+"""Every idiom's results per backend, once per test session (the CPU's serve each device's test)."""
+
+
+def results_on(backends: list[str], folder: Path) -> dict[str, dict[str, dict[str, Any]]]:
+    """{backend: run_backend(backend, all idioms)} for `backends`, each run once per session (those not yet
+    run go side by side, each in a process of its own, writing into `folder`)."""
+    todo = [b for b in backends if b not in _RESULTS]
+    with ThreadPoolExecutor(2) as pool:
+        futs = {b: pool.submit(run_backend, b, folder / f"{b}.jsonl") for b in todo}
+        _RESULTS.update({b: f.result() for b, f in futs.items()})
+    return {b: _RESULTS[b] for b in backends}
 
 
 def same(a: Any, b: Any) -> bool:

@@ -167,7 +167,14 @@ def device_generator(dev: str) -> Any:
     a = torch.randn(4, device=dev, generator=g)
     g.manual_seed(7)
     b = torch.randn(4, device=dev, generator=g)
-    return [vals(a) == vals(b), on(a, dev), g.device.type == dev]
+    c = torch.randn(4, device=dev, generator=g)  # the generator moved on
+    try:
+        torch.randn(2, generator=g)  # a host tensor from it: torch refuses a device's generator
+        host = "ok"
+    except RuntimeError as e:
+        host = "refused" if "device type for generator" in str(e) else f"RuntimeError: {e}"
+    return [vals(a) == vals(b), vals(c) != vals(b), on(a, dev), g.device.type == dev,
+            host == ("ok" if dev == "cpu" else "refused")]
 
 
 @idiom

@@ -12,12 +12,11 @@ device" lists them and why.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
-from tests._idioms import IDIOMS, run_backend, same
+from tests._idioms import IDIOMS, results_on, same
 
 DIFFERENT = {
     "type_is_tensor": "a tensor subclass is never `type(t) is torch.Tensor`",
@@ -31,10 +30,7 @@ DIFFERENT = {
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, dict[str, Any]]]:
-    d = tmp_path_factory.mktemp("idioms")
-    with ThreadPoolExecutor(2) as pool:
-        futs = {dev: pool.submit(run_backend, dev, d / f"{dev}.jsonl") for dev in ("cpu", "neuron")}
-        return {dev: f.result() for dev, f in futs.items()}
+    return results_on(["cpu", "neuron"], tmp_path_factory.mktemp("idioms"))
 
 
 def test_at_least_30_idioms() -> None:

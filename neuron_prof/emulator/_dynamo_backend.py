@@ -20,6 +20,7 @@ import time
 from datetime import datetime
 import types
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -220,7 +221,7 @@ def _make_compiler(graph_type: str, model_name: str) -> Any:
     return compiler
 
 
-def _enforce_static_shapes() -> None:
+def enforce_static_shapes() -> None:
     """From the first "neuron" compile on, Dynamo compiles static shapes only (what dynamic=False does).
 
     Process-wide, as with TorchNeuron: torch.compile gives a string backend no hook to scope Dynamo config
@@ -237,7 +238,7 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs
     """The "neuron" Dynamo backend."""
     from torch._dynamo.backends.common import aot_autograd
 
-    _enforce_static_shapes()
+    enforce_static_shapes()
     mode = kwargs.get("mode")
     if mode not in (None, "default"):
         log.info("torch.compile mode=%r is ignored by the neuron backend", mode)
@@ -264,8 +265,11 @@ def _register_now() -> None:
 
 
 class _AfterDynamoImport(importlib.abc.MetaPathFinder):
-    """Registers the backend right after torch._dynamo finishes importing (it costs seconds to import, and
-    most programs that enable the device never compile)."""
+    """Calls `then` right after torch._dynamo finishes importing (it costs seconds to import, and most
+    programs that enable the device never compile)."""
+
+    def __init__(self, then: Callable[[], None]) -> None:
+        self.then = then
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
         if name != "torch._dynamo":
@@ -279,15 +283,20 @@ class _AfterDynamoImport(importlib.abc.MetaPathFinder):
 
         def exec_then_register(module: types.ModuleType) -> None:
             exec_module(module)
-            _register_now()
+            self.then()
 
         loader.exec_module = exec_then_register  # type: ignore[method-assign]
         return spec
 
 
+def after_dynamo_import(then: Callable[[], None]) -> None:
+    """Call `then` now if torch._dynamo is imported, else right after it is (once)."""
+    if "torch._dynamo" in sys.modules:
+        then()
+    elif not any(isinstance(f, _AfterDynamoImport) and f.then is then for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterDynamoImport(then))
+
+
 def register() -> None:
     """Register backend "neuron" and make Dynamo compile static shapes only (now, or when Dynamo loads)."""
-    if "torch._dynamo" in sys.modules:
-        _register_now()
-    elif not any(isinstance(f, _AfterDynamoImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterDynamoImport())
+    after_dynamo_import(_register_now)

@@ -2,11 +2,14 @@
 
 The emulated device's tensor is a wrapper subclass (_tensor.NeuronTensor). This prototype tries torch's
 open-registration pattern instead (pytorch test/cpp_extensions/open_registration_extension): a small C++
-extension, built by torch.utils.cpp_extension at first use into a cache folder, gives PrivateUse1 an
-allocator over host memory and the kernels that only shape metadata or copy bytes (empty, views, resize_,
-set_, _copy_from, _local_scalar_dense); every other op reaches a Python boxed fallback that runs the op's
-CPU kernel on CPU aliases of the device memory (zero-copy) and hands the results back as device tensors. So a
-device tensor is a plain `torch.Tensor` with storage, and views, in-place ops and autograd are torch's own.
+extension (_privateuse1_csrc.py), built by torch.utils.cpp_extension at first use into a cache folder, gives
+PrivateUse1 an allocator over host memory, the kernels that only shape metadata or copy bytes (empty, views,
+resize_, set_, _copy_from, _local_scalar_dense) and the PrivateUse1 hooks (device generators, pinned host
+memory, the current device); every other op reaches a Python boxed fallback that runs the op's CPU kernel on
+CPU aliases of the device memory (zero-copy) and hands the results back as device tensors. So a device
+tensor is a plain `torch.Tensor` with storage, and views, in-place ops and autograd are torch's own. The
+emulator's device parts that a subclass gets by unwrapping (convolution, the fused RNN cells, autocast,
+collectives, torch.compile's backend) are registered by _privateuse1_ports.py.
 
 There is no cost model, compile cache, fallback tracking or profiler data here: only what the measurement
 needs (README "The emulated neuron device" has the numbers and the decision). `enable()` takes PrivateUse1
@@ -23,131 +26,6 @@ from typing import Any
 
 import torch
 
-_CPP = r"""
-#include <torch/extension.h>
-#include <ATen/EmptyTensor.h>
-#include <ATen/native/Resize.h>
-#include <ATen/ops/as_strided_native.h>
-#include <ATen/ops/view_native.h>
-#include <ATen/ops/_reshape_alias_native.h>
-#include <ATen/ops/set_native.h>
-#include <ATen/ops/_local_scalar_dense_native.h>
-#include <c10/core/impl/alloc_cpu.h>
-
-namespace {
-
-// Device memory is host memory: what the emulated device "holds" lives in this process.
-struct HostMemory final : c10::Allocator {
-  c10::DataPtr allocate(size_t n) override {
-    void* p = n ? c10::alloc_cpu(n) : nullptr;
-    return {p, p, &c10::free_cpu, c10::Device(c10::DeviceType::PrivateUse1, 0)};
-  }
-  c10::DeleterFnPtr raw_deleter() const override { return &c10::free_cpu; }
-  void copy_data(void* d, const void* s, size_t n) const override { default_copy_data(d, s, n); }
-};
-HostMemory g_memory;
-constexpr c10::DispatchKeySet kDevice(c10::DispatchKey::PrivateUse1);
-
-// A CPU tensor over the same bytes (the device tensor's storage stays alive while it lives).
-at::Tensor host_alias(const at::Tensor& t) {
-  c10::Storage keep = t.storage();
-  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), [keep](void*) {},
-                       t.options().device(at::kCPU));
-}
-
-// A device tensor over a CPU result's bytes (no copy).
-at::Tensor device_alias(const at::Tensor& t) {
-  c10::Storage keep = t.storage();
-  c10::Device dev(c10::DeviceType::PrivateUse1, 0);
-  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), [keep](void*) {}, t.options().device(dev), dev);
-}
-
-at::Tensor empty_mf(at::IntArrayRef size, std::optional<at::ScalarType> dtype, std::optional<at::Layout>,
-                    std::optional<at::Device>, std::optional<bool>, std::optional<at::MemoryFormat> mf) {
-  return at::detail::empty_generic(size, &g_memory, kDevice, c10::dtype_or_default(dtype), mf);
-}
-
-at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, std::optional<at::ScalarType> dtype,
-                         std::optional<at::Layout>, std::optional<at::Device>, std::optional<bool>) {
-  return at::detail::empty_strided_generic(size, stride, &g_memory, kDevice, c10::dtype_or_default(dtype));
-}
-
-at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
-                      std::optional<c10::SymInt> offset) {
-  std::optional<int64_t> off;
-  if (offset) off = offset->expect_int();
-  return at::native::as_strided_tensorimpl(self, C10_AS_INTARRAYREF_SLOW(size),
-                                           C10_AS_INTARRAYREF_SLOW(stride), off);
-}
-
-at::Tensor view(const at::Tensor& self, c10::SymIntArrayRef size) {
-  return at::native::view(self, C10_AS_INTARRAYREF_SLOW(size));
-}
-
-at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
-  return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride));
-}
-
-const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
-                          std::optional<at::MemoryFormat> mf) {
-  return at::native::resize_(self, C10_AS_INTARRAYREF_SLOW(size), mf);
-}
-
-at::Tensor& set_storage(at::Tensor& self, at::Storage src, int64_t off, at::IntArrayRef size,
-                        at::IntArrayRef stride) {
-  return at::native::set_storage_cpu_(self, src, off, size, stride);
-}
-
-at::Tensor& set_whole_storage(at::Tensor& self, at::Storage src) {
-  int64_t n = static_cast<int64_t>(src.nbytes() / self.dtype().itemsize());
-  return at::native::set_storage_cpu_(self, src, 0, {n}, {});
-}
-
-at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& src) {
-  return at::native::set_storage_cpu_(self, src.storage(), src.storage_offset(), src.sizes(), src.strides());
-}
-
-at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
-  at::Tensor s = self.is_cpu() ? self : host_alias(self);
-  at::Tensor d = dst.is_cpu() ? dst : host_alias(dst);
-  d.copy_(s, non_blocking);
-  return dst;
-}
-
-at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
-  at::native::resize_(dst, self.sizes(), std::nullopt);
-  return copy_from(self, dst, false);
-}
-
-at::Scalar local_scalar_dense(const at::Tensor& self) {
-  return at::native::_local_scalar_dense_cpu(host_alias(self));
-}
-
-}  // namespace
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("empty.memory_format", empty_mf);
-  m.impl("empty_strided", empty_strided);
-  m.impl("as_strided", as_strided);
-  m.impl("view", view);
-  m.impl("_reshape_alias", reshape_alias);
-  m.impl("resize_", resize_);
-  m.impl("set_.source_Storage_storage_offset", set_storage);
-  m.impl("set_.source_Storage", set_whole_storage);
-  m.impl("set_.source_Tensor", set_tensor);
-  m.impl("_copy_from", copy_from);
-  m.impl("_copy_from_and_resize", copy_from_and_resize);
-  m.impl("_local_scalar_dense", local_scalar_dense);
-}
-
-void install_allocator() { c10::SetAllocator(c10::DeviceType::PrivateUse1, &g_memory); }
-
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("host_alias", &host_alias);
-  m.def("device_alias", &device_alias);
-  m.def("install_allocator", &install_allocator);
-}
-"""
 
 _ext: Any = None
 _LIBS: list[torch.library.Library] = []
@@ -168,7 +46,20 @@ def build_dir() -> Path:
     return d
 
 
-def _unwrap(x: Any, aliases: dict[int, torch.Tensor]) -> Any:
+def build() -> Any:
+    """Build (or load the cached build of) the C++ extension; returns its module."""
+    from torch.utils.cpp_extension import load_inline
+
+    from neuron_prof.emulator._privateuse1_csrc import CPP
+
+    return load_inline("neuron_prof_experimental_privateuse1", cpp_sources=[CPP],
+                       build_directory=str(build_dir()), extra_cflags=["-O1"], verbose=False)
+
+
+_Generators = list[tuple[torch.Generator, torch.Generator]]
+
+
+def _unwrap(x: Any, aliases: dict[int, torch.Tensor], gens: _Generators) -> Any:
     if isinstance(x, torch.Tensor):
         if x.device.type == "neuron":
             h = _ext.host_alias(x)
@@ -176,9 +67,16 @@ def _unwrap(x: Any, aliases: dict[int, torch.Tensor]) -> Any:
             return h
         return x
     if isinstance(x, (list, tuple)):
-        return type(x)(_unwrap(v, aliases) for v in x)
+        return type(x)(_unwrap(v, aliases, gens) for v in x)
     if isinstance(x, torch.device) and x.type == "neuron":
         return torch.device("cpu")
+    if isinstance(x, torch.Generator) and x.device.type == "neuron":
+        # a device generator holds a CPU generator's state (the C++ DeviceGenerator): the CPU kernel draws
+        # from a CPU generator carrying it, and the state it leaves goes back to the device generator
+        h = torch.Generator()
+        h.set_state(x.get_state())
+        gens.append((x, h))
+        return h
     return x
 
 
@@ -194,20 +92,31 @@ def _wrap(x: Any, aliases: dict[int, torch.Tensor]) -> Any:
 
 
 def execute(op: Any, *args: Any, **kwargs: Any) -> Any:
-    """The Python executor every op without a C++ kernel reaches: the CPU kernel on host aliases."""
+    """The Python executor every op without a C++ kernel reaches: the CPU kernel on host aliases. Random
+    ops without a generator draw from the CPU's default generator (so torch.manual_seed gives the CPU's
+    numbers)."""
     aliases: dict[int, torch.Tensor] = {}
-    hargs = _unwrap(args, aliases)
+    gens: _Generators = []
+    hargs = _unwrap(args, aliases, gens)
     out = kwargs.get("out")
-    if isinstance(out, torch.Tensor) and out.device.type == "neuron":
-        # out= may resize its tensor (arange, linspace fill through it): a host alias cannot grow, so the op
-        # writes a host tensor, and the device tensor is resized and filled from it
-        hkwargs = {k: _unwrap(v, aliases) for k, v in kwargs.items() if k != "out"}
-        res = op(*hargs, **hkwargs, out=torch.empty(0, dtype=out.dtype))
-        out.resize_(res.shape)
-        out.copy_(res)
-        return out
-    hkwargs = {k: _unwrap(v, aliases) for k, v in kwargs.items()}
-    return _wrap(op(*hargs, **hkwargs), aliases)
+    dev_out = isinstance(out, torch.Tensor) and out.device.type == "neuron"
+    hkwargs = {k: _unwrap(v, aliases, gens) for k, v in kwargs.items() if not (dev_out and k == "out")}
+    on_device = dev_out or any(isinstance(v, torch.device) and v.type == "neuron" for v in kwargs.values())
+    if gens and not aliases and not on_device:
+        # only a device generator sent the op here (its keys join the dispatch), with host tensors
+        raise RuntimeError("Expected a 'cpu' device type for generator but found 'neuron'")
+    try:
+        if dev_out:
+            # out= may resize its tensor (arange, linspace fill through it): a host alias cannot grow, so the
+            # op writes a host tensor, and the device tensor is resized and filled from it
+            res = op(*hargs, **hkwargs, out=torch.empty(0, dtype=out.dtype))
+            out.resize_(res.shape)
+            out.copy_(res)
+            return out
+        return _wrap(op(*hargs, **hkwargs), aliases)
+    finally:
+        for dev_gen, host_gen in gens:
+            dev_gen.set_state(host_gen.get_state())
 
 
 class _DeviceContext:
@@ -235,21 +144,33 @@ def _device_module() -> types.ModuleType:
     return m
 
 
+class _DeviceGuard(torch._C._acc.DeviceGuard):
+    def type_(self) -> Any:
+        return torch._C._autograd.DeviceType.PrivateUse1
+
+
 def enable() -> None:
-    """Build (or load the cached build of) the extension and register device "neuron" with it."""
+    """Build (or load the cached build of) the extension and register device "neuron" with it: the steps of
+    torch.utils.backend_registration._setup_privateuseone_for_python_backend, with the extension's C++
+    hooks in place of its Python ones (PrivateUse1 takes one set of hooks per process)."""
     global _ext, BUILD_SECONDS
     if _ext is not None:
         return
-    from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
-    from torch.utils.cpp_extension import load_inline
+    from neuron_prof.emulator import _privateuse1_ports as ports
 
     t0 = time.perf_counter()
-    _ext = load_inline("neuron_prof_experimental_privateuse1", cpp_sources=[_CPP],
-                       build_directory=str(build_dir()), extra_cflags=["-O1"], verbose=False)
+    _ext = build()
     BUILD_SECONDS = time.perf_counter() - t0
     _ext.install_allocator()
-    _setup_privateuseone_for_python_backend(rename="neuron", backend_module=_device_module())
+    torch.utils.rename_privateuse1_backend("neuron")
+    torch.utils.generate_methods_for_privateuse1_backend()
+    torch._register_device_module("neuron", _device_module())
+    _ext.install_hooks()
+    torch._C._acc.register_python_privateuseone_device_guard(_DeviceGuard())
     glob = torch.library.Library("_", "IMPL")
     glob.fallback(execute, "PrivateUse1")
     glob.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
-    _LIBS.append(glob)
+    lib = torch.library.Library("aten", "IMPL")
+    ports.register_kernels(lib, execute)
+    _LIBS.extend([glob, lib, ports.register_collectives(execute)])
+    ports.register_compile_backend()
