@@ -15,12 +15,15 @@ demo: $(STAMP)
 	$(VENV)/bin/neuron-prof demo
 
 # Two pytest processes: tests that register the emulated neuron device in-process need a process whose
-# autograd engine has not started yet (see tests/conftest.py). -rs prints why each skipped test skipped;
-# the JUnit reports in build/test-reports feed `make check-skips`.
+# autograd engine has not started yet (see tests/conftest.py). The first spreads its test files over
+# TEST_JOBS workers (pytest-xdist, one file per worker at a time: module fixtures are made once); -rs prints
+# why each skipped test skipped; the JUnit reports in build/test-reports feed `make check-skips`.
 REPORTS := build/test-reports
+TEST_JOBS ?= 2
 test: $(STAMP)
 	rm -rf $(REPORTS)
-	$(PY) -m pytest -q -rs -m "not emulator_inprocess" --junitxml=$(REPORTS)/main.xml $(PYTEST_ARGS)
+	$(PY) -m pytest -q -rs -n $(TEST_JOBS) --dist loadfile -m "not emulator_inprocess" \
+		--junitxml=$(REPORTS)/main.xml $(PYTEST_ARGS)
 	$(PY) -m pytest -q -rs -m emulator_inprocess --junitxml=$(REPORTS)/emulator.xml $(PYTEST_ARGS)
 
 # Fails when the last `make test` skipped a test that tests/skips_allowed.txt does not allow.
