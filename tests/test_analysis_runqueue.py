@@ -85,3 +85,12 @@ def test_difference_of_windows_and_intervals() -> None:
     assert s.tolist() == [0, 10, 30] and e.tolist() == [5, 20, 40]
     s, e = difference(np.array([0]), np.array([10]), np.array([0, 5]), np.array([5, 10]))
     assert s.tolist() == [] and e.tolist() == []
+
+
+def test_a_merged_rank_keeps_its_samples_on_its_shifted_clock() -> None:
+    from neuron_prof.merge import rank_trace
+
+    shifted = rank_trace(_trace(samples=True), 1, 7 * MS)
+    assert [r[0] for r in shifted.metadata[Meta.RUNQUEUE]] == [T0 + 7 * MS + k * STEP for k in range(6)]
+    f = one(analyze(shifted), "device_idle")
+    assert f.evidence["runqueue_wait_ns"] == 4 * 30 * MS

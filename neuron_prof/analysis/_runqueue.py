@@ -53,7 +53,7 @@ class RunQueue:
         a, b = self.loadavg
         if a is None and b is None:
             return "load average unknown"
-        if a is None or b is None:
+        if a is None or b is None or f"{a:.1f}" == f"{b:.1f}":
             return f"load average {a if a is not None else b:.1f}"
         return f"load average {a:.1f}→{b:.1f}"
 
