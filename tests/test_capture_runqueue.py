@@ -20,8 +20,11 @@ def _sample_thread(work: str) -> tuple[list[list[int]], list[BaseException], int
     out: list[list[int]] = []
     cpu: list[int] = []
 
+    # The kernel brings a running thread's count up to date at each tick and context switch, so a count read while
+    # running may lag by up to a tick: a short sleep before each sample makes it current.
     def run() -> None:
         s = RunQueueSampler(threading.get_native_id(), errors.append)
+        time.sleep(0.001)
         s.sample()
         cpu.append(time.thread_time_ns())
         if work == "busy":
@@ -31,6 +34,7 @@ def _sample_thread(work: str) -> tuple[list[list[int]], list[BaseException], int
         else:
             time.sleep(0.06)
         cpu.append(time.thread_time_ns())
+        time.sleep(0.001)
         s.sample()
         s.close()
         out.extend(s.samples)
