@@ -2,6 +2,7 @@
 
     python -m bench accuracy                                  # every program in tests/userland, all four ways
     python -m bench accuracy --programs 'clean_*' --ways run-neuron,profile-neuron --jobs 2
+    python -m bench accuracy --programs 'clean_*' --load 3   # with 3 busy-loop processes competing for the CPUs
 
 Runs every program of tests/userland through `neuron-prof run` and `neuron_prof.profile()`, on the emulated
 neuron device and on the CPU (each run a subprocess, then `neuron-prof summary --json`), and compares the
@@ -16,9 +17,13 @@ charged to its forward line).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -56,6 +61,31 @@ def _per_kind(progs: list[h.Program], ways: list[str], outcomes: dict[tuple[str,
     return out
 
 
+def _loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+@contextlib.contextmanager
+def _busy(n: int) -> Iterator[None]:
+    """`n` processes that spin on a CPU (other work on the machine) while the programs run; ended by their handles."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
+             for _ in range(max(n, 0))]
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--programs", default="*.py", help="glob over tests/userland file names (default: all)")
@@ -63,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2, help="runs at once (default 2)")
     ap.add_argument("--timeout", type=float, default=300, help="seconds per run")
     ap.add_argument("--keep", default=None, help="folder to keep the traces in (default: a temporary one)")
+    ap.add_argument("--load", type=int, default=0, metavar="N",
+                    help="start N busy-loop processes that compete for the CPUs while the programs run (default 0)")
     a = ap.parse_args(argv)
     ways = [w.strip() for w in a.ways.split(",") if w.strip()]
     bad = [w for w in ways if w not in h.WAYS]
@@ -77,15 +109,20 @@ def main(argv: list[str] | None = None) -> int:
 
     con = Console(width=max(Console().width, 160))  # the table stays whole when the output is piped
     con.print(f"{len(progs)} programs x {len(ways)} ways, {a.jobs} at a time "
-              f"({', '.join(p.stem for p in progs)})")
+              f"({', '.join(p.stem for p in progs)})"
+              + (f"; {a.load} busy-loop processes on {os.cpu_count()} CPUs, load average {_loadavg()}"
+                 if a.load else ""))
     t0 = time.perf_counter()
     tmp = tempfile.TemporaryDirectory(prefix="bench-accuracy-") if a.keep is None else None
     work = a.keep or tmp.name  # type: ignore[union-attr]
-    with ThreadPoolExecutor(max_workers=max(a.jobs, 1)) as pool:
+    with _busy(a.load), ThreadPoolExecutor(max_workers=max(a.jobs, 1)) as pool:
         order = h.longest_first((p, w) for p in progs for w in ways)
         futs = {(p.name, w): pool.submit(h.run_program, p, w, work, timeout=a.timeout) for p, w in order}
         outcomes = {k: f.result() for k, f in futs.items()}
+        load_end = _loadavg()
     wall = time.perf_counter() - t0
+    if a.load:
+        con.print(f"load average at the end, before the busy processes stopped: {load_end}")
 
     rows: dict[str, dict[str, int]] = {}
     lines: list[str] = []

@@ -98,6 +98,10 @@ def totals_lines(t: dict[str, Any]) -> list[str]:
         ]
         if bits:  # a heading with nothing after it says nothing
             lines.append(f"Per steady step ({fmt_ns(ps['step_ns'])}): " + ", ".join(bits))
+    rq = t.get("host_runqueue") or {}
+    if rq.get("material"):
+        lines.append(f"Host waited {fmt_ns(rq['wait_ns'])} for a CPU ({_pct(rq['share'])} of wall): other processes "
+                     f"on this machine, {rq['load_text']}; not charged to the program")
     lines += explorer_lines(t.get("neuron_explorer"))
     sev = t.get("findings_by_severity") or {}
     if sev:

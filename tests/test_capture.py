@@ -79,6 +79,11 @@ def test_steps_and_metadata(captured: dict[str, Any]) -> None:
     assert md["profiler_cycles"] == 1
     assert md["profiler_overhead_ns"] > 0
     assert md["rank"] is None and md["world_size"] is None
+    # the profiled thread's schedstat at start, each step and stop (tests/test_capture_runqueue.py has the rest)
+    rq = md["host_runqueue_ns"]
+    assert len(rq) == 3 + 2 and [s[0] for s in rq] == sorted(s[0] for s in rq) and start <= rq[0][0]
+    assert all(b[1] >= a[1] and b[2] >= a[2] for a, b in zip(rq, rq[1:])) and rq[-1][1] > rq[0][1]
+    assert len(md["host_loadavg"]) == 2
     # Shapes are on, and every op gets the exact line of the user's statement that ran it (the model call
     # in train_step, called from the loop), written on the op the user's call made (aten::linear)
     loaded = neuron_prof.load(captured["out"])

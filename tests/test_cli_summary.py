@@ -59,6 +59,7 @@ TOTAL_KEYS = {
     "partial",
     "shares",
     "neuron_explorer",
+    "host_runqueue",
 }
 
 

@@ -1,7 +1,11 @@
 """Device idle gaps: stretches with no device work between busy periods, and what the host did meanwhile.
 
 The cost is the idle time not spent in compiles, fallbacks, syncs or collectives (those findings count
-that time already), so the ranking does not count one stall twice.
+that time already), so the ranking does not count one stall twice; nor issuing ops (dispatch, reported apart).
+Nor the time the host waited for a CPU that other processes on the machine held (Linux run-queue wait, from the
+schedstat samples capture takes at start, each step boundary and stop): that wait is known per sample interval
+only, so the unexplained part of the gaps gets the interval's wait in proportion to its share of the interval's
+wall time (`_runqueue.RunQueue.within`). The severity follows the cost that remains.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ from neuron_prof.analysis._finding import Finding
 from neuron_prof.analysis._fmt import fmt_ns
 from neuron_prof.analysis._gap_host import PROBE_KINDS, gap_host
 from neuron_prof.analysis._host import host_nesting
-from neuron_prof.analysis._intervals import intersect_ns, merge
+from neuron_prof.analysis._intervals import difference, intersect_ns, merge
 from neuron_prof.analysis._registry import register
+from neuron_prof.analysis._runqueue import MATERIAL, runqueue, waited_text
 from neuron_prof.model import KinetoCat, Trace, TrackKind
 
 MIN_GAP_NS = 100_000
@@ -116,7 +121,14 @@ def device_idle(trace: Trace, ctx: Context) -> list[Finding]:
         both = np.concatenate([probe, dispatch_rows(ctx)])
         issued = (intersect_ns(sl.ts_ns[both], sl.dur_ns[both], gap_lo[big], gap_hi[big]) if len(both) else 0
                   ) - explained
-        cost = idle - explained - issued
+        unexplained = idle - explained - issued
+        # the host's run-queue wait in the unexplained part of the gaps: other processes' time, not the program's
+        rq = runqueue(ctx)
+        starved = 0
+        if rq is not None:
+            bs, be = merge(sl.ts_ns[both], sl.dur_ns[both])
+            starved = min(rq.within(*difference(gap_lo[big], gap_hi[big], bs, be)), unexplained)
+        cost = unexplained - starved
         share = ctx.share(cost)
         top = big[np.argsort(-g[big], kind="stable")[:10]]
         gaps: list[dict[str, Any]] = []
@@ -133,7 +145,9 @@ def device_idle(trace: Trace, ctx: Context) -> list[Finding]:
         if issued:
             title += f"; {fmt_ns(issued)} of it issuing ops (dispatch)"
         if explained or issued:
-            title += f"; {fmt_ns(cost)} not explained by compiles, fallbacks, syncs, collectives or dispatch"
+            title += f"; {fmt_ns(unexplained)} not explained by compiles, fallbacks, syncs, collectives or dispatch"
+        if rq is not None and starved and starved >= MATERIAL * unexplained:
+            title += f"; {'of that, ' if explained or issued else ''}{waited_text(rq, starved)} (not counted)"
         # the line where the host spent the most of these gaps
         by_site: dict[str, int] = {}
         for gp in gaps:
@@ -156,6 +170,8 @@ def device_idle(trace: Trace, ctx: Context) -> list[Finding]:
             "idle_ns": idle,
             "explained_ns": explained,
             "dispatch_ns": issued,
+            "runqueue_wait_ns": starved,
+            "loadavg": list(rq.loadavg) if rq is not None else None,
             "busy_ns": busy,
             "active_span_ns": int(e[-1] - s[0]),
             "largest": gaps,

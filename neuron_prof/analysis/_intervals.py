@@ -59,3 +59,24 @@ def intersect_ns(a_ts: np.ndarray, a_dur: np.ndarray, lo: np.ndarray, hi: np.nda
     """Total time the union of intervals `a` covers inside the disjoint windows [lo, hi)."""
     s, e = merge(a_ts, a_dur)
     return int((covered_before(s, e, hi) - covered_before(s, e, lo)).sum())
+
+
+def difference(lo: np.ndarray, hi: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The parts of the disjoint sorted windows [lo, hi) that the disjoint sorted intervals [s, e) leave uncovered,
+    as sorted, disjoint (start, end) arrays."""
+    lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
+    if not len(lo) or not len(s):
+        return lo.copy(), hi.copy()
+    b = np.unique(np.concatenate([lo, hi, np.asarray(s, dtype=np.int64), np.asarray(e, dtype=np.int64)]))
+    a, z = b[:-1], b[1:]  # every endpoint is a boundary: each piece lies wholly inside or outside both sets
+
+    def inside(st: np.ndarray, en: np.ndarray) -> np.ndarray:
+        k = np.searchsorted(st, a, side="right") - 1
+        return np.asarray((k >= 0) & (a < en[np.maximum(k, 0)]))
+
+    keep = inside(lo, hi) & ~inside(np.asarray(s, dtype=np.int64), np.asarray(e, dtype=np.int64))
+    a, z = a[keep], z[keep]
+    if not len(a):
+        return a, z
+    new = np.r_[True, a[1:] != z[:-1]]  # pieces that touch join
+    return a[new], z[np.r_[new[1:], True]]

@@ -16,6 +16,7 @@ from neuron_prof.analysis._host import host_nesting
 from neuron_prof.analysis._idle import device_label, device_rows
 from neuron_prof.analysis._intervals import intersect_ns, merge, union_ns
 from neuron_prof.analysis._ops import op_table
+from neuron_prof.analysis._runqueue import MATERIAL, region_wait, runqueue
 from neuron_prof.analysis._sync import RUNTIME_SYNC_NAMES
 from neuron_prof.model import Arg, Trace, TrackKind
 
@@ -105,4 +106,15 @@ def compute_totals(trace: Trace, ctx: Context) -> dict[str, Any]:
         "top_ops": ops.top("host", TOP_N, by="self_ns"),
         "top_device_ops": ops.top("device", TOP_N, by="total_ns"),
         "neuron_explorer": explorer_totals(trace, ctx),
+        "host_runqueue": _runqueue_totals(ctx),
     }
+
+
+def _runqueue_totals(ctx: Context) -> dict[str, Any] | None:
+    """The host's run-queue wait in the region (other processes held the CPUs), or None without samples."""
+    rq = runqueue(ctx)
+    if rq is None:
+        return None
+    wait = region_wait(ctx)
+    return {"wait_ns": wait, "share": ctx.share(wait), "material": ctx.share(wait) >= MATERIAL,
+            "loadavg": list(rq.loadavg), "load_text": rq.load_text()}

@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 from neuron_prof.backends.base import CaptureContext
 from neuron_prof.capture import _compile_quiet, _env, _outputs, _runtime
 from neuron_prof.capture._report import CaptureWarning, dedup_errors, report_problems, user_stacklevel
+from neuron_prof.capture._runqueue import PROBE as RUNQUEUE_PROBE
+from neuron_prof.capture._runqueue import RunQueueSampler
 from neuron_prof.capture._signals import SignalGuard, defer_sigint
 from neuron_prof.model import Meta, TraceBuilder
 
@@ -136,6 +138,7 @@ class Session(contextlib.ContextDecorator):
         self._next_checkpoint = 0.0
         self._signals = SignalGuard(self._on_signal)
         self._run_dir: _runtime.RuntimeDir | None = None
+        self._runqueue: RunQueueSampler | None = None
 
     @property
     def recording(self) -> bool:
@@ -202,6 +205,9 @@ class Session(contextlib.ContextDecorator):
         # (Kineto init), which is neither the user's time nor part of any step.
         ctx.start_ns = time.time_ns()
         self._step_start = ctx.start_ns
+        self._runqueue = RunQueueSampler(ctx.main_tid, lambda e: self._record_error(RUNQUEUE_PROBE, e))
+        self._runqueue.load()
+        self._runqueue.sample()
         self._recording = True
         self._signals.install()
         atexit.register(self._atexit)
@@ -213,6 +219,8 @@ class Session(contextlib.ContextDecorator):
         if not self._recording:
             return
         now = time.time_ns()
+        if self._runqueue is not None:
+            self._runqueue.sample()
         self.context.steps.append((self._step, self._step_start, now))
         self._step += 1
         self._step_start = now
@@ -312,6 +320,10 @@ class Session(contextlib.ContextDecorator):
     def _finish(self, reason: str) -> None:
         ctx = self.context
         ctx.end_ns = time.time_ns()
+        if self._runqueue is not None:
+            self._runqueue.sample()
+            self._runqueue.load()
+            self._runqueue.close()
         c = self._collector
         conv_in_loop = c.export_ns + c.parse_ns if c is not None else 0
         t0 = time.perf_counter_ns()
@@ -400,6 +412,10 @@ class Session(contextlib.ContextDecorator):
         md[Meta.OVERHEAD_NS] = int(self._timings.get("in_steps", 0))
         md[CAPTURE_TIMINGS] = dict(self._timings)
         md[CAPTURE_EXIT] = reason
+        rq = self._runqueue
+        if rq is not None and rq.samples:
+            md[Meta.RUNQUEUE] = [list(x) for x in rq.samples]
+            md[Meta.LOADAVG] = [list(x) for x in rq.loadavg]
         md["profiler_cycles"] = c.cycles if c is not None else 0
         return md
 

@@ -140,7 +140,8 @@ class CompileCache:
             mem = sum(e.neff_size_bytes for e in self._by_sig.values())
         self._sample("CompilationCache.MemoryUsage", float(mem))
         self.gt.add("compile", name, t0, t1, device, detail={"cache_key": key, "source": source,
-                                                            "blocking": blocking, "submitted_ns": now})
+                                                            "blocking": blocking, "submitted_ns": now,
+                                                            "modelled_ns": cost_ns})
         return t1
 
     # --- the torch_neuronx._C shapes -------------------------------------------------------------------

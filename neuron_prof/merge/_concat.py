@@ -24,7 +24,8 @@ def _merged_pid(rank: int, pid: int | str, index: int) -> int:
 
 def rank_trace(trace: Trace, rank: int, shift_ns: int) -> Trace:
     """`trace` as rank `rank` of a merge: processes named "rank R: ...", pids namespaced, flow ids made unique
-    across ranks, clock shifted (timestamps, the wall range and step bounds in the metadata), metadata rank set.
+    across ranks, clock shifted (timestamps, the wall range, step bounds and run-queue sample times in the
+    metadata), metadata rank set.
 
     Columns other than timestamps and flow ids are shared with `trace`, not copied."""
     procs = tuple(dataclasses.replace(
@@ -39,6 +40,9 @@ def rank_trace(trace: Trace, rank: int, shift_ns: int) -> Trace:
         md[Meta.WALL] = [int(wall[0]) + shift_ns, int(wall[1]) + shift_ns]
     if isinstance(md.get(Meta.STEPS), list):
         md[Meta.STEPS] = shift_steps(md[Meta.STEPS], shift_ns)
+    if isinstance(md.get(Meta.RUNQUEUE), list):  # [ts_ns, on_cpu_ns, wait_ns]: the time moves, the counters stay
+        md[Meta.RUNQUEUE] = [[int(r[0]) + shift_ns, *r[1:]] if isinstance(r, (list, tuple)) and r else r
+                             for r in md[Meta.RUNQUEUE]]
     return trace.replace(
         processes=procs, metadata=md, findings=(),
         slices=SliceTable(s.ts_ns + shift_ns, s.dur_ns, s.track, s.name, s.cat, s.args),

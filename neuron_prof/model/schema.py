@@ -170,3 +170,8 @@ class Meta:
     KINETO: Final = "kineto"  # Kineto's own top-level keys (deviceProperties, distributedInfo, ...)
     WALL: Final = "wall_ns"  # (start, end) of the profiled region when known
     STEPS: Final = "steps"  # list of [step, start_ns, end_ns]
+    RUNQUEUE: Final = "host_runqueue_ns"
+    """[[ts_ns, on_cpu_ns, runqueue_wait_ns], ...]: cumulative Linux schedstat counters of the profiled thread at
+    start, each step boundary and stop (the time it ran, and the time it was runnable but waited for a CPU that
+    other processes held; kernel docs Documentation/scheduler/sched-stats.rst)."""
+    LOADAVG: Final = "host_loadavg"  # [[ts_ns, 1-minute load average], ...] at start and stop (/proc/loadavg)
