@@ -272,11 +272,12 @@ def prepare(
         name = "trace" if isinstance(src, Trace) else os.fspath(src)
         size = "" if isinstance(src, Trace) else _size(src)
         report(i / n, f"loading {os.path.basename(name)}{size}")
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.thread_time()
         trace = src if isinstance(src, Trace) else load(src)
         timings[f"load {i}"] = time.perf_counter() - t
+        timings[f"load {i} cpu"] = time.thread_time() - cpu  # this thread's: a parallel parse's workers apart
         report((i + 0.6) / n, f"analysing {os.path.basename(name)}")
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.thread_time()
         source = str(trace.metadata.get("source", name))
         parts = split_ranks(trace)
         if parts:  # a merged trace: one entry per rank, each with its own views and the stragglers about it
@@ -291,6 +292,7 @@ def prepare(
             _ = rank.steps, rank.step_parts
         ranks += new
         timings[f"analyse {i}"] = time.perf_counter() - t
+        timings[f"analyse {i} cpu"] = time.thread_time() - cpu
     # several ranks: order by rank number when every trace has one
     if all(r.trace.rank is not None for r in ranks):
         ranks.sort(key=lambda r: r.trace.rank)  # type: ignore[arg-type, return-value]
