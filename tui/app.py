@@ -183,6 +183,7 @@ class NeuronProfApp(App[int]):
 
     def _first_screen_shown(self) -> None:
         self.shown_at = time.perf_counter()
+        self.ready_at = {v: self.shown_at for v in VIEW_NAMES if self.data.is_ready(v)}
         self._warm()
 
     @work(exit_on_error=False, name="warm", exclusive=True)
