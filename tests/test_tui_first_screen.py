@@ -16,6 +16,7 @@ from textual.worker import Worker
 from neuron_prof.analysis import report
 from neuron_prof.tui._data import RANK_TABLES
 from neuron_prof.tui.app import NeuronProfApp
+from neuron_prof.tui.screens.help import HelpScreen
 from neuron_prof.tui.screens.pending import PendingScreen
 from neuron_prof.tui.screens.ops import OpsScreen
 from neuron_prof.tui.widgets.bars import ViewBar
@@ -95,9 +96,17 @@ async def test_overview_shows_before_the_other_views_and_a_waiting_view_fills_in
         await pilot.press("4")
         await pilot.pause()
         assert app.waiting == ("ops", None)
-        # WHEN the tables are built
+        # WHEN the tables are built while the help is open over the message
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
         held.gate.set()
         await _filled(pilot, app)
+        # THEN the help stays until closed, and then the view is there
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        await pilot.pause()
         # THEN the ops view replaces the message, with its table
         assert app.current_mode == "ops" and isinstance(app.screen, OpsScreen)
         assert "aten::addmm" in shown(table(app), "name")

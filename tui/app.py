@@ -280,6 +280,12 @@ class NeuronProfApp(App[int]):
             for view in VIEW_NAMES:
                 if view not in self.ready_at and self.data.is_ready(view):
                     self.ready_at[view] = time.perf_counter()
+        # over the loading message only: with the help open on it, the message catches up when shown again
+        if isinstance(self.screen, PendingScreen):
+            self.catch_up_waiting()
+
+    def catch_up_waiting(self) -> None:
+        """Show the view the user is waiting for if its tables are there now (or say why they cannot be)."""
         if self.waiting is not None:
             view, focus_key = self.waiting
             if self.data.is_ready(view) or self.data.failure(view) is not None:
@@ -307,7 +313,7 @@ class NeuronProfApp(App[int]):
         if failure is not None or not self.data.is_ready(view):
             self.waiting = None if failure is not None else (view, focus_key)
             self.switch_mode("pending")
-            screen = self.screen
+            screen = self.get_screen_stack("pending")[0]  # under the help, if it was opened there
             if isinstance(screen, PendingScreen):
                 screen.wait_for(view, failure)
             return

@@ -81,6 +81,10 @@ class PendingScreen(Screen[None]):
         """The shown message (for tests)."""
         return "".join(str(s.render()) for s in self.query("#pending").results(Static))
 
+    def on_screen_resume(self) -> None:
+        # back from the help: the tables may have come meanwhile
+        self.app.catch_up_waiting()  # type: ignore[attr-defined]
+
     def on_view_bar_chosen(self, event: ViewBar.Chosen) -> None:
         event.stop()
         self.app.show_view(event.view)  # type: ignore[attr-defined]
