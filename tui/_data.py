@@ -103,8 +103,9 @@ class RankData:
 
     @cached_property
     def op_accounting(self) -> OpTable:
-        """The analysis' op accounting (calls, self and total time per op, and each op's calls)."""
-        return op_table(self.trace)
+        """The analysis' op accounting (calls, self and total time per op, and each op's calls): the one the
+        totals were computed from, over the same context."""
+        return op_table(self.trace, self.context)
 
     @cached_property
     def ops(self) -> _shape.Table:
