@@ -76,7 +76,7 @@ def _tui_file(cached: bool) -> Callable[[int | None, bool], list[str]]:
 
         folder = Path(os.environ.get("TMPDIR", "/tmp")) / "neuron-prof-bench"
         folder.mkdir(parents=True, exist_ok=True)
-        path = generated(n or (100_000 if quick else 1_000_000), folder)
+        path = generated(n or (100_000 if quick else 1_200_000), folder)  # issue 24: a 1.2M-event file
         if cached:  # in a child process: this one stays small (peak RSS would be inherited through fork)
             subprocess.run(
                 [sys.executable, "-c", "import sys, neuron_prof; neuron_prof.load(sys.argv[1])", str(path)],
@@ -128,7 +128,7 @@ BENCHES: dict[str, Bench] = {
     ),
     "tui-file": Bench(
         "bench.bench_tui",
-        "TUI opening a 1M-event Kineto JSON file, first open (no index)",
+        "TUI opening a 1.2M-event Kineto JSON file, first open (no index)",
         _tui_file(False),
         (("NEURON_PROF_CACHE", "0"),),
     ),

@@ -20,12 +20,24 @@ def screen_styles(app: NeuronProfApp) -> list[Style]:
     return [seg.style for strip in app.screen._compositor.render_strips() for seg in strip if seg.style]
 
 
-async def ready(pilot, app: NeuronProfApp) -> None:  # type: ignore[no-untyped-def]
-    for _ in range(200):
-        if app.ready and app.current_mode != "loading":
+async def first_screen(pilot, app: NeuronProfApp) -> None:  # type: ignore[no-untyped-def]
+    """Wait until the traces are loaded and the first view is shown (the other views may still be loading)."""
+    for _ in range(500):
+        if app.ready and app.current_mode != "loading" and app.shown_at is not None:
             break
         await pilot.pause(0.02)
     assert app.ready, "the traces did not load"
+    await pilot.pause()
+
+
+async def ready(pilot, app: NeuronProfApp) -> None:  # type: ignore[no-untyped-def]
+    """Wait until the traces are loaded, every view's tables are built and the start view is shown."""
+    await first_screen(pilot, app)
+    for _ in range(500):
+        if app.warmed_at is not None and app.current_mode != "pending":
+            break
+        await pilot.pause(0.02)
+    assert app.warmed_at is not None, "the views' tables were not built"
     await pilot.pause()
 
 

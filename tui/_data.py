@@ -1,7 +1,11 @@
 """What the TUI shows, computed once off the UI thread: traces, findings and the per-view tables.
 
-`prepare(sources, progress)` runs in the App's worker. It accepts paths (loaded with
-`neuron_prof.loaders.load`) or ready Traces, so tests and benchmarks can hand in a built Trace.
+`prepare(sources, progress)` runs in the App's worker: the load and the first pass, which is what the
+overview shows (the analysis' totals and findings, `neuron_prof.analysis.overview`, exactly `summary`'s).
+Every other view's tables come after the overview is on screen (`TuiData.warm`, in a thread); a view whose
+tables are not there yet is not ready (`TuiData.is_ready`) and the app says so until they are. `prepare`
+accepts paths (loaded with `neuron_prof.loaders.load`) or ready Traces, so tests and benchmarks can hand in
+a built Trace.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.analysis import Context, Finding, OpTable, cross_rank_findings, find_steps, op_table, sort_findings
-from neuron_prof.analysis import LineTable, line_table, nesting, step_breakdown
+from neuron_prof.analysis import LineTable, line_table, nesting, overview, step_breakdown
 from neuron_prof.model import Trace, split_ranks
 from neuron_prof.tui import _shape
 from neuron_prof.tui._fmt import fmt_bytes
@@ -27,25 +31,41 @@ Source = str | os.PathLike[str] | Trace
 Progress = Callable[[float, str], None]
 """progress(fraction done 0-1, what is happening now)."""
 
+RANK_TABLES = ("ops", "compiles", "fallbacks", "memory", "lanes", "view", "lines")
+"""RankData's tables built after the first screen, in this order unless a view waits for one."""
+DATA_TABLES = ("collectives", "rank_table")
+"""TuiData's cross-rank tables, built after the shown rank's."""
+VIEW_NEEDS: dict[str, tuple[str, ...]] = {
+    "overview": (),
+    "compile": ("compiles",),
+    "fallback": ("fallbacks",),
+    "ops": ("ops",),
+    "timeline": ("lanes", "view"),
+    "memory": ("memory",),
+    "collectives": ("collectives",),
+    "ranks": ("rank_table",),
+    "lines": ("lines",),
+    "device": (),
+}
+"""The tables each view shows (RANK_TABLES of the shown rank, or DATA_TABLES); the overview's come first."""
 
-def analyse(trace: Trace) -> tuple[dict[str, Any], list[Finding], list[str]]:
-    """(totals, findings most costly first, warnings) from neuron_prof.analysis.
 
-    Computed afresh, as `neuron-prof summary` does, so both show the same findings. A failing analysis
-    falls back to the findings stored in the file and is reported on the overview, not raised: the
-    timeline and tables stay usable.
+def analyse(trace: Trace, ctx: Context) -> tuple[dict[str, Any], list[Finding], list[str]]:
+    """(totals, findings most costly first, warnings): `neuron_prof.analysis.overview` over `ctx`.
+
+    Computed afresh, as `neuron-prof summary` does (its totals and findings come from the same function),
+    so both show the same findings. A failing analysis falls back to the findings stored in the file and is
+    reported on the overview, not raised: the timeline and tables stay usable.
     """
-    from neuron_prof.analysis import report
-
     try:
-        rep = report(trace)
+        first = overview(trace, ctx)
     except Exception as e:  # noqa: BLE001 - shown to the user
         stored = [Finding.from_dict(d) for d in trace.findings]
         note = f"analysis failed: {type(e).__name__}: {e}" + (
             "; showing the findings stored in the file" if stored else ""
         )
         return {"wall_ns": trace.wall_ns}, stored, [note]
-    return rep.totals, list(rep.findings), []
+    return first.totals, list(first.findings), []
 
 
 @dataclass
@@ -62,6 +82,9 @@ class RankData:
     """Start of the profiled region (ns): times are shown relative to it."""
     span: tuple[int, int]
     """The profiled region (Unix ns, `_lanes.profiled_region`): the timeline's whole extent."""
+    context: Context
+    """The analysis context the totals and findings were computed over; the views' tables share it (call
+    sites, compiles and nesting are worked out once)."""
 
     @cached_property
     def depth(self) -> np.ndarray:
@@ -69,18 +92,6 @@ class RankData:
         # the analysis counts depth from 1 (top level); lanes count from 0
         d: np.ndarray = nesting(self.trace, np.arange(len(self.trace.slices), dtype=np.int64)).depth - 1
         return d
-
-    def warm(self, cancelled: Callable[[], bool] = lambda: False) -> None:
-        """Compute every view's table now (a background worker calls this after the first screen)."""
-        for name in ("lanes", "ops", "compiles", "fallbacks", "memory", "lines"):
-            if cancelled():
-                return
-            getattr(self, name)
-
-    @cached_property
-    def context(self) -> Context:
-        """One analysis context for the views' tables (call sites and compiles are worked out once)."""
-        return Context(self.trace)
 
     @cached_property
     def compiles(self) -> _shape.Table:
@@ -92,8 +103,9 @@ class RankData:
 
     @cached_property
     def op_accounting(self) -> OpTable:
-        """The analysis' op accounting (calls, self and total time per op, and each op's calls)."""
-        return op_table(self.trace)
+        """The analysis' op accounting (calls, self and total time per op, and each op's calls): the one the
+        totals were computed from, over the same context."""
+        return op_table(self.trace, self.context)
 
     @cached_property
     def ops(self) -> _shape.Table:
@@ -153,6 +165,8 @@ class TuiData:
     ranks: list[RankData]
     current: int = 0
     timings: dict[str, float] = field(default_factory=dict)
+    failed: dict[tuple[int, str], str] = field(default_factory=dict)
+    """(rank index, table) -> why the table could not be built (shown by the view that needs it)."""
 
     @property
     def rank(self) -> RankData:
@@ -166,15 +180,60 @@ class TuiData:
     def rank_table(self) -> _shape.Table:
         return _shape.rank_table([(r.trace, r.totals) for r in self.ranks])
 
-    def warm(self, cancelled: Callable[[], bool] = lambda: False) -> None:
-        """Compute the shown rank's views, then the cross-rank tables."""
-        self.rank.warm(cancelled)
-        if not cancelled():
-            _ = self.collectives, self.rank_table
+    def _holder(self, name: str, rank: int) -> Any:
+        return self if name in DATA_TABLES else self.ranks[rank]
+
+    def _built(self, name: str, rank: int) -> bool:
+        # a cached_property is in the instance's __dict__ once computed (set after it is whole)
+        return name in vars(self._holder(name, rank)) or (rank, name) in self.failed
+
+    def is_ready(self, view: str) -> bool:
+        """Whether every table `view` shows is built for the shown rank (a failed one never is: `failure`)."""
+        return bool(self.ranks) and all(
+            n in vars(self._holder(n, self.current)) for n in VIEW_NEEDS.get(view, ())
+        )
+
+    def failure(self, view: str) -> str | None:
+        """Why a table of `view` could not be built, for the shown rank (None: none failed)."""
+        return next((self.failed[(self.current, n)] for n in VIEW_NEEDS.get(view, ())
+                     if (self.current, n) in self.failed), None)
+
+    def warm(
+        self,
+        cancelled: Callable[[], bool] = lambda: False,
+        wanted: Callable[[], str | None] = lambda: None,
+        built: Callable[[str], None] = lambda name: None,
+        before: Callable[[str], None] = lambda name: None,
+    ) -> None:
+        """Build the shown rank's tables, then the cross-rank ones (in a thread, after the first screen).
+
+        Each table in RANK_TABLES order, except that the tables of the view `wanted()` names (the one the
+        user is waiting for) go first; `built(name)` after each. `before(name)` runs first (the app's
+        `before_table` hook). A table that raises is recorded in `failed`, not raised: its view says so and
+        the other views still fill in.
+        """
+        rank = self.current
+        order = [*RANK_TABLES, *DATA_TABLES]
+        while not cancelled():
+            todo = [n for n in order if not self._built(n, rank)]
+            if not todo:
+                return
+            view = wanted()
+            first = [n for n in VIEW_NEEDS.get(view or "", ()) if n in todo]
+            name = (first or todo)[0]
+            t = time.perf_counter()
+            try:
+                before(name)
+                getattr(self._holder(name, rank), name)
+            except Exception as e:  # noqa: BLE001 - shown by the view that needs the table
+                self.failed[(rank, name)] = f"{name} could not be computed: {type(e).__name__}: {e}"
+            self.timings[f"table {name}"] = time.perf_counter() - t
+            built(name)
 
 
 def _rank(trace: Trace, source: str, cross: Sequence[Finding] = ()) -> RankData:
-    totals, found, warnings = analyse(trace)
+    ctx = Context(trace)
+    totals, found, warnings = analyse(trace, ctx)
     if cross:
         found = sort_findings([*found, *cross])
     warnings = [*map(str, trace.metadata.get("load_warnings") or []), *warnings]
@@ -187,6 +246,7 @@ def _rank(trace: Trace, source: str, cross: Sequence[Finding] = ()) -> RankData:
         totals=totals,
         origin=span[0],
         span=span,
+        context=ctx,
     )
 
 
@@ -213,11 +273,12 @@ def prepare(
         name = "trace" if isinstance(src, Trace) else os.fspath(src)
         size = "" if isinstance(src, Trace) else _size(src)
         report(i / n, f"loading {os.path.basename(name)}{size}")
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.thread_time()
         trace = src if isinstance(src, Trace) else load(src)
         timings[f"load {i}"] = time.perf_counter() - t
+        timings[f"load {i} cpu"] = time.thread_time() - cpu  # this thread's: a parallel parse's workers apart
         report((i + 0.6) / n, f"analysing {os.path.basename(name)}")
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.thread_time()
         source = str(trace.metadata.get("source", name))
         parts = split_ranks(trace)
         if parts:  # a merged trace: one entry per rank, each with its own views and the stragglers about it
@@ -226,11 +287,13 @@ def prepare(
             new = [_rank(part, source, [f for f in cross if f.rank == r]) for r, part in parts.items()]
         else:
             new = [_rank(trace, source)]
-        # the overview is what a user sees first; the other views' tables are warmed after it shows
+        # the overview is what a user sees first (step times and, on a tall screen, the step mix);
+        # the other views' tables are built after it shows
         for rank in new:
-            _ = rank.steps
+            _ = rank.steps, rank.step_parts
         ranks += new
         timings[f"analyse {i}"] = time.perf_counter() - t
+        timings[f"analyse {i} cpu"] = time.thread_time() - cpu
     # several ranks: order by rank number when every trace has one
     if all(r.trace.rank is not None for r in ranks):
         ranks.sort(key=lambda r: r.trace.rank)  # type: ignore[arg-type, return-value]

@@ -3,12 +3,15 @@
     app = NeuronProfApp(["trace.json"])          # paths or ready Traces
     app.run()
 
-Loading and analysis run in a daemon thread (awaited by a worker) that posts `Progress`, `Loaded` or
-`Failed`; the UI stays on a progress bar meanwhile and `q` quits at once, even mid-parse.
+Loading and the first pass (the overview's totals and findings) run in a daemon thread (awaited by a
+worker) that posts `Progress`, `Loaded` or `Failed`; the UI stays on a progress bar meanwhile and `q`
+quits at once, even mid-parse.
 
-Once the first view is painted, a worker builds every view's tables (`TuiData.warm`, in a thread) and
-then mounts every other view's screen in the background (`_premount`), one per refresh, so the first
-switch to a view shows a screen that is already composed, styled and laid out.
+Once the overview is painted, a worker builds every other view's tables (`TuiData.warm`, in a thread,
+posting `TableReady` after each) and then mounts every other view's screen in the background
+(`_premount`), one per refresh, so the first switch to a view shows a screen that is already composed,
+styled and laid out. A switch to a view whose tables are not built yet shows `PendingScreen` ("loading…")
+with that view's tab; its tables are built next and the view replaces it when they are.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from neuron_prof.tui.screens.memory import MemoryScreen
 from neuron_prof.tui.screens.lines import LinesScreen
 from neuron_prof.tui.screens.ops import OpsScreen
 from neuron_prof.tui.screens.overview import OverviewScreen
+from neuron_prof.tui.screens.pending import PendingScreen
 from neuron_prof.tui.screens.ranks import RanksScreen
 from neuron_prof.tui.screens.timeline import TimelineScreen
 
@@ -85,6 +89,7 @@ class NeuronProfApp(App[int]):
         "ranks": RanksScreen,
         "device": DeviceScreen,
         "lines": LinesScreen,
+        "pending": PendingScreen,
     }
     DEFAULT_MODE = "loading"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -113,6 +118,13 @@ class NeuronProfApp(App[int]):
             super().__init__()
             self.error = error
 
+    class TableReady(Message):
+        """A view's table was built in the background (`TuiData.warm`)."""
+
+        def __init__(self, name: str) -> None:
+            super().__init__()
+            self.name = name
+
     def __init__(self, sources: Sequence[Source], *, start_view: str = "overview") -> None:
         super().__init__()
         self.sources = list(sources)
@@ -133,6 +145,13 @@ class NeuronProfApp(App[int]):
         """The worker mounting the views' screens in the background (started once the views are warm)."""
         self.premounted_at: float | None = None
         """perf_counter() when every view's screen was mounted and up to date (bench_tui reads it)."""
+        self.waiting: tuple[str, str | None] | None = None
+        """(view, focus key) the user asked for whose tables are not built yet (PendingScreen shows it)."""
+        self.ready_at: dict[str, float] = {}
+        """perf_counter() when each view became ready after the first screen (bench_tui reads it)."""
+        self.before_table: Callable[[str], None] | None = None
+        """Hook: called in the background thread before each table is built, with its name (`_data.RANK_TABLES`,
+        `_data.DATA_TABLES`). Tests set it to hold a table back (a slow stage) without sleeping."""
         self._heap_frozen = False
 
     # ---- loading -----------------------------------------------------------------------------
@@ -164,13 +183,22 @@ class NeuronProfApp(App[int]):
 
     def _first_screen_shown(self) -> None:
         self.shown_at = time.perf_counter()
+        self.ready_at = {v: self.shown_at for v in VIEW_NAMES if self.data.is_ready(v)}
         self._warm()
 
     @work(exit_on_error=False, name="warm", exclusive=True)
     async def _warm(self) -> None:
-        """Build every view's tables while the user reads the overview, so switching views is instant."""
+        """Build every view's tables while the user reads the overview (those of a view the user is waiting for
+        first), so switching views is instant; each built table is announced by `TableReady`."""
         worker = get_current_worker()
-        await in_daemon_thread(self.data.warm, lambda: worker.is_cancelled, name="neuron-prof-warm")
+        await in_daemon_thread(
+            self.data.warm,
+            lambda: worker.is_cancelled,
+            lambda: self.waiting[0] if self.waiting else None,
+            lambda name: self.post_message(self.TableReady(name)),
+            lambda name: self.before_table(name) if self.before_table is not None else None,
+            name="neuron-prof-warm",
+        )
         if not worker.is_cancelled:
             self.warmed_at = time.perf_counter()
             # after the tables: composing a view reads them, and on the UI thread they would block it
@@ -245,7 +273,23 @@ class NeuronProfApp(App[int]):
         if not self.data.ranks:
             self.exit(return_code=2, message=Text("neuron-prof: error: no trace loaded"))
             return
-        self.switch_mode(self.start_view)
+        self.show_view(self.start_view)
+
+    def on_neuron_prof_app_table_ready(self, message: TableReady) -> None:
+        if self.shown_at is not None:
+            for view in VIEW_NAMES:
+                if view not in self.ready_at and self.data.is_ready(view):
+                    self.ready_at[view] = time.perf_counter()
+        # over the loading message only: with the help open on it, the message catches up when shown again
+        if isinstance(self.screen, PendingScreen):
+            self.catch_up_waiting()
+
+    def catch_up_waiting(self) -> None:
+        """Show the view the user is waiting for if its tables are there now (or say why they cannot be)."""
+        if self.waiting is not None:
+            view, focus_key = self.waiting
+            if self.data.is_ready(view) or self.data.failure(view) is not None:
+                self.show_view(view, focus_key)
 
     def on_neuron_prof_app_failed(self, message: Failed) -> None:
         e = message.error
@@ -259,9 +303,21 @@ class NeuronProfApp(App[int]):
 
     # ---- navigation ----------------------------------------------------------------------------
     def show_view(self, view: str, focus_key: str | None = None) -> None:
-        """Switch to `view`; filtered to the rows matching `focus_key` (a call site or name) there."""
+        """Switch to `view`; filtered to the rows matching `focus_key` (a call site or name) there.
+
+        A view whose tables are not built yet shows PendingScreen until they are (then this runs again).
+        """
         if not self.ready or (view not in VIEW_NAMES and view not in EXTRA_VIEWS):
             return
+        failure = self.data.failure(view)
+        if failure is not None or not self.data.is_ready(view):
+            self.waiting = None if failure is not None else (view, focus_key)
+            self.switch_mode("pending")
+            screen = self.get_screen_stack("pending")[0]  # under the help, if it was opened there
+            if isinstance(screen, PendingScreen):
+                screen.wait_for(view, failure)
+            return
+        self.waiting = None
         self.switch_mode(view)
         if focus_key:
             screen = self.screen
@@ -273,7 +329,7 @@ class NeuronProfApp(App[int]):
     def action_cycle(self, step: int) -> None:
         if not self.ready:
             return
-        cur = self.current_mode
+        cur = self.screen.view if isinstance(self.screen, PendingScreen) else self.current_mode
         i = VIEW_NAMES.index(cur) if cur in VIEW_NAMES else 0
         self.show_view(VIEW_NAMES[(i + step) % len(VIEW_NAMES)])
 

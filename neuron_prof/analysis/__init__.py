@@ -3,6 +3,7 @@
     from neuron_prof.analysis import analyze, report, annotate
     findings = analyze(trace)          # list[Finding], most costly first
     rep = report(trace)                # Report(totals, findings, lines, steps): what summary --json holds
+    first = overview(trace, Context(trace))  # its totals and findings alone (a first screen)
     lines = line_table(trace)          # the lines view, columnar (every user line's costs)
     trace2 = annotate(trace)           # trace.findings filled (exporters write them as a findings track)
 
@@ -35,6 +36,7 @@ from neuron_prof.analysis._report import (
     annotate,
     compute_totals,
     cross_rank_findings,
+    overview,
     report,
     sort_findings,
 )
@@ -45,6 +47,7 @@ from neuron_prof.analysis._step_breakdown import step_breakdown
 from neuron_prof.analysis._steps import find_steps
 from neuron_prof.analysis._stragglers import LateArrivals, dominant_cause, findings_from, late_arrivals
 __all__ = [
+    "overview",
     "COST_WARNING_SHARE",
     "partial_line",
     "partial_totals",

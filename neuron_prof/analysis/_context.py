@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from functools import cached_property
+from functools import cache, cached_property
+from operator import attrgetter
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from neuron_prof.analysis._steps import Steps, make_steps
@@ -29,6 +31,20 @@ def as_int(v: Any, default: int = 0) -> int:
         except ValueError:
             return default
     return default
+
+
+ABSENT = msgspec.UNSET
+"""`Context.pick_args`' value for a key a document does not have (a JSON null is None)."""
+
+
+@cache
+def _picker(keys: tuple[str, ...]) -> tuple[msgspec.json.Decoder[Any], Callable[[Any], tuple[Any, ...]]]:
+    """A decoder of a JSON array of args documents that keeps only `keys` (msgspec skips the others without
+    building them), and the getter of their values as one tuple."""
+    names = [f"k{i}" for i in range(len(keys))]
+    struct = msgspec.defstruct("PickedArgs", [(n, Any, ABSENT) for n in names], rename=dict(zip(names, keys)))
+    get = attrgetter(*names)
+    return msgspec.json.Decoder(list[struct]), (get if len(keys) > 1 else lambda s: (get(s),))
 
 
 def severity_for(share: float, floor: str = "info") -> str:
@@ -110,6 +126,30 @@ class Context:
             d = self.trace.args.get(int(args_idx))
             self._args_cache[raw] = d
         return d
+
+    def pick_args(self, args_idx: np.ndarray, keys: tuple[str, ...]) -> list[tuple[Any, ...]]:
+        """The values of `keys` in each args document of `args_idx` (ArgsStore indices, -1: no args), one
+        tuple per index: ``args(i)[k]``, or ABSENT where the document has no key k.
+
+        One decode for all of them that reads only these keys: for a column of rows, many times faster than
+        `args` per row (a Kineto op's args hold shapes, strides and ids besides its call stack).
+        """
+        idx = np.asarray(args_idx, dtype=np.int64)
+        none = (ABSENT,) * len(keys)
+        out: list[tuple[Any, ...]] = [none] * len(idx)
+        have = np.flatnonzero(idx >= 0)
+        if len(have):
+            dec, get = _picker(tuple(keys))
+            try:
+                docs = dec.decode(self.trace.args.json_array(idx[have]))
+            except (msgspec.DecodeError, msgspec.ValidationError):  # a document that is no JSON object
+                for j in have.tolist():
+                    a = self.args(int(idx[j]))
+                    out[j] = tuple(a.get(k, ABSENT) for k in keys)
+                return out
+            for j, d in zip(have.tolist(), docs, strict=True):
+                out[j] = get(d)
+        return out
 
     def slice_args(self, row: int) -> dict[str, Any]:
         return self.args(int(self.trace.slices.args[row]))

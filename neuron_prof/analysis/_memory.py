@@ -6,11 +6,12 @@ loader kept them as instants.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
 
-from neuron_prof.analysis._context import Context
+from neuron_prof.analysis._context import ABSENT, Context
 from neuron_prof.analysis._finding import Finding
 from neuron_prof.analysis._fmt import fmt_bytes
 from neuron_prof.analysis._registry import register
@@ -37,21 +38,28 @@ def _series(trace: Trace, ctx: Context) -> list[tuple[str, np.ndarray, np.ndarra
     if mem is None:
         return out
     rows = np.flatnonzero(trace.instants.name == mem)
-    by_dev: dict[str, tuple[list[int], list[float]]] = {}
-    for r in rows:
-        a = ctx.instant_args(int(r))
-        if "Total Allocated" not in a:
+    by_dev: dict[str, tuple[list[int], list[Any]]] = {}
+    names: dict[tuple[Any, ...], str] = {}
+    picked = ctx.pick_args(trace.instants.args[rows], ("Total Allocated", "Device Type", "Device Id"))
+    for r, (total, dt, dev) in zip(rows.tolist(), picked, strict=True):
+        if total is ABSENT:
             continue
-        dt = a.get("Device Type", "?")
-        key = (
-            f"{_DEVICE_TYPES.get(dt, dt) if isinstance(dt, int) else dt}:{a.get('Device Id', '?')} allocated"
-        )
-        ts, v = by_dev.setdefault(key, ([], []))
-        ts.append(int(trace.instants.ts_ns[r]))
-        v.append(float(a["Total Allocated"]))
-    for k, (ts, v) in by_dev.items():
+        ids = (type(dt), dt, type(dev), dev)  # with the types: 1, 1.0 and True are equal keys
+        try:
+            key = names[ids]
+        except (KeyError, TypeError):  # TypeError: a list or dict there (unhashable): named as it is
+            dt = "?" if dt is ABSENT else dt
+            dev = "?" if dev is ABSENT else dev
+            key = f"{_DEVICE_TYPES.get(dt, dt) if isinstance(dt, int) else dt}:{dev} allocated"
+            with contextlib.suppress(TypeError):
+                names[ids] = key
+        at, v = by_dev.setdefault(key, ([], []))
+        at.append(r)
+        v.append(total)
+    for k, (at, v) in by_dev.items():
+        ts = trace.instants.ts_ns[np.asarray(at, dtype=np.int64)].astype(np.int64)
         o = np.argsort(ts, kind="stable")
-        out.append((k, np.asarray(ts, dtype=np.int64)[o], np.asarray(v)[o]))
+        out.append((k, ts[o], np.asarray(list(map(float, v)), dtype=np.float64)[o]))
     return out
 
 

@@ -168,9 +168,12 @@ def compute_totals(trace: Trace, *, warmup_steps: int | None = None) -> dict[str
     return _totals(trace, Context(trace, warmup_steps))
 
 
-def report(trace: Trace, *, warmup_steps: int | None = None, context: Context | None = None) -> Report:
-    """Totals and findings computed over one shared context (pass `context` to share it further)."""
-    ctx = context or Context(trace, warmup_steps)
+def overview(trace: Trace, ctx: Context) -> Report:
+    """The totals and findings of `report`, without its lines and per-step breakdown (empty here).
+
+    The first part of `report`, computed the same way over the same context: what a first screen shows
+    (the TUI's overview) before the rest is ready; `report` adds the lines and steps over that context.
+    """
     findings = _run(trace, ctx)
     totals = _totals(trace, ctx)
     totals["findings_by_severity"] = {s: sum(f.severity == s for f in findings) for s in SEVERITIES}
@@ -179,8 +182,14 @@ def report(trace: Trace, *, warmup_steps: int | None = None, context: Context | 
     }
     totals["partial"] = partial_totals(trace, findings)
     totals["shares"] = share_overlaps(trace, findings)
-    return Report(totals=totals, findings=findings, lines=lines_json(trace, ctx),
-                  steps=step_breakdown(trace, ctx))
+    return Report(totals=totals, findings=findings)
+
+
+def report(trace: Trace, *, warmup_steps: int | None = None, context: Context | None = None) -> Report:
+    """Totals and findings computed over one shared context (pass `context` to share it further)."""
+    ctx = context or Context(trace, warmup_steps)
+    first = overview(trace, ctx)
+    return dataclasses.replace(first, lines=lines_json(trace, ctx), steps=step_breakdown(trace, ctx))
 
 
 def annotate(

@@ -26,14 +26,13 @@ reads whole and `of_row` reads one at a time.
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from neuron_prof.analysis._backward import NOT_BACKWARD, backward_of, node_name
-from neuron_prof.analysis._context import Context
+from neuron_prof.analysis._context import ABSENT, Context
 from neuron_prof.analysis._host import host_nesting, host_stacks_at
 from neuron_prof.model import Arg, KinetoCat, TrackKind
 from neuron_prof.model.callsite import (
@@ -49,7 +48,7 @@ from neuron_prof.model.callsite import (
 
 CALL_STACK = "Call stack"
 __all__ = ["NO_STACK", "HostSites", "Site", "Sites", "sites_of"]
-_SITE_KEYS = re.compile(rb'"(?:Call stack|call_site|site_unknown)"\s*:')
+_SITE_KEY_TEXTS = (b'"Call stack"', b'"call_site"', b'"site_unknown"')
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,6 +64,37 @@ class HostSites:
     def of(self, row: int) -> Site | None:
         i = int(np.searchsorted(self.rows, row))
         return self.sites[int(self.site[i])] if i < len(self.rows) and self.rows[i] == row else None
+
+
+_OF_ARGS = (Arg.CALL_SITE, Arg.MODULE, Arg.STACK, CALL_STACK, "site_unknown")
+"""The args keys `Sites.of_args` reads."""
+
+
+def _hashable(vals: tuple[Any, ...]) -> Any:
+    """`vals` as a dict key (lists as tuples), or None when a value cannot be one."""
+    try:
+        hash(vals)
+        return vals
+    except TypeError:
+        pass
+    key = tuple(tuple(v) if isinstance(v, list) else v for v in vals)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _key_hits(blob: bytes) -> list[int]:
+    """Where the keys `of_args` looks for (call stack, call site, why unknown) appear in the args blob: the
+    documents that may give a site. A superset (the text may sit inside a value): each is then read exactly."""
+    hits: list[int] = []
+    for key in _SITE_KEY_TEXTS:
+        find, at = blob.find, blob.find(key)
+        while at >= 0:
+            hits.append(at)
+            at = find(key, at + len(key))
+    return hits
 
 
 def _str_list(v: Any) -> tuple[str, ...]:
@@ -163,14 +193,24 @@ class Sites:
         own = np.zeros(m, dtype=np.int64)
         strong = np.zeros(m, dtype=bool)
         blob, off = ctx.trace.args.buffers
-        hits = [mm.start() for mm in _SITE_KEYS.finditer(blob)] if blob else []
+        hits = _key_hits(blob) if blob else []
         if hits and m:
             docs = np.unique(np.searchsorted(off, np.asarray(hits, dtype=np.int64), side="right") - 1)
-            for i in np.flatnonzero(np.isin(sl.args[rows], docs)).tolist():
-                s = self.of_args(ctx.slice_args(int(rows[i])))
-                if s is not None:
-                    own[i] = sid(s)
-                    strong[i] = bool(s.call_site or s.stack)
+            sel = np.flatnonzero(np.isin(sl.args[rows], docs))
+            # only the keys `of_args` reads; the same values give the same Site (a stack repeats for every
+            # call of an op from one line), so each distinct set is read once: (site id, strong) per set
+            seen: dict[Any, tuple[int, bool] | None] = {}
+            for i, vals in zip(sel.tolist(), ctx.pick_args(sl.args[rows[sel]], _OF_ARGS), strict=True):
+                key = _hashable(vals)
+                if key is not None and key in seen:
+                    got = seen[key]
+                else:
+                    s = self.of_args({k: v for k, v in zip(_OF_ARGS, vals, strict=True) if v is not ABSENT})
+                    got = None if s is None else (sid(s), bool(s.call_site or s.stack))
+                    if key is not None:
+                        seen[key] = got
+                if got is not None:
+                    own[i], strong[i] = got
         if not self.exact:  # torch.profiler's Python frames ("train.py(12): forward"): the function, no line
             self._frames_as_sites(rows, own, strong, sid)
         # rule 3: the nearest enclosing slice with a site (level by level down the nesting)
