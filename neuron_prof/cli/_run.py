@@ -140,18 +140,16 @@ def _window(flag: bool, steps: str | None, old_dir: str | None) -> bool | int | 
 
 @contextlib.contextmanager
 def _optimizer_steps(session: object, window: object) -> Iterator[None]:
-    """With a device-profile window, each ``optimizer.step()`` of the script ends a step (``session.step()``):
-    a script run unchanged marks no steps, and the window counts them."""
+    """With a device-profile window, each ``optimizer.step()`` of the script ends a step (``session.step()``)
+    when it returns (`_optimizer_steps.optimizer_steps`): a script run unchanged marks no steps, and the window
+    counts them."""
     if window is False or window == 0 or (isinstance(window, tuple) and window[0] == 0 and window[1] is None):
         yield
         return
-    from torch.optim.optimizer import register_optimizer_step_post_hook
+    from neuron_prof.cli._optimizer_steps import optimizer_steps
 
-    handle = register_optimizer_step_post_hook(lambda *_: session.step())  # type: ignore[attr-defined]
-    try:
+    with optimizer_steps(session.step):  # type: ignore[attr-defined]
         yield
-    finally:
-        handle.remove()
 
 
 @contextlib.contextmanager
