@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from neuron_prof.backends.base import CaptureContext
 from neuron_prof.capture import _compile_quiet, _env, _outputs, _runtime
 from neuron_prof.capture._report import CaptureWarning, dedup_errors, report_problems, user_stacklevel
+from neuron_prof.capture._session_metadata import session_metadata
 from neuron_prof.capture._runqueue import PROBE as RUNQUEUE_PROBE
 from neuron_prof.capture._runqueue import RunQueueSampler
 from neuron_prof.capture._signals import SignalGuard, defer_sigint
@@ -37,13 +38,6 @@ from neuron_prof.model import Meta, TraceBuilder
 
 if TYPE_CHECKING:
     from neuron_prof.model import Trace
-
-CAPTURE_TIMINGS = "capture_timings_ns"
-"""Metadata key: {phase: ns} of the profiler's own work (start, stop, export, parse, contribute, build)."""
-CAPTURE_EXIT = "capture_exit"
-"""Metadata key: how the block ended: "ok", "exception: ValueError: ...", "KeyboardInterrupt", "SIGTERM", "atexit"."""
-PROCESS_GROUP = "process_group"
-"""Metadata key: torch.distributed facts (backend, group name and ranks, local rank) when initialised."""
 
 _ACTIVE: Session | None = None
 _ACTIVE_LOCK = threading.Lock()
@@ -390,34 +384,8 @@ class Session(contextlib.ContextDecorator):
             self._pg_info = None
 
     def _metadata(self, reason: str, end_ns: int) -> dict[str, Any]:
-        ctx = self.context
-        c = self._collector
-        if c is not None:
-            self._timings["export"] = c.export_ns
-            self._timings["parse"] = c.parse_ns
-            self._timings["sites_cpu"] = c.sites_ns  # the exact-site walk and the stack rewrite, CPU time
-            self._timings["rewrite_cpu"] = c.rewrite_ns
-        md: dict[str, Any] = {
-            Meta.SOURCE_FORMAT: "capture", Meta.CLOCK: "unix", Meta.WALL: [ctx.start_ns, end_ns],
-            Meta.STEPS: [list(s) for s in ctx.steps], Meta.BACKEND: getattr(self._backend, "name", None),
-            Meta.RANK: ctx.rank, Meta.WORLD_SIZE: ctx.world_size,
-        }
-        if self._pg_info is not None:
-            md[PROCESS_GROUP] = self._pg_info
-        md.update(_env.host_metadata())
-        # What we can measure of the profiler inside the region: the time its step() held the user's
-        # thread (step markers, and a cycle's export + conversion under a schedule with repeat). Start and
-        # stop lie outside the region (see CAPTURE_TIMINGS); the per-op recording cost cannot be measured
-        # in-process (bench/bench_capture.py does). The backend adds its probes' costs in contribute().
-        md[Meta.OVERHEAD_NS] = int(self._timings.get("in_steps", 0))
-        md[CAPTURE_TIMINGS] = dict(self._timings)
-        md[CAPTURE_EXIT] = reason
-        rq = self._runqueue
-        if rq is not None and rq.samples:
-            md[Meta.RUNQUEUE] = [list(x) for x in rq.samples]
-            md[Meta.LOADAVG] = [list(x) for x in rq.loadavg]
-        md["profiler_cycles"] = c.cycles if c is not None else 0
-        return md
+        return session_metadata(self.context, self._collector, self._timings, self._backend, self._pg_info,
+                                self._runqueue, reason, end_ns)
 
     def _set_metadata(self, builder: TraceBuilder, reason: str) -> None:
         ctx = self.context
