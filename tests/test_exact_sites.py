@@ -97,10 +97,15 @@ def test_no_library_python_frames_in_the_trace(tmp_path: Path) -> None:
 def test_operator_recorder_keeps_warnings_at_the_users_line_and_restores_torch() -> None:
     before = {n: torch.Tensor.__dict__.get(n) for n in ("__add__", "__float__", "__getitem__", "T", "__matmul__")}
     x = torch.ones(2, requires_grad=True)
-    with warnings.catch_warnings(record=True) as got:
-        warnings.simplefilter("always")
-        with neuron_prof.profile(None, quiet=True):
-            v = float(x.sum())  # LINE: float-warning
+    always = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)  # torch warns about this once per process: another test may have had it
+    try:
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            with neuron_prof.profile(None, quiet=True):
+                v = float(x.sum())  # LINE: float-warning
+    finally:
+        torch.set_warn_always(always)
     line = tagged(Path(__file__).read_text())["float-warning"]
     scalar = [w for w in got if "to a scalar" in str(w.message)]
     assert v == 2.0 and scalar and scalar[0].filename == __file__ and scalar[0].lineno == line
