@@ -86,7 +86,8 @@ def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 
 @pytest.mark.parametrize("case", [_param(p, w) for p, w in CASES])
 def test_findings_at_exact_lines(case: tuple[h.Program, str], runs: Runs) -> None:
-    """Every `# EXPECT` of the run's device is found at its exact line; CLEAN programs: nothing above info."""
+    """Every `# EXPECT` of the run's device is found at its exact line; CLEAN programs: nothing above info
+    (but the load-dependent kinds, `h.LOAD_DEPENDENT`, which `bench accuracy` measures)."""
     prog, way = case
     out = runs.result(prog, way)
     known = h.known_failure(prog, out)
@@ -94,7 +95,8 @@ def test_findings_at_exact_lines(case: tuple[h.Program, str], runs: Runs) -> Non
         raise h.KnownFailure(f"{prog.name} ({way}) failed as its XFAIL tag says: {known}")
     assert out.ok, out.error
     s = h.score(prog, out)
-    assert not s.misses and not s.clean_alarms, h.describe(prog, out)
+    alarms = [a for a in s.clean_alarms if a.split("@", 1)[0] not in h.LOAD_DEPENDENT]
+    assert not s.misses and not alarms, h.describe(prog, out)
 
 
 @pytest.mark.parametrize("prog", [
