@@ -64,8 +64,17 @@ def optimizer_steps(mark: Callable[[], None]) -> Iterator[None]:
     """While inside, `mark()` runs after each outermost ``optimizer.step()`` returns."""
     from torch.optim import Optimizer
 
+    torch_wrap = getattr(Optimizer, "profile_hook_step", None)
+    if not callable(torch_wrap):  # a torch without it: its hooks, inside the span, are all there is
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        handle = register_optimizer_step_post_hook(lambda *_: mark())
+        try:
+            yield
+        finally:
+            handle.remove()
+        return
     saved: Saved = []
-    torch_wrap = Optimizer.profile_hook_step
 
     def profile_hook_step(func: Any) -> Any:
         return _after_return(torch_wrap(func))
