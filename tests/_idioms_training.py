@@ -3,6 +3,8 @@ torch.compile, DDP (see tests/_idioms.py)."""
 
 from __future__ import annotations
 
+import gc
+
 import copy
 import io
 import os
@@ -303,6 +305,7 @@ def ddp_one_process(dev: str) -> Any:
 
     with tempfile.TemporaryDirectory() as d:
         dist.init_process_group("gloo", init_method=f"file://{d}/store", rank=0, world_size=1)
+        m = None
         try:
             m = DDP(mlp(dev))
             m(torch.ones(2, 6, device=dev)).sum().backward()
@@ -310,6 +313,10 @@ def ddp_one_process(dev: str) -> Any:
             dist.all_reduce(t)
             return [vals(m.module[0].bias.grad), vals(t)]
         finally:
+            # as users must (issue 22): the DDP model's Reducer holds the group; freed after
+            # destroy_process_group(), it joins gloo's thread while holding the GIL that thread waits for
+            del m
+            gc.collect()  # a DDP module in a reference cycle would outlive the del
             dist.destroy_process_group()
 
 
@@ -322,6 +329,8 @@ def _ddp_rank(rank: int, dev: str, store: str, q: Any, backend: str) -> None:
     m = DDP(mlp(dev))
     m(torch.full((2, 6), float(rank + 1), device=dev)).sum().backward()
     q.put((rank, vals(m.module[0].bias.grad)))
+    del m  # before the group goes (see ddp_one_process)
+    gc.collect()
     dist.destroy_process_group()
 
 
