@@ -96,9 +96,13 @@ def _check_summary(doc: dict, n_failed: int = 0) -> None:
     # rank 5 compiled once more than any other rank, and only it
     assert [r["rank"] for r in ok if r["compile_count"] > min(x["compile_count"] for x in ok)] == [COMPILER]
     kinds = {(f["kind"], f["rank"]) for f in doc["findings"]}
-    strag = [f for f in doc["findings"] if f["kind"] == "straggler"]
-    assert [f["rank"] for f in strag] == [LATE], strag
-    assert strag[0]["evidence"]["cause"]["cause"] == "data loading" and strag[0]["count"] >= 4
+    strag = {f["rank"]: f for f in doc["findings"] if f["kind"] == "straggler"}
+    # rank 3 is late at most collectives (its data loading); rank 5's extra compile can make it last at the
+    # collective after it too, depending on where the others were then: true when said, with that cause
+    assert LATE in strag and set(strag) <= {LATE, COMPILER}, strag
+    assert strag[LATE]["evidence"]["cause"]["cause"] == "data loading" and strag[LATE]["count"] >= 4
+    if COMPILER in strag:
+        assert strag[COMPILER]["count"] == 1 and "compile stall" in strag[COMPILER]["title"], strag[COMPILER]
     assert ("rank_compiles", COMPILER) in kinds and "aten::mm" in next(
         f["title"] for f in doc["findings"] if f["kind"] == "rank_compiles"
     )
