@@ -13,33 +13,15 @@ import pytest
 
 from neuron_prof.cli import main
 from neuron_prof.exporters import write_trace
-from neuron_prof.model import Meta, Trace, TraceBuilder, TrackKind
+from neuron_prof.model import Trace
+from tests._job_ranks import ddp_rank
 
-MS = 1_000_000
-T0 = 1_700_000_000_000_000_000
 STEPS = 8
 
 
-def rank_trace(rank: int, world: int, steps: int = STEPS, kineto_only: bool = False) -> Trace:
-    """One rank of a DDP-like job: `steps` marked steps, one all_reduce in each (group 0)."""
-    b = TraceBuilder()
-    pid = 1000 + rank
-    p = b.process(pid, name="python", rank=rank)
-    main_t = b.thread_track(pid, 1, "main")
-    coll = b.track(p, "collectives", TrackKind.COLLECTIVE)
-    rows = []
-    for k in range(steps):
-        s = T0 + k * 20 * MS
-        b.add_slice(main_t, s, 12 * MS, "aten::mm", "cpu_op")
-        b.add_slice(coll, s + 13 * MS, 5 * MS, "all_reduce", args={"group": "0", "bytes_in": 4096, "bytes_out": 4096})
-        rows.append([k, s, s + 20 * MS])
-    b.metadata[Meta.RANK] = rank
-    b.metadata[Meta.WORLD_SIZE] = world
-    b.metadata[Meta.STEPS] = rows
-    b.metadata[Meta.WALL] = [T0, T0 + steps * 20 * MS]
-    if steps < STEPS:
-        b.metadata["capture_exit"] = "SIGTERM"
-    return b.build()
+def rank_trace(rank: int, world: int, steps: int = STEPS) -> Trace:
+    """One rank of the job; one with fewer steps stopped early (SIGTERM)."""
+    return ddp_rank(rank, world, steps=steps, stopped=steps < STEPS)
 
 
 @pytest.fixture(scope="module")
