@@ -170,6 +170,37 @@ def test_sigterm_inside_block_leaves_loadable_trace(tmp_path: Path) -> None:
     assert (tmp_path / "trace.pftrace").exists()
 
 
+def test_sigterm_inside_the_profilers_step_is_handled_after_it(tmp_path: Path) -> None:
+    # A scheduler's SIGTERM may arrive at any instruction. The worst one: inside torch.profiler's step(),
+    # after the next ProfilerStep's record_function is made and before its __enter__ sets its record; a
+    # stop() there fails ("Expected record to be set") and the trace came out empty. The script makes the
+    # signal arrive exactly there, by sending it from a wrapper around that __enter__.
+    proc = _run_script(tmp_path, """
+        import os, signal, torch, neuron_prof
+        from torch import nn
+        from torch.autograd import profiler as autograd_profiler
+        enter = autograd_profiler.record_function.__enter__
+        def enter_with_signal(self):
+            if self.name == "ProfilerStep#4":
+                os.kill(os.getpid(), signal.SIGTERM)
+            return enter(self)
+        autograd_profiler.record_function.__enter__ = enter_with_signal
+        m = nn.Linear(8, 8)
+        with neuron_prof.profile("trace.json", quiet=True) as prof:
+            while True:
+                m(torch.randn(2, 8)).sum().backward()
+                prof.step()
+        print("not reached")
+    """)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGTERM, err
+    assert "not reached" not in out
+    trace = neuron_prof.load(tmp_path / "trace.json")
+    assert trace.metadata["capture_exit"] == "SIGTERM"
+    assert len(trace.metadata["steps"]) >= 3, trace.metadata
+    assert "aten::addmm" in slice_names(trace), (trace.metadata.get("probe_errors"), err[-2000:])
+
+
 def test_sigterm_runs_the_users_own_handler_after_saving(tmp_path: Path) -> None:
     proc = _run_script(tmp_path, """
         import os, signal, sys, torch, neuron_prof

@@ -212,20 +212,21 @@ class Session(contextlib.ContextDecorator):
         """Mark the end of one training step (and the start of the next); a ProfilerStep#N span in the trace."""
         if not self._recording:
             return
-        now = time.time_ns()
-        if self._runqueue is not None:
-            self._runqueue.sample()
-        self.context.steps.append((self._step, self._step_start, now))
-        self._step += 1
-        self._step_start = now
-        if self._prof is not None:
-            with warnings.catch_warnings():
-                # torch warns that each cycle's events are cleared; we keep every cycle (on_trace_ready).
-                warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
-                t0 = time.perf_counter_ns()
-                _compile_quiet.new_cycle()
-                self._guard("torch.profiler", "step", self._prof.step)
-                self._timings["in_steps"] = self._timings.get("in_steps", 0) + time.perf_counter_ns() - t0
+        with self._signals.deferred():  # a SIGTERM inside torch.profiler's step() is handled after it
+            now = time.time_ns()
+            if self._runqueue is not None:
+                self._runqueue.sample()
+            self.context.steps.append((self._step, self._step_start, now))
+            self._step += 1
+            self._step_start = now
+            if self._prof is not None:
+                with warnings.catch_warnings():
+                    # torch warns that each cycle's events are cleared; we keep every cycle (on_trace_ready).
+                    warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
+                    t0 = time.perf_counter_ns()
+                    _compile_quiet.new_cycle()
+                    self._guard("torch.profiler", "step", self._prof.step)
+                    self._timings["in_steps"] = self._timings.get("in_steps", 0) + time.perf_counter_ns() - t0
 
     def stop(self, reason: str = "ok") -> Trace | None:
         """Stop recording, build the Trace, write the files. Returns the Trace (or None).

@@ -50,6 +50,7 @@ class SignalGuard:
         self._previous: dict[int, Any] = {}
         self._busy = False
         self._held = False
+        self._deferring = False
         self._pending: int | None = None
         self._pid = os.getpid()
         self._watchdog: _Watchdog | None = None
@@ -90,6 +91,23 @@ class SignalGuard:
         self.restore()
         return pending
 
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Run a block that a save must not interrupt (torch.profiler's step(): a stop inside it fails with
+        "Expected record to be set" and the trace comes out empty); a signal arriving in it is handled when
+        the block ends, as if it had arrived then."""
+        if self._held or self._deferring:
+            yield
+            return
+        self._deferring = True
+        try:
+            yield
+        finally:
+            self._deferring = False
+            pending, self._pending = self._pending, None
+            if pending is not None and self.owns(pending):
+                self._handle(pending, None)
+
     def owns(self, signum: int) -> bool:
         """Whether this guard's handler is still the one Python runs for `signum`."""
         return signum in self._previous and signal.getsignal(signum) == self._handle
@@ -100,7 +118,7 @@ class SignalGuard:
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self._watchdog is not None:
             self._watchdog.started.set()  # the handler runs: the watchdog stands down
-        if self._held:
+        if self._held or self._deferring:
             self._pending = signum
             return
         if self._busy:  # a second SIGTERM while writing: let the first finish
