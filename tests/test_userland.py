@@ -21,7 +21,6 @@ from tests.userland import _harness as h
 pytestmark = pytest.mark.slow  # subprocess runs of real programs, like the other multi-process tests
 
 PROGRAMS = h.programs()
-NEURON_WAYS = ("run-neuron", "profile-neuron")
 
 
 def _cpu_way(i: int) -> str:
@@ -29,11 +28,15 @@ def _cpu_way(i: int) -> str:
 
 
 def _ways(i: int, prog: h.Program) -> tuple[str, ...]:
-    """Both neuron ways for every program; a CPU way where the CPU run has something to check (CPU tags or a
-    CLEAN program's no-alarm promise). The other programs' CPU runs only show that they run, which
-    `python -m bench accuracy` covers over all four ways (and keeps this suite inside its 10 minutes)."""
+    """`profile-neuron` for every program (its run also holds the emulator's own log for `test_tags_are_true`);
+    `run-neuron` for every other program and for those whose way of running matters to `run` (they profile
+    themselves, or are multi-rank); a CPU way where the CPU run has something to check (CPU tags or a CLEAN
+    program's no-alarm promise). Both capture ways reach findings through the one attribution path; the
+    full matrix, every program four ways, is `python -m bench accuracy` (and this keeps the suite inside its
+    10 minutes)."""
+    run = ("run-neuron",) if i % 2 == 1 or prog.profiles_itself or prog.ranks > 1 else ()
     cpu = (_cpu_way(i),) if prog.clean or prog.expected("cpu") else ()
-    return (*NEURON_WAYS, *cpu)
+    return ("profile-neuron", *run, *cpu)
 
 
 CASES = [(p, way) for i, p in enumerate(PROGRAMS) for way in _ways(i, p)]
