@@ -618,3 +618,11 @@ def test_one_statement_compiling_several_tensors_is_not_churn(per_step: bool) ->
         assert churn == []
     else:
         assert len(churn) == 1 and churn[0].evidence["values"] == [8, 16, 24, 40], churn[0].evidence
+
+
+def test_a_compile_groups_label_leaves_out_an_unknown_signature() -> None:
+    """Titles name the top group as `name [signature]`; a graph whose inputs are unknown reads `forward`, not
+    `forward []`."""
+    from neuron_prof.analysis import CompileGroup
+    assert CompileGroup("forward", "", "", "", "graph").label == "forward"
+    assert CompileGroup("aten::mm", "f32[8, 128]", "", "", "op").label == "aten::mm [f32[8, 128]]"

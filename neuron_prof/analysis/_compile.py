@@ -137,6 +137,11 @@ class CompileGroup:
     backward: str = ""
     """The autograd node when these compiles happened in the backward of the op at `call_site`."""
 
+    @property
+    def label(self) -> str:
+        """`name [signature]`, or the name alone when the signature is not known."""
+        return f"{self.name} [{self.signature}]" if self.signature else self.name
+
     def to_dict(self) -> dict[str, Any]:
         d = {"op": self.name, "signature": self.signature, "call_site": self.call_site, "module": self.module,
              "count": len(self.rows), "total_ns": self.total_ns, "max_ns": self.max_ns}
@@ -322,7 +327,7 @@ def _run_finding(trace: Trace, ctx: Context, first: list[_Compile], cc: CompileC
     steady = _in_steady(ctx, first)
     groups = compile_groups(trace, ctx, first)
     top = groups[0]
-    where = f"{top.name} [{top.signature}]" + (f" at {top.call_site}" if top.call_site else "")
+    where = top.label + (f" at {top.call_site}" if top.call_site else "")
     where += f", in the backward ({top.backward})" if top.backward else ""
     what, _ = _what(first)
     if new:

@@ -103,8 +103,7 @@ def rank_piece(source: str, index: int = 0, warmup_steps: int | None = None) -> 
     }
     compiles: dict[str, list[int]] = {}
     for g in compile_groups(trace, ctx)[:MAX_GROUPS]:
-        key = f"{g.name} [{g.signature}]" if g.signature else g.name
-        c = compiles.setdefault(key, [0, 0])
+        c = compiles.setdefault(g.label, [0, 0])
         c[0] += len(g.rows)
         c[1] += g.total_ns
     fallbacks: dict[str, list[Any]] = {}
