@@ -16,7 +16,7 @@ from __future__ import annotations
 from neuron_prof.analysis._collective_match import RankCollectives, collectives_by_source, match, pick_source
 from neuron_prof.analysis._collectives import collective_rows, message_bytes
 from neuron_prof.analysis._collectives import op_key as collective_key
-from neuron_prof.analysis._compile import CompileGroup, compile_groups, compiles, signature_text
+from neuron_prof.analysis._compile_events import CompileGroup, compile_groups, compiles, signature_text
 from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._fallback import fallback_names, norm_op
 from neuron_prof.analysis._finding import COST_WARNING_SHARE, KINDS, SEVERITIES, Finding

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.analysis._compile import (
+from neuron_prof.analysis._compile_events import (
     CACHE_DIR_ENV,
     _Compile,
     _signature_key,

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.analysis._buckets import ShapePlan, choose_plan, min_waste_table, plan_shapes
-from neuron_prof.analysis._compile import _CID, _Compile, _top_site, compiles
+from neuron_prof.analysis._compile_events import _CID, _Compile, _top_site, compiles
 from neuron_prof.analysis._context import Context, severity_for
 from neuron_prof.analysis._finding import Finding
 from neuron_prof.analysis._registry import register

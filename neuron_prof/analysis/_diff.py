@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.analysis._report import Report, report
-from neuron_prof.analysis._compile import compiles
+from neuron_prof.analysis._compile_events import compiles
 from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._ops import op_table
 from neuron_prof.model import Trace

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.analysis._backward import backward_of
-from neuron_prof.analysis._compile import _Compile, compiles, signature_text
+from neuron_prof.analysis._compile_events import _Compile, compiles, signature_text
 from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._host import host_nesting, host_stack_at
 from neuron_prof.analysis._intervals import union_ns

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from neuron_prof.analysis._compile_events import signature_text
 from neuron_prof.analysis._context import Context
 from neuron_prof.analysis._host import host_nesting
 from neuron_prof.analysis._sites import sites_of
@@ -323,7 +324,6 @@ def _self_outside_backward(ctx: Context, row_bwd: np.ndarray, self_ns: np.ndarra
 
 
 def _signature(ctx: Context, row: int) -> str:
-    from neuron_prof.analysis._compile import signature_text  # _compile registers an analysis: import on use
     from neuron_prof.model import Arg
 
     a = ctx.slice_args(row)
