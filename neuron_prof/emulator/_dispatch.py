@@ -306,10 +306,12 @@ def copy_from_host(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
     host = host_of(dst)
     with torch.no_grad():
         host.copy_(src)
+    dev = device_index(dst)
     if dst.dtype is _F64:
         demote_f64(host)
+        if type(dst) is not NeuronTensor:  # the subclass device logs it at the allocation (empty_strided)
+            _warn_f64("aten::copy_", dev)
     nbytes = host.numel() * host.element_size()
-    dev = device_index(dst)
     start, end, _ = rt.clocks[dev].submit(
         "copy_h2d", copy_duration_ns(rt.cfg, nbytes), STREAM_DMA, KIND_COPY_H2D, seq_nr=_seq_nr()
     )

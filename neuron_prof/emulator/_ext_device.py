@@ -17,6 +17,7 @@ What is not C++ reaches the emulator's executor (`_dispatch.execute`) on host al
 from __future__ import annotations
 
 import functools
+import itertools
 from typing import Any
 
 import torch
@@ -149,8 +150,10 @@ def _print_on_host() -> None:
 
 
 class _DeviceGuard(torch._C._acc.DeviceGuard):
-    def type_(self) -> Any:
-        return torch._C._autograd.DeviceType.PrivateUse1
+    # The guard's device type, as a C callable: torch calls it from C++ around device ops, and a Python
+    # frame there would be one more frame per op and one Dynamo tries to compile when it runs inside a
+    # torch.compile'd function (it showed as a compile of a frame named "type_").
+    type_ = itertools.repeat(torch._C._autograd.DeviceType.PrivateUse1).__next__
 
 
 class _DeviceContext:
