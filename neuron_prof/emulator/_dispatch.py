@@ -171,7 +171,7 @@ def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         # writes a host tensor, and the device tensor is resized (torch's resize_) and filled from it
         dev_out = kwargs["out"]
         ukwargs["out"] = torch.empty(0, dtype=dev_out.dtype)
-    if u.tracing or rt.local.printing:  # torch.compile tracing, or torch formatting a tensor: host work only
+    if u.tracing:  # torch.compile is tracing: no device, compile or tracking side effects
         try:
             out = info.kernel(*uargs, **ukwargs)
             return info.wrap(out, u, dev, []) if dev_out is None else _fill_out(dev_out, out, [])

@@ -90,9 +90,6 @@ def _qualified(op: Any) -> str:
 
 
 def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
-    if _state.RUNTIME.local.printing:  # type: ignore[union-attr]
-        _operands.EXT.copy_raw(src, dst)
-        return dst
     if dst.device.type != "neuron":
         return copy_to_host(dst, src)
     if src.device.type != "neuron":
@@ -101,8 +98,7 @@ def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False)
 
 
 def _local_scalar_dense(t: torch.Tensor) -> Any:
-    if not _state.RUNTIME.local.printing:  # type: ignore[union-attr]
-        sync_point(device_index(t), "item")
+    sync_point(device_index(t), "item")
     return _operands.EXT.host_alias(t).item()
 
 
@@ -124,29 +120,21 @@ def _conv_backward(grad_output: Any, input: Any, weight: Any, stride: Any, paddi
 def _print_on_host() -> None:
     """torch formats a tensor with tensor ops (slices, masks, a cast to float64) on its device, except for
     the devices it knows compile per op (XLA, lazy, IPU, MTIA), which it copies to the host first: so does
-    the emulated device, as the subclass device did. Printing is one copy to the host (a sync point); the
-    formatting ops then run on the host with no compile, device time or float64 warning."""
+    the emulated device, as the subclass device did. The values are formatted from one copy to the host (a
+    sync point); the rest of the text (device, dtype, grad_fn) is torch's own."""
     import torch._tensor_str as ts
 
-    original = ts._str
+    original = ts._tensor_str
     if getattr(original, "_neuron_host", False):
         return
 
-    def _str(self: torch.Tensor, *, tensor_contents: Any = None) -> str:
-        if self.device.type != "neuron" or type(self) is not torch.Tensor and not isinstance(
-                self, torch.nn.Parameter):
-            return original(self, tensor_contents=tensor_contents)
-        local = _state.RUNTIME.local  # type: ignore[union-attr]
-        with torch.no_grad():
-            self.detach().to("cpu")
-        local.printing += 1
-        try:
-            return original(self, tensor_contents=tensor_contents)
-        finally:
-            local.printing -= 1
+    def _tensor_str(self: torch.Tensor, indent: int) -> str:
+        if self.device.type == "neuron":
+            self = self.detach().to("cpu")
+        return original(self, indent)
 
-    _str._neuron_host = True  # type: ignore[attr-defined]
-    ts._str = _str
+    _tensor_str._neuron_host = True  # type: ignore[attr-defined]
+    ts._tensor_str = _tensor_str
 
 
 class _DeviceGuard(torch._C._acc.DeviceGuard):

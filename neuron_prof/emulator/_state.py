@@ -18,9 +18,6 @@ class _Local(threading.local):
     """True while a torch.compile graph runs: its ops pay no eager compile and no per-op device record."""
     graph_ns: int = 0
     """Device ns accumulated by the ops of the running graph."""
-    printing: int = 0
-    """> 0 while torch formats a device tensor (the extension device): one copy to the host was modelled,
-    the formatting ops are host work (see _ext_device._str)."""
 
 
 class Runtime:
