@@ -144,7 +144,7 @@ class EmulatorConfig:
     ground_truth: bool = True
     """Keep the test-only ground-truth log."""
     max_ground_truth_events: int = 200_000
-    device_impl: str = "subclass"
+    device_impl: str = "auto"
     """How device "neuron" is built: "extension" (a C++ PrivateUse1 extension, compiled once per machine
     into the user cache: device tensors are plain torch.Tensors), "subclass" (a Python tensor subclass,
     `NeuronTensor`: no compiler needed, four idioms differ, README "The emulated neuron device"), or "auto"
