@@ -9,6 +9,9 @@ PYTEST_ARGS ?=
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	# the emulated neuron device's C++ extension, built once into the user cache (without a compiler the
+	# emulator falls back to its tensor-subclass device: README "The emulated neuron device")
+	$(PY) -m neuron_prof.emulator._ext_build || echo "emulated device: no C++ extension, the subclass device runs"
 	touch $(STAMP)
 
 demo: $(STAMP)

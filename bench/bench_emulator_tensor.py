@@ -1,11 +1,11 @@
-"""What a device tensor costs per op: the emulator's subclass, a bare subclass, the experimental PrivateUse1
-extension and plain CPU (README "The emulated neuron device", "Why the device is still a subclass").
+"""What a device tensor costs per op: the emulator on its C++ extension device, the emulator on its
+tensor-subclass fallback device, a bare subclass and plain CPU (README "The emulated neuron device").
 
     .venv/bin/python bench/bench_emulator_tensor.py           # each mode in a process of its own
 
 CPU time per call (time.process_time, so a loaded machine changes it less than wall time), median of 5, torch
 on 1 thread: `a + b` and `a.add_(b)` on 64x64, `a.view(-1)`, and one nn.Linear(64, 64) forward+backward.
-The first run builds the experimental extension (about 2 minutes on 2 cores).
+The first run builds the extension if `make` has not (30 s to 2 minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 
-MODES = ("cpu", "emulator", "subclass-bare", "experimental")
+MODES = ("cpu", "emulator", "emulator-subclass", "subclass-bare")
 
 
 def _setup(mode: str) -> str:
@@ -24,14 +24,10 @@ def _setup(mode: str) -> str:
 
     if mode == "cpu":
         return "cpu"
-    if mode == "experimental":
-        from neuron_prof.emulator import experimental_privateuse1
-
-        experimental_privateuse1.enable()
-        return "neuron"
     from neuron_prof import emulator
 
-    emulator.enable(emulator.EmulatorConfig.fast(ground_truth=False))
+    impl = "extension" if mode == "emulator" else "subclass"
+    emulator.enable(emulator.EmulatorConfig.fast(ground_truth=False, device_impl=impl))
     if mode == "subclass-bare":  # the least a subclass does: unwrap, run the CPU op, rewrap
         from neuron_prof.emulator import _tensor
 

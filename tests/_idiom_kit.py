@@ -46,20 +46,19 @@ def mlp(dev: str) -> nn.Module:
 
 
 BACKEND = "cpu"
-"""What gives the device in this process: "cpu", "neuron" (the emulator) or "neuron-experimental" (the
-prototype PrivateUse1 extension, neuron_prof.emulator.experimental_privateuse1)."""
+"""What gives the device in this process: "cpu", "neuron" (the emulator, its C++ extension device) or
+"neuron-subclass" (the emulator's fallback device for machines without a C++ compiler, a tensor subclass)."""
 
 
 def enable_device(backend: str) -> str:
     """Register the device `backend` names in this process; returns the device name idioms get."""
     global BACKEND
     BACKEND = backend
-    if backend == "neuron":
+    if backend in ("neuron", "neuron-subclass"):
+        from dataclasses import replace
+
         from neuron_prof import emulator
 
-        emulator.enable(emulator.EmulatorConfig.fast())
-    elif backend == "neuron-experimental":
-        from neuron_prof.emulator import experimental_privateuse1
-
-        experimental_privateuse1.enable()
+        impl = "extension" if backend == "neuron" else "subclass"
+        emulator.enable(replace(emulator.EmulatorConfig.fast(), device_impl=impl))
     return "cpu" if backend == "cpu" else "neuron"

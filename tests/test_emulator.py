@@ -254,6 +254,31 @@ def test_out_of_memory_past_capacity(cfg: EmulatorConfig) -> None:
     del keep
 
 
+def test_the_device_is_the_extension_where_a_compiler_is(tnx) -> None:  # type: ignore[no-untyped-def]
+    from neuron_prof.emulator import _ext_build
+
+    forced = os.environ.get("NEURON_PROF_EMULATE_DEVICE", "")
+    subclass = forced == "subclass" or (forced != "extension" and _ext_build.compiler() is None)
+    assert emulator.device_impl() == ("subclass" if subclass else "extension")
+    assert (type(torch.ones(2, device="neuron")) is torch.Tensor) is not subclass
+
+
+def test_op_results_are_device_memory_and_host_made_views_share_it(tnx, cfg: EmulatorConfig) -> None:  # type: ignore[no-untyped-def]
+    torch.neuron.synchronize()
+    x = torch.ones(250, 1000, device="neuron")
+    base = torch.neuron.memory_allocated()
+    y = x * 2  # computed on the host, held as device memory: 1,000,000 bytes more
+    assert torch.neuron.memory_allocated() - base == 1_000_000
+    u = y.unfold(1, 10, 10)  # a view the host kernel makes: the same memory, nothing more
+    assert torch.neuron.memory_allocated() - base == 1_000_000 and u.data_ptr() == y.data_ptr()
+    u.add_(1)  # writes through the view
+    assert y[0, 0].item() == 3.0
+    del y
+    assert torch.neuron.memory_allocated() - base == 1_000_000  # the view keeps it alive
+    del u
+    assert torch.neuron.memory_allocated() == base
+
+
 def test_host_waits_at_item_until_the_device_catches_up(tnx, cfg: EmulatorConfig) -> None:  # type: ignore[no-untyped-def]
     # GIVEN a slow device: every op takes 30 ms of device time, far more than the host needs to issue it
     emulator.reconfigure(replace(cfg, op_launch_us=30_000.0))

@@ -1,4 +1,4 @@
-"""An emulated Trainium device: a pure-Python PrivateUse1 "neuron" backend that behaves like TorchNeuron.
+"""An emulated Trainium device: a PrivateUse1 "neuron" backend that behaves like TorchNeuron.
 
     from neuron_prof.emulator import enable, EmulatorConfig
     torch_neuronx = enable()                      # or enable(EmulatorConfig.fast()) in tests
@@ -16,14 +16,14 @@ without a config reads them too. The emulated process gets a stand-in ``neuron-e
 What the profiler may use is only the torch_neuronx-shaped module enable() returns (also published as
 sys.modules["torch_neuronx"]) and torch.neuron; ground_truth() is for tests. See _api.py for the module.
 
-Limits: one device per process (as TorchNeuron runs); device tensors are a tensor subclass (`type(t) is
-torch.Tensor` is False, README "The emulated neuron device"); torch.load(map_location="neuron") raises (load
-on the CPU, then .to("neuron"); tensors saved from the device load back on it); torch.Generator(device=
-"neuron") needs C++ hooks;
-Tensor.pin_memory() returns the tensor unpinned (so DataLoader(pin_memory=True) works); sparse and nested
-tensors stay on the host (ops on them fall back); a device tensor cannot grow in place (resize_); mixing
-non-scalar CPU tensors into device ops is not rejected as on real devices; host [memory] events in a profile
-include the host copies that hold device values.
+The device is a C++ PrivateUse1 extension (`_ext_build` compiles it once per machine into the user cache,
+`_ext_device` registers it; device tensors are plain torch.Tensors); without a C++ compiler, or with
+NEURON_PROF_EMULATE_DEVICE=subclass, it is the tensor subclass `_tensor.NeuronTensor` (README "The emulated
+neuron device" has the four idioms that then differ).
+
+Limits: one device per process (as TorchNeuron runs); sparse and nested tensors stay on the host (ops on
+them fall back); mixing non-scalar CPU tensors into device ops is not rejected as on real devices; host
+[memory] events in a profile include the host memory that holds device values.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from neuron_prof.errors import EmulatorError
 __all__ = [
     "EmulatorConfig",
     "config",
+    "device_impl",
     "enable",
     "enable_from_env",
     "ground_truth",
@@ -51,6 +52,7 @@ __all__ = [
 
 _lock = threading.Lock()
 _module: types.ModuleType | None = None
+_impl: str | None = None
 
 
 def is_enabled() -> bool:
@@ -116,23 +118,67 @@ def ground_truth() -> Any:
     return _state.RUNTIME.gt
 
 
+def device_impl() -> str | None:
+    """How the running emulator's device is built: "extension" or "subclass" (EmulatorConfig.device_impl);
+    None before enable()."""
+    return _impl
+
+
+def _load_extension(cfg: EmulatorConfig) -> Any:
+    """The built C++ extension, or None for the subclass device (no compiler, or a failed build under
+    "auto": a warning says why)."""
+    from neuron_prof.emulator import _ext_build
+
+    impl = cfg.device_impl
+    env = os.environ.get("NEURON_PROF_EMULATE_DEVICE", "").strip().lower()
+    if env in ("auto", "extension", "subclass"):  # a config built in code (EmulatorConfig.fast()) too
+        impl = env
+    if impl == "subclass":
+        return None
+    if impl == "auto" and _ext_build.compiler() is None:
+        import warnings
+
+        warnings.warn("neuron (emulated): no C++ compiler (c++ or $CXX), so device tensors are a Python subclass "
+                      "(README, 'The emulated neuron device')", RuntimeWarning, stacklevel=3)
+        return None
+    try:
+        return _ext_build.load()
+    except Exception as e:  # noqa: BLE001 - a compiler or build failure of any kind
+        if impl == "extension":
+            raise EmulatorError(f"the emulated device's C++ extension could not be built: {e}") from e
+        import warnings
+
+        warnings.warn(f"neuron (emulated): the device extension could not be built ({e}); device tensors are "
+                      "a Python subclass (README, 'The emulated neuron device')", RuntimeWarning, stacklevel=3)
+        return None
+
+
 def _install(cfg: EmulatorConfig) -> types.ModuleType:
+    global _impl
     from neuron_prof.emulator import _state
     from neuron_prof.emulator._api import build_module
     from neuron_prof.emulator._device import build_device_module, register
 
+    ext = _load_extension(cfg)
     _state.RUNTIME = _state.Runtime(cfg)
     device_module = build_device_module()
-    register(device_module, cfg.num_devices)
+    if ext is not None:
+        from neuron_prof.emulator import _ext_device
+
+        _ext_device.register(device_module, ext)
+        _impl = "extension"
+    else:
+        from neuron_prof.emulator import _module_apply
+        from neuron_prof.emulator._tensor import NeuronTensor
+
+        register(device_module, cfg.num_devices)
+        _module_apply.install(NeuronTensor)
+        _impl = "subclass"
     mod = build_module(device_module)
     from neuron_prof.emulator import _c10d, _dynamo_backend
 
     _dynamo_backend.register()
     _c10d.register()
-    from neuron_prof.emulator import _module_apply
-    from neuron_prof.emulator._tensor import NeuronTensor
-
-    _module_apply.install(NeuronTensor)
     from neuron_prof.emulator import _runtime_capture
 
     _runtime_capture.install()  # the runtime's capture starts with a profiler cycle that asks for it

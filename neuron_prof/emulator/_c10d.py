@@ -3,11 +3,19 @@
 Device tensors are unwrapped to their host values and handed to a gloo group created on the same store; the
 collective completes on the host, and the device queue gets a collective of modelled duration on stream 2
 (ring algorithm: 2(n-1)/n of the bytes for allreduce). Work objects come from completed futures.
+
+On the C++ extension device, c10d's PrivateUse1 kernels would ask the group for a backend of the device,
+which a gloo group has none of; `register_device_kernels` replaces them: the collective runs on the device
+tensors' host aliases with the group's CPU backend (gloo, or this group, which then times the collective
+for the device tensors the kernel saw), as the subclass device's collectives run on its host values.
 """
 
 from __future__ import annotations
 
+import functools
+import threading
 import time
+import warnings
 from datetime import timedelta
 from typing import Any
 
@@ -16,20 +24,66 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import _create_work_from_future
 
 from neuron_prof.emulator import _state
-from neuron_prof.emulator._tensor import NeuronTensor
+from neuron_prof.emulator._operands import device_index, host_of, is_device
 from neuron_prof.emulator._timing import KIND_COLLECTIVE, STREAM_COLLECTIVE
 
 _LINK_BYTES_PER_S = 100e9  # NeuronLink within an instance
 _LATENCY_NS = 15_000
 
 
-def _unwrap(x: Any, found: list[NeuronTensor]) -> Any:
-    if isinstance(x, NeuronTensor):
+_LOCAL = threading.local()
+"""`found`: the device tensors of the collective a device kernel is running on their host aliases."""
+
+
+def _unwrap(x: Any, found: list[torch.Tensor], aliases: dict[int, torch.Tensor] | None = None) -> Any:
+    if is_device(x):
         found.append(x)
-        return x._elem
+        h = host_of(x)
+        if aliases is not None:
+            aliases[id(h)] = x
+        return h
     if isinstance(x, (list, tuple)):
-        return type(x)(_unwrap(v, found) for v in x)
+        return type(x)(_unwrap(v, found, aliases) for v in x)
     return x
+
+
+def _rewrap(x: Any, aliases: dict[int, torch.Tensor]) -> Any:
+    if isinstance(x, torch.Tensor):
+        return aliases.get(id(x), x)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_rewrap(v, aliases) for v in x)
+    return x
+
+
+def _device_kernel(op: Any, *args: Any, **kwargs: Any) -> Any:
+    """A c10d op on extension device tensors: run on their host aliases by the group's CPU backend."""
+    found: list[torch.Tensor] = []
+    aliases: dict[int, torch.Tensor] = {}
+    hargs = _unwrap(args, found, aliases)
+    hkwargs = {k: _unwrap(v, found, aliases) for k, v in kwargs.items()}
+    _LOCAL.found = found
+    try:
+        return _rewrap(op(*hargs, **hkwargs), aliases)
+    finally:
+        _LOCAL.found = None
+
+
+def _qualified(op: Any) -> str:
+    name = op._schema.name.split("::")[1]
+    return name if op._overloadname == "default" else f"{name}.{op._overloadname}"
+
+
+def register_device_kernels() -> torch.library.Library:
+    """The extension device's c10d kernels (see the module docstring); returns the Library to keep alive."""
+    lib = torch.library.Library("c10d", "IMPL")
+    names = [n for n in torch._C._dispatch_get_all_op_names()
+             if n.startswith("c10d::") and torch._C._dispatch_has_kernel_for_dispatch_key(n, "PrivateUse1")]
+    with warnings.catch_warnings():  # c10d's own PrivateUse1 kernels, replaced: torch warns once about it
+        warnings.simplefilter("ignore")
+        for name in names:
+            op = getattr(torch.ops.c10d, name.split("::")[1]).default
+            lib.impl(_qualified(op), functools.partial(_device_kernel, op), "PrivateUse1")
+    return lib
 
 
 def _done(result: Any) -> Any:
@@ -56,15 +110,17 @@ class NeuronProcessGroup(dist.ProcessGroup):
         return self._rank
 
     def _run(self, name: str, result_arg: int, factor: float, *args: Any) -> Any:
-        found: list[NeuronTensor] = []
+        found: list[torch.Tensor] = []
         uargs = [_unwrap(a, found) for a in args]
+        if not found:  # host aliases from a device kernel (register_device_kernels)
+            found = getattr(_LOCAL, "found", None) or []
         t0 = time.time_ns()
         getattr(self._gloo, name)(*uargs).wait()
         rt = _state.RUNTIME
         if found and rt is not None:
-            nbytes = sum(t._elem.numel() * t._elem.element_size() for t in found)
+            nbytes = sum(t.numel() * t.element_size() for t in found)
             dur = int(rt.cfg.device_time_scale * (_LATENCY_NS + factor * nbytes / _LINK_BYTES_PER_S * 1e9))
-            dev = found[0]._dev
+            dev = device_index(found[0])
             start, end, seq = rt.clocks[dev].submit(
                 name, dur, STREAM_COLLECTIVE, KIND_COLLECTIVE, seq_nr=torch._C._autograd._get_sequence_nr()
             )

@@ -144,6 +144,11 @@ class EmulatorConfig:
     ground_truth: bool = True
     """Keep the test-only ground-truth log."""
     max_ground_truth_events: int = 200_000
+    device_impl: str = "auto"
+    """How device "neuron" is built: "extension" (a C++ PrivateUse1 extension, compiled once per machine
+    into the user cache: device tensors are plain torch.Tensors), "subclass" (a Python tensor subclass,
+    `NeuronTensor`: no compiler needed, four idioms differ, README "The emulated neuron device"), or "auto"
+    (the extension when a C++ compiler is found, else the subclass). `from_env`: NEURON_PROF_EMULATE_DEVICE."""
     install_torch_neuronx: bool = True
     """Publish the torch_neuronx-shaped module as sys.modules["torch_neuronx"]."""
 
@@ -170,6 +175,9 @@ class EmulatorConfig:
         blocking = {"1": True, "true": True, "0": False, "false": False}.get(lb)
         cfg = cls(cache_dir=cache_dir or None, launch_blocking=blocking is not False,
                   blocking_execution=blocking is True)
+        impl = os.environ.get("NEURON_PROF_EMULATE_DEVICE", "").strip().lower()
+        if impl in ("auto", "extension", "subclass"):
+            cfg = replace(cfg, device_impl=impl)
         shape = os.environ.get("NEURON_PROF_EMULATE_API", "").strip().lower()
         if shape in ("docs", "april"):
             cfg = replace(cfg, api_shape=shape)

@@ -26,7 +26,17 @@ from torch._subclasses.fake_tensor import FakeTensorDeviceMismatchError, Unsuppo
 from neuron_prof.emulator import _state
 from neuron_prof.model.callsite import USER, file_kind
 from neuron_prof.emulator._fallback import run_on_host
-from neuron_prof.emulator._operands import Unwrapped, demote_f64, host_seq_nr, wrap, wrap_except
+from neuron_prof.emulator import _operands
+from neuron_prof.emulator._operands import (
+    Unwrapped,
+    demote_f64,
+    device_index,
+    host_of,
+    host_seq_nr,
+    is_device,
+    wrap,
+    wrap_except,
+)
 from neuron_prof.emulator._rnn_cells import KERNELS
 from neuron_prof.emulator._state import sync_point
 from neuron_prof.emulator._tensor import NeuronTensor
@@ -155,9 +165,16 @@ def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     ukwargs = {k: u.unwrap(v) for k, v in kwargs.items()} if kwargs else kwargs
     # The op runs where its result goes: a device= argument (factories, .to("neuron:1")) wins.
     dev = u.target_dev if u.target_dev >= 0 else max(u.dev, 0)
+    dev_out = None
+    if ukwargs and _operands.EXT is not None and is_device(kwargs.get("out")):
+        # out= may resize its tensor (arange, linspace fill through it), which a host alias cannot: the op
+        # writes a host tensor, and the device tensor is resized (torch's resize_) and filled from it
+        dev_out = kwargs["out"]
+        ukwargs["out"] = torch.empty(0, dtype=dev_out.dtype)
     if u.tracing:  # torch.compile is tracing: no device, compile or tracking side effects
         try:
-            return info.wrap(info.kernel(*uargs, **ukwargs), u, dev, [])
+            out = info.kernel(*uargs, **ukwargs)
+            return info.wrap(out, u, dev, []) if dev_out is None else _fill_out(dev_out, out, [])
         except FakeTensorDeviceMismatchError as e:
             # A factory for "neuron" in the traced code (torch.zeros(..., device=x.device)) gives a plain fake
             # tensor on the device, not a NeuronTensor: it cannot meet device tensors' host copies here, so
@@ -177,10 +194,11 @@ def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             return _via_copy(src, kwargs, "cpu")
     if func is _COPY_:
         dst, src = args[0], args[1]
-        if not isinstance(dst, NeuronTensor):
+        if not is_device(dst):
             return _copy_to_host(rt, info, uargs, ukwargs, u, dev, dst=dst)
-        if not isinstance(src, NeuronTensor):
+        if not is_device(src):
             return copy_from_host(dst, src)
+
     if info.sync:
         sync_point(dev, "item" if info.base == "_local_scalar_dense" else info.base)
     if info.fallback or u.host_only or (u.i64 and info.int64_fallback):
@@ -200,7 +218,7 @@ def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             ready = rt.cache.compile(sig, info.name, cost, 8192 + 1024 * len(u.ins), dev, cfg.launch_blocking)
     t0 = time.time_ns()
     seq = host_seq_nr(u)
-    if _profiling():
+    if _profiling() and not local.in_graph:  # a graph hides its ops already (_dynamo_backend)
         # The device kernel is opaque to the host profiler: hide the CPU ops that compute its values.
         _record_functions(False)
         try:
@@ -210,7 +228,10 @@ def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     else:
         out = info.kernel(*uargs, **ukwargs)
     outs: list[torch.Tensor] = []
-    res = info.wrap(out, u, dev, outs)
+    if dev_out is not None:
+        res = _fill_out(dev_out, out, outs)
+    else:
+        res = info.wrap(out, u, dev, outs)
     rt.executed_names.add(info.name)
     if u.f64 or (outs and outs[0].dtype is _F64):
         _warn_f64(info.name, dev)
@@ -245,6 +266,17 @@ def _via_copy(src: torch.Tensor, kwargs: dict[str, Any], device: str) -> torch.T
     return dst
 
 
+def _fill_out(dev_out: torch.Tensor, host: torch.Tensor, outs: list[torch.Tensor]) -> torch.Tensor:
+    """The extension's device out= tensor, given the host result's shape and values."""
+    if host.dtype is _F64:
+        demote_f64(host)
+    if dev_out.shape != host.shape:
+        dev_out.resize_(host.shape)
+    _operands.EXT.copy_raw(host, dev_out)
+    outs.append(host)
+    return dev_out
+
+
 def _to_host(kwargs: dict[str, Any]) -> bool:
     d = kwargs.get("device")
     return d is not None and torch.device(d).type == "cpu"
@@ -266,18 +298,31 @@ def _copy_to_host(
     return dst if dst is not None else out
 
 
-def copy_from_host(dst: NeuronTensor, src: torch.Tensor) -> NeuronTensor:
+def copy_from_host(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
     """Host -> device into an existing device tensor: an async DMA on the device queue."""
     rt = _state.RUNTIME
     assert rt is not None
     t0 = time.time_ns()
+    host = host_of(dst)
     with torch.no_grad():
-        dst._elem.copy_(src)
+        host.copy_(src)
+    dev = device_index(dst)
     if dst.dtype is _F64:
-        demote_f64(dst._elem)
-    nbytes = dst._elem.numel() * dst._elem.element_size()
-    start, end, _ = rt.clocks[dst._dev].submit(
+        demote_f64(host)
+        if type(dst) is not NeuronTensor:  # the subclass device logs it at the allocation (empty_strided)
+            _warn_f64("aten::copy_", dev)
+    nbytes = host.numel() * host.element_size()
+    start, end, _ = rt.clocks[dev].submit(
         "copy_h2d", copy_duration_ns(rt.cfg, nbytes), STREAM_DMA, KIND_COPY_H2D, seq_nr=_seq_nr()
     )
-    rt.gt.add("copy", "h2d", t0, time.time_ns(), dst._dev, start, end, detail=nbytes)
+    rt.gt.add("copy", "h2d", t0, time.time_ns(), dev, start, end, detail=nbytes)
     return dst
+
+
+def copy_to_host(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    """Device -> host into an existing host tensor (the extension's `_copy_from`): a sync point plus a DMA."""
+    rt = _state.RUNTIME
+    assert rt is not None
+    u = Unwrapped()
+    hsrc = u.unwrap(src)
+    return _copy_to_host(rt, op_info(_COPY_), (dst, hsrc), {}, u, device_index(src), dst=dst)

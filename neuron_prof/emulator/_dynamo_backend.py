@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from neuron_prof.emulator import _state
+from neuron_prof.emulator._operands import device_index, is_device
 from neuron_prof.emulator._timing import KIND_GRAPH, device_duration_ns, op_cost
 from neuron_prof.errors import EmulatorError
 
@@ -120,7 +121,7 @@ class _CompiledGraph:
         rt = _state.RUNTIME
         assert rt is not None
         cfg = rt.cfg
-        dev = next((a._dev for a in args if hasattr(a, "_dev")), rt.current_device)
+        dev = next((device_index(a) for a in args if is_device(a)), rt.current_device)
         ready = 0
         if not self.compiled:
             if not rt.cache.get(self.sig):

@@ -152,3 +152,76 @@ def _oom(mem: DeviceMemory, nbytes: int) -> Exception:
         f"Neuron out of memory. Tried to allocate {format_bytes(nbytes)} on neuron:{mem.index} "
         f"(capacity {format_bytes(mem.capacity)}; {format_bytes(mem.allocated.current)} already allocated)"
     )
+
+
+class _Now:
+    __slots__ = ("current", "peak")
+
+    def __init__(self, current: int, peak: int) -> None:
+        self.current, self.peak = current, peak
+
+
+class ExtMemory:
+    """DeviceMemory's interface over the C++ extension's allocator, which counts every device storage (its
+    own allocations and host results it holds) and raises torch.OutOfMemoryError past the capacity."""
+
+    def __init__(self, ext: Any, index: int, capacity: int, granularity: int) -> None:
+        self._ext = ext
+        self.index = index
+        self.granularity = granularity
+        self._capacity = capacity
+        ext.set_memory_limits(capacity, granularity)
+
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    @capacity.setter
+    def capacity(self, value: int) -> None:
+        self._capacity = value
+        self._ext.set_memory_limits(value, self.granularity)
+
+    def _raw(self) -> list[int]:
+        return list(self._ext.memory_stats())
+
+    @property
+    def allocated(self) -> _Now:
+        v = self._raw()
+        return _Now(v[0], v[1])
+
+    @property
+    def reserved(self) -> _Now:
+        v = self._raw()
+        return _Now(v[4], v[5])
+
+    def check(self, nbytes: int) -> None:
+        if self.allocated.current + nbytes > self.capacity:
+            raise _oom_ext(self, nbytes)
+
+    def empty_cache(self) -> None:
+        self._ext.empty_cache()
+
+    def reset_peak(self) -> None:
+        self._ext.reset_peak()
+
+    def reset_accumulated(self) -> None:
+        self._ext.reset_accumulated()
+
+    def stats(self) -> dict[str, Any]:
+        """Nested like torch_neuronx._C._get_memory_stats(device_index)."""
+        v = self._raw()
+        keys = ("current", "peak", "allocated", "freed")
+        out: dict[str, Any] = {}
+        for i, name in enumerate(("allocated_bytes", "reserved_bytes", "active_bytes")):
+            out[name] = dict(zip(keys, v[4 * i:4 * i + 4]))
+        out.update(num_alloc_retries=0, num_ooms=v[12], num_tensor_frees=v[13], allocation_requests=v[14])
+        return out
+
+
+def _oom_ext(mem: ExtMemory, nbytes: int) -> Exception:
+    import torch
+
+    return torch.OutOfMemoryError(
+        f"Neuron out of memory. Tried to allocate {format_bytes(nbytes)} on neuron:{mem.index} "
+        f"(capacity {format_bytes(mem.capacity)}; {format_bytes(mem.allocated.current)} already allocated)"
+    )

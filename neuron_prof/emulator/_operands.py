@@ -1,6 +1,9 @@
 """The operands of one device op: unwrapping device tensors for the host, rewrapping the results.
 
-Shared by the device path (_dispatch.execute) and the CPU-fallback path (_fallback.run_on_host).
+Shared by the device path (_dispatch.execute) and the CPU-fallback path (_fallback.run_on_host). A device
+tensor is a plain tensor on device "neuron" of the C++ extension (`EXT`, set by _ext_device.register): its
+host values are a CPU alias of its memory, and a host result becomes a device tensor over the same bytes.
+Without a C++ compiler the device is the tensor subclass NeuronTensor, which holds a host tensor (`_elem`).
 """
 
 from __future__ import annotations
@@ -17,15 +20,35 @@ _grad_enabled = torch.is_grad_enabled
 _F64 = torch.float64
 _I64 = torch.int64
 _CPU = torch.device("cpu")
+EXT: Any = None
+"""The device extension's module (host_alias, device_result, copy_raw) when the device is the extension."""
+
+
+def is_device(x: Any) -> bool:
+    """True for a tensor on the emulated device (either implementation)."""
+    if type(x) is NeuronTensor:
+        return True
+    return isinstance(x, torch.Tensor) and x.device.type == "neuron"
+
+
+def device_index(x: torch.Tensor) -> int:
+    return x._dev if type(x) is NeuronTensor else (x.device.index or 0)
+
+
+def host_of(x: torch.Tensor) -> torch.Tensor:
+    """The host tensor holding a device tensor's values (no copy)."""
+    return x._elem if type(x) is NeuronTensor else EXT.host_alias(x)
 
 
 class Unwrapped:
     """Operands of one call, unwrapped, with what the signature and cost model need."""
 
-    __slots__ = ("ins", "sig", "ids", "dev", "f64", "i64", "target_dev", "tracing", "rg", "host_only")
+    __slots__ = ("ins", "sig", "ids", "dev", "f64", "i64", "target_dev", "tracing", "rg", "host_only", "devs")
 
     def __init__(self) -> None:
         self.ins: list[torch.Tensor] = []
+        self.devs: list[torch.Tensor] = []
+        """The device operands (extension): a host result sharing one's memory is a view of it."""
         self.sig: list[Any] = []
         self.ids: dict[int, Any] = {}
         self.dev = -1
@@ -36,24 +59,27 @@ class Unwrapped:
         self.rg = False
         self.host_only = False
 
+    def _operand(self, x: torch.Tensor, e: torch.Tensor, dev: int) -> torch.Tensor:
+        self.ins.append(e)
+        self.ids[id(e)] = x
+        if x.requires_grad:
+            self.rg = True
+        dt = e.dtype
+        self.sig.append((e.shape, dt))
+        if self.dev < 0:
+            self.dev = dev
+        if dt is _F64:
+            self.f64 = True
+        elif dt is _I64:
+            self.i64 = True
+        return e
+
     def unwrap(self, x: Any) -> Any:
         if type(x) is NeuronTensor or isinstance(x, NeuronTensor):
             e = x._elem
             if type(e) is not torch.Tensor:  # fake / functional while torch.compile traces
                 self.tracing = True
-            self.ins.append(e)
-            self.ids[id(e)] = x
-            if x.requires_grad:
-                self.rg = True
-            dt = e.dtype
-            self.sig.append((e.shape, dt))
-            if self.dev < 0:
-                self.dev = x._dev
-            if dt is _F64:
-                self.f64 = True
-            elif dt is _I64:
-                self.i64 = True
-            return e
+            return self._operand(x, e, x._dev)
         t = type(x)
         if t is list or t is tuple:
             return t([self.unwrap(v) for v in x])
@@ -63,11 +89,18 @@ class Unwrapped:
         if t is int or t is bool or x is None:
             self.sig.append(x)
             return x
-        if isinstance(x, torch.Tensor):  # a plain CPU tensor mixed in (e.g. a 0-dim scalar)
+        if isinstance(x, torch.Tensor):
+            if EXT is not None and x.device.type == "neuron":
+                self.devs.append(x)
+                return self._operand(x, EXT.host_alias(x), x.device.index or 0)
+            # a plain CPU tensor mixed in (e.g. a 0-dim scalar)
             if x.layout is not torch.strided or x.is_nested:
                 self.host_only = True  # sparse / nested tensors exist only on the host: the op falls back
             self.ids[id(x)] = x
             self.sig.append(("host", x.shape, x.dtype))
+            return x
+        if t is torch.Generator:  # its state is a runtime value, not part of the compiled op
+            self.sig.append("generator")
             return x
         if t is torch.device and x.type == "neuron":
             self.target_dev = x.index or 0
@@ -91,7 +124,7 @@ def wrap(o: Any, u: Unwrapped, dev: int, outs: list[torch.Tensor]) -> Any:
         if o.dtype is _F64:
             demote_f64(o)
         outs.append(o)
-        return NeuronTensor(o, dev)
+        return NeuronTensor(o, dev) if EXT is None else EXT.device_result(o, u.devs)
     t = type(o)
     if t is list or t is tuple:
         return t([wrap(v, u, dev, outs) for v in o])
@@ -111,9 +144,12 @@ _PY_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Python) | torch._C.Dispa
 )
 
 
-def _restride(w: NeuronTensor, o: torch.Tensor) -> None:
+def _restride(w: torch.Tensor, o: torch.Tensor) -> None:
     """An in-place op changed its operand's shape (unsqueeze_, t_, resize_, a resized out=): the device
     tensor's own metadata must follow its host values."""
+    if type(w) is not NeuronTensor:  # the extension's tensor: its metadata is torch's own
+        w.as_strided_(o.shape, o.stride(), o.storage_offset())
+        return
     try:
         with torch._C._ExcludeDispatchKeyGuard(_PY_KEYS):
             aten.as_strided_.default(w, o.shape, o.stride(), o.storage_offset())

@@ -1,7 +1,10 @@
-"""The C++ half of the experimental PrivateUse1 device (experimental_privateuse1.py builds it): torch's
-open-registration pattern (pytorch test/cpp_extensions/open_registration_extension): an allocator over host
-memory, the kernels that only shape metadata or copy bytes, and the PrivateUse1 hooks (generators, pinned host
-memory, the current device, storage resize)."""
+"""The C++ half of the emulated device (`_ext_build` compiles it, `_ext_device` registers it): torch's
+open-registration pattern (pytorch test/cpp_extensions/open_registration_extension). Device memory is host
+memory, counted like TorchNeuron's caching allocator (allocated / reserved / active, a capacity past which an
+allocation raises torch.OutOfMemoryError); the kernels that only shape metadata (empty, views, resize_, set_)
+are C++; every other op reaches the Python executor on host aliases of the device memory (`host_alias`), whose
+results come back as device tensors (`device_result`) without a copy. The PrivateUse1 hooks give device
+generators, pinned host memory and the current device."""
 
 CPP = r"""
 #include <torch/extension.h>
@@ -11,41 +14,144 @@ CPP = r"""
 #include <ATen/ops/view_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/set_native.h>
-#include <ATen/ops/_local_scalar_dense_native.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <unordered_set>
 
 namespace {
 
+// ---- memory accounting (one device), shaped like torch_neuronx._C._get_memory_stats ----
+struct Stat {
+  int64_t current = 0, peak = 0, allocated = 0, freed = 0;
+  void add(int64_t n) { current += n; allocated += n; peak = std::max(peak, current); }
+  void sub(int64_t n) { current -= n; freed += n; }
+};
+std::mutex g_mem_mu;
+int64_t g_capacity = int64_t(24) << 30;
+int64_t g_granularity = int64_t(2) << 20;
+Stat g_allocated, g_reserved, g_active;
+int64_t g_num_ooms = 0, g_num_frees = 0, g_requests = 0;
+
+std::string format_bytes(double n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB"};
+  int u = 0;
+  while (std::abs(n) >= 1024 && u < 3) { n /= 1024; ++u; }
+  char buf[64];
+  if (u == 0) std::snprintf(buf, sizeof buf, "%lld B", (long long)n);
+  else std::snprintf(buf, sizeof buf, "%.2f %s", n, units[u]);
+  return buf;
+}
+
+int64_t round_up(int64_t n, int64_t g) { return g > 0 ? (n + g - 1) / g * g : n; }
+
+// Count `n` more bytes, or raise torch.OutOfMemoryError if they do not fit.
+void account(int64_t n) {
+  if (n <= 0) return;
+  std::string msg;
+  {
+    std::lock_guard<std::mutex> lock(g_mem_mu);
+    ++g_requests;
+    if (g_allocated.current + n <= g_capacity) {
+      g_allocated.add(n);
+      g_active.add(n);
+      int64_t want = round_up(g_allocated.current, g_granularity);
+      if (want > g_reserved.current) g_reserved.add(want - g_reserved.current);
+      return;
+    }
+    ++g_num_ooms;
+    msg = "Neuron out of memory. Tried to allocate " + format_bytes(double(n)) + " on neuron:0 (capacity " +
+          format_bytes(double(g_capacity)) + "; " + format_bytes(double(g_allocated.current)) +
+          " already allocated)";
+  }
+  TORCH_CHECK_WITH(OutOfMemoryError, false, msg);
+}
+
+void release(int64_t n) {
+  if (n <= 0) return;
+  std::lock_guard<std::mutex> lock(g_mem_mu);
+  g_allocated.sub(n);
+  g_active.sub(n);
+  ++g_num_frees;
+}
+
+// A device block: its host memory and its counted size.
+struct Block { void* p; int64_t n; };
+void free_block(void* ctx) {
+  auto* b = static_cast<Block*>(ctx);
+  c10::free_cpu(b->p);
+  release(b->n);
+  delete b;
+}
+
 // Device memory is host memory: what the emulated device "holds" lives in this process.
 struct HostMemory final : c10::Allocator {
   c10::DataPtr allocate(size_t n) override {
+    account(int64_t(n));
     void* p = n ? c10::alloc_cpu(n) : nullptr;
-    return {p, p, &c10::free_cpu, c10::Device(c10::DeviceType::PrivateUse1, 0)};
+    return {p, new Block{p, int64_t(n)}, &free_block, c10::Device(c10::DeviceType::PrivateUse1, 0)};
   }
-  c10::DeleterFnPtr raw_deleter() const override { return &c10::free_cpu; }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
   void copy_data(void* d, const void* s, size_t n) const override { default_copy_data(d, s, n); }
 };
 HostMemory g_memory;
 constexpr c10::DispatchKeySet kDevice(c10::DispatchKey::PrivateUse1);
 
-// A CPU tensor over the same bytes (the device tensor's storage stays alive while it lives).
-at::Tensor host_alias(const at::Tensor& t) {
-  c10::Storage keep = t.storage();
-  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), [keep](void*) {},
-                       t.options().device(at::kCPU));
+// A device storage over a host result's bytes (no copy): it keeps the host storage alive, counted as device
+// memory until freed.
+struct Held { c10::Storage keep; int64_t n; };
+void free_held(void* ctx) {
+  auto* h = static_cast<Held*>(ctx);
+  release(h->n);
+  delete h;
 }
 
-// A device tensor over a CPU result's bytes (no copy).
-at::Tensor device_alias(const at::Tensor& t) {
+at::Tensor over(c10::Storage storage, const at::Tensor& like) {
+  auto t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), kDevice, like.dtype());
+  t.unsafeGetTensorImpl()->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
+  return t;
+}
+
+// A CPU tensor over the same bytes, from the device storage's start (so a host result that views it has the
+// device storage's offsets); the device storage stays alive while it lives.
+at::Tensor host_alias(const at::Tensor& t) {
   c10::Storage keep = t.storage();
-  c10::Device dev(c10::DeviceType::PrivateUse1, 0);
-  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), [keep](void*) {}, t.options().device(dev), dev);
+  void* base = keep.mutable_data();
+  return at::for_blob(base, t.sizes())
+      .strides(t.strides())
+      .storage_offset(t.storage_offset())
+      .deleter([keep](void*) {})
+      .options(t.options().device(at::kCPU))
+      .make_tensor();
+}
+
+// A host result as a device tensor: a view of a device operand whose memory it shares, else a new device
+// storage over its bytes (counted; raises torch.OutOfMemoryError past the capacity).
+at::Tensor device_result(const at::Tensor& o, const std::vector<at::Tensor>& operands) {
+  const void* p = o.storage().data();
+  if (p != nullptr) {
+    for (const auto& d : operands) {
+      if (d.storage().data() == p) return over(d.storage(), o);
+    }
+  }
+  c10::Storage cpu = o.storage();
+  int64_t n = int64_t(cpu.nbytes());
+  account(n);
+  void* data = cpu.mutable_data();
+  c10::DataPtr dp(data, new Held{cpu, n}, &free_held, c10::Device(c10::DeviceType::PrivateUse1, 0));
+  c10::Storage st(c10::Storage::use_byte_size_t(), size_t(n), std::move(dp), &g_memory, true);
+  return over(std::move(st), o);
+}
+
+// Bytes between host and device tensors of the same shape (the executor models the copy's time).
+void copy_raw(const at::Tensor& src, const at::Tensor& dst) {
+  at::Tensor s = src.is_cpu() ? src : host_alias(src);
+  at::Tensor d = dst.is_cpu() ? dst : host_alias(dst);
+  d.copy_(s);
 }
 
 at::Tensor empty_mf(at::IntArrayRef size, std::optional<at::ScalarType> dtype, std::optional<at::Layout>,
@@ -93,20 +199,10 @@ at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& src) {
   return at::native::set_storage_cpu_(self, src.storage(), src.storage_offset(), src.sizes(), src.strides());
 }
 
-at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
-  at::Tensor s = self.is_cpu() ? self : host_alias(self);
-  at::Tensor d = dst.is_cpu() ? dst : host_alias(dst);
-  d.copy_(s, non_blocking);
-  return dst;
-}
-
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   at::native::resize_(dst, self.sizes(), std::nullopt);
-  return copy_from(self, dst, false);
-}
-
-at::Scalar local_scalar_dense(const at::Tensor& self) {
-  return at::native::_local_scalar_dense_cpu(host_alias(self));
+  copy_raw(self, dst);
+  return dst;
 }
 
 // Pinned host memory (Tensor.pin_memory, DataLoader(pin_memory=True)): host memory the hooks can tell apart.
@@ -180,6 +276,39 @@ struct DeviceHooks final : at::PrivateUse1HooksInterface {
 };
 DeviceHooks g_hooks;
 
+std::vector<int64_t> memory_stats() {
+  std::lock_guard<std::mutex> lock(g_mem_mu);
+  std::vector<int64_t> v;
+  for (const Stat* s : {&g_allocated, &g_reserved, &g_active}) {
+    v.insert(v.end(), {s->current, s->peak, s->allocated, s->freed});
+  }
+  v.insert(v.end(), {g_num_ooms, g_num_frees, g_requests, g_capacity});
+  return v;
+}
+
+void set_memory_limits(int64_t capacity, int64_t granularity) {
+  std::lock_guard<std::mutex> lock(g_mem_mu);
+  g_capacity = capacity;
+  g_granularity = granularity;
+}
+
+void reset_peak() {
+  std::lock_guard<std::mutex> lock(g_mem_mu);
+  for (Stat* s : {&g_allocated, &g_reserved, &g_active}) s->peak = s->current;
+}
+
+void reset_accumulated() {
+  std::lock_guard<std::mutex> lock(g_mem_mu);
+  for (Stat* s : {&g_allocated, &g_reserved, &g_active}) { s->allocated = s->current; s->freed = 0; }
+  g_num_ooms = g_num_frees = g_requests = 0;
+}
+
+void empty_cache() {
+  std::lock_guard<std::mutex> lock(g_mem_mu);
+  int64_t want = round_up(g_allocated.current, g_granularity);
+  if (want < g_reserved.current) g_reserved.sub(g_reserved.current - want);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -192,9 +321,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage_storage_offset", set_storage);
   m.impl("set_.source_Storage", set_whole_storage);
   m.impl("set_.source_Tensor", set_tensor);
-  m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
-  m.impl("_local_scalar_dense", local_scalar_dense);
 }
 
 void install_allocator() { c10::SetAllocator(c10::DeviceType::PrivateUse1, &g_memory); }
@@ -203,8 +330,14 @@ void install_hooks() { at::RegisterPrivateUse1HooksInterface(&g_hooks); }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("host_alias", &host_alias);
-  m.def("device_alias", &device_alias);
+  m.def("device_result", &device_result);
+  m.def("copy_raw", &copy_raw);
   m.def("install_allocator", &install_allocator);
   m.def("install_hooks", &install_hooks);
+  m.def("memory_stats", &memory_stats);
+  m.def("set_memory_limits", &set_memory_limits);
+  m.def("reset_peak", &reset_peak);
+  m.def("reset_accumulated", &reset_accumulated);
+  m.def("empty_cache", &empty_cache);
 }
 """
