@@ -49,8 +49,7 @@ def nesting(trace: Trace, rows: np.ndarray) -> Nesting:
     rows = np.asarray(rows, dtype=np.int64)
     sl = trace.slices
     ts, dur, track = sl.ts_ns[rows], sl.dur_ns[rows], sl.track[rows]
-    # start order per track: by track, then start, then longer first (a parent before its children)
-    order = np.lexsort((-dur, ts, track))
+    order = start_order(ts, dur, track)
     ts_o, dur_o, tr_o = ts[order], dur[order], track[order]
     end_o = ts_o + dur_o
     n = len(order)
@@ -71,6 +70,22 @@ def nesting(trace: Trace, rows: np.ndarray) -> Nesting:
     parent_rows = np.where(parent_o >= 0, rows[order][np.maximum(parent_o, 0)], -1)
     return Nesting(rows=rows, depth=depth_o[inv], parent=parent_rows[inv], self_ns=self_o[inv],
                    transparent=transparent[inv])
+
+
+def start_order(ts: np.ndarray, dur: np.ndarray, track: np.ndarray) -> np.ndarray:
+    """The order of slices by track, then start, then longer first (a parent before its children), equal ones
+    in table order: ``np.lexsort((-dur, ts, track))``, sorted faster. Slices come nearly in start order per
+    track, which numpy's stable sort takes in one pass; the few that start together are then put longer
+    first."""
+    o = np.argsort(ts, kind="stable")
+    o = o[np.argsort(track[o], kind="stable")]
+    t, k = ts[o], track[o]
+    tie = (t[1:] == t[:-1]) & (k[1:] == k[:-1])
+    if tie.any():
+        idx = np.flatnonzero(np.r_[tie, False] | np.r_[False, tie])  # the runs that start together
+        run = np.cumsum(np.r_[True, ~tie])[idx]
+        o[idx] = o[idx][np.lexsort((-dur[o[idx]], run))]
+    return o
 
 
 def _parents(ts: np.ndarray, end: np.ndarray, track: np.ndarray) -> np.ndarray:
