@@ -39,6 +39,8 @@ class Nesting:
     """1 for a top-level slice."""
     parent: np.ndarray
     """Slice row of the direct parent, -1 for top level."""
+    parent_pos: np.ndarray
+    """Position in `rows` of the direct parent, -1 for top level."""
     self_ns: np.ndarray
     transparent: np.ndarray
     """True for bookkeeping spans (TRANSPARENT_SPANS): self time 0, given to the enclosing slice."""
@@ -67,8 +69,9 @@ def nesting(trace: Trace, rows: np.ndarray) -> Nesting:
             self_o[sel] = 0
     inv = np.empty(n, dtype=np.int64)
     inv[order] = np.arange(n)
-    parent_rows = np.where(parent_o >= 0, rows[order][np.maximum(parent_o, 0)], -1)
-    return Nesting(rows=rows, depth=depth_o[inv], parent=parent_rows[inv], self_ns=self_o[inv],
+    parent_pos = np.where(parent_o >= 0, order[np.maximum(parent_o, 0)], -1)[inv]
+    parent_rows = np.where(parent_pos >= 0, rows[np.maximum(parent_pos, 0)], -1)
+    return Nesting(rows=rows, depth=depth_o[inv], parent=parent_rows, parent_pos=parent_pos, self_ns=self_o[inv],
                    transparent=transparent[inv])
 
 

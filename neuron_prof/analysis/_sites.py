@@ -250,8 +250,8 @@ class Sites:
         new = np.unique(pos)
         while len(new):
             have[new] = True
-            par = n.parent[new]
-            up = [np.searchsorted(rows, par[par >= 0])]
+            par = n.parent_pos[new]
+            up = [par[par >= 0]]
             inb = new[bw.forward[new] != NOT_BACKWARD]
             if len(inb):
                 fwd = bw.forward[inb]
@@ -305,10 +305,10 @@ class Sites:
         if not self.exact:  # torch.profiler's Python frames ("train.py(12): forward"): the function, no line
             self._frames_as_sites(rows, own, strong, sid)
         # rule 3: the nearest enclosing slice with a site (level by level down the nesting)
-        depth, parent = n.depth[pos], n.parent[pos]
+        depth, parent = n.depth[pos], n.parent_pos[pos]
         pos_parent = np.full(m, -1, dtype=np.int64)
         has = parent >= 0
-        pos_parent[has] = loc(np.searchsorted(n.rows, parent[has]))
+        pos_parent[has] = loc(parent[has])
         inh = np.where(strong, own, -1)
         for level in range(2, int(depth.max(initial=1)) + 1):
             here = np.flatnonzero((depth == level) & (inh < 0) & (pos_parent >= 0))
