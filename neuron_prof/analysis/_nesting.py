@@ -102,14 +102,16 @@ def _parents(ts: np.ndarray, end: np.ndarray, track: np.ndarray) -> np.ndarray:
     cand = np.arange(n, dtype=np.int64) - 1
     if n:
         cand[np.r_[True, track[1:] != track[:-1]]] = -1  # the first slice of each track
-    lo_end = end - ROUNDING_NS
+    need = np.maximum(end - ROUNDING_NS, ts + 1)  # j holds i when end[j] >= need[i]
     active = np.flatnonzero(cand >= 0)
+    need_a = need[active]  # carried along with `active`
     while len(active):
-        c = cand[active]
-        miss = (end[c] < lo_end[active]) | (end[c] <= ts[active])
-        active = active[miss]
-        cand[active] = cand[cand[active]]
-        active = active[cand[active] >= 0]
+        miss = end[cand[active]] < need_a
+        active, need_a = active[miss], need_a[miss]
+        up = cand[cand[active]]
+        cand[active] = up
+        live = up >= 0
+        active, need_a = active[live], need_a[live]
     return cand
 
 
