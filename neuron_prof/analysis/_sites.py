@@ -28,6 +28,7 @@ findings name a few rows, does not pay for a million; asked about many, they bui
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,7 +180,7 @@ class Sites:
         self._rows[row] = got
         return got
 
-    def of_rows(self, rows: Any) -> list[Site]:
+    def of_rows(self, rows: Iterable[int]) -> list[Site]:
         """`of_row` of each of `rows`, the host sites they need worked out together (one pass for a column of
         rows, where `of_row` one at a time would work out each alone)."""
         rows = [int(r) for r in rows]
