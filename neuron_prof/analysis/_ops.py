@@ -134,7 +134,7 @@ def _nearest_kept(parent: np.ndarray, skip: np.ndarray) -> np.ndarray:
         g[hop] = g[g[hop]]
 
 
-def unique_ids(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _unique_ids(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(v, return_inverse=True)`` of string ids (small non-negative ints), by marking them: no sort."""
     if not len(v) or int(v.min()) < 0:
         return np.unique(v, return_inverse=True)  # type: ignore[no-any-return]
@@ -158,7 +158,7 @@ def _by_key_longest_first(k: np.ndarray, dur: np.ndarray) -> np.ndarray:
 
 def _key_index(trace: Trace, names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(key index per row, key strings): op_key applied once per distinct name id, not per row."""
-    ids, inv = unique_ids(names)
+    ids, inv = _unique_ids(names)
     keys = np.array([op_key(trace.s(int(i))) for i in ids], dtype=object)
     uniq, kinv = np.unique(keys, return_inverse=True)
     return kinv[inv].astype(np.int64), uniq
@@ -249,7 +249,7 @@ def _side(trace: Trace, nest: Nesting, op_cat: np.ndarray, where: str) -> dict[s
     member = ~nest.transparent & ~np.isin(sl.cat[rows], trace.name_ids(KinetoCat.PROFILER_SPAN))
     call = member & ~redispatch
     if where == "host":
-        uniq_names, inv = unique_ids(sl.name[rows])
+        uniq_names, inv = _unique_ids(sl.name[rows])
         wrapper = _wrapper_names(trace, uniq_names)[inv]
     else:
         wrapper = np.zeros(n, dtype=bool)
