@@ -19,6 +19,7 @@ import neuron_prof
 from neuron_prof.analysis import Context, analyze, sites_of
 from neuron_prof.model import Trace
 from tests.conftest import KINETO_DIR
+from tests.test_sites_first_pass import lazy_matches_full
 
 NEURON_PROF = str(Path(sys.executable).with_name("neuron-prof"))
 PROGRAM = Path(__file__).parent / "userland" / "qr_backward_fallback.py"
@@ -84,6 +85,13 @@ def test_backward_ops_take_the_forward_line_in_a_real_capture(cpu_capture: Trace
     hs = sites_of(ctx).host_sites()
     at_backward_line = [s for s in hs.sites if s.backward and s.call_site.endswith(f":{lines['backward']}")]
     assert not at_backward_line
+
+
+def test_backward_sites_of_a_few_rows_match_the_whole_table(cpu_capture: Trace,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sites the first pass works out for a few rows alone (`Sites.of_rows`) are the whole table's,
+    backward ops (rule 5: the forward op's site, the backward span around them) included."""
+    assert lazy_matches_full(cpu_capture, monkeypatch) > 100
 
 
 def test_the_sequence_number_alone_links_backward_to_forward(cpu_capture: Trace) -> None:
@@ -183,7 +191,7 @@ CUSTOM = textwrap.dedent("""\
     """)
 
 
-def test_the_users_own_backward_code_keeps_its_line(tmp_path: Path) -> None:
+def test_the_users_own_backward_code_keeps_its_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A custom autograd.Function's backward is code the user wrote: its ops keep their own line (marked as
     backward), while the backward of the ops around it goes to their forward lines."""
     trace = _capture(tmp_path, CUSTOM)
@@ -192,3 +200,4 @@ def test_the_users_own_backward_code_keeps_its_line(tmp_path: Path) -> None:
     assert sites and all(s.call_site == f"job.py:{lines['own-backward']}" for s in sites), sites
     assert all(s.backward for s in sites), sites
     assert not any(s.call_site.endswith(f":{lines['backward']}") for s in sites)
+    lazy_matches_full(trace, monkeypatch)

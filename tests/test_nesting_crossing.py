@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import neuron_prof
-from neuron_prof.analysis._nesting import ROUNDING_NS, nesting
+from neuron_prof.analysis._nesting import ROUNDING_NS, nesting, start_order
 from neuron_prof.model import TraceBuilder
 
 
@@ -72,3 +72,15 @@ def test_profiler_steps_of_a_real_capture_are_siblings(tmp_path: Path) -> None:
     # the steps train() opens and closes hang from its frame (the last one is closed by stop(), outside it)
     assert parents["ProfilerStep#1"].endswith(": train") and parents["ProfilerStep#2"].endswith(": train"), parents
     assert _no_span_outlives_its_parent(trace) == []
+
+
+def test_start_order_is_lexsorts_order() -> None:
+    """`start_order` (stable sorts, then the slices that start together longer first) is exactly
+    ``np.lexsort((-dur, ts, track))``: ties of start, of start and duration, several tracks, unsorted input."""
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n = int(rng.integers(0, 300))
+        ts = rng.integers(0, int(rng.integers(1, 40)), n).astype(np.int64) * 1000
+        dur = rng.integers(0, 4, n).astype(np.int64)
+        track = rng.integers(0, 3, n).astype(np.int32)
+        assert np.array_equal(start_order(ts, dur, track), np.lexsort((-dur, ts, track)))

@@ -129,3 +129,20 @@ def test_table_order_and_offsets() -> None:
         rows, self_ns = tab.call_rows(i)
         assert tab.calls[i] == len(truth[n]) == len(rows)
         assert sorted(self_ns.tolist(), reverse=True) == sorted(truth[n], reverse=True) == self_ns.tolist()
+
+
+def test_the_packed_sorts_are_numpys() -> None:
+    """The op table's sorts without a comparison sort give numpy's results: `_unique_ids` is
+    ``np.unique(..., return_inverse=True)``, the calls' order (key, longest first, then table order) is
+    ``np.lexsort``'s, durations too long to pack included."""
+    from neuron_prof.analysis._ops import _by_key_longest_first, _unique_ids
+
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        n = int(rng.integers(0, 200))
+        k = rng.integers(0, int(rng.integers(1, 50)), n).astype(np.int64)
+        d = rng.integers(0, 10 ** int(rng.integers(1, 19)), n, dtype=np.int64)
+        assert np.array_equal(_by_key_longest_first(k, d), np.lexsort((np.arange(n), -d, k)))
+        v = rng.integers(0, 100, n).astype(np.int32)
+        (a, inv), (want, want_inv) = _unique_ids(v), np.unique(v, return_inverse=True)
+        assert np.array_equal(a, want) and a.dtype == want.dtype and np.array_equal(inv, want_inv)

@@ -145,8 +145,7 @@ def collective(trace: Trace, ctx: Context) -> list[Finding]:
         sites = sites_of(ctx)
         at: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         first: dict[str, Any] = {}
-        for i, r in enumerate(idx.tolist()):
-            s_ = sites.of_row(int(r))
+        for i, s_ in enumerate(sites.of_rows(idx.tolist())):
             key_site = s_.call_site or s_.function
             at[key_site][0] += 1
             at[key_site][1] += int(dur[i])

@@ -58,9 +58,9 @@ def _parse_compiles(trace: Trace, ctx: Context) -> list[_Compile]:
     linked = np.isin(fl.dst, rows)
     host_of = dict(zip(fl.dst[linked].tolist(), fl.src[linked].tolist(), strict=True))
     sites = sites_of(ctx)
-    for r in rows[np.argsort(sl.ts_ns[rows], kind="stable")]:
+    in_order = rows[np.argsort(sl.ts_ns[rows], kind="stable")].tolist()
+    for r, site in zip(in_order, sites.of_rows(in_order), strict=True):
         a = ctx.slice_args(int(r))
-        site = sites.of_row(int(r))
         cid = str(a.get(Arg.COMPILE_ID, "") or "")
         m = _CID.match(cid)
         kind = str(a.get(Arg.COMPILE_KIND, "") or ("torch.compile" if m else "eager"))

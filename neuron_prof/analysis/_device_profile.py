@@ -54,6 +54,7 @@ def device_lines(trace: Trace, ctx: Context) -> list[dict[str, Any]]:
     ops = launching_ops(trace, rows)
     sites = sites_of(ctx)
     acc: dict[str, list[int]] = {}
+    sites.of_rows(ops[ops >= 0].tolist())  # worked out together
     for r, op in zip(rows.tolist(), ops.tolist()):
         if op < 0:
             continue

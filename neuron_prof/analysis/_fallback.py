@@ -83,9 +83,8 @@ def cpu_fallback(trace: Trace, ctx: Context) -> list[Finding]:
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
     meta: dict[tuple[str, str], dict[str, Any]] = {}
     copies: dict[tuple[str, str], int] = defaultdict(int)
-    for r in rows:
+    for r, site in zip(rows.tolist(), sites.of_rows(rows.tolist()), strict=True):
         a = ctx.slice_args(int(r))
-        site = sites.of_row(int(r))
         key = (site.call_site or site.function, trace.slice_name(int(r)))
         groups[key].append(int(r))
         copies[key] += as_int(a.get(Arg.COPY_BYTES))

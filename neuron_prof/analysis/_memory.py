@@ -24,7 +24,11 @@ _DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip", 9: "xla", 12: "xpu", 13: "mps", 
 
 
 def _series(trace: Trace, ctx: Context) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    """(name, ts, bytes) per memory series."""
+    """(name, ts, bytes) per memory series (read once per context: the lines view reads them too)."""
+    return ctx.memo("memory_series", lambda: _read_series(trace, ctx))  # type: ignore[no-any-return]
+
+
+def _read_series(trace: Trace, ctx: Context) -> list[tuple[str, np.ndarray, np.ndarray]]:
     out = []
     c = trace.counters
     for t in trace.track_ids(TrackKind.MEMORY):

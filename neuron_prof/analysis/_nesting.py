@@ -39,6 +39,8 @@ class Nesting:
     """1 for a top-level slice."""
     parent: np.ndarray
     """Slice row of the direct parent, -1 for top level."""
+    parent_pos: np.ndarray
+    """Position in `rows` of the direct parent, -1 for top level."""
     self_ns: np.ndarray
     transparent: np.ndarray
     """True for bookkeeping spans (TRANSPARENT_SPANS): self time 0, given to the enclosing slice."""
@@ -49,8 +51,7 @@ def nesting(trace: Trace, rows: np.ndarray) -> Nesting:
     rows = np.asarray(rows, dtype=np.int64)
     sl = trace.slices
     ts, dur, track = sl.ts_ns[rows], sl.dur_ns[rows], sl.track[rows]
-    # start order per track: by track, then start, then longer first (a parent before its children)
-    order = np.lexsort((-dur, ts, track))
+    order = start_order(ts, dur, track)
     ts_o, dur_o, tr_o = ts[order], dur[order], track[order]
     end_o = ts_o + dur_o
     n = len(order)
@@ -68,9 +69,26 @@ def nesting(trace: Trace, rows: np.ndarray) -> Nesting:
             self_o[sel] = 0
     inv = np.empty(n, dtype=np.int64)
     inv[order] = np.arange(n)
-    parent_rows = np.where(parent_o >= 0, rows[order][np.maximum(parent_o, 0)], -1)
-    return Nesting(rows=rows, depth=depth_o[inv], parent=parent_rows[inv], self_ns=self_o[inv],
+    parent_pos = np.where(parent_o >= 0, order[np.maximum(parent_o, 0)], -1)[inv]
+    parent_rows = np.where(parent_pos >= 0, rows[np.maximum(parent_pos, 0)], -1)
+    return Nesting(rows=rows, depth=depth_o[inv], parent=parent_rows, parent_pos=parent_pos, self_ns=self_o[inv],
                    transparent=transparent[inv])
+
+
+def start_order(ts: np.ndarray, dur: np.ndarray, track: np.ndarray) -> np.ndarray:
+    """The order of slices by track, then start, then longer first (a parent before its children), equal ones
+    in table order: ``np.lexsort((-dur, ts, track))``, sorted faster. Slices come nearly in start order per
+    track, which numpy's stable sort takes in one pass; the few that start together are then put longer
+    first."""
+    o = np.argsort(ts, kind="stable")
+    o = o[np.argsort(track[o], kind="stable")]
+    t, k = ts[o], track[o]
+    tie = (t[1:] == t[:-1]) & (k[1:] == k[:-1])
+    if tie.any():
+        idx = np.flatnonzero(np.r_[tie, False] | np.r_[False, tie])  # the runs that start together
+        run = np.cumsum(np.r_[True, ~tie])[idx]
+        o[idx] = o[idx][np.lexsort((-dur[o[idx]], run))]
+    return o
 
 
 def _parents(ts: np.ndarray, end: np.ndarray, track: np.ndarray) -> np.ndarray:
@@ -84,14 +102,16 @@ def _parents(ts: np.ndarray, end: np.ndarray, track: np.ndarray) -> np.ndarray:
     cand = np.arange(n, dtype=np.int64) - 1
     if n:
         cand[np.r_[True, track[1:] != track[:-1]]] = -1  # the first slice of each track
-    lo_end = end - ROUNDING_NS
+    need = np.maximum(end - ROUNDING_NS, ts + 1)  # j holds i when end[j] >= need[i]
     active = np.flatnonzero(cand >= 0)
+    need_a = need[active]  # carried along with `active`
     while len(active):
-        c = cand[active]
-        miss = (end[c] < lo_end[active]) | (end[c] <= ts[active])
-        active = active[miss]
-        cand[active] = cand[cand[active]]
-        active = active[cand[active] >= 0]
+        miss = end[cand[active]] < need_a
+        active, need_a = active[miss], need_a[miss]
+        up = cand[cand[active]]
+        cand[active] = up
+        live = up >= 0
+        active, need_a = active[live], need_a[live]
     return cand
 
 

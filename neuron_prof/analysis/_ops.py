@@ -134,9 +134,31 @@ def _nearest_kept(parent: np.ndarray, skip: np.ndarray) -> np.ndarray:
         g[hop] = g[g[hop]]
 
 
+def _unique_ids(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(v, return_inverse=True)`` of string ids (small non-negative ints), by marking them: no sort."""
+    if not len(v) or int(v.min()) < 0:
+        return np.unique(v, return_inverse=True)  # type: ignore[no-any-return]
+    seen = np.zeros(int(v.max()) + 1, dtype=bool)
+    seen[v] = True
+    return np.flatnonzero(seen).astype(v.dtype), (np.cumsum(seen) - 1)[v]
+
+
+def _by_key_longest_first(k: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """``np.lexsort((np.arange(len(k)), -dur, k))``: by key, then longest first, then in order; one sort of
+    a packed (key, duration, position) integer when the three fit in 63 bits."""
+    n = len(k)
+    if not n or int(k.min()) < 0 or int(dur.min()) < 0:
+        return np.lexsort((np.arange(n), -dur, k))
+    db, ib = int(dur.max()).bit_length(), (n - 1).bit_length()
+    if int(k.max()).bit_length() + db + ib > 63:
+        return np.lexsort((np.arange(n), -dur, k))
+    packed = (k.astype(np.int64) << (db + ib)) | ((((1 << db) - 1) - dur.astype(np.int64)) << ib) | np.arange(n)
+    return np.sort(packed) & ((1 << ib) - 1)
+
+
 def _key_index(trace: Trace, names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(key index per row, key strings): op_key applied once per distinct name id, not per row."""
-    ids, inv = np.unique(names, return_inverse=True)
+    ids, inv = _unique_ids(names)
     keys = np.array([op_key(trace.s(int(i))) for i in ids], dtype=object)
     uniq, kinv = np.unique(keys, return_inverse=True)
     return kinv[inv].astype(np.int64), uniq
@@ -209,9 +231,8 @@ def _side(trace: Trace, nest: Nesting, op_cat: np.ndarray, where: str) -> dict[s
     names = _launched_names(trace, rows) if where == "device" else sl.name[rows]
     key, key_names = _key_index(trace, names)
     skip = nest.transparent | np.isin(sl.cat[rows], trace.name_ids(KinetoCat.PYTHON))
-    par = np.full(n, -1, dtype=np.int64)
-    has = nest.parent >= 0
-    par[has] = np.searchsorted(rows, nest.parent[has])
+    par = nest.parent_pos
+    has = par >= 0
     kept = _nearest_kept(par, skip)
     anc = np.where(has, kept[np.maximum(par, 0)], -1)
     # a re-dispatch: its nearest enclosing op (same track: nesting is per track) has the same key and holds it
@@ -228,7 +249,7 @@ def _side(trace: Trace, nest: Nesting, op_cat: np.ndarray, where: str) -> dict[s
     member = ~nest.transparent & ~np.isin(sl.cat[rows], trace.name_ids(KinetoCat.PROFILER_SPAN))
     call = member & ~redispatch
     if where == "host":
-        uniq_names, inv = np.unique(sl.name[rows], return_inverse=True)
+        uniq_names, inv = _unique_ids(sl.name[rows])
         wrapper = _wrapper_names(trace, uniq_names)[inv]
     else:
         wrapper = np.zeros(n, dtype=bool)
@@ -238,7 +259,7 @@ def _side(trace: Trace, nest: Nesting, op_cat: np.ndarray, where: str) -> dict[s
     dur = sl.dur_ns[rows[ci]]
     k = key[ci]
     # group by key, longest call first within a key
-    o = np.lexsort((ci, -dur, k))
+    o = _by_key_longest_first(k, dur)
     ci, dur, k = ci[o], dur[o], k[o]
     uk, first, counts = np.unique(k, return_index=True, return_counts=True)
     is_wrapper = np.bincount(k, weights=wrapper[ci], minlength=len(key_names))[uk] > 0

@@ -15,8 +15,10 @@ from what the trace says about it, in this order:
    (`Site.backward`): its line is the forward line the user wrote, never ``loss.backward()``. When that
    forward op is not in the trace, the site names no line and says why.
 
-Host slices get their sites in one vectorised pass (`host_sites`: rules 2, 3 and 5), which the lines view
-reads whole and `of_row` reads one at a time.
+Host slices get their sites in one vectorised pass (`_solve`: rules 2, 3 and 5): over every host slice for
+the lines view (`host_sites`), or over the few rows `of_row` / `of_rows` are asked about and what their sites
+are made of (their enclosing slices, in a backward the forward op's), so the first pass (`overview`), whose
+findings name a few rows, does not pay for a million; asked about many, they build the whole table.
 
     sites = sites_of(ctx)
     sites.of_row(r).call_site          # "train.py:13" or ""
@@ -26,6 +28,7 @@ reads whole and `of_row` reads one at a time.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +67,27 @@ class HostSites:
     def of(self, row: int) -> Site | None:
         i = int(np.searchsorted(self.rows, row))
         return self.sites[int(self.site[i])] if i < len(self.rows) and self.rows[i] == row else None
+
+
+_LAZY_SHARE = 16
+_LAZY_BATCHES = 64
+"""`Sites` works out the sites of the host rows it is asked about alone until it has been asked about one host
+row in `_LAZY_SHARE`, or `_LAZY_BATCHES` times: then it builds them all (one vectorised pass)."""
+
+
+class _Interner:
+    """Site -> its id in `sites` (0: NO_STACK), each distinct Site once."""
+
+    def __init__(self) -> None:
+        self.sites: list[Site] = [NO_STACK]
+        self._ids: dict[Site, int] = {NO_STACK: 0}
+
+    def __call__(self, s: Site) -> int:
+        i = self._ids.get(s)
+        if i is None:
+            i = self._ids[s] = len(self.sites)
+            self.sites.append(s)
+        return i
 
 
 _OF_ARGS = (Arg.CALL_SITE, Arg.MODULE, Arg.STACK, CALL_STACK, "site_unknown")
@@ -111,6 +135,11 @@ class Sites:
         self.user_files = user_files_of(md)
         self._rows: dict[int, Site] = {}
         self._flow_src: dict[int, int] | None = None
+        self._full: HostSites | None = None
+        self._host: dict[int, Site | None] = {}
+        """Host sites worked out for some rows only (`_host_of`), before `host_sites` is built."""
+        self._asked = [0, 0]
+        """Host rows and batches `_host_of` worked out alone so far."""
 
     def of_args(self, args: dict[str, Any]) -> Site | None:
         """The Site an event's own args give (None when they say nothing)."""
@@ -138,13 +167,12 @@ class Sites:
         got = self._rows.get(row)
         if got is not None:
             return got
-        hs = self.host_sites()
-        site = hs.of(row)
+        site = self._host_of([row])[0]
         if site is None:  # a probe or device slice
             site = self.of_args(self.ctx.slice_args(row))
             src = self._flows().get(row)
             if src is not None and src != row:
-                up = hs.of(src)
+                up = self._host_of([src])[0]
                 up = up if up is not None else self.of_row(src)
                 if site is None or (not site.call_site and not site.stack) or up.backward:
                     site = up
@@ -152,18 +180,28 @@ class Sites:
         self._rows[row] = got
         return got
 
+    def of_rows(self, rows: Iterable[int]) -> list[Site]:
+        """`of_row` of each of `rows`, the host sites they need worked out together (one pass for a column of
+        rows, where `of_row` one at a time would work out each alone)."""
+        rows = [int(r) for r in rows]
+        flows = self._flows()
+        self._host_of(rows + [flows[r] for r in rows if r in flows])
+        return [self.of_row(r) for r in rows]
+
     def stack_at(self, t_ns: int, max_len: int = 12) -> list[int]:
         """Host slice rows the host was running at `t_ns`, outermost first: the thread running a backward op
         when one is (the thread that called ``backward()`` only waits for it then), else the deepest stack."""
-        stacks = host_stacks_at(self.ctx, t_ns)
-        hs = self.host_sites()
-        bwd = [c for c in stacks if c and (s := hs.of(c[-1])) is not None and s.backward]
+        stacks = [c for c in host_stacks_at(self.ctx, t_ns) if c]
+        last = self._host_of([c[-1] for c in stacks])
+        bwd = [c for c, s in zip(stacks, last, strict=True) if s is not None and s.backward]
         pick = max(bwd or stacks, key=len, default=[])
         return pick[-max_len:]
 
     def at(self, t_ns: int) -> Site:
         """The Site of whatever the host was running at `t_ns` (`stack_at`)."""
-        for r in reversed(self.stack_at(t_ns)):
+        stack = self.stack_at(t_ns)
+        self._host_of(stack)
+        for r in reversed(stack):
             s = self.of_row(r)
             if s.call_site or s.stack:
                 return s
@@ -171,32 +209,86 @@ class Sites:
 
     def host_sites(self) -> HostSites:
         """Every host slice's Site (rules 2, 3 and 5), computed once."""
-        return self.ctx.memo("host_sites", self._build_host)  # type: ignore[no-any-return]
+        if self._full is None:
+            self._full = self.ctx.memo("host_sites", self._build_host)
+        return self._full
 
     # ---- internals --------------------------------------------------------------------------------------
+    def _host_of(self, rows: list[int]) -> list[Site | None]:
+        """The Site of each of `rows` that is a host slice (None for the others): from `host_sites` once it is
+        built, else worked out for these rows alone (`_solve` over what they need), so a first pass that asks
+        about a few rows does not pay for every host slice; a column of rows builds them all."""
+        if self._full is not None:
+            return [self._full.of(r) for r in rows]
+        todo = np.asarray([r for r in dict.fromkeys(rows) if r not in self._host], dtype=np.int64)
+        if len(todo):
+            hrows = host_nesting(self.ctx).rows
+            at = np.minimum(np.searchsorted(hrows, todo), max(len(hrows) - 1, 0))
+            ok = hrows[at] == todo if len(hrows) else np.zeros(len(todo), dtype=bool)
+            self._host.update(dict.fromkeys(todo[~ok].tolist()))
+            pos = at[ok]
+            if len(pos):
+                self._asked[0] += len(pos)
+                self._asked[1] += 1
+                if self._asked[0] * _LAZY_SHARE > len(hrows) or self._asked[1] > _LAZY_BATCHES:
+                    self.host_sites()
+                    return self._host_of(rows)
+                pos = self._closure(pos)
+                sid = _Interner()
+                site = self._solve(pos, sid)
+                for r, i in zip(hrows[pos].tolist(), site.tolist(), strict=True):
+                    self._host[r] = sid.sites[i]
+        return [self._host[r] for r in rows]
+
+    def _closure(self, pos: np.ndarray) -> np.ndarray:
+        """`pos` (host positions) with what their sites are made of: their enclosing slices (rule 3) and, in a
+        backward, the forward op and the outermost backward span (rule 5), and theirs in turn; ascending."""
+        n = host_nesting(self.ctx)
+        bw = backward_of(self.ctx)
+        rows = n.rows
+        last = max(len(rows) - 1, 0)
+        have = np.zeros(len(rows), dtype=bool)
+        new = np.unique(pos)
+        while len(new):
+            have[new] = True
+            par = n.parent_pos[new]
+            up = [par[par >= 0]]
+            inb = new[bw.forward[new] != NOT_BACKWARD]
+            if len(inb):
+                fwd = bw.forward[inb]
+                up += [np.minimum(np.searchsorted(rows, fwd[fwd >= 0]), last), np.maximum(bw.root[inb], 0)]
+            cand = np.unique(np.concatenate(up))
+            new = cand[~have[cand]]
+        return np.flatnonzero(have)
+
     def _build_host(self) -> HostSites:
+        rows = host_nesting(self.ctx).rows
+        sid = _Interner()
+        site = self._solve(np.arange(len(rows)), sid)
+        return HostSites(rows=rows, site=site, sites=sid.sites)
+
+    def _solve(self, pos: np.ndarray, sid: _Interner) -> np.ndarray:
+        """Site ids (`sid`) of host positions `pos` (ascending; with their `_closure`, or all of them)."""
         ctx = self.ctx
         sl = ctx.trace.slices
         n = host_nesting(ctx)
-        rows = n.rows
-        m = len(rows)
-        sites: list[Site] = [NO_STACK]
-        ids: dict[Site, int] = {NO_STACK: 0}
+        m = len(pos)
+        rows = n.rows[pos]
+        every = m == len(n.rows)
 
-        def sid(s: Site) -> int:
-            i = ids.get(s)
-            if i is None:
-                i = ids[s] = len(sites)
-                sites.append(s)
-            return i
+        def loc(p: np.ndarray) -> np.ndarray:  # host positions (in `pos`) -> indices into `pos`
+            return p if every else np.searchsorted(pos, p)
 
         own = np.zeros(m, dtype=np.int64)
         strong = np.zeros(m, dtype=bool)
-        blob, off = ctx.trace.args.buffers
-        hits = _key_hits(blob) if blob else []
-        if hits and m:
+        if every:  # only the documents whose text names a key `of_args` reads
+            blob, off = ctx.trace.args.buffers
+            hits = _key_hits(blob) if blob else []
             docs = np.unique(np.searchsorted(off, np.asarray(hits, dtype=np.int64), side="right") - 1)
-            sel = np.flatnonzero(np.isin(sl.args[rows], docs))
+            sel = np.flatnonzero(np.isin(sl.args[rows], docs)) if hits and m else np.zeros(0, dtype=np.int64)
+        else:
+            sel = np.flatnonzero(sl.args[rows] >= 0)
+        if len(sel):
             # only the keys `of_args` reads; the same values give the same Site (a stack repeats for every
             # call of an op from one line), so each distinct set is read once: (site id, strong) per set
             seen: dict[Any, tuple[int, bool] | None] = {}
@@ -214,30 +306,34 @@ class Sites:
         if not self.exact:  # torch.profiler's Python frames ("train.py(12): forward"): the function, no line
             self._frames_as_sites(rows, own, strong, sid)
         # rule 3: the nearest enclosing slice with a site (level by level down the nesting)
+        depth, parent = n.depth[pos], n.parent_pos[pos]
         pos_parent = np.full(m, -1, dtype=np.int64)
-        has = n.parent >= 0
-        pos_parent[has] = np.searchsorted(rows, n.parent[has])
+        has = parent >= 0
+        pos_parent[has] = loc(parent[has])
         inh = np.where(strong, own, -1)
-        for level in range(2, int(n.depth.max(initial=1)) + 1):
-            here = np.flatnonzero((n.depth == level) & (inh < 0) & (pos_parent >= 0))
+        for level in range(2, int(depth.max(initial=1)) + 1):
+            here = np.flatnonzero((depth == level) & (inh < 0) & (pos_parent >= 0))
             if len(here):
                 inh[here] = inh[pos_parent[here]]
         site = np.where(inh >= 0, inh, own)
         # rule 5: backward -> the forward op's site, marked with the autograd node
         bw = backward_of(ctx)
-        inb = np.flatnonzero(bw.forward != NOT_BACKWARD)
+        inb = np.flatnonzero(bw.forward[pos] != NOT_BACKWARD)
         if len(inb):
-            fpos = np.searchsorted(rows, np.maximum(bw.forward[inb], 0))
+            g = pos[inb]  # host positions
+            fwd = bw.forward[g]
+            fpos = np.searchsorted(n.rows, np.maximum(fwd, 0))
+            fpos = np.where(fwd >= 0, np.minimum(loc(np.minimum(fpos, max(len(n.rows) - 1, 0))), max(m - 1, 0)), inb)
             # the user's own code running in the backward (a custom Function's backward, a hook) has lines of
             # its own, other than those of the backward span around it (the backward() call): it keeps them
-            own_code = site[inb] != site[np.maximum(bw.root[inb], 0)]
-            use_fwd = (bw.forward[inb] >= 0) & ~own_code
-            base = np.where(use_fwd, site[np.minimum(fpos, max(m - 1, 0))], site[inb])
-            keys = np.stack([base, bw.node[inb], bw.forward_op[inb], bw.forward[inb] >= 0, own_code], axis=1)
+            own_code = site[inb] != site[loc(np.maximum(bw.root[g], 0))]
+            use_fwd = (fwd >= 0) & ~own_code
+            base = np.where(use_fwd, site[fpos], site[inb])
+            keys = np.stack([base, bw.node[g], bw.forward_op[g], fwd >= 0, own_code], axis=1)
             uk, inv = np.unique(keys, axis=0, return_inverse=True)
             new = []
             for b, nd, fo, known, mine in uk.tolist():
-                s = sites[int(b)]
+                s = sid.sites[int(b)]
                 node = node_name(ctx.trace.s(int(nd)))
                 if known or mine:
                     s = dataclasses.replace(s, backward=node, forward_op=ctx.trace.s(int(fo)))
@@ -247,9 +343,9 @@ class Sites:
                         f"ran in the backward of a forward op that is not in the trace ({node}{called})"))
                 new.append(sid(s))
             site[inb] = np.asarray(new, dtype=np.int64)[inv.reshape(-1)]
-        return HostSites(rows=rows, site=site, sites=sites)
+        return site
 
-    def _frames_as_sites(self, rows: np.ndarray, own: np.ndarray, strong: np.ndarray, sid: Any) -> None:
+    def _frames_as_sites(self, rows: np.ndarray, own: np.ndarray, strong: np.ndarray, sid: _Interner) -> None:
         """Python-frame slices of the user's files without a site of their own name their function (a trace of
         torch.profiler's own, whose frames carry only entry lines): the ops inside them inherit it."""
         tr = self.ctx.trace

@@ -62,9 +62,8 @@ def sync_point(trace: Trace, ctx: Context) -> list[Finding]:
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
     kinds: dict[tuple[str, str], str] = {}
     where: dict[tuple[str, str], Site] = {}
-    for r in probe:
+    for r, site in zip(probe.tolist(), sites.of_rows(probe.tolist()), strict=True):
         a = ctx.slice_args(int(r))
-        site = sites.of_row(int(r))
         if not site.call_site and not site.stack:  # a probe that saw no user frame: the host op at that moment
             site = sites.at(int(sl.ts_ns[r]) + int(sl.dur_ns[r]) // 2)
         key = (site.call_site or site.function, trace.slice_name(int(r)))
@@ -72,8 +71,7 @@ def sync_point(trace: Trace, ctx: Context) -> list[Finding]:
         kinds[key] = str(a.get(Arg.SYNC_KIND, "") or "")
         where.setdefault(key, site)
     for rows, kind in ((runtime, "synchronize"), (copies, "copy to host")):
-        for r in rows:
-            site = sites.of_row(int(r))
+        for r, site in zip(rows.tolist(), sites.of_rows(rows.tolist()), strict=True):
             ops = enclosing_ops(ctx, int(r))
             key = (site.call_site or site.function, ops[-1] if ops else trace.slice_name(int(r)))
             groups[key].append(int(r))
