@@ -1,4 +1,4 @@
-"""The loader's fast path (msgspec typed chunks, args kept as text: neuron_prof/loaders/_json_typed.py) gives
+"""The loader's msgspec path (typed chunks, args kept as text: neuron_prof/loaders/_json_typed.py) gives
 byte for byte the Trace the orjson path gives, on every real trace and on the odd events real files hold."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from neuron_prof.loaders import _json_read, _json_typed
+from neuron_prof.loaders import _json_read, _json_scan, _json_typed
 from neuron_prof.loaders.kineto_json import load_kineto_json
 from tests._builders import assert_same
 
@@ -25,6 +25,7 @@ def _both(path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int = 2000) -> tup
     monkeypatch.setenv("NEURON_PROF_CACHE", "0")
     monkeypatch.setenv("NEURON_PROF_JSON_WORKERS", "1")
     monkeypatch.setattr(_json_read, "CHUNK_BYTES", chunk)
+    monkeypatch.setattr(_json_scan, "ENABLED", False)  # the compiled scanner: tests/test_json_scan.py
     monkeypatch.setattr(_json_read, "decode_chunk", lambda doc: None)
     slow = load_kineto_json(path)
     taken = []

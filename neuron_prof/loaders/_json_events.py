@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from neuron_prof.loaders._json_scan import ScannedChunk, add_scanned
 from neuron_prof.loaders._json_typed import F_GET, I_GET, UNSET, X_GET, TypedChunk
 from neuron_prof.loaders._json_values import (all_objects, as_str, dump_all, dump_each, floats, norm_id,
                                                us_to_ns)
@@ -172,6 +173,9 @@ class EventColumns:
         self.entries += len(events)
         if type(events) is TypedChunk:
             self._add_typed(events)
+            return
+        if type(events) is ScannedChunk:
+            add_scanned(self, events)
             return
         try:
             xs = [e for e in events if e.get("ph") == "X"]

@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from neuron_prof.errors import TraceFormatError, TraceLoadError
+from neuron_prof.loaders._json_scan import scan_chunk
 from neuron_prof.loaders._json_typed import decode_chunk
 
 CHUNK_BYTES = 1 << 20
@@ -305,7 +306,7 @@ class JsonEventReader:
                         return end
                     pos = resume
                     break
-                fast = decode_chunk(b"[" + self.raw[pos:m.start() + 1] + b"]") if self.typed else None
+                fast = self._fast(pos, m.start() + 1) if self.typed else None
                 if fast is not None:
                     events, bad, short, msg = fast, -1, False, ""
                 else:
@@ -323,6 +324,13 @@ class JsonEventReader:
                     self.entries += len(events)
                     yield events
                 break
+
+    def _fast(self, lo: int, hi: int) -> Any:
+        """raw[lo:hi] by the compiled scanner, else the msgspec path; None: the orjson path must take it."""
+        got = scan_chunk(self.raw, lo, hi)
+        if got is None:
+            return decode_chunk(b"[" + self.raw[lo:hi] + b"]")
+        return None if got is False else got
 
     def _last(self, pos: int) -> tuple[list[Any], int | None, int | None]:
         """The final piece: raw[pos:] holds the last events, ']' and the rest of the document.
