@@ -22,8 +22,12 @@ typedef struct {
     StrTab strs;
     KeyTab pairs, fkeys;
     Buf ph, ts, dur, track, name, cat, has, alen, fkey, bp, hint, blob, redo, sparse;
+    Buf gblob[2];   /* args of flows (kept only to be checked) and of instants; X args are in blob */
+    Buf order[3][4];  /* per group (X, flows, instants): local track, name, cat, flow key ids in order of first use */
     int64_t n;
 } Scan;
+
+static int group_of(int ph) { return ph == 0 ? 0 : ph <= 3 ? 1 : 2; }
 
 static int field_of(const uint8_t *k, size_t n) {
 #define IS(s) (n == sizeof(s) - 1 && !memcmp(k, s, n))
@@ -100,7 +104,8 @@ static int field_args(Scan *s, int64_t idx, uint8_t *has, int64_t *alen) {
     size_t n0 = s->blob.n;
     int redo = 0, r;
     if (c->p < c->end && *c->p == '{') {
-        if ((r = value(c, &s->blob, &redo, 1))) return r;
+        if ((r = value(c, NULL, &redo, 1))) return r;
+        if (!redo && (r = squeeze(v0, c->p, &s->blob))) return r;
         size_t n = s->blob.n - n0;
         if (redo) {  /* orjson writes these: the Python side re-serialises the span */
             s->blob.n = n0;
@@ -213,6 +218,13 @@ static int scan_event(Scan *s) {
         break;
     }
     if (ph < 0) return S_PHASE;
+    int g = group_of(ph);
+    if (g && has) {  /* the args were copied with the X events': move them to their group's blob */
+        Buf *to = &s->gblob[g - 1];
+        size_t at = s->blob.n - (size_t)alen;
+        if (buf_put(to, s->blob.d + at, (size_t)alen)) return S_NOMEM;
+        s->blob.n = at;
+    }
     int64_t pk[KEYW] = {pid[0], pid[1], tid[0], tid[1]};
     int32_t tr = keytab_id(&s->pairs, pk);
     int32_t fk = -1;
@@ -236,6 +248,33 @@ static int scan_event(Scan *s) {
     return S_OK;
 }
 
+/* The orders of first use (see Scan.order), once the piece is scanned. */
+static int first_orders(Scan *s) {
+    size_t sizes[4] = {s->pairs.n, s->strs.n, s->strs.n, s->fkeys.n};
+    size_t total = sizes[0] + sizes[1] + sizes[2] + sizes[3] + 4;
+    uint8_t *seen = (uint8_t *)malloc(total * 3);
+    if (!seen) return S_NOMEM;
+    memset(seen, 0, total * 3);
+    const uint8_t *ph = s->ph.d;
+    const int32_t *cols[4] = {(const int32_t *)s->track.d, (const int32_t *)s->name.d, (const int32_t *)s->cat.d,
+                              (const int32_t *)s->fkey.d};
+    for (int64_t i = 0; i < s->n; i++) {
+        int g = group_of(ph[i]);
+        uint8_t *sg = seen + total * g;
+        for (int k = 0; k < 4; k++) {
+            int32_t v = cols[k][i];
+            if (v < 0) continue;
+            uint8_t *m = sg + (k ? sizes[0] + 1 : 0) + (k > 1 ? sizes[1] + 1 : 0) + (k > 2 ? sizes[2] + 1 : 0);
+            if (!m[v]) {
+                m[v] = 1;
+                if (buf_put(&s->order[g][k], &v, sizeof(v))) { free(seen); return S_NOMEM; }
+            }
+        }
+    }
+    free(seen);
+    return S_OK;
+}
+
 static int scan_all(Scan *s) {
     Cur *c = &s->c;
     int r;
@@ -245,7 +284,7 @@ static int scan_all(Scan *s) {
     for (;;) {
         if ((r = scan_event(s))) return r;
         ws(c);
-        if (c->p >= c->end) return S_OK;
+        if (c->p >= c->end) return first_orders(s);
         if (*c->p != ',') return S_BAD;
         c->p++;
         ws(c);
@@ -256,6 +295,10 @@ static void scan_free(Scan *s) {
     Buf *bufs[] = {&s->ph, &s->ts, &s->dur, &s->track, &s->name, &s->cat, &s->has, &s->alen, &s->fkey,
                    &s->bp, &s->hint, &s->blob, &s->redo, &s->sparse};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) free(bufs[i]->d);
+    for (int g = 0; g < 3; g++)
+        for (int k = 0; k < 4; k++) free(s->order[g][k].d);
+    free(s->gblob[0].d);
+    free(s->gblob[1].d);
     strtab_free(&s->strs);
     keytab_free(&s->pairs);
     keytab_free(&s->fkeys);
@@ -294,6 +337,19 @@ static PyObject *keys_of(const KeyTab *t) {
     return PyBytes_FromStringAndSize((const char *)t->keys, (Py_ssize_t)(t->n * KEYW * sizeof(int64_t)));
 }
 
+/* ((track, name, cat, flow key) orders of X, of flows, of instants), as bytes of int32. */
+static PyObject *orders_of(const Scan *s) {
+    PyObject *out = PyTuple_New(3);
+    if (!out) return NULL;
+    for (int g = 0; g < 3; g++) {
+        PyObject *t = Py_BuildValue("(NNNN)", bytes_of(&s->order[g][0]), bytes_of(&s->order[g][1]),
+                                    bytes_of(&s->order[g][2]), bytes_of(&s->order[g][3]));
+        if (!t) { Py_DECREF(out); return NULL; }
+        PyTuple_SET_ITEM(out, g, t);
+    }
+    return out;
+}
+
 static PyObject *jscan_scan(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t lo, hi;
@@ -320,11 +376,12 @@ static PyObject *jscan_scan(PyObject *self, PyObject *args) {
     } else if (r != S_OK) {
         out = PyLong_FromLong(r);
     } else {
-        out = Py_BuildValue("(LNNNNNNNNNNNNNNNNN)", (long long)s.n, bytes_of(&s.ph), bytes_of(&s.ts),
+        out = Py_BuildValue("(LNNNNNNNNNNNNNNNNNNNN)", (long long)s.n, bytes_of(&s.ph), bytes_of(&s.ts),
                             bytes_of(&s.dur), bytes_of(&s.track), bytes_of(&s.name), bytes_of(&s.cat),
                             bytes_of(&s.has), bytes_of(&s.alen), bytes_of(&s.fkey), bytes_of(&s.bp),
                             bytes_of(&s.hint), bytes_of(&s.blob), bytes_of(&s.redo), bytes_of(&s.sparse),
-                            strings_of(&s.strs), keys_of(&s.pairs), keys_of(&s.fkeys));
+                            strings_of(&s.strs), keys_of(&s.pairs), keys_of(&s.fkeys),
+                            orders_of(&s), bytes_of(&s.gblob[0]), bytes_of(&s.gblob[1]));
     }
     scan_free(&s);
     PyBuffer_Release(&view);

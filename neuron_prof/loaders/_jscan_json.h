@@ -196,6 +196,16 @@ static int scan_string(Cur *c, size_t *off, size_t *len, int *esc) {
     const uint8_t *p = c->p + 1, *end = c->end;
     *esc = 0;
     for (;;) {
+        while (end - p >= 8) {  /* 8 bytes at a time: stop at '"', '\\', a control byte or non-ASCII */
+            uint64_t w, q, b;
+            memcpy(&w, p, 8);
+            q = w ^ 0x2222222222222222ULL;
+            b = w ^ 0x5c5c5c5c5c5c5c5cULL;
+            uint64_t stop = (w | ((w - 0x2020202020202020ULL) & ~w) | ((q - 0x0101010101010101ULL) & ~q)
+                             | ((b - 0x0101010101010101ULL) & ~b)) & 0x8080808080808080ULL;
+            if (stop) break;
+            p += 8;
+        }
         while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\') p++;
         if (p >= end) return S_BAD;
         uint8_t ch = *p;
@@ -385,8 +395,8 @@ static int lit(Cur *c, const char *w, size_t n) {
     return S_OK;
 }
 
-/* Validate and step over one value. With out != NULL, copy it there without whitespace and set *redo
- * when orjson would write it differently (an escape in a string, a non-canonical number). */
+/* Validate and step over one value. With out != NULL, copy it there without whitespace; with redo != NULL,
+ * set *redo when orjson would write it differently (an escape in a string, a non-canonical number). */
 static int value(Cur *c, Buf *out, int *redo, int depth) {
     if (depth > MAX_DEPTH) return S_BAD;
     ws(c);
@@ -398,10 +408,8 @@ static int value(Cur *c, Buf *out, int *redo, int depth) {
         int esc;
         const uint8_t *s0 = c->p;
         if ((r = scan_string(c, &off, &len, &esc))) return r;
-        if (out) {
-            if (esc) *redo = 1;
-            if (buf_put(out, s0, (size_t)(c->p - s0))) return S_NOMEM;
-        }
+        if (esc && redo) *redo = 1;
+        if (out && buf_put(out, s0, (size_t)(c->p - s0))) return S_NOMEM;
         return S_OK;
     }
     if (ch == '{' || ch == '[') {
@@ -443,8 +451,44 @@ static int value(Cur *c, Buf *out, int *redo, int depth) {
     else {
         Num n;
         if ((r = scan_number(c, &n))) return r;
-        if (out && !num_canonical(&n)) *redo = 1;
+        if (redo && !num_canonical(&n)) *redo = 1;
     }
     if (r) return r;
     return out && buf_put(out, s0, (size_t)(c->p - s0)) ? S_NOMEM : S_OK;
+}
+
+/* Copy a validated value (s..e) to out without the whitespace outside its strings. */
+static int squeeze(const uint8_t *s, const uint8_t *e, Buf *out) {
+    if (buf_reserve(out, (size_t)(e - s))) return S_NOMEM;
+    uint8_t *o = out->d + out->n;
+    while (s < e) {
+        const uint8_t *r = s;
+        while (r < e && *r != '"' && *r != ' ' && *r != '\n' && *r != '\r' && *r != '\t') r++;
+        memcpy(o, s, (size_t)(r - s));
+        o += r - s;
+        s = r;
+        if (s >= e) break;
+        if (*s != '"') { s++; continue; }
+        r = s + 1;  /* a string: copied as it is, up to its closing quote */
+        for (;;) {
+            while (e - r >= 8) {
+                uint64_t w, q, b;
+                memcpy(&w, r, 8);
+                q = w ^ 0x2222222222222222ULL;
+                b = w ^ 0x5c5c5c5c5c5c5c5cULL;
+                if ((((q - 0x0101010101010101ULL) & ~q) | ((b - 0x0101010101010101ULL) & ~b)) & 0x8080808080808080ULL)
+                    break;
+                r += 8;
+            }
+            while (*r != '"' && *r != '\\') r++;
+            if (*r == '\\') { r += 2; continue; }
+            break;
+        }
+        r++;
+        memcpy(o, s, (size_t)(r - s));
+        o += r - s;
+        s = r;
+    }
+    out->n = (size_t)(o - out->d);
+    return S_OK;
 }

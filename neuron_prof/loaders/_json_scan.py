@@ -16,13 +16,13 @@ returns None: `ingest_path()` says which path runs.
 from __future__ import annotations
 
 import os
+from itertools import filterfalse
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
 import orjson
 
-from neuron_prof.loaders._json_typed import TypedChunk
 from neuron_prof.loaders._json_values import dump_all
 
 if TYPE_CHECKING:
@@ -54,14 +54,12 @@ def ingest_path() -> str:
 
 class ScannedChunk:
     """One scanned piece: per-event columns (ph codes X=0, s/t/f=1-3, i/I/R=4-6), the piece's strings,
-    (pid, tid) pairs and flow keys as local ids, and the args as the store keeps them (`has`, `blob`,
-    `lens`, as on TypedChunk)."""
-
-    take_args = TypedChunk.take_args
+    (pid, tid) pairs and flow keys as local ids with their orders of first use per group of events (X,
+    flows, instants), and per group the args as the store keeps them."""
 
     def __init__(self, r: tuple[Any, ...], raw: bytes | bytearray) -> None:
-        (self.n, ph, ts, dur, track, name, cat, has, alen, fkey, bp, hint, blob, redo, sparse,
-         self.strings, pairs, fkeys) = r
+        (self.n, ph, ts, dur, track, name, cat, has, alen, fkey, bp, hint, blob_x, redo, sparse,
+         self.strings, pairs, fkeys, orders, blob_f, blob_i) = r
         self.ph = np.frombuffer(ph, np.uint8)
         self.ts = np.frombuffer(ts, np.float64)
         self.dur = np.frombuffer(dur, np.float64)
@@ -74,34 +72,53 @@ class ScannedChunk:
         self.pairs = np.frombuffer(pairs, np.int64).reshape(-1, 4)
         self.fkeys = np.frombuffer(fkeys, np.int64).reshape(-1, 4)
         self.sparse = np.frombuffer(sparse, np.int64).reshape(-1, 4)
+        self.orders = [[np.frombuffer(o, np.int32) for o in g] for g in orders]
         self.raw = raw
         self.has = np.frombuffer(has, np.uint8).astype(bool)
-        lens = np.frombuffer(alen, np.int64)
-        self.blob = np.frombuffer(blob, np.uint8)
+        self.alen = np.frombuffer(alen, np.int64)
+        group = np.where(self.ph == 0, 0, np.where(self.ph <= 3, 1, 2))
+        self.pos = [np.flatnonzero(group == g) for g in range(3)]
         redo_a = np.frombuffer(redo, np.int64).reshape(-1, 3)
-        if len(redo_a):
-            self._redo(redo_a, lens)
-        else:
-            self.lens = lens[self.has]
+        self.args = [self._group_args(g, b, redo_a[group[redo_a[:, 0]] == g] if len(redo_a) else redo_a)
+                     for g, b in enumerate((blob_x, blob_f, blob_i))]
 
     def __len__(self) -> int:
         return self.n  # type: ignore[no-any-return]
 
-    def _redo(self, redo: np.ndarray, lens: np.ndarray) -> None:
-        """Args orjson writes differently: loaded and written by orjson, spliced in (see _json_typed)."""
+    def _group_args(self, g: int, blob: bytes, redo: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(has, blob, lens) of the events of group g; args orjson writes differently are loaded and written
+        by orjson and spliced in (see _json_typed.raw_args)."""
+        pos = self.pos[g]
+        has = self.has[pos]
+        lens = self.alen[pos]
+        b = np.frombuffer(blob, np.uint8)
+        if not len(redo):
+            return has, b, lens[has]
         raw = self.raw
         vals = orjson.loads(b"[" + b",".join([raw[s:e] for s, e in redo[:, 1:].tolist()]) + b"]")
         rblob, rlens = dump_all(vals)
+        at = np.searchsorted(pos, redo[:, 0])
         lens = lens.copy()
-        lens[redo[:, 0]] = rlens
-        is_redo = np.zeros(self.n, dtype=bool)
-        is_redo[redo[:, 0]] = True
-        sq = lens[self.has]
+        lens[at] = rlens
+        is_redo = np.zeros(len(pos), dtype=bool)
+        is_redo[at] = True
+        sq = lens[has]
         out = np.empty(int(sq.sum()), dtype=np.uint8)
-        from_orjson = np.repeat(is_redo[self.has], sq)
-        out[~from_orjson] = self.blob
+        from_orjson = np.repeat(is_redo[has], sq)
+        out[~from_orjson] = b
         out[from_orjson] = np.frombuffer(rblob, dtype=np.uint8)
-        self.blob, self.lens = out, sq
+        return has, out, sq
+
+    def take_args(self, pos: np.ndarray) -> tuple[np.ndarray, bytes, np.ndarray]:
+        """(has, store bytes, lengths) of the events at increasing positions `pos`, all of one group."""
+        g = 0 if self.ph[pos[0]] == 0 else 1 if self.ph[pos[0]] <= 3 else 2
+        has, blob, lens = self.args[g]
+        if len(pos) == len(self.pos[g]):
+            return has, blob.tobytes(), lens
+        sel = np.zeros(len(has), dtype=bool)
+        sel[np.searchsorted(self.pos[g], pos)] = True
+        docs = sel[has]
+        return has[sel], blob[np.repeat(docs, lens)].tobytes(), lens[docs]
 
     def obj(self, kind: int, v: int) -> Any:
         """A pid, tid or flow id written as (kind, value): None, an int, or a string of the piece."""
@@ -135,58 +152,65 @@ def _first_order(local: np.ndarray) -> np.ndarray:
     return u[np.argsort(first, kind="stable")]  # type: ignore[no-any-return]
 
 
-def _strs(ev: EventColumns, sc: ScannedChunk, local: np.ndarray) -> np.ndarray:
-    """String ids of the trace for local string ids (interned in order of first appearance, as `sids`)."""
-    order = _first_order(local)
-    lut = np.zeros(len(sc.strings), np.int32)
-    lut[order] = ev.sids([sc.strings[k] for k in order.tolist()])
-    return lut[local]  # type: ignore[no-any-return]
+class _Group:
+    """The events of one group (X, flows or instants) of a piece that are kept (a usable ts)."""
 
+    def __init__(self, ev: EventColumns, sc: ScannedChunk, g: int) -> None:
+        self.ev, self.sc, self.g = ev, sc, g
+        pos = sc.pos[g]
+        ts = sc.ts[pos]
+        self.ok = np.abs(ts) <= MAX_ABS_US  # False for NaN
+        self.all = bool(self.ok.all())
+        self.pos, self.ts = (pos, ts) if self.all else (pos[self.ok], ts[self.ok])
 
-def _tracks(ev: EventColumns, sc: ScannedChunk, local: np.ndarray) -> np.ndarray:
-    order = _first_order(local)
-    keys = sc.pairs[order].tolist()
-    lut = np.zeros(len(sc.pairs), np.int32)
-    lut[order] = ev._tracks([sc.obj(k[0], k[1]) for k in keys], [sc.obj(k[2], k[3]) for k in keys])
-    return lut[local]  # type: ignore[no-any-return]
+    def skipped(self) -> None:
+        if not self.all:
+            self.ev.warn["events without a usable ts skipped"] += int((~self.ok).sum())
 
+    def order(self, k: int, local: np.ndarray) -> np.ndarray:
+        """Local ids of column k (track, name, cat, flow key) in order of first use by the kept events."""
+        return self.sc.orders[self.g][k] if self.all else _first_order(local)
 
-def _keep_ts(ev: EventColumns, sc: ScannedChunk, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(positions with a usable ts, their ts); the others counted as skipped, as EventColumns._keep."""
-    ts = sc.ts[pos]
-    ok = np.abs(ts) <= MAX_ABS_US  # False for NaN
-    if ok.all():
-        return pos, ts
-    ev.warn["events without a usable ts skipped"] += int((~ok).sum())
-    return pos[ok], ts[ok]
+    def strs(self, k: int, col: np.ndarray) -> np.ndarray:
+        """The trace's string ids of a name or cat column (interned in order of first use, as `sids`)."""
+        local = col[self.pos]
+        order = self.order(k, local)
+        strings = self.sc.strings
+        lut = np.zeros(len(strings), np.int32)
+        lut[order] = self.ev.sids([strings[i] for i in order.tolist()])
+        return lut[local]  # type: ignore[no-any-return]
+
+    def tracks(self) -> np.ndarray:
+        sc = self.sc
+        local = sc.track[self.pos]
+        order = self.order(0, local)
+        keys = sc.pairs[order].tolist()
+        lut = np.zeros(len(sc.pairs), np.int32)
+        lut[order] = self.ev._tracks([sc.obj(k[0], k[1]) for k in keys], [sc.obj(k[2], k[3]) for k in keys])
+        return lut[local]  # type: ignore[no-any-return]
 
 
 def add_scanned(ev: EventColumns, sc: ScannedChunk) -> None:
     """Add a scanned piece to `ev`: X events, then flows, then instants (EventColumns._add_typed_parts)."""
     ev._typed = sc  # type: ignore[assignment]
     try:
-        ph = sc.ph
-        xi = np.flatnonzero(ph == 0)
-        if len(xi):
-            _add_x(ev, sc, xi)
-        if len(xi) == sc.n:
-            return
-        fi = np.flatnonzero((ph >= 1) & (ph <= 3))
-        if len(fi):
-            _add_flows(ev, sc, fi)
-        ii = np.flatnonzero(ph >= 4)
-        if len(ii):
-            ii, ts = _keep_ts(ev, sc, ii)
-            if len(ii):
-                ev._i.append((ts, _tracks(ev, sc, sc.track[ii]), _strs(ev, sc, sc.name[ii]),
-                              _strs(ev, sc, sc.cat[ii]), ev._args(ii)))
+        if len(sc.pos[0]):
+            _add_x(ev, sc)
+        if len(sc.pos[1]):
+            _add_flows(ev, sc)
+        if len(sc.pos[2]):
+            ins = _Group(ev, sc, 2)
+            ins.skipped()
+            if len(ins.pos):
+                ev._i.append((ins.ts, ins.tracks(), ins.strs(1, sc.name), ins.strs(2, sc.cat), ev._args(ins.pos)))
     finally:
         ev._typed = None
 
 
-def _add_x(ev: EventColumns, sc: ScannedChunk, xi: np.ndarray) -> None:
-    ts, dur = sc.ts[xi], sc.dur[xi]
-    ok = np.abs(ts) <= MAX_ABS_US
+def _add_x(ev: EventColumns, sc: ScannedChunk) -> None:
+    x = _Group(ev, sc, 0)
+    ok = x.ok
+    dur = sc.dur[sc.pos[0]]
     bad_dur = ~(np.abs(dur) <= MAX_ABS_US)
     if bad_dur.any():
         ev.warn["X events without a numeric dur (dur set to 0)"] += int((bad_dur & ok).sum())
@@ -195,14 +219,14 @@ def _add_x(ev: EventColumns, sc: ScannedChunk, xi: np.ndarray) -> None:
     if neg.any():
         ev.warn["X events with a negative dur (set to 0)"] += int((neg & ok).sum())
         dur[neg] = 0.0
-    if not ok.all():
-        ev.warn["events without a usable ts skipped"] += int((~ok).sum())
-        xi, ts, dur = xi[ok], ts[ok], dur[ok]
-        if not len(xi):
-            return
+    x.skipped()
+    xi = x.pos
+    if not len(xi):
+        return
+    if not x.all:
+        dur = dur[ok]
     first_row = ev.n_slices
-    ev._s.append((ts, dur, _tracks(ev, sc, sc.track[xi]), _strs(ev, sc, sc.name[xi]), _strs(ev, sc, sc.cat[xi]),
-                  ev._args(xi)))
+    ev._s.append((x.ts, dur, x.tracks(), x.strs(1, sc.name), x.strs(2, sc.cat), ev._args(xi)))
     ev.n_slices += len(xi)
     sp = sc.sparse
     if not len(sp) or not (sp[:, 1] == _F_BIND_ID).any():
@@ -216,19 +240,24 @@ def _add_x(ev: EventColumns, sc: ScannedChunk, xi: np.ndarray) -> None:
                           bool(vals.get((i, _F_FLOW_OUT)))))
 
 
-def _add_flows(ev: EventColumns, sc: ScannedChunk, fi: np.ndarray) -> None:
-    fi, ts = _keep_ts(ev, sc, fi)
+def _add_flows(ev: EventColumns, sc: ScannedChunk) -> None:
+    f = _Group(ev, sc, 1)
+    f.skipped()
+    fi = f.pos
     if not len(fi):
         return
     local = sc.fkey[fi]
-    order = _first_order(local)
+    order = f.order(3, local)
     strings = sc.strings
-    keys = [(strings[c], strings[n], sc.obj(kind, v)) for c, n, kind, v in sc.fkeys[order].tolist()]
+    fk = sc.fkeys[order]
+    ids: list[Any] = fk[:, 3].tolist()
+    kind = fk[:, 2]
+    if not (kind == 1).all():
+        ids = [sc.obj(k, v) for k, v in zip(kind.tolist(), ids)]
+    keys = list(zip(map(strings.__getitem__, fk[:, 0].tolist()), map(strings.__getitem__, fk[:, 1].tolist()), ids))
     cache = ev._flow_keys
-    for k in keys:
-        if k not in cache:
-            cache[k] = len(cache)
+    new = list(filterfalse(cache.__contains__, dict.fromkeys(keys)))
+    cache.update(zip(new, range(len(cache), len(cache) + len(new))))
     lut = np.zeros(len(sc.fkeys), np.int64)
-    lut[order] = [cache[k] for k in keys]
-    ev._f.append(((sc.ph[fi] - 1).astype(np.int8), lut[local], _tracks(ev, sc, sc.track[fi]), ts, sc.bp[fi],
-                  sc.hint[fi].copy()))
+    lut[order] = np.fromiter(map(cache.__getitem__, keys), np.int64, len(keys))
+    ev._f.append(((sc.ph[fi] - 1).astype(np.int8), lut[local], f.tracks(), f.ts, sc.bp[fi], sc.hint[fi].copy()))
