@@ -45,8 +45,8 @@ def both(path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int | None = 3000) 
     monkeypatch.setattr(_json_scan, "ENABLED", True)
     taken = []
 
-    def counted(raw: bytes, lo: int, hi: int) -> object:
-        got = _json_scan.scan_chunk(raw, lo, hi)
+    def counted(*args: Any) -> object:
+        got = _json_scan.scan_chunk(*args)
         taken.append(isinstance(got, _json_scan.ScannedChunk))
         return got
 
@@ -187,3 +187,30 @@ def test_slice_order_for_flows_is_lexsort() -> None:
             ts, dur = rng.integers(0, n // 3 + 1, n), rng.integers(-2, 4, n)
             track = rng.integers(0, 4, n).astype(np.int32)
             assert np.array_equal(by_track_start(ts, dur, track), np.lexsort((-dur, ts, track)))
+
+
+def test_pieces_scanned_ahead_in_threads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scanner runs in threads ahead of the reader, and each piece is scanned once (what was scanned ahead
+    is used, not scanned again)."""
+    import threading
+
+    from bench.gen_trace import main as gen
+
+    p = tmp_path / "gen.json"
+    gen(["3000", str(p)])
+    calls: list[str] = []
+    real = _json_scan._jscan
+
+    class Counting:
+        @staticmethod
+        def scan(raw: bytes, lo: int, hi: int) -> object:
+            calls.append(threading.current_thread().name)
+            return real.scan(raw, lo, hi)
+
+    monkeypatch.setattr(_json_read, "THREADS", 2)
+    monkeypatch.setattr(_json_scan, "_jscan", Counting)
+    slow, fast, taken = both(p, monkeypatch, chunk=5000)
+    assert_identical(slow, fast)
+    assert taken > 50
+    assert sum(n.startswith("neuron-prof-scan") for n in calls) >= taken - 2
+    assert len(calls) <= taken + 6  # pieces with other phases, and the last few scanned ahead of the end

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
 import re
 import zlib
 from collections.abc import Iterator
@@ -25,7 +26,7 @@ from typing import Any
 import orjson
 
 from neuron_prof.errors import TraceFormatError, TraceLoadError
-from neuron_prof.loaders._json_scan import scan_chunk
+from neuron_prof.loaders._json_scan import Ahead, scan_chunk, scan_enabled
 from neuron_prof.loaders._json_typed import decode_chunk
 
 CHUNK_BYTES = 1 << 20
@@ -36,6 +37,8 @@ _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _WS = b" \t\r\n"
 _MAX_BACKTRACK = 8
 _DECODER = json.JSONDecoder()
+THREADS = min(os.cpu_count() or 1, 4)
+"""Threads scanning pieces ahead (compiled scanner only; 1: none)."""
 
 
 def read_bytes(path: Path, warnings: list[str]) -> bytes | bytearray:
@@ -125,6 +128,7 @@ class JsonEventReader:
         """Index of the closing ']' of traceEvents once `chunks()` is exhausted (None: not closed)."""
         self.suffix: bytes | None = None
         """What follows that ']' (the rest of the top-level object)."""
+        self._ahead: Ahead | None = None
 
     # ---- parsing with repairs ----------------------------------------------------------------------
     def _parse(self, lo: int, hi: int, wrap: str) -> tuple[Any, int, bool, str]:
@@ -253,7 +257,14 @@ class JsonEventReader:
                 yield frame[k:k + 50_000]
             return
         start, obj_start = frame
-        end = yield from self._array(start)
+        if self.typed and THREADS > 1 and len(self.raw) - start > 4 * self.chunk_bytes and scan_enabled():
+            self._ahead = Ahead(self._cut, THREADS)
+        try:
+            end = yield from self._array(start)
+        finally:
+            if self._ahead is not None:
+                self._ahead.close()
+                self._ahead = None
         self.array_end = end
         if end is not None:
             self.suffix = bytes(self.raw[end + 1:])
@@ -306,7 +317,7 @@ class JsonEventReader:
                         return end
                     pos = resume
                     break
-                fast = self._fast(pos, m.start() + 1) if self.typed else None
+                fast = self._fast(pos, m.start() + 1, m.end() - 1) if self.typed else None
                 if fast is not None:
                     events, bad, short, msg = fast, -1, False, ""
                 else:
@@ -325,12 +336,18 @@ class JsonEventReader:
                     yield events
                 break
 
-    def _fast(self, lo: int, hi: int) -> Any:
+    def _fast(self, lo: int, hi: int, nxt: int) -> Any:
         """raw[lo:hi] by the compiled scanner, else the msgspec path; None: the orjson path must take it."""
-        got = scan_chunk(self.raw, lo, hi)
+        got = scan_chunk(self.raw, lo, hi, self._ahead, nxt)
         if got is None:
             return decode_chunk(b"[" + self.raw[lo:hi] + b"]")
         return None if got is False else got
+
+    def _cut(self, pos: int) -> tuple[int, int] | None:
+        """Where a piece starting at `pos` ends and the next begins, as `_array` cuts (None: the last piece)."""
+        n = len(self.raw)
+        m = _SEP.search(self.raw, pos + self.chunk_bytes) if pos + self.chunk_bytes < n else None
+        return None if m is None else (m.start() + 1, m.end() - 1)
 
     def _last(self, pos: int) -> tuple[list[Any], int | None, int | None]:
         """The final piece: raw[pos:] holds the last events, ']' and the rest of the document.

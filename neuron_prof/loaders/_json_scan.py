@@ -16,6 +16,8 @@ returns None: `ingest_path()` says which path runs.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import filterfalse
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +43,10 @@ MAX_ABS_US = 9.0e15
 _PHASE = 2
 _F_ID2, _F_BIND_ID, _F_FLOW_IN, _F_FLOW_OUT = 9, 12, 13, 14
 _decode = msgspec.json.decode
+
+
+def scan_enabled() -> bool:
+    return ENABLED
 
 
 def ingest_path() -> str:
@@ -125,12 +131,56 @@ class ScannedChunk:
         return None if kind == 0 else v if kind == 1 else self.strings[v]
 
 
-def scan_chunk(raw: bytes | bytearray, lo: int, hi: int) -> ScannedChunk | None | bool:
+class Ahead:
+    """Scans the next pieces in threads while the caller turns the current one into columns (the scan runs
+    without the GIL). The pieces are cut exactly as the reader cuts them (`cut(pos)` -> (hi, next piece's
+    start) or None for the last piece); a piece the reader takes otherwise (widened after damage) drops
+    what was scanned ahead, and the reader goes on as if there were no threads."""
+
+    def __init__(self, cut: Callable[[int], tuple[int, int] | None], threads: int) -> None:
+        self.cut = cut
+        self.pool = ThreadPoolExecutor(threads, thread_name_prefix="neuron-prof-scan")
+        self.depth = 2 * threads
+        self.raw: bytes | bytearray | None = None
+        self.ahead: dict[int, tuple[int, Future[Any]]] = {}
+        self.frontier: int | None = None
+
+    def scan(self, raw: bytes | bytearray, lo: int, hi: int, nxt: int) -> Any:
+        """_jscan.scan(raw, lo, hi), scanned ahead if it was; `nxt`: where the piece after it starts."""
+        got = self.ahead.pop(lo, None) if raw is self.raw else None
+        if got is not None and got[0] == hi:
+            r = got[1].result()
+        else:
+            self._drop()
+            self.raw, self.frontier = raw, nxt
+            r = _jscan.scan(raw, lo, hi)
+        while len(self.ahead) < self.depth and self.frontier is not None:
+            c = self.cut(self.frontier)
+            if c is None:
+                self.frontier = None
+                break
+            self.ahead[self.frontier] = (c[0], self.pool.submit(_jscan.scan, raw, self.frontier, c[0]))
+            self.frontier = c[1]
+        return r
+
+    def _drop(self) -> None:
+        for _, f in self.ahead.values():
+            f.cancel()
+        self.ahead = {}
+
+    def close(self) -> None:
+        self._drop()
+        self.pool.shutdown(wait=True)
+        self.raw = None
+
+
+def scan_chunk(raw: bytes | bytearray, lo: int, hi: int, ahead: Ahead | None = None,
+               nxt: int = 0) -> ScannedChunk | None | bool:
     """raw[lo:hi] (array elements) scanned: a ScannedChunk, None (try the msgspec path) or False (a phase
-    the fast paths do not read: parse it with orjson)."""
+    the fast paths do not read: parse it with orjson). With `ahead`, the next pieces are scanned in threads."""
     if not ENABLED:
         return None
-    r = _jscan.scan(raw, lo, hi)
+    r = _jscan.scan(raw, lo, hi) if ahead is None else ahead.scan(raw, lo, hi, nxt)
     if type(r) is int:
         return False if r == _PHASE else None
     try:
