@@ -6,9 +6,10 @@
 
 Each measurement runs in a fresh subprocess, so peak RSS (ru_maxrss) is that of the one job alone.
 Rows: `orjson.loads` (read + parse the whole document: what any JSON tool pays before doing anything),
-`neuron_prof.load` on a first open (index cache off) in one process and with its parallel parse (one
-process per range of traceEvents, see neuron_prof/loaders/_json_parallel.py), and a second open (the
-columnar index beside the file). An event is one entry of `traceEvents`. Prints one table with the ratios to orjson.loads.
+`neuron_prof.load` on a first open (index cache off; the compiled scanner, `neuron_prof/loaders/_jscan.c`, in
+threads), the same on the Python path (NEURON_PROF_JSON_SCANNER=0: what runs when the extension is not built;
+it parses large files in worker processes, see neuron_prof/loaders/_json_parallel.py), and a second open
+(the columnar index beside the file); then first opens of the same trace as .json.gz and .pftrace. An event is one entry of `traceEvents`. Prints one table with the ratios to orjson.loads.
 Targets (issue 9): 1.2M events / 284 MB in <= 5 s and <= 1 GB peak RSS; second open <= 1 s.
 Issue 24: >= 177 MB/s (Perfetto's published JSON rate) and at most 0.2x `orjson.loads`' time in the same run
 (read: the first open takes at most a fifth of the time orjson.loads takes on the same file, i.e. it is 5x
@@ -108,8 +109,6 @@ def measure(path: Path) -> list[tuple[str, dict[str, Any]]]:
     cache_dir = tempfile.mkdtemp(prefix="neuron-prof-bench-cache-")
     rows = [("orjson.loads (read + parse)", _run("orjson", path, base_env))]
     entries = rows[0][1]["model_events"]  # len(traceEvents)
-    rows.append(("neuron_prof.load, first open, 1 process",
-                 _run("load", path, {**base_env, "NEURON_PROF_CACHE": "0", "NEURON_PROF_JSON_WORKERS": "1"})))
     rows.append(("neuron_prof.load, first open", _run("load", path, {**base_env, "NEURON_PROF_CACHE": "0"})))
     rows.append(("first open, Python path (no scanner)",
                  _run("load", path, {**base_env, "NEURON_PROF_CACHE": "0", "NEURON_PROF_JSON_SCANNER": "0"})))
