@@ -16,7 +16,8 @@ import pytest
 from neuron_prof.loaders import _json_read, _json_scan
 from neuron_prof.loaders.kineto_json import load_kineto_json
 from tests._builders import assert_same
-from tests.test_json_typed import ODD_ARGS, _ev
+from tests._json_odd import ODD_ARGS
+from tests._json_odd import ev as _ev
 
 KINETO = Path(__file__).resolve().parents[2] / "shared" / "traces" / "kineto"
 pytestmark = pytest.mark.skipif(_json_scan._jscan is None, reason="the compiled scanner is not built")
