@@ -291,6 +291,37 @@ static int scan_all(Scan *s) {
     }
 }
 
+/* Scan states kept for the next call (their buffers keep their capacity: no fresh pages to fault in for
+ * every piece). Taken and given back with the GIL held, so no lock is needed. */
+#define POOL 8
+static Scan *pool[POOL];
+static int npool;
+
+static Scan *scan_take(void) {
+    if (npool) {
+        Scan *s = pool[--npool];
+        Buf *bufs[] = {&s->ph, &s->ts, &s->dur, &s->track, &s->name, &s->cat, &s->has, &s->alen, &s->fkey,
+                       &s->bp, &s->hint, &s->blob, &s->redo, &s->sparse, &s->gblob[0], &s->gblob[1]};
+        for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) bufs[i]->n = 0;
+        for (int g = 0; g < 3; g++)
+            for (int k = 0; k < 4; k++) s->order[g][k].n = 0;
+        s->strs.n = s->pairs.n = s->fkeys.n = 0;
+        if (s->strs.slots) memset(s->strs.slots, 0xff, s->strs.nslots * sizeof(int32_t));
+        if (s->pairs.slots) memset(s->pairs.slots, 0xff, s->pairs.nslots * sizeof(int32_t));
+        if (s->fkeys.slots) memset(s->fkeys.slots, 0xff, s->fkeys.nslots * sizeof(int32_t));
+        s->n = 0;
+        return s;
+    }
+    return (Scan *)calloc(1, sizeof(Scan));
+}
+
+static void scan_free(Scan *s);
+
+static void scan_give(Scan *s) {
+    if (npool < POOL) pool[npool++] = s;
+    else { scan_free(s); free(s); }
+}
+
 static void scan_free(Scan *s) {
     Buf *bufs[] = {&s->ph, &s->ts, &s->dur, &s->track, &s->name, &s->cat, &s->has, &s->alen, &s->fkey,
                    &s->bp, &s->hint, &s->blob, &s->redo, &s->sparse};
@@ -359,8 +390,12 @@ static PyObject *jscan_scan(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "range outside the buffer");
         return NULL;
     }
-    Scan s;
-    memset(&s, 0, sizeof(s));
+    Scan *sp = scan_take();
+    if (!sp) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    Scan s = *sp;  /* a copy on the stack, its buffers given back below */
     const uint8_t *base = (const uint8_t *)view.buf;
     s.c.base = base;
     s.c.p = base + lo;
@@ -383,7 +418,8 @@ static PyObject *jscan_scan(PyObject *self, PyObject *args) {
                             strings_of(&s.strs), keys_of(&s.pairs), keys_of(&s.fkeys),
                             orders_of(&s), bytes_of(&s.gblob[0]), bytes_of(&s.gblob[1]));
     }
-    scan_free(&s);
+    *sp = s;
+    scan_give(sp);
     PyBuffer_Release(&view);
     return out;
 }

@@ -26,7 +26,12 @@ static int buf_put(Buf *b, const void *v, size_t len) {
     return 0;
 }
 
-#define PUT(b, T, v) do { T _v = (v); if (buf_put((b), &_v, sizeof(T))) return S_NOMEM; } while (0)
+#define PUT(b, T, v) do {                                                              \
+        if ((b)->n + sizeof(T) > (b)->cap && buf_reserve((b), sizeof(T))) return S_NOMEM; \
+        T _v = (v);                                                                     \
+        memcpy((b)->d + (b)->n, &_v, sizeof(T));                                        \
+        (b)->n += sizeof(T);                                                            \
+    } while (0)
 
 /* ---- a hash table of keys of K int64 words -> dense ids in order of insertion ---------------------- */
 #define KEYW 4

@@ -162,7 +162,7 @@ class EventColumns:
         self._n_args += k
         self._blobs.append(blob)
         self._lens.append(lens)
-        if blob and not all_objects(blob, lens):
+        if len(blob) and not all_objects(blob, lens):
             self.warn["args that are not an object kept under the key 'args'"] += 1
             self._blobs[-1], self._lens[-1] = dump_each([a if isinstance(a, dict) else {"args": a} for a in dicts])
         return idx

@@ -115,16 +115,17 @@ class ScannedChunk:
         out[from_orjson] = np.frombuffer(rblob, dtype=np.uint8)
         return has, out, sq
 
-    def take_args(self, pos: np.ndarray) -> tuple[np.ndarray, bytes, np.ndarray]:
-        """(has, store bytes, lengths) of the events at increasing positions `pos`, all of one group."""
+    def take_args(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(has, store bytes as a uint8 array, lengths) of the events at increasing positions `pos`, all of one
+        group."""
         g = 0 if self.ph[pos[0]] == 0 else 1 if self.ph[pos[0]] <= 3 else 2
         has, blob, lens = self.args[g]
         if len(pos) == len(self.pos[g]):
-            return has, blob.tobytes(), lens
+            return has, blob, lens
         sel = np.zeros(len(has), dtype=bool)
         sel[np.searchsorted(self.pos[g], pos)] = True
         docs = sel[has]
-        return has[sel], blob[np.repeat(docs, lens)].tobytes(), lens[docs]
+        return has[sel], blob[np.repeat(docs, lens)], lens[docs]
 
     def obj(self, kind: int, v: int) -> Any:
         """A pid, tid or flow id written as (kind, value): None, an int, or a string of the piece."""
