@@ -15,24 +15,11 @@ import pytest
 
 from neuron_prof.loaders import _json_read, _json_scan
 from neuron_prof.loaders.kineto_json import load_kineto_json
-from tests._builders import assert_same
-from tests._json_odd import ODD_ARGS
+from tests._json_odd import ODD_ARGS, assert_identical
 from tests._json_odd import ev as _ev
 
 KINETO = Path(__file__).resolve().parents[2] / "shared" / "traces" / "kineto"
 pytestmark = pytest.mark.skipif(_json_scan._jscan is None, reason="the compiled scanner is not built")
-
-
-def assert_identical(a: Any, b: Any) -> None:
-    """Not only the same events: the same ids, string table and bytes everywhere."""
-    assert_same(a, b)
-    assert a.strings.as_list() == b.strings.as_list()
-    for tab in ("slices", "instants", "counters", "flows"):
-        x, y = getattr(a, tab), getattr(b, tab)
-        for f in x.__dataclass_fields__:
-            assert np.array_equal(getattr(x, f), getattr(y, f)), (tab, f)
-    assert [a.args.raw(i) for i in range(len(a.args))] == [b.args.raw(i) for i in range(len(b.args))]
-    assert a.metadata == b.metadata
 
 
 def both(path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int | None = 3000) -> tuple[Any, Any, int]:

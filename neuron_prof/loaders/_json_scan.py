@@ -136,9 +136,10 @@ class Ahead:
     """Scans the next pieces in threads while the caller turns the current one into columns (the scan runs
     without the GIL). The pieces are cut exactly as the reader cuts them (`cut(pos)` -> (hi, next piece's
     start) or None for the last piece); a piece the reader takes otherwise (widened after damage) drops
-    what was scanned ahead, and the reader goes on as if there were no threads."""
+    what was scanned ahead, and the reader goes on as if there were no threads. Pieces of a file still being
+    read are scanned ahead once their bytes are there (`cut` returns False until then)."""
 
-    def __init__(self, cut: Callable[[int], tuple[int, int] | None], threads: int) -> None:
+    def __init__(self, cut: Callable[[int], tuple[int, int] | None | bool], threads: int) -> None:
         self.cut = cut
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="neuron-prof-scan")
         self.depth = 2 * threads
@@ -159,6 +160,8 @@ class Ahead:
             c = self.cut(self.frontier)
             if c is None:
                 self.frontier = None
+                break
+            if c is False:  # not read yet
                 break
             self.ahead[self.frontier] = (c[0], self.pool.submit(_jscan.scan, raw, self.frontier, c[0]))
             self.frontier = c[1]

@@ -33,7 +33,10 @@ from neuron_prof.loaders._json_values import as_str, norm_id, us_to_ns
 from neuron_prof.loaders._json_flows import SliceIndex, bind_v1, bind_v2, unique_ids
 from neuron_prof.loaders._json_pairs import pair_async, pair_begin_end
 from neuron_prof.loaders._json_parallel import HEAD_BYTES, parse_parallel, workers_wanted
+from neuron_prof.loaders._json_fill import MIN_BYTES as FILL_MIN
+from neuron_prof.loaders._json_fill import Fill
 from neuron_prof.loaders._json_read import JsonEventReader, read_bytes
+from neuron_prof.loaders._json_scan import scan_enabled
 from neuron_prof.loaders._json_restore import restore_own
 from neuron_prof.model import ArgsStore, Trace, TraceBuilder
 from neuron_prof.model import CounterTable, FlowTable, InstantTable, SliceTable
@@ -91,9 +94,10 @@ def _load(p: Path, transform: Callable[[list[Any]], list[Any]] | None = None) ->
         if trace is not None:
             return trace
     warnings: list[str] = []
-    raw = read_bytes(p, warnings)
+    fill = _fill(p, size) if transform is None else None
+    raw = read_bytes(p, warnings) if fill is None else fill.raw
     n = len(raw)
-    if n != size and not warnings and transform is None and workers_wanted(n) > 1:
+    if fill is None and n != size and not warnings and transform is None and workers_wanted(n) > 1:
         # A large .json.gz: gunzipped into a temporary file, the workers can read their ranges from it.
         tmp = _spill(raw)
         if tmp is not None:
@@ -105,9 +109,8 @@ def _load(p: Path, transform: Callable[[list[Any]], list[Any]] | None = None) ->
             if trace is not None:
                 return trace
             raw = read_bytes(p, warnings)
-    reader = JsonEventReader(raw, p, typed=transform is None)
-    n_read = len(raw)
-    del raw
+    reader = JsonEventReader(raw, p, typed=transform is None, fill=fill)
+    del raw, fill  # the reader lets go of the bytes once parsed
     builder = TraceBuilder()
     conv = _Converter(builder, str(p))
     try:
@@ -117,8 +120,22 @@ def _load(p: Path, transform: Callable[[list[Any]], list[Any]] | None = None) ->
         raise TraceFormatError(p, "JSON nested too deeply to read") from None
     # every warning of read_bytes is a damaged or cut gzip stream: the events after it are lost
     lost = warnings + reader.lost
-    partial = partial_info(lost, truncated=bool(warnings) or reader.truncated, bytes_read=n_read) if lost else None
+    partial = (partial_info(lost, truncated=bool(warnings) or reader.truncated, bytes_read=reader.bytes_read)
+               if lost else None)
     return _finish(p, conv, reader.top, warnings + reader.warnings, partial)
+
+
+def _fill(p: Path, size: int) -> Fill | None:
+    """A large plain file read by a thread while the scanner starts on its front (None: read it at once)."""
+    if size < FILL_MIN or not scan_enabled():
+        return None
+    try:
+        with open(p, "rb") as f:
+            if f.read(2) == b"\x1f\x8b":
+                return None
+    except OSError:
+        return None  # read_bytes says what is wrong
+    return Fill(p, size)
 
 
 def _spill(raw: bytes | bytearray) -> Path | None:
