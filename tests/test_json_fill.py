@@ -33,6 +33,9 @@ class _SlowFile:
     def __init__(self, f: Any) -> None:
         self.f = f
 
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.f, name)
+
     def readinto(self, view: memoryview) -> int:
         time.sleep(0.0005)
         return self.f.readinto(view)  # type: ignore[no-any-return]

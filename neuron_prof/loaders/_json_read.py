@@ -18,14 +18,13 @@ import codecs
 import json
 import os
 import re
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from neuron_prof.errors import TraceFormatError, TraceLoadError
+from neuron_prof.errors import TraceFormatError
 from neuron_prof.loaders._json_fill import Fill
 from neuron_prof.loaders._json_scan import Ahead, scan_chunk, scan_enabled
 from neuron_prof.loaders._json_typed import decode_chunk
@@ -40,53 +39,6 @@ _MAX_BACKTRACK = 8
 _DECODER = json.JSONDecoder()
 THREADS = min(os.cpu_count() or 1, 4)
 """Threads scanning pieces ahead (compiled scanner only; 1: none)."""
-
-
-def read_bytes(path: Path, warnings: list[str]) -> bytes | bytearray:
-    """The file's bytes, gunzipped when it is gzip. A truncated gzip gives what it holds, with a warning."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(2)
-            f.seek(0)
-            if head != b"\x1f\x8b":
-                return f.read()
-            return _gunzip(f, path, warnings)
-    except IsADirectoryError:
-        raise TraceLoadError(path, "is a directory, not a trace file") from None
-    except FileNotFoundError:
-        raise TraceLoadError(path, "no such file") from None
-    except PermissionError:
-        raise TraceLoadError(path, "permission denied") from None
-    except OSError as e:
-        raise TraceLoadError(path, f"cannot read: {e.strerror or e}") from None
-
-
-def _gunzip(f: Any, path: Path, warnings: list[str]) -> bytearray:
-    out = bytearray()
-    d = zlib.decompressobj(wbits=31)
-    while True:
-        block = f.read(1 << 22)
-        if not block:
-            break
-        try:
-            out += d.decompress(block)
-            # Concatenated gzip members (gzip allows them) follow one another.
-            while d.eof and d.unused_data:
-                rest = d.unused_data
-                d = zlib.decompressobj(wbits=31)
-                out += d.decompress(rest)
-        except zlib.error as e:
-            if not out:
-                raise TraceFormatError(path, f"not a valid gzip file ({e})") from None
-            warnings.append(f"gzip data damaged after {len(out):,} bytes ({e}); read what came before")
-            return out
-    if not d.eof:
-        out += d.flush()
-        if not out:
-            raise TraceFormatError(path, "gzip file is truncated before any data")
-        warnings.append(f"gzip stream truncated after {len(out):,} bytes (was the job killed while writing?); "
-                        "read what it holds")
-    return out
 
 
 def _loads(doc: bytes | bytearray) -> Any:

@@ -34,8 +34,8 @@ from neuron_prof.loaders._json_flows import SliceIndex, bind_v1, bind_v2, unique
 from neuron_prof.loaders._json_pairs import pair_async, pair_begin_end
 from neuron_prof.loaders._json_parallel import HEAD_BYTES, parse_parallel, workers_wanted
 from neuron_prof.loaders._json_fill import MIN_BYTES as FILL_MIN
-from neuron_prof.loaders._json_fill import Fill
-from neuron_prof.loaders._json_read import JsonEventReader, read_bytes
+from neuron_prof.loaders._json_fill import Fill, read_bytes
+from neuron_prof.loaders._json_read import JsonEventReader
 from neuron_prof.loaders._json_scan import scan_enabled
 from neuron_prof.loaders._json_restore import restore_own
 from neuron_prof.model import ArgsStore, Trace, TraceBuilder
