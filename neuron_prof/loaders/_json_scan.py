@@ -25,7 +25,7 @@ import msgspec
 import numpy as np
 import orjson
 
-from neuron_prof.loaders._json_values import dump_all
+from neuron_prof.loaders._json_values import MAX_ABS_US, dump_all
 
 if TYPE_CHECKING:
     from neuron_prof.loaders._json_events import EventColumns
@@ -39,13 +39,13 @@ except ImportError as e:  # not built: no C compiler when the package was instal
 
 ENABLED = _jscan is not None and os.environ.get("NEURON_PROF_JSON_SCANNER", "1") != "0"
 """Whether the compiled scanner is used (tests and `bench ingest` switch it off to compare)."""
-MAX_ABS_US = 9.0e15
 _PHASE = 2
 _F_ID2, _F_BIND_ID, _F_FLOW_IN, _F_FLOW_OUT = 9, 12, 13, 14
 _decode = msgspec.json.decode
 
 
 def scan_enabled() -> bool:
+    """Whether pieces go to the compiled scanner in this process."""
     return ENABLED
 
 
