@@ -109,3 +109,32 @@ def test_trace_events_after_the_first_megabyte(gen: bytes, tmp_path: Path, monke
     whole, filled = _read_at_once_and_filled(p, monkeypatch, 65_536)
     assert_identical(whole, filled)
     assert filled.metadata["kineto"]["note"] == "n" * 1_500_000
+
+
+def _gz_cases(gen: bytes) -> dict[str, bytes]:
+    import gzip
+
+    whole = gzip.compress(gen, 6)
+    half = len(gen) // 2
+    two = gzip.compress(gen[:half], 6) + gzip.compress(gen[half:], 6)  # the trailer tells the last member only
+    bad = bytearray(whole)
+    bad[len(bad) // 2:len(bad) // 2 + 64] = b"\x00" * 64
+    return {"whole": whole, "cut": whole[:int(len(whole) * 0.7)], "damaged": bytes(bad), "members": two}
+
+
+@pytest.mark.parametrize("case", ["whole", "cut", "damaged", "members"])
+def test_gzip_gunzipped_by_a_thread_same(gen: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         case: str) -> None:
+    """.json.gz gunzipped step by step beside the scan: the same Trace, warnings and `partial` as at once."""
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(_gz_cases(gen)[case])
+    monkeypatch.setattr("neuron_prof.loaders._json_read.CHUNK_BYTES", 20_000)
+    if case == "members":  # the trailer announces only the last member: more comes than the buffer holds
+        assert _json_fill.gzip_size(p, p.stat().st_size) < len(gen)
+    else:  # a cut file's trailer is whatever bytes it ends with: say the size, so that it is read by a thread
+        monkeypatch.setattr(kineto_json, "gzip_size", lambda path, size: len(gen))
+    monkeypatch.setattr(_json_fill, "GZ_BLOCK", 8192)  # the damage after some whole blocks, in both reads
+    whole, filled = _read_at_once_and_filled(p, monkeypatch, 0)
+    assert_identical(whole, filled)
+    if case in ("cut", "damaged"):
+        assert "gzip" in filled.metadata["partial"]["problems"][0]

@@ -1,6 +1,6 @@
 """A JSON trace file's bytes: `read_bytes` (gunzipped when gzip, a cut or damaged gzip stream read up to the
-damage with a warning), and `Fill`, a plain file read into memory by a thread while the reader already
-scans its front.
+damage with a warning), and `Fill`, a file read (or gunzipped: the size its gzip trailer announces is the
+buffer's, more is appended at the end) into memory by a thread while the reader already scans its front.
 
 Reading a 344 MB file costs 0.3-1 s of wall time here (the copy out of the page cache); with the compiled
 scanner that is a quarter of a first open, spent before the first piece could be scanned. `Fill` reads into
@@ -24,13 +24,19 @@ from neuron_prof.errors import TraceFormatError, TraceLoadError
 
 MIN_BYTES = 16 << 20
 """Files smaller than this are read at once (a thread does not pay)."""
+MAX_GZIP_RATIO = 200
+"""A gzip trailer announcing more than this many times the file's size is not trusted (read at once)."""
 _STEP = 8 << 20
+GZ_BLOCK = 1 << 22
+"""Compressed bytes gunzipped at a time (a damaged stream is read up to the last whole block before the damage)."""
 
 
 class Fill:
     """See the module docstring."""
 
-    def __init__(self, path: Path, size: int) -> None:
+    def __init__(self, path: Path, size: int, gz: bool = False) -> None:
+        """`size`: the file's size, or for gzip (`gz`) the size its trailer announces (if more comes, it is
+        appended at the end; if less, the buffer is cut)."""
         try:
             self._f = open(path, "rb")  # noqa: SIM115 - closed by the reading thread
         except FileNotFoundError:
@@ -40,12 +46,18 @@ class Fill:
         except OSError as e:
             raise TraceLoadError(path, f"cannot read: {e.strerror or e}") from None
         self.path = path
-        self.raw = bytearray(size)
+        self.raw: bytes | bytearray = bytearray(size)
         self.ready = 0
         self.done = False
-        self._error: OSError | None = None
+        self.warnings: list[str] = []
+        """A damaged or cut gzip stream, in read_bytes' words."""
+        self._extra: list[bytes] = []
+        self._total = 0
+        self._error: Exception | None = None
+        self._finished = False
         self._cv = threading.Condition()
-        self._thread = threading.Thread(target=self._read, name="neuron-prof-read", daemon=True)
+        self._thread = threading.Thread(target=self._gunzip if gz else self._read, name="neuron-prof-read",
+                                        daemon=True)
         self._thread.start()
 
     def _read(self) -> None:
@@ -67,13 +79,61 @@ class Fill:
                 self.done = True
                 self._cv.notify_all()
 
+    def _put(self, data: bytes) -> None:
+        """Gunzipped bytes: into the buffer while it has room, after it otherwise."""
+        k = min(len(self.raw) - self._total, len(data)) if not self._extra else 0
+        if k > 0:
+            self.raw[self._total:self._total + k] = data[:k]  # type: ignore[index]
+        if k < len(data):
+            self._extra.append(data[k:])
+        self._total += len(data)
+        if k > 0:
+            with self._cv:
+                self.ready += k
+                self._cv.notify_all()
+
+    def _gunzip(self) -> None:
+        """As read_bytes' _gunzip, into the buffer step by step (concatenated members, damage, truncation)."""
+        d = zlib.decompressobj(wbits=31)
+        try:
+            with self._f:
+                while True:
+                    block = self._f.read(GZ_BLOCK)
+                    if not block:
+                        break
+                    try:
+                        self._put(d.decompress(block))
+                        while d.eof and d.unused_data:
+                            rest = d.unused_data
+                            d = zlib.decompressobj(wbits=31)
+                            self._put(d.decompress(rest))
+                    except zlib.error as e:
+                        if not self._total:
+                            self._error = TraceFormatError(self.path, f"not a valid gzip file ({e})")
+                        else:
+                            self.warnings.append(f"gzip data damaged after {self._total:,} bytes ({e}); "
+                                                 "read what came before")
+                        return
+                if not d.eof:
+                    self._put(d.flush())
+                    if not self._total:
+                        self._error = TraceFormatError(self.path, "gzip file is truncated before any data")
+                    else:
+                        self.warnings.append(f"gzip stream truncated after {self._total:,} bytes (was the job "
+                                             "killed while writing?); read what it holds")
+        except OSError as e:
+            self._error = e
+        finally:
+            with self._cv:
+                self.done = True
+                self._cv.notify_all()
+
     def need(self, k: int) -> int:
         """Wait until `k` bytes are read (or the file ended); the bytes available."""
-        if self.ready >= k:
-            return self.ready
-        with self._cv:
-            while self.ready < k and not self.done:
-                self._cv.wait()
+        if self.ready < k and not self.done:
+            with self._cv:
+                while self.ready < k and not self.done:
+                    self._cv.wait()
         if self.done:
             self._finish()
         return self.ready
@@ -82,9 +142,29 @@ class Fill:
         self._thread.join()
         if self._error is not None:
             e, self._error = self._error, None
-            raise TraceLoadError(self.path, f"cannot read: {e.strerror or e}")
-        if self.ready < len(self.raw):  # the file got shorter while read: keep what it held
+            if isinstance(e, TraceFormatError):
+                raise e
+            raise TraceLoadError(self.path, f"cannot read: {getattr(e, 'strerror', None) or e}")
+        if self._finished:
+            return
+        self._finished = True
+        if self._extra:  # gzip: more than its trailer said (concatenated members, or beyond 4 GB)
+            self.raw = bytes(self.raw) + b"".join(self._extra)
+            self._extra = []
+        elif self.ready < len(self.raw):  # the file got shorter while read, or gunzipped to less
             self.raw = self.raw[:self.ready]
+        self.ready = len(self.raw)
+
+
+def gzip_size(path: Path, size: int) -> int | None:
+    """The gunzipped size a gzip file's trailer announces (modulo 4 GB), None when implausible."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(size - 4, 0))
+            isize = int.from_bytes(f.read(4), "little")
+    except OSError:
+        return None
+    return isize if size < isize <= MAX_GZIP_RATIO * size else None
 
 
 def read_bytes(path: Path, warnings: list[str]) -> bytes | bytearray:
@@ -110,7 +190,7 @@ def _gunzip(f: Any, path: Path, warnings: list[str]) -> bytearray:
     out = bytearray()
     d = zlib.decompressobj(wbits=31)
     while True:
-        block = f.read(1 << 22)
+        block = f.read(GZ_BLOCK)
         if not block:
             break
         try:

@@ -34,7 +34,7 @@ from neuron_prof.loaders._json_flows import SliceIndex, bind_v1, bind_v2, unique
 from neuron_prof.loaders._json_pairs import pair_async, pair_begin_end
 from neuron_prof.loaders._json_parallel import HEAD_BYTES, parse_parallel, workers_wanted
 from neuron_prof.loaders._json_fill import MIN_BYTES as FILL_MIN
-from neuron_prof.loaders._json_fill import Fill, read_bytes
+from neuron_prof.loaders._json_fill import Fill, gzip_size, read_bytes
 from neuron_prof.loaders._json_read import JsonEventReader
 from neuron_prof.loaders._json_scan import scan_enabled
 from neuron_prof.loaders._json_restore import restore_own
@@ -96,6 +96,7 @@ def _load(p: Path, transform: Callable[[list[Any]], list[Any]] | None = None) ->
     warnings: list[str] = []
     fill = _fill(p, size) if transform is None else None
     raw = read_bytes(p, warnings) if fill is None else fill.raw
+    gz_warnings = fill.warnings if fill is not None else []
     n = len(raw)
     if fill is None and n != size and not warnings and transform is None and workers_wanted(n) > 1:
         # A large .json.gz: gunzipped into a temporary file, the workers can read their ranges from it.
@@ -119,6 +120,7 @@ def _load(p: Path, transform: Callable[[list[Any]], list[Any]] | None = None) ->
     except RecursionError:
         raise TraceFormatError(p, "JSON nested too deeply to read") from None
     # every warning of read_bytes is a damaged or cut gzip stream: the events after it are lost
+    warnings += gz_warnings
     lost = warnings + reader.lost
     partial = (partial_info(lost, truncated=bool(warnings) or reader.truncated, bytes_read=reader.bytes_read)
                if lost else None)
@@ -126,16 +128,18 @@ def _load(p: Path, transform: Callable[[list[Any]], list[Any]] | None = None) ->
 
 
 def _fill(p: Path, size: int) -> Fill | None:
-    """A large plain file read by a thread while the scanner starts on its front (None: read it at once)."""
-    if size < FILL_MIN or not scan_enabled():
+    """A large file read (gunzipped) by a thread while the scanner starts on its front (None: read it at once)."""
+    if not scan_enabled():
         return None
     try:
         with open(p, "rb") as f:
-            if f.read(2) == b"\x1f\x8b":
-                return None
+            gz = f.read(2) == b"\x1f\x8b"
     except OSError:
         return None  # read_bytes says what is wrong
-    return Fill(p, size)
+    if gz:
+        isize = gzip_size(p, size)
+        return Fill(p, isize, gz=True) if isize is not None and isize >= FILL_MIN else None
+    return Fill(p, size) if size >= FILL_MIN else None
 
 
 def _spill(raw: bytes | bytearray) -> Path | None:
