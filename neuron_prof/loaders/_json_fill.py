@@ -15,6 +15,7 @@ plain read would have.
 
 from __future__ import annotations
 
+import mmap
 import threading
 import zlib
 from pathlib import Path
@@ -29,6 +30,17 @@ MAX_GZIP_RATIO = 200
 _STEP = 8 << 20
 GZ_BLOCK = 1 << 22
 """Compressed bytes gunzipped at a time (a damaged stream is read up to the last whole block before the damage)."""
+
+
+def _buffer(size: int) -> mmap.mmap | bytearray:
+    """`size` writable bytes: anonymous memory, which the kernel zeroes page by page as the reading thread
+    first writes it (bytearray(size) zeroes all of it first, in the caller's thread: 0.2 s for 344 MB)."""
+    if not size:
+        return bytearray()
+    try:
+        return mmap.mmap(-1, size)
+    except OSError:
+        return bytearray(size)
 
 
 class Fill:
@@ -46,7 +58,7 @@ class Fill:
         except OSError as e:
             raise TraceLoadError(path, f"cannot read: {e.strerror or e}") from None
         self.path = path
-        self.raw: bytes | bytearray = bytearray(size)
+        self.raw: bytes | bytearray | mmap.mmap = _buffer(size)
         self.ready = 0
         self.done = False
         self.warnings: list[str] = []

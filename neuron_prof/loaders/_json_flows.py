@@ -83,7 +83,7 @@ def by_track_start(ts: np.ndarray, dur: np.ndarray, track: np.ndarray) -> np.nda
     t = ts[o]
     tie = np.flatnonzero(t[1:] == t[:-1])
     if len(tie):
-        pos = np.union1d(tie, tie + 1)  # places in o within a run of equal ts
+        pos = np.unique(np.concatenate((tie, tie + 1)))  # places in o within a run of equal ts
         tp = t[pos]
         run = np.cumsum(np.concatenate(([True], tp[1:] != tp[:-1])))
         o[pos] = o[pos][np.lexsort((-dur[o[pos]], run))]
