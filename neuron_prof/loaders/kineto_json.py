@@ -11,6 +11,9 @@ look like Unix time (> 1e15) are used as they are, and anything else is marked `
 Kineto's top-level keys are kept under `metadata["kineto"]`; the `neuron_prof` key our exporter writes
 restores track kinds, probe tracks, metadata and findings, so JSON -> model -> JSON -> model is exact.
 Truncated or damaged files load best-effort with warnings (see `_json_read`).
+Pieces of X, flow and instant events go through the compiled scanner (`_json_scan`, `_jscan.c`) in threads
+when it is built, the rest through msgspec/orjson; a large file is read (gunzipped) by a thread meanwhile
+(`_json_fill`). Either way the Trace is the same.
 """
 
 from __future__ import annotations
