@@ -401,7 +401,7 @@ class _Converter:
                                   cols.s_track, index)
             cat_of = ev.sids([k[0] for k in keys])
             name_of = ev.sids([k[1] for k in keys])
-            want = np.array([i if type(i) is int and 0 <= i < 2**62 else -1 for _, _, i in keys], dtype=np.int64)
+            want = _wanted_ids([k[2] for k in keys])
             parts.append((fl.src, fl.dst, want[fl.key], cat_of[fl.key], name_of[fl.key]))
         if ev.v2:
             fl = bind_v2(ev.v2, cols.s_ts)
@@ -453,6 +453,17 @@ class _Converter:
                 md[Meta.WORLD_SIZE] = int(dist["world_size"])
         if warnings:
             md.setdefault(Meta.WARNINGS, []).extend(warnings)
+
+
+def _wanted_ids(ids: list[Any]) -> np.ndarray:
+    """Flow ids kept as ids: ints in [0, 2**62), else -1 (a string, None, a float...)."""
+    if set(map(type, ids)) <= {int}:
+        try:
+            a = np.array(ids, dtype=np.int64)
+            return np.where((a >= 0) & (a < 2**62), a, -1)
+        except OverflowError:
+            pass
+    return np.array([i if type(i) is int and 0 <= i < 2**62 else -1 for i in ids], dtype=np.int64)
 
 
 def _is_int(v: Any) -> bool:
