@@ -196,6 +196,7 @@ static int scan_event(Scan *s) {
             if (c->p < c->end && *c->p == '"') {
                 size_t off, len;
                 if ((r = scan_string(c, &off, &len, &esc))) return r;
+                if (esc) return S_BAD;  /* "\u0065" is "e" too: the msgspec path decodes it */
                 bp = len == 1 && c->base[off] == 'e';
                 break;
             }
