@@ -3,9 +3,14 @@
 The top-level folders `exporters/` and `tui/` install as `neuron_prof.exporters` and `neuron_prof.tui`
 (never as top-level `exporters`/`tui`, names other PyPI packages use). Subpackages are found here so
 that a new folder under any of the three needs no edit to the packaging.
+
+One C extension, the trace scanner `neuron_prof.loaders._jscan` (neuron_prof/loaders/_jscan.c), is built
+at `pip install -e .` / `pip install .`, or in place with `python setup.py build_ext --inplace`. It is
+optional: without a C compiler the install goes on and the loader uses its Python path (slower).
 """
 
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
+from setuptools.command.build_ext import build_ext
 
 ROOTS = {"neuron_prof": "neuron_prof", "neuron_prof.exporters": "exporters", "neuron_prof.tui": "tui"}
 
@@ -18,4 +23,24 @@ def _packages() -> list[str]:
     return out
 
 
-setup(packages=_packages(), package_dir=ROOTS)
+class _OptionalBuildExt(build_ext):
+    """A failed compile (no compiler, no Python headers) is reported, not fatal: the Python path remains."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as e:  # noqa: BLE001 - distutils raises several unrelated types here
+            print(f"neuron-prof: the compiled trace scanner was not built ({e}); the loader uses its Python path")
+
+    def build_extension(self, ext: Extension) -> None:
+        try:
+            super().build_extension(ext)
+        except Exception as e:  # noqa: BLE001
+            print(f"neuron-prof: {ext.name} was not built ({e}); the loader uses its Python path")
+
+
+_JSCAN = Extension("neuron_prof.loaders._jscan", sources=["neuron_prof/loaders/_jscan.c"],
+                   depends=["neuron_prof/loaders/_jscan_json.h", "neuron_prof/loaders/_jscan_tables.h",
+                            "neuron_prof/loaders/_jscan_py.h"])
+
+setup(packages=_packages(), package_dir=ROOTS, ext_modules=[_JSCAN], cmdclass={"build_ext": _OptionalBuildExt})

@@ -132,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--real", action="store_true", help="also a real trace repeated to --events (no HTA row)")
     ap.add_argument("--hta-real", action="store_true", help="with --real: run HTA on the real trace too")
     ap.add_argument("--no-hta", action="store_true", help="leave HTA out")
+    ap.add_argument("--no-formats", action="store_true", help="leave out the .json.gz and .pftrace rows")
     ap.add_argument(
         "--dir",
         type=Path,
@@ -149,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table("file" if a.trace else "generated", path, rows), flush=True)
     print(bench_ingest.speed_lines(rows, path.stat().st_size), flush=True)
     print(verdict(rows, path.stat().st_size), flush=True)
+    if not a.no_formats:
+        print(bench_ingest.format_lines(path, a.dir, rows[0][1]), flush=True)
     if a.real:
         path = bench_ingest.real_repeated(n, a.dir)
         print(

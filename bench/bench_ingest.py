@@ -6,9 +6,10 @@
 
 Each measurement runs in a fresh subprocess, so peak RSS (ru_maxrss) is that of the one job alone.
 Rows: `orjson.loads` (read + parse the whole document: what any JSON tool pays before doing anything),
-`neuron_prof.load` on a first open (index cache off) in one process and with its parallel parse (one
-process per range of traceEvents, see neuron_prof/loaders/_json_parallel.py), and a second open (the
-columnar index beside the file). An event is one entry of `traceEvents`. Prints one table with the ratios to orjson.loads.
+`neuron_prof.load` on a first open (index cache off; the compiled scanner, `neuron_prof/loaders/_jscan.c`, in
+threads), the same on the Python path (NEURON_PROF_JSON_SCANNER=0: what runs when the extension is not built;
+it parses large files in worker processes, see neuron_prof/loaders/_json_parallel.py), and a second open
+(the columnar index beside the file); then first opens of the same trace as .json.gz and .pftrace. An event is one entry of `traceEvents`. Prints one table with the ratios to orjson.loads.
 Targets (issue 9): 1.2M events / 284 MB in <= 5 s and <= 1 GB peak RSS; second open <= 1 s.
 Issue 24: >= 177 MB/s (Perfetto's published JSON rate) and at most 0.2x `orjson.loads`' time in the same run
 (read: the first open takes at most a fifth of the time orjson.loads takes on the same file, i.e. it is 5x
@@ -50,6 +51,7 @@ else:
 t1, c1 = time.perf_counter(), time.process_time()
 kids = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({"wall": t1 - t0, "cpu": c1 - c0, "worker_cpu": kids.ru_utime + kids.ru_stime,
+                  "path": neuron_prof.loaders.json_ingest_path(),
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "worker_rss_mb": kids.ru_maxrss / 1024, "base_rss_mb": rss0 / 1024, "model_events": n}))
 """
@@ -107,9 +109,9 @@ def measure(path: Path) -> list[tuple[str, dict[str, Any]]]:
     cache_dir = tempfile.mkdtemp(prefix="neuron-prof-bench-cache-")
     rows = [("orjson.loads (read + parse)", _run("orjson", path, base_env))]
     entries = rows[0][1]["model_events"]  # len(traceEvents)
-    rows.append(("neuron_prof.load, first open, 1 process",
-                 _run("load", path, {**base_env, "NEURON_PROF_CACHE": "0", "NEURON_PROF_JSON_WORKERS": "1"})))
     rows.append(("neuron_prof.load, first open", _run("load", path, {**base_env, "NEURON_PROF_CACHE": "0"})))
+    rows.append(("first open, Python path (no scanner)",
+                 _run("load", path, {**base_env, "NEURON_PROF_CACHE": "0", "NEURON_PROF_JSON_SCANNER": "0"})))
     cached_env = {**base_env, "NEURON_PROF_CACHE": "1", "NEURON_PROF_CACHE_DIR": cache_dir}
     _run("load", path, cached_env)  # writes the index
     rows.append(("neuron_prof.load, second open", _run("load", path, cached_env)))
@@ -151,6 +153,7 @@ def speed_lines(rows: list[tuple[str, dict[str, Any]]], size: int) -> str:
                      f"{cpu / ref_cpu:12.2f}")
     first = dict(rows).get("neuron_prof.load, first open")
     if first is not None:
+        lines.append(f"JSON path of the first open: {first['path']}")
         cpu = first["cpu"] + first["worker_cpu"]
         ok = lambda b: "met" if b else "MISSED"  # noqa: E731
         lines.append(f"issue 24: first open {mb / first['wall']:.0f} MB/s wall, {mb / cpu:.0f} MB per CPU s "
@@ -161,11 +164,48 @@ def speed_lines(rows: list[tuple[str, dict[str, Any]]], size: int) -> str:
     return "\n".join(lines)
 
 
+def other_formats(path: Path, folder: Path) -> list[tuple[str, Path]]:
+    """The same trace as .json.gz (gzip level 6) and .pftrace, made once in child processes, kept in `folder`."""
+    gz = folder / (path.name + ".gz")
+    if not gz.exists():
+        code = ("import gzip, shutil, sys\nwith open(sys.argv[1], 'rb') as f, gzip.open(sys.argv[2], 'wb', 6) as g: "
+                "shutil.copyfileobj(f, g, 1 << 22)")
+        subprocess.run([sys.executable, "-c", code, str(path), str(gz) + ".tmp"], check=True)
+        Path(str(gz) + ".tmp").rename(gz)
+    pf = folder / (path.name.removesuffix(".json") + ".pftrace")
+    if not pf.exists():
+        subprocess.run([sys.executable, "-m", "neuron_prof", "convert", "-q", str(path), str(pf) + ".tmp.pftrace"],
+                       check=True, env={**os.environ, "NEURON_PROF_CACHE": "0"})
+        Path(str(pf) + ".tmp.pftrace").rename(pf)
+    return [(".json.gz", gz), (".pftrace", pf)]
+
+
+def format_lines(path: Path, folder: Path, ref: dict[str, Any]) -> str:
+    """First opens of the same trace as .json.gz and .pftrace, against `ref` (orjson.loads of the .json, same
+    run): MB/s of the file itself and of the JSON it stands for (issue 24 asks for all three formats)."""
+    json_mb = path.stat().st_size / 1e6
+    env = {**os.environ, "NEURON_PROF_CACHE": "0"}
+    lines = [f"{'other formats, first open':40} {'file MB':>8} {'wall s':>7} {'cpu s':>7} {'+workers':>8} "
+             f"{'MB/s':>6} {'JSON MB/s':>9} {'x orjson':>8} {'peak RSS MB':>11}"]
+    for label, p in other_formats(path, folder):
+        rows = [("orjson.loads (gunzip + parse)", _run("orjson", p, env))] if label == ".json.gz" else []
+        rows.append((f"neuron_prof.load {label}", _run("load", p, env)))
+        for name, r in rows:
+            mb = p.stat().st_size / 1e6
+            lines.append(f"{name:40} {mb:8.0f} {r['wall']:7.2f} {r['cpu']:7.2f} {r['worker_cpu']:8.2f} "
+                         f"{mb / r['wall']:6.1f} {json_mb / r['wall']:9.1f} {r['wall'] / ref['wall']:8.2f} "
+                         f"{r['rss_mb']:11,.0f}")
+    lines.append("(x orjson: wall time over orjson.loads of the plain .json in the same run; JSON MB/s: the .json's "
+                 "size over this wall time)")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.bench_ingest", description=__doc__.split("\n\n")[0])
     ap.add_argument("--events", type=float, default=1.2e6, help="events in the generated trace (default 1.2e6)")
     ap.add_argument("--trace", type=Path, help="benchmark this file instead of a generated one")
     ap.add_argument("--real", action="store_true", help="also a real trace repeated to --events")
+    ap.add_argument("--no-formats", action="store_true", help="leave out the .json.gz and .pftrace rows")
     ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "neuron-prof-bench",
                     help="where generated traces are kept between runs")
     a = ap.parse_args(argv)
@@ -177,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = measure(path)
     print(table("file" if a.trace else "generated", path, rows))
     print(speed_lines(rows, path.stat().st_size))
+    if not a.no_formats:
+        print(format_lines(path, a.dir, rows[0][1]))
     if a.real:
         # built in a child: this process must stay small (see measure)
         code = f"from pathlib import Path; from bench.bench_ingest import real_repeated; print(real_repeated({n}, Path({str(a.dir)!r})))"

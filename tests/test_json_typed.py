@@ -1,4 +1,4 @@
-"""The loader's fast path (msgspec typed chunks, args kept as text: neuron_prof/loaders/_json_typed.py) gives
+"""The loader's msgspec path (typed chunks, args kept as text: neuron_prof/loaders/_json_typed.py) gives
 byte for byte the Trace the orjson path gives, on every real trace and on the odd events real files hold."""
 
 from __future__ import annotations
@@ -9,9 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from neuron_prof.loaders import _json_read, _json_typed
+from neuron_prof.loaders import _json_read, _json_scan, _json_typed
 from neuron_prof.loaders.kineto_json import load_kineto_json
 from tests._builders import assert_same
+from tests._json_odd import ODD_ARGS
+from tests._json_odd import ev as _ev
 
 KINETO = Path(__file__).resolve().parents[2] / "shared" / "traces" / "kineto"
 
@@ -25,6 +27,7 @@ def _both(path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int = 2000) -> tup
     monkeypatch.setenv("NEURON_PROF_CACHE", "0")
     monkeypatch.setenv("NEURON_PROF_JSON_WORKERS", "1")
     monkeypatch.setattr(_json_read, "CHUNK_BYTES", chunk)
+    monkeypatch.setattr(_json_scan, "ENABLED", False)  # the compiled scanner: tests/test_json_scan.py
     monkeypatch.setattr(_json_read, "decode_chunk", lambda doc: None)
     slow = load_kineto_json(path)
     taken = []
@@ -53,19 +56,6 @@ def test_real_traces_same_either_way(name: str, monkeypatch: pytest.MonkeyPatch)
     _check(slow, fast)
     if slow.n_events > 200:
         assert taken > 0  # the fast path ran
-
-
-def _ev(**kw: object) -> dict[str, object]:
-    return {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": 10.5, "dur": 1.25, **kw}
-
-
-ODD_ARGS: list[object] = [
-    {"External id": 3, "Input Dims": [[4, 8], []], "Call stack": "a.py(1): f; b.py(2): g"},
-    {"blocks per SM": 1.32, "x": 1.50, "y": 2e3, "z": -0, "w": -0.0, "big": 12345678901234567890},
-    {"s": "tab\there \"quoted\" \\ back", "u": "µs \u00e9", "t": "a , b : c"},
-    {}, None, 0, "", [], False,
-    {"nested": {"a": [1, {"b": None}]}, "e": 1e-07, "f": 5160494368000.000},
-]
 
 
 def _write(path: Path, events: list[object], indent: int | None) -> None:

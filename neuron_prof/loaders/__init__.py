@@ -15,7 +15,15 @@ from pathlib import Path
 from neuron_prof.errors import TraceLoadError
 from neuron_prof.model import Trace
 
-__all__ = ["load"]
+__all__ = ["json_ingest_path", "load"]
+
+
+def json_ingest_path() -> str:
+    """Which path reads Chrome/Kineto JSON events in this process, in words: the compiled scanner, or the
+    Python path (msgspec + orjson) and why (the extension was not built, or NEURON_PROF_JSON_SCANNER=0)."""
+    from neuron_prof.loaders._json_scan import ingest_path
+
+    return ingest_path()
 
 
 def load(path: str | os.PathLike[str]) -> Trace:

@@ -16,9 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from neuron_prof.loaders._json_scan import ScannedChunk, add_scanned
 from neuron_prof.loaders._json_typed import F_GET, I_GET, UNSET, X_GET, TypedChunk
-from neuron_prof.loaders._json_values import (all_objects, as_str, dump_all, dump_each, floats, norm_id,
-                                               us_to_ns)
+from neuron_prof.loaders._json_values import (MAX_ABS_US, all_objects, as_str, dump_all, dump_each, floats,
+                                               norm_id, us_to_ns)
 from neuron_prof.model import StringTable
 
 _X_KEYS = ("ts", "dur", "pid", "tid", "name", "cat", "args")
@@ -26,8 +27,6 @@ _I_KEYS = ("ts", "pid", "tid", "name", "cat", "args")
 _F_KEYS = ("ts", "pid", "tid", "id", "cat", "name", "ph")
 _X_GET, _I_GET, _F_GET = itemgetter(*_X_KEYS), itemgetter(*_I_KEYS), itemgetter(*_F_KEYS)
 _DEFAULTS = {"pid": 0, "tid": 0, "name": "", "cat": ""}
-MAX_ABS_US = 9.0e15
-"""|ts| above this (µs) does not fit int64 ns: such events are dropped."""
 
 PH_FLOW = {"s": 0, "t": 1, "f": 2}
 PH_INSTANT = ("i", "I", "R")
@@ -161,7 +160,7 @@ class EventColumns:
         self._n_args += k
         self._blobs.append(blob)
         self._lens.append(lens)
-        if blob and not all_objects(blob, lens):
+        if len(blob) and not all_objects(blob, lens):
             self.warn["args that are not an object kept under the key 'args'"] += 1
             self._blobs[-1], self._lens[-1] = dump_each([a if isinstance(a, dict) else {"args": a} for a in dicts])
         return idx
@@ -172,6 +171,9 @@ class EventColumns:
         self.entries += len(events)
         if type(events) is TypedChunk:
             self._add_typed(events)
+            return
+        if type(events) is ScannedChunk:
+            add_scanned(self, events)
             return
         try:
             xs = [e for e in events if e.get("ph") == "X"]

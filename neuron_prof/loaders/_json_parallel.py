@@ -1,8 +1,9 @@
 """Parse a large plain `.json` trace in several processes: each reads and converts one byte range of
 `traceEvents`, the parent merges the parts in file order into the same Trace the sequential path makes.
 
-Parsing dominates ingest (orjson plus turning dicts into columns, about 5 µs per event on one core), and it
-splits cleanly at event boundaries. Workers are fresh interpreters started with `python -m` (never fork:
+Parsing dominates ingest on the Python path (orjson plus turning dicts into columns, about 5 µs per event on
+one core), and it splits cleanly at event boundaries. With the compiled scanner (_json_scan) this path is off
+unless NEURON_PROF_JSON_WORKERS asks for it: its threads scan pieces in parallel without a second process. Workers are fresh interpreters started with `python -m` (never fork:
 the caller may have threads, e.g. the TUI's loader worker; and never multiprocessing's spawn, which
 re-imports the user's `__main__`). Anything unexpected (a worker fails or is slow, a range holds damaged
 JSON, a cut landed inside a string) returns None and the caller parses sequentially, so the parallel path
@@ -25,6 +26,7 @@ from typing import Any
 from neuron_prof.loaders._json_events import EventColumns
 from neuron_prof.loaders._json_values import norm_id
 from neuron_prof.loaders._json_read import JsonEventReader
+from neuron_prof.loaders._json_scan import scan_enabled
 from neuron_prof.model import StringTable
 
 MIN_BYTES = 48 << 20
@@ -46,8 +48,8 @@ def workers_wanted(size: int) -> int:
             return max(1, int(env))
         except ValueError:
             return 1
-    if size < MIN_BYTES:
-        return 1
+    if size < MIN_BYTES or scan_enabled():
+        return 1  # the compiled scanner parses in threads of this process: faster than worker processes
     return max(1, min(os.cpu_count() or 1, 4, size // PART_BYTES))
 
 

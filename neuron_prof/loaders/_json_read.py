@@ -16,15 +16,17 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
 import re
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from neuron_prof.errors import TraceFormatError, TraceLoadError
+from neuron_prof.errors import TraceFormatError
+from neuron_prof.loaders._json_fill import Fill
+from neuron_prof.loaders._json_scan import Ahead, scan_chunk, scan_enabled
 from neuron_prof.loaders._json_typed import decode_chunk
 
 CHUNK_BYTES = 1 << 20
@@ -35,53 +37,8 @@ _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _WS = b" \t\r\n"
 _MAX_BACKTRACK = 8
 _DECODER = json.JSONDecoder()
-
-
-def read_bytes(path: Path, warnings: list[str]) -> bytes | bytearray:
-    """The file's bytes, gunzipped when it is gzip. A truncated gzip gives what it holds, with a warning."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(2)
-            f.seek(0)
-            if head != b"\x1f\x8b":
-                return f.read()
-            return _gunzip(f, path, warnings)
-    except IsADirectoryError:
-        raise TraceLoadError(path, "is a directory, not a trace file") from None
-    except FileNotFoundError:
-        raise TraceLoadError(path, "no such file") from None
-    except PermissionError:
-        raise TraceLoadError(path, "permission denied") from None
-    except OSError as e:
-        raise TraceLoadError(path, f"cannot read: {e.strerror or e}") from None
-
-
-def _gunzip(f: Any, path: Path, warnings: list[str]) -> bytearray:
-    out = bytearray()
-    d = zlib.decompressobj(wbits=31)
-    while True:
-        block = f.read(1 << 22)
-        if not block:
-            break
-        try:
-            out += d.decompress(block)
-            # Concatenated gzip members (gzip allows them) follow one another.
-            while d.eof and d.unused_data:
-                rest = d.unused_data
-                d = zlib.decompressobj(wbits=31)
-                out += d.decompress(rest)
-        except zlib.error as e:
-            if not out:
-                raise TraceFormatError(path, f"not a valid gzip file ({e})") from None
-            warnings.append(f"gzip data damaged after {len(out):,} bytes ({e}); read what came before")
-            return out
-    if not d.eof:
-        out += d.flush()
-        if not out:
-            raise TraceFormatError(path, "gzip file is truncated before any data")
-        warnings.append(f"gzip stream truncated after {len(out):,} bytes (was the job killed while writing?); "
-                        "read what it holds")
-    return out
+THREADS = min(os.cpu_count() or 1, 4)
+"""Threads scanning pieces ahead (compiled scanner only; 1: none)."""
 
 
 def _loads(doc: bytes | bytearray) -> Any:
@@ -105,8 +62,11 @@ class JsonEventReader:
     """Splits a Chrome JSON document into parsed chunks of `traceEvents` (see the module docstring)."""
 
     def __init__(self, raw: bytes | bytearray, path: Path, chunk_bytes: int | None = None,
-                 typed: bool = False) -> None:
-        self.raw = raw
+                 typed: bool = False, fill: Fill | None = None) -> None:
+        self.raw = raw if fill is None else fill.raw
+        self._fill = fill
+        """The file still being read into `raw` by a thread (`_json_fill`); None once it is all there."""
+        self.bytes_read = len(self.raw)
         self.typed = typed
         """Try the fast path first (`_json_typed`: chunks may be TypedChunks, for EventColumns only)."""
         self.path = path
@@ -124,6 +84,7 @@ class JsonEventReader:
         """Index of the closing ']' of traceEvents once `chunks()` is exhausted (None: not closed)."""
         self.suffix: bytes | None = None
         """What follows that ']' (the rest of the top-level object)."""
+        self._ahead: Ahead | None = None
 
     # ---- parsing with repairs ----------------------------------------------------------------------
     def _parse(self, lo: int, hi: int, wrap: str) -> tuple[Any, int, bool, str]:
@@ -195,16 +156,60 @@ class JsonEventReader:
             self.lost.append(msg)
         self.truncated = self.truncated or truncated
 
+    # ---- a file still being read ------------------------------------------------------------------
+    def _avail(self, k: int) -> int:
+        """Bytes of the file in `raw`, at least `k` unless it is shorter (waits for the reading thread)."""
+        if self._fill is None:
+            return len(self.raw)
+        got = self._fill.need(k)
+        if self._fill.done:
+            self.raw, self._fill = self._fill.raw, None
+            return len(self.raw)
+        return got
+
+    def _all(self) -> int:
+        return self._avail(len(self.raw) + 1)
+
+    def _sep(self, start: int, wait: bool = True) -> re.Match[bytes] | None | bool:
+        """The first separator at or after `start`, as `_SEP.search` on the whole file finds it (None: none).
+        While the file is read, waits for more bytes; without `wait`, False when they are not read yet."""
+        k = start + (1 << 20)
+        while self._fill is not None:
+            avail = self._avail(k) if wait else self._fill.ready
+            m = _SEP.search(self.raw, start, avail) if start < avail else None
+            if m is not None:
+                return m
+            if self._fill is not None and not wait:
+                return False
+            k = max(2 * k, avail + (4 << 20))
+        return _SEP.search(self.raw, start) if start < len(self.raw) else None
+
     # ---- the document's frame --------------------------------------------------------------------
     def _frame(self) -> tuple[int, int | None] | list[Any]:
         """(index after the array's '[', start of the top-level object or None for array form);
         or the list of events when the whole document had to be parsed at once."""
-        raw, n = self.raw, len(self.raw)
+        if self._fill is not None:
+            head = self._avail(1 << 20)
+            if self._fill is not None:
+                got = self._frame_in(head)
+                if got is not None:
+                    return got
+            self._all()
+        got = self._frame_in(len(self.raw))
+        assert got is not None
+        return got
+
+    def _frame_in(self, n: int) -> tuple[int, int | None] | list[Any] | None:
+        """_frame on raw[:n] (None: not decided within it, while the file is read)."""
+        partial = n < len(self.raw)
+        raw = self.raw
         i = 0
         if raw[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte-order mark, as some Windows tools write
             i = 3
         while i < n and raw[i] in _WS:
             i += 1
+        if partial and i >= n - 1:
+            return None
         if i == n:
             raise TraceFormatError(self.path, "empty file" if n == 0 else "file holds only whitespace")
         c = raw[i]
@@ -212,7 +217,7 @@ class JsonEventReader:
             return (i + 1, None)
         if c != ord("{"):
             raise TraceFormatError(self.path, f"not JSON (starts with byte 0x{c:02x}); not a Chrome/Kineto trace")
-        m = _KEY.search(raw, i)
+        m = _KEY.search(raw, i, n)
         if m is not None:
             # Is this the top-level key? The prefix with an empty array must close as an object.
             try:
@@ -221,7 +226,7 @@ class JsonEventReader:
                     return (m.end(), i)
             except orjson.JSONDecodeError:
                 pass
-        return self._whole(i)
+        return None if partial else self._whole(i)
 
     def _whole(self, i: int) -> list[Any]:
         """Parse the document in one go: for layouts the chunker does not recognise."""
@@ -247,17 +252,27 @@ class JsonEventReader:
         """Parsed pieces of traceEvents, in file order. Fills `top` and `warnings` as it goes."""
         frame = self._frame()
         if isinstance(frame, list):
+            self.bytes_read = len(self.raw)
             self.entries = len(frame)
             for k in range(0, len(frame), 50_000):
                 yield frame[k:k + 50_000]
             return
         start, obj_start = frame
-        end = yield from self._array(start)
+        if self.typed and THREADS > 1 and len(self.raw) - start > 4 * self.chunk_bytes and scan_enabled():
+            self._ahead = Ahead(self._cut, THREADS)
+        try:
+            end = yield from self._array(start)
+        finally:
+            if self._ahead is not None:
+                self._ahead.close()
+                self._ahead = None
+        self._all()
         self.array_end = end
         if end is not None:
             self.suffix = bytes(self.raw[end + 1:])
         if obj_start is not None:
             self._read_top(obj_start, start, end)
+        self.bytes_read = len(self.raw)
         self.raw = b""  # the bytes are no longer needed: let them go before the columns are built
 
     def _read_top(self, obj_start: int, arr_start: int, arr_end: int | None) -> None:
@@ -282,9 +297,9 @@ class JsonEventReader:
 
     def _array(self, pos: int) -> Iterator[list[Any]]:  # type: ignore[misc]
         """Yield chunks from raw[pos:] (just after '['); return the index of the closing ']' or None."""
-        n = len(self.raw)
         while True:
-            raw = self.raw
+            self._avail(pos + self.chunk_bytes + (1 << 16))
+            raw, n = self.raw, len(self.raw)
             while pos < n and raw[pos] in _WS:
                 pos += 1
             if pos >= n:
@@ -295,7 +310,7 @@ class JsonEventReader:
                 return pos
             width = self.chunk_bytes
             while True:
-                m = _SEP.search(self.raw, pos + width) if pos + width < n else None
+                m = self._sep(pos + width)
                 if m is None:
                     events, end, resume = self._last(pos)
                     if events:
@@ -305,7 +320,7 @@ class JsonEventReader:
                         return end
                     pos = resume
                     break
-                fast = decode_chunk(b"[" + self.raw[pos:m.start() + 1] + b"]") if self.typed else None
+                fast = self._fast(pos, m.start() + 1, m.end() - 1) if self.typed else None
                 if fast is not None:
                     events, bad, short, msg = fast, -1, False, ""
                 else:
@@ -324,10 +339,23 @@ class JsonEventReader:
                     yield events
                 break
 
+    def _fast(self, lo: int, hi: int, nxt: int) -> Any:
+        """raw[lo:hi] by the compiled scanner, else the msgspec path; None: the orjson path must take it."""
+        got = scan_chunk(self.raw, lo, hi, self._ahead, nxt)
+        if got is None:
+            return decode_chunk(b"[" + self.raw[lo:hi] + b"]")
+        return None if got is False else got
+
+    def _cut(self, pos: int) -> tuple[int, int] | None | bool:
+        """Where a piece starting at `pos` ends and the next begins, as `_array` cuts (None: the last piece;
+        False: not known until more of the file is read)."""
+        m = self._sep(pos + self.chunk_bytes, wait=False)
+        return m if m is None or m is False else (m.start() + 1, m.end() - 1)
+
     def _last(self, pos: int) -> tuple[list[Any], int | None, int | None]:
         """The final piece: raw[pos:] holds the last events, ']' and the rest of the document.
         Returns (events, index of ']' or None, where to resume after damage or None)."""
-        n = len(self.raw)
+        n = self._all()
         self._open_end = None
         events, bad, _, msg = self._parse(pos, n, "open")
         if isinstance(events, list):  # array form (the document ends with the array), or repaired
@@ -348,6 +376,7 @@ class JsonEventReader:
 
     def _salvage(self, pos: int, bad: int, why: str) -> tuple[list[Any], int]:
         """Damage at raw index `bad`: the whole events before it, and where to resume."""
+        self._all()
         raw, n = self.raw, len(self.raw)
         good: list[Any] = []
         cuts = [m.start() + 1 for m in _SEP.finditer(raw, pos, min(bad + 1, n))]

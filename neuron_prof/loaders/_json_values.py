@@ -13,6 +13,8 @@ import orjson
 
 _dumps = orjson.dumps
 INT64_MAX = (1 << 63) - 1
+MAX_ABS_US = 9.0e15
+"""|ts| above this (µs) does not fit int64 ns: such events are dropped."""
 
 
 def norm_id(v: Any) -> int | str:

@@ -37,7 +37,7 @@ import numpy as np
 import orjson
 
 from neuron_prof.errors import TraceFormatError, TraceLoadError
-from neuron_prof.loaders._json_read import read_bytes
+from neuron_prof.loaders._json_fill import read_bytes
 from neuron_prof.loaders.explorer import (EXPLORER_KEY, RAW_CAPTURE, UNIX_NS_MIN, RowFilter, add_explorer,
                                           find_profile, is_explorer_folder, load_explorer)
 from neuron_prof.loaders.framework_mapping import MappingIndex, mapping_links, read_mapping_file

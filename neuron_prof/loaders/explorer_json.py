@@ -30,7 +30,7 @@ import numpy as np
 import orjson
 
 from neuron_prof.errors import TraceFormatError, TraceLoadError
-from neuron_prof.loaders._json_read import read_bytes
+from neuron_prof.loaders._json_fill import read_bytes
 from neuron_prof.loaders.explorer import UNIX_NS_MIN
 from neuron_prof.model import Meta, ProcessKind, Trace, TraceBuilder, TrackKind
 

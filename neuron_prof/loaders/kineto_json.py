@@ -11,6 +11,9 @@ look like Unix time (> 1e15) are used as they are, and anything else is marked `
 Kineto's top-level keys are kept under `metadata["kineto"]`; the `neuron_prof` key our exporter writes
 restores track kinds, probe tracks, metadata and findings, so JSON -> model -> JSON -> model is exact.
 Truncated or damaged files load best-effort with warnings (see `_json_read`).
+Pieces of X, flow and instant events go through the compiled scanner (`_json_scan`, `_jscan.c`) in threads
+when it is built, the rest through msgspec/orjson; a large file is read (gunzipped) by a thread meanwhile
+(`_json_fill`). Either way the Trace is the same.
 """
 
 from __future__ import annotations
@@ -33,7 +36,10 @@ from neuron_prof.loaders._json_values import as_str, norm_id, us_to_ns
 from neuron_prof.loaders._json_flows import SliceIndex, bind_v1, bind_v2, unique_ids
 from neuron_prof.loaders._json_pairs import pair_async, pair_begin_end
 from neuron_prof.loaders._json_parallel import HEAD_BYTES, parse_parallel, workers_wanted
-from neuron_prof.loaders._json_read import JsonEventReader, read_bytes
+from neuron_prof.loaders._json_fill import MIN_BYTES as FILL_MIN
+from neuron_prof.loaders._json_fill import Fill, gzip_size, read_bytes
+from neuron_prof.loaders._json_read import JsonEventReader
+from neuron_prof.loaders._json_scan import scan_enabled
 from neuron_prof.loaders._json_restore import restore_own
 from neuron_prof.model import ArgsStore, Trace, TraceBuilder
 from neuron_prof.model import CounterTable, FlowTable, InstantTable, SliceTable
@@ -91,9 +97,11 @@ def _load(p: Path, transform: Callable[[list[Any]], list[Any]] | None = None) ->
         if trace is not None:
             return trace
     warnings: list[str] = []
-    raw = read_bytes(p, warnings)
+    fill = _fill(p, size) if transform is None else None
+    raw = read_bytes(p, warnings) if fill is None else fill.raw
+    gz_warnings = fill.warnings if fill is not None else []
     n = len(raw)
-    if n != size and not warnings and transform is None and workers_wanted(n) > 1:
+    if fill is None and n != size and not warnings and transform is None and workers_wanted(n) > 1:
         # A large .json.gz: gunzipped into a temporary file, the workers can read their ranges from it.
         tmp = _spill(raw)
         if tmp is not None:
@@ -105,9 +113,8 @@ def _load(p: Path, transform: Callable[[list[Any]], list[Any]] | None = None) ->
             if trace is not None:
                 return trace
             raw = read_bytes(p, warnings)
-    reader = JsonEventReader(raw, p, typed=transform is None)
-    n_read = len(raw)
-    del raw
+    reader = JsonEventReader(raw, p, typed=transform is None, fill=fill)
+    del raw, fill  # the reader lets go of the bytes once parsed
     builder = TraceBuilder()
     conv = _Converter(builder, str(p))
     try:
@@ -116,9 +123,26 @@ def _load(p: Path, transform: Callable[[list[Any]], list[Any]] | None = None) ->
     except RecursionError:
         raise TraceFormatError(p, "JSON nested too deeply to read") from None
     # every warning of read_bytes is a damaged or cut gzip stream: the events after it are lost
+    warnings += gz_warnings
     lost = warnings + reader.lost
-    partial = partial_info(lost, truncated=bool(warnings) or reader.truncated, bytes_read=n_read) if lost else None
+    partial = (partial_info(lost, truncated=bool(warnings) or reader.truncated, bytes_read=reader.bytes_read)
+               if lost else None)
     return _finish(p, conv, reader.top, warnings + reader.warnings, partial)
+
+
+def _fill(p: Path, size: int) -> Fill | None:
+    """A large file read (gunzipped) by a thread while the scanner starts on its front (None: read it at once)."""
+    if not scan_enabled():
+        return None
+    try:
+        with open(p, "rb") as f:
+            gz = f.read(2) == b"\x1f\x8b"
+    except OSError:
+        return None  # read_bytes says what is wrong
+    if gz:
+        isize = gzip_size(p, size)
+        return Fill(p, isize, gz=True) if isize is not None and isize >= FILL_MIN else None
+    return Fill(p, size) if size >= FILL_MIN else None
 
 
 def _spill(raw: bytes | bytearray) -> Path | None:
@@ -377,7 +401,7 @@ class _Converter:
                                   cols.s_track, index)
             cat_of = ev.sids([k[0] for k in keys])
             name_of = ev.sids([k[1] for k in keys])
-            want = np.array([i if type(i) is int and 0 <= i < 2**62 else -1 for _, _, i in keys], dtype=np.int64)
+            want = _wanted_ids([k[2] for k in keys])
             parts.append((fl.src, fl.dst, want[fl.key], cat_of[fl.key], name_of[fl.key]))
         if ev.v2:
             fl = bind_v2(ev.v2, cols.s_ts)
@@ -429,6 +453,17 @@ class _Converter:
                 md[Meta.WORLD_SIZE] = int(dist["world_size"])
         if warnings:
             md.setdefault(Meta.WARNINGS, []).extend(warnings)
+
+
+def _wanted_ids(ids: list[Any]) -> np.ndarray:
+    """Flow ids kept as ids: ints in [0, 2**62), else -1 (a string, None, a float...)."""
+    if set(map(type, ids)) <= {int}:
+        try:
+            a = np.array(ids, dtype=np.int64)
+            return np.where((a >= 0) & (a < 2**62), a, -1)
+        except OverflowError:
+            pass
+    return np.array([i if type(i) is int and 0 <= i < 2**62 else -1 for i in ids], dtype=np.int64)
 
 
 def _is_int(v: Any) -> bool:
