@@ -171,18 +171,6 @@ def test_ingest_path_says_which(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _json_scan.scan_chunk(b'{"ph": "X", "ts": 1}', 0, 20) is None
 
 
-def test_slice_order_for_flows_is_lexsort() -> None:
-    """The order flows are bound in (SliceIndex): (track, start, longest first, row), as np.lexsort gives."""
-    from neuron_prof.loaders._json_flows import by_track_start
-
-    rng = np.random.default_rng(24)
-    for n in (0, 1, 2, 7, 300, 5000):
-        for _ in range(20):
-            ts, dur = rng.integers(0, n // 3 + 1, n), rng.integers(-2, 4, n)
-            track = rng.integers(0, 4, n).astype(np.int32)
-            assert np.array_equal(by_track_start(ts, dur, track), np.lexsort((-dur, ts, track)))
-
-
 def test_pieces_scanned_ahead_in_threads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The scanner runs in threads ahead of the reader, and each piece is scanned once (what was scanned ahead
     is used, not scanned again)."""

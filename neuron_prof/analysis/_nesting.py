@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from neuron_prof.model import Trace
+from neuron_prof.model.order import start_order
 
 ROUNDING_NS = 2
 """Slack for timestamps rounded to ns (µs with three decimals, start and duration each rounded): a child that
@@ -73,22 +74,6 @@ def nesting(trace: Trace, rows: np.ndarray) -> Nesting:
     parent_rows = np.where(parent_pos >= 0, rows[np.maximum(parent_pos, 0)], -1)
     return Nesting(rows=rows, depth=depth_o[inv], parent=parent_rows, parent_pos=parent_pos, self_ns=self_o[inv],
                    transparent=transparent[inv])
-
-
-def start_order(ts: np.ndarray, dur: np.ndarray, track: np.ndarray) -> np.ndarray:
-    """The order of slices by track, then start, then longer first (a parent before its children), equal ones
-    in table order: ``np.lexsort((-dur, ts, track))``, sorted faster. Slices come nearly in start order per
-    track, which numpy's stable sort takes in one pass; the few that start together are then put longer
-    first."""
-    o = np.argsort(ts, kind="stable")
-    o = o[np.argsort(track[o], kind="stable")]
-    t, k = ts[o], track[o]
-    tie = (t[1:] == t[:-1]) & (k[1:] == k[:-1])
-    if tie.any():
-        idx = np.flatnonzero(np.r_[tie, False] | np.r_[False, tie])  # the runs that start together
-        run = np.cumsum(np.r_[True, ~tie])[idx]
-        o[idx] = o[idx][np.lexsort((-dur[o[idx]], run))]
-    return o
 
 
 def _parents(ts: np.ndarray, end: np.ndarray, track: np.ndarray) -> np.ndarray:

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from neuron_prof.model.order import start_order
+
 _WALK_BACK = 256
 """Slices stepped over, per unmatched endpoint, looking for an enclosing one (bounded: never hangs)."""
 
@@ -25,7 +27,7 @@ class SliceIndex:
     """Slices sorted by (track, start, longest first) for 'which slice is open at t' queries."""
 
     def __init__(self, ts: np.ndarray, dur: np.ndarray, track: np.ndarray) -> None:
-        self.order = by_track_start(ts, dur, track)
+        self.order = start_order(ts, dur, track)
         self.ts = ts[self.order]
         self.end = (ts + dur)[self.order]
         self.track = track[self.order]
@@ -74,20 +76,6 @@ class SliceIndex:
         if self.n_rows:
             ok &= (s_track[h] == track) & (ts[h] <= t) & (ts[h] + dur[h] >= t)
         return ok
-
-
-def by_track_start(ts: np.ndarray, dur: np.ndarray, track: np.ndarray) -> np.ndarray:
-    """`np.lexsort((-dur, ts, track))`, 5x faster on traces (whose slices come nearly in time order): stable
-    sorts by ts, then by -dur within runs of equal ts only, then by track."""
-    o = np.argsort(ts, kind="stable")
-    t = ts[o]
-    tie = np.flatnonzero(t[1:] == t[:-1])
-    if len(tie):
-        pos = np.unique(np.concatenate((tie, tie + 1)))  # places in o within a run of equal ts
-        tp = t[pos]
-        run = np.cumsum(np.concatenate(([True], tp[1:] != tp[:-1])))
-        o[pos] = o[pos][np.lexsort((-dur[o[pos]], run))]
-    return o[np.argsort(track[o], kind="stable")]  # type: ignore[no-any-return]
 
 
 def _groups(keys: np.ndarray) -> list[tuple[Any, np.ndarray]]:
