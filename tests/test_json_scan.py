@@ -140,6 +140,28 @@ def test_odd_events_identical(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert len(fast.flows) >= 40
 
 
+@pytest.mark.parametrize("cats", [("ac2g",), ("a", "b")])
+def test_flow_chains_in_order_of_first_use(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           cats: tuple[str, ...]) -> None:
+    """Chains (s -> t -> f) come out key by key in the order their keys are first used in the file, on both
+    paths, with one (cat, name) in the piece or several."""
+    ids = [9, 4, 7, 1]
+    evs: list[dict[str, Any]] = [_ev(ts=100.0 * k + 10 * j, dur=5.0) for k in range(len(ids)) for j in range(3)]
+    for k, i in enumerate(ids):
+        cat = cats[k % len(cats)]
+        evs += [{"ph": ph, "id": i, "cat": cat, "name": cat, "pid": 1, "tid": 2, "ts": 100.0 * k + 10 * j + 1,
+                 **({"bp": "e"} if ph == "f" else {})} for j, ph in enumerate("stf")]
+    evs += [_ev(ts=1000.0 + k, tid=3) for k in range(60)]  # the last piece is not scanned: the flows are before
+    p = tmp_path / "chains.json"
+    p.write_text(json.dumps({"traceEvents": evs}))
+    slow, fast, taken = both(p, monkeypatch, chunk=len(json.dumps(evs[:24])))
+    assert taken >= 1
+    assert_identical(slow, fast)
+    want = [(3 * k + j, 3 * k + j + 1) for k in range(len(ids)) for j in range(2)]
+    assert list(zip(fast.flows.src.tolist(), fast.flows.dst.tolist())) == want
+
+
+
 @pytest.mark.parametrize("cut", [0.5, 0.93])
 def test_truncated_and_damaged_identical(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cut: float) -> None:
     """A file cut short, and one with damage in the middle: the same events read, the same warnings."""
