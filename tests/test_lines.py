@@ -122,7 +122,16 @@ def test_summary_json_lines_on_a_real_capture(capture: Path, capsys: pytest.Capt
     assert qr["source"] == "q, _ = torch.linalg.qr(h)  # LINE: qr"
     assert "LinalgQrBackward0" in qr["backward_of"] and 0 < qr["host_backward_ns"] < qr["host_ns"]
     backward = lines.get(f"job.py:{_line('backward')}", {"host_ns": 0, "backward_of": []})
-    assert backward["backward_of"] == [] and backward["host_ns"] < qr["host_ns"]
+    assert backward["backward_of"] == []
+    # the backward() line keeps only its own work: every backward op is charged to its forward line (a
+    # structural check; comparing the two lines' times depends on the machine's load)
+    trace = neuron_prof.load(capture)
+    t = line_table(trace, Context(trace))
+    at = {str(c): i for i, c in enumerate(t.call_site)}
+    on_backward_line = {trace.slice_name(int(r)) for r in t.rows_of(at[f"job.py:{_line('backward')}"])} \
+        if f"job.py:{_line('backward')}" in at else set()
+    assert not {n for n in on_backward_line if "Backward" in n}, on_backward_line
+    assert "LinalgQrBackward0" in {trace.slice_name(int(r)) for r in t.rows_of(at[f"job.py:{_line('qr')}"])}
     assert not any(d["call_site"].startswith(("threading.py", "torch/")) for d in doc["lines"])
     steps = doc["step_breakdown"]
     assert all(sum(s["parts"].values()) == s["dur_ns"] for s in steps)
