@@ -43,3 +43,13 @@ def test_pick_args_gives_each_documents_values_and_tells_absent_from_null() -> N
     assert picked[2][KEYS.index("Call stack")] is None and picked[2][KEYS.index("module")] is ABSENT
     assert picked[3][KEYS.index("module")] is None
     assert ctx.pick_args(np.zeros(0, dtype=np.int64), KEYS) == []
+
+
+def test_pick_columns_gives_one_list_per_key() -> None:
+    ctx, idx = _ctx()
+    for order in ([3, 0, 4, 1, 0], [2, 1, 2]):  # every row with args; rows without args (-1) among them
+        cols = ctx.pick_columns(idx[np.array(order)], KEYS)
+        assert len(cols) == len(KEYS)
+        for k, col in zip(KEYS, cols, strict=True):
+            assert col == [ctx.args(int(idx[i])).get(k, ABSENT) for i in order]
+    assert ctx.pick_columns(np.zeros(0, dtype=np.int64), KEYS) == ([],) * len(KEYS)
