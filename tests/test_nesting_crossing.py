@@ -116,3 +116,23 @@ def test_parent_is_the_nearest_earlier_slice_that_holds_it() -> None:
                     want[i] = j
                     break
         assert got.tolist() == want.tolist()
+
+
+def test_host_stack_at_a_time_leaves_out_a_slice_ended_by_then() -> None:
+    from neuron_prof.analysis import Context
+    from neuron_prof.analysis._host import host_stacks_at
+
+    b = TraceBuilder()
+    t = b.thread_track(1, 1)
+    for s, d, name in ((0, 100, "outer"), (10, 20, "a"), (30, 5, "b")):
+        b.add_slice(t, s, d, name)
+    tr = b.build()
+    ctx = Context(tr)
+
+    def names(at: int) -> list[list[str]]:
+        return [[tr.slice_name(r) for r in chain] for chain in host_stacks_at(ctx, at)]
+
+    assert names(29) == [["outer", "a"]]
+    assert names(30) == [["outer", "b"]]
+    assert names(35) == [["outer"]]  # b ends at 35: done
+    assert names(100) == []
