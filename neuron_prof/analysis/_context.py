@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 from functools import cache, cached_property
 from operator import attrgetter
@@ -11,7 +12,7 @@ import msgspec
 import numpy as np
 
 from neuron_prof.analysis._steps import Steps, make_steps
-from neuron_prof.model import Arg, Meta, Trace, TrackKind
+from neuron_prof.model import Arg, ArgsStore, Meta, Trace, TrackKind
 
 WARNING_SHARE = 0.02
 """A finding costing this share of the profiled wall time is a warning..."""
@@ -38,12 +39,27 @@ ABSENT = msgspec.UNSET
 
 
 @cache
-def _picker(keys: tuple[str, ...]) -> tuple[msgspec.json.Decoder[Any], tuple[Callable[[Any], Any], ...]]:
-    """A decoder of a JSON array of args documents that keeps only `keys` (msgspec skips the others without
-    building them), and the getter of each key's value."""
+def _picker(
+    keys: tuple[str, ...],
+) -> tuple[msgspec.json.Decoder[Any], msgspec.json.Decoder[Any], tuple[Callable[[Any], Any], ...]]:
+    """Decoders of args documents that keep only `keys` (msgspec skips the others without building them):
+    of one document (for ``decode_lines``) and of a JSON array of them; and the getter of each key's value."""
     names = [f"k{i}" for i in range(len(keys))]
     struct = msgspec.defstruct("PickedArgs", [(n, Any, ABSENT) for n in names], rename=dict(zip(names, keys)))
-    return msgspec.json.Decoder(list[struct]), tuple(attrgetter(n) for n in names)
+    return msgspec.json.Decoder(struct), msgspec.json.Decoder(list[struct]), tuple(attrgetter(n) for n in names)
+
+
+def _decode_picked(args: ArgsStore, idx: np.ndarray, one: msgspec.json.Decoder[Any],
+                   array: msgspec.json.Decoder[Any]) -> list[Any]:
+    """The documents at `idx` decoded: from the blob's runs (`ArgsStore.json_runs`) when they decode to one
+    value per document, else as one JSON array (raises msgspec's errors)."""
+    runs = args.json_runs(idx)
+    if runs is not None:
+        with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
+            docs = one.decode_lines(runs)
+            if len(docs) == len(idx):
+                return docs  # type: ignore[no-any-return]
+    return array.decode(args.json_array(idx))  # type: ignore[no-any-return]
 
 
 def severity_for(share: float, floor: str = "info") -> str:
@@ -142,9 +158,9 @@ class Context:
         have = np.flatnonzero(idx >= 0)
         if not len(have):
             return tuple([ABSENT] * len(idx) for _ in keys)
-        dec, gets = _picker(tuple(keys))
+        one, array, gets = _picker(tuple(keys))
         try:
-            docs = dec.decode(self.trace.args.json_array(idx[have]))
+            docs = _decode_picked(self.trace.args, idx[have], one, array)
             cols = [list(map(get, docs)) for get in gets]
         except (msgspec.DecodeError, msgspec.ValidationError):  # a document that is no JSON object
             dicts = [self.args(int(i)) for i in idx[have].tolist()]
