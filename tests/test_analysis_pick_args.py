@@ -43,3 +43,51 @@ def test_pick_args_gives_each_documents_values_and_tells_absent_from_null() -> N
     assert picked[2][KEYS.index("Call stack")] is None and picked[2][KEYS.index("module")] is ABSENT
     assert picked[3][KEYS.index("module")] is None
     assert ctx.pick_args(np.zeros(0, dtype=np.int64), KEYS) == []
+
+
+def test_pick_columns_gives_one_list_per_key() -> None:
+    ctx, idx = _ctx()
+    for order in ([3, 0, 4, 1, 0], [2, 1, 2]):  # every row with args; rows without args (-1) among them
+        cols = ctx.pick_columns(idx[np.array(order)], KEYS)
+        assert len(cols) == len(KEYS)
+        for k, col in zip(KEYS, cols, strict=True):
+            assert col == [ctx.args(int(idx[i])).get(k, ABSENT) for i in order]
+    assert ctx.pick_columns(np.zeros(0, dtype=np.int64), KEYS) == ([],) * len(KEYS)
+
+
+def test_documents_are_read_from_the_blobs_runs() -> None:
+    """`ArgsStore.json_runs`: documents that lie back to back in the blob go as one slice, runs apart one
+    newline apart; msgspec's decode_lines reads them one value per document (what pick_columns takes when it
+    can); documents that are not objects end to end give no runs (the JSON array path reads them)."""
+    import msgspec
+
+    from neuron_prof.model import ArgsBuilder
+
+    b = ArgsBuilder()
+    for raw in (b'{"a":1}', b'{"a":{"b":[2]}}', b'{"a":"}{"}'):
+        b.add_raw(raw)
+    st = b.build()
+    assert st.json_runs(np.array([0, 1, 2])) == b'{"a":1}{"a":{"b":[2]}}{"a":"}{"}'
+    assert st.json_runs(np.array([2, 0, 1])) == b'{"a":"}{"}\n{"a":1}{"a":{"b":[2]}}'
+    assert msgspec.json.Decoder(dict).decode_lines(st.json_runs(np.array([2, 0, 1, 1]))) == [
+        {"a": "}{"}, {"a": 1}, {"a": {"b": [2]}}, {"a": {"b": [2]}}]
+    for odd in (b' {"a":1}', b'{"a":1} ', b"[1]", b"1", b""):
+        b2 = ArgsBuilder()
+        b2.add_raw(b'{"a":0}')
+        b2.add_raw(odd)
+        assert b2.build().json_runs(np.array([0, 1])) is None
+
+
+def test_pick_columns_reads_documents_that_are_not_objects_end_to_end() -> None:
+    """Stored as a loader may keep them (space around the object): read through the JSON array, same values."""
+    b = TraceBuilder()
+    b.process(1, name="p")
+    track = b.thread_track(1, 1, "t")
+    name, cat = b.strings.intern("op"), b.strings.intern("cpu_op")
+    for i, raw in enumerate((b' {"call_site": "a.py:1", "module": null}', b'{"stack": ["x"]}\n', b'{"module": "m"}')):
+        b.add_slice_ids(track, 1_000 * i, 10, name, cat, b.args.add_raw(raw))
+    trace = b.build()
+    ctx, idx = Context(trace), trace.slices.args
+    assert trace.args.json_runs(idx) is None
+    for k, col in zip(KEYS, ctx.pick_columns(idx, KEYS), strict=True):
+        assert col == [ctx.args(int(i)).get(k, ABSENT) for i in idx.tolist()]

@@ -123,3 +123,37 @@ def test_gloo_annotations_are_collectives() -> None:
         b.add_slice(worker, T0 + i * MS + 5_000, 300_000, "gloo:all_reduce", KinetoCat.USER_ANNOTATION)
     f = one(analyze(b.build()), "collective")
     assert f.evidence["op"] == "allreduce" and f.count == 4 and f.cost_ns == 4 * 300_000
+
+
+def test_memory_series_per_device_from_kineto_memory_events() -> None:
+    """One series per (Device Type, Device Id) name, in the order of their first event, each in time order:
+    True names the device 1 does (cuda) and joins its series, 1.0 is no device-type number, a missing key
+    is "?", an event without "Total Allocated" is no point, a list as id (unhashable) is named as it is."""
+    from neuron_prof.analysis._context import Context
+    from neuron_prof.analysis._memory import _series
+
+    events = [  # (ts, Total Allocated, Device Type, Device Id); None: the key is absent
+        (50, 5, 1, 0),
+        (40, 4, 1.0, 0),
+        (10, 1, True, 0),
+        (30, None, 1, 0),
+        (20, 2, None, 3),
+        (5, 7, 1, 0),
+        (60, 6, 20, [1, 2]),
+    ]
+    want = [
+        ("cuda:0 allocated", [5, 10, 50], [7.0, 1.0, 5.0]),
+        ("1.0:0 allocated", [40], [4.0]),
+        ("?:3 allocated", [20], [2.0]),
+        ("privateuse1:[1, 2] allocated", [60], [6.0]),
+    ]
+    for n in (len(events) - 1, len(events)):  # without, then with the unhashable id
+        b = TraceBuilder()
+        main = b.thread_track(1, 1, "main")
+        for ts, total, dt, dev in events[:n]:
+            args = {k: v for k, v in (("Total Allocated", total), ("Device Type", dt), ("Device Id", dev))
+                    if v is not None}
+            b.add_instant(main, T0 + ts, "[memory]", KinetoCat.CPU_INSTANT, args)
+        trace = b.build()
+        got = [(name, (ts - T0).tolist(), v.tolist()) for name, ts, v in _series(trace, Context(trace))]
+        assert got == want[: n - 3]

@@ -86,3 +86,55 @@ def test_start_order_is_lexsorts_order() -> None:
         dur = rng.integers(-2, 4, n).astype(np.int64)
         track = rng.integers(0, 3, n).astype(np.int32)
         assert np.array_equal(start_order(ts, dur, track), np.lexsort((-dur, ts, track)))
+
+
+def test_parent_is_the_nearest_earlier_slice_that_holds_it() -> None:
+    """Each slice's parent is the nearest one before it (in start order, same track) that holds it, found here
+    by a scan back per slice: runs of top-level siblings (whose walk is cut short), nesting, rounding overlaps,
+    several tracks, negative and zero times."""
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        n = int(rng.integers(1, 80))
+        unit = int(rng.choice([1, 1000]))
+        ts = rng.integers(-20, 60, n).astype(np.int64) * unit
+        dur = rng.integers(0, 30, n).astype(np.int64) * int(rng.choice([1, unit]))
+        track = rng.integers(0, 3, n).astype(np.int32)
+        b = TraceBuilder()
+        tracks = [b.thread_track(1, k + 1) for k in range(3)]
+        for s, d, k in zip(ts.tolist(), dur.tolist(), track.tolist(), strict=True):
+            b.add_slice(tracks[k], s, d, "x")
+        tr = b.build()
+        got = nesting(tr, np.arange(n)).parent
+        sl = tr.slices
+        o = start_order(sl.ts_ns, sl.dur_ns, sl.track)
+        end = sl.ts_ns + sl.dur_ns
+        want = np.full(n, -1, dtype=np.int64)
+        for p, i in enumerate(o.tolist()):
+            need = max(int(end[i]) - ROUNDING_NS, int(sl.ts_ns[i]) + 1)
+            for j in o[:p][::-1].tolist():
+                if sl.track[j] != sl.track[i]:
+                    break
+                if end[j] >= need:
+                    want[i] = j
+                    break
+        assert got.tolist() == want.tolist()
+
+
+def test_host_stack_at_a_time_leaves_out_a_slice_ended_by_then() -> None:
+    from neuron_prof.analysis import Context
+    from neuron_prof.analysis._host import host_stacks_at
+
+    b = TraceBuilder()
+    t = b.thread_track(1, 1)
+    for s, d, name in ((0, 100, "outer"), (10, 20, "a"), (30, 5, "b")):
+        b.add_slice(t, s, d, name)
+    tr = b.build()
+    ctx = Context(tr)
+
+    def names(at: int) -> list[list[str]]:
+        return [[tr.slice_name(r) for r in chain] for chain in host_stacks_at(ctx, at)]
+
+    assert names(29) == [["outer", "a"]]
+    assert names(30) == [["outer", "b"]]
+    assert names(35) == [["outer"]]  # b ends at 35: done
+    assert names(100) == []

@@ -49,14 +49,14 @@ def host_stacks_at(ctx: Context, t: int) -> list[list[int]]:
     Per thread: the last slice started by `t`, then up through its parents until one still runs at `t`
     (slices nest), so a lookup costs a binary search and the nesting depth, not a scan.
     """
-    end = ctx.trace.slices.end_ns
+    ts_ns, dur_ns = ctx.trace.slices.ts_ns, ctx.trace.slices.dur_ns  # not end_ns: a sum over every row a call
     skip = set(ctx.trace.name_ids(*TRANSPARENT_SPANS).tolist())
     names = ctx.trace.slices.name
     out: list[list[int]] = []
     for rows, ts in _per_track(ctx):
         k = int(np.searchsorted(ts, t, side="right")) - 1
         r = int(rows[k]) if k >= 0 else -1
-        while r >= 0 and int(end[r]) <= t:
+        while r >= 0 and int(ts_ns[r]) + int(dur_ns[r]) <= t:
             r = _parent(ctx, r)
         chain = []
         while r >= 0:

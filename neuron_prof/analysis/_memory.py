@@ -6,7 +6,8 @@ loader kept them as instants.
 
 from __future__ import annotations
 
-import contextlib
+from itertools import compress, repeat
+from operator import is_not
 from typing import Any
 
 import numpy as np
@@ -42,29 +43,41 @@ def _read_series(trace: Trace, ctx: Context) -> list[tuple[str, np.ndarray, np.n
     if mem is None:
         return out
     rows = np.flatnonzero(trace.instants.name == mem)
-    by_dev: dict[str, tuple[list[int], list[Any]]] = {}
-    names: dict[tuple[Any, ...], str] = {}
-    picked = ctx.pick_args(trace.instants.args[rows], ("Total Allocated", "Device Type", "Device Id"))
-    for r, (total, dt, dev) in zip(rows.tolist(), picked, strict=True):
-        if total is ABSENT:
-            continue
-        ids = (type(dt), dt, type(dev), dev)  # with the types: 1, 1.0 and True are equal keys
-        try:
-            key = names[ids]
-        except (KeyError, TypeError):  # TypeError: a list or dict there (unhashable): named as it is
-            dt = "?" if dt is ABSENT else dt
-            dev = "?" if dev is ABSENT else dev
-            key = f"{_DEVICE_TYPES.get(dt, dt) if isinstance(dt, int) else dt}:{dev} allocated"
-            with contextlib.suppress(TypeError):
-                names[ids] = key
-        at, v = by_dev.setdefault(key, ([], []))
-        at.append(r)
-        v.append(total)
-    for k, (at, v) in by_dev.items():
-        ts = trace.instants.ts_ns[np.asarray(at, dtype=np.int64)].astype(np.int64)
+    # columns, not a loop per event: a long run holds hundreds of thousands of [memory] instants
+    cols = ctx.pick_columns(trace.instants.args[rows], ("Total Allocated", "Device Type", "Device Id"))
+    totals, dts, devs = cols
+    kept = np.fromiter(map(is_not, totals, repeat(ABSENT)), dtype=bool, count=len(totals))
+    if not kept.all():
+        totals, dts, devs = (tuple(compress(c, kept)) for c in (totals, dts, devs))
+        rows = rows[kept]
+    # a code per distinct (Device Type, Device Id), with the types: 1, 1.0 and True are equal keys
+    try:  # C loops, no bytecode per event
+        ids = list(zip(map(type, dts), dts, map(type, devs), devs, strict=True))
+        keys = list(dict.fromkeys(ids))
+        names = [_series_name(k[1], k[3]) for k in keys]
+    except TypeError:  # a list or dict there (unhashable): keyed by the name it gets
+        ids = list(map(_series_name, dts, devs))
+        keys = names = list(dict.fromkeys(ids))
+    codes = {k: i for i, k in enumerate(keys)}
+    code = np.fromiter(map(codes.__getitem__, ids), dtype=np.int64, count=len(ids))
+    # series in the order their first event comes, one per name (two keys may get the same name)
+    group = {n: i for i, n in reversed(list(enumerate(names)))}
+    by_name = np.asarray([group[n] for n in names], dtype=np.int64)[code]
+    values = np.fromiter(map(float, totals), dtype=np.float64, count=len(totals))
+    ts_all = trace.instants.ts_ns[rows].astype(np.int64)
+    for g in sorted(set(group.values())):
+        m = by_name == g
+        ts = ts_all[m]
         o = np.argsort(ts, kind="stable")
-        out.append((k, ts[o], np.asarray(list(map(float, v)), dtype=np.float64)[o]))
+        out.append((names[g], ts[o], values[m][o]))
     return out
+
+
+def _series_name(dt: Any, dev: Any) -> str:
+    """The name of the series of one (Device Type, Device Id): "cuda:0 allocated", "?" where absent."""
+    dt = "?" if dt is ABSENT else dt
+    dev = "?" if dev is ABSENT else dev
+    return f"{_DEVICE_TYPES.get(dt, dt) if isinstance(dt, int) else dt}:{dev} allocated"
 
 
 def _capacity(trace: Trace) -> int | None:

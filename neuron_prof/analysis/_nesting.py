@@ -85,9 +85,11 @@ def _parents(ts: np.ndarray, end: np.ndarray, track: np.ndarray) -> np.ndarray:
     either."""
     n = len(ts)
     cand = np.arange(n, dtype=np.int64) - 1
-    if n:
-        cand[np.r_[True, track[1:] != track[:-1]]] = -1  # the first slice of each track
     need = np.maximum(end - ROUNDING_NS, ts + 1)  # j holds i when end[j] >= need[i]
+    if n:
+        first = np.r_[True, track[1:] != track[:-1]]
+        cand[first] = -1  # the first slice of each track
+        cand[_top_level(end, need, first)] = -1
     active = np.flatnonzero(cand >= 0)
     need_a = need[active]  # carried along with `active`
     while len(active):
@@ -98,6 +100,22 @@ def _parents(ts: np.ndarray, end: np.ndarray, track: np.ndarray) -> np.ndarray:
         live = up >= 0
         active, need_a = active[live], need_a[live]
     return cand
+
+
+def _top_level(end: np.ndarray, need: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Where no earlier slice of the track ends late enough to hold the slice (`_parents`' order and `need`):
+    its parent is none, known without a walk. A run of top-level kernels would otherwise walk back one
+    sibling a pass. Found by a running maximum of the end per track, packed with the track's number into one
+    integer (all False when the two do not fit in 63 bits)."""
+    seg = np.cumsum(first) - 1
+    base = int(end.min())
+    rel = end - base
+    bits = int(rel.max()).bit_length()
+    if int(seg[-1]).bit_length() + bits > 62:
+        return np.zeros(len(end), dtype=bool)
+    run = np.maximum.accumulate((seg << bits) | rel)  # per track: the latest end so far (tracks come in order)
+    before = np.r_[0, run[:-1] & ((1 << bits) - 1)] + base
+    return ~first & (before < need)
 
 
 def _depths(parent: np.ndarray) -> np.ndarray:
