@@ -19,6 +19,17 @@ class TraceLoadError(NeuronProfError):
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
 
+    @classmethod
+    def from_os_error(cls, path: object, e: OSError) -> TraceLoadError:
+        """The error for an OSError met opening or reading `path`, in the user's words."""
+        if isinstance(e, IsADirectoryError):
+            return cls(path, "is a directory, not a trace file")
+        if isinstance(e, FileNotFoundError):
+            return cls(path, "no such file")
+        if isinstance(e, PermissionError):
+            return cls(path, "permission denied")
+        return cls(path, f"cannot read: {e.strerror or e}")
+
 
 class TraceFormatError(TraceLoadError):
     """The file was read but is not a trace neuron-prof understands."""

@@ -48,12 +48,8 @@ def load(path: str | os.PathLike[str]) -> Trace:
     try:
         with open(p, "rb") as f:
             head = f.read(4)
-    except FileNotFoundError:
-        raise TraceLoadError(p, "no such file") from None
-    except PermissionError:
-        raise TraceLoadError(p, "permission denied") from None
     except OSError as e:
-        raise TraceLoadError(p, f"cannot read: {e.strerror or e}") from None
+        raise TraceLoadError.from_os_error(p, e) from None
     if not head:
         raise TraceLoadError(p, "empty file")
     from neuron_prof.loaders import _cache

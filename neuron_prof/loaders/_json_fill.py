@@ -51,12 +51,8 @@ class Fill:
         appended at the end; if less, the buffer is cut)."""
         try:
             self._f = open(path, "rb")  # noqa: SIM115 - closed by the reading thread
-        except FileNotFoundError:
-            raise TraceLoadError(path, "no such file") from None
-        except PermissionError:
-            raise TraceLoadError(path, "permission denied") from None
         except OSError as e:
-            raise TraceLoadError(path, f"cannot read: {e.strerror or e}") from None
+            raise TraceLoadError.from_os_error(path, e) from None
         self.path = path
         self.raw: bytes | bytearray | mmap.mmap = _buffer(size)
         self.ready = 0
@@ -188,14 +184,8 @@ def read_bytes(path: Path, warnings: list[str]) -> bytes | bytearray:
             if head != b"\x1f\x8b":
                 return f.read()
             return _gunzip(f, path, warnings)
-    except IsADirectoryError:
-        raise TraceLoadError(path, "is a directory, not a trace file") from None
-    except FileNotFoundError:
-        raise TraceLoadError(path, "no such file") from None
-    except PermissionError:
-        raise TraceLoadError(path, "permission denied") from None
     except OSError as e:
-        raise TraceLoadError(path, f"cannot read: {e.strerror or e}") from None
+        raise TraceLoadError.from_os_error(path, e) from None
 
 
 def _gunzip(f: Any, path: Path, warnings: list[str]) -> bytearray:
