@@ -250,19 +250,24 @@ class EventColumns:
         keep = np.flatnonzero(ok)
         return [c[keep] if isinstance(c, np.ndarray) else [c[i] for i in keep] for c in cols]
 
+    def fix_durations(self, dur: np.ndarray, kept: np.ndarray) -> None:
+        """X events' durations made usable in place: not a number (or out of range) and negative ones set to 0,
+        each counted in a warning for the events `kept` (those with a usable ts). Both parse paths use it."""
+        bad = ~(np.abs(dur) <= MAX_ABS_US)
+        if bad.any():
+            self.warn["X events without a numeric dur (dur set to 0)"] += int((bad & kept).sum())
+            dur[bad] = 0.0
+        neg = dur < 0
+        if neg.any():
+            self.warn["X events with a negative dur (set to 0)"] += int((neg & kept).sum())
+            dur[neg] = 0.0
+
     def _add_x(self, xs: list[Any], cols: list[Any] | None = None) -> None:
         typed = cols is not None
         ts, dur, pid, tid, name, cat, args = cols if typed else self._cols(xs, _X_GET, _X_KEYS)
         ts_a, dur_a = floats(ts), floats(dur)
         ok = np.abs(ts_a) <= MAX_ABS_US  # False for NaN
-        bad_dur = ~(np.abs(dur_a) <= MAX_ABS_US)
-        if bad_dur.any():
-            self.warn["X events without a numeric dur (dur set to 0)"] += int((bad_dur & ok).sum())
-            dur_a[bad_dur] = 0.0
-        neg = dur_a < 0
-        if neg.any():
-            self.warn["X events with a negative dur (set to 0)"] += int((neg & ok).sum())
-            dur_a[neg] = 0.0
+        self.fix_durations(dur_a, ok)
         if not ok.all():
             xs, ts_a, dur_a, pid, tid, name, cat, args = self._keep(ok, [xs, ts_a, dur_a, pid, tid, name, cat, args])
             if not xs:

@@ -265,14 +265,7 @@ def _add_x(ev: EventColumns, sc: ScannedChunk) -> None:
     x = _Group(ev, sc, 0)
     ok = x.ok
     dur = sc.dur[sc.pos[0]]
-    bad_dur = ~(np.abs(dur) <= MAX_ABS_US)
-    if bad_dur.any():
-        ev.warn["X events without a numeric dur (dur set to 0)"] += int((bad_dur & ok).sum())
-        dur[bad_dur] = 0.0
-    neg = dur < 0
-    if neg.any():
-        ev.warn["X events with a negative dur (set to 0)"] += int((neg & ok).sum())
-        dur[neg] = 0.0
+    ev.fix_durations(dur, ok)
     x.skipped()
     xi = x.pos
     if not len(xi):
