@@ -18,7 +18,7 @@ import torch
 import neuron_prof
 from neuron_prof.analysis import Context, analyze, sites_of
 from neuron_prof.model import Trace
-from tests.conftest import KINETO_DIR
+from tests.conftest import shared_kineto
 from tests.test_sites_first_pass import lazy_matches_full
 
 NEURON_PROF = str(Path(sys.executable).with_name("neuron-prof"))
@@ -132,7 +132,7 @@ def test_plain_torch_profiler_trace_names_the_forward_function(tmp_path: Path) -
 def test_backward_thread_trace_without_its_forward() -> None:
     """Kineto's backward-thread trace holds a backward op whose forward op is not in the trace: it is in the
     backward of AddmmBackward0, and no line is made up for it."""
-    trace = neuron_prof.load(KINETO_DIR / "call_stack_backward_thread.json")
+    trace = neuron_prof.load(shared_kineto("call_stack_backward_thread.json"))
     (s,) = _backward_sites(trace, "aten::mm")
     assert s.backward == "AddmmBackward0" and s.forward_op == "" and s.call_site == ""
     assert "not in the trace" in s.reason

@@ -105,9 +105,9 @@ def test_subprocess_exit_code(files: dict[str, Path]) -> None:
 def test_real_kineto_trace_cut_at_55_percent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A torch.profiler trace (no neuron-prof block: nothing recorded about its findings) cut at 55%: exit 3,
     and what was lost is said from what the reader knows."""
-    from tests.conftest import KINETO_DIR
+    from tests.conftest import shared_kineto
 
-    raw = gzip.decompress((KINETO_DIR / "critical_path_alexnet_trace.json.gz").read_bytes())
+    raw = gzip.decompress(shared_kineto("critical_path_alexnet_trace.json.gz").read_bytes())
     cut = tmp_path / "alexnet.json"
     cut.write_bytes(raw[: int(len(raw) * 0.55)])
     assert main(["check", str(cut)]) == 3

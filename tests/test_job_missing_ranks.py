@@ -101,9 +101,9 @@ def test_subprocess(job: Path) -> None:
 
 def test_real_kineto_traces_know_their_world(capsys: pytest.CaptureFixture[str]) -> None:
     """Two ranks' real torch.profiler traces whose distributedInfo says world_size 128: 126 ranks missing."""
-    from tests.conftest import KINETO_DIR
+    from tests.conftest import shared_kineto
 
-    paths = [str(KINETO_DIR / f"trace_filter_sampled_rank-{r}.json.gz") for r in (0, 1)]
+    paths = [str(shared_kineto(f"trace_filter_sampled_rank-{r}.json.gz")) for r in (0, 1)]
     assert main(["summary", *paths, "--workers", "0", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     (miss,) = _findings(doc, "missing_rank")

@@ -350,7 +350,7 @@ def test_parallel_parse_of_counters_and_a_real_trace(tmp_path: Path, monkeypatch
     from neuron_prof.exporters import write_trace
     from neuron_prof.model import TraceBuilder, TrackKind
     from tests._builders import assert_same
-    from tests.conftest import KINETO_DIR
+    from tests.conftest import shared_kineto
 
     b = TraceBuilder()
     th = b.thread_track(1, 1, "main")
@@ -361,7 +361,7 @@ def test_parallel_parse_of_counters_and_a_real_trace(tmp_path: Path, monkeypatch
     src = tmp_path / "counters.json"
     write_trace(b.build(), src)
     real = tmp_path / "nccl.json"
-    real.write_bytes(gzip.decompress((KINETO_DIR / "nccl_parser_config_nccl_data.json.gz").read_bytes()))
+    real.write_bytes(gzip.decompress(shared_kineto("nccl_parser_config_nccl_data.json.gz").read_bytes()))
     for path in (src, real):
         monkeypatch.setenv("NEURON_PROF_JSON_WORKERS", "1")
         seq = load_kineto_json(path)
