@@ -8,7 +8,8 @@ trace.rank{R}.json. Each row runs in a fresh process with an empty index cache (
 first time):
   one by one       `summary --workers 0`: every rank loaded and analysed in the client process
   Dask             `summary` as shipped: a LocalCluster of --workers processes, one task per rank
-  Dask defaults    the same with Dask's own worker settings (MALLOC_TRIM_THRESHOLD_=65536, the profiler on)
+  Dask defaults    the same with Dask's own worker settings (spawned workers, MALLOC_TRIM_THRESHOLD_=65536,
+                   the profiler on)
 Measured: wall time, the client's peak RSS (its own, not the workers'), the pieces the workers send back
 (largest, median) and the time of one task. From those, a projection of 1,024 ranks on 16 workers.
 Then a simulated job of --simulate ranks (default 1,024; generated small .pftrace ranks, one a straggler, not
@@ -36,7 +37,7 @@ _CHILD = r"""
 import json, resource, sys, time
 mode, workers, paths = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 from neuron_prof.job import DaskRunner, InProcessRunner, job_summary
-if mode == "dask-defaults":  # the LocalCluster as Dask sets up its workers (before issue 24)
+if mode == "dask-defaults":  # the LocalCluster as Dask sets up its workers (before issue 24); spawned: _run
     import neuron_prof.job._cluster as cluster
     cluster.LOCAL_WORKER_CONFIG = {}
 t0 = time.perf_counter()
@@ -124,6 +125,8 @@ def _simulate(n: int) -> dict[str, Any]:
 
 def _run(mode: str, workers: int, paths: list[Path]) -> dict[str, Any]:
     env = {**os.environ, "NEURON_PROF_CACHE_DIR": tempfile.mkdtemp(prefix="neuron-prof-bench-cache-")}
+    if mode == "dask-defaults":  # Dask's own start method too: a fresh interpreter per worker
+        env["DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD"] = "spawn"
     p = subprocess.run(
         [sys.executable, "-c", _CHILD, mode, str(workers), *map(str, paths)],
         capture_output=True,
@@ -196,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     if before is not None:
         print(
             f"{'  the same, Dask default workers':34} {before['wall']:7.2f} {before['rss_mb']:19,.0f} "
-            f"{before['wall'] / serial['wall']:13.2f}   (MALLOC_TRIM_THRESHOLD_=65536, profiler on: CPU per rank "
+            f"{before['wall'] / serial['wall']:13.2f}   (spawned, MALLOC_TRIM_THRESHOLD_=65536, profiler on: start "
+            f"{before['startup']:.2f} s; CPU per rank "
             f"median {before['cpu_s']:.2f} s, all ranks {before['cpu_total']:.1f} s)"
         )
     run = dask["run"]

@@ -43,7 +43,7 @@ def _export_job(traces: tuple[str, ...], output: str, scheduler: str | None, wor
         if workers == 0 and scheduler is None
         else DaskRunner(scheduler, workers or None, tasks=len(sources))
     )
-    with steps(len(sources)) as step, runner:
+    with runner, steps(len(sources)) as step:  # workers forked before the progress bar's thread starts
 
         def on_done(i: int, r: TaskResult) -> None:
             step(f"{'failed' if r.error else 'wrote'} {os.path.basename(sources[i])}")

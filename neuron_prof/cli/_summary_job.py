@@ -24,7 +24,8 @@ def job_document(
         if workers == 0 and scheduler is None
         else DaskRunner(scheduler, workers or None, tasks=len(sources))
     )
-    with steps(len(sources)) as step:
+    # the cluster first: its workers are forked from a process with no thread of ours (the progress bar's)
+    with runner, steps(len(sources)) as step:
 
         def on_done(phase: str, i: int, r: TaskResult) -> None:
             if phase == "rank":
@@ -34,8 +35,7 @@ def job_document(
                 msg = r.error if r.error.startswith(where) else f"{where}: {r.error}"
                 click.echo(f"neuron-prof: warning: {msg}", err=True)
 
-        with runner:
-            js = job_summary(sources, runner, args=list(traces), warmup_steps=warmup_steps, on_done=on_done)
+        js = job_summary(sources, runner, args=list(traces), warmup_steps=warmup_steps, on_done=on_done)
     if not any(r.get("status") == "ok" for r in js.ranks):
         raise UsageError(f"no rank could be analysed ({len(sources)} failed; each said why above)")
     return js.to_dict()
