@@ -7,6 +7,7 @@ waits for the background worker itself, never for a time. No timings here: bench
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 
@@ -153,3 +154,26 @@ async def test_a_table_that_fails_is_said_by_its_view_and_the_others_fill_in(hel
         await pilot.press("2")
         await pilot.pause()
         assert app.current_mode == "compile"
+
+
+async def test_closing_while_the_tables_are_built_is_quiet(held) -> None:
+    """The app closed (Pilot's end, which closes the screens while the app's message loop still runs) while
+    a table is being built: the table announced after the screens are gone is ignored, not a ScreenStackError
+    raised from the message loop."""
+    app = NeuronProfApp([demo_like_trace()])
+    app.before_table = held
+    close_all = app._close_all  # Textual's step of closing that removes every screen
+
+    async def close_then_build() -> None:
+        await close_all()
+        held.gate.set()  # the held table is built now, with no screen left, and announced (TableReady)
+        warm = next(t for t in threading.enumerate() if t.name == "neuron-prof-warm")
+        await asyncio.to_thread(warm.join, 30)
+        assert not warm.is_alive()
+        for _ in range(5):
+            await asyncio.sleep(0)  # the message loop handles what was posted
+
+    app._close_all = close_then_build  # type: ignore[method-assign]
+    async with app.run_test(size=(80, 24)) as pilot:
+        await first_screen(pilot, app)
+        assert held.order == [RANK_TABLES[0]] and app.warmed_at is None

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import work
-from textual.app import App
+from textual.app import App, ScreenStackError
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.message_pump import MessagePump
@@ -153,8 +153,20 @@ class NeuronProfApp(App[int]):
         """Hook: called in the background thread before each table is built, with its name (`_data.RANK_TABLES`,
         `_data.DATA_TABLES`). Tests set it to hold a table back (a slow stage) without sleeping."""
         self._heap_frozen = False
+        self._loading: asyncio.Future[TuiData] | None = None
+        """The load started as the app starts (`on_load`), awaited by the `loader` worker."""
 
     # ---- loading -----------------------------------------------------------------------------
+    def on_load(self) -> None:
+        # started before the stylesheet, the driver and the first compose: the trace loads while the app starts
+        self._loading = in_daemon_thread(
+            prepare,
+            self.sources,
+            lambda f, s: self.post_message(self.Progress(f, s)),
+            lambda: self.loader is not None and self.loader.is_cancelled,
+            name="neuron-prof-load",
+        )
+
     def on_mount(self) -> None:
         self.title = "neuron-prof " + " ".join(
             os.path.basename(os.fspath(s)) for s in self.sources if not hasattr(s, "slices")
@@ -163,23 +175,25 @@ class NeuronProfApp(App[int]):
 
     @work(exit_on_error=False, name="load")
     async def _load(self) -> None:
-        worker = get_current_worker()
+        assert self._loading is not None  # on_load came first
         try:
-            data = await in_daemon_thread(
-                prepare,
-                self.sources,
-                lambda f, s: self.post_message(self.Progress(f, s)),
-                lambda: worker.is_cancelled,
-                name="neuron-prof-load",
-            )
+            data = await self._loading
         except Exception as e:  # noqa: BLE001 - every failure ends the app with its message
             self.post_message(self.Failed(e))
             return
         self.post_message(self.Loaded(data))
 
+    def _top(self) -> Any:
+        """The screen shown; None once the app has closed its screens (a message from the background that
+        arrives while the app quits, e.g. a table built as `q` was pressed)."""
+        try:
+            return self.screen
+        except ScreenStackError:
+            return None
+
     def on_neuron_prof_app_progress(self, message: Progress) -> None:
-        if isinstance(self.screen, LoadingScreen):
-            self.screen.set_progress(message.fraction, message.what)
+        if isinstance(top := self._top(), LoadingScreen):
+            top.set_progress(message.fraction, message.what)
 
     def _first_screen_shown(self) -> None:
         self.shown_at = time.perf_counter()
@@ -281,7 +295,7 @@ class NeuronProfApp(App[int]):
                 if view not in self.ready_at and self.data.is_ready(view):
                     self.ready_at[view] = time.perf_counter()
         # over the loading message only: with the help open on it, the message catches up when shown again
-        if isinstance(self.screen, PendingScreen):
+        if isinstance(self._top(), PendingScreen):
             self.catch_up_waiting()
 
     def catch_up_waiting(self) -> None:
