@@ -6,6 +6,7 @@ loader kept them as instants.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import compress, repeat
 from operator import is_not
 from typing import Any
@@ -50,7 +51,26 @@ def _read_series(trace: Trace, ctx: Context) -> list[tuple[str, np.ndarray, np.n
     if not kept.all():
         totals, dts, devs = (tuple(compress(c, kept)) for c in (totals, dts, devs))
         rows = rows[kept]
-    # a code per distinct (Device Type, Device Id), with the types: 1, 1.0 and True are equal keys
+    code, names = _int_codes(dts, devs) or _codes(dts, devs)
+    # series in the order their first event comes, one per name (two keys may get the same name)
+    group = {n: i for i, n in reversed(list(enumerate(names)))}
+    by_name = np.asarray([group[n] for n in names], dtype=np.int64)[code]
+    try:
+        values = np.fromiter(totals, dtype=np.float64, count=len(totals))
+    except (TypeError, ValueError):
+        values = np.fromiter(map(float, totals), dtype=np.float64, count=len(totals))
+    ts_all = trace.instants.ts_ns[rows].astype(np.int64)
+    for g in sorted(set(group.values())):
+        m = by_name == g
+        ts = ts_all[m]
+        o = np.argsort(ts, kind="stable")
+        out.append((names[g], ts[o], values[m][o]))
+    return out
+
+
+def _codes(dts: Sequence[Any], devs: Sequence[Any]) -> tuple[np.ndarray, list[str]]:
+    """A code per event for each distinct (Device Type, Device Id), numbered in the order of their first event,
+    and each code's series name. With the types: 1, 1.0 and True are distinct keys."""
     try:  # C loops, no bytecode per event
         ids = list(zip(map(type, dts), dts, map(type, devs), devs, strict=True))
         keys = list(dict.fromkeys(ids))
@@ -59,18 +79,24 @@ def _read_series(trace: Trace, ctx: Context) -> list[tuple[str, np.ndarray, np.n
         ids = list(map(_series_name, dts, devs))
         keys = names = list(dict.fromkeys(ids))
     codes = {k: i for i, k in enumerate(keys)}
-    code = np.fromiter(map(codes.__getitem__, ids), dtype=np.int64, count=len(ids))
-    # series in the order their first event comes, one per name (two keys may get the same name)
-    group = {n: i for i, n in reversed(list(enumerate(names)))}
-    by_name = np.asarray([group[n] for n in names], dtype=np.int64)[code]
-    values = np.fromiter(map(float, totals), dtype=np.float64, count=len(totals))
-    ts_all = trace.instants.ts_ns[rows].astype(np.int64)
-    for g in sorted(set(group.values())):
-        m = by_name == g
-        ts = ts_all[m]
-        o = np.argsort(ts, kind="stable")
-        out.append((names[g], ts[o], values[m][o]))
-    return out
+    return np.fromiter(map(codes.__getitem__, ids), dtype=np.int64, count=len(ids)), names
+
+
+def _int_codes(dts: Sequence[Any], devs: Sequence[Any]) -> tuple[np.ndarray, list[str]] | None:
+    """`_codes` in numpy when every Device Type and Device Id is an int (what Kineto writes); None otherwise."""
+    if set(map(type, dts)) != {int} or set(map(type, devs)) != {int}:
+        return None
+    try:
+        a = np.fromiter(dts, dtype=np.int64, count=len(dts))
+        b = np.fromiter(devs, dtype=np.int64, count=len(devs))
+    except OverflowError:
+        return None
+    pairs, first, inverse = np.unique(np.stack((a, b), axis=1), axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # numbered by first appearance
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    names = [_series_name(int(pairs[k, 0]), int(pairs[k, 1])) for k in order]
+    return rank[inverse.reshape(-1)], names
 
 
 def _series_name(dt: Any, dev: Any) -> str:
