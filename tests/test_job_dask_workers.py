@@ -87,3 +87,29 @@ def test_start_method_forks_only_a_caller_without_threads_and_keeps_the_users_ch
     got = subprocess.run([sys.executable, "-c", _METHOD], capture_output=True, text=True, cwd=REPO, env=env,
                          check=True).stdout.split()
     assert got == ["spawn", "spawn"]  # the user's choice, even Dask's default said out loud
+
+
+@pytest.mark.slow
+def test_merge_with_its_first_pass_on_forked_workers_merges_the_same(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`merge --workers 2`: every rank's first pass (collectives, for the clocks) as a task on a LocalCluster,
+    then the same merged trace and the same offsets as the merge that reads every rank itself."""
+    from neuron_prof import load
+    from neuron_prof.cli import main
+
+    paths = _ranks(tmp_path)
+    here = tmp_path / "here.json"
+    assert main(["merge", *paths, "-o", str(here)]) == 0
+    mine = capsys.readouterr().out.replace(str(here), "OUT")
+    there = tmp_path / "there.json"
+    p = subprocess.run([sys.executable, "-m", "neuron_prof", "merge", *paths, "-o", str(there), "--workers", "2"],
+                       capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "Traceback" not in p.stderr
+    assert p.stdout.replace(str(there), "OUT") == mine  # the same offsets, stragglers and coverage said
+    assert sum(ln.strip().startswith("rank ") for ln in mine.splitlines()) == 4
+    a, b = load(here), load(there)
+    assert a.n_events == b.n_events > 0
+    assert (a.slices.ts_ns == b.slices.ts_ns).all() and (a.slices.dur_ns == b.slices.dur_ns).all()
+    assert [f["kind"] for f in a.findings] == [f["kind"] for f in b.findings]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Callable
@@ -13,6 +14,7 @@ from neuron_prof.cli._progress import steps
 from neuron_prof.errors import UsageError
 
 if TYPE_CHECKING:
+    from neuron_prof.job import DaskRunner
     from neuron_prof.merge import RankInfo
 
 _UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000, "": 1}
@@ -42,17 +44,16 @@ def parse_ranks(text: str) -> set[int]:
     return out
 
 
-def _first_pass_on_dask(traces: tuple[str, ...], skew: dict[int, int], scheduler: str | None, workers: int | None,
+def _first_pass_on_dask(traces: tuple[str, ...], skew: dict[int, int], run: DaskRunner,
                         tick: Callable[[int], None]) -> list[RankInfo]:
     """Every input's first pass (`neuron_prof.merge.first_pass`) as one Dask task; a failure stops the merge."""
-    from neuron_prof.job import DaskRunner, TaskResult, load_any
+    from neuron_prof.job import TaskResult, load_any
     from neuron_prof.merge import first_pass, rank_of
 
     def done(i: int, r: TaskResult) -> None:
         tick(i)
 
-    with DaskRunner(scheduler, workers, tasks=len(traces)) as run:
-        results = run.map(first_pass, [(t, i, load_any, rank_of, skew) for i, t in enumerate(traces)], done)
+    results = run.map(first_pass, [(t, i, load_any, rank_of, skew) for i, t in enumerate(traces)], done)
     for t, r in zip(traces, results):
         if r.error is not None:
             raise UsageError(r.error if r.error.startswith(t) else f"{t}: {r.error}")
@@ -88,7 +89,7 @@ def command(traces: tuple[str, ...], output: str, offsets: tuple[str, ...], skew
     """
     from neuron_prof.exporters import format_for
     from neuron_prof.exporters.merged import write_merged
-    from neuron_prof.job import load_any, rank_sources
+    from neuron_prof.job import DaskRunner, load_any, rank_sources
     from neuron_prof.merge import StreamingMerge, rank_of
 
     fmt = format_for(output)
@@ -98,13 +99,14 @@ def command(traces: tuple[str, ...], output: str, offsets: tuple[str, ...], skew
     skew = parse_rank_durations(skews, "--skew")
     # Two passes over the inputs with one rank in memory at a time: the first finds the collectives and
     # the clock offsets, the second writes each rank aligned (memory grows with the largest rank).
-    with steps(len(traces) + (len(keep) if keep is not None else len(traces))) as step:
+    # the cluster before the progress bar: its workers are forked from a process with no thread of ours
+    run = None if scheduler is None and workers is None else DaskRunner(scheduler, workers, tasks=len(traces))
+    with run or contextlib.nullcontext(), steps(len(traces) + (len(keep) if keep is not None else len(traces))) as step:
         def on_rank(phase: str, i: int) -> None:
             what = "reading" if phase == "read" else "aligning and writing"
             step(f"{what} {os.path.basename(traces[i])}")
 
-        infos = None if scheduler is None and workers is None else _first_pass_on_dask(
-            traces, skew, scheduler, workers, lambda i: on_rank("read", i))
+        infos = None if run is None else _first_pass_on_dask(traces, skew, run, lambda i: on_rank("read", i))
         merge = StreamingMerge(list(traces), load=load_any, rank_of=rank_of, offsets_ns=user, skew_ns=skew,
                                on_rank=on_rank, ranks=keep, infos=infos)
         write_merged(merge, output, fmt)
