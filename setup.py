@@ -43,4 +43,9 @@ _JSCAN = Extension("neuron_prof.loaders._jscan", sources=["neuron_prof/loaders/_
                    depends=["neuron_prof/loaders/_jscan_json.h", "neuron_prof/loaders/_jscan_tables.h",
                             "neuron_prof/loaders/_jscan_py.h"])
 
-setup(packages=_packages(), package_dir=ROOTS, ext_modules=[_JSCAN], cmdclass={"build_ext": _OptionalBuildExt})
+# The .pftrace loader's packet walk, optional the same way (neuron_prof/loaders/_pftrace_scan.py)
+_PFSCAN = Extension("neuron_prof.loaders._pfscan", sources=["neuron_prof/loaders/_pfscan.c"],
+                    depends=["neuron_prof/loaders/_pfscan_wire.h", "neuron_prof/loaders/_pfscan_state.h"])
+
+setup(packages=_packages(), package_dir=ROOTS, ext_modules=[_JSCAN, _PFSCAN],
+      cmdclass={"build_ext": _OptionalBuildExt})

@@ -1,0 +1,285 @@
+/* neuron_prof.loaders._pfscan: the packets of a .pftrace (Trace { repeated TracePacket packet = 1; }) walked
+ * in C, filling the loader's event columns directly.
+ *
+ *     frame(buf) -> int                    length of the longest prefix of whole packets
+ *     scan(buf, oneof, hooks) -> tuple     the columns (bytes): ts u64, uuid u64, type i8, name i32, cat i32,
+ *                                          args i64, counter values f64, flow event i64, flow id u64, section i64
+ *
+ * TrackEvent packets are read here by the rules of neuron_prof/loaders/pftrace.py (_Reader.packet). The rare
+ * parts go to the loader's Python hooks (_pftrace_scan.Hooks), with their bytes: interned_data, track
+ * descriptors, debug annotations other than a scalar under an interned name (decoded once per distinct bytes
+ * per sequence: the Seq's annot_cache), and whole packets that repeat a message field (protobuf merges them).
+ * Damaged bytes raise ValueError; the caller says the file is not a Perfetto trace. Little-endian hosts. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include "_pfscan_wire.h"
+#include "_pfscan_state.h"
+
+static PyObject *damaged(const uint8_t *at, const uint8_t *base) {
+    return PyErr_Format(PyExc_ValueError, "damaged protobuf in the packet at byte %zd", (Py_ssize_t)(at - base));
+}
+
+static int put_str(Buf *b, const char *s) {
+    if (buf_put(b, s, strlen(s))) { PyErr_NoMemory(); return -1; }
+    return 0;
+}
+
+static int put_bytes(Buf *b, PyObject *o) {
+    if (!PyBytes_Check(o)) { PyErr_SetString(PyExc_TypeError, "an annotation fragment is not bytes"); return -1; }
+    if (buf_put(b, PyBytes_AS_STRING(o), (size_t)PyBytes_GET_SIZE(o))) { PyErr_NoMemory(); return -1; }
+    return 0;
+}
+
+/* One debug annotation with a cached name fragment (iid != 0) and a scalar value, written as '"name":value'
+ * the way _pftrace_decode.fragment writes it. 1: written; 0: another kind (the caller asks Python); -1: error
+ * (-2: damaged). */
+static int annot_fast(St *st, const uint8_t *s, size_t n) {
+    Rd r = {s, s + n};
+    Fld f, val = {0};
+    int k, has_name = 0, has_val = 0;
+    uint64_t iid = 0;
+    while ((k = rd_field(&r, &f)) > 0) {
+        if (f.num == A_NAME_IID && f.wt == WT_VARINT && !has_name) { has_name = 1; iid = f.v; continue; }
+        if (has_val) return 0;
+        if ((f.wt == WT_VARINT && (f.num == A_INT || f.num == A_UINT || f.num == A_BOOL || f.num == A_STR_IID))
+            || (f.wt == WT_I64 && f.num == A_DOUBLE)) { has_val = 1; val = f; continue; }
+        return 0;
+    }
+    if (k < 0) return -2;
+    if (!has_name || !has_val || !iid) return 0;
+    PyObject *nf = dict_iid(st->name_frag, iid);
+    if (!nf) return PyErr_Occurred() ? -1 : 0;
+    PyObject *sv = NULL;
+    if (val.num == A_STR_IID && !(sv = dict_iid(st->value_json, val.v))) return PyErr_Occurred() ? -1 : 0;
+    size_t mark = st->abuf.n;
+    if (put_bytes(&st->abuf, nf)) return -1;
+    char num[32];
+    switch (val.num) {
+    case A_INT: snprintf(num, sizeof num, "%lld", (long long)(int64_t)val.v); return put_str(&st->abuf, num) ? -1 : 1;
+    case A_UINT: snprintf(num, sizeof num, "%llu", (unsigned long long)val.v); return put_str(&st->abuf, num) ? -1 : 1;
+    case A_BOOL: return put_str(&st->abuf, val.v ? "true" : "false") ? -1 : 1;
+    case A_STR_IID: return put_bytes(&st->abuf, sv) ? -1 : 1;
+    default: {
+        double d;
+        memcpy(&d, &val.v, 8);
+        PyObject *x = PyFloat_FromDouble(d);
+        PyObject *j = x ? PyObject_CallOneArg(st->dumps, x) : NULL;
+        Py_XDECREF(x);
+        int e = j ? put_bytes(&st->abuf, j) : -1;
+        Py_XDECREF(j);
+        if (e) st->abuf.n = mark;
+        return e ? -1 : 1;
+    }
+    }
+}
+
+/* The args of an event as one JSON object (st->abuf) added to the store: *out its index. 1: the event is
+ * neuron-prof's metadata instant (read by the hook, not an event); 0: done; -1: error; -2: damaged. */
+static int event_args(St *st, const uint8_t *te, size_t te_n, int typ, int64_t *out) {
+    Rd r = {te, te + te_n};
+    Fld f;
+    int k, first = 1;
+    st->abuf.n = 0;
+    if (put_str(&st->abuf, "{")) return -1;
+    while ((k = rd_field(&r, &f)) > 0) {
+        if (f.num != T_ANNOTS || f.wt != WT_LEN) continue;
+        if (!first && put_str(&st->abuf, ",")) return -1;
+        first = 0;
+        int fast = annot_fast(st, f.s, f.n);
+        if (fast < 0) return fast;
+        if (fast) continue;
+        PyObject *key = PyBytes_FromStringAndSize((const char *)f.s, (Py_ssize_t)f.n);
+        if (!key) return -1;
+        PyObject *frag = PyDict_GetItemWithError(st->annot_cache, key);  /* borrowed */
+        if (frag) Py_INCREF(frag);
+        else if (!PyErr_Occurred()) {
+            PyObject *t = PyLong_FromLong(typ);
+            frag = t ? PyObject_CallFunctionObjArgs(st->on_frag, st->seq, t, key, NULL) : NULL;
+            Py_XDECREF(t);
+        }
+        Py_DECREF(key);
+        if (!frag) return -1;
+        if (frag == Py_None) { Py_DECREF(frag); return 1; }
+        int e = put_bytes(&st->abuf, frag);
+        Py_DECREF(frag);
+        if (e) return -1;
+    }
+    if (k < 0) return -2;
+    if (put_str(&st->abuf, "}")) return -1;
+    PyObject *raw = PyBytes_FromStringAndSize((const char *)st->abuf.d, (Py_ssize_t)st->abuf.n);
+    PyObject *idx = raw ? PyObject_CallOneArg(st->add_raw, raw) : NULL;
+    Py_XDECREF(raw);
+    if (!idx) return -1;
+    *out = PyLong_AsLongLong(idx);
+    Py_DECREF(idx);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* A packet the Python hook reads whole: it returns None or (ts, uuid, type, name, cat, args, value, flow ids,
+ * sequence id). */
+static int packet_by_hook(St *st, const uint8_t *s, size_t n) {
+    PyObject *row = call_bytes(st->on_packet, NULL, s, n);
+    if (!row) return -1;
+    int r = 0;
+    if (row != Py_None) {
+        unsigned long long ts, uuid, sid;
+        int typ, name, cat;
+        long long args;
+        PyObject *value, *flows;
+        r = -1;
+        if (PyArg_ParseTuple(row, "KKiiiLOOK", &ts, &uuid, &typ, &name, &cat, &args, &value, &flows, &sid)) {
+            double v = value == Py_None ? 0.0 : PyFloat_AsDouble(value);
+            r = v == -1.0 && PyErr_Occurred() ? -1 : st_row(st, ts, uuid, (int8_t)typ, name, cat, args, v);
+            Py_ssize_t nf = r ? 0 : PySequence_Length(flows);
+            r = nf < 0 ? -1 : r;
+            for (Py_ssize_t i = 0; !r && i < nf; i++) {
+                PyObject *x = PySequence_GetItem(flows, i);
+                unsigned long long id = x ? PyLong_AsUnsignedLongLong(x) : (unsigned long long)-1;
+                Py_XDECREF(x);
+                r = id == (unsigned long long)-1 && PyErr_Occurred() ? -1 : buf_put(&st->flows, &id, 8);
+            }
+            if (!r) r = st_flows(st, (int64_t)(sid >> 8));
+            else st->flows.n = 0;
+        }
+    }
+    Py_DECREF(row);
+    return r;
+}
+
+/* One packet (s[:n]): 0 done, -1 error, -2 damaged. */
+static int packet(St *st, const uint8_t *s, size_t n, const uint8_t *oneof) {
+    Packet pk;
+    Event ev;
+    if (read_packet(s, n, oneof, &pk) < 0) return -2;
+    if (pk.dup) return packet_by_hook(st, s, n);
+    int is_te = pk.kind == P_TRACK_EVENT;
+    if (is_te) {
+        if (read_event(pk.te, pk.te_n, &ev) < 0) return -2;
+        if (ev.type == 2 && !pk.flags)  /* an END without sequence flags: four fields, no sequence state */
+            return st_row(st, pk.ts, ev.uuid, 2, 0, 0, -1, 0.0);
+    }
+    if (st_seq(st, pk.sid, (pk.flags & 1) || pk.cleared)) return -1;
+    if (pk.has_idd) {
+        PyObject *r = call_bytes(st->on_interned, st->seq, pk.idd, pk.idd_n);
+        if (!r) return -1;
+        Py_DECREF(r);
+    }
+    if (!is_te) {
+        if (pk.kind == P_DESCRIPTOR) {
+            PyObject *r = call_bytes(st->on_descriptor, NULL, pk.td, pk.td_n);
+            if (!r) return -1;
+            Py_DECREF(r);
+        }
+        return 0;
+    }
+    int typ = (int)ev.type;
+    if (typ < 1 || typ > 4) return 0;
+    int32_t name = 0, cat = 0;
+    int64_t args = -1;
+    if (typ != 2 && ev.name_kind == 1 && iid_string(st->names, ev.name_iid, &name)) return -1;
+    if (typ != 2 && ev.name_kind == 2 && intern_utf8(st, ev.name, ev.name_n, &name)) return -1;
+    if (ev.n_annots && typ != 2) {
+        int a = event_args(st, pk.te, pk.te_n, typ, &args);
+        if (a) return a > 0 ? 0 : a;  /* 1: the metadata instant, read by the hook */
+    }
+    if (ev.cat_kind == 1 && iid_string(st->cats, ev.cat_iid, &cat)) return -1;
+    if (ev.cat_kind == 2 && intern_utf8(st, ev.cat, ev.cat_n, &cat)) return -1;
+    double value = ev.counter_kind == 2 ? ev.dcounter : (double)(int64_t)ev.counter;
+    if (st_row(st, pk.ts, ev.uuid, (int8_t)typ, name, cat, args, value)) return -1;
+    if (ev.n_flows) {
+        int e = event_flows(pk.te, pk.te_n, T_FLOWS, &st->flows);
+        if (!e) e = event_flows(pk.te, pk.te_n, T_TFLOWS, &st->flows);
+        if (e == -2) { PyErr_NoMemory(); return -1; }
+        if (e < 0) return -2;
+        return st_flows(st, (int64_t)(pk.sid >> 8));
+    }
+    return 0;
+}
+
+static PyObject *bytes_of(const Buf *b) { return PyBytes_FromStringAndSize((const char *)b->d, (Py_ssize_t)b->n); }
+
+static int hook(PyObject *hooks, const char *name, PyObject **out) {
+    return (*out = PyObject_GetAttrString(hooks, name)) ? 0 : -1;  /* released by st_free */
+}
+
+static PyObject *pfscan_scan(PyObject *self, PyObject *argv) {
+    Py_buffer data, oneof;
+    PyObject *hooks;
+    if (!PyArg_ParseTuple(argv, "y*y*O", &data, &oneof, &hooks)) return NULL;
+    St st;
+    memset(&st, 0, sizeof st);
+    PyObject *out = NULL;
+    if (oneof.len < 128) { PyErr_SetString(PyExc_ValueError, "oneof: a bitmap of 1024 bits"); goto done; }
+    if (hook(hooks, "seqs", &st.seqs) || hook(hooks, "seq_type", &st.seq_type) || hook(hooks, "intern", &st.intern)
+        || hook(hooks, "add_raw", &st.add_raw) || hook(hooks, "dumps", &st.dumps)
+        || hook(hooks, "interned", &st.on_interned) || hook(hooks, "descriptor", &st.on_descriptor)
+        || hook(hooks, "frag", &st.on_frag) || hook(hooks, "packet", &st.on_packet))
+        goto done;
+    if (!PyDict_Check(st.seqs)) { PyErr_SetString(PyExc_TypeError, "hooks.seqs is not a dict"); goto done; }
+    const uint8_t *base = (const uint8_t *)data.buf;
+    Rd r = {base, base + data.len};
+    Fld f;
+    int k;
+    while ((k = rd_field(&r, &f)) > 0) {
+        if (f.num != 1 || f.wt != WT_LEN) continue;  /* Trace has no other field: unknown ones are skipped */
+        int e = packet(&st, f.s, f.n, (const uint8_t *)oneof.buf);
+        if (e == -2) { damaged(f.s, base); goto done; }
+        if (e) goto done;
+    }
+    if (k < 0) { damaged(r.p, base); goto done; }
+    out = Py_BuildValue("(NNNNNNNNNN)", bytes_of(&st.ts), bytes_of(&st.uuid), bytes_of(&st.typ), bytes_of(&st.name),
+                        bytes_of(&st.cat), bytes_of(&st.args), bytes_of(&st.value), bytes_of(&st.fev),
+                        bytes_of(&st.fid), bytes_of(&st.fsec));
+done:
+    st_free(&st);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&oneof);
+    return out;
+}
+
+static PyObject *pfscan_frame(PyObject *self, PyObject *argv) {
+    Py_buffer data;
+    if (!PyArg_ParseTuple(argv, "y*", &data)) return NULL;
+    size_t w = whole_packets((const uint8_t *)data.buf, (size_t)data.len);
+    PyBuffer_Release(&data);
+    return PyLong_FromSize_t(w);
+}
+
+static PyMethodDef methods[] = {
+    {"frame", pfscan_frame, METH_VARARGS, "frame(buf) -> length of the longest prefix made of whole packets"},
+    {"scan", pfscan_scan, METH_VARARGS, "scan(buf, oneof, hooks) -> the event columns as bytes (see _pftrace_scan)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_pfscan",
+                                    "The compiled packet walk of the .pftrace loader (see _pftrace_scan.py).", -1,
+                                    methods};
+
+/* The field numbers this walk reads, by their proto names (tests compare them with perfetto's descriptors). */
+static PyObject *fields(void) {
+    return Py_BuildValue(
+        "{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}",
+        "Trace.packet", 1, "TracePacket.timestamp", P_TIMESTAMP, "TracePacket.trusted_packet_sequence_id", P_SEQ_ID,
+        "TracePacket.track_event", P_TRACK_EVENT, "TracePacket.interned_data", P_INTERNED,
+        "TracePacket.sequence_flags", P_SEQ_FLAGS, "TracePacket.incremental_state_cleared", P_CLEARED,
+        "TracePacket.track_descriptor", P_DESCRIPTOR, "TrackEvent.category_iids", T_CAT_IIDS,
+        "TrackEvent.debug_annotations", T_ANNOTS, "TrackEvent.type", T_TYPE, "TrackEvent.name_iid", T_NAME_IID,
+        "TrackEvent.track_uuid", T_UUID, "TrackEvent.categories", T_CATS, "TrackEvent.name", T_NAME,
+        "TrackEvent.counter_value", T_COUNTER, "TrackEvent.double_counter_value", T_DCOUNTER,
+        "TrackEvent.flow_ids", T_FLOWS, "TrackEvent.terminating_flow_ids", T_TFLOWS,
+        "DebugAnnotation.name_iid", A_NAME_IID, "DebugAnnotation.bool_value", A_BOOL,
+        "DebugAnnotation.uint_value", A_UINT, "DebugAnnotation.int_value", A_INT,
+        "DebugAnnotation.double_value", A_DOUBLE, "DebugAnnotation.string_value_iid", A_STR_IID);
+}
+
+PyMODINIT_FUNC PyInit__pfscan(void) {
+    PyObject *m = PyModule_Create(&module);
+    PyObject *f = m ? fields() : NULL;
+    if (!f || PyModule_AddObject(m, "FIELDS", f)) {
+        Py_XDECREF(f);
+        Py_XDECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,136 @@
+/* The state of one .pftrace scan (_pfscan.c): the loader's Python objects it calls, the Seq of the packet
+ * sequence at hand with its tables, and the event columns being filled. Called with the GIL held. */
+
+typedef struct {
+    /* from the loader (_pftrace_scan.Hooks): new references */
+    PyObject *seqs, *seq_type, *intern, *add_raw, *dumps, *on_interned, *on_descriptor, *on_frag, *on_packet;
+    /* the current Seq and its dicts (new references) */
+    PyObject *seq, *names, *cats, *name_frag, *value_json, *annot_cache;
+    Buf ts, uuid, typ, name, cat, args, value, fev, fid, fsec;  /* the columns */
+    Buf abuf, flows;                                            /* scratch: one event's args, its flow ids */
+    int64_t n;                                                  /* events so far */
+} St;
+
+static void st_drop_seq(St *st) {
+    Py_CLEAR(st->seq);
+    Py_CLEAR(st->names);
+    Py_CLEAR(st->cats);
+    Py_CLEAR(st->name_frag);
+    Py_CLEAR(st->value_json);
+    Py_CLEAR(st->annot_cache);
+}
+
+static void st_free(St *st) {
+    st_drop_seq(st);
+    PyObject **refs[] = {&st->seqs, &st->seq_type, &st->intern, &st->add_raw, &st->dumps, &st->on_interned,
+                         &st->on_descriptor, &st->on_frag, &st->on_packet};
+    for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) Py_CLEAR(*refs[i]);
+    Buf *bufs[] = {&st->ts, &st->uuid, &st->typ, &st->name, &st->cat, &st->args, &st->value, &st->fev, &st->fid,
+                   &st->fsec, &st->abuf, &st->flows};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]->d);
+}
+
+static PyObject *dict_attr(PyObject *o, const char *name) {
+    PyObject *d = PyObject_GetAttrString(o, name);
+    if (d && !PyDict_Check(d)) {
+        Py_DECREF(d);
+        PyErr_Format(PyExc_TypeError, "Seq.%s is not a dict", name);
+        return NULL;
+    }
+    return d;
+}
+
+/* Make `seq` (borrowed) the current sequence: its dicts are looked up once per change of sequence. */
+static int st_set_seq(St *st, PyObject *seq) {
+    if (seq == st->seq) return 0;
+    st_drop_seq(st);
+    Py_INCREF(seq);
+    st->seq = seq;
+    if (!(st->names = dict_attr(seq, "names")) || !(st->cats = dict_attr(seq, "cats"))
+        || !(st->name_frag = dict_attr(seq, "name_frag")) || !(st->value_json = dict_attr(seq, "value_json"))
+        || !(st->annot_cache = dict_attr(seq, "annot_cache")))
+        return -1;
+    return 0;
+}
+
+/* The Seq of sequence `sid` (a new one when there is none yet or the packet clears the incremental state). */
+static int st_seq(St *st, uint64_t sid, int clear) {
+    PyObject *key = PyLong_FromUnsignedLongLong(sid);
+    if (!key) return -1;
+    PyObject *seq = PyDict_GetItemWithError(st->seqs, key);  /* borrowed */
+    if (!seq && PyErr_Occurred()) { Py_DECREF(key); return -1; }
+    if (seq && !clear) { Py_DECREF(key); return st_set_seq(st, seq); }
+    seq = PyObject_CallNoArgs(st->seq_type);
+    int r = seq ? PyDict_SetItem(st->seqs, key, seq) : -1;
+    if (!r) r = st_set_seq(st, seq);
+    Py_XDECREF(seq);
+    Py_DECREF(key);
+    return r;
+}
+
+/* d.get(iid) for a dict keyed by int: borrowed, NULL with no error set when absent. */
+static PyObject *dict_iid(PyObject *d, uint64_t iid) {
+    PyObject *key = PyLong_FromUnsignedLongLong(iid);
+    if (!key) return NULL;
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    Py_DECREF(key);
+    return v;
+}
+
+/* names.get(iid, 0) / cats.get(iid, 0): a model string id. */
+static int iid_string(PyObject *d, uint64_t iid, int32_t *out) {
+    PyObject *v = dict_iid(d, iid);
+    if (!v) { *out = 0; return PyErr_Occurred() ? -1 : 0; }
+    long x = PyLong_AsLong(v);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    *out = (int32_t)x;
+    return 0;
+}
+
+/* intern(text(s)): the model string id of a proto string (undecodable bytes replaced, as the Python path). */
+static int intern_utf8(St *st, const uint8_t *s, size_t n, int32_t *out) {
+    PyObject *u = PyUnicode_DecodeUTF8((const char *)s, (Py_ssize_t)n, "replace");
+    if (!u) return -1;
+    PyObject *r = PyObject_CallOneArg(st->intern, u);
+    Py_DECREF(u);
+    if (!r) return -1;
+    long x = PyLong_AsLong(r);
+    Py_DECREF(r);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    *out = (int32_t)x;
+    return 0;
+}
+
+/* hook(bytes(s[:n])) -> the result (new reference) */
+static PyObject *call_bytes(PyObject *hook, PyObject *first, const uint8_t *s, size_t n) {
+    PyObject *b = PyBytes_FromStringAndSize((const char *)s, (Py_ssize_t)n);
+    if (!b) return NULL;
+    PyObject *r = first ? PyObject_CallFunctionObjArgs(hook, first, b, NULL) : PyObject_CallOneArg(hook, b);
+    Py_DECREF(b);
+    return r;
+}
+
+/* One event row; `value` is written for counters only (the Python path's list of counter values). */
+static int st_row(St *st, uint64_t ts, uint64_t uuid, int8_t typ, int32_t name, int32_t cat, int64_t args,
+                  double value) {
+    if (buf_put(&st->ts, &ts, 8) || buf_put(&st->uuid, &uuid, 8) || buf_put(&st->typ, &typ, 1)
+        || buf_put(&st->name, &name, 4) || buf_put(&st->cat, &cat, 4) || buf_put(&st->args, &args, 8)
+        || (typ == 4 && buf_put(&st->value, &value, 8))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    st->n++;
+    return 0;
+}
+
+/* Flow endpoints on the last event: st->flows holds their ids (uint64), `sec` the file section. */
+static int st_flows(St *st, int64_t sec) {
+    int64_t ev = st->n - 1;
+    for (size_t i = 0; i < st->flows.n; i += 8)
+        if (buf_put(&st->fev, &ev, 8) || buf_put(&st->fid, st->flows.d + i, 8) || buf_put(&st->fsec, &sec, 8)) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    st->flows.n = 0;
+    return 0;
+}
