@@ -3,7 +3,8 @@
  *
  *     frame(buf) -> int                    length of the longest prefix of whole packets
  *     scan(buf, oneof, hooks) -> tuple     the columns (bytes): ts u64, uuid u64, type i8, name i32, cat i32,
- *                                          args i64, counter values f64, flow event i64, flow id u64, section i64
+ *                                          args i64, counter values f64, flow event i64, flow id u64, section i64;
+ *                                          the args (JSON objects back to back) and their ends i64
  *
  * TrackEvent packets are read here by the rules of neuron_prof/loaders/pftrace.py (_Reader.packet). The rare
  * parts go to the loader's Python hooks (_pftrace_scan.Hooks), with their bytes: interned_data, track
@@ -22,6 +23,16 @@ static PyObject *damaged(const uint8_t *at, const uint8_t *base) {
 
 static int put_str(Buf *b, const char *s) {
     if (buf_put(b, s, strlen(s))) { PyErr_NoMemory(); return -1; }
+    return 0;
+}
+
+/* An integer in decimal, as Python's "%d" writes it. */
+static int put_int(Buf *b, uint64_t u, int negative) {
+    char tmp[24], *end = tmp + sizeof tmp, *p = end;
+    if (negative) u = 0 - u;
+    do { *--p = (char)('0' + u % 10); u /= 10; } while (u);
+    if (negative) *--p = '-';
+    if (buf_put(b, p, (size_t)(end - p))) { PyErr_NoMemory(); return -1; }
     return 0;
 }
 
@@ -48,49 +59,47 @@ static int annot_fast(St *st, const uint8_t *s, size_t n) {
     }
     if (k < 0) return -2;
     if (!has_name || !has_val || !iid) return 0;
-    PyObject *nf = dict_iid(st->name_frag, iid);
+    PyObject *nf = cached_iid(st->name_frag, st->nf, iid);
     if (!nf) return PyErr_Occurred() ? -1 : 0;
     PyObject *sv = NULL;
-    if (val.num == A_STR_IID && !(sv = dict_iid(st->value_json, val.v))) return PyErr_Occurred() ? -1 : 0;
-    size_t mark = st->abuf.n;
-    if (put_bytes(&st->abuf, nf)) return -1;
-    char num[32];
+    if (val.num == A_STR_IID && !(sv = cached_iid(st->value_json, st->vj, val.v))) return PyErr_Occurred() ? -1 : 0;
+    size_t mark = st->ablob.n;
+    if (put_bytes(&st->ablob, nf)) return -1;
     switch (val.num) {
-    case A_INT: snprintf(num, sizeof num, "%lld", (long long)(int64_t)val.v); return put_str(&st->abuf, num) ? -1 : 1;
-    case A_UINT: snprintf(num, sizeof num, "%llu", (unsigned long long)val.v); return put_str(&st->abuf, num) ? -1 : 1;
-    case A_BOOL: return put_str(&st->abuf, val.v ? "true" : "false") ? -1 : 1;
-    case A_STR_IID: return put_bytes(&st->abuf, sv) ? -1 : 1;
+    case A_INT: return put_int(&st->ablob, val.v, (int64_t)val.v < 0) ? -1 : 1;
+    case A_UINT: return put_int(&st->ablob, val.v, 0) ? -1 : 1;
+    case A_BOOL: return put_str(&st->ablob, val.v ? "true" : "false") ? -1 : 1;
+    case A_STR_IID: return put_bytes(&st->ablob, sv) ? -1 : 1;
     default: {
         double d;
         memcpy(&d, &val.v, 8);
         PyObject *x = PyFloat_FromDouble(d);
         PyObject *j = x ? PyObject_CallOneArg(st->dumps, x) : NULL;
         Py_XDECREF(x);
-        int e = j ? put_bytes(&st->abuf, j) : -1;
+        int e = j ? put_bytes(&st->ablob, j) : -1;
         Py_XDECREF(j);
-        if (e) st->abuf.n = mark;
+        if (e) st->ablob.n = mark;
         return e ? -1 : 1;
     }
     }
 }
 
-/* The args of an event as one JSON object (st->abuf) added to the store: *out its index. 1: the event is
- * neuron-prof's metadata instant (read by the hook, not an event); 0: done; -1: error; -2: damaged. */
+/* The args of an event as one JSON object appended to st->ablob: *out its index. 1: the event is neuron-prof's
+ * metadata instant (read by the hook, not an event); 0: done; -1: error; -2: damaged. */
 static int event_args(St *st, const uint8_t *te, size_t te_n, int typ, int64_t *out) {
     Rd r = {te, te + te_n};
     Fld f;
-    int k, first = 1;
-    st->abuf.n = 0;
-    if (put_str(&st->abuf, "{")) return -1;
-    while ((k = rd_field(&r, &f)) > 0) {
+    int k, first = 1, e = 0;
+    size_t start = st->ablob.n;
+    if (put_str(&st->ablob, "{")) return -1;
+    while (!e && (k = rd_field(&r, &f)) > 0) {
         if (f.num != T_ANNOTS || f.wt != WT_LEN) continue;
-        if (!first && put_str(&st->abuf, ",")) return -1;
+        if (!first && put_str(&st->ablob, ",")) { e = -1; break; }
         first = 0;
         int fast = annot_fast(st, f.s, f.n);
-        if (fast < 0) return fast;
-        if (fast) continue;
+        if (fast) { e = fast < 0 ? fast : 0; continue; }
         PyObject *key = PyBytes_FromStringAndSize((const char *)f.s, (Py_ssize_t)f.n);
-        if (!key) return -1;
+        if (!key) { e = -1; break; }
         PyObject *frag = PyDict_GetItemWithError(st->annot_cache, key);  /* borrowed */
         if (frag) Py_INCREF(frag);
         else if (!PyErr_Occurred()) {
@@ -99,25 +108,22 @@ static int event_args(St *st, const uint8_t *te, size_t te_n, int typ, int64_t *
             Py_XDECREF(t);
         }
         Py_DECREF(key);
-        if (!frag) return -1;
-        if (frag == Py_None) { Py_DECREF(frag); return 1; }
-        int e = put_bytes(&st->abuf, frag);
-        Py_DECREF(frag);
-        if (e) return -1;
+        if (!frag) e = -1;
+        else if (frag == Py_None) e = 1;
+        else e = put_bytes(&st->ablob, frag);
+        Py_XDECREF(frag);
     }
-    if (k < 0) return -2;
-    if (put_str(&st->abuf, "}")) return -1;
-    PyObject *raw = PyBytes_FromStringAndSize((const char *)st->abuf.d, (Py_ssize_t)st->abuf.n);
-    PyObject *idx = raw ? PyObject_CallOneArg(st->add_raw, raw) : NULL;
-    Py_XDECREF(raw);
-    if (!idx) return -1;
-    *out = PyLong_AsLongLong(idx);
-    Py_DECREF(idx);
-    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+    if (!e && k < 0) e = -2;
+    if (!e && put_str(&st->ablob, "}")) e = -1;
+    if (e) {
+        st->ablob.n = start;  /* nothing of this event's args stays */
+        return e;
+    }
+    return (*out = st_end_args(st)) < 0 ? -1 : 0;
 }
 
-/* A packet the Python hook reads whole: it returns None or (ts, uuid, type, name, cat, args, value, flow ids,
- * sequence id). */
+/* A packet the Python hook reads whole: it returns None or (ts, uuid, type, name, cat, args JSON or None,
+ * counter value, flow ids, sequence id). */
 static int packet_by_hook(St *st, const uint8_t *s, size_t n) {
     PyObject *row = call_bytes(st->on_packet, NULL, s, n);
     if (!row) return -1;
@@ -125,10 +131,11 @@ static int packet_by_hook(St *st, const uint8_t *s, size_t n) {
     if (row != Py_None) {
         unsigned long long ts, uuid, sid;
         int typ, name, cat;
-        long long args;
-        PyObject *value, *flows;
+        int64_t args = -1;
+        PyObject *value, *flows, *raw;
         r = -1;
-        if (PyArg_ParseTuple(row, "KKiiiLOOK", &ts, &uuid, &typ, &name, &cat, &args, &value, &flows, &sid)) {
+        if (PyArg_ParseTuple(row, "KKiiiOOOK", &ts, &uuid, &typ, &name, &cat, &raw, &value, &flows, &sid)
+            && (raw == Py_None || (!put_bytes(&st->ablob, raw) && (args = st_end_args(st)) >= 0))) {
             double v = value == Py_None ? 0.0 : PyFloat_AsDouble(value);
             r = v == -1.0 && PyErr_Occurred() ? -1 : st_row(st, ts, uuid, (int8_t)typ, name, cat, args, v);
             Py_ssize_t nf = r ? 0 : PySequence_Length(flows);
@@ -207,32 +214,38 @@ static PyObject *pfscan_scan(PyObject *self, PyObject *argv) {
     Py_buffer data, oneof;
     PyObject *hooks;
     if (!PyArg_ParseTuple(argv, "y*y*O", &data, &oneof, &hooks)) return NULL;
-    St st;
-    memset(&st, 0, sizeof st);
     PyObject *out = NULL;
+    St *st = (St *)calloc(1, sizeof(St));  /* with its caches: too big for the stack */
+    if (!st) {
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&oneof);
+        return PyErr_NoMemory();
+    }
     if (oneof.len < 128) { PyErr_SetString(PyExc_ValueError, "oneof: a bitmap of 1024 bits"); goto done; }
-    if (hook(hooks, "seqs", &st.seqs) || hook(hooks, "seq_type", &st.seq_type) || hook(hooks, "intern", &st.intern)
-        || hook(hooks, "add_raw", &st.add_raw) || hook(hooks, "dumps", &st.dumps)
-        || hook(hooks, "interned", &st.on_interned) || hook(hooks, "descriptor", &st.on_descriptor)
-        || hook(hooks, "frag", &st.on_frag) || hook(hooks, "packet", &st.on_packet))
+    if (hook(hooks, "seqs", &st->seqs) || hook(hooks, "seq_type", &st->seq_type) || hook(hooks, "intern", &st->intern)
+        || hook(hooks, "dumps", &st->dumps)
+        || hook(hooks, "interned", &st->on_interned) || hook(hooks, "descriptor", &st->on_descriptor)
+        || hook(hooks, "frag", &st->on_frag) || hook(hooks, "packet", &st->on_packet))
         goto done;
-    if (!PyDict_Check(st.seqs)) { PyErr_SetString(PyExc_TypeError, "hooks.seqs is not a dict"); goto done; }
+    if (!PyDict_Check(st->seqs)) { PyErr_SetString(PyExc_TypeError, "hooks.seqs is not a dict"); goto done; }
     const uint8_t *base = (const uint8_t *)data.buf;
     Rd r = {base, base + data.len};
     Fld f;
     int k;
     while ((k = rd_field(&r, &f)) > 0) {
         if (f.num != 1 || f.wt != WT_LEN) continue;  /* Trace has no other field: unknown ones are skipped */
-        int e = packet(&st, f.s, f.n, (const uint8_t *)oneof.buf);
+        int e = packet(st, f.s, f.n, (const uint8_t *)oneof.buf);
         if (e == -2) { damaged(f.s, base); goto done; }
         if (e) goto done;
     }
     if (k < 0) { damaged(r.p, base); goto done; }
-    out = Py_BuildValue("(NNNNNNNNNN)", bytes_of(&st.ts), bytes_of(&st.uuid), bytes_of(&st.typ), bytes_of(&st.name),
-                        bytes_of(&st.cat), bytes_of(&st.args), bytes_of(&st.value), bytes_of(&st.fev),
-                        bytes_of(&st.fid), bytes_of(&st.fsec));
+    out = Py_BuildValue("(NNNNNNNNNNNN)", bytes_of(&st->ts), bytes_of(&st->uuid), bytes_of(&st->typ),
+                        bytes_of(&st->name), bytes_of(&st->cat), bytes_of(&st->args), bytes_of(&st->value),
+                        bytes_of(&st->fev), bytes_of(&st->fid), bytes_of(&st->fsec), bytes_of(&st->ablob),
+                        bytes_of(&st->aend));
 done:
-    st_free(&st);
+    st_free(st);
+    free(st);
     PyBuffer_Release(&data);
     PyBuffer_Release(&oneof);
     return out;

@@ -1,17 +1,26 @@
 /* The state of one .pftrace scan (_pfscan.c): the loader's Python objects it calls, the Seq of the packet
  * sequence at hand with its tables, and the event columns being filled. Called with the GIL held. */
 
+#define NCACHE 4096  /* iids below this have their name / string value fragments cached per sequence */
+
 typedef struct {
     /* from the loader (_pftrace_scan.Hooks): new references */
-    PyObject *seqs, *seq_type, *intern, *add_raw, *dumps, *on_interned, *on_descriptor, *on_frag, *on_packet;
+    PyObject *seqs, *seq_type, *intern, *dumps, *on_interned, *on_descriptor, *on_frag, *on_packet;
     /* the current Seq and its dicts (new references) */
     PyObject *seq, *names, *cats, *name_frag, *value_json, *annot_cache;
+    PyObject *nf[NCACHE], *vj[NCACHE];  /* name_frag[iid], value_json[iid] (new references; the Python side
+                                           only ever adds to those dicts, never replaces an entry) */
     Buf ts, uuid, typ, name, cat, args, value, fev, fid, fsec;  /* the columns */
-    Buf abuf, flows;                                            /* scratch: one event's args, its flow ids */
-    int64_t n;                                                  /* events so far */
+    Buf ablob, aend;    /* every event's args (JSON objects back to back) and where each ends (int64) */
+    Buf flows;          /* scratch: one event's flow ids */
+    int64_t n, n_args;  /* events and args so far */
 } St;
 
 static void st_drop_seq(St *st) {
+    for (int i = 0; i < NCACHE; i++) {
+        Py_CLEAR(st->nf[i]);
+        Py_CLEAR(st->vj[i]);
+    }
     Py_CLEAR(st->seq);
     Py_CLEAR(st->names);
     Py_CLEAR(st->cats);
@@ -22,11 +31,11 @@ static void st_drop_seq(St *st) {
 
 static void st_free(St *st) {
     st_drop_seq(st);
-    PyObject **refs[] = {&st->seqs, &st->seq_type, &st->intern, &st->add_raw, &st->dumps, &st->on_interned,
+    PyObject **refs[] = {&st->seqs, &st->seq_type, &st->intern, &st->dumps, &st->on_interned,
                          &st->on_descriptor, &st->on_frag, &st->on_packet};
     for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) Py_CLEAR(*refs[i]);
     Buf *bufs[] = {&st->ts, &st->uuid, &st->typ, &st->name, &st->cat, &st->args, &st->value, &st->fev, &st->fid,
-                   &st->fsec, &st->abuf, &st->flows};
+                   &st->fsec, &st->ablob, &st->aend, &st->flows};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]->d);
 }
 
@@ -77,6 +86,17 @@ static PyObject *dict_iid(PyObject *d, uint64_t iid) {
     return v;
 }
 
+/* d.get(iid), cached in cache[iid] for small iids: borrowed, NULL with no error set when absent. */
+static PyObject *cached_iid(PyObject *d, PyObject **cache, uint64_t iid) {
+    if (iid < NCACHE && cache[iid]) return cache[iid];
+    PyObject *v = dict_iid(d, iid);
+    if (v && iid < NCACHE) {
+        Py_INCREF(v);
+        cache[iid] = v;
+    }
+    return v;
+}
+
 /* names.get(iid, 0) / cats.get(iid, 0): a model string id. */
 static int iid_string(PyObject *d, uint64_t iid, int32_t *out) {
     PyObject *v = dict_iid(d, iid);
@@ -108,6 +128,13 @@ static PyObject *call_bytes(PyObject *hook, PyObject *first, const uint8_t *s, s
     PyObject *r = first ? PyObject_CallFunctionObjArgs(hook, first, b, NULL) : PyObject_CallOneArg(hook, b);
     Py_DECREF(b);
     return r;
+}
+
+/* The args st->ablob holds from `start` on (one JSON object) as the next args: their index. */
+static int64_t st_end_args(St *st) {
+    int64_t end = (int64_t)st->ablob.n;
+    if (buf_put(&st->aend, &end, 8)) { PyErr_NoMemory(); return -1; }
+    return st->n_args++;
 }
 
 /* One event row; `value` is written for counters only (the Python path's list of counter values). */

@@ -19,6 +19,7 @@ import orjson
 
 from neuron_prof.loaders._pftrace_decode import Seq, fragment
 from neuron_prof.loaders._pftrace_decode import whole_packets as _py_whole_packets
+from neuron_prof.model import ArgsStore
 
 if TYPE_CHECKING:
     from neuron_prof.loaders.pftrace import _Reader
@@ -60,7 +61,6 @@ class Hooks:
         self.seqs = r.seqs
         self.seq_type = Seq
         self.intern = r.b.strings.intern
-        self.add_raw = r.b.args.add_raw
         self.dumps = orjson.dumps
         self._annot, self._idd, self._td, self._packet = DebugAnnotation, InternedData, TrackDescriptor, TracePacket
 
@@ -90,4 +90,5 @@ def scan(r: _Reader, data: bytes) -> None:
     r.args, r.value = np.frombuffer(cols[5], np.int64), np.frombuffer(cols[6], np.float64)
     r.flow_ev, r.flow_id, r.flow_sec = (np.frombuffer(cols[7], np.int64), np.frombuffer(cols[8], np.uint64),
                                         np.frombuffer(cols[9], np.int64))
+    r.arg_store = ArgsStore(cols[10], np.concatenate([np.zeros(1, np.int64), np.frombuffer(cols[11], np.int64)]))
     r.n_events = len(r.ts)

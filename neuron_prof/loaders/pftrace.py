@@ -13,6 +13,7 @@ scheme of the section (sequence id >> 8 = the writer's rank) that wrote them.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,8 @@ from neuron_prof.errors import TraceFormatError, TraceLoadError
 from neuron_prof.loaders import _pftrace_scan
 from neuron_prof.loaders._pftrace_decode import Seq, da_value, fragment, packet_chunks, text
 from neuron_prof.loaders._pftrace_tracks import tracks_from_descriptors
-from neuron_prof.model import Trace, TraceBuilder, Track, TrackKind
+from neuron_prof.loaders.kineto_json import _no_gc
+from neuron_prof.model import ArgsStore, Trace, TraceBuilder, Track, TrackKind
 from neuron_prof.model.schema import FORMAT_VERSION, META_KEY, Meta
 
 __all__ = ["load_pftrace"]
@@ -39,10 +41,14 @@ def load_pftrace(path: str | os.PathLike[str]) -> Trace:
     Raises:
         TraceLoadError: unreadable file. TraceFormatError: not a Perfetto trace with TrackEvent data.
     """
+    with _no_gc():  # a million args and columns are made: the cyclic GC would walk them again and again
+        return _load(Path(path))
+
+
+def _load(p: Path) -> Trace:
     from google.protobuf.message import DecodeError
     from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace as TraceProto
 
-    p = Path(path)
     try:
         data = p.read_bytes()
     except OSError as e:
@@ -81,6 +87,13 @@ def load_pftrace(path: str | os.PathLike[str]) -> Trace:
         raise TraceFormatError(p, _damaged(e)) from None
 
 
+def _columns(b: TraceBuilder, **cols: np.ndarray) -> None:
+    """Whole columns of the builder set to arrays: TraceBuilder.build takes arrays as they are (np.asarray),
+    so a million-row column is not made a list and back."""
+    for k, v in cols.items():
+        setattr(b, k, v)
+
+
 def _damaged(e: BaseException) -> str:
     return " ".join(f"damaged Perfetto trace ({type(e).__name__}: {e})".split())[:200]
 
@@ -109,12 +122,14 @@ class _Reader:
         self.lost: list[str] = []
         """Warnings that mean events were lost (the file was cut short): `metadata["partial"]`."""
         self.bytes_read = 0
+        self.arg_store: ArgsStore | None = None
+        """The compiled walk's args, all in one store (the Python path adds them to the builder one by one)."""
 
     # ---- pass over the packets ---------------------------------------------------------------------
     def read(self, proto: Any) -> None:
         """The packets of a parsed Trace into the columns (the Python path; `_pftrace_scan` is the compiled one)."""
         ts_l, uuid_l, typ_l, name_l, cat_l, args_l = self.ts, self.uuid, self.typ, self.name, self.cat, self.args
-        packet = self.packet
+        packet, add_args = self.packet, self.b.args.add_raw
         for p in proto.packet:
             row = packet(p)
             if row is None:
@@ -125,7 +140,7 @@ class _Reader:
             typ_l.append(typ)
             name_l.append(name)
             cat_l.append(cat)
-            args_l.append(args)
+            args_l.append(-1 if args is None else add_args(args))
             if typ == _C:
                 self.value.append(value)
             if flows:
@@ -138,7 +153,7 @@ class _Reader:
 
     def packet(self, p: Any) -> tuple[Any, ...] | None:
         """One TracePacket by the loader's rules (_pfscan.c applies the same ones): its event row (ts, track uuid,
-        type, name, cat, args, counter value, flow ids, sequence id), or None.
+        type, name, cat, args as a JSON object or None, counter value, flow ids, sequence id), or None.
 
         Every proto attribute access costs ~0.15 us here, so a packet is touched as little as possible (END
         packets without sequence flags read four fields), and each distinct serialized debug annotation is
@@ -148,7 +163,7 @@ class _Reader:
             te = p.track_event
             typ = te.type
             if typ == _E and not p.sequence_flags:
-                return p.timestamp, te.track_uuid, _E, 0, 0, -1, None, (), 0
+                return p.timestamp, te.track_uuid, _E, 0, 0, None, None, (), 0
         sid = p.trusted_packet_sequence_id
         seq = self.seqs.get(sid)
         if seq is None or p.sequence_flags & _CLEARED or p.incremental_state_cleared:
@@ -170,7 +185,7 @@ class _Reader:
             name = seq.names.get(te.name_iid, 0)
         else:
             name = intern(text(te.name)) if te.HasField("name") else 0
-        args = -1
+        args = None
         annots = te.debug_annotations
         if len(annots) and typ != _E:
             frags = []
@@ -179,7 +194,7 @@ class _Reader:
                 if frag is None and (frag := self.meta_fragment(a, seq, typ)) is None:
                     return None  # our metadata instant: read, not an event
                 frags.append(frag)
-            args = self.b.args.add_raw(b"{" + b",".join(frags) + b"}")
+            args = b"{" + b",".join(frags) + b"}"
         cats = te.category_iids
         if len(cats):
             cat = seq.cats.get(cats[0], 0)
@@ -256,12 +271,10 @@ class _Reader:
         args = np.asarray(self.args, np.int64)
         slice_of_event = self._slices(ts, tr, typ, name, cat, args)
         ins = np.flatnonzero((typ == _I) & (tr >= 0))
-        b.i_ts, b.i_track, b.i_name = ts[ins].tolist(), tr[ins].tolist(), name[ins].tolist()
-        b.i_cat, b.i_args = cat[ins].tolist(), args[ins].tolist()
+        _columns(b, i_ts=ts[ins], i_track=tr[ins], i_name=name[ins], i_cat=cat[ins], i_args=args[ins])
         cnt = np.flatnonzero(typ == _C)
         keep = tr[cnt] >= 0
-        b.c_ts, b.c_track = ts[cnt][keep].tolist(), tr[cnt][keep].tolist()
-        b.c_value = np.asarray(self.value, np.float64)[keep].tolist()
+        _columns(b, c_ts=ts[cnt][keep], c_track=tr[cnt][keep], c_value=np.asarray(self.value, np.float64)[keep])
         self._flows(ts, slice_of_event)
         for m in self.metas:
             b.metadata.update(m.get("metadata") or {})
@@ -273,7 +286,8 @@ class _Reader:
             b.metadata[Meta.PARTIAL] = {"truncated": True, "problems": list(self.lost), "bytes_read": self.bytes_read}
         if self.warnings:
             b.metadata[Meta.WARNINGS] = list(b.metadata.get(Meta.WARNINGS) or []) + self.warnings
-        return b.build()
+        trace = b.build()
+        return trace if self.arg_store is None else dataclasses.replace(trace, args=self.arg_store)
 
     def _slices(self, ts: np.ndarray, tr: np.ndarray, typ: np.ndarray, name: np.ndarray, cat: np.ndarray,
                 args: np.ndarray) -> np.ndarray:
@@ -291,8 +305,7 @@ class _Reader:
         keep = tr[bi] >= 0
         bi, end = bi[keep], end[keep]
         b = self.b
-        b.s_ts, b.s_dur = ts[bi].tolist(), (end - ts[bi]).tolist()
-        b.s_track, b.s_name, b.s_cat, b.s_args = tr[bi].tolist(), name[bi].tolist(), cat[bi].tolist(), args[bi].tolist()
+        _columns(b, s_ts=ts[bi], s_dur=end - ts[bi], s_track=tr[bi], s_name=name[bi], s_cat=cat[bi], s_args=args[bi])
         row = np.full(n, -1, np.int64)
         row[bi] = np.arange(len(bi))
         return row
@@ -368,11 +381,7 @@ class _Reader:
             name[k] = np.array([p[1] for p in pairs], np.int64)[c]
             xor = np.uint64(int(fm.get("xor") or 0))
             model_id[k] = ((ids[k] & ~np.uint64(0xFF << 40)) ^ xor).view(np.int64)
-        b.f_src.extend(src.tolist())
-        b.f_dst.extend(dst.tolist())
-        b.f_id.extend(model_id.tolist())
-        b.f_cat.extend(cat.tolist())
-        b.f_name.extend(name.tolist())
+        _columns(b, f_src=src, f_dst=dst, f_id=model_id, f_cat=cat, f_name=name)
 
     def _flow_meta(self, section: int) -> dict[str, Any]:
         """The flow id scheme of one file section: the metadata written with that rank's sequences (files of
