@@ -204,8 +204,6 @@ static int packet(St *st, const uint8_t *s, size_t n, const uint8_t *oneof) {
     return 0;
 }
 
-static PyObject *bytes_of(const Buf *b) { return PyBytes_FromStringAndSize((const char *)b->d, (Py_ssize_t)b->n); }
-
 static int hook(PyObject *hooks, const char *name, PyObject **out) {
     return (*out = PyObject_GetAttrString(hooks, name)) ? 0 : -1;  /* released by st_free */
 }
@@ -228,6 +226,9 @@ static PyObject *pfscan_scan(PyObject *self, PyObject *argv) {
         || hook(hooks, "frag", &st->on_frag) || hook(hooks, "packet", &st->on_packet))
         goto done;
     if (!PyDict_Check(st->seqs)) { PyErr_SetString(PyExc_TypeError, "hooks.seqs is not a dict"); goto done; }
+    Buf *outs[12] = {&st->ts, &st->uuid, &st->typ, &st->name, &st->cat, &st->args, &st->value, &st->fev, &st->fid,
+                     &st->fsec, &st->ablob, &st->aend};
+    for (int i = 0; i < 12; i++) outs[i]->grow = grow_bytes;
     const uint8_t *base = (const uint8_t *)data.buf;
     Rd r = {base, base + data.len};
     Fld f;
@@ -239,10 +240,12 @@ static PyObject *pfscan_scan(PyObject *self, PyObject *argv) {
         if (e) goto done;
     }
     if (k < 0) { damaged(r.p, base); goto done; }
-    out = Py_BuildValue("(NNNNNNNNNNNN)", bytes_of(&st->ts), bytes_of(&st->uuid), bytes_of(&st->typ),
-                        bytes_of(&st->name), bytes_of(&st->cat), bytes_of(&st->args), bytes_of(&st->value),
-                        bytes_of(&st->fev), bytes_of(&st->fid), bytes_of(&st->fsec), bytes_of(&st->ablob),
-                        bytes_of(&st->aend));
+    out = PyTuple_New(12);
+    for (int i = 0; out && i < 12; i++) {
+        PyObject *b = take_bytes(outs[i]);
+        if (!b) Py_CLEAR(out);
+        else PyTuple_SET_ITEM(out, i, b);
+    }
 done:
     st_free(st);
     free(st);

@@ -10,7 +10,7 @@ typedef struct {
     PyObject *seq, *names, *cats, *name_frag, *value_json, *annot_cache;
     PyObject *nf[NCACHE], *vj[NCACHE];  /* name_frag[iid], value_json[iid] (new references; the Python side
                                            only ever adds to those dicts, never replaces an entry) */
-    Buf ts, uuid, typ, name, cat, args, value, fev, fid, fsec;  /* the columns */
+    Buf ts, uuid, typ, name, cat, args, value, fev, fid, fsec;  /* the columns (grown in bytes objects) */
     Buf ablob, aend;    /* every event's args (JSON objects back to back) and where each ends (int64) */
     Buf flows;          /* scratch: one event's flow ids */
     int64_t n, n_args;  /* events and args so far */
@@ -29,6 +29,34 @@ static void st_drop_seq(St *st) {
     Py_CLEAR(st->annot_cache);
 }
 
+/* Buf.grow of the outputs: the bytes live in a bytes object, handed out whole at the end (no copy). */
+static int grow_bytes(Buf *b, size_t cap) {
+    PyObject *o = (PyObject *)b->owner;
+    if (!o) o = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)cap);
+    else if (_PyBytes_Resize(&o, (Py_ssize_t)cap)) o = NULL;  /* it freed the old object */
+    b->owner = o;
+    if (!o) {
+        PyErr_Clear();  /* the caller says MemoryError */
+        b->d = NULL;
+        b->n = b->cap = 0;
+        return -1;
+    }
+    b->d = (uint8_t *)PyBytes_AS_STRING(o);
+    b->cap = cap;
+    return 0;
+}
+
+/* The bytes of an output Buf (a new reference; the Buf is left empty). */
+static PyObject *take_bytes(Buf *b) {
+    PyObject *o = (PyObject *)b->owner;
+    b->owner = NULL;
+    if (!o) return PyBytes_FromStringAndSize(NULL, 0);
+    if (_PyBytes_Resize(&o, (Py_ssize_t)b->n)) return NULL;
+    b->d = NULL;
+    b->n = b->cap = 0;
+    return o;
+}
+
 static void st_free(St *st) {
     st_drop_seq(st);
     PyObject **refs[] = {&st->seqs, &st->seq_type, &st->intern, &st->dumps, &st->on_interned,
@@ -36,7 +64,10 @@ static void st_free(St *st) {
     for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) Py_CLEAR(*refs[i]);
     Buf *bufs[] = {&st->ts, &st->uuid, &st->typ, &st->name, &st->cat, &st->args, &st->value, &st->fev, &st->fid,
                    &st->fsec, &st->ablob, &st->aend, &st->flows};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]->d);
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        if (bufs[i]->grow) Py_XDECREF((PyObject *)bufs[i]->owner);
+        else free(bufs[i]->d);
+    }
 }
 
 static PyObject *dict_attr(PyObject *o, const char *name) {

@@ -80,17 +80,27 @@ static size_t whole_packets(const uint8_t *buf, size_t n) {
     return pos;
 }
 
-/* ---- growable buffer ----------------------------------------------------------------------------- */
-typedef struct { uint8_t *d; size_t n, cap; } Buf;
+/* ---- growable buffer: malloc'd, or grown by `grow` (the scan's outputs grow inside Python bytes objects) -- */
+typedef struct Buf Buf;
+struct Buf {
+    uint8_t *d;
+    size_t n, cap;
+    int (*grow)(Buf *, size_t cap);  /* NULL: realloc */
+    void *owner;                     /* what `grow` keeps the bytes in */
+};
 
 static int buf_put(Buf *b, const void *v, size_t len) {
     if (b->n + len > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->n + len) cap *= 2;
-        uint8_t *d = (uint8_t *)realloc(b->d, cap);
-        if (!d) return -1;
-        b->d = d;
-        b->cap = cap;
+        if (b->grow) {
+            if (b->grow(b, cap)) return -1;
+        } else {
+            uint8_t *d = (uint8_t *)realloc(b->d, cap);
+            if (!d) return -1;
+            b->d = d;
+            b->cap = cap;
+        }
     }
     memcpy(b->d + b->n, v, len);
     b->n += len;
