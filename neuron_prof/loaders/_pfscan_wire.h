@@ -5,6 +5,9 @@
  * package's descriptors in tests/test_pftrace_scan.py). Every read is bounded by the end of its message: a
  * varint longer than 10 bytes, a length past the end, or wire type 3, 4, 6 or 7 is an error (-1). */
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#error "fixed64 fields are read as little-endian words: on this host the loader's Python path reads .pftrace"
+#endif
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -35,7 +35,7 @@ ENABLED = _pfscan is not None and os.environ.get("NEURON_PROF_PFTRACE_SCANNER", 
 
 def whole_packets(data: bytes) -> int:
     """Length of the longest prefix of `data` made of whole packets (see _pftrace_decode.whole_packets)."""
-    return _pfscan.frame(data) if _pfscan is not None else _py_whole_packets(data)
+    return _pfscan.frame(data) if ENABLED else _py_whole_packets(data)
 
 
 def _oneof_bitmap() -> bytes:
