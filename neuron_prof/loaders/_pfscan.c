@@ -51,10 +51,10 @@ static int annot_fast(St *st, const uint8_t *s, size_t n) {
     int k, has_name = 0, has_val = 0;
     uint64_t iid = 0;
     while ((k = rd_field(&r, &f)) > 0) {
-        if (f.num == A_NAME_IID && f.wt == WT_VARINT && !has_name) { has_name = 1; iid = f.v; continue; }
+        if (FNUM(f) == A_NAME_IID && FWT(f) == WT_VARINT && !has_name) { has_name = 1; iid = f.v; continue; }
         if (has_val) return 0;
-        if ((f.wt == WT_VARINT && (f.num == A_INT || f.num == A_UINT || f.num == A_BOOL || f.num == A_STR_IID))
-            || (f.wt == WT_I64 && f.num == A_DOUBLE)) { has_val = 1; val = f; continue; }
+        if ((FWT(f) == WT_VARINT && (FNUM(f) == A_INT || FNUM(f) == A_UINT || FNUM(f) == A_BOOL || FNUM(f) == A_STR_IID))
+            || (FWT(f) == WT_I64 && FNUM(f) == A_DOUBLE)) { has_val = 1; val = f; continue; }
         return 0;
     }
     if (k < 0) return -2;
@@ -62,10 +62,10 @@ static int annot_fast(St *st, const uint8_t *s, size_t n) {
     PyObject *nf = cached_iid(st->name_frag, st->nf, iid);
     if (!nf) return PyErr_Occurred() ? -1 : 0;
     PyObject *sv = NULL;
-    if (val.num == A_STR_IID && !(sv = cached_iid(st->value_json, st->vj, val.v))) return PyErr_Occurred() ? -1 : 0;
+    if (FNUM(val) == A_STR_IID && !(sv = cached_iid(st->value_json, st->vj, val.v))) return PyErr_Occurred() ? -1 : 0;
     size_t mark = st->ablob.n;
     if (put_bytes(&st->ablob, nf)) return -1;
-    switch (val.num) {
+    switch (FNUM(val)) {
     case A_INT: return put_int(&st->ablob, val.v, (int64_t)val.v < 0) ? -1 : 1;
     case A_UINT: return put_int(&st->ablob, val.v, 0) ? -1 : 1;
     case A_BOOL: return put_str(&st->ablob, val.v ? "true" : "false") ? -1 : 1;
@@ -93,7 +93,7 @@ static int event_args(St *st, const uint8_t *te, size_t te_n, int typ, int64_t *
     size_t start = st->ablob.n;
     if (put_str(&st->ablob, "{")) return -1;
     while (!e && (k = rd_field(&r, &f)) > 0) {
-        if (f.num != T_ANNOTS || f.wt != WT_LEN) continue;
+        if (FNUM(f) != T_ANNOTS || FWT(f) != WT_LEN) continue;
         if (!first && put_str(&st->ablob, ",")) { e = -1; break; }
         first = 0;
         int fast = annot_fast(st, f.s, f.n);
@@ -234,7 +234,7 @@ static PyObject *pfscan_scan(PyObject *self, PyObject *argv) {
     Fld f;
     int k;
     while ((k = rd_field(&r, &f)) > 0) {
-        if (f.num != 1 || f.wt != WT_LEN) continue;  /* Trace has no other field: unknown ones are skipped */
+        if (FNUM(f) != 1 || FWT(f) != WT_LEN) continue;  /* Trace has no other field: unknown ones are skipped */
         int e = packet(st, f.s, f.n, (const uint8_t *)oneof.buf);
         if (e == -2) { damaged(f.s, base); goto done; }
         if (e) goto done;

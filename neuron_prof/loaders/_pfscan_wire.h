@@ -23,9 +23,19 @@ enum { A_NAME_IID = 1, A_BOOL = 2, A_UINT = 3, A_INT = 4, A_DOUBLE = 5, A_STR_II
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
 
 typedef struct { const uint8_t *p, *end; } Rd;
-typedef struct { uint32_t num; int wt; uint64_t v; const uint8_t *s; size_t n; } Fld;
+/* One field: its tag whole (field number << 3 | wire type; read back as one word, no split stores to reload),
+ * a varint or fixed value, or the bytes of a length-delimited one. */
+typedef struct { uint64_t tag; uint64_t v; const uint8_t *s; size_t n; } Fld;
+#define FNUM(f) ((uint32_t)((f).tag >> 3))
+#define FWT(f) ((int)((f).tag & 7))
 
-static int rd_varint(Rd *r, uint64_t *out) {
+#define HOT static inline __attribute__((always_inline))
+
+HOT int rd_varint(Rd *r, uint64_t *out) {
+    if (r->p < r->end && *r->p < 0x80) {  /* most varints are one byte */
+        *out = *r->p++;
+        return 0;
+    }
     uint64_t v = 0;
     for (int i = 0; i < 10; i++) {
         if (r->p >= r->end) return -1;
@@ -37,15 +47,14 @@ static int rd_varint(Rd *r, uint64_t *out) {
 }
 
 /* The next field of the message in r: 1 (read), 0 (end of the message), -1 (damaged). */
-static int rd_field(Rd *r, Fld *f) {
+HOT int rd_field(Rd *r, Fld *f) {
     if (r->p >= r->end) return 0;
     uint64_t tag;
     if (rd_varint(r, &tag) || tag > 0xFFFFFFFFu || (tag >> 3) == 0) return -1;
-    f->num = (uint32_t)(tag >> 3);
-    f->wt = (int)(tag & 7);
+    f->tag = tag;
     f->s = NULL;
     f->n = 0;
-    switch (f->wt) {
+    switch ((int)(tag & 7)) {
     case WT_VARINT: return rd_varint(r, &f->v) ? -1 : 1;
     case WT_I64:
         if (r->end - r->p < 8) return -1;
@@ -92,19 +101,19 @@ struct Buf {
     void *owner;                     /* what `grow` keeps the bytes in */
 };
 
-static int buf_put(Buf *b, const void *v, size_t len) {
-    if (b->n + len > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + len) cap *= 2;
-        if (b->grow) {
-            if (b->grow(b, cap)) return -1;
-        } else {
-            uint8_t *d = (uint8_t *)realloc(b->d, cap);
-            if (!d) return -1;
-            b->d = d;
-            b->cap = cap;
-        }
-    }
+static int buf_grow(Buf *b, size_t len) {
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->n + len) cap *= 2;
+    if (b->grow) return b->grow(b, cap);
+    uint8_t *d = (uint8_t *)realloc(b->d, cap);
+    if (!d) return -1;
+    b->d = d;
+    b->cap = cap;
+    return 0;
+}
+
+HOT int buf_put(Buf *b, const void *v, size_t len) {
+    if (b->n + len > b->cap && buf_grow(b, len)) return -1;
     memcpy(b->d + b->n, v, len);
     b->n += len;
     return 0;
@@ -126,19 +135,19 @@ static int read_packet(const uint8_t *s, size_t n, const uint8_t *oneof, Packet 
     int k, n_te = 0, n_td = 0;
     memset(pk, 0, sizeof *pk);
     while ((k = rd_field(&r, &f)) > 0) {
-        if (f.wt == WT_VARINT) {
-            switch (f.num) {
+        if (FWT(f) == WT_VARINT) {
+            switch (FNUM(f)) {
             case P_TIMESTAMP: pk->ts = f.v; break;
             case P_SEQ_ID: pk->sid = f.v & 0xFFFFFFFFu; break;
             case P_SEQ_FLAGS: pk->flags = f.v & 0xFFFFFFFFu; break;
             case P_CLEARED: pk->cleared = f.v != 0; break;
             default: break;
             }
-        } else if (f.wt == WT_LEN) {
-            if (f.num < 1024 && (oneof[f.num >> 3] >> (f.num & 7) & 1)) pk->kind = f.num;
-            if (f.num == P_TRACK_EVENT) { pk->te = f.s; pk->te_n = f.n; n_te++; }
-            else if (f.num == P_DESCRIPTOR) { pk->td = f.s; pk->td_n = f.n; n_td++; }
-            else if (f.num == P_INTERNED) { pk->idd = f.s; pk->idd_n = f.n; pk->dup |= pk->has_idd; pk->has_idd = 1; }
+        } else if (FWT(f) == WT_LEN) {
+            if (FNUM(f) < 1024 && (oneof[FNUM(f) >> 3] >> (FNUM(f) & 7) & 1)) pk->kind = FNUM(f);
+            if (FNUM(f) == P_TRACK_EVENT) { pk->te = f.s; pk->te_n = f.n; n_te++; }
+            else if (FNUM(f) == P_DESCRIPTOR) { pk->td = f.s; pk->td_n = f.n; n_td++; }
+            else if (FNUM(f) == P_INTERNED) { pk->idd = f.s; pk->idd_n = f.n; pk->dup |= pk->has_idd; pk->has_idd = 1; }
         }
     }
     pk->dup |= n_te > 1 || n_td > 1;
@@ -174,28 +183,28 @@ static int read_event(const uint8_t *s, size_t n, Event *ev) {
     int k;
     memset(ev, 0, sizeof *ev);
     while ((k = rd_field(&r, &f)) > 0) {
-        switch (f.num) {
+        switch (FNUM(f)) {
         case T_TYPE:  /* a closed enum: values outside it are unknown fields to protobuf */
-            if (f.wt == WT_VARINT && (uint32_t)f.v <= 5) ev->type = (uint32_t)f.v;
+            if (FWT(f) == WT_VARINT && (uint32_t)f.v <= 5) ev->type = (uint32_t)f.v;
             break;
-        case T_UUID: if (f.wt == WT_VARINT) ev->uuid = f.v; break;
-        case T_NAME_IID: if (f.wt == WT_VARINT) { ev->name_kind = 1; ev->name_iid = f.v; } break;
-        case T_NAME: if (f.wt == WT_LEN) { ev->name_kind = 2; ev->name = f.s; ev->name_n = f.n; } break;
+        case T_UUID: if (FWT(f) == WT_VARINT) ev->uuid = f.v; break;
+        case T_NAME_IID: if (FWT(f) == WT_VARINT) { ev->name_kind = 1; ev->name_iid = f.v; } break;
+        case T_NAME: if (FWT(f) == WT_LEN) { ev->name_kind = 2; ev->name = f.s; ev->name_n = f.n; } break;
         case T_CAT_IIDS:
-            if (f.wt == WT_VARINT && !ev->has_cat_iid) { ev->has_cat_iid = 1; ev->cat_iid = f.v; }
-            else if (f.wt == WT_LEN && packed_first(f.s, f.n, &ev->has_cat_iid, &ev->cat_iid)) return -1;
+            if (FWT(f) == WT_VARINT && !ev->has_cat_iid) { ev->has_cat_iid = 1; ev->cat_iid = f.v; }
+            else if (FWT(f) == WT_LEN && packed_first(f.s, f.n, &ev->has_cat_iid, &ev->cat_iid)) return -1;
             break;
         case T_CATS:
-            if (f.wt == WT_LEN && !ev->has_cat_str) { ev->has_cat_str = 1; ev->cat = f.s; ev->cat_n = f.n; }
+            if (FWT(f) == WT_LEN && !ev->has_cat_str) { ev->has_cat_str = 1; ev->cat = f.s; ev->cat_n = f.n; }
             break;
-        case T_COUNTER: if (f.wt == WT_VARINT) { ev->counter_kind = 1; ev->counter = f.v; } break;
+        case T_COUNTER: if (FWT(f) == WT_VARINT) { ev->counter_kind = 1; ev->counter = f.v; } break;
         case T_DCOUNTER:
-            if (f.wt == WT_I64) { ev->counter_kind = 2; memcpy(&ev->dcounter, &f.v, 8); }
+            if (FWT(f) == WT_I64) { ev->counter_kind = 2; memcpy(&ev->dcounter, &f.v, 8); }
             break;
-        case T_ANNOTS: if (f.wt == WT_LEN) ev->n_annots++; break;
+        case T_ANNOTS: if (FWT(f) == WT_LEN) ev->n_annots++; break;
         case T_FLOWS: case T_TFLOWS:
-            if (f.wt == WT_I64) ev->n_flows++;
-            else if (f.wt == WT_LEN) {
+            if (FWT(f) == WT_I64) ev->n_flows++;
+            else if (FWT(f) == WT_LEN) {
                 if (f.n % 8) return -1;
                 ev->n_flows += (int)(f.n / 8);
             }
@@ -213,9 +222,9 @@ static int event_flows(const uint8_t *s, size_t n, uint32_t num, Buf *out) {
     Fld f;
     int k;
     while ((k = rd_field(&r, &f)) > 0) {
-        if (f.num != num) continue;
-        if (f.wt == WT_I64 && buf_put(out, &f.v, 8)) return -2;
-        if (f.wt == WT_LEN && buf_put(out, f.s, f.n)) return -2;  /* packed fixed64, little-endian */
+        if (FNUM(f) != num) continue;
+        if (FWT(f) == WT_I64 && buf_put(out, &f.v, 8)) return -2;
+        if (FWT(f) == WT_LEN && buf_put(out, f.s, f.n)) return -2;  /* packed fixed64, little-endian */
     }
     return k;
 }
