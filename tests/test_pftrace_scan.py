@@ -156,6 +156,11 @@ def _odd_packets() -> bytes:
     te.debug_annotations.extend(annots)
     pkt(timestamp=FOREIGN_T0 + 220, sequence_flags=2).track_event.MergeFrom(
         TrackEvent(type=E, track_uuid=11, terminating_flow_ids=[900], category_iids=[1]))
+    for name in ("outer again", "renamed in place"):  # iid 1 used, then given another name in the same state
+        p = pkt(timestamp=FOREIGN_T0 + 225, sequence_flags=2)
+        if name != "outer again":
+            p.interned_data.event_names.add(iid=1, name=name)
+        p.track_event.MergeFrom(TrackEvent(type=I, track_uuid=11, name_iid=1))
     pkt(timestamp=FOREIGN_T0 + 230, sequence_flags=1).track_event.MergeFrom(  # cleared: iid 1 means nothing now
         TrackEvent(type=I, track_uuid=11, name_iid=1, categories=["by name", "second"]))
     for k, kw in enumerate(({"counter_value": -(1 << 62)}, {"double_counter_value": -2.25}, {})):
@@ -191,6 +196,7 @@ def test_hand_built_packets_same_either_way(tmp_path: Path, monkeypatch: pytest.
     slow, t = both(p, monkeypatch)
     names = [t.s(int(i)) for i in t.instants.name]
     assert {"no track", "negative time", "marker", "last", "packed flows", "merged"} <= set(names)
+    assert names[names.index("outer after clearing"):][:2] == ["outer after clearing", "renamed in place"]
     assert t.counters.value.tolist()[-4:] == [float(-(1 << 62)), -2.25, 0.0, 2.5]
     after = next(i for i in range(len(t.slices)) if t.slice_name(i) == "outer after clearing")
     args = t.slice_args(after)

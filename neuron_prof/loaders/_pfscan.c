@@ -21,8 +21,11 @@ static PyObject *damaged(const uint8_t *at, const uint8_t *base) {
     return PyErr_Format(PyExc_ValueError, "damaged protobuf in the packet at byte %zd", (Py_ssize_t)(at - base));
 }
 
-static int put_str(Buf *b, const char *s) {
-    if (buf_put(b, s, strlen(s))) { PyErr_NoMemory(); return -1; }
+/* A string literal's bytes (its length known at compile time). */
+#define PUT_LIT(b, lit) put_raw((b), (lit), sizeof(lit) - 1)
+
+HOT int put_raw(Buf *b, const char *s, size_t n) {
+    if (buf_put(b, s, n)) { PyErr_NoMemory(); return -1; }
     return 0;
 }
 
@@ -68,7 +71,7 @@ static int annot_fast(St *st, const uint8_t *s, size_t n) {
     switch (FNUM(val)) {
     case A_INT: return put_int(&st->ablob, val.v, (int64_t)val.v < 0) ? -1 : 1;
     case A_UINT: return put_int(&st->ablob, val.v, 0) ? -1 : 1;
-    case A_BOOL: return put_str(&st->ablob, val.v ? "true" : "false") ? -1 : 1;
+    case A_BOOL: return (val.v ? PUT_LIT(&st->ablob, "true") : PUT_LIT(&st->ablob, "false")) ? -1 : 1;
     case A_STR_IID: return put_bytes(&st->ablob, sv) ? -1 : 1;
     default: {
         double d;
@@ -91,30 +94,28 @@ static int event_args(St *st, const uint8_t *te, size_t te_n, int typ, int64_t *
     Fld f;
     int k, first = 1, e = 0;
     size_t start = st->ablob.n;
-    if (put_str(&st->ablob, "{")) return -1;
+    if (PUT_LIT(&st->ablob, "{")) return -1;
     while (!e && (k = rd_field(&r, &f)) > 0) {
         if (FNUM(f) != T_ANNOTS || FWT(f) != WT_LEN) continue;
-        if (!first && put_str(&st->ablob, ",")) { e = -1; break; }
+        if (!first && PUT_LIT(&st->ablob, ",")) { e = -1; break; }
         first = 0;
         int fast = annot_fast(st, f.s, f.n);
         if (fast) { e = fast < 0 ? fast : 0; continue; }
-        PyObject *key = PyBytes_FromStringAndSize((const char *)f.s, (Py_ssize_t)f.n);
-        if (!key) { e = -1; break; }
-        PyObject *frag = PyDict_GetItemWithError(st->annot_cache, key);  /* borrowed */
-        if (frag) Py_INCREF(frag);
-        else if (!PyErr_Occurred()) {
+        PyObject *frag = annot_cached(st, f.s, f.n);
+        if (!frag && !PyErr_Occurred()) {
             PyObject *t = PyLong_FromLong(typ);
-            frag = t ? PyObject_CallFunctionObjArgs(st->on_frag, st->seq, t, key, NULL) : NULL;
+            PyObject *key = PyBytes_FromStringAndSize((const char *)f.s, (Py_ssize_t)f.n);
+            frag = t && key ? PyObject_CallFunctionObjArgs(st->on_frag, st->seq, t, key, NULL) : NULL;
             Py_XDECREF(t);
+            Py_XDECREF(key);
         }
-        Py_DECREF(key);
         if (!frag) e = -1;
         else if (frag == Py_None) e = 1;
         else e = put_bytes(&st->ablob, frag);
         Py_XDECREF(frag);
     }
     if (!e && k < 0) e = -2;
-    if (!e && put_str(&st->ablob, "}")) e = -1;
+    if (!e && PUT_LIT(&st->ablob, "}")) e = -1;
     if (e) {
         st->ablob.n = start;  /* nothing of this event's args stays */
         return e;
@@ -125,6 +126,8 @@ static int event_args(St *st, const uint8_t *te, size_t te_n, int typ, int64_t *
 /* A packet the Python hook reads whole: it returns None or (ts, uuid, type, name, cat, args JSON or None,
  * counter value, flow ids, sequence id). */
 static int packet_by_hook(St *st, const uint8_t *s, size_t n) {
+    st->seq_sid_ok = 0;  /* the hook may put a new Seq in seqs, or intern names in the current one */
+    st->gen++;
     PyObject *row = call_bytes(st->on_packet, NULL, s, n);
     if (!row) return -1;
     int r = 0;
@@ -168,6 +171,7 @@ static int packet(St *st, const uint8_t *s, size_t n, const uint8_t *oneof) {
     }
     if (st_seq(st, pk.sid, (pk.flags & 1) || pk.cleared)) return -1;
     if (pk.has_idd) {
+        st->gen++;  /* names and categories may change */
         PyObject *r = call_bytes(st->on_interned, st->seq, pk.idd, pk.idd_n);
         if (!r) return -1;
         Py_DECREF(r);
@@ -184,13 +188,13 @@ static int packet(St *st, const uint8_t *s, size_t n, const uint8_t *oneof) {
     if (typ < 1 || typ > 4) return 0;
     int32_t name = 0, cat = 0;
     int64_t args = -1;
-    if (typ != 2 && ev.name_kind == 1 && iid_string(st->names, ev.name_iid, &name)) return -1;
+    if (typ != 2 && ev.name_kind == 1 && iid_string(st, 0, ev.name_iid, &name)) return -1;
     if (typ != 2 && ev.name_kind == 2 && intern_utf8(st, ev.name, ev.name_n, &name)) return -1;
     if (ev.n_annots && typ != 2) {
         int a = event_args(st, pk.te, pk.te_n, typ, &args);
         if (a) return a > 0 ? 0 : a;  /* 1: the metadata instant, read by the hook */
     }
-    if (ev.cat_kind == 1 && iid_string(st->cats, ev.cat_iid, &cat)) return -1;
+    if (ev.cat_kind == 1 && iid_string(st, 1, ev.cat_iid, &cat)) return -1;
     if (ev.cat_kind == 2 && intern_utf8(st, ev.cat, ev.cat_n, &cat)) return -1;
     double value = ev.counter_kind == 2 ? ev.dcounter : (double)(int64_t)ev.counter;
     if (st_row(st, pk.ts, ev.uuid, (int8_t)typ, name, cat, args, value)) return -1;
@@ -226,6 +230,8 @@ static PyObject *pfscan_scan(PyObject *self, PyObject *argv) {
         || hook(hooks, "frag", &st->on_frag) || hook(hooks, "packet", &st->on_packet))
         goto done;
     if (!PyDict_Check(st->seqs)) { PyErr_SetString(PyExc_TypeError, "hooks.seqs is not a dict"); goto done; }
+    if (!(st->acache = (AEnt *)calloc(ACACHE, sizeof(AEnt)))) { PyErr_NoMemory(); goto done; }
+    st->gen = 1;  /* ids_gen starts at 0: nothing cached */
     Buf *outs[12] = {&st->ts, &st->uuid, &st->typ, &st->name, &st->cat, &st->args, &st->value, &st->fev, &st->fid,
                      &st->fsec, &st->ablob, &st->aend};
     for (int i = 0; i < 12; i++) outs[i]->grow = grow_bytes;

@@ -3,13 +3,24 @@
 
 #define NCACHE 4096  /* iids below this have their name / string value fragments cached per sequence */
 
+#define ACACHE (1 << 16)  /* slots of the cache of annotation bytes -> fragments (filled to half at most) */
+
+/* One entry of that cache: the annotation's bytes (in the scanned buffer), its sequence and fragment (new refs). */
+typedef struct { const uint8_t *k; size_t n; uint64_t h; PyObject *seq, *frag; } AEnt;
+
 typedef struct {
     /* from the loader (_pftrace_scan.Hooks): new references */
     PyObject *seqs, *seq_type, *intern, *dumps, *on_interned, *on_descriptor, *on_frag, *on_packet;
     /* the current Seq and its dicts (new references) */
     PyObject *seq, *names, *cats, *name_frag, *value_json, *annot_cache;
+    int32_t ids[2][NCACHE];             /* names.get(iid) and cats.get(iid) for small iids, valid where */
+    uint32_t ids_gen[2][NCACHE], gen;   /* ids_gen == gen: bumped when the sequence or its interned data change */
+    uint64_t seq_sid;                   /* the sequence id st->seq is seqs[] of, while seq_sid_ok */
+    int seq_sid_ok;
     PyObject *nf[NCACHE], *vj[NCACHE];  /* name_frag[iid], value_json[iid] (new references; the Python side
                                            only ever adds to those dicts, never replaces an entry) */
+    AEnt *acache;                                                /* ACACHE slots: Seq.annot_cache's hits */
+    size_t acount;
     Buf ts, uuid, typ, name, cat, args, value, fev, fid, fsec;  /* the columns (grown in bytes objects) */
     Buf ablob, aend;    /* every event's args (JSON objects back to back) and where each ends (int64) */
     Buf flows;          /* scratch: one event's flow ids */
@@ -17,6 +28,7 @@ typedef struct {
 } St;
 
 static void st_drop_seq(St *st) {
+    st->gen++;
     for (int i = 0; i < NCACHE; i++) {
         Py_CLEAR(st->nf[i]);
         Py_CLEAR(st->vj[i]);
@@ -59,6 +71,11 @@ static PyObject *take_bytes(Buf *b) {
 
 static void st_free(St *st) {
     st_drop_seq(st);
+    for (size_t i = 0; st->acache && i < ACACHE; i++) {
+        Py_XDECREF(st->acache[i].seq);
+        Py_XDECREF(st->acache[i].frag);
+    }
+    free(st->acache);
     PyObject **refs[] = {&st->seqs, &st->seq_type, &st->intern, &st->dumps, &st->on_interned,
                          &st->on_descriptor, &st->on_frag, &st->on_packet};
     for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) Py_CLEAR(*refs[i]);
@@ -95,16 +112,22 @@ static int st_set_seq(St *st, PyObject *seq) {
 
 /* The Seq of sequence `sid` (a new one when there is none yet or the packet clears the incremental state). */
 static int st_seq(St *st, uint64_t sid, int clear) {
+    if (!clear && st->seq_sid_ok && sid == st->seq_sid) return 0;  /* seqs[sid] is st->seq still */
     PyObject *key = PyLong_FromUnsignedLongLong(sid);
     if (!key) return -1;
     PyObject *seq = PyDict_GetItemWithError(st->seqs, key);  /* borrowed */
     if (!seq && PyErr_Occurred()) { Py_DECREF(key); return -1; }
-    if (seq && !clear) { Py_DECREF(key); return st_set_seq(st, seq); }
-    seq = PyObject_CallNoArgs(st->seq_type);
-    int r = seq ? PyDict_SetItem(st->seqs, key, seq) : -1;
-    if (!r) r = st_set_seq(st, seq);
-    Py_XDECREF(seq);
+    int r;
+    if (seq && !clear) r = st_set_seq(st, seq);
+    else {
+        seq = PyObject_CallNoArgs(st->seq_type);
+        r = seq ? PyDict_SetItem(st->seqs, key, seq) : -1;
+        if (!r) r = st_set_seq(st, seq);
+        Py_XDECREF(seq);
+    }
     Py_DECREF(key);
+    st->seq_sid = sid;
+    st->seq_sid_ok = !r;
     return r;
 }
 
@@ -128,13 +151,63 @@ static PyObject *cached_iid(PyObject *d, PyObject **cache, uint64_t iid) {
     return v;
 }
 
-/* names.get(iid, 0) / cats.get(iid, 0): a model string id. */
-static int iid_string(PyObject *d, uint64_t iid, int32_t *out) {
-    PyObject *v = dict_iid(d, iid);
-    if (!v) { *out = 0; return PyErr_Occurred() ? -1 : 0; }
-    long x = PyLong_AsLong(v);
-    if (x == -1 && PyErr_Occurred()) return -1;
+static uint64_t hash_bytes(const uint8_t *s, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ n, w;
+    for (; n >= 8; s += 8, n -= 8) {
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDull;
+        h ^= h >> 32;
+    }
+    w = 0;
+    memcpy(&w, s, n);
+    h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
+    return h ^ (h >> 29);
+}
+
+/* The slot of (current sequence, s[:n]) in the annotation cache: the entry, or the empty slot to fill. */
+static AEnt *acache_slot(St *st, const uint8_t *s, size_t n, uint64_t h) {
+    size_t i = (size_t)(h ^ (uintptr_t)st->seq) & (ACACHE - 1);
+    while (st->acache[i].frag) {
+        AEnt *e = &st->acache[i];
+        if (e->h == h && e->seq == st->seq && e->n == n && !memcmp(e->k, s, n)) return e;
+        i = (i + 1) & (ACACHE - 1);
+    }
+    return &st->acache[i];
+}
+
+/* The fragment of annotation bytes s[:n] in the current Seq's annot_cache (a new reference), NULL with no
+ * error when it holds none. Hits are kept in st->acache: the Python side only ever adds to that dict. */
+static PyObject *annot_cached(St *st, const uint8_t *s, size_t n) {
+    uint64_t h = hash_bytes(s, n);
+    AEnt *e = acache_slot(st, s, n, h);
+    if (e->frag) { Py_INCREF(e->frag); return e->frag; }
+    PyObject *key = PyBytes_FromStringAndSize((const char *)s, (Py_ssize_t)n);
+    if (!key) return NULL;
+    PyObject *frag = PyDict_GetItemWithError(st->annot_cache, key);  /* borrowed */
+    Py_DECREF(key);
+    if (!frag) return NULL;
+    if (st->acount < ACACHE / 2) {
+        *e = (AEnt){s, n, h, st->seq, frag};
+        Py_INCREF(st->seq);
+        Py_INCREF(frag);
+        st->acount++;
+    }
+    Py_INCREF(frag);
+    return frag;
+}
+
+/* names.get(iid, 0) (which 0) / cats.get(iid, 0) (which 1): a model string id. */
+static int iid_string(St *st, int which, uint64_t iid, int32_t *out) {
+    if (iid < NCACHE && st->ids_gen[which][iid] == st->gen) { *out = st->ids[which][iid]; return 0; }
+    PyObject *v = dict_iid(which ? st->cats : st->names, iid);
+    long x = 0;
+    if (!v && PyErr_Occurred()) return -1;
+    if (v && (x = PyLong_AsLong(v)) == -1 && PyErr_Occurred()) return -1;
     *out = (int32_t)x;
+    if (iid < NCACHE) {
+        st->ids[which][iid] = *out;
+        st->ids_gen[which][iid] = st->gen;
+    }
     return 0;
 }
 
