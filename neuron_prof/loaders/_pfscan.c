@@ -56,8 +56,9 @@ static int annot_fast(St *st, const uint8_t *s, size_t n) {
     while ((k = rd_field(&r, &f)) > 0) {
         if (FNUM(f) == A_NAME_IID && FWT(f) == WT_VARINT && !has_name) { has_name = 1; iid = f.v; continue; }
         if (has_val) return 0;
-        if ((FWT(f) == WT_VARINT && (FNUM(f) == A_INT || FNUM(f) == A_UINT || FNUM(f) == A_BOOL || FNUM(f) == A_STR_IID))
-            || (FWT(f) == WT_I64 && FNUM(f) == A_DOUBLE)) { has_val = 1; val = f; continue; }
+        uint32_t num = FNUM(f);
+        if ((FWT(f) == WT_VARINT && (num == A_INT || num == A_UINT || num == A_BOOL || num == A_STR_IID))
+            || (FWT(f) == WT_I64 && num == A_DOUBLE)) { has_val = 1; val = f; continue; }
         return 0;
     }
     if (k < 0) return -2;
