@@ -7,6 +7,8 @@ that a new folder under any of the three needs no edit to the packaging.
 One C extension, the trace scanner `neuron_prof.loaders._jscan` (neuron_prof/loaders/_jscan.c), is built
 at `pip install -e .` / `pip install .`, or in place with `python setup.py build_ext --inplace`. It is
 optional: without a C compiler the install goes on and the loader uses its Python path (slower).
+The .pftrace loader's packet walk, `neuron_prof.loaders._pfscan` (neuron_prof/loaders/_pfscan.c), is built and
+skipped the same way.
 """
 
 from setuptools import Extension, find_packages, setup
