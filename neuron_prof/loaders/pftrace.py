@@ -1,6 +1,7 @@
 """Read a native Perfetto TrackEvent trace (.pftrace) into the model.
 
-Parsed with the perfetto package's `Trace` proto. Files neuron-prof wrote carry a "neuron_prof" metadata
+Packets are walked in C (`_pftrace_scan`, `_pfscan.c`) when that extension is built, else parsed with the
+perfetto package's `Trace` proto a few MB at a time; the same Trace either way. Files neuron-prof wrote carry a "neuron_prof" metadata
 instant (see neuron_prof.exporters.perfetto) from which processes, tracks (kinds, original pids/tids, overlap
 lanes folded back), flows, trace.metadata and trace.findings are restored exactly; other TrackEvent files are
 read by the same rules with kinds inferred from the descriptors. Slices come from BEGIN/END pairs per track.
