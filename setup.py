@@ -7,6 +7,8 @@ that a new folder under any of the three needs no edit to the packaging.
 One C extension, the trace scanner `neuron_prof.loaders._jscan` (neuron_prof/loaders/_jscan.c), is built
 at `pip install -e .` / `pip install .`, or in place with `python setup.py build_ext --inplace`. It is
 optional: without a C compiler the install goes on and the loader uses its Python path (slower).
+The .pftrace loader's packet walk, `neuron_prof.loaders._pfscan` (neuron_prof/loaders/_pfscan.c), is built and
+skipped the same way.
 """
 
 from setuptools import Extension, find_packages, setup
@@ -43,4 +45,9 @@ _JSCAN = Extension("neuron_prof.loaders._jscan", sources=["neuron_prof/loaders/_
                    depends=["neuron_prof/loaders/_jscan_json.h", "neuron_prof/loaders/_jscan_tables.h",
                             "neuron_prof/loaders/_jscan_py.h"])
 
-setup(packages=_packages(), package_dir=ROOTS, ext_modules=[_JSCAN], cmdclass={"build_ext": _OptionalBuildExt})
+# The .pftrace loader's packet walk, optional the same way (neuron_prof/loaders/_pftrace_scan.py)
+_PFSCAN = Extension("neuron_prof.loaders._pfscan", sources=["neuron_prof/loaders/_pfscan.c"],
+                    depends=["neuron_prof/loaders/_pfscan_wire.h", "neuron_prof/loaders/_pfscan_state.h"])
+
+setup(packages=_packages(), package_dir=ROOTS, ext_modules=[_JSCAN, _PFSCAN],
+      cmdclass={"build_ext": _OptionalBuildExt})

@@ -1,6 +1,7 @@
 """Read a native Perfetto TrackEvent trace (.pftrace) into the model.
 
-Parsed with the perfetto package's `Trace` proto. Files neuron-prof wrote carry a "neuron_prof" metadata
+Packets are walked in C (`_pftrace_scan`, `_pfscan.c`) when that extension is built, else parsed with the
+perfetto package's `Trace` proto a few MB at a time; the same Trace either way. Files neuron-prof wrote carry a "neuron_prof" metadata
 instant (see neuron_prof.exporters.perfetto) from which processes, tracks (kinds, original pids/tids, overlap
 lanes folded back), flows, trace.metadata and trace.findings are restored exactly; other TrackEvent files are
 read by the same rules with kinds inferred from the descriptors. Slices come from BEGIN/END pairs per track.
@@ -13,6 +14,7 @@ scheme of the section (sequence id >> 8 = the writer's rank) that wrote them.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -21,17 +23,17 @@ import numpy as np
 import orjson
 
 from neuron_prof.errors import TraceFormatError, TraceLoadError
-from neuron_prof.loaders._pftrace_decode import Seq, da_value, fragment, packet_chunks, text, whole_packets
-from neuron_prof.model import Trace, TraceBuilder, Track, TrackKind
+from neuron_prof.loaders import _pftrace_scan
+from neuron_prof.loaders._pftrace_decode import Seq, da_value, fragment, packet_chunks, text
+from neuron_prof.loaders._pftrace_tracks import tracks_from_descriptors
+from neuron_prof.loaders.kineto_json import _no_gc
+from neuron_prof.model import ArgsStore, Trace, TraceBuilder, Track, TrackKind
 from neuron_prof.model.schema import FORMAT_VERSION, META_KEY, Meta
 
 __all__ = ["load_pftrace"]
 
 _B, _E, _I, _C = 1, 2, 3, 4
 _CLEARED = 1
-# Probe track names as the writer shows them -> kinds (for files without our metadata)
-_LABEL_KIND = {"compile": TrackKind.COMPILE, "CPU fallback": TrackKind.FALLBACK, "sync": TrackKind.SYNC,
-               "collectives": TrackKind.COLLECTIVE, "dtype": TrackKind.DTYPE, "findings": TrackKind.FINDINGS}
 
 
 def load_pftrace(path: str | os.PathLike[str]) -> Trace:
@@ -40,32 +42,38 @@ def load_pftrace(path: str | os.PathLike[str]) -> Trace:
     Raises:
         TraceLoadError: unreadable file. TraceFormatError: not a Perfetto trace with TrackEvent data.
     """
+    with _no_gc():  # a million args and columns are made: the cyclic GC would walk them again and again
+        return _load(Path(path))
+
+
+def _load(p: Path) -> Trace:
     from google.protobuf.message import DecodeError
     from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace as TraceProto
 
-    p = Path(path)
     try:
         data = p.read_bytes()
     except OSError as e:
         raise TraceLoadError(p, f"cannot read: {e.strerror or e}") from None
     r = _Reader(p)
     try:
-        # Parsed a few MB of packets at a time: upb iterates a small Trace ~30% faster than one huge one, and
-        # memory stays bounded. Bytes that do not frame as packets are parsed whole (and rejected there).
-        chunks = packet_chunks(data)
-        if chunks is None and (whole := whole_packets(data)) > 0:
+        whole = _pftrace_scan.whole_packets(data)
+        if 0 < whole < len(data):
             # whole packets, then a cut (a job killed while writing): read the packets, say the rest is lost
             r.lost.append(f"file ends inside a packet at byte {len(data):,} (truncated: was the job killed "
                           f"while writing?); read the {whole:,} bytes of whole packets before it")
             r.warnings.extend(r.lost)
             data = data[:whole]
-            chunks = packet_chunks(data)
         r.bytes_read = len(data)
-        for a, z in chunks or [(0, len(data))]:
-            proto = TraceProto()
-            proto.ParseFromString(data[a:z])
-            r.read(proto)
-            del proto
+        if whole and _pftrace_scan.ENABLED:
+            _pftrace_scan.scan(r, data)
+        else:
+            # Parsed a few MB of packets at a time: upb iterates a small Trace ~30% faster than one huge one, and
+            # memory stays bounded. Bytes that do not frame as packets are parsed whole (and rejected there).
+            for a, z in (packet_chunks(data) if whole else None) or [(0, len(data))]:
+                proto = TraceProto()
+                proto.ParseFromString(data[a:z])
+                r.read(proto)
+                del proto
     except (DecodeError, ValueError, RuntimeError):
         raise TraceFormatError(p, "not a Perfetto trace (protobuf decoding failed)") from None
     except (KeyError, TypeError, IndexError, AttributeError, OverflowError, RecursionError) as e:
@@ -80,6 +88,13 @@ def load_pftrace(path: str | os.PathLike[str]) -> Trace:
         raise TraceFormatError(p, _damaged(e)) from None
 
 
+def _columns(b: TraceBuilder, **cols: np.ndarray) -> None:
+    """Whole columns of the builder set to arrays: TraceBuilder.build takes arrays as they are (np.asarray),
+    so a million-row column is not made a list and back."""
+    for k, v in cols.items():
+        setattr(b, k, v)
+
+
 def _damaged(e: BaseException) -> str:
     return " ".join(f"damaged Perfetto trace ({type(e).__name__}: {e})".split())[:200]
 
@@ -92,105 +107,113 @@ class _Reader:
         self.metas: list[dict[str, Any]] = []
         """neuron-prof's metadata instants: one per file, or one per rank and one for the merge in a merged file."""
         self.seqs: dict[int, Seq] = {}
-        self.ts: list[int] = []
-        self.uuid: list[int] = []
-        self.typ: list[int] = []
-        self.name: list[int] = []
-        self.cat: list[int] = []
-        self.args: list[int] = []
-        self.value: list[float] = []
-        self.flow_ev: list[int] = []  # event index of each flow endpoint
-        self.flow_id: list[int] = []
-        self.flow_sec: list[int] = []  # file section (writer's rank: sequence id >> 8) of each endpoint
+        # Event columns: lists the Python path appends to, or the compiled walk's arrays (_pftrace_scan.scan)
+        self.ts: Any = []
+        self.uuid: Any = []
+        self.typ: Any = []
+        self.name: Any = []
+        self.cat: Any = []
+        self.args: Any = []
+        self.value: Any = []  # counters only
+        self.flow_ev: Any = []  # event index of each flow endpoint
+        self.flow_id: Any = []
+        self.flow_sec: Any = []  # file section (writer's rank: sequence id >> 8) of each endpoint
         self.n_events = 0
         self.warnings: list[str] = []
         self.lost: list[str] = []
         """Warnings that mean events were lost (the file was cut short): `metadata["partial"]`."""
         self.bytes_read = 0
+        self.arg_store: ArgsStore | None = None
+        """The compiled walk's args, all in one store (the Python path adds them to the builder one by one)."""
 
     # ---- pass over the packets ---------------------------------------------------------------------
     def read(self, proto: Any) -> None:
-        # Hot loop: every proto attribute access costs ~0.15 us here, so each packet is touched as little as
-        # possible (END packets without sequence flags read four fields), and each distinct serialized debug
-        # annotation is decoded once per sequence into a JSON fragment; an event's args are the joined fragments.
-        intern = self.b.strings.intern
-        add_args = self.b.args.add_raw
-        seqs = self.seqs
+        """The packets of a parsed Trace into the columns (the Python path; `_pftrace_scan` is the compiled one)."""
         ts_l, uuid_l, typ_l, name_l, cat_l, args_l = self.ts, self.uuid, self.typ, self.name, self.cat, self.args
-        seq: Seq | None = None
-        last_sid = -1
+        packet, add_args = self.packet, self.b.args.add_raw
         for p in proto.packet:
-            kind = p.WhichOneof("data")
-            if kind == "track_event":
-                te = p.track_event
-                typ = te.type
-                if typ == _E and not p.sequence_flags:
-                    ts_l.append(p.timestamp)
-                    uuid_l.append(te.track_uuid)
-                    typ_l.append(_E)
-                    name_l.append(0)
-                    cat_l.append(0)
-                    args_l.append(-1)
-                    continue
-            sid = p.trusted_packet_sequence_id
-            if sid != last_sid or seq is None:
-                seq = seqs.get(sid)
-                last_sid = sid
-            if seq is None or p.sequence_flags & _CLEARED or p.incremental_state_cleared:
-                seq = seqs[sid] = Seq()
-            if p.HasField("interned_data"):
-                seq.interned(p.interned_data, intern)
-            if kind != "track_event":
-                if kind == "track_descriptor":
-                    d = type(p.track_descriptor)()  # a copy: a reference would keep its chunk's arena alive
-                    d.CopyFrom(p.track_descriptor)
-                    self.descriptors[d.uuid] = d
+            row = packet(p)
+            if row is None:
                 continue
-            if typ not in (_B, _E, _I, _C):
-                continue
-            if typ == _E:
-                name = 0
-            elif te.HasField("name_iid"):
-                name = seq.names.get(te.name_iid, 0)
-            else:
-                name = intern(text(te.name)) if te.HasField("name") else 0
-            args = -1
-            annots = te.debug_annotations
-            if len(annots) and typ != _E:
-                frags = []
-                for a in annots:
-                    frag = fragment(a, seq)
-                    if frag is None:  # our metadata instant: read, not an event
-                        v = da_value(a, seq)
-                        if typ == _I and isinstance(v, str):
-                            self._read_meta(v)
-                            frags = None
-                            break
-                        frag = orjson.dumps(META_KEY) + b":" + orjson.dumps(v)
-                    frags.append(frag)
-                if frags is None:
-                    continue
-                args = add_args(b"{" + b",".join(frags) + b"}")
-            ts_l.append(p.timestamp)
-            uuid_l.append(te.track_uuid)
+            ts, uuid, typ, name, cat, args, value, flows, sid = row
+            ts_l.append(ts)
+            uuid_l.append(uuid)
             typ_l.append(typ)
             name_l.append(name)
-            cats = te.category_iids
-            if len(cats):
-                cat_l.append(seq.cats.get(cats[0], 0))
-            else:
-                cat_l.append(intern(text(te.categories[0])) if len(te.categories) else 0)
-            args_l.append(args)
+            cat_l.append(cat)
+            args_l.append(-1 if args is None else add_args(args))
             if typ == _C:
-                self.value.append(te.double_counter_value if te.HasField("double_counter_value")
-                                  else float(te.counter_value))
-            if len(te.flow_ids) or len(te.terminating_flow_ids):
+                self.value.append(value)
+            if flows:
                 ev = len(ts_l) - 1
-                for f in list(te.flow_ids) + list(te.terminating_flow_ids):
+                for f in flows:
                     self.flow_ev.append(ev)
                     self.flow_id.append(f)
                     self.flow_sec.append(sid >> 8)
         self.n_events = len(self.ts)
+
+    def packet(self, p: Any) -> tuple[Any, ...] | None:
+        """One TracePacket by the loader's rules (_pfscan.c applies the same ones): its event row (ts, track uuid,
+        type, name, cat, args as a JSON object or None, counter value, flow ids, sequence id), or None.
+
+        Every proto attribute access costs ~0.15 us here, so a packet is touched as little as possible (END
+        packets without sequence flags read four fields), and each distinct serialized debug annotation is
+        decoded once per sequence into a JSON fragment; an event's args are the joined fragments."""
+        kind = p.WhichOneof("data")
+        if kind == "track_event":
+            te = p.track_event
+            typ = te.type
+            if typ == _E and not p.sequence_flags:
+                return p.timestamp, te.track_uuid, _E, 0, 0, None, None, (), 0
+        sid = p.trusted_packet_sequence_id
+        seq = self.seqs.get(sid)
+        if seq is None or p.sequence_flags & _CLEARED or p.incremental_state_cleared:
+            seq = self.seqs[sid] = Seq()
+        intern = self.b.strings.intern
+        if p.HasField("interned_data"):
+            seq.interned(p.interned_data, intern)
+        if kind != "track_event":
+            if kind == "track_descriptor":
+                d = type(p.track_descriptor)()  # a copy: a reference would keep its chunk's arena alive
+                d.CopyFrom(p.track_descriptor)
+                self.descriptors[d.uuid] = d
+            return None
+        if typ not in (_B, _E, _I, _C):
+            return None
+        if typ == _E:
+            name = 0
+        elif te.HasField("name_iid"):
+            name = seq.names.get(te.name_iid, 0)
+        else:
+            name = intern(text(te.name)) if te.HasField("name") else 0
+        args = None
+        annots = te.debug_annotations
+        if len(annots) and typ != _E:
+            frags = []
+            for a in annots:
+                frag = fragment(a, seq)
+                if frag is None and (frag := self.meta_fragment(a, seq, typ)) is None:
+                    return None  # our metadata instant: read, not an event
+                frags.append(frag)
+            args = b"{" + b",".join(frags) + b"}"
+        cats = te.category_iids
+        if len(cats):
+            cat = seq.cats.get(cats[0], 0)
+        else:
+            cat = intern(text(te.categories[0])) if len(te.categories) else 0
+        value = None
+        if typ == _C:
+            value = te.double_counter_value if te.HasField("double_counter_value") else float(te.counter_value)
+        flows = [*te.flow_ids, *te.terminating_flow_ids] if len(te.flow_ids) or len(te.terminating_flow_ids) else ()
+        return p.timestamp, te.track_uuid, typ, name, cat, args, value, flows, sid
+
+    def meta_fragment(self, a: Any, seq: Seq, typ: int) -> bytes | None:
+        """The annotation named like neuron-prof's metadata: read on an instant (None: not an event), else an arg."""
+        v = da_value(a, seq)
+        if typ == _I and isinstance(v, str):
+            self._read_meta(v)
+            return None
+        return orjson.dumps(META_KEY) + b":" + orjson.dumps(v)
 
     def _read_meta(self, text: str) -> None:
         try:
@@ -220,53 +243,17 @@ class _Reader:
                         umap[int(u)] = i
         return umap
 
-    def _tracks_from_descriptors(self) -> dict[int, int]:
-        b, ds = self.b, self.descriptors
-        umap: dict[int, int] = {}
-        for u, d in ds.items():  # processes first: threads and custom tracks hang below them
-            if d.HasField("process"):
-                b.process(d.process.pid, text(d.process.process_name) or None)
-        for u, d in ds.items():
-            if d.HasField("process"):
-                continue
-            if d.HasField("thread"):
-                umap[u] = b.thread_track(d.thread.pid, d.thread.tid, text(d.thread.thread_name) or None)
-                continue
-            pid = self._owner_pid(u)
-            proc = b.process(pid if pid is not None else "perfetto", None if pid is not None else "Perfetto")
-            if d.HasField("counter"):
-                bytes_ = d.counter.unit == 3
-                kind = TrackKind.MEMORY if bytes_ else TrackKind.COUNTER
-                umap[u] = b.track(proc, text(d.name) or f"counter {u}", kind,
-                                  unit="bytes" if bytes_ else text(d.counter.unit_name))
-            elif d.name or u:
-                umap[u] = b.track(proc, text(d.name) or f"track {u}", _LABEL_KIND.get(text(d.name), TrackKind.OTHER))
-        return umap
-
-    def _owner_pid(self, u: int) -> int | None:
-        seen = set()
-        d = self.descriptors.get(u)
-        while d is not None and d.uuid not in seen:
-            seen.add(d.uuid)
-            if d.HasField("process"):
-                return int(d.process.pid)
-            if d.HasField("thread"):
-                return int(d.thread.pid)
-            d = self.descriptors.get(d.parent_uuid) if d.parent_uuid else None
-        return None
-
     # ---- events -> tables ----------------------------------------------------------------------------------
     def build(self) -> Trace:
         b = self.b
-        umap = self._tracks_from_meta() if self.metas else self._tracks_from_descriptors()
+        umap = self._tracks_from_meta() if self.metas else tracks_from_descriptors(b, self.descriptors)
         skip = {int(m.get("findings_uuid") or 0) for m in self.metas} - {0}
-        try:
-            ts = np.asarray(self.ts, np.int64)
-        except OverflowError:
+        ts = np.asarray(self.ts, np.uint64)
+        if len(ts) and (ts >> np.uint64(63)).any():
             # A timestamp past int64: the wire type is uint64, so a negative time written by a writer that
             # wraps (or a hostile file) arrives as 2**64 - t. Wrap it back rather than fail the whole file.
-            ts = np.array([(t + 2**63) % 2**64 - 2**63 for t in self.ts], np.int64)
             self.warnings.append("timestamps beyond int64 were read as negative times (uint64 wrap-around)")
+        ts = ts.view(np.int64)
         uu = np.asarray(self.uuid, np.uint64)
         typ = np.asarray(self.typ, np.int8)
         # events on tracks nobody declared go to one "unknown" track each
@@ -285,12 +272,10 @@ class _Reader:
         args = np.asarray(self.args, np.int64)
         slice_of_event = self._slices(ts, tr, typ, name, cat, args)
         ins = np.flatnonzero((typ == _I) & (tr >= 0))
-        b.i_ts, b.i_track, b.i_name = ts[ins].tolist(), tr[ins].tolist(), name[ins].tolist()
-        b.i_cat, b.i_args = cat[ins].tolist(), args[ins].tolist()
+        _columns(b, i_ts=ts[ins], i_track=tr[ins], i_name=name[ins], i_cat=cat[ins], i_args=args[ins])
         cnt = np.flatnonzero(typ == _C)
         keep = tr[cnt] >= 0
-        b.c_ts, b.c_track = ts[cnt][keep].tolist(), tr[cnt][keep].tolist()
-        b.c_value = np.asarray(self.value, np.float64)[keep].tolist()
+        _columns(b, c_ts=ts[cnt][keep], c_track=tr[cnt][keep], c_value=np.asarray(self.value, np.float64)[keep])
         self._flows(ts, slice_of_event)
         for m in self.metas:
             b.metadata.update(m.get("metadata") or {})
@@ -302,7 +287,8 @@ class _Reader:
             b.metadata[Meta.PARTIAL] = {"truncated": True, "problems": list(self.lost), "bytes_read": self.bytes_read}
         if self.warnings:
             b.metadata[Meta.WARNINGS] = list(b.metadata.get(Meta.WARNINGS) or []) + self.warnings
-        return b.build()
+        trace = b.build()
+        return trace if self.arg_store is None else dataclasses.replace(trace, args=self.arg_store)
 
     def _slices(self, ts: np.ndarray, tr: np.ndarray, typ: np.ndarray, name: np.ndarray, cat: np.ndarray,
                 args: np.ndarray) -> np.ndarray:
@@ -320,8 +306,7 @@ class _Reader:
         keep = tr[bi] >= 0
         bi, end = bi[keep], end[keep]
         b = self.b
-        b.s_ts, b.s_dur = ts[bi].tolist(), (end - ts[bi]).tolist()
-        b.s_track, b.s_name, b.s_cat, b.s_args = tr[bi].tolist(), name[bi].tolist(), cat[bi].tolist(), args[bi].tolist()
+        _columns(b, s_ts=ts[bi], s_dur=end - ts[bi], s_track=tr[bi], s_name=name[bi], s_cat=cat[bi], s_args=args[bi])
         row = np.full(n, -1, np.int64)
         row[bi] = np.arange(len(bi))
         return row
@@ -361,7 +346,7 @@ class _Reader:
 
     def _flows(self, ts: np.ndarray, slice_of_event: np.ndarray) -> None:
         """Pair flow endpoints by id: consecutive endpoints in (ts, file order) make one arrow each."""
-        if not self.flow_id:
+        if not len(self.flow_id):
             return
         ev = np.asarray(self.flow_ev, np.int64)
         fid = np.asarray(self.flow_id, np.uint64)
@@ -397,11 +382,7 @@ class _Reader:
             name[k] = np.array([p[1] for p in pairs], np.int64)[c]
             xor = np.uint64(int(fm.get("xor") or 0))
             model_id[k] = ((ids[k] & ~np.uint64(0xFF << 40)) ^ xor).view(np.int64)
-        b.f_src.extend(src.tolist())
-        b.f_dst.extend(dst.tolist())
-        b.f_id.extend(model_id.tolist())
-        b.f_cat.extend(cat.tolist())
-        b.f_name.extend(name.tolist())
+        _columns(b, f_src=src, f_dst=dst, f_id=model_id, f_cat=cat, f_name=name)
 
     def _flow_meta(self, section: int) -> dict[str, Any]:
         """The flow id scheme of one file section: the metadata written with that rank's sequences (files of
