@@ -33,7 +33,8 @@ def read(path: Path = SECONDS) -> dict[str, float]:
 
 
 def from_junit(reports: list[Path]) -> dict[str, float]:
-    """{file name: summed test time} from JUnit XML reports (classname "tests.test_x" or "tests.test_x.Cls")."""
+    """{file name: summed test time} from JUnit XML reports (classname "tests.test_x" or
+    "tests.test_x.Cls")."""
     out: dict[str, float] = defaultdict(float)
     for report in reports:
         for case in ET.parse(report).getroot().iter("testcase"):
@@ -62,8 +63,8 @@ def main(argv: list[str]) -> int:
         return 2
     seconds = from_junit([Path(a) for a in argv])
     lines = [f"{seconds[n]:8.1f}  {n}" for n in longest_first(list(seconds), seconds)]
-    SECONDS.write_text("# seconds per test file from a run of `make test` (tests/file_seconds.py; only their order matters)\n"
-                       + "\n".join(lines) + "\n")
+    head = "# seconds per test file in a run of `make test` (tests/file_seconds.py: only the order matters)"
+    SECONDS.write_text("\n".join([head, *lines]) + "\n")
     print(f"{len(seconds)} files, {sum(seconds.values()):.0f} s in all; workers finish at "
           + ", ".join(f"{w:.0f} s" for w in finish(seconds)) + f" (wrote {SECONDS})")
     return 0

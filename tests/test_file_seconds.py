@@ -1,4 +1,4 @@
-"""tests/file_seconds.py: per-file seconds from a JUnit report, and the longest-first order `make test` uses."""
+"""tests/file_seconds.py: per-file seconds from a JUnit report, and the longest-first order of `make test`."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ from pathlib import Path
 from tests import file_seconds as fs
 
 REPORT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
-<testcase classname="tests.test_a" name="t1" time="2.5"/><testcase classname="tests.test_a" name="t2" time="1.0"/>
-<testcase classname="tests.test_b.TestCls" name="t" time="9.0"/><testcase classname="tests.test_c" name="t" time="0.5"/>
+<testcase classname="tests.test_a" name="t1" time="2.5"/>
+<testcase classname="tests.test_a" name="t2" time="1.0"/>
+<testcase classname="tests.test_b.TestCls" name="t" time="9.0"/>
+<testcase classname="tests.test_c" name="t" time="0.5"/>
 </testsuite></testsuites>"""
 
 

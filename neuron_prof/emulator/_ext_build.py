@@ -97,7 +97,7 @@ def load(announce: bool = True) -> Any:
 
             from neuron_prof.emulator._privateuse1_csrc import CPP
 
-            (d / "lock").unlink(missing_ok=True)  # cpp_extension's, left by a killed build (see the docstring)
+            (d / "lock").unlink(missing_ok=True)  # cpp_extension's, left by a killed build (docstring)
             (d / "built").unlink(missing_ok=True)
             if announce and not (d / f"{NAME}.so").exists():
                 print(f"neuron (emulated): building the device extension once into {d} (30 s to 2 minutes)",
