@@ -20,13 +20,15 @@ demo: $(STAMP)
 
 # Two pytest processes: tests that register the emulated neuron device in-process need a process whose
 # autograd engine has not started yet (see tests/conftest.py). The first spreads its test files over
-# TEST_JOBS workers (pytest-xdist, one file per worker at a time: module fixtures are made once); -rs prints
-# why each skipped test skipped; the JUnit reports in build/test-reports feed `make check-skips`.
+# TEST_JOBS workers (pytest-xdist, one file per worker at a time: module fixtures are made once), longest
+# files first (tests/file_seconds.txt, ordered by tests/conftest.py; --no-loadscope-reorder keeps that order
+# instead of xdist's, by test count); -rs prints why each skipped test skipped; the JUnit reports in
+# build/test-reports feed `make check-skips` (and `python tests/file_seconds.py` to refresh the seconds).
 REPORTS := build/test-reports
 TEST_JOBS ?= 2
 test: $(STAMP)
 	rm -rf $(REPORTS)
-	$(PY) -m pytest -q -rs -n $(TEST_JOBS) --dist loadfile -m "not emulator_inprocess" \
+	$(PY) -m pytest -q -rs -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder -m "not emulator_inprocess" \
 		--junitxml=$(REPORTS)/main.xml $(PYTEST_ARGS)
 	$(PY) -m pytest -q -rs -m emulator_inprocess --junitxml=$(REPORTS)/emulator.xml $(PYTEST_ARGS)
 

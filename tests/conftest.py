@@ -52,15 +52,31 @@ def _private_index_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["NEURON_PROF_CACHE_DIR"] = str(tmp_path_factory.mktemp("nprof-cache"))
 
 
+def _longest_files_first(items: list[pytest.Item]) -> None:
+    """Test files in the order of their seconds in the last full run, longest first (tests/file_seconds.py):
+    `make test`'s workers take whole files in this order, so no long file starts when the other worker is
+    nearly done. Tests keep their order within a file."""
+    from tests.file_seconds import longest_first, read
+
+    seconds = read()
+    if not seconds:
+        return
+    names = list(dict.fromkeys(item.path.name for item in items))
+    rank = {name: i for i, name in enumerate(longest_first(names, seconds))}
+    items.sort(key=lambda item: rank[item.path.name])  # stable: a file's tests stay in order
+
+
 @pytest.hookimpl(trylast=True)  # after `-m` deselection
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked `emulator_inprocess` run in a pytest process of their own (`make test` runs two).
+    """Test files go longest first (`_longest_files_first`); tests marked `emulator_inprocess` run in a pytest
+    process of their own (`make test` runs two).
 
     They register the emulated neuron device in the test process, and PyTorch's autograd engine sizes its
     per-device queues once, at its first start: a process that already ran a CPU backward fails an internal
     assert on every later backward on the new device. In a mixed session they are skipped with the command
     that runs them.
     """
+    _longest_files_first(items)
     emu = [item for item in items if item.get_closest_marker("emulator_inprocess")]
     if not emu:
         return

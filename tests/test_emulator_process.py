@@ -101,6 +101,33 @@ def test_enable_refuses_beside_real_torch_neuronx_and_is_idempotent() -> None:
     assert "refused: the real torch_neuronx is loaded" in out and out.strip().endswith("ok")
 
 
+def test_a_built_extension_is_imported_without_cpp_extension() -> None:
+    """enable() imports the library of a build that ended well directly (torch.utils.cpp_extension imports
+    setuptools and runs ninja: 0.3-0.4 s of every process); a build folder holds one torch's build."""
+    out = json.loads(_run(
+        """
+        import json, os, sys
+        import torch
+        from neuron_prof import emulator
+        from neuron_prof.emulator import _ext_build
+        d = _ext_build.build_dir()
+        marked = (d / "built").is_file()  # by make's install step or an earlier process
+        emulator.enable(emulator.EmulatorConfig.fast())
+        torch.ones(2, device="neuron")
+        print(json.dumps({"marked": marked, "impl": emulator.device_impl(), "dir": str(d),
+                          "cpp_extension": "torch.utils.cpp_extension" in sys.modules,
+                          "direct": _ext_build._import_built(d) is not None}))
+    """,
+        {"NEURON_PROF_EMULATE_DEVICE": "extension"},
+    ).strip().splitlines()[-1])
+    assert out["impl"] == "extension" and out["direct"], out
+    if out["marked"]:
+        assert not out["cpp_extension"], out
+    import torch
+
+    assert Path(out["dir"]).name.startswith(torch.__version__.replace("+", "_") + "-")
+
+
 DDP_WORKER = """
 import json, os, sys, torch, torch.distributed as dist
 from neuron_prof import emulator

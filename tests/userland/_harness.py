@@ -1,7 +1,8 @@
 """Run the user programs of tests/userland and compare neuron-prof's findings with their tags.
 
 One place for the tag grammar, the four ways to run a program and the matching rules (README.md beside this
-file); tests/test_userland.py and bench/bench_accuracy.py both use it.
+file); tests/test_userland.py, tests/test_userland_run.py (through _suite.py) and bench/bench_accuracy.py
+use it.
 
     from tests.userland import _harness as h
     prog = h.load_program(h.PROGRAMS_DIR / "module_loop_ranking.py")
