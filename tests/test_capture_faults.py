@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
@@ -179,10 +180,11 @@ def test_sigterm_inside_the_profilers_step_is_handled_after_it(tmp_path: Path) -
         import os, signal, torch, neuron_prof
         from torch import nn
         from torch.autograd import profiler as autograd_profiler
+        import threading
         enter = autograd_profiler.record_function.__enter__
         def enter_with_signal(self):
-            if self.name == "ProfilerStep#4":
-                os.kill(os.getpid(), signal.SIGTERM)
+            if self.name == "ProfilerStep#4":  # to this thread: delivered right here, not when another runs
+                signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
             return enter(self)
         autograd_profiler.record_function.__enter__ = enter_with_signal
         m = nn.Linear(8, 8)
@@ -293,17 +295,22 @@ def test_exporter_that_raises_is_reported_and_the_other_file_written(tmp_path: P
 def test_ctrl_c_while_saving_waits_for_the_save() -> None:
     from neuron_prof.capture._signals import defer_sigint
 
+    def ctrl_c() -> None:
+        # to this (the main) thread: delivered before pthread_kill returns. os.kill(getpid()) lets the kernel pick
+        # any thread of the process, and on busy cores that thread may run its handler only after the block ended
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+
     done = []
     with pytest.raises(KeyboardInterrupt):
         with defer_sigint():
-            os.kill(os.getpid(), signal.SIGINT)  # held: the "save" goes on
+            ctrl_c()  # held: the "save" goes on
             done.append("saved")
     assert done == ["saved"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     with pytest.raises(KeyboardInterrupt):
         with defer_sigint():
-            os.kill(os.getpid(), signal.SIGINT)
-            os.kill(os.getpid(), signal.SIGINT)  # the second one abandons the save at once
+            ctrl_c()
+            ctrl_c()  # the second one abandons the save at once
             done.append("not reached")
     assert done == ["saved"]
 

@@ -7,8 +7,8 @@ with a signal pytest does not use.
 
 from __future__ import annotations
 
-import os
 import signal
+import threading
 
 import pytest
 
@@ -28,7 +28,7 @@ def test_signal_inside_deferred_block_is_handled_when_it_ends(usr1_log: list[str
     guard.install()
     try:
         with guard.deferred():
-            os.kill(os.getpid(), signal.SIGUSR1)
+            signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)
             for _ in range(1000):  # Python runs its pending handlers between bytecodes: here, if not deferred
                 pass
             inside = list(usr1_log)
@@ -46,7 +46,7 @@ def test_signal_outside_deferred_block_is_handled_at_once(usr1_log: list[str]) -
     try:
         with guard.deferred():
             pass
-        os.kill(os.getpid(), signal.SIGUSR1)
+        signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)
         for _ in range(1000):
             pass
         seen = list(usr1_log)
@@ -60,7 +60,7 @@ def test_deferred_while_saving_leaves_the_signal_to_the_save(usr1_log: list[str]
     guard.install()
     guard.hold()  # the save runs: a signal waits for release_held(), the deferred block does not take it
     with guard.deferred():
-        os.kill(os.getpid(), signal.SIGUSR1)
+        signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)
         for _ in range(1000):
             pass
     assert usr1_log == []
