@@ -40,7 +40,7 @@ class _OptionalBuildExt(build_ext):
 
 
 _JSCAN = Extension("neuron_prof.loaders._jscan", sources=["neuron_prof/loaders/_jscan.c"],
-                   depends=["neuron_prof/loaders/_jscan_json.h", "neuron_prof/loaders/_jscan_tables.h",
+                   depends=["neuron_prof/loaders/_jscan_json.h", "neuron_prof/loaders/_jscan_str.h", "neuron_prof/loaders/_jscan_tables.h",
                             "neuron_prof/loaders/_jscan_py.h"])
 
 setup(packages=_packages(), package_dir=ROOTS, ext_modules=[_JSCAN], cmdclass={"build_ext": _OptionalBuildExt})

@@ -97,33 +97,31 @@ static int field_str(Scan *s, int32_t *id) {
 }
 
 /* args: an object is copied into the blob without whitespace ({} and null/false/""/[] mean no args);
- * anything else makes the piece go the Python way. */
+ * anything else makes the piece go the Python way. The blob has room for the whole piece (scan_all). */
 static int field_args(Scan *s, int64_t idx, uint8_t *has, int64_t *alen) {
     Cur *c = &s->c;
     const uint8_t *v0 = c->p;
-    size_t n0 = s->blob.n;
     int redo = 0, r;
     if (c->p < c->end && *c->p == '{') {
-        if ((r = value(c, NULL, &redo, 1))) return r;
-        if (!redo && (r = squeeze(v0, c->p, &s->blob))) return r;
-        size_t n = s->blob.n - n0;
+        uint8_t *o0 = s->blob.d + s->blob.n, *o = o0;
+        if ((r = copy_value(c, &o, &redo, 1))) return r;
+        size_t n = (size_t)(o - o0);
         if (redo) {  /* orjson writes these: the Python side re-serialises the span */
-            s->blob.n = n0;
             int64_t rec[3] = {idx, (int64_t)(v0 - c->base), (int64_t)(c->p - c->base)};
             if (buf_put(&s->redo, rec, sizeof(rec))) return S_NOMEM;
             *has = 1;
             *alen = 0;
         } else if (n == 2) {  /* {} */
-            s->blob.n = n0;
             *has = 0;
             *alen = 0;
         } else {
+            s->blob.n += n;
             *has = 1;
             *alen = (int64_t)n;
         }
         return S_OK;
     }
-    if ((r = value(c, NULL, NULL, 1))) return r;
+    if ((r = skip_value(c, 1))) return r;
     const uint8_t *e = c->p;
     if ((e - v0 == 4 && !memcmp(v0, "null", 4)) || (e - v0 == 5 && !memcmp(v0, "false", 5))
         || (e - v0 == 2 && v0[0] == '"')) {
@@ -200,16 +198,16 @@ static int scan_event(Scan *s) {
                 bp = len == 1 && c->base[off] == 'e';
                 break;
             }
-            if ((r = value(c, NULL, NULL, 1))) return r;
+            if ((r = skip_value(c, 1))) return r;
             break;
         case F_ID2: case F_BIND_ID: case F_FLOW_IN: case F_FLOW_OUT: {
-            if ((r = value(c, NULL, NULL, 1))) return r;
+            if ((r = skip_value(c, 1))) return r;
             int64_t rec[4] = {idx, f, (int64_t)(v0 - c->base), (int64_t)(c->p - c->base)};
             if (buf_put(&s->sparse, rec, sizeof(rec))) return S_NOMEM;
             break;
         }
         default:
-            if ((r = value(c, NULL, NULL, 1))) return r;
+            if ((r = skip_value(c, 1))) return r;
         }
         ws(c);
         if (c->p >= c->end) return S_BAD;
@@ -280,6 +278,8 @@ static int scan_all(Scan *s) {
     Cur *c = &s->c;
     int r;
     if (strtab_id(&s->strs, 0, 0, 0) != 0) return S_NOMEM;  /* "" first: the default name and cat */
+    /* args are copied without bounds checks: their copies are never longer than the piece */
+    if (buf_reserve(&s->blob, (size_t)(c->end - c->p) + 16)) return S_NOMEM;
     ws(c);
     if (c->p >= c->end) return S_BAD;
     for (;;) {
