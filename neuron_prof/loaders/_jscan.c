@@ -21,6 +21,8 @@ typedef struct {
     Cur c;
     StrTab strs;
     KeyTab pairs, fkeys;
+    int64_t last_pk[KEYW];  /* the (pid, tid) of the event before and its id (consecutive events share it) */
+    int32_t last_tr;
     Buf ph, ts, dur, track, name, cat, has, alen, fkey, bp, hint, blob, redo, sparse;
     Buf gblob[2];   /* args of flows (kept only to be checked) and of instants; X args are in blob */
     Buf order[3][4];  /* per group (X, flows, instants): local track, name, cat, flow key ids in order of first use */
@@ -54,6 +56,28 @@ static int ph_code(const uint8_t *s, size_t n) {
 
 /* A number for a float field (msgspec's `float`: any JSON number; the result must be finite). */
 static int field_double(Cur *c, double *out) {
+    /* [-]digits[.digits] of at most 19 digits in all (timestamps, durations): exact when the digits fit 53
+     * bits, as one correctly rounded division; anything else the general way */
+    const uint8_t *p = c->p, *end = c->end;
+    int neg = p < end && *p == '-';
+    p += neg;
+    const uint8_t *d0 = p;
+    uint64_t m = 0;
+    while (p < end && DIGIT(*p) && p - d0 < 20) m = m * 10 + (uint64_t)(*p++ - '0');
+    ptrdiff_t intd = p - d0, fd = 0;
+    if (p < end && *p == '.') {
+        const uint8_t *f0 = ++p;
+        while (p < end && DIGIT(*p) && intd + (p - f0) < 20) m = m * 10 + (uint64_t)(*p++ - '0');
+        fd = p - f0;
+        if (!fd) return S_BAD;
+    }
+    if (intd && !(intd > 1 && *d0 == '0') && intd + fd <= 19 && m <= (1ULL << 53)
+        && !(p < end && (DIGIT(*p) || *p == 'e' || *p == 'E'))) {
+        double v = (double)m / POW10[fd];
+        *out = neg ? -v : v;
+        c->p = p;
+        return S_OK;
+    }
     Num n;
     if (c->p >= c->end || !(*c->p == '-' || (*c->p >= '0' && *c->p <= '9'))) return S_BAD;
     if (scan_number(c, &n)) return S_BAD;
@@ -225,7 +249,11 @@ static int scan_event(Scan *s) {
         s->blob.n = at;
     }
     int64_t pk[KEYW] = {pid[0], pid[1], tid[0], tid[1]};
-    int32_t tr = keytab_id(&s->pairs, pk);
+    int32_t tr = s->last_tr;
+    if (tr < 0 || memcmp(pk, s->last_pk, sizeof(pk))) {
+        tr = s->last_tr = keytab_id(&s->pairs, pk);
+        memcpy(s->last_pk, pk, sizeof(pk));
+    }
     int32_t fk = -1;
     if (tr < 0) return S_NOMEM;
     if (ph >= 1 && ph <= 3) {
@@ -311,9 +339,12 @@ static Scan *scan_take(void) {
         if (s->pairs.slots) memset(s->pairs.slots, 0xff, s->pairs.nslots * sizeof(int32_t));
         if (s->fkeys.slots) memset(s->fkeys.slots, 0xff, s->fkeys.nslots * sizeof(int32_t));
         s->n = 0;
+        s->last_tr = -1;
         return s;
     }
-    return (Scan *)calloc(1, sizeof(Scan));
+    Scan *s = (Scan *)calloc(1, sizeof(Scan));
+    if (s) s->last_tr = -1;
+    return s;
 }
 
 static void scan_free(Scan *s);

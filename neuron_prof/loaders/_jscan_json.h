@@ -226,14 +226,35 @@ static int skip_value(Cur *c, int depth) {
     return scalar(c, &esc);
 }
 
-/* A string at c->p copied to *o as it is (quotes included); *redo set when it holds an escape. */
-static int copy_string(Cur *c, uint8_t **o, int *redo) {
-    int esc;
-    const uint8_t *q = string_end(c->p + 1, c->end, &esc);
+/* A string at c->p copied to *o as it is (quotes included); *redo set when it holds an escape. Plain ASCII
+ * is copied 16 bytes at a time as it is scanned: *o has room for the rest of the piece and 16 bytes more. */
+static int copy_string(Cur *c, uint8_t **out, int *redo) {
+    const uint8_t *p = c->p + 1, *end = c->end;
+    uint8_t *o = *out;
+    *o++ = '"';
+#ifdef JSCAN_SSE2
+    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
+    while (end - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        _mm_storeu_si128((__m128i *)o, v);
+        int bits = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)),
+                                                  _mm_cmplt_epi8(v, space)));
+        if (bits) {
+            int k = __builtin_ctz((unsigned)bits);
+            p += k;
+            o += k;
+            break;
+        }
+        p += 16;
+        o += 16;
+    }
+#endif
+    int esc = 0;
+    const uint8_t *q = p < end && *p == '"' ? p : string_end(p, end, &esc);
     if (!q) return S_BAD;
-    size_t n = (size_t)(q + 1 - c->p);
-    memcpy(*o, c->p, n);
-    *o += n;
+    size_t n = (size_t)(q + 1 - p);
+    memcpy(o, p, n);
+    *out = o + n;
     c->p = q + 1;
     if (esc) *redo = 1;
     return S_OK;

@@ -2,6 +2,7 @@
  * whitespace, finding a string's end (16 bytes at a time with SSE2, always there on x86-64, with gcc or
  * clang; 8 at a time elsewhere) while validating it, and decoding its escapes. No Python API: the scan runs without the GIL. */
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__))
