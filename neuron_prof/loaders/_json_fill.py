@@ -21,7 +21,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from neuron_prof.errors import TraceFormatError, TraceLoadError
 
