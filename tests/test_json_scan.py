@@ -115,6 +115,9 @@ def test_odd_events_identical(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
             '{"ph": "f", "id": "0x%x", "bp": "e", "cat": "ac2g", "name": "ac2g", "pid": 1, "tid": 3, "ts": %d.2}'
             % (k, 10 + k),
             '{"ph": "t", "id": %d, "cat": "c", "name": "n", "pid": 1, "tid": 3, "ts": %d.3, "np_slice": 2}' % (k, 10 + k),
+            # one flow key spelled two ways in one piece (an escape in the name)
+            '{"ph": "s", "id": %d, "cat": "w", "name": "n", "pid": 1, "tid": 2, "ts": %d}' % (900 + k, 10 + k),
+            '{"ph": "f", "id": %d, "cat": "w", "name": "\\u006e", "pid": 1, "tid": 3, "ts": %d.4}' % (900 + k, 10 + k),
             # an escaped "e" binds the flow to the slice around it, not the next one
             '{"ph": "X", "name": "around", "pid": 1, "tid": 7, "ts": %d, "dur": 1}' % (50 + k),
             '{"ph": "X", "name": "next", "pid": 1, "tid": 7, "ts": %d, "dur": 1}' % (52 + k),

@@ -160,7 +160,8 @@ class EventColumns:
         self._n_args += k
         self._blobs.append(blob)
         self._lens.append(lens)
-        if len(blob) and not all_objects(blob, lens):
+        # the typed paths (msgspec, the compiled scanner) take objects only: dicts are checked here
+        if dicts and not all_objects(blob, lens):
             self.warn["args that are not an object kept under the key 'args'"] += 1
             self._blobs[-1], self._lens[-1] = dump_each([a if isinstance(a, dict) else {"args": a} for a in dicts])
         return idx
