@@ -54,37 +54,6 @@ static int ph_code(const uint8_t *s, size_t n) {
     }
 }
 
-/* A number for a float field (msgspec's `float`: any JSON number; the result must be finite). */
-static int field_double(Cur *c, double *out) {
-    /* [-]digits[.digits] of at most 19 digits in all (timestamps, durations): exact when the digits fit 53
-     * bits, as one correctly rounded division; anything else the general way */
-    const uint8_t *p = c->p, *end = c->end;
-    int neg = p < end && *p == '-';
-    p += neg;
-    const uint8_t *d0 = p;
-    uint64_t m = 0;
-    while (p < end && DIGIT(*p) && p - d0 < 20) m = m * 10 + (uint64_t)(*p++ - '0');
-    ptrdiff_t intd = p - d0, fd = 0;
-    if (p < end && *p == '.') {
-        const uint8_t *f0 = ++p;
-        while (p < end && DIGIT(*p) && intd + (p - f0) < 20) m = m * 10 + (uint64_t)(*p++ - '0');
-        fd = p - f0;
-        if (!fd) return S_BAD;
-    }
-    if (intd && !(intd > 1 && *d0 == '0') && intd + fd <= 19 && m <= (1ULL << 53)
-        && !(p < end && (DIGIT(*p) || *p == 'e' || *p == 'E'))) {
-        double v = (double)m / POW10[fd];
-        *out = neg ? -v : v;
-        c->p = p;
-        return S_OK;
-    }
-    Num n;
-    if (c->p >= c->end || !(*c->p == '-' || (*c->p >= '0' && *c->p <= '9'))) return S_BAD;
-    if (scan_number(c, &n)) return S_BAD;
-    *out = num_double(&n);
-    return isfinite(*out) ? S_OK : S_BAD;
-}
-
 /* An int64 or a string (pid, tid, id), as (kind, value): a string's value is its id in the string table. */
 static int field_id(Scan *s, int64_t *kind, int64_t *val, int allow_null) {
     Cur *c = &s->c;
