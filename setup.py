@@ -42,7 +42,7 @@ class _OptionalBuildExt(build_ext):
 
 
 _JSCAN = Extension("neuron_prof.loaders._jscan", sources=["neuron_prof/loaders/_jscan.c"],
-                   depends=["neuron_prof/loaders/_jscan_json.h", "neuron_prof/loaders/_jscan_tables.h",
+                   depends=["neuron_prof/loaders/_jscan_json.h", "neuron_prof/loaders/_jscan_str.h", "neuron_prof/loaders/_jscan_tables.h",
                             "neuron_prof/loaders/_jscan_py.h"])
 
 # The .pftrace loader's packet walk, optional the same way (neuron_prof/loaders/_pftrace_scan.py)

@@ -138,3 +138,24 @@ def test_gzip_gunzipped_by_a_thread_same(gen: bytes, tmp_path: Path, monkeypatch
     assert_identical(whole, filled)
     if case in ("cut", "damaged"):
         assert "gzip" in filled.metadata["partial"]["problems"][0]
+
+
+@pytest.mark.parametrize("case", ["whole", "cut", "members"])
+def test_gzip_same_with_isal_and_zlib(gen: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    """isal's inflate (used when installed) and zlib's (the fallback) give the same Trace and warnings, in small
+    steps so that members and the cut end fall inside and between steps."""
+    import zlib
+
+    isal_zlib = pytest.importorskip("isal.isal_zlib")
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(_gz_cases(gen)[case])
+    monkeypatch.setenv("NEURON_PROF_CACHE", "0")
+    monkeypatch.setattr(_json_fill, "GZ_BLOCK", 5000)
+    monkeypatch.setattr(_json_fill, "GZ_STEP", 70_000)
+    monkeypatch.setattr(_json_fill, "INFLATE", zlib)
+    with_zlib = load_kineto_json(p)
+    monkeypatch.setattr(_json_fill, "INFLATE", isal_zlib)
+    with_isal = load_kineto_json(p)
+    assert_identical(with_zlib, with_isal)
+    assert with_isal.metadata.get("partial") == with_zlib.metadata.get("partial")
+    assert (case == "cut") == ("partial" in with_isal.metadata)

@@ -21,6 +21,8 @@ typedef struct {
     Cur c;
     StrTab strs;
     KeyTab pairs, fkeys;
+    int64_t last_pk[KEYW];  /* the (pid, tid) of the event before and its id (consecutive events share it) */
+    int32_t last_tr;
     Buf ph, ts, dur, track, name, cat, has, alen, fkey, bp, hint, blob, redo, sparse;
     Buf gblob[2];   /* args of flows (kept only to be checked) and of instants; X args are in blob */
     Buf order[3][4];  /* per group (X, flows, instants): local track, name, cat, flow key ids in order of first use */
@@ -50,15 +52,6 @@ static int ph_code(const uint8_t *s, size_t n) {
     case 'i': return 4; case 'I': return 5; case 'R': return 6;
     default: return -1;
     }
-}
-
-/* A number for a float field (msgspec's `float`: any JSON number; the result must be finite). */
-static int field_double(Cur *c, double *out) {
-    Num n;
-    if (c->p >= c->end || !(*c->p == '-' || (*c->p >= '0' && *c->p <= '9'))) return S_BAD;
-    if (scan_number(c, &n)) return S_BAD;
-    *out = num_double(&n);
-    return isfinite(*out) ? S_OK : S_BAD;
 }
 
 /* An int64 or a string (pid, tid, id), as (kind, value): a string's value is its id in the string table. */
@@ -97,33 +90,31 @@ static int field_str(Scan *s, int32_t *id) {
 }
 
 /* args: an object is copied into the blob without whitespace ({} and null/false/""/[] mean no args);
- * anything else makes the piece go the Python way. */
+ * anything else makes the piece go the Python way. The blob has room for the whole piece (scan_all). */
 static int field_args(Scan *s, int64_t idx, uint8_t *has, int64_t *alen) {
     Cur *c = &s->c;
     const uint8_t *v0 = c->p;
-    size_t n0 = s->blob.n;
     int redo = 0, r;
     if (c->p < c->end && *c->p == '{') {
-        if ((r = value(c, NULL, &redo, 1))) return r;
-        if (!redo && (r = squeeze(v0, c->p, &s->blob))) return r;
-        size_t n = s->blob.n - n0;
+        uint8_t *o0 = s->blob.d + s->blob.n, *o = o0;
+        if ((r = copy_value(c, &o, &redo, 1))) return r;
+        size_t n = (size_t)(o - o0);
         if (redo) {  /* orjson writes these: the Python side re-serialises the span */
-            s->blob.n = n0;
             int64_t rec[3] = {idx, (int64_t)(v0 - c->base), (int64_t)(c->p - c->base)};
             if (buf_put(&s->redo, rec, sizeof(rec))) return S_NOMEM;
             *has = 1;
             *alen = 0;
         } else if (n == 2) {  /* {} */
-            s->blob.n = n0;
             *has = 0;
             *alen = 0;
         } else {
+            s->blob.n += n;
             *has = 1;
             *alen = (int64_t)n;
         }
         return S_OK;
     }
-    if ((r = value(c, NULL, NULL, 1))) return r;
+    if ((r = skip_value(c, 1))) return r;
     const uint8_t *e = c->p;
     if ((e - v0 == 4 && !memcmp(v0, "null", 4)) || (e - v0 == 5 && !memcmp(v0, "false", 5))
         || (e - v0 == 2 && v0[0] == '"')) {
@@ -200,16 +191,16 @@ static int scan_event(Scan *s) {
                 bp = len == 1 && c->base[off] == 'e';
                 break;
             }
-            if ((r = value(c, NULL, NULL, 1))) return r;
+            if ((r = skip_value(c, 1))) return r;
             break;
         case F_ID2: case F_BIND_ID: case F_FLOW_IN: case F_FLOW_OUT: {
-            if ((r = value(c, NULL, NULL, 1))) return r;
+            if ((r = skip_value(c, 1))) return r;
             int64_t rec[4] = {idx, f, (int64_t)(v0 - c->base), (int64_t)(c->p - c->base)};
             if (buf_put(&s->sparse, rec, sizeof(rec))) return S_NOMEM;
             break;
         }
         default:
-            if ((r = value(c, NULL, NULL, 1))) return r;
+            if ((r = skip_value(c, 1))) return r;
         }
         ws(c);
         if (c->p >= c->end) return S_BAD;
@@ -227,7 +218,11 @@ static int scan_event(Scan *s) {
         s->blob.n = at;
     }
     int64_t pk[KEYW] = {pid[0], pid[1], tid[0], tid[1]};
-    int32_t tr = keytab_id(&s->pairs, pk);
+    int32_t tr = s->last_tr;
+    if (tr < 0 || memcmp(pk, s->last_pk, sizeof(pk))) {
+        tr = s->last_tr = keytab_id(&s->pairs, pk);
+        memcpy(s->last_pk, pk, sizeof(pk));
+    }
     int32_t fk = -1;
     if (tr < 0) return S_NOMEM;
     if (ph >= 1 && ph <= 3) {
@@ -280,6 +275,8 @@ static int scan_all(Scan *s) {
     Cur *c = &s->c;
     int r;
     if (strtab_id(&s->strs, 0, 0, 0) != 0) return S_NOMEM;  /* "" first: the default name and cat */
+    /* args are copied without bounds checks: their copies are never longer than the piece */
+    if (buf_reserve(&s->blob, (size_t)(c->end - c->p) + 16)) return S_NOMEM;
     ws(c);
     if (c->p >= c->end) return S_BAD;
     for (;;) {
@@ -311,9 +308,12 @@ static Scan *scan_take(void) {
         if (s->pairs.slots) memset(s->pairs.slots, 0xff, s->pairs.nslots * sizeof(int32_t));
         if (s->fkeys.slots) memset(s->fkeys.slots, 0xff, s->fkeys.nslots * sizeof(int32_t));
         s->n = 0;
+        s->last_tr = -1;
         return s;
     }
-    return (Scan *)calloc(1, sizeof(Scan));
+    Scan *s = (Scan *)calloc(1, sizeof(Scan));
+    if (s) s->last_tr = -1;
+    return s;
 }
 
 static void scan_free(Scan *s);

@@ -1,5 +1,5 @@
-/* JSON tokens for the compiled trace scanner (_jscan.c): strings, numbers, skipping a value, and copying an
- * args object without whitespace.
+/* JSON values for the compiled trace scanner (_jscan.c): numbers, skipping a value, and copying an args
+ * object without whitespace in the same pass that validates it (strings: _jscan_str.h).
  *
  * Everything here is strict: a byte the JSON grammar does not allow, a control character or invalid UTF-8
  * inside a string, a lone surrogate escape, nesting deeper than MAX_DEPTH make the caller refuse the chunk,
@@ -20,133 +20,7 @@
 #define MAX_DEPTH 200
 
 #include "_jscan_tables.h"
-
-/* ---- the cursor ----------------------------------------------------------------------------------- */
-enum { S_OK = 0, S_BAD = 1, S_PHASE = 2, S_NOMEM = 3 };
-
-typedef struct { const uint8_t *base, *p, *end; } Cur;
-
-static inline void ws(Cur *c) {
-    while (c->p < c->end && (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t')) c->p++;
-}
-
-static int hexval(uint8_t h) {
-    if (h >= '0' && h <= '9') return h - '0';
-    if (h >= 'a' && h <= 'f') return h - 'a' + 10;
-    if (h >= 'A' && h <= 'F') return h - 'A' + 10;
-    return -1;
-}
-
-static int hex4(const uint8_t *p, const uint8_t *end) {
-    if (end - p < 4) return -1;
-    int v = 0;
-    for (int i = 0; i < 4; i++) { int h = hexval(p[i]); if (h < 0) return -1; v = v * 16 + h; }
-    return v;
-}
-
-/* Length of the valid UTF-8 sequence at p (2-4), or 0 (overlong, surrogate, beyond U+10FFFF, cut). */
-static int utf8_len(const uint8_t *p, const uint8_t *end) {
-    uint8_t c = p[0];
-    if (c >= 0xc2 && c <= 0xdf) return end - p >= 2 && (p[1] & 0xc0) == 0x80 ? 2 : 0;
-    if (c >= 0xe0 && c <= 0xef) {
-        if (end - p < 3 || (p[1] & 0xc0) != 0x80 || (p[2] & 0xc0) != 0x80) return 0;
-        if (c == 0xe0 && p[1] < 0xa0) return 0;
-        if (c == 0xed && p[1] >= 0xa0) return 0;
-        return 3;
-    }
-    if (c >= 0xf0 && c <= 0xf4) {
-        if (end - p < 4 || (p[1] & 0xc0) != 0x80 || (p[2] & 0xc0) != 0x80 || (p[3] & 0xc0) != 0x80) return 0;
-        if (c == 0xf0 && p[1] < 0x90) return 0;
-        if (c == 0xf4 && p[1] >= 0x90) return 0;
-        return 4;
-    }
-    return 0;
-}
-
-/* A string at c->p (its opening quote). Sets *off and *len to the text between the quotes (offsets from
- * base) and *esc when it holds an escape. */
-static int scan_string(Cur *c, size_t *off, size_t *len, int *esc) {
-    const uint8_t *p = c->p + 1, *end = c->end;
-    *esc = 0;
-    for (;;) {
-        while (end - p >= 8) {  /* 8 bytes at a time: stop at '"', '\\', a control byte or non-ASCII */
-            uint64_t w, q, b;
-            memcpy(&w, p, 8);
-            q = w ^ 0x2222222222222222ULL;
-            b = w ^ 0x5c5c5c5c5c5c5c5cULL;
-            uint64_t stop = (w | ((w - 0x2020202020202020ULL) & ~w) | ((q - 0x0101010101010101ULL) & ~q)
-                             | ((b - 0x0101010101010101ULL) & ~b)) & 0x8080808080808080ULL;
-            if (stop) break;
-            p += 8;
-        }
-        while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\') p++;
-        if (p >= end) return S_BAD;
-        uint8_t ch = *p;
-        if (ch == '"') break;
-        if (ch == '\\') {
-            *esc = 1;
-            if (end - p < 2) return S_BAD;
-            uint8_t e = p[1];
-            if (e == 'u') {
-                int v = hex4(p + 2, end);
-                if (v < 0) return S_BAD;
-                if (v >= 0xdc00 && v <= 0xdfff) return S_BAD;  /* a lone low surrogate */
-                if (v >= 0xd800 && v <= 0xdbff) {
-                    if (end - p < 12 || p[6] != '\\' || p[7] != 'u') return S_BAD;
-                    int lo = hex4(p + 8, end);
-                    if (lo < 0xdc00 || lo > 0xdfff) return S_BAD;
-                    p += 12;
-                } else {
-                    p += 6;
-                }
-            } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') {
-                p += 2;
-            } else {
-                return S_BAD;
-            }
-        } else if (ch < 0x20) {
-            return S_BAD;  /* a raw control character: the Python reader repairs it */
-        } else {
-            int k = utf8_len(p, end);
-            if (!k) return S_BAD;
-            p += k;
-        }
-    }
-    *off = (size_t)(c->p + 1 - c->base);
-    *len = (size_t)(p - (c->p + 1));
-    c->p = p + 1;
-    return S_OK;
-}
-
-/* Decode a validated string span with escapes into out (UTF-8); returns the decoded length. out must
- * hold len bytes (decoding never grows the text). */
-static size_t unescape(const uint8_t *s, size_t len, uint8_t *out) {
-    const uint8_t *end = s + len;
-    uint8_t *o = out;
-    while (s < end) {
-        if (*s != '\\') { *o++ = *s++; continue; }
-        uint8_t e = s[1];
-        if (e != 'u') {
-            *o++ = e == 'b' ? '\b' : e == 'f' ? '\f' : e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : e;
-            s += 2;
-            continue;
-        }
-        uint32_t v = (uint32_t)hex4(s + 2, end);
-        s += 6;
-        if (v >= 0xd800 && v <= 0xdbff) {
-            v = 0x10000 + ((v - 0xd800) << 10) + ((uint32_t)hex4(s + 2, end) - 0xdc00);
-            s += 6;
-        }
-        if (v < 0x80) { *o++ = (uint8_t)v; }
-        else if (v < 0x800) { *o++ = 0xc0 | (v >> 6); *o++ = 0x80 | (v & 0x3f); }
-        else if (v < 0x10000) { *o++ = 0xe0 | (v >> 12); *o++ = 0x80 | ((v >> 6) & 0x3f); *o++ = 0x80 | (v & 0x3f); }
-        else {
-            *o++ = 0xf0 | (v >> 18); *o++ = 0x80 | ((v >> 12) & 0x3f);
-            *o++ = 0x80 | ((v >> 6) & 0x3f); *o++ = 0x80 | (v & 0x3f);
-        }
-    }
-    return (size_t)(o - out);
-}
+#include "_jscan_str.h"
 
 /* ---- numbers -------------------------------------------------------------------------------------- */
 typedef struct {
@@ -249,18 +123,6 @@ static int num_int64(const Num *n, int64_t *out) {
     return S_OK;
 }
 
-/* Whether orjson writes the number exactly as the literal (else its args are re-serialised by orjson):
- * integers of up to 18 digits but "-0"; decimals without exponent of at most 15 significant digits, no
- * trailing zero after the point but "x.0", and at most 3 zeros after "0." (orjson's own writing). */
-static int num_canonical(const Num *n) {
-    if (n->has_exp) return 0;
-    if (!n->has_frac) return n->int_digits <= 18 && !(n->neg && n->mant == 0);
-    if (n->sig > 15 || n->int_digits > 15) return 0;
-    if (n->last_frac_zero && n->frac_digits != 1) return 0;
-    if (n->mant == 0) return n->frac_digits == 1;  /* 0.0 and -0.0 */
-    return n->lead_frac_zeros <= 3;
-}
-
 /* ---- skip or copy a value ------------------------------------------------------------------------- */
 static int lit(Cur *c, const char *w, size_t n) {
     if ((size_t)(c->end - c->p) < n || memcmp(c->p, w, n)) return S_BAD;
@@ -268,100 +130,217 @@ static int lit(Cur *c, const char *w, size_t n) {
     return S_OK;
 }
 
-/* Validate and step over one value. With out != NULL, copy it there without whitespace; with redo != NULL,
- * set *redo when orjson would write it differently (an escape in a string, a non-canonical number). */
-static int value(Cur *c, Buf *out, int *redo, int depth) {
+#define DIGIT(ch) ((uint8_t)((ch) - '0') < 10)
+
+/* Validate a number at c->p and step over it; *canon: whether orjson writes it exactly as the literal
+ * (num_canonical's rule, without computing the value). */
+static int skip_number(Cur *c, int *canon) {
+    const uint8_t *p = c->p, *end = c->end;
+    int neg = 0, ok;
+    if (p < end && *p == '-') { neg = 1; p++; }
+    if (p >= end || !DIGIT(*p)) return S_BAD;
+    const uint8_t *i0 = p;
+    int int_zero = *p == '0';
+    if (int_zero) {
+        p++;
+        if (p < end && DIGIT(*p)) return S_BAD;  /* a leading zero */
+    } else {
+        while (p < end && DIGIT(*p)) p++;
+    }
+    int intd = (int)(p - i0);
+    if (p < end && *p == '.') {
+        const uint8_t *f0 = ++p;
+        while (p < end && *p == '0') p++;
+        int lz = (int)(p - f0);  /* zeros right after the point */
+        while (p < end && DIGIT(*p)) p++;
+        int fd = (int)(p - f0);
+        if (!fd) return S_BAD;
+        int sig = int_zero ? fd - lz : intd + fd;
+        if (sig > 15 || intd > 15) ok = 0;
+        else if (p[-1] == '0' && fd != 1) ok = 0;
+        else if (int_zero && lz == fd) ok = fd == 1;  /* 0.0 and -0.0 */
+        else ok = !int_zero || lz <= 3;
+    } else {
+        ok = intd <= 18 && !(neg && int_zero);
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        if (p >= end || !DIGIT(*p)) return S_BAD;
+        while (p < end && DIGIT(*p)) p++;
+        ok = 0;
+    }
+    c->p = p;
+    *canon = ok;
+    return S_OK;
+}
+
+/* A number for a float field (msgspec's `float`: any JSON number; the result must be finite). */
+static int field_double(Cur *c, double *out) {
+    /* [-]digits[.digits] of at most 19 digits in all (timestamps, durations): exact when the digits fit 53
+     * bits, as one correctly rounded division; anything else the general way */
+    const uint8_t *p = c->p, *end = c->end;
+    int neg = p < end && *p == '-';
+    p += neg;
+    const uint8_t *d0 = p;
+    uint64_t m = 0;
+    while (p < end && DIGIT(*p) && p - d0 < 20) m = m * 10 + (uint64_t)(*p++ - '0');
+    ptrdiff_t intd = p - d0, fd = 0;
+    if (p < end && *p == '.') {
+        const uint8_t *f0 = ++p;
+        while (p < end && DIGIT(*p) && intd + (p - f0) < 20) m = m * 10 + (uint64_t)(*p++ - '0');
+        fd = p - f0;
+        if (!fd) return S_BAD;
+    }
+    if (intd && !(intd > 1 && *d0 == '0') && intd + fd <= 19 && m <= (1ULL << 53)
+        && !(p < end && (DIGIT(*p) || *p == 'e' || *p == 'E'))) {
+        double v = (double)m / POW10[fd];
+        *out = neg ? -v : v;
+        c->p = p;
+        return S_OK;
+    }
+    Num n;
+    if (c->p >= c->end || !(*c->p == '-' || (*c->p >= '0' && *c->p <= '9'))) return S_BAD;
+    if (scan_number(c, &n)) return S_BAD;
+    *out = num_double(&n);
+    return isfinite(*out) ? S_OK : S_BAD;
+}
+
+/* A literal or a number at c->p (anything but a string, object or array); *canon as skip_number. */
+static int scalar(Cur *c, int *canon) {
+    uint8_t ch = *c->p;
+    *canon = 1;
+    if (ch == 't') return lit(c, "true", 4);
+    if (ch == 'f') return lit(c, "false", 5);
+    if (ch == 'n') return lit(c, "null", 4);
+    return skip_number(c, canon);
+}
+
+/* Validate and step over one value. */
+static int skip_value(Cur *c, int depth) {
+    if (depth > MAX_DEPTH) return S_BAD;
+    ws(c);
+    if (c->p >= c->end) return S_BAD;
+    uint8_t ch = *c->p;
+    int r, esc;
+    if (ch == '"') {
+        const uint8_t *q = string_end(c->p + 1, c->end, &esc);
+        if (!q) return S_BAD;
+        c->p = q + 1;
+        return S_OK;
+    }
+    if (ch == '{' || ch == '[') {
+        uint8_t close = (uint8_t)(ch + 2);  /* '}' and ']' */
+        c->p++;
+        ws(c);
+        if (c->p < c->end && *c->p == close) { c->p++; return S_OK; }
+        for (;;) {
+            if (ch == '{') {
+                ws(c);
+                if (c->p >= c->end || *c->p != '"') return S_BAD;
+                const uint8_t *q = string_end(c->p + 1, c->end, &esc);
+                if (!q) return S_BAD;
+                c->p = q + 1;
+                ws(c);
+                if (c->p >= c->end || *c->p != ':') return S_BAD;
+                c->p++;
+            }
+            if ((r = skip_value(c, depth + 1))) return r;
+            ws(c);
+            if (c->p >= c->end) return S_BAD;
+            if (*c->p == ',') { c->p++; continue; }
+            if (*c->p != close) return S_BAD;
+            c->p++;
+            return S_OK;
+        }
+    }
+    return scalar(c, &esc);
+}
+
+/* A string at c->p copied to *o as it is (quotes included); *redo set when it holds an escape. Plain ASCII
+ * is copied 16 bytes at a time as it is scanned: *o has room for the rest of the piece and 16 bytes more. */
+static int copy_string(Cur *c, uint8_t **out, int *redo) {
+    const uint8_t *p = c->p + 1, *end = c->end;
+    uint8_t *o = *out;
+    *o++ = '"';
+#ifdef JSCAN_SSE2
+    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
+    while (end - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        _mm_storeu_si128((__m128i *)o, v);
+        int bits = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)),
+                                                  _mm_cmplt_epi8(v, space)));
+        if (bits) {
+            int k = __builtin_ctz((unsigned)bits);
+            p += k;
+            o += k;
+            break;
+        }
+        p += 16;
+        o += 16;
+    }
+#endif
+    int esc = 0;
+    const uint8_t *q = p < end && *p == '"' ? p : string_end(p, end, &esc);
+    if (!q) return S_BAD;
+    size_t n = (size_t)(q + 1 - p);
+    memcpy(o, p, n);
+    *out = o + n;
+    c->p = q + 1;
+    if (esc) *redo = 1;
+    return S_OK;
+}
+
+/* Validate one value and copy it to *o without the whitespace outside its strings, in one pass. *o must
+ * have room for the value's text (the copy is never longer). *redo is set when orjson would write the value
+ * differently (an escape in a string, a non-canonical number). */
+static int copy_value(Cur *c, uint8_t **o, int *redo, int depth) {
     if (depth > MAX_DEPTH) return S_BAD;
     ws(c);
     if (c->p >= c->end) return S_BAD;
     uint8_t ch = *c->p;
     int r;
-    if (ch == '"') {
-        size_t off, len;
-        int esc;
-        const uint8_t *s0 = c->p;
-        if ((r = scan_string(c, &off, &len, &esc))) return r;
-        if (esc && redo) *redo = 1;
-        if (out && buf_put(out, s0, (size_t)(c->p - s0))) return S_NOMEM;
-        return S_OK;
-    }
+    if (ch == '"') return copy_string(c, o, redo);
     if (ch == '{' || ch == '[') {
-        uint8_t close = ch == '{' ? '}' : ']';
+        uint8_t close = (uint8_t)(ch + 2);
         c->p++;
-        if (out && buf_put(out, &ch, 1)) return S_NOMEM;
+        *(*o)++ = ch;
         ws(c);
         if (c->p < c->end && *c->p == close) {
             c->p++;
-            return out && buf_put(out, &close, 1) ? S_NOMEM : S_OK;
+            *(*o)++ = close;
+            return S_OK;
         }
         for (;;) {
             if (ch == '{') {
                 ws(c);
                 if (c->p >= c->end || *c->p != '"') return S_BAD;
-                if ((r = value(c, out, redo, depth + 1))) return r;
+                if ((r = copy_string(c, o, redo))) return r;
                 ws(c);
                 if (c->p >= c->end || *c->p != ':') return S_BAD;
                 c->p++;
-                if (out && buf_put(out, ":", 1)) return S_NOMEM;
+                *(*o)++ = ':';
             }
-            if ((r = value(c, out, redo, depth + 1))) return r;
+            if ((r = copy_value(c, o, redo, depth + 1))) return r;
             ws(c);
             if (c->p >= c->end) return S_BAD;
             if (*c->p == ',') {
                 c->p++;
-                if (out && buf_put(out, ",", 1)) return S_NOMEM;
+                *(*o)++ = ',';
                 continue;
             }
             if (*c->p != close) return S_BAD;
             c->p++;
-            return out && buf_put(out, &close, 1) ? S_NOMEM : S_OK;
+            *(*o)++ = close;
+            return S_OK;
         }
     }
     const uint8_t *s0 = c->p;
-    if (ch == 't') r = lit(c, "true", 4);
-    else if (ch == 'f') r = lit(c, "false", 5);
-    else if (ch == 'n') r = lit(c, "null", 4);
-    else {
-        Num n;
-        if ((r = scan_number(c, &n))) return r;
-        if (redo && !num_canonical(&n)) *redo = 1;
-    }
-    if (r) return r;
-    return out && buf_put(out, s0, (size_t)(c->p - s0)) ? S_NOMEM : S_OK;
-}
-
-/* Copy a validated value (s..e) to out without the whitespace outside its strings. */
-static int squeeze(const uint8_t *s, const uint8_t *e, Buf *out) {
-    if (buf_reserve(out, (size_t)(e - s))) return S_NOMEM;
-    uint8_t *o = out->d + out->n;
-    while (s < e) {
-        const uint8_t *r = s;
-        while (r < e && *r != '"' && *r != ' ' && *r != '\n' && *r != '\r' && *r != '\t') r++;
-        memcpy(o, s, (size_t)(r - s));
-        o += r - s;
-        s = r;
-        if (s >= e) break;
-        if (*s != '"') { s++; continue; }
-        r = s + 1;  /* a string: copied as it is, up to its closing quote */
-        for (;;) {
-            while (e - r >= 8) {
-                uint64_t w, q, b;
-                memcpy(&w, r, 8);
-                q = w ^ 0x2222222222222222ULL;
-                b = w ^ 0x5c5c5c5c5c5c5c5cULL;
-                if ((((q - 0x0101010101010101ULL) & ~q) | ((b - 0x0101010101010101ULL) & ~b)) & 0x8080808080808080ULL)
-                    break;
-                r += 8;
-            }
-            while (*r != '"' && *r != '\\') r++;
-            if (*r == '\\') { r += 2; continue; }
-            break;
-        }
-        r++;
-        memcpy(o, s, (size_t)(r - s));
-        o += r - s;
-        s = r;
-    }
-    out->n = (size_t)(o - out->d);
+    int canon;
+    if ((r = scalar(c, &canon))) return r;
+    if (!canon) *redo = 1;
+    size_t n = (size_t)(c->p - s0);
+    memcpy(*o, s0, n);
+    *o += n;
     return S_OK;
 }

@@ -18,7 +18,7 @@ import numpy as np
 
 from neuron_prof.loaders._json_scan import ScannedChunk, add_scanned
 from neuron_prof.loaders._json_typed import F_GET, I_GET, UNSET, X_GET, TypedChunk
-from neuron_prof.loaders._json_values import (MAX_ABS_US, all_objects, as_str, dump_all, dump_each, floats,
+from neuron_prof.loaders._json_values import (MAX_ABS_US, all_objects, as_str, dump_all, dump_each, floats, join_later,
                                                norm_id, us_to_ns)
 from neuron_prof.model import StringTable
 
@@ -160,7 +160,8 @@ class EventColumns:
         self._n_args += k
         self._blobs.append(blob)
         self._lens.append(lens)
-        if len(blob) and not all_objects(blob, lens):
+        # the typed paths (msgspec, the compiled scanner) take objects only: dicts are checked here
+        if dicts and not all_objects(blob, lens):
             self.warn["args that are not an object kept under the key 'args'"] += 1
             self._blobs[-1], self._lens[-1] = dump_each([a if isinstance(a, dict) else {"args": a} for a in dicts])
         return idx
@@ -458,6 +459,12 @@ class EventColumns:
         self.warn.update(st["warn"])
         self.entries += st["entries"]
         self.n_meta += st["n_meta"]
+
+    def args_later(self) -> Callable[[], bytes]:
+        """The args store's bytes, joined by a thread while the caller goes on (`join_later`); `finish` then
+        leaves them out (b"")."""
+        blobs, self._blobs = self._blobs, []
+        return join_later(blobs)
 
     def finish(self, base_ns: int) -> Columns:
         """Columns with Unix-ns times (`base_ns` + µs converted without float rounding of the base)."""

@@ -91,15 +91,14 @@ class ScannedChunk:
     def __len__(self) -> int:
         return self.n  # type: ignore[no-any-return]
 
-    def _group_args(self, g: int, blob: bytes, redo: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _group_args(self, g: int, blob: bytes, redo: np.ndarray) -> tuple[np.ndarray, bytes, np.ndarray]:
         """(has, blob, lens) of the events of group g; args orjson writes differently are loaded and written
         by orjson and spliced in (see _json_typed.raw_args)."""
         pos = self.pos[g]
         has = self.has[pos]
         lens = self.alen[pos]
-        b = np.frombuffer(blob, np.uint8)
         if not len(redo):
-            return has, b, lens[has]
+            return has, blob, lens[has]  # bytes, as the store's pieces are joined best (see EventColumns.args_later)
         raw = self.raw
         vals = orjson.loads(b"[" + b",".join([raw[s:e] for s, e in redo[:, 1:].tolist()]) + b"]")
         rblob, rlens = dump_all(vals)
@@ -111,13 +110,12 @@ class ScannedChunk:
         sq = lens[has]
         out = np.empty(int(sq.sum()), dtype=np.uint8)
         from_orjson = np.repeat(is_redo[has], sq)
-        out[~from_orjson] = b
+        out[~from_orjson] = np.frombuffer(blob, np.uint8)
         out[from_orjson] = np.frombuffer(rblob, dtype=np.uint8)
-        return has, out, sq
+        return has, out.tobytes(), sq
 
-    def take_args(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(has, store bytes as a uint8 array, lengths) of the events at increasing positions `pos`, all of one
-        group."""
+    def take_args(self, pos: np.ndarray) -> tuple[np.ndarray, bytes, np.ndarray]:
+        """(has, store bytes, lengths) of the events at increasing positions `pos`, all of one group."""
         g = 0 if self.ph[pos[0]] == 0 else 1 if self.ph[pos[0]] <= 3 else 2
         has, blob, lens = self.args[g]
         if len(pos) == len(self.pos[g]):
@@ -125,7 +123,7 @@ class ScannedChunk:
         sel = np.zeros(len(has), dtype=bool)
         sel[np.searchsorted(self.pos[g], pos)] = True
         docs = sel[has]
-        return has[sel], blob[np.repeat(docs, lens)], lens[docs]
+        return has[sel], np.frombuffer(blob, np.uint8)[np.repeat(docs, lens)].tobytes(), lens[docs]
 
     def obj(self, kind: int, v: int) -> Any:
         """A pid, tid or flow id written as (kind, value): None, an int, or a string of the piece."""

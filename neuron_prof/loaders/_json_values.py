@@ -6,6 +6,8 @@ what the model keeps, without raising.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -115,3 +117,17 @@ def us_to_ns(us: np.ndarray, base_ns: int) -> np.ndarray:
     if base_ns:
         ns += np.int64(base_ns)
     return ns
+
+
+def join_later(pieces: list[Any]) -> Callable[[], bytes]:
+    """b"".join(pieces) in a thread, while the caller goes on (the join gives the GIL back when every piece is
+    bytes); call the result to wait for the bytes."""
+    out: list[bytes] = []
+    t = threading.Thread(target=lambda: out.append(b"".join(pieces)), name="neuron-prof-join", daemon=True)
+    t.start()
+
+    def get() -> bytes:
+        t.join()
+        return out[0] if out else b"".join(pieces)  # the thread failed (out of memory): here, raising as it does
+
+    return get

@@ -347,10 +347,12 @@ class _Converter:
         ev = self.events
         base, clock = self._clock(top)
         self._pair()
+        args_blob = ev.args_later()  # 100s of MB joined beside the rest
         cols = ev.finish(base)
         flows = self._flows(cols, base)
         self._kinds(cols)
         self._metadata(top, clock, warnings + [f"{n:,} {w}" for w, n in ev.warn.items() if n])
+        cols.args_blob = args_blob()
         return cols, flows
 
     def _clock(self, top: dict[str, Any]) -> tuple[int, str]:
