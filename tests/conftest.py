@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    # `make test &` from a script: a shell without job control starts background jobs with Ctrl-C ignored, and
+    # Python then keeps it ignored. The tests send SIGINT as a terminal's Ctrl-C would (to this process and to
+    # the `neuron-prof` processes they start, which inherit what is ignored): give them a terminal's handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
