@@ -26,7 +26,7 @@ from neuron_prof.errors import TraceFormatError, TraceLoadError
 from neuron_prof.loaders import _pftrace_scan
 from neuron_prof.loaders._pftrace_decode import Seq, da_value, fragment, packet_chunks, text
 from neuron_prof.loaders._pftrace_tracks import tracks_from_descriptors
-from neuron_prof.loaders.kineto_json import _no_gc
+from neuron_prof.loaders._gc import no_gc
 from neuron_prof.model import ArgsStore, Trace, TraceBuilder, Track, TrackKind
 from neuron_prof.model.schema import FORMAT_VERSION, META_KEY, Meta
 
@@ -42,7 +42,7 @@ def load_pftrace(path: str | os.PathLike[str]) -> Trace:
     Raises:
         TraceLoadError: unreadable file. TraceFormatError: not a Perfetto trace with TrackEvent data.
     """
-    with _no_gc():  # a million args and columns are made: the cyclic GC would walk them again and again
+    with no_gc():  # a million args and columns are made: the cyclic GC would walk them again and again
         return _load(Path(path))
 
 
