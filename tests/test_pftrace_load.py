@@ -104,3 +104,13 @@ def test_concatenated_rank_files_read_as_one_trace_with_each_ranks_flows(tmp_pat
                     tr.strings[int(n)], int(i)) for s, c, n, i in zip(tr.flows.src, tr.flows.cat, tr.flows.name,
                                                                      tr.flows.flow_id))
     assert flows == [(100, "ac2g", "launch", 7), (101, "fwdbwd", "fwd->bwd", 7)]
+
+
+def test_unreadable_paths_are_said_as_the_json_loader_says_them(tmp_path):
+    """The one rule for an OSError (TraceLoadError.from_os_error), called straight: not through neuron_prof.load."""
+    with pytest.raises(TraceLoadError) as missing:
+        load_pftrace(tmp_path / "absent.pftrace")
+    assert missing.value.problem == "no such file"
+    with pytest.raises(TraceLoadError) as folder:
+        load_pftrace(tmp_path)
+    assert folder.value.problem == "is a directory, not a trace file"

@@ -57,9 +57,10 @@ def start_method() -> str:
     loaders again (about 1.6 s of CPU each) and re-runs the caller's `__main__`; forked workers have them
     already. Measured (8 ranks, 2 workers, load 4.6-5.1, alternating runs): cluster start 0.82-1.16 s forked
     against 4.16-4.53 s spawned, the whole summary 2.3-4.2 s against 7.9-9.6 s; forkserver 2.4-2.6 s to
-    start. The client forks before it starts any thread of its own (the progress bar starts after the
-    cluster); Dask's event-loop thread never holds a lock a worker needs. Not on macOS, where forking a process
-    that has loaded system frameworks is unsafe."""
+    start. Forked only from a caller with no thread of its own: a thread might hold a lock (of stderr, say) that
+    a forked worker would then wait on forever; the commands start the cluster before their progress bar, and
+    Dask's own threads, started by the cluster after this choice, hold none a worker takes. Not on macOS, where
+    forking a process that has loaded system frameworks is unsafe."""
     import dask
 
     chosen = dask.config.get("distributed.worker.multiprocessing-method", "spawn")
@@ -166,7 +167,8 @@ class DaskRunner:
                 # one rank per worker process and one worker per CPU: the loader parses big JSON files in
                 # one process there (NEURON_PROF_JSON_WORKERS=1) rather than start more per rank
                 method = start_method()
-                self.description += ", forked" if method == "fork" else ""
+                self.description = f"a local Dask cluster of {self.workers} worker process(es)" + (
+                    ", forked" if method == "fork" else "")
                 with dask.config.set({**LOCAL_WORKER_CONFIG, "distributed.worker.multiprocessing-method": method}):
                     self._cluster = LocalCluster(
                         n_workers=self.workers,

@@ -53,7 +53,7 @@ def _load(p: Path) -> Trace:
     try:
         data = p.read_bytes()
     except OSError as e:
-        raise TraceLoadError(p, f"cannot read: {e.strerror or e}") from None
+        raise TraceLoadError.from_os_error(p, e) from None
     r = _Reader(p)
     try:
         whole = _pftrace_scan.whole_packets(data)
