@@ -52,7 +52,7 @@ def check_is_trace(file: Path) -> None:
         with open(file, "rb") as f:
             head = f.read(64)
     except OSError as e:
-        raise TraceLoadError(file, f"cannot read: {e.strerror or e}") from None
+        raise TraceLoadError.from_os_error(file, e) from None
     if not head:
         raise TraceLoadError(file, "empty file")
     if head[:2] == b"\x1f\x8b":

@@ -26,7 +26,7 @@ def check_paths(traces: tuple[str, ...]) -> list[Path]:
             with open(p, "rb"):
                 pass
         except OSError as e:
-            raise TraceLoadError(p, f"cannot read: {e.strerror or e}") from None
+            raise TraceLoadError.from_os_error(p, e) from None
         out.append(p)
     return out
 
