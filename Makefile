@@ -6,8 +6,8 @@ PYTEST_ARGS ?=
 
 .PHONY: demo test check-skips mutation-check coverage bench lint clean
 
-$(STAMP): pyproject.toml constraints.txt setup.py $(wildcard neuron_prof/loaders/_jscan*.[ch]) \
-          $(wildcard neuron_prof/loaders/_pfscan*.[ch])
+$(STAMP): pyproject.toml constraints.txt setup.py $(wildcard neuron_prof/loaders/json/_jscan*.[ch]) \
+          $(wildcard neuron_prof/loaders/pftrace/_pfscan*.[ch])
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev]'
 	# the emulated neuron device's C++ extension, built once into the user cache (without a compiler the

@@ -4,11 +4,11 @@ The top-level folders `exporters/` and `tui/` install as `neuron_prof.exporters`
 (never as top-level `exporters`/`tui`, names other PyPI packages use). Subpackages are found here so
 that a new folder under any of the three needs no edit to the packaging.
 
-One C extension, the trace scanner `neuron_prof.loaders._jscan` (neuron_prof/loaders/_jscan.c), is built
-at `pip install -e .` / `pip install .`, or in place with `python setup.py build_ext --inplace`. It is
+One C extension, the trace scanner `neuron_prof.loaders.json._jscan` (neuron_prof/loaders/json/_jscan.c), is
+built at `pip install -e .` / `pip install .`, or in place with `python setup.py build_ext --inplace`. It is
 optional: without a C compiler the install goes on and the loader uses its Python path (slower).
-The .pftrace loader's packet walk, `neuron_prof.loaders._pfscan` (neuron_prof/loaders/_pfscan.c), is built and
-skipped the same way.
+The .pftrace loader's packet walk, `neuron_prof.loaders.pftrace._pfscan`
+(neuron_prof/loaders/pftrace/_pfscan.c), is built and skipped the same way.
 """
 
 from setuptools import Extension, find_packages, setup
@@ -41,13 +41,12 @@ class _OptionalBuildExt(build_ext):
             print(f"neuron-prof: {ext.name} was not built ({e}); the loader uses its Python path")
 
 
-_JSCAN = Extension("neuron_prof.loaders._jscan", sources=["neuron_prof/loaders/_jscan.c"],
-                   depends=["neuron_prof/loaders/_jscan_json.h", "neuron_prof/loaders/_jscan_str.h", "neuron_prof/loaders/_jscan_tables.h",
-                            "neuron_prof/loaders/_jscan_py.h"])
+_JSCAN = Extension("neuron_prof.loaders.json._jscan", sources=["neuron_prof/loaders/json/_jscan.c"],
+                   depends=[f"neuron_prof/loaders/json/_jscan_{h}.h" for h in ("json", "str", "tables", "py")])
 
-# The .pftrace loader's packet walk, optional the same way (neuron_prof/loaders/_pftrace_scan.py)
-_PFSCAN = Extension("neuron_prof.loaders._pfscan", sources=["neuron_prof/loaders/_pfscan.c"],
-                    depends=["neuron_prof/loaders/_pfscan_wire.h", "neuron_prof/loaders/_pfscan_state.h"])
+# The .pftrace loader's packet walk, optional the same way (neuron_prof/loaders/pftrace/_scan.py)
+_PFSCAN = Extension("neuron_prof.loaders.pftrace._pfscan", sources=["neuron_prof/loaders/pftrace/_pfscan.c"],
+                    depends=[f"neuron_prof/loaders/pftrace/_pfscan_{h}.h" for h in ("wire", "state")])
 
 setup(packages=_packages(), package_dir=ROOTS, ext_modules=[_JSCAN, _PFSCAN],
       cmdclass={"build_ext": _OptionalBuildExt})

@@ -74,7 +74,7 @@ def write_host(folder: Path, events: int) -> None:
 
 
 _CHILD = {
-    "load": "from neuron_prof.loaders.explorer import load_explorer as f; t = f(p); n = len(t.slices)",
+    "load": "from neuron_prof.loaders.explorer.reader import load_explorer as f; t = f(p); n = len(t.slices)",
     "host": "from neuron_prof.loaders import load; t = load(p.removesuffix('_parquet') + '/trace.json'); "
             "n = len(t.slices)",
     "capture": "from neuron_prof.loaders import load; t = load(p); "

@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         trace, t_gen, _ = _timed(synthetic, ns.events)
         print(f"generated {trace} in {t_gen:.1f} s")
     n_ev = trace.n_events
-    from neuron_prof.loaders.pftrace import load_pftrace
+    from neuron_prof.loaders.pftrace.reader import load_pftrace
 
     with tempfile.TemporaryDirectory() as d:
         pf, js, pr = Path(d, "t.pftrace"), Path(d, "t.json"), Path(d, "p.pftrace")

@@ -80,7 +80,7 @@ def table(title: str, path: Path, rows: list[tuple[str, dict[str, Any]]]) -> str
 
 def verdict(rows: list[tuple[str, dict[str, Any]]], size: int) -> str:
     """The issue's ingest targets against this run's rows (`size`: the file's bytes)."""
-    from neuron_prof.loaders._json_parallel import workers_wanted
+    from neuron_prof.loaders.json._parallel import workers_wanted
 
     r = dict(rows)
     first, second = r["neuron_prof.load, first open"], r["neuron_prof.load, second open"]

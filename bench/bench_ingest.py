@@ -6,9 +6,9 @@
 
 Each measurement runs in a fresh subprocess, so peak RSS (ru_maxrss) is that of the one job alone.
 Rows: `orjson.loads` (read + parse the whole document: what any JSON tool pays before doing anything),
-`neuron_prof.load` on a first open (index cache off; the compiled scanner, `neuron_prof/loaders/_jscan.c`, in
+`neuron_prof.load` on a first open (index cache off; the compiled scanner, `neuron_prof/loaders/json/_jscan.c`, in
 threads), the same on the Python path (NEURON_PROF_JSON_SCANNER=0: what runs when the extension is not built;
-it parses large files in worker processes, see neuron_prof/loaders/_json_parallel.py), and a second open
+it parses large files in worker processes, see neuron_prof/loaders/json/_parallel.py), and a second open
 (the columnar index beside the file); then first opens of the same trace as .json.gz and .pftrace. An event is one entry of `traceEvents`. Prints one table with the ratios to orjson.loads.
 Targets (issue 9): 1.2M events / 284 MB in <= 5 s and <= 1 GB peak RSS; second open <= 1 s.
 Issue 24: >= 177 MB/s (Perfetto's published JSON rate) and at most 0.2x `orjson.loads`' time in the same run
@@ -34,7 +34,7 @@ _CHILD = r"""
 import json, os, resource, sys, time
 mode, path = sys.argv[1], sys.argv[2]
 import orjson, numpy
-import neuron_prof.loaders, neuron_prof.loaders.kineto_json  # imports are not ingest
+import neuron_prof.loaders, neuron_prof.loaders.json.reader  # imports are not ingest
 rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0, c0 = time.perf_counter(), time.process_time()
 if mode == "orjson":

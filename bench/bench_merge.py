@@ -27,7 +27,7 @@ from typing import Any
 _CHILD = r"""
 import json, resource, sys, time
 mode, out, paths = sys.argv[1], sys.argv[2], sys.argv[3:]
-import neuron_prof.loaders, neuron_prof.loaders.kineto_json, neuron_prof.merge, neuron_prof.analysis
+import neuron_prof.loaders, neuron_prof.loaders.json.reader, neuron_prof.merge, neuron_prof.analysis
 import neuron_prof.exporters.merged, neuron_prof.exporters.perfetto, neuron_prof.exporters.chrome_json
 from neuron_prof.cli import main
 t0 = time.perf_counter()

@@ -58,7 +58,7 @@ def _round(step: Callable[[], None], steps: int, backend_name: str | None,
     import torch.profiler as tp
 
     from neuron_prof.backends import CaptureContext, get_backend
-    from neuron_prof.loaders.kineto_json import parse_kineto_into
+    from neuron_prof.loaders.json.reader import parse_kineto_into
     from neuron_prof.model import TraceBuilder
 
     backend = get_backend(backend_name) if backend_name else None

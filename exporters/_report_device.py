@@ -1,6 +1,6 @@
 """The report's "Device profile" section: what a Neuron Explorer device profile says about the run.
 
-From the analysis totals' ``neuron_explorer`` object (`analysis._device_profile.explorer_totals`): the schema
+From the analysis totals' ``neuron_explorer`` object (`analysis.device.profile.explorer_totals`): the schema
 version read, how the device clock was placed, the ``Summary`` metrics, ``OpcodeSummary`` and device time per
 framework op, source line and host op. A trace without one says so.
 """

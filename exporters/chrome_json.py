@@ -12,7 +12,7 @@ flow pairs (`"bp": "e"` on `f`) with id, cat and name. Probe tracks without a th
 sync, device queues, findings, ...) get a stable synthetic tid in their process, named by thread_name.
 Findings go in the top-level `neuron_prof` key and, as instants, on a "findings" track.
 
-The `neuron_prof` key (see `neuron_prof.loaders._json_restore`) holds what Chrome JSON cannot say (track
+The `neuron_prof` key (see `neuron_prof.loaders.json.restore`) holds what Chrome JSON cannot say (track
 kinds, units, probe tracks, metadata, findings); flow ends carry `np_slice`, the row of their slice, so
 reading the file back gives the same Trace. Events are formatted straight to bytes from the numpy
 columns (strings escaped once each), about 1M events/s here; a dict per event with orjson is 0.6x that.
@@ -187,7 +187,7 @@ class _ChromeWriter:
         return head[:-1] + b',\n"traceEvents":[\n'
 
     def own(self) -> dict[str, Any]:
-        """The `neuron_prof` block (see neuron_prof.loaders._json_restore)."""
+        """The `neuron_prof` block (see neuron_prof.loaders.json.restore)."""
         t = self.t
         procs = [{"pid": p.pid, "name": p.name, "kind": p.kind, "rank": p.rank, "sort_index": p.sort_index,
                   "labels": p.labels} for p in t.processes]

@@ -24,7 +24,7 @@ from neuron_prof.exporters import _report_figures as figs
 from neuron_prof.exporters._report_device import device_profile_section
 from neuron_prof.exporters._report_html import Raw, empty, esc, note, page, plot_div, table
 
-from neuron_prof._version import __version__
+from neuron_prof.version import __version__
 from neuron_prof.analysis import fit_site, short_site, strip_site
 from neuron_prof.errors import ExportError
 from neuron_prof.model import Meta, Trace, TrackKind

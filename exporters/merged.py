@@ -11,7 +11,7 @@ Both formats allow it:
   section (sequence ids of "rank" MERGE_SECTION) holds the findings track and the merged metadata and
   findings. Flow ids are shared: cross-rank flows carry the same id on both ranks' slices, and the
   (cat, name) codes of flow ids come from one registry that every section's metadata lists as it grew.
-  `neuron_prof.loaders.pftrace` reads every section's metadata in file order.
+  `neuron_prof.loaders.pftrace.reader` reads every section's metadata in file order.
 * Chrome JSON: the header (time base) first, then each rank's events; cross-rank flows are an "s" event in
   one rank's section and an "f" event in the other's. The `neuron_prof` block (processes and tracks of all
   ranks, metadata, findings) comes after `traceEvents`, with the findings on a synthetic track.

@@ -8,7 +8,7 @@ File layout (rules: ../shared/design/perfetto-facts.md; every file passes ../sha
 * sequence A (`rank << 8 | 1`): the track descriptors (root, processes, threads, probe tracks, counters,
   overlap lanes), then one instant on the "neuron_prof" track whose debug annotation holds neuron-prof's own
   metadata as JSON (format version, process/track kinds and original pids/tids, lanes, trace.metadata,
-  trace.findings, flow id scheme), so `neuron_prof.loaders.pftrace` restores the model exactly.
+  trace.findings, flow id scheme), so `neuron_prof.loaders.pftrace.reader` restores the model exactly.
 * sequence B (`rank << 8 | 2`): the events, one chunk at a time: an InternedData packet with the names,
   categories, annotation names and string values first used by the chunk, then the chunk's packets. Slices are
   BEGIN/END pairs sorted per track by (start, -duration); partly overlapping slices move to same-name lane

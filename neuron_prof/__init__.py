@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from neuron_prof._version import __version__
+from neuron_prof.version import __version__
 
 if TYPE_CHECKING:
     from neuron_prof.capture import Session, profile

@@ -383,7 +383,7 @@ def test_self_time_subtracts_direct_children_only() -> None:
     )  # zero-length at mid's end: inside the one starting there
     b.add_slice(main, 60, 30, "next", KinetoCat.CPU_OP)  # back to back with mid
     b.add_slice(other, 0, 1000, "outer", KinetoCat.CPU_OP)  # same name on another thread: no nesting across
-    from neuron_prof.analysis._nesting import nesting
+    from neuron_prof.analysis.sites.nesting import nesting
 
     tr = b.build()
     n = nesting(tr, np.arange(6))
@@ -442,7 +442,7 @@ def test_analysis_imports_no_torch() -> None:
     import sys
 
     code = (
-        "import sys, neuron_prof.analysis, neuron_prof.analysis._report as r; r._load();"
+        "import sys, neuron_prof.analysis, neuron_prof.analysis.pipeline as r; r._load();"
         "bad=[m for m in sys.modules if m.split('.')[0] in ('torch','textual','plotly')]; print(bad)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -1,11 +1,11 @@
-"""The one formatter (analysis/_fmt.py): every view's units and call sites, checked against hand-written text
+"""The one formatter (analysis/fmt.py): every view's units and call sites, checked against hand-written text
 (where fit_site cuts inside a path is the TUI's choice: tests/test_tui_columns.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from neuron_prof.analysis._fmt import fit_site, fmt_bytes, fmt_evidence, fmt_ns, fmt_share, fmt_value, strip_site
+from neuron_prof.analysis.fmt import fit_site, fmt_bytes, fmt_evidence, fmt_ns, fmt_share, fmt_value, strip_site
 
 
 @pytest.mark.parametrize(("ns", "text"), [(999, "999 ns"), (1234, "1.2 µs"), (45_000_000, "45.0 ms"),

@@ -7,8 +7,8 @@ import random
 import numpy as np
 import pytest
 
-from neuron_prof.analysis._intervals import intersect_ns, merge, union_ns
-from neuron_prof.analysis._nesting import nesting
+from neuron_prof.analysis.intervals import intersect_ns, merge, union_ns
+from neuron_prof.analysis.sites.nesting import nesting
 from neuron_prof.model import TraceBuilder
 
 
@@ -152,7 +152,7 @@ def test_analyses_survive_odd_data(seed: int) -> None:
 
 
 def test_python_subclass_spans_give_their_self_time_to_the_enclosing_op() -> None:
-    from neuron_prof.analysis._nesting import nesting
+    from neuron_prof.analysis.sites.nesting import nesting
     from neuron_prof.model import TraceBuilder
 
     b = TraceBuilder()

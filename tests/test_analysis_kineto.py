@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from neuron_prof.analysis import KINDS, SEVERITIES, report
-from neuron_prof.analysis._diff import diff
+from neuron_prof.analysis.compare import diff
 from neuron_prof.loaders import load
 from neuron_prof.model import KinetoCat
 from tests.conftest import kineto_traces

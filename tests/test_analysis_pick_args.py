@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from neuron_prof.analysis import Context
-from neuron_prof.analysis._context import ABSENT
+from neuron_prof.analysis.context import ABSENT
 from neuron_prof.model import TraceBuilder
 
 DOCS = [

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from neuron_prof.analysis import analyze, report
-from neuron_prof.analysis._intervals import difference
+from neuron_prof.analysis.intervals import difference
 from neuron_prof.exporters.summary import summary_text
 from neuron_prof.model import Cat, KinetoCat, Meta, ProcessKind, Trace, TraceBuilder, TrackKind
 from tests._builders import one

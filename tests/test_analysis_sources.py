@@ -129,8 +129,8 @@ def test_memory_series_per_device_from_kineto_memory_events() -> None:
     """One series per (Device Type, Device Id) name, in the order of their first event, each in time order:
     True names the device 1 does (cuda) and joins its series, 1.0 is no device-type number, a missing key
     is "?", an event without "Total Allocated" is no point, a list as id (unhashable) is named as it is."""
-    from neuron_prof.analysis._context import Context
-    from neuron_prof.analysis._memory import _series
+    from neuron_prof.analysis.context import Context
+    from neuron_prof.analysis.device.memory import memory_series as _series
 
     events = [  # (ts, Total Allocated, Device Type, Device Id); None: the key is absent
         (50, 5, 1, 0),

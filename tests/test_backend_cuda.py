@@ -14,7 +14,7 @@ import pytest
 
 from neuron_prof.backends import CaptureContext
 from neuron_prof.backends.cuda import CudaBackend
-from neuron_prof.loaders.kineto_json import parse_kineto_into
+from neuron_prof.loaders.json.reader import parse_kineto_into
 from neuron_prof.model import Arg, ProcessKind, TraceBuilder, TrackKind
 from tests.conftest import KINETO_DIR
 

@@ -256,7 +256,7 @@ def test_privateuse1_driver_events_join_host_ops_through_the_framework_mapping(f
     import os
 
     from neuron_prof.backends import CaptureContext
-    from neuron_prof.loaders.kineto_json import parse_kineto_into
+    from neuron_prof.loaders.json.reader import parse_kineto_into
     from neuron_prof.model import TraceBuilder
 
     pid = os.getpid()

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from neuron_prof.analysis._buckets import BucketPlan, choose_plan, min_waste_table, plan_buckets
+from neuron_prof.analysis.compile.buckets import BucketPlan, choose_plan, min_waste_table, plan_buckets
 
 
 def brute(sizes: list[int], counts: list[int], k: int) -> int:
@@ -127,7 +127,7 @@ def _quadratic_dp(sizes: list[int], counts: list[int], k: int) -> int:
 
 
 def test_plan_shapes_covers_every_varying_dimension_and_a_last_batch() -> None:
-    from neuron_prof.analysis._buckets import plan_shapes
+    from neuron_prof.analysis.compile.buckets import plan_shapes
 
     # batches of 16 padded to their longest sentence, then a last batch of 4
     sp = plan_shapes({(16, 36): 1, (16, 39): 2, (16, 40): 2, (16, 38): 1, (4, 35): 1})

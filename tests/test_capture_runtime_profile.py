@@ -22,7 +22,7 @@ from neuron_prof.backends.neuron import NeuronBackend
 from neuron_prof.capture import CaptureWarning
 from neuron_prof.cli import main
 from neuron_prof.loaders import load
-from neuron_prof.loaders.explorer import EXPLORER_KEY
+from neuron_prof.loaders.explorer.reader import EXPLORER_KEY
 from neuron_prof.model import Meta
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from neuron_prof.analysis._diff import diff
+from neuron_prof.analysis.compare import diff
 from neuron_prof.cli import main
 from neuron_prof.exporters import write_trace
 from neuron_prof.model import Trace
@@ -95,9 +95,9 @@ def test_subprocess_smoke(traces: dict[str, Path]) -> None:
 
 
 def test_long_lists_say_how_many_more() -> None:
-    from neuron_prof.exporters._diff_text import LIST_MAX, diff_text
+    from neuron_prof.exporters.diff_text import LIST_MAX, diff_text
 
-    # GIVEN 39 compiles that disappeared (the shape of analysis._diff.diff's output)
+    # GIVEN 39 compiles that disappeared (the shape of analysis.compare.diff's output)
     gone = [{"key": f"aten::mm [{i}, 64]", "name": "aten::mm", "kind": "eager", "count": 1, "ns": 2 * MS,
              "call_site": "train.py:0"} for i in range(39)]
     d = diff(Workload(True).build(), Workload(True).build())

@@ -6,7 +6,7 @@ the same compiles."""
 from __future__ import annotations
 
 from neuron_prof.analysis import COST_WARNING_SHARE, Finding, analyze
-from neuron_prof.analysis._overlap import cost_floor, share_overlaps
+from neuron_prof.analysis.overlap import cost_floor, share_overlaps
 from neuron_prof.model import Arg, TraceBuilder, TrackKind
 
 MS = 1_000_000

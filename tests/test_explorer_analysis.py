@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from neuron_prof.analysis import analyze, op_table
-from neuron_prof.analysis._collective_match import extract_collectives
+from neuron_prof.analysis.collectives.match import extract_collectives
 from neuron_prof.loaders import load
 from neuron_prof.model import Arg, Cat, ProcessKind, Trace, TraceBuilder, TrackKind
 from tests.fakes.explorer_profile import write_profile

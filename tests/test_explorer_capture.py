@@ -15,7 +15,7 @@ import pytest
 
 from neuron_prof.cli import main
 from neuron_prof.loaders import load
-from neuron_prof.loaders.explorer import EXPLORER_KEY
+from neuron_prof.loaders.explorer.reader import EXPLORER_KEY
 from neuron_prof.model import Meta, TrackKind
 from tests.fakes.explorer_profile import write_profile
 
@@ -216,7 +216,7 @@ def test_two_ops_starting_together_the_one_on_the_event_thread_wins() -> None:
     on a thread neither is on, the nearer start."""
     import numpy as np
 
-    from neuron_prof.loaders.explorer_capture import HostOps
+    from neuron_prof.loaders.explorer.capture import HostOps
     from neuron_prof.model import TraceBuilder
 
     b = TraceBuilder()

@@ -12,8 +12,8 @@ import pytest
 
 from neuron_prof.cli import main
 from neuron_prof.loaders import load
-from neuron_prof.loaders._explorer_clock import from_executions, pair, parse_first_ts
-from neuron_prof.loaders.explorer import EXPLORER_KEY
+from neuron_prof.loaders.explorer._clock import from_executions, pair, parse_first_ts
+from neuron_prof.loaders.explorer.reader import EXPLORER_KEY
 from neuron_prof.model import Meta, TrackKind
 from tests.fakes.explorer_profile import T0, TID, write_profile
 from tests.fakes.explorer_schema import documented, evolve
@@ -134,7 +134,7 @@ def test_a_device_only_profile_beside_host_ops_is_not_mixed_in_unplaced(tmp_path
     """A capture's trace.json (host ops, Unix ns) with a device profile processed without the system profile:
     nothing pairs its executions and first_ts is the epoch placeholder, so its rows are left out, said once;
     the host ops keep the trace on Unix time."""
-    from neuron_prof.loaders.explorer import add_explorer
+    from neuron_prof.loaders.explorer.reader import add_explorer
     from neuron_prof.model import TraceBuilder
 
     folder = tmp_path / "p"

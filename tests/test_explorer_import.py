@@ -14,7 +14,7 @@ import pytest
 from neuron_prof.cli import main
 from neuron_prof.errors import TraceFormatError, TraceLoadError
 from neuron_prof.loaders import load
-from neuron_prof.loaders.explorer import EXPLORER_KEY
+from neuron_prof.loaders.explorer.reader import EXPLORER_KEY
 from neuron_prof.model import Arg, Meta, TrackKind
 from tests.fakes.explorer_profile import HBM_CAPACITY, PID, T0, TID, Written, write_profile
 
@@ -74,7 +74,7 @@ def test_host_ops_link_to_their_runtime_executions(profile) -> None:
 def test_added_to_a_capture_the_framework_events_join_its_host_ops(profile) -> None:
     """A capture already holds the framework's ops (torch.profiler's trace): the profile's dispatch events are
     not added again; the runtime executions link to the host ops the join names."""
-    from neuron_prof.loaders.explorer import add_explorer
+    from neuron_prof.loaders.explorer.reader import add_explorer
     from neuron_prof.model import TraceBuilder
 
     folder, w = profile
@@ -200,7 +200,7 @@ def test_corrupt_parquet_is_a_clear_error_and_a_wrong_type_leaves_its_view_out(
 def test_a_full_runtime_ring_buffer_is_a_warning(profile, monkeypatch: pytest.MonkeyPatch) -> None:
     """The runtime keeps NEURON_RT_INSPECT_SYS_TRACE_MAX_EVENTS_PER_NC events per core (1,000,000) and overwrites
     the oldest: a core that holds that many lost the start of the capture."""
-    from neuron_prof.loaders import _explorer_events
+    from neuron_prof.loaders.explorer import _events as _explorer_events
 
     folder, _ = profile
     assert not any("ring buffer size" in w for w in load(folder).metadata[Meta.WARNINGS])
@@ -246,7 +246,7 @@ def test_summary_subprocess_reads_the_folder(profile) -> None:
 def test_a_device_execution_links_from_the_runtime_call_that_holds_it() -> None:
     """No flow id reaches hardware events: each links from the runtime event on its logical core that
     holds it, even when a short runtime call started inside the execution; one nothing holds stays alone."""
-    from neuron_prof.loaders._explorer_events import _hardware_links
+    from neuron_prof.loaders.explorer._events import _hardware_links
     from neuron_prof.model import TraceBuilder
 
     b = TraceBuilder()

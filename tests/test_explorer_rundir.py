@@ -15,7 +15,7 @@ import pytest
 
 from neuron_prof.cli import main
 from neuron_prof.loaders import load
-from neuron_prof.loaders.explorer import EXPLORER_KEY
+from neuron_prof.loaders.explorer.reader import EXPLORER_KEY
 from neuron_prof.model import Meta
 from tests.fakes.explorer_profile import write_profile
 

@@ -17,7 +17,7 @@ import pytest
 from neuron_prof.cli import main
 from neuron_prof.errors import TraceFormatError
 from neuron_prof.loaders import load
-from neuron_prof.loaders.explorer import EXPLORER_KEY
+from neuron_prof.loaders.explorer.reader import EXPLORER_KEY
 from neuron_prof.model import Meta, TrackKind
 from tests.conftest import SHARED
 from tests.fakes.explorer_profile import write_profile
@@ -53,7 +53,7 @@ def v7(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_vendored_schema_is_the_document() -> None:
     """The generator reads tests/fakes' copy of the document; the reader's assumed layout is the same text."""
-    from neuron_prof.loaders import _explorer_schema_740
+    from neuron_prof.loaders.explorer import _schema_740 as _explorer_schema_740
 
     shared = SHARED / "design" / "neuron-explorer-schema-7.4.0.txt"
     text = DOC.read_text()

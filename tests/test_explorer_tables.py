@@ -13,8 +13,8 @@ import pytest
 from neuron_prof.analysis import report
 from neuron_prof.cli import main
 from neuron_prof.loaders import load
-from neuron_prof.loaders.explorer import EXPLORER_KEY
-from neuron_prof.loaders.explorer_copies import copy_hosts
+from neuron_prof.loaders.explorer.reader import EXPLORER_KEY
+from neuron_prof.loaders.explorer.copies import copy_hosts
 from neuron_prof.model import TrackKind
 from tests.fakes.explorer_profile import PID, T0, TID, USER_FILE, Written, write_profile
 
@@ -136,7 +136,7 @@ def test_a_run_wide_table_is_cut_to_one_process(tmp_path: Path) -> None:
     for i in (0, 1):
         name = f"SystemProfileEvents_{i}.parquet"
         pq.write_table(pa.concat_tables([pq.read_table(a / name), pq.read_table(b / name)]), a / name)
-    from neuron_prof.loaders.explorer import add_explorer
+    from neuron_prof.loaders.explorer.reader import add_explorer
     from neuron_prof.model import TraceBuilder
 
     bld = TraceBuilder()
@@ -174,7 +174,7 @@ def test_a_copy_to_host_is_a_sync_point_unless_a_probe_saw_it(profile) -> None:
     syncs = [f for f in report(tr).findings if f.kind == "sync_point"]
     assert [(f.evidence["what"], f.evidence["sync_kind"], f.count) for f in syncs] == [
         ("aten::mm#2", "copy to host", 1)]
-    from neuron_prof.loaders.explorer import add_explorer
+    from neuron_prof.loaders.explorer.reader import add_explorer
 
     b = TraceBuilder()
     mm2 = T0 + 1_000_000 + 2 * 2_000_000
@@ -187,8 +187,8 @@ def test_a_copy_to_host_is_a_sync_point_unless_a_probe_saw_it(profile) -> None:
 def test_every_line_that_launched_executions_has_their_device_time(profile) -> None:
     """System profile alone: each nc_exec_running's time goes to the call site of the host op that launched it
     (op -> runtime call -> execution), through the one call-site rule."""
-    from neuron_prof.loaders.explorer import add_explorer
-    from neuron_prof.loaders.explorer_capture import HostOps
+    from neuron_prof.loaders.explorer.reader import add_explorer
+    from neuron_prof.loaders.explorer.capture import HostOps
     from neuron_prof.model import TraceBuilder
     from neuron_prof.model.callsite import EXACT, STACK_LINES
 

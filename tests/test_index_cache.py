@@ -100,7 +100,7 @@ def test_index_goes_to_the_user_cache_folder_not_beside_the_trace(tmp_path: Path
     assert idx is not None and idx.parent == default_location and idx.is_file()
     assert idx.stat().st_size < src.stat().st_size
     # and the second load comes from it: the JSON parser is not called again
-    import neuron_prof.loaders.kineto_json as kj
+    import neuron_prof.loaders.json.reader as kj
 
     def no_parse(*a: object, **k: object) -> None:
         raise AssertionError("parsed again")

@@ -1,5 +1,5 @@
 """A large plain JSON file is read by a thread while the scanner starts on its front
-(neuron_prof/loaders/_json_fill.py): the Trace is the one a plain read gives, for whole, cut and damaged
+(neuron_prof/loaders/json/fill.py): the Trace is the one a plain read gives, for whole, cut and damaged
 files, wherever the reading thread happens to be."""
 
 from __future__ import annotations
@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
-from neuron_prof.loaders import _json_fill, _json_scan, kineto_json
-from neuron_prof.loaders._json_fill import Fill
-from neuron_prof.loaders.kineto_json import load_kineto_json
+from neuron_prof.loaders.json import _scan as _json_scan
+from neuron_prof.loaders.json import fill as _json_fill
+from neuron_prof.loaders.json import reader as kineto_json
+from neuron_prof.loaders.json.fill import Fill
+from neuron_prof.loaders.json.reader import load_kineto_json
 from tests._json_odd import assert_identical
 
 pytestmark = pytest.mark.skipif(_json_scan._jscan is None, reason="the compiled scanner is not built")
@@ -72,7 +74,7 @@ def _read_at_once_and_filled(p: Path, monkeypatch: pytest.MonkeyPatch, step: int
 def test_filled_same_as_read_at_once(gen: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: int) -> None:
     p = tmp_path / "t.json"
     p.write_bytes(gen)
-    monkeypatch.setattr("neuron_prof.loaders._json_read.CHUNK_BYTES", 20_000)
+    monkeypatch.setattr("neuron_prof.loaders.json._read.CHUNK_BYTES", 20_000)
     whole, filled = _read_at_once_and_filled(p, monkeypatch, step)
     assert_identical(whole, filled)
 
@@ -80,7 +82,7 @@ def test_filled_same_as_read_at_once(gen: bytes, tmp_path: Path, monkeypatch: py
 @pytest.mark.parametrize("where", [0.4, 0.97])
 def test_filled_cut_or_damaged_same(gen: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: float) -> None:
     at = int(len(gen) * where)
-    monkeypatch.setattr("neuron_prof.loaders._json_read.CHUNK_BYTES", 20_000)
+    monkeypatch.setattr("neuron_prof.loaders.json._read.CHUNK_BYTES", 20_000)
     cut = tmp_path / "cut.json"
     cut.write_bytes(gen[:at])
     whole, filled = _read_at_once_and_filled(cut, monkeypatch, 4096)
@@ -105,7 +107,7 @@ def test_trace_events_after_the_first_megabyte(gen: bytes, tmp_path: Path, monke
     """Top-level keys before traceEvents larger than the head the reader looks at first."""
     p = tmp_path / "late.json"
     p.write_bytes(b'{"note": "' + b"n" * 1_500_000 + b'", ' + gen.lstrip()[1:])
-    monkeypatch.setattr("neuron_prof.loaders._json_read.CHUNK_BYTES", 50_000)
+    monkeypatch.setattr("neuron_prof.loaders.json._read.CHUNK_BYTES", 50_000)
     whole, filled = _read_at_once_and_filled(p, monkeypatch, 65_536)
     assert_identical(whole, filled)
     assert filled.metadata["kineto"]["note"] == "n" * 1_500_000
@@ -128,7 +130,7 @@ def test_gzip_gunzipped_by_a_thread_same(gen: bytes, tmp_path: Path, monkeypatch
     """.json.gz gunzipped step by step beside the scan: the same Trace, warnings and `partial` as at once."""
     p = tmp_path / "t.json.gz"
     p.write_bytes(_gz_cases(gen)[case])
-    monkeypatch.setattr("neuron_prof.loaders._json_read.CHUNK_BYTES", 20_000)
+    monkeypatch.setattr("neuron_prof.loaders.json._read.CHUNK_BYTES", 20_000)
     if case == "members":  # the trailer announces only the last member: more comes than the buffer holds
         assert _json_fill.gzip_size(p, p.stat().st_size) < len(gen)
     else:  # a cut file's trailer is whatever bytes it ends with: say the size, so that it is read by a thread

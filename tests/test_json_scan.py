@@ -1,4 +1,4 @@
-"""The compiled scanner (neuron_prof/loaders/_jscan.c, _json_scan.py) gives the very Trace the Python path
+"""The compiled scanner (neuron_prof/loaders/json/_jscan.c, _json_scan.py) gives the very Trace the Python path
 gives (msgspec + orjson: what runs when the extension is not built): same string table, columns, args bytes,
 flows, metadata and warnings, on every real trace, generated traces, odd events, and damaged files."""
 
@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from neuron_prof.loaders import _json_read, _json_scan
-from neuron_prof.loaders.kineto_json import load_kineto_json
+from neuron_prof.loaders.json import _read as _json_read
+from neuron_prof.loaders.json import _scan as _json_scan
+from neuron_prof.loaders.json.reader import load_kineto_json
 from tests._json_odd import ODD_ARGS, assert_identical
 from tests._json_odd import ev as _ev
 
@@ -200,7 +201,7 @@ def test_ingest_path_says_which(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_json_scan, "ENABLED", False)
     assert "switched off" in _json_scan.ingest_path()
     monkeypatch.setattr(_json_scan, "_jscan", None)
-    monkeypatch.setattr(_json_scan, "_MISSING", "No module named 'neuron_prof.loaders._jscan'")
+    monkeypatch.setattr(_json_scan, "_MISSING", "No module named 'neuron_prof.loaders.json._jscan'")
     assert "not built" in _json_scan.ingest_path()
     assert _json_scan.scan_chunk(b'{"ph": "X", "ts": 1}', 0, 20) is None
 

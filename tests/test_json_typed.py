@@ -1,4 +1,4 @@
-"""The loader's msgspec path (typed chunks, args kept as text: neuron_prof/loaders/_json_typed.py) gives
+"""The loader's msgspec path (typed chunks, args kept as text: neuron_prof/loaders/json/_typed.py) gives
 byte for byte the Trace the orjson path gives, on every real trace and on the odd events real files hold."""
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from neuron_prof.loaders import _json_read, _json_scan, _json_typed
-from neuron_prof.loaders.kineto_json import load_kineto_json
+from neuron_prof.loaders.json import _read as _json_read
+from neuron_prof.loaders.json import _scan as _json_scan
+from neuron_prof.loaders.json import _typed as _json_typed
+from neuron_prof.loaders.json.reader import load_kineto_json
 from tests._builders import assert_same
 from tests._json_odd import ODD_ARGS
 from tests._json_odd import ev as _ev

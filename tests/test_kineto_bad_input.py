@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from neuron_prof.errors import TraceFormatError, TraceLoadError
 from neuron_prof.loaders import load
-from neuron_prof.loaders.kineto_json import load_kineto_json
+from neuron_prof.loaders.json.reader import load_kineto_json
 from neuron_prof.model import Meta, Trace
 
 from tests._builders import KINETO_BASE as BASE, kineto_event as _x, kineto_seed_bytes, kineto_text as _kineto_text

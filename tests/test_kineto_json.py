@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from neuron_prof.loaders import load
-from neuron_prof.loaders.kineto_json import load_kineto_json, parse_kineto_into
+from neuron_prof.loaders.json.reader import load_kineto_json, parse_kineto_into
 from neuron_prof.model import KinetoCat, Meta, ProcessKind, TraceBuilder, TrackKind
 
 
@@ -322,7 +322,7 @@ def test_a_transform_reads_in_this_process_and_sees_every_event(tmp_path: Path, 
     environment asks, and the transform sees every event once."""
     import orjson
 
-    import neuron_prof.loaders.kineto_json as kj
+    import neuron_prof.loaders.json.reader as kj
     from bench.gen_trace import write
 
     src = write(20_000, tmp_path / "g.json")

@@ -13,7 +13,7 @@ import pytest
 
 import neuron_prof
 from neuron_prof.analysis import Context, report
-from neuron_prof.analysis._lines import line_table
+from neuron_prof.analysis.sites.lines import line_table
 from neuron_prof.cli import main
 from tests._builders import KINETO_BASE
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from neuron_prof.analysis._memory import _codes, _int_codes
+from neuron_prof.analysis.device.memory import _codes, _int_codes
 
 
 def test_int_codes_match_the_general_numbering() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from neuron_prof.analysis._stragglers import straggler_findings
+from neuron_prof.analysis.collectives.stragglers import straggler_findings
 from neuron_prof.cli import main
 from neuron_prof.cli._merge import parse_rank_durations
 from neuron_prof.errors import UsageError

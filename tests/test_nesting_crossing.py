@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import neuron_prof
-from neuron_prof.analysis._nesting import ROUNDING_NS, nesting
+from neuron_prof.analysis.sites.nesting import ROUNDING_NS, nesting
 from neuron_prof.model.order import start_order
 from neuron_prof.model import TraceBuilder
 
@@ -122,7 +122,7 @@ def test_parent_is_the_nearest_earlier_slice_that_holds_it() -> None:
 
 def test_host_stack_at_a_time_leaves_out_a_slice_ended_by_then() -> None:
     from neuron_prof.analysis import Context
-    from neuron_prof.analysis._host import host_stacks_at
+    from neuron_prof.analysis.sites.host import host_stacks_at
 
     b = TraceBuilder()
     t = b.thread_track(1, 1)

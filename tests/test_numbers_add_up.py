@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from neuron_prof.analysis import COST_WARNING_SHARE, Finding, Report, fmt_ns, op_table, report
-from neuron_prof.analysis._overlap import share_overlaps
+from neuron_prof.analysis.overlap import share_overlaps
 from neuron_prof.exporters.summary import summary_markdown, summary_text
 from neuron_prof.model import KinetoCat, Meta, ProcessKind, Trace, TraceBuilder
 
@@ -110,7 +110,7 @@ def test_severity_follows_cost() -> None:
 def test_demo_says_one_profiled_time(capsys: pytest.CaptureFixture[str]) -> None:
     """The demo's header and the summary below it give the same profiled time (the trace's wall time); the
     run's own length, profiler start and trace writing included, is said as such."""
-    from neuron_prof.demo._summary import print_summary
+    from neuron_prof.demo.summary import print_summary
     from neuron_prof.demo._train import DemoResult
     from tests._workload import Workload
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_prof._open_server import TraceServer
+from neuron_prof.cli._open_server import TraceServer
 from tests.browser import Chromium, find_chromium
 
 # the trace URL comes in the fragment, as in the Perfetto UI's deep link

@@ -135,7 +135,7 @@ def test_the_packed_sorts_are_numpys() -> None:
     """The op table's sorts without a comparison sort give numpy's results: `_unique_ids` is
     ``np.unique(..., return_inverse=True)``, the calls' order (key, longest first, then table order) is
     ``np.lexsort``'s, durations too long to pack included."""
-    from neuron_prof.analysis._ops import _by_key_longest_first, _unique_ids
+    from neuron_prof.analysis.ops import _by_key_longest_first, _unique_ids
 
     rng = np.random.default_rng(3)
     for _ in range(200):

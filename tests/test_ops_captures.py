@@ -25,7 +25,7 @@ import pytest
 
 import neuron_prof
 from neuron_prof.analysis import op_table
-from neuron_prof.analysis._nesting import TRANSPARENT_SPANS
+from neuron_prof.analysis.sites.nesting import TRANSPARENT_SPANS
 from neuron_prof.cli import main
 from neuron_prof.model import Trace, TrackKind
 from neuron_prof.tui._fmt import fmt_int, fmt_ns

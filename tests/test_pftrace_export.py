@@ -20,7 +20,7 @@ from neuron_prof.exporters import _pftrace_wire as w
 from neuron_prof.exporters._pftrace_args import ArgsEncoder
 from neuron_prof.exporters._pftrace_layout import _assign_lanes, _tracks_with_overlaps, slice_order
 from neuron_prof.exporters.perfetto import write_pftrace
-from neuron_prof.loaders.pftrace import load_pftrace
+from neuron_prof.loaders.pftrace.reader import load_pftrace
 from neuron_prof.model import ProcessKind, TraceBuilder, TrackKind
 from neuron_prof.model.schema import META_KEY
 from tests.conftest import PFTRACE_CHECK

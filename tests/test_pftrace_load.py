@@ -8,7 +8,7 @@ import pytest
 
 import neuron_prof
 from neuron_prof.errors import TraceFormatError, TraceLoadError
-from neuron_prof.loaders.pftrace import load_pftrace
+from neuron_prof.loaders.pftrace.reader import load_pftrace
 from neuron_prof.model import TrackKind
 from tests._builders import foreign_trace
 
@@ -82,7 +82,7 @@ def test_concatenated_rank_files_read_as_one_trace_with_each_ranks_flows(tmp_pat
     """Per-rank .pftrace files use disjoint sequence ids, uuids and flow ids, so `cat` joins them (Perfetto
     reads that too): every section's processes, tracks and flows come back, flow names decoded per section."""
     from neuron_prof.exporters.perfetto import write_pftrace
-    from neuron_prof.loaders.pftrace import load_pftrace
+    from neuron_prof.loaders.pftrace.reader import load_pftrace
     from neuron_prof.model import Meta, TraceBuilder
 
     parts = []

@@ -18,8 +18,8 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace as TraceProt
 import neuron_prof
 from neuron_prof.errors import TraceFormatError
 from neuron_prof.exporters import write_trace
-from neuron_prof.loaders import _pftrace_scan
-from neuron_prof.loaders.pftrace import load_pftrace
+from neuron_prof.loaders.pftrace import _scan as _pftrace_scan
+from neuron_prof.loaders.pftrace.reader import load_pftrace
 from neuron_prof.merge import merge_traces
 from neuron_prof.model import Meta, Trace
 from tests._builders import FOREIGN_T0, foreign_trace
@@ -46,7 +46,7 @@ def both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Trace, Trace]:
 
 
 def test_switched_off_by_the_environment() -> None:
-    code = "from neuron_prof.loaders import _pftrace_scan as s; print(s.ENABLED, s._pfscan is not None)"
+    code = "from neuron_prof.loaders.pftrace import _scan as s; print(s.ENABLED, s._pfscan is not None)"
     for env, want in (("0", "False True"), ("1", "True True")):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                              env={**os.environ, "NEURON_PROF_PFTRACE_SCANNER": env})

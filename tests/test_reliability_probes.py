@@ -26,7 +26,7 @@ import neuron_prof
 from neuron_prof.backends import register_backend
 from neuron_prof.backends.base import CaptureContext
 from neuron_prof.backends.cpu import CpuBackend
-from neuron_prof.backends.probes._probe import Probe
+from neuron_prof.backends.probes.probe import Probe
 from neuron_prof.capture import CaptureWarning
 from tests._builders import slice_names, tiny_model, train_step
 

@@ -247,7 +247,7 @@ def _non_loopback_addresses() -> list[str]:
 def test_open_is_not_reachable_from_another_interface(files: dict[str, Path]) -> None:
     import socket
 
-    from neuron_prof._open_server import TraceServer
+    from neuron_prof.cli._open_server import TraceServer
 
     others = _non_loopback_addresses()
     if not others:

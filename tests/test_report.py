@@ -50,7 +50,7 @@ def test_sections_numbers_match_independent_sums() -> None:
 
 
 def test_busy_before_and_downsampling() -> None:
-    from neuron_prof.analysis._intervals import merge
+    from neuron_prof.analysis.intervals import merge
 
     s, e = merge(np.array([0, 5, 20, 21]), np.array([10, 3, 5, 1]))
     assert s.tolist() == [0, 20] and e.tolist() == [10, 25]
@@ -198,7 +198,7 @@ def _union_brute(iv: list[tuple[int, int]]) -> int:
 
 def test_report_on_real_kineto_traces(kineto_trace: Path) -> None:
     from neuron_prof.analysis import Context, report
-    from neuron_prof.analysis._idle import device_rows
+    from neuron_prof.analysis.device.idle import device_rows
     from neuron_prof.loaders import load
 
     tr = load(kineto_trace)

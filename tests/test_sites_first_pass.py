@@ -10,7 +10,7 @@ import pytest
 
 import neuron_prof
 from neuron_prof.analysis import Context, overview, sites_of
-from neuron_prof.analysis import _sites
+from neuron_prof.analysis.sites import callsites as _sites
 from neuron_prof.model import Trace
 from tests._demo_trace import demo_like_trace
 

@@ -15,7 +15,7 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 import neuron_prof
-from neuron_prof.analysis._steps import Steps, make_steps
+from neuron_prof.analysis.steps.boundaries import Steps, make_steps
 from neuron_prof.model import Trace, TrackKind
 
 N = 5

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import neuron_prof
-from neuron_prof.analysis._steps import make_steps
+from neuron_prof.analysis.steps.boundaries import make_steps
 from neuron_prof.cli import main
 
 REPO = Path(__file__).resolve().parents[1]

@@ -80,7 +80,7 @@ async def test_tree_rows_sort_within_their_group_and_expand_in_place() -> None:
 
 
 def test_fit_site_never_loses_the_line_and_fits() -> None:
-    from neuron_prof.analysis._fmt import fit_site, short_site
+    from neuron_prof.analysis.fmt import fit_site, short_site
 
     sites = ["/work/main/neuron_prof/demo/_train.py:118", "/home/alice/projects/language-model/training/train.py:42",
              "train.py:7", "model.py:88 (line unknown)"]

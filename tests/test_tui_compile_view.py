@@ -86,7 +86,7 @@ def raw_signature(trace: Trace, row: int) -> str:
 
 def pane_text(app: NeuronProfApp) -> str:
     """The detail pane's lines joined back into one text (the pane wraps long values at spaces)."""
-    from neuron_prof.tui.screens._base import Detail
+    from neuron_prof.tui.screens.base import Detail
 
     lines = screen_text(app).splitlines()
     top = max(i for i, line in enumerate(lines) if line.startswith("───"))

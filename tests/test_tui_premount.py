@@ -13,7 +13,7 @@ import asyncio
 from textual.worker import WorkerState
 
 from neuron_prof.tui.app import VIEW_NAMES, NeuronProfApp
-from neuron_prof.tui.screens._base import ViewScreen
+from neuron_prof.tui.screens.base import ViewScreen
 from neuron_prof.tui.widgets.bars import ViewBar
 from neuron_prof.tui.widgets.timeline import Timeline
 from neuron_prof.tui.widgets.virtual_table import VirtualTable

@@ -13,7 +13,7 @@ import pytest
 
 from neuron_prof.model import TraceBuilder
 from neuron_prof.tui.app import NeuronProfApp
-from neuron_prof.tui.screens._base import VIEWS
+from neuron_prof.tui.screens.base import VIEWS
 from neuron_prof.tui.screens.ops import CallsScreen
 from tests.conftest import KINETO_DIR
 from tests._tui_pilot import ready, screen_text, shown, table

@@ -13,7 +13,7 @@ from neuron_prof.analysis import fmt_ns as _fmt_ns
 def fmt_ns(ns: float) -> str:
     """A duration in the largest unit that keeps it >= 1: "1.23 s", "45.6 ms", "789 µs", "12 ns"; "-" for none.
 
-    The findings' own format (`neuron_prof.analysis._fmt.fmt_ns`), with whole µs to fit table columns."""
+    The findings' own format (`neuron_prof.analysis.fmt.fmt_ns`), with whole µs to fit table columns."""
     if ns is None or (isinstance(ns, float) and math.isnan(ns)):
         return "-"
     return _fmt_ns(round(ns) if abs(ns) < 1e3 else ns, us_digits=0)

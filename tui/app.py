@@ -35,7 +35,7 @@ from textual.worker import Worker, get_current_worker
 from neuron_prof.errors import NeuronProfError
 from neuron_prof.tui._data import Source, TuiData, prepare
 from neuron_prof.tui._threads import in_daemon_thread
-from neuron_prof.tui.screens._base import VIEWS, ViewScreen
+from neuron_prof.tui.screens.base import VIEWS, ViewScreen
 from neuron_prof.tui.screens.collectives import CollectivesScreen
 from neuron_prof.tui.screens.compile import CompileScreen
 from neuron_prof.tui.screens.device import DeviceScreen

@@ -13,24 +13,24 @@ in its own module and list that module in `_report._MODULES`.
 
 from __future__ import annotations
 
-from neuron_prof.analysis._collective_match import RankCollectives, collectives_by_source, match, pick_source
-from neuron_prof.analysis._collectives import collective_rows, message_bytes
-from neuron_prof.analysis._collectives import op_key as collective_key
-from neuron_prof.analysis._compile_events import CompileGroup, compile_groups, compiles, signature_text
-from neuron_prof.analysis._context import Context
-from neuron_prof.analysis._fallback import fallback_names, norm_op
-from neuron_prof.analysis._finding import COST_WARNING_SHARE, KINDS, SEVERITIES, Finding
-from neuron_prof.analysis._diff import diff
-from neuron_prof.analysis._graphs import GraphCompiles, graph_compiles, graph_of
-from neuron_prof.analysis._fmt import fit_site, fmt_bytes, fmt_evidence, fmt_ns, fmt_value, short_site, strip_site
-from neuron_prof.analysis._idle import device_label, device_rows
-from neuron_prof.analysis._intervals import merge as merge_intervals
-from neuron_prof.analysis._lines import LineTable, device_ns_by_host_row, line_table, lines_json
-from neuron_prof.analysis._nesting import Nesting, nesting
-from neuron_prof.analysis._partial import partial_line, partial_totals
-from neuron_prof.analysis._ops import OpTable, op_key, op_table
-from neuron_prof.analysis._registry import ANALYSES, register
-from neuron_prof.analysis._report import (
+from neuron_prof.analysis.collectives.match import RankCollectives, collectives_by_source, match, pick_source
+from neuron_prof.analysis.collectives.rows import collective_rows, message_bytes
+from neuron_prof.analysis.collectives.rows import op_key as collective_key
+from neuron_prof.analysis.compile.events import CompileGroup, compile_groups, compiles, signature_text
+from neuron_prof.analysis.context import Context
+from neuron_prof.analysis.device.fallback import fallback_names, norm_op
+from neuron_prof.analysis.finding import COST_WARNING_SHARE, KINDS, SEVERITIES, Finding
+from neuron_prof.analysis.compare import diff
+from neuron_prof.analysis.compile.graphs import GraphCompiles, graph_compiles, graph_of
+from neuron_prof.analysis.fmt import fit_site, fmt_bytes, fmt_evidence, fmt_ns, fmt_value, short_site, strip_site
+from neuron_prof.analysis.device.idle import device_label, device_rows
+from neuron_prof.analysis.intervals import merge as merge_intervals
+from neuron_prof.analysis.sites.lines import LineTable, device_ns_by_host_row, line_table, lines_json
+from neuron_prof.analysis.sites.nesting import Nesting, nesting
+from neuron_prof.analysis.partial import partial_line, partial_totals
+from neuron_prof.analysis.ops import OpTable, op_key, op_table
+from neuron_prof.analysis.registry import ANALYSES, register
+from neuron_prof.analysis.pipeline import (
     Report,
     analyze,
     annotate,
@@ -40,12 +40,12 @@ from neuron_prof.analysis._report import (
     report,
     sort_findings,
 )
-from neuron_prof.analysis._sites import HostSites, Site, Sites, sites_of
-from neuron_prof.analysis._source import source_context, source_line
-from neuron_prof.analysis._step_breakdown import PARTS as STEP_PARTS
-from neuron_prof.analysis._step_breakdown import step_breakdown
-from neuron_prof.analysis._steps import find_steps
-from neuron_prof.analysis._stragglers import LateArrivals, dominant_cause, findings_from, late_arrivals
+from neuron_prof.analysis.sites.callsites import HostSites, Site, Sites, sites_of
+from neuron_prof.analysis.sites.source import source_context, source_line
+from neuron_prof.analysis.steps.breakdown import PARTS as STEP_PARTS
+from neuron_prof.analysis.steps.breakdown import step_breakdown
+from neuron_prof.analysis.steps.boundaries import find_steps
+from neuron_prof.analysis.collectives.stragglers import LateArrivals, dominant_cause, findings_from, late_arrivals
 __all__ = [
     "overview",
     "COST_WARNING_SHARE",

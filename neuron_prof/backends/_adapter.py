@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from neuron_prof.backends.base import CaptureContext
-from neuron_prof.backends.probes._probe import Probe
-from neuron_prof.backends.probes._view import HostView
+from neuron_prof.backends.probes.probe import Probe
+from neuron_prof.backends.probes.view import HostView
 from neuron_prof.model import Meta
 
 if TYPE_CHECKING:

@@ -211,7 +211,7 @@ def memory_current(stats: Mapping[str, Any]) -> tuple[int | None, int | None, in
 
 def profiler_mappings(mod: Any) -> Any:
     """``_C._get_profiler_mappings()`` (corrections): the framework→runtime mapping in memory, the document of
-    ``framework_mapping_*.json`` (see `neuron_prof.loaders.framework_mapping`); None when absent."""
+    ``framework_mapping_*.json`` (see `neuron_prof.loaders.explorer.framework_mapping`); None when absent."""
     return _call(mod, "_C", "_get_profiler_mappings")
 
 

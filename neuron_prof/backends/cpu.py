@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from neuron_prof.backends._adapter import ProbeBackend
 from neuron_prof.backends.base import CaptureContext
-from neuron_prof.backends.probes._probe import Probe
+from neuron_prof.backends.probes.probe import Probe
 
 
 class CpuBackend(ProbeBackend):

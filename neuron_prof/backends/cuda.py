@@ -12,7 +12,7 @@ from typing import Any
 
 from neuron_prof.backends._adapter import ProbeBackend
 from neuron_prof.backends.base import CaptureContext
-from neuron_prof.backends.probes._probe import Probe
+from neuron_prof.backends.probes.probe import Probe
 
 
 def _cuda_count() -> int:

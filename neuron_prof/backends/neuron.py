@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from neuron_prof.backends import _compat
 from neuron_prof.backends._adapter import ProbeBackend
 from neuron_prof.backends.base import CaptureContext
-from neuron_prof.backends.probes._probe import Probe
+from neuron_prof.backends.probes.probe import Probe
 
 if TYPE_CHECKING:
     from neuron_prof.backends.probes.runtime_profile import RuntimeProfileProbe

@@ -57,7 +57,7 @@ def env_rank() -> tuple[int | None, int | None]:
 
 def host_metadata() -> dict[str, Any]:
     """Host name, pid, Python/torch/neuron-prof versions and the command line."""
-    from neuron_prof._version import __version__
+    from neuron_prof.version import __version__
 
     meta: dict[str, Any] = {
         "host": socket.gethostname(),

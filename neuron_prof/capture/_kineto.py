@@ -87,7 +87,7 @@ def load_in_process(path: str, sites: CycleSites | None = None) -> tuple[Trace, 
     process (its parallel mode would start worker processes inside the user's job: eight ranks a host would
     start 32 at once)."""
     from neuron_prof.capture._sites import StackRewriter, base_ns
-    from neuron_prof.loaders.kineto_json import load_kineto_json
+    from neuron_prof.loaders.json.reader import load_kineto_json
 
     rewriter = StackRewriter(sites, base_ns(path))
     return load_kineto_json(path, transform=rewriter), rewriter

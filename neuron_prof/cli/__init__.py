@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import click
 
-from neuron_prof._version import __version__
+from neuron_prof.version import __version__
 from neuron_prof.errors import NeuronProfError
 
 COMMANDS: dict[str, tuple[str, str]] = {

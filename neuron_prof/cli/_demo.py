@@ -21,7 +21,7 @@ def command(output: str, steps: int, device: str | None, with_stack: bool, quiet
     the busiest ops and how to open the traces.
     """
     from neuron_prof.demo import run_demo
-    from neuron_prof.demo._summary import print_summary
+    from neuron_prof.demo.summary import print_summary
 
     result = run_demo(output, steps=steps, device=device, quiet=True, with_stack=with_stack)
     if quiet:

@@ -27,7 +27,7 @@ def command(base: Path, new: Path, as_json: bool, markdown: bool, top: int, warm
 
     from neuron_prof.analysis import diff
     from neuron_prof.errors import UsageError
-    from neuron_prof.exporters._diff_text import diff_markdown, diff_text
+    from neuron_prof.exporters.diff_text import diff_markdown, diff_text
     from neuron_prof.loaders import load
 
     if as_json and markdown:

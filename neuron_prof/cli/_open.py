@@ -12,7 +12,7 @@ import click
 from neuron_prof.errors import TraceLoadError, UsageError
 
 if TYPE_CHECKING:
-    from neuron_prof._open_server import TraceServer
+    from neuron_prof.cli._open_server import TraceServer
 
 JSON_WARN_BYTES = 256 * 1024 * 1024
 """Above this much JSON the browser tab (2-4x the file in memory, ~2 GB cap) is likely to fail."""
@@ -75,7 +75,7 @@ def check_is_trace(file: Path) -> None:
 
 def size_warning(file: Path) -> str | None:
     """A warning when a JSON trace is too large for a browser tab."""
-    from neuron_prof._open_server import json_size_estimate
+    from neuron_prof.cli._open_server import json_size_estimate
     from neuron_prof.exporters import JSON_SUFFIXES
 
     if not file.name.lower().endswith(JSON_SUFFIXES):
@@ -97,7 +97,7 @@ def size_warning(file: Path) -> str | None:
 
 def _bind(file: Path, port: int | None) -> tuple[TraceServer, str | None]:
     """A TraceServer on `port`, or on 9001 falling back to a free port (with a note) when 9001 is busy."""
-    from neuron_prof._open_server import PERFETTO_PORT, TraceServer
+    from neuron_prof.cli._open_server import PERFETTO_PORT, TraceServer
 
     try:
         return TraceServer(file, port=PERFETTO_PORT if port is None else port), None
@@ -115,7 +115,7 @@ def _bind(file: Path, port: int | None) -> tuple[TraceServer, str | None]:
 def _instructions(srv: TraceServer, file: Path) -> list[str]:
     """What to do with the server: the Perfetto UI link when it can fetch from it (port 9001 only), else the
     three ways that work."""
-    from neuron_prof._open_server import PERFETTO_PORT, deep_link
+    from neuron_prof.cli._open_server import PERFETTO_PORT, deep_link
 
     host = socket.gethostname()
     if srv.port == PERFETTO_PORT:
@@ -161,7 +161,7 @@ def command(trace: Path, port: int | None, exact: bool, timeout: float | None, b
     Only that one file is served, only to the Perfetto UI (https://ui.perfetto.dev) or a local
     client; the server stops by itself once the UI has fetched the whole file (or on Ctrl-C).
     """
-    from neuron_prof._open_server import PERFETTO_PORT
+    from neuron_prof.cli._open_server import PERFETTO_PORT
 
     file, note = choose_file(trace, exact)
     check_is_trace(file)

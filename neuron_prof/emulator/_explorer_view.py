@@ -46,7 +46,7 @@ def host_ops(trace_json: Path) -> HostOps:
     """trace.json's cpu_ops per thread id: (start ns, end ns, names), sorted by start. Read as Explorer reads
     the framework trace, through neuron-prof's Kineto reader (Kineto's JSON is not always valid JSON: names
     with quotes are written unescaped) keeping only cpu_op events."""
-    from neuron_prof.loaders.kineto_json import load_kineto_json
+    from neuron_prof.loaders.json.reader import load_kineto_json
 
     def cpu_ops(events: list[Any]) -> list[Any]:
         return [e for e in events if isinstance(e, dict) and e.get("cat") == "cpu_op" and e.get("ph") == "X"]

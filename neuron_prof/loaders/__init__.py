@@ -21,7 +21,7 @@ __all__ = ["json_ingest_path", "load"]
 def json_ingest_path() -> str:
     """Which path reads Chrome/Kineto JSON events in this process, in words: the compiled scanner, or the
     Python path (msgspec + orjson) and why (the extension was not built, or NEURON_PROF_JSON_SCANNER=0)."""
-    from neuron_prof.loaders._json_scan import ingest_path
+    from neuron_prof.loaders.json.reader import ingest_path
 
     return ingest_path()
 
@@ -35,11 +35,11 @@ def load(path: str | os.PathLike[str]) -> Trace:
     """
     p = Path(path)
     if p.is_dir():
-        from neuron_prof.loaders.explorer_json import LEGACY_FILE, load_explorer_json
+        from neuron_prof.loaders.explorer.legacy_json import LEGACY_FILE, load_explorer_json
 
         if (p / LEGACY_FILE).is_file() and next(p.glob("*.parquet"), None) is None:
             return load_explorer_json(p)
-        from neuron_prof.loaders.explorer_capture import load_folder
+        from neuron_prof.loaders.explorer.capture import load_folder
 
         return load_folder(p)  # says what it expected when the folder holds no Explorer tables
     if p.exists() and not p.is_file():
@@ -58,17 +58,17 @@ def load(path: str | os.PathLike[str]) -> Trace:
     if cached is not None:
         return cached
     if head[:2] != b"\x1f\x8b" and head.lstrip()[:1] in (b"{", b"["):
-        from neuron_prof.loaders.explorer_json import is_explorer_json, load_explorer_json
+        from neuron_prof.loaders.explorer.legacy_json import is_explorer_json, load_explorer_json
 
         with open(p, "rb") as f:
             if is_explorer_json(p, f.read(1 << 16)):
                 return load_explorer_json(p)
     if head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"[") or p.name.lower().endswith((".json", ".json.gz")):
-        from neuron_prof.loaders.kineto_json import load_kineto_json
+        from neuron_prof.loaders.json.reader import load_kineto_json
 
         trace = load_kineto_json(p)
     else:
-        from neuron_prof.loaders.pftrace import load_pftrace
+        from neuron_prof.loaders.pftrace.reader import load_pftrace
 
         trace = load_pftrace(p)
     _cache.save_cached(p, trace)

@@ -8,7 +8,7 @@ from textual.widget import Widget
 
 from neuron_prof.tui._absent import no_collective_reason
 from neuron_prof.tui._fmt import fmt_bytes, fmt_gbps, fmt_int, fmt_ns
-from neuron_prof.tui.screens._base import ViewScreen
+from neuron_prof.tui.screens.base import ViewScreen
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 
 

@@ -10,7 +10,7 @@ from textual.widget import Widget
 
 from neuron_prof.tui._fmt import fmt_int, fmt_ns
 from neuron_prof.tui._shape import no_compile_reason, plan_text, slices_table
-from neuron_prof.tui.screens._base import Detail, ViewScreen, detail
+from neuron_prof.tui.screens.base import Detail, ViewScreen, detail
 from neuron_prof.tui.screens.ops import CallsScreen
 from neuron_prof.tui.widgets.tree_table import TreeTable
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable

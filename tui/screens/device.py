@@ -16,7 +16,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from neuron_prof.tui._fmt import fmt_int, fmt_ns, printable
-from neuron_prof.tui.screens._base import ViewScreen
+from neuron_prof.tui.screens.base import ViewScreen
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 
 _METRICS = (("mfu_estimated_percent", "MFU"), ("hfu_estimated_percent", "HFU"), ("mbu_estimated_percent", "MBU"),

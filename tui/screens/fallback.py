@@ -14,7 +14,7 @@ from neuron_prof.analysis import norm_op
 from neuron_prof.tui._absent import no_fallback_reason
 from neuron_prof.tui._fmt import fmt_bytes, fmt_int, fmt_ns, fmt_share
 from neuron_prof.tui._shape import slices_table
-from neuron_prof.tui.screens._base import Detail, ViewScreen, detail
+from neuron_prof.tui.screens.base import Detail, ViewScreen, detail
 from neuron_prof.tui.screens.ops import CallsScreen
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 

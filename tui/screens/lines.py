@@ -16,7 +16,7 @@ from neuron_prof.analysis import sites_of, source_context
 from neuron_prof.tui._data import RankData
 from neuron_prof.tui._lines import calls_of, line_ops
 from neuron_prof.tui._fmt import fmt_bytes, fmt_int, fmt_ns, printable
-from neuron_prof.tui.screens._base import ViewScreen
+from neuron_prof.tui.screens.base import ViewScreen
 from neuron_prof.tui.screens._drill import DrillScreen
 from neuron_prof.tui.screens.ops import CallsScreen
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable

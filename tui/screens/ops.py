@@ -13,7 +13,7 @@ from textual.widget import Widget
 
 from neuron_prof.tui._data import RankData
 from neuron_prof.tui._fmt import fmt_int, fmt_ns, fmt_ts
-from neuron_prof.tui.screens._base import ViewScreen
+from neuron_prof.tui.screens.base import ViewScreen
 from neuron_prof.tui.screens._drill import DrillScreen
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 

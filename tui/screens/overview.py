@@ -17,7 +17,7 @@ from neuron_prof.tui._absent import has_concept
 from neuron_prof.tui._data import RankData, finding_target
 from neuron_prof.tui._fmt import fmt_int, fmt_ns, fmt_share, printable
 from neuron_prof.tui._steps import STEP_PART_STYLE, bar_runs
-from neuron_prof.tui.screens._base import Detail, ViewScreen, detail
+from neuron_prof.tui.screens.base import Detail, ViewScreen, detail
 from neuron_prof.tui.screens.steps import StepsScreen
 from neuron_prof.tui.widgets.plot import sparkline
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable

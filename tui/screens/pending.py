@@ -15,7 +15,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from neuron_prof.tui._fmt import printable
-from neuron_prof.tui.screens._base import VIEWS
+from neuron_prof.tui.screens.base import VIEWS
 from neuron_prof.tui.widgets.bars import KeyBar, ViewBar
 
 _WHAT = {

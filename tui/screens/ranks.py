@@ -10,7 +10,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from neuron_prof.tui._fmt import fmt_ns, fmt_share
-from neuron_prof.tui.screens._base import ViewScreen
+from neuron_prof.tui.screens.base import ViewScreen
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 
 

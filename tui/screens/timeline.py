@@ -21,7 +21,7 @@ from neuron_prof.analysis import fmt_ns as fmt_span
 from neuron_prof.tui._fmt import fmt_bytes, fmt_ns, fmt_ts, printable
 from neuron_prof.tui._lanes import Lane, depth_lane
 from neuron_prof.tui._slice_info import slice_facts
-from neuron_prof.tui.screens._base import ViewScreen
+from neuron_prof.tui.screens.base import ViewScreen
 from neuron_prof.tui.screens.slice_detail import SliceDetailScreen
 from neuron_prof.tui.widgets.timeline import LABEL_W, Timeline
 

@@ -6,7 +6,7 @@ adapters add the ones that need their backend's API (see neuron.py, cuda.py).
 
 from __future__ import annotations
 
-from neuron_prof.backends.probes._probe import Probe
+from neuron_prof.backends.probes.probe import Probe
 
 __all__ = ["Probe", "default_probes"]
 

@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from neuron_prof.backends.probes._common import dtype_bytes, probe_track, site_args, step_of
-from neuron_prof.backends.probes._probe import Probe
+from neuron_prof.backends.probes.probe import Probe
 from neuron_prof.model.callsite import Site, live_site
 from neuron_prof.model import Arg, Cat, KinetoCat, TrackKind
 
 if TYPE_CHECKING:
     from neuron_prof.backends.base import CaptureContext
-    from neuron_prof.backends.probes._view import HostView
+    from neuron_prof.backends.probes.view import HostView
     from neuron_prof.model import TraceBuilder
 
 

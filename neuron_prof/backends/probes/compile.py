@@ -13,14 +13,14 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from neuron_prof.backends.probes._common import probe_track, site_args, step_of
-from neuron_prof.backends.probes._probe import Probe
+from neuron_prof.backends.probes.probe import Probe
 from neuron_prof.model.callsite import display_path
 from neuron_prof.model import Arg, Cat, TrackKind
 from neuron_prof.model.schema import EventName
 
 if TYPE_CHECKING:
     from neuron_prof.backends.base import CaptureContext
-    from neuron_prof.backends.probes._view import HostView
+    from neuron_prof.backends.probes.view import HostView
     from neuron_prof.model import TraceBuilder
 
 LIMIT_HIT = EventName.RECOMPILE_LIMIT

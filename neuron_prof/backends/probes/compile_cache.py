@@ -32,7 +32,7 @@ import numpy as np
 from neuron_prof.backends._compat import key_ops, launch_blocking_env, op_key
 from neuron_prof.backends.probes._common import probe_track, site_args, step_of
 from neuron_prof.backends.probes._hostops import top_level_same_key
-from neuron_prof.backends.probes._probe import Probe
+from neuron_prof.backends.probes.probe import Probe
 from neuron_prof.model import Arg, Cat, KinetoCat, TrackKind
 from neuron_prof.model.callsite import NO_STACK, Site, live_site, site_from_stack
 from neuron_prof.model.schema import EventName
@@ -40,7 +40,7 @@ from neuron_prof.patches import patch, restore_patches
 
 if TYPE_CHECKING:
     from neuron_prof.backends.base import CaptureContext
-    from neuron_prof.backends.probes._view import HostView
+    from neuron_prof.backends.probes.view import HostView
     from neuron_prof.model import TraceBuilder
 
 _GRAPH_SPANS = ("Torch-Compiled Region", "CompiledFunction")

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 from neuron_prof.backends._compat import op_key
 from neuron_prof.backends.probes._common import probe_track, site_args, step_of
 from neuron_prof.backends.probes._hostops import COPY_OPS, SYNC_OPS, ThreadOps
-from neuron_prof.backends.probes._probe import Probe
+from neuron_prof.backends.probes.probe import Probe
 from neuron_prof.model import Arg, Cat, KinetoCat
 
 if TYPE_CHECKING:
     from neuron_prof.backends.base import CaptureContext
-    from neuron_prof.backends.probes._view import HostView
+    from neuron_prof.backends.probes.view import HostView
     from neuron_prof.model import TraceBuilder
 
 WAITS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy",

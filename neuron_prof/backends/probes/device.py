@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from neuron_prof.backends.probes._probe import Probe
-from neuron_prof.loaders.framework_mapping import mapping_links, parse_mapping
+from neuron_prof.backends.probes.probe import Probe
+from neuron_prof.loaders.explorer.framework_mapping import mapping_links, parse_mapping
 from neuron_prof.model import Cat
 
 if TYPE_CHECKING:
     from neuron_prof.backends.base import CaptureContext
-    from neuron_prof.backends.probes._view import HostView
+    from neuron_prof.backends.probes.view import HostView
     from neuron_prof.model import TraceBuilder
 
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from neuron_prof.backends.probes._common import probe_track, site_args, step_of
-from neuron_prof.backends.probes._probe import Probe
+from neuron_prof.backends.probes.probe import Probe
 from neuron_prof.model import Arg, Cat, TrackKind
 from neuron_prof.model.callsite import site_from_stack
 from neuron_prof.model.schema import EventName
 
 if TYPE_CHECKING:
     from neuron_prof.backends.base import CaptureContext
-    from neuron_prof.backends.probes._view import HostView
+    from neuron_prof.backends.probes.view import HostView
     from neuron_prof.model import TraceBuilder
 
 DEMOTION = EventName.DTYPE_DEMOTION

@@ -27,13 +27,13 @@ import numpy as np
 from neuron_prof.backends._compat import op_key, split_fused
 from neuron_prof.backends.probes._common import probe_track, site_args, step_of
 from neuron_prof.backends.probes._hostops import COPY_OPS, SYNC_OPS, shapes_dtypes, tensor_bytes, top_level_same_key
-from neuron_prof.backends.probes._probe import Probe
+from neuron_prof.backends.probes.probe import Probe
 from neuron_prof.model.callsite import Site, live_site
 from neuron_prof.model import Arg, Cat, KinetoCat, TrackKind
 
 if TYPE_CHECKING:
     from neuron_prof.backends.base import CaptureContext
-    from neuron_prof.backends.probes._view import HostView
+    from neuron_prof.backends.probes.view import HostView
     from neuron_prof.model import TraceBuilder
 
 UNMATCHED = "fallback_unmatched"

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from neuron_prof.backends.probes._common import site_args
 from neuron_prof.backends.probes._hostops import ThreadOps
-from neuron_prof.backends.probes._probe import Probe
+from neuron_prof.backends.probes.probe import Probe
 from neuron_prof.model import Arg, Cat, ProcessKind, TrackKind
 from neuron_prof.model.schema import EventName
 
 if TYPE_CHECKING:
     from neuron_prof.backends.base import CaptureContext
-    from neuron_prof.backends.probes._view import HostView
+    from neuron_prof.backends.probes.view import HostView
     from neuron_prof.model import TraceBuilder
 
 DEVICE_MEMORY = "device_memory_bytes"

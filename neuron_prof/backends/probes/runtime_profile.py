@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from neuron_prof.backends import _compat
-from neuron_prof.backends.probes._probe import Probe
-from neuron_prof.loaders.explorer import find_profile, is_explorer_folder  # at import, not in stop()
+from neuron_prof.backends.probes.probe import Probe
+from neuron_prof.loaders.explorer.reader import find_profile, is_explorer_folder  # at import, not in stop()
 
 if TYPE_CHECKING:
     from neuron_prof.backends.base import CaptureContext
-    from neuron_prof.backends.probes._view import HostView
+    from neuron_prof.backends.probes.view import HostView
     from neuron_prof.model import TraceBuilder
 
 EXPLORER = "neuron-explorer"
@@ -262,7 +262,7 @@ class RuntimeProfileProbe(Probe):
             self.process()
             if self.processed:
                 try:
-                    from neuron_prof.loaders.explorer_copies import copy_hosts
+                    from neuron_prof.loaders.explorer.copies import copy_hosts
 
                     self._d2h = copy_hosts(self.run_dir / PROCESSED, "device_to_host")
                 except Exception as e:  # noqa: BLE001  (evidence only: a bad table is reported when loaded)
@@ -270,7 +270,7 @@ class RuntimeProfileProbe(Probe):
         return self._d2h
 
     def contribute(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView) -> None:
-        from neuron_prof.loaders.explorer_capture import add_capture_tables
+        from neuron_prof.loaders.explorer.capture import add_capture_tables
         from neuron_prof.model import Meta
 
         self.process()

@@ -21,14 +21,14 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from neuron_prof.backends.probes._common import probe_track, site_args, step_of
-from neuron_prof.backends.probes._probe import Probe
+from neuron_prof.backends.probes.probe import Probe
 from neuron_prof.model import Arg, Cat, TrackKind
 from neuron_prof.model.callsite import NO_STACK, Site, live_site, site_from_stack
 from neuron_prof.patches import patch, restore_patches
 
 if TYPE_CHECKING:
     from neuron_prof.backends.base import CaptureContext
-    from neuron_prof.backends.probes._view import HostView
+    from neuron_prof.backends.probes.view import HostView
     from neuron_prof.model import TraceBuilder
 
 _OWN = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

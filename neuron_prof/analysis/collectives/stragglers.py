@@ -1,0 +1,204 @@
+"""Stragglers: who arrived late at each collective, how long the others waited, and what the late rank did.
+
+Works on a trace holding several ranks (a `neuron-prof merge` result, clocks aligned). For every
+collective matched across ranks, arrival spread = last start - first start; each rank waits
+(last start - its start). The late rank's cause is read from what it was doing just before it arrived.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from neuron_prof.analysis.collectives.match import RankCollectives, extract_collectives, match
+from neuron_prof.analysis.context import Context
+from neuron_prof.analysis.finding import Finding
+from neuron_prof.analysis.registry import register
+from neuron_prof.model import Trace, TrackKind
+
+MIN_SPREAD_NS = 1_000_000
+"""Spreads under 1 ms (or under half the collective's own duration) are noise, not stragglers."""
+
+_CAUSE_KINDS = ((TrackKind.COMPILE, "a compile stall"), (TrackKind.FALLBACK, "a CPU fallback"),
+                (TrackKind.SYNC, "a host wait on the device"))
+_NOT_WORK = ("ProfilerStep", "PyTorch Profiler", "Iteration Start")
+"""Spans of the profiler itself or of whole steps: never a straggler's cause."""
+_DATA_WORDS = ("dataloader", "data_loader", "__next__", "collate", "load_batch")
+
+
+def _overlap(trace: Trace, rows: np.ndarray, t0: int, t1: int) -> np.ndarray:
+    s = trace.slices.ts_ns[rows]
+    e = s + trace.slices.dur_ns[rows]
+    return np.clip(np.minimum(e, t1) - np.maximum(s, t0), 0, None)
+
+
+def _cause(trace: Trace, rank: int, t0: int, t1: int) -> dict[str, object]:
+    """What `rank` spent [t0, t1] on: a probe event kind, data loading, or its longest host op."""
+    procs = {i for i, p in enumerate(trace.processes) if (p.rank or 0) == rank}
+    best: dict[str, object] = {"cause": "host work", "detail": "", "ns": 0}
+    for kind, label in _CAUSE_KINDS:
+        tids = [i for i, t in enumerate(trace.tracks) if t.kind == kind and t.process in procs]
+        rows = np.flatnonzero(np.isin(trace.slices.track, tids))
+        if not len(rows):
+            continue
+        ov = _overlap(trace, rows, t0, t1)
+        if ov.sum() > int(best["ns"]):  # type: ignore[arg-type]
+            top = int(rows[np.argmax(ov)])
+            a = trace.slice_args(top)
+            best = {"cause": label, "detail": trace.slice_name(top), "ns": int(ov.sum()),
+                    "call_site": a.get("call_site", ""), "module": a.get("module", "")}
+    if int(best["ns"]) > 0.2 * (t1 - t0):  # type: ignore[arg-type]
+        return best
+    tids = [i for i, t in enumerate(trace.tracks) if t.kind == TrackKind.THREAD and t.process in procs]
+    rows = np.flatnonzero(np.isin(trace.slices.track, tids))
+    if len(rows):
+        ov = _overlap(trace, rows, t0, t1)
+        names = trace.slices.name[rows]
+        for uid in np.unique(names[ov > 0]):
+            n = trace.strings[int(uid)]
+            if any(w in n.lower() for w in _DATA_WORDS):
+                ns = int(ov[names == uid].sum())
+                if ns > 0.2 * (t1 - t0):
+                    return {"cause": "data loading", "detail": n, "ns": ns}
+        # the longest non-step host op inside the window
+        keep = ov > 0
+        cand = [(int(ov[i]), int(rows[i])) for i in np.flatnonzero(keep)
+                if not trace.slice_name(int(rows[i])).startswith(_NOT_WORK)]
+        if cand and int(best["ns"]) == 0:
+            ns, row = max(cand)
+            return {"cause": "host work", "detail": trace.slice_name(row), "ns": ns}
+    return best
+
+
+@register("straggler")
+def stragglers(trace: Trace, ctx: Context) -> list[Finding]:
+    """Registered analysis: straggler findings of a multi-rank trace (none for a single rank)."""
+    return straggler_findings(trace)
+
+
+def straggler_findings(trace: Trace) -> list[Finding]:
+    """One finding per rank that arrived late at collectives, most costly first."""
+    if not _matches_trusted(trace):
+        return []
+    late = late_arrivals(extract_collectives(trace))
+    if late is None:
+        return []
+    causes = {r: dominant_cause(trace, r, late.windows(r)) for r in late.late_ranks()}
+    return findings_from(late, causes, trace.wall_ns)
+
+
+@dataclass(frozen=True)
+class LateArrivals:
+    """The collectives matched across ranks (clocks aligned) and who arrived last at each."""
+
+    ranks: list[int]
+    keys: list[str]
+    """"group/op" of each matched collective."""
+    start: np.ndarray
+    """(n_matched, n_ranks) start of each collective on each rank."""
+    end: np.ndarray
+
+    @property
+    def spread(self) -> np.ndarray:
+        return self.start.max(axis=1) - self.start.min(axis=1)
+
+    @property
+    def significant(self) -> np.ndarray:
+        """Spreads that count: over MIN_SPREAD_NS and over half of what is left of the collective."""
+        last = self.start.max(axis=1)
+        return self.spread > np.maximum(MIN_SPREAD_NS, 0.5 * (self.end.max(axis=1) - last))
+
+    def late_rows(self, rank: int) -> np.ndarray:
+        """Matched collectives where `rank` arrived last by a significant spread."""
+        j = self.ranks.index(rank)
+        return np.flatnonzero(self.significant & (np.argmax(self.start, axis=1) == j))
+
+    def late_ranks(self) -> list[int]:
+        return [r for r in self.ranks if len(self.late_rows(r))]
+
+    def windows(self, rank: int) -> list[tuple[int, int, int]]:
+        """(previous collective's exit, arrival, spread) of each late arrival of `rank`: where to look for why."""
+        j, spread = self.ranks.index(rank), self.spread
+        return [(int(self.end[k - 1, j]) if k > 0 else int(self.start[k, j] - 2 * spread[k]),
+                 int(self.start[k, j]), int(spread[k])) for k in self.late_rows(rank)]
+
+
+def late_arrivals(per_rank: dict[int, RankCollectives]) -> LateArrivals | None:
+    """Match `per_rank`'s collectives (clocks already aligned); None when fewer than two ranks share any."""
+    ranks, mat = match(per_rank)
+    if len(ranks) < 2 or not len(mat):
+        return None
+    return LateArrivals(
+        ranks=ranks, keys=[per_rank[ranks[0]].key[int(i)] for i in mat[:, 0]],
+        start=np.stack([per_rank[r].start_ns[mat[:, j]] for j, r in enumerate(ranks)], axis=1),
+        end=np.stack([per_rank[r].end_ns[mat[:, j]] for j, r in enumerate(ranks)], axis=1))
+
+
+def findings_from(late: LateArrivals, causes: dict[int, dict[str, object]], wall_ns: int) -> list[Finding]:
+    """The straggler findings, given each late rank's cause (`dominant_cause` over `late.windows(rank)`)."""
+    S, E, ranks = late.start, late.end, late.ranks
+    last = S.max(axis=1)
+    spread = late.spread
+    dur = np.median(E - S, axis=1)
+    wall = max(wall_ns, 1)
+    out: list[Finding] = []
+    for j, r in enumerate(ranks):
+        ks = late.late_rows(r)
+        if not len(ks) or r not in causes:
+            continue
+        cost = int(spread[ks].sum())
+        worst = int(ks[np.argmax(spread[ks])])
+        cause = causes[r]
+        waits = {str(rr): int((last[ks] - S[ks, jj]).sum()) for jj, rr in enumerate(ranks) if rr != r}
+        share = cost / wall
+        detail = f" ({cause['detail']})" if cause.get("detail") else ""
+        out.append(Finding(
+            kind="straggler", severity="critical" if share > 0.2 else "warning" if share > 0.02 else "info",
+            title=f"rank {r} arrives last at {len(ks)} collective(s), up to {spread[worst] / 1e6:.1f} ms late: "
+                  f"{cause['cause']}{detail}",
+            cost_ns=cost, share=share, count=len(ks), call_site=str(cause.get("call_site", "") or ""),
+            module=str(cause.get("module", "") or ""),
+            advice=_advice(str(cause["cause"])),
+            evidence={"late_rank": r, "ranks": ranks, "wait_ns_by_rank": waits,
+                      "spread_ns": [int(x) for x in spread[ks][:50]],
+                      "collectives": [late.keys[int(k)] for k in ks[:50]],
+                      "median_collective_ns": int(np.median(dur[ks])), "cause": cause,
+                      "worst_start_ns": int(S[worst, j])},
+            ts_ns=int(S[worst, j]), rank=r))
+    return sorted(out, key=lambda f: -f.cost_ns)
+
+
+def dominant_cause(trace: Trace, rank: int, windows: list[tuple[int, int, int]]) -> dict[str, object]:
+    """The cause seen most often over the late arrivals (prev exit, arrival, spread); ties go to more time.
+
+    One arrival can be odd (the first collective, while a profiler was still starting): what the rank did
+    before most of its late arrivals is the cause."""
+    tally: dict[tuple[str, str], list[Any]] = {}
+    for prev_end, arrival, spread in windows:
+        c = _cause(trace, rank, max(prev_end, arrival - 4 * spread), arrival)
+        key = (str(c["cause"]), str(c.get("detail", "")))
+        entry = tally.setdefault(key, [0, 0, c])
+        entry[0] += 1
+        entry[1] += int(c["ns"])  # type: ignore[call-overload]
+    count, ns, best = max(tally.values(), key=lambda e: (e[0], e[1]))
+    return {**best, "ns": ns, "arrivals": count}
+
+
+def _matches_trusted(trace: Trace) -> bool:
+    """False when the merge found that the ranks' collectives do not correspond (e.g. sampled traces)."""
+    offsets = (trace.metadata.get("alignment") or {}).get("offsets") or {}
+    return not any(o.get("method") == "recorded" and o.get("matched", 0) > 0 for o in offsets.values())
+
+
+def _advice(cause: str) -> str:
+    return {
+        "a compile stall": "Warm up every shape before timing (or share a NEFF cache dir across ranks) so no rank "
+                           "compiles while the others wait.",
+        "a CPU fallback": "Replace the op that falls back to the CPU on this rank; its host time delays every "
+                          "collective.",
+        "a host wait on the device": "Remove the sync point (.item(), .cpu(), print) before the collective on "
+                                     "this rank.",
+        "data loading": "Load data ahead of time (more DataLoader workers, prefetch, pinned buffers) on this rank.",
+    }.get(cause, "Balance the work between ranks; look at what this rank runs just before the collective.")

@@ -1,0 +1,218 @@
+"""Context: what every analysis needs from a Trace, computed once and shared (masks, steps, args)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable
+from functools import cache, cached_property
+from operator import attrgetter
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from neuron_prof.analysis.steps.boundaries import Steps, make_steps
+from neuron_prof.model import Arg, ArgsStore, Meta, Trace, TrackKind
+
+WARNING_SHARE = 0.02
+"""A finding costing this share of the profiled wall time is a warning..."""
+CRITICAL_SHARE = 0.10
+"""...and this share makes it critical."""
+
+
+def as_int(v: Any, default: int = 0) -> int:
+    """An int from a trace argument of any type (probes and foreign traces write what they like)."""
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, (int, float)) and v == v and abs(v) < 2**63:
+        return int(v)
+    if isinstance(v, str):
+        try:
+            return int(float(v))
+        except ValueError:
+            return default
+    return default
+
+
+ABSENT = msgspec.UNSET
+"""`Context.pick_args`' value for a key a document does not have (a JSON null is None)."""
+
+
+@cache
+def _picker(
+    keys: tuple[str, ...],
+) -> tuple[msgspec.json.Decoder[Any], msgspec.json.Decoder[Any], tuple[Callable[[Any], Any], ...]]:
+    """Decoders of args documents that keep only `keys` (msgspec skips the others without building them):
+    of one document (for ``decode_lines``) and of a JSON array of them; and the getter of each key's value."""
+    names = [f"k{i}" for i in range(len(keys))]
+    struct = msgspec.defstruct("PickedArgs", [(n, Any, ABSENT) for n in names], rename=dict(zip(names, keys)))
+    return msgspec.json.Decoder(struct), msgspec.json.Decoder(list[struct]), tuple(attrgetter(n) for n in names)
+
+
+def _decode_picked(args: ArgsStore, idx: np.ndarray, one: msgspec.json.Decoder[Any],
+                   array: msgspec.json.Decoder[Any]) -> list[Any]:
+    """The documents at `idx` decoded: from the blob's runs (`ArgsStore.json_runs`) when they decode to one
+    value per document, else as one JSON array (raises msgspec's errors)."""
+    runs = args.json_runs(idx)
+    if runs is not None:
+        with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
+            docs = one.decode_lines(runs)
+            if len(docs) == len(idx):
+                return docs  # type: ignore[no-any-return]
+    return array.decode(args.json_array(idx))  # type: ignore[no-any-return]
+
+
+def severity_for(share: float, floor: str = "info") -> str:
+    """Severity from the share of wall time a problem costs, never below `floor`."""
+    sev = "critical" if share >= CRITICAL_SHARE else "warning" if share >= WARNING_SHARE else "info"
+    order = ("info", "warning", "critical")
+    return order[max(order.index(sev), order.index(floor))]
+
+
+class Context:
+    """Shared, lazily computed views of one Trace for the analyses."""
+
+    def __init__(self, trace: Trace, warmup_steps: int | None = None) -> None:
+        self.trace = trace
+        self._warmup_steps = warmup_steps
+        self._args_cache: dict[bytes, dict[str, Any]] = {}
+        self._memo: dict[str, Any] = {}
+
+    def memo(self, key: str, fn: Callable[[], Any]) -> Any:
+        """`fn()` computed once per context (analyses share parsed probe events this way)."""
+        if key not in self._memo:
+            self._memo[key] = fn()
+        return self._memo[key]
+
+    # ---- time ---------------------------------------------------------------------------------
+    @cached_property
+    def window(self) -> tuple[int, int]:
+        """(start, end) of the profiled region (Unix ns)."""
+        w = self.trace.metadata.get(Meta.WALL)
+        if isinstance(w, (list, tuple)) and len(w) == 2 and int(w[1]) > int(w[0]):
+            return int(w[0]), int(w[1])
+        return self.trace.time_range()
+
+    @cached_property
+    def wall_ns(self) -> int:
+        a, b = self.window
+        return max(b - a, 0)
+
+    def share(self, ns: float) -> float:
+        """`ns` as a fraction (0-1) of the profiled wall time."""
+        return float(min(max(ns / self.wall_ns, 0.0), 1.0)) if self.wall_ns > 0 else 0.0
+
+    # ---- tracks and rows ------------------------------------------------------------------------
+    @cached_property
+    def _slice_kind(self) -> np.ndarray:
+        codes = np.array(
+            [
+                TrackKind.ALL.index(t.kind) if t.kind in TrackKind.ALL else len(TrackKind.ALL)
+                for t in self.trace.tracks
+            ]
+            or [0],
+            dtype=np.int16,
+        )
+        return codes[self.trace.slices.track] if len(self.trace.slices) else np.zeros(0, dtype=np.int16)
+
+    def rows(self, *kinds: str) -> np.ndarray:
+        """Slice rows on tracks of these kinds, in table order (computed once per kind set)."""
+        codes = [TrackKind.ALL.index(k) for k in kinds]
+        return self.memo(f"rows:{','.join(kinds)}", lambda: np.flatnonzero(np.isin(self._slice_kind, codes)))  # type: ignore[no-any-return]
+
+    def cat_rows(self, rows: np.ndarray, cats: Iterable[str], keep: bool = True) -> np.ndarray:
+        """The rows of `rows` whose category is (keep=True) or is not (keep=False) in `cats`."""
+        ids = self.trace.name_ids(*cats)
+        m = np.isin(self.trace.slices.cat[rows], ids)
+        return rows[m if keep else ~m]
+
+    def name_rows(self, rows: np.ndarray, names: Iterable[str]) -> np.ndarray:
+        """The rows of `rows` whose name is one of `names`."""
+        return rows[np.isin(self.trace.slices.name[rows], self.trace.name_ids(*names))]
+
+    # ---- args -----------------------------------------------------------------------------------
+    def args(self, args_idx: int) -> dict[str, Any]:
+        """Args dict by ArgsStore index, parsed once per distinct JSON document."""
+        if args_idx < 0:
+            return {}
+        raw = self.trace.args.raw(int(args_idx))
+        d = self._args_cache.get(raw)
+        if d is None:
+            d = self.trace.args.get(int(args_idx))
+            self._args_cache[raw] = d
+        return d
+
+    def pick_args(self, args_idx: np.ndarray, keys: tuple[str, ...]) -> list[tuple[Any, ...]]:
+        """The values of `keys` in each args document of `args_idx` (ArgsStore indices, -1: no args), one
+        tuple per index: ``args(i)[k]``, or ABSENT where the document has no key k (`pick_columns`, by row)."""
+        return list(zip(*self.pick_columns(args_idx, keys), strict=True))
+
+    def pick_columns(self, args_idx: np.ndarray, keys: tuple[str, ...]) -> tuple[list[Any], ...]:
+        """The values of `keys` in each args document of `args_idx` (ArgsStore indices, -1: no args), one
+        list per key: ``args(i)[k]`` at the index's position, or ABSENT where the document has no key k.
+
+        One decode for all of them that reads only these keys: for a column of rows, many times faster than
+        `args` per row (a Kineto op's args hold shapes, strides and ids besides its call stack).
+        """
+        idx = np.asarray(args_idx, dtype=np.int64)
+        have = np.flatnonzero(idx >= 0)
+        if not len(have):
+            return tuple([ABSENT] * len(idx) for _ in keys)
+        one, array, gets = _picker(tuple(keys))
+        try:
+            docs = _decode_picked(self.trace.args, idx[have], one, array)
+            cols = [list(map(get, docs)) for get in gets]
+        except (msgspec.DecodeError, msgspec.ValidationError):  # a document that is no JSON object
+            dicts = [self.args(int(i)) for i in idx[have].tolist()]
+            cols = [[a.get(k, ABSENT) for a in dicts] for k in keys]
+        if len(have) == len(idx):
+            return tuple(cols)
+        pos = have.tolist()
+        out = []
+        for col in cols:
+            full = [ABSENT] * len(idx)
+            for j, v in zip(pos, col, strict=True):
+                full[j] = v
+            out.append(full)
+        return tuple(out)
+
+    def slice_args(self, row: int) -> dict[str, Any]:
+        return self.args(int(self.trace.slices.args[row]))
+
+    def instant_args(self, row: int) -> dict[str, Any]:
+        return self.args(int(self.trace.instants.args[row]))
+
+    def module(self, args: dict[str, Any]) -> str:
+        m = args.get(Arg.MODULE)
+        return m if isinstance(m, str) else ""
+
+    # ---- steps -----------------------------------------------------------------------------------
+    @cached_property
+    def steps(self) -> Steps:
+        return make_steps(self.trace, self._warmup_steps)
+
+    def step_split(self, ts: np.ndarray, cost: np.ndarray) -> dict[str, Any]:
+        """Evidence on how a cost spreads over warm-up and steady steps (empty without steps)."""
+        st = self.steps
+        if not len(st):
+            return {}
+        k = st.step_index(ts)
+        cost = np.asarray(cost, dtype=np.float64)
+        warm = (k >= 0) & (k < st.warmup)
+        steady = k >= st.warmup
+        n_steady = len(st) - st.warmup
+        hit = np.unique(k[k >= 0])
+        return {
+            "steps": [int(st.ids[i]) for i in hit[:50]],
+            "warmup_ns": int(cost[warm].sum()),
+            "steady_ns": int(cost[steady].sum()),
+            "steady_count": int(steady.sum()),
+            "steady_per_step_ns": int(cost[steady].sum() / n_steady) if n_steady else 0,
+            "steady_step_share": (
+                float(cost[steady].sum() / st.dur_ns[st.steady].sum())
+                if n_steady and st.dur_ns[st.steady].sum() > 0
+                else 0.0
+            ),
+            "steady_steps_hit": int(len(np.unique(k[steady]))),
+            "steady_steps": int(n_steady),
+        }

@@ -1,0 +1,384 @@
+"""Call sites in analysis: the one place a finding gets its `call_site`, the user's stack and the module.
+
+The rules for reading a stack are `neuron_prof.model.callsite`'s (shared with capture). An event's Site comes
+from what the trace says about it, in this order:
+
+1. a probe event that recorded where it happened (``call_site`` / ``stack`` / ``module`` args: probes that
+   run inside the user's call read the live Python stack; probes that join host ops copy the op's site);
+2. a host op's ``Call stack`` (exact in neuron-prof captures; in other traces only function entry lines, so
+   the call site stays empty and the function is named, see `Site.reason`);
+3. a host slice without a stack: the nearest enclosing slice that has one (nested ops inherit the site of
+   the op the user's code called);
+4. a probe slice that a flow links to the host op that paid for it: that op's site;
+5. **backward**: a host slice in autograd's backward pass (and a probe slice whose flow comes from one) takes
+   the site of the forward op that created its autograd node (`_backward`), marked with the node
+   (`Site.backward`): its line is the forward line the user wrote, never ``loss.backward()``. When that
+   forward op is not in the trace, the site names no line and says why.
+
+Host slices get their sites in one vectorised pass (`_solve`: rules 2, 3 and 5): over every host slice for
+the lines view (`host_sites`), or over the few rows `of_row` / `of_rows` are asked about and what their sites
+are made of (their enclosing slices, in a backward the forward op's), so the first pass (`overview`), whose
+findings name a few rows, does not pay for a million; asked about many, they build the whole table.
+
+    sites = sites_of(ctx)
+    sites.of_row(r).call_site          # "train.py:13" or ""
+    sites.at(t_ns)                     # whatever the host ran at t
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from neuron_prof.analysis.sites.backward import NOT_BACKWARD, backward_of, node_name
+from neuron_prof.analysis.context import ABSENT, Context
+from neuron_prof.analysis.sites.host import host_nesting, host_stacks_at
+from neuron_prof.model import Arg, KinetoCat, TrackKind
+from neuron_prof.model.callsite import (
+    NO_STACK,
+    USER,
+    Site,
+    file_kind,
+    parse_frame,
+    site_from_stack,
+    stack_is_exact,
+    user_files_of,
+)
+
+CALL_STACK = "Call stack"
+__all__ = ["NO_STACK", "HostSites", "Site", "Sites", "sites_of"]
+_SITE_KEY_TEXTS = (b'"Call stack"', b'"call_site"', b'"site_unknown"')
+
+
+@dataclass(frozen=True, eq=False)
+class HostSites:
+    """Every host slice's Site, columnar: ``sites[site[i]]`` is the Site of host row ``rows[i]``."""
+
+    rows: np.ndarray
+    """Host slice rows, ascending (`host_nesting(ctx).rows`)."""
+    site: np.ndarray
+    """Index into `sites` per row (0: NO_STACK)."""
+    sites: list[Site]
+
+    def of(self, row: int) -> Site | None:
+        i = int(np.searchsorted(self.rows, row))
+        return self.sites[int(self.site[i])] if i < len(self.rows) and self.rows[i] == row else None
+
+
+_LAZY_SHARE = 16
+_LAZY_BATCHES = 64
+"""`Sites` works out the sites of the host rows it is asked about alone until it has been asked about one host
+row in `_LAZY_SHARE`, or `_LAZY_BATCHES` times: then it builds them all (one vectorised pass)."""
+
+
+class _Interner:
+    """Site -> its id in `sites` (0: NO_STACK), each distinct Site once."""
+
+    def __init__(self) -> None:
+        self.sites: list[Site] = [NO_STACK]
+        self._ids: dict[Site, int] = {NO_STACK: 0}
+
+    def __call__(self, s: Site) -> int:
+        i = self._ids.get(s)
+        if i is None:
+            i = self._ids[s] = len(self.sites)
+            self.sites.append(s)
+        return i
+
+
+_OF_ARGS = (Arg.CALL_SITE, Arg.MODULE, Arg.STACK, CALL_STACK, "site_unknown")
+"""The args keys `Sites.of_args` reads."""
+
+
+def _hashable(vals: tuple[Any, ...]) -> Any:
+    """`vals` as a dict key (lists as tuples), or None when a value cannot be one."""
+    try:
+        hash(vals)
+        return vals
+    except TypeError:
+        pass
+    key = tuple(tuple(v) if isinstance(v, list) else v for v in vals)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _key_hits(blob: bytes) -> list[int]:
+    """Where the keys `of_args` looks for (call stack, call site, why unknown) appear in the args blob: the
+    documents that may give a site. A superset (the text may sit inside a value): each is then read exactly."""
+    hits: list[int] = []
+    for key in _SITE_KEY_TEXTS:
+        find, at = blob.find, blob.find(key)
+        while at >= 0:
+            hits.append(at)
+            at = find(key, at + len(key))
+    return hits
+
+
+def _str_list(v: Any) -> tuple[str, ...]:
+    return tuple(str(x) for x in v) if isinstance(v, (list, tuple)) else ()
+
+
+class Sites:
+    """Site lookups over one trace (cached per row)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        md = ctx.trace.metadata
+        self.exact = stack_is_exact(md)
+        self.user_files = user_files_of(md)
+        self._rows: dict[int, Site] = {}
+        self._flow_src: dict[int, int] | None = None
+        self._full: HostSites | None = None
+        self._host: dict[int, Site | None] = {}
+        """Host sites worked out for some rows only (`_host_of`), before `host_sites` is built."""
+        self._asked = [0, 0]
+        """Host rows and batches `_host_of` worked out alone so far."""
+
+    def of_args(self, args: dict[str, Any]) -> Site | None:
+        """The Site an event's own args give (None when they say nothing)."""
+        cs = args.get(Arg.CALL_SITE)
+        module = args.get(Arg.MODULE)
+        module = module if isinstance(module, str) else ""
+        if isinstance(cs, str) and cs:
+            stack = _str_list(args.get(Arg.STACK))
+            if not stack and isinstance(args.get(Arg.STACK), str):  # a Kineto stack copied by a probe
+                stack = site_from_stack(str(args[Arg.STACK]), self.exact, self.user_files).stack
+            return Site(call_site=cs, stack=stack, module=module)
+        stack_s = args.get(CALL_STACK)
+        if isinstance(stack_s, str) and stack_s:
+            got = site_from_stack(stack_s, self.exact, self.user_files)
+            if module and not got.module:
+                got = Site(got.call_site, got.stack, module, got.reason, got.function)
+            return got
+        reason = args.get("site_unknown")
+        if isinstance(reason, str) and reason:
+            return Site(module=module, reason=reason)
+        return None
+
+    def of_row(self, row: int) -> Site:
+        """The Site of slice `row` (rules 1-5 of the module docstring)."""
+        got = self._rows.get(row)
+        if got is not None:
+            return got
+        site = self._host_of([row])[0]
+        if site is None:  # a probe or device slice
+            site = self.of_args(self.ctx.slice_args(row))
+            src = self._flows().get(row)
+            if src is not None and src != row:
+                up = self._host_of([src])[0]
+                up = up if up is not None else self.of_row(src)
+                if site is None or (not site.call_site and not site.stack) or up.backward:
+                    site = up
+        got = site if site is not None else NO_STACK
+        self._rows[row] = got
+        return got
+
+    def of_rows(self, rows: Iterable[int]) -> list[Site]:
+        """`of_row` of each of `rows`, the host sites they need worked out together (one pass for a column of
+        rows, where `of_row` one at a time would work out each alone)."""
+        rows = [int(r) for r in rows]
+        flows = self._flows()
+        self._host_of(rows + [flows[r] for r in rows if r in flows])
+        return [self.of_row(r) for r in rows]
+
+    def stack_at(self, t_ns: int, max_len: int = 12) -> list[int]:
+        """Host slice rows the host was running at `t_ns`, outermost first: the thread running a backward op
+        when one is (the thread that called ``backward()`` only waits for it then), else the deepest stack."""
+        stacks = [c for c in host_stacks_at(self.ctx, t_ns) if c]
+        last = self._host_of([c[-1] for c in stacks])
+        bwd = [c for c, s in zip(stacks, last, strict=True) if s is not None and s.backward]
+        pick = max(bwd or stacks, key=len, default=[])
+        return pick[-max_len:]
+
+    def at(self, t_ns: int) -> Site:
+        """The Site of whatever the host was running at `t_ns` (`stack_at`)."""
+        stack = self.stack_at(t_ns)
+        self._host_of(stack)
+        for r in reversed(stack):
+            s = self.of_row(r)
+            if s.call_site or s.stack:
+                return s
+        return NO_STACK
+
+    def host_sites(self) -> HostSites:
+        """Every host slice's Site (rules 2, 3 and 5), computed once."""
+        if self._full is None:
+            self._full = self.ctx.memo("host_sites", self._build_host)
+        return self._full
+
+    # ---- internals --------------------------------------------------------------------------------------
+    def _host_of(self, rows: list[int]) -> list[Site | None]:
+        """The Site of each of `rows` that is a host slice (None for the others): from `host_sites` once it is
+        built, else worked out for these rows alone (`_solve` over what they need), so a first pass that asks
+        about a few rows does not pay for every host slice; a column of rows builds them all."""
+        if self._full is not None:
+            return [self._full.of(r) for r in rows]
+        todo = np.asarray([r for r in dict.fromkeys(rows) if r not in self._host], dtype=np.int64)
+        if len(todo):
+            hrows = host_nesting(self.ctx).rows
+            at = np.minimum(np.searchsorted(hrows, todo), max(len(hrows) - 1, 0))
+            ok = hrows[at] == todo if len(hrows) else np.zeros(len(todo), dtype=bool)
+            self._host.update(dict.fromkeys(todo[~ok].tolist()))
+            pos = at[ok]
+            if len(pos):
+                self._asked[0] += len(pos)
+                self._asked[1] += 1
+                if self._asked[0] * _LAZY_SHARE > len(hrows) or self._asked[1] > _LAZY_BATCHES:
+                    self.host_sites()
+                    return self._host_of(rows)
+                pos = self._closure(pos)
+                sid = _Interner()
+                site = self._solve(pos, sid)
+                for r, i in zip(hrows[pos].tolist(), site.tolist(), strict=True):
+                    self._host[r] = sid.sites[i]
+        return [self._host[r] for r in rows]
+
+    def _closure(self, pos: np.ndarray) -> np.ndarray:
+        """`pos` (host positions) with what their sites are made of: their enclosing slices (rule 3) and, in a
+        backward, the forward op and the outermost backward span (rule 5), and theirs in turn; ascending."""
+        n = host_nesting(self.ctx)
+        bw = backward_of(self.ctx)
+        rows = n.rows
+        last = max(len(rows) - 1, 0)
+        have = np.zeros(len(rows), dtype=bool)
+        new = np.unique(pos)
+        while len(new):
+            have[new] = True
+            par = n.parent_pos[new]
+            up = [par[par >= 0]]
+            inb = new[bw.forward[new] != NOT_BACKWARD]
+            if len(inb):
+                fwd = bw.forward[inb]
+                up += [np.minimum(np.searchsorted(rows, fwd[fwd >= 0]), last), np.maximum(bw.root[inb], 0)]
+            cand = np.unique(np.concatenate(up))
+            new = cand[~have[cand]]
+        return np.flatnonzero(have)
+
+    def _build_host(self) -> HostSites:
+        rows = host_nesting(self.ctx).rows
+        sid = _Interner()
+        site = self._solve(np.arange(len(rows)), sid)
+        return HostSites(rows=rows, site=site, sites=sid.sites)
+
+    def _solve(self, pos: np.ndarray, sid: _Interner) -> np.ndarray:
+        """Site ids (`sid`) of host positions `pos` (ascending; with their `_closure`, or all of them)."""
+        ctx = self.ctx
+        sl = ctx.trace.slices
+        n = host_nesting(ctx)
+        m = len(pos)
+        rows = n.rows[pos]
+        every = m == len(n.rows)
+
+        def loc(p: np.ndarray) -> np.ndarray:  # host positions (in `pos`) -> indices into `pos`
+            return p if every else np.searchsorted(pos, p)
+
+        own = np.zeros(m, dtype=np.int64)
+        strong = np.zeros(m, dtype=bool)
+        if every:  # only the documents whose text names a key `of_args` reads
+            blob, off = ctx.trace.args.buffers
+            hits = _key_hits(blob) if blob else []
+            docs = np.unique(np.searchsorted(off, np.asarray(hits, dtype=np.int64), side="right") - 1)
+            sel = np.flatnonzero(np.isin(sl.args[rows], docs)) if hits and m else np.zeros(0, dtype=np.int64)
+        else:
+            sel = np.flatnonzero(sl.args[rows] >= 0)
+        if len(sel):
+            # only the keys `of_args` reads; the same values give the same Site (a stack repeats for every
+            # call of an op from one line), so each distinct set is read once: (site id, strong) per set
+            seen: dict[Any, tuple[int, bool] | None] = {}
+            for i, vals in zip(sel.tolist(), ctx.pick_args(sl.args[rows[sel]], _OF_ARGS), strict=True):
+                key = _hashable(vals)
+                if key is not None and key in seen:
+                    got = seen[key]
+                else:
+                    s = self.of_args({k: v for k, v in zip(_OF_ARGS, vals, strict=True) if v is not ABSENT})
+                    got = None if s is None else (sid(s), bool(s.call_site or s.stack))
+                    if key is not None:
+                        seen[key] = got
+                if got is not None:
+                    own[i], strong[i] = got
+        if not self.exact:  # torch.profiler's Python frames ("train.py(12): forward"): the function, no line
+            self._frames_as_sites(rows, own, strong, sid)
+        # rule 3: the nearest enclosing slice with a site (level by level down the nesting)
+        depth, parent = n.depth[pos], n.parent_pos[pos]
+        pos_parent = np.full(m, -1, dtype=np.int64)
+        has = parent >= 0
+        pos_parent[has] = loc(parent[has])
+        inh = np.where(strong, own, -1)
+        for level in range(2, int(depth.max(initial=1)) + 1):
+            here = np.flatnonzero((depth == level) & (inh < 0) & (pos_parent >= 0))
+            if len(here):
+                inh[here] = inh[pos_parent[here]]
+        site = np.where(inh >= 0, inh, own)
+        # rule 5: backward -> the forward op's site, marked with the autograd node
+        bw = backward_of(ctx)
+        inb = np.flatnonzero(bw.forward[pos] != NOT_BACKWARD)
+        if len(inb):
+            g = pos[inb]  # host positions
+            fwd = bw.forward[g]
+            fpos = np.searchsorted(n.rows, np.maximum(fwd, 0))
+            fpos = np.where(fwd >= 0, np.minimum(loc(np.minimum(fpos, max(len(n.rows) - 1, 0))), max(m - 1, 0)), inb)
+            # the user's own code running in the backward (a custom Function's backward, a hook) has lines of
+            # its own, other than those of the backward span around it (the backward() call): it keeps them
+            own_code = site[inb] != site[loc(np.maximum(bw.root[g], 0))]
+            use_fwd = (fwd >= 0) & ~own_code
+            base = np.where(use_fwd, site[fpos], site[inb])
+            keys = np.stack([base, bw.node[g], bw.forward_op[g], fwd >= 0, own_code], axis=1)
+            uk, inv = np.unique(keys, axis=0, return_inverse=True)
+            new = []
+            for b, nd, fo, known, mine in uk.tolist():
+                s = sid.sites[int(b)]
+                node = node_name(ctx.trace.s(int(nd)))
+                if known or mine:
+                    s = dataclasses.replace(s, backward=node, forward_op=ctx.trace.s(int(fo)))
+                else:
+                    called = f"; backward() called at {s.call_site}" if s.call_site else ""
+                    s = Site(stack=(), module=s.module, backward=node, reason=(
+                        f"ran in the backward of a forward op that is not in the trace ({node}{called})"))
+                new.append(sid(s))
+            site[inb] = np.asarray(new, dtype=np.int64)[inv.reshape(-1)]
+        return site
+
+    def _frames_as_sites(self, rows: np.ndarray, own: np.ndarray, strong: np.ndarray, sid: _Interner) -> None:
+        """Python-frame slices of the user's files without a site of their own name their function (a trace of
+        torch.profiler's own, whose frames carry only entry lines): the ops inside them inherit it."""
+        tr = self.ctx.trace
+        py = tr.strings.get(KinetoCat.PYTHON)
+        if py is None:
+            return
+        sel = np.flatnonzero((tr.slices.cat[rows] == py) & ~strong)
+        names = tr.slices.name[rows[sel]]
+        for nid in np.unique(names).tolist():
+            f = parse_frame(tr.s(int(nid)))
+            if f is None or not self._user(f[0]):
+                continue
+            frame = f"{f[0]}:0 {f[2]}"
+            site = Site(stack=(frame,), reason="the trace records only function entry lines (torch.profiler "
+                        "with_stack)", function=f"{f[0]} {f[2]}")
+            hit = sel[names == nid]
+            own[hit] = sid(site)
+            strong[hit] = True
+
+    def _user(self, path: str) -> bool:
+        return path in self.user_files if self.user_files is not None else file_kind(path) == USER
+
+    def _flows(self) -> dict[int, int]:
+        """Probe slice -> the host slice a flow links it from (compile/fallback/sync probes draw these)."""
+        if self._flow_src is None:
+            fl = self.ctx.trace.flows
+            probe = np.concatenate([self.ctx.rows(k) for k in (TrackKind.COMPILE, TrackKind.FALLBACK,
+                                                               TrackKind.SYNC, TrackKind.COLLECTIVE)])
+            m = np.isin(fl.dst, probe)
+            self._flow_src = dict(zip(fl.dst[m].tolist(), fl.src[m].tolist(), strict=True))
+        return self._flow_src
+
+
+def sites_of(ctx: Context) -> Sites:
+    """The Sites of a context (one per context, shared by every analysis)."""
+    return ctx.memo("sites", lambda: Sites(ctx))  # type: ignore[no-any-return]

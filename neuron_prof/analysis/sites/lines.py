@@ -1,0 +1,384 @@
+"""The bottom-up view by user line: where the time goes, per line of the user's code.
+
+Every cost is charged to the Site `_sites` gives its event (the one attribution path): library frames fold
+into the user line that called them, and a backward op is charged to the forward line whose op created its
+autograd node (shown as "in backward of line L", with the backward part in its own columns). Per line:
+
+- ``host_ns``: self time of the host ops and Python frames at the line (annotations such as ProfilerStep and
+  the profiler's own span are no work of a line); ``host_backward_ns`` the part in backward;
+- ``device_ns``: device time of the work the line's host ops launched (`device_ns_by_host_row`: the one place
+  that reads device time per host op), ``device_backward_ns`` the part in backward;
+- ``compile_ns`` / ``compiles`` / ``signatures``; ``fallback_ns`` / ``fallbacks``; ``sync_ns`` / ``syncs``;
+  ``collective_ns`` / ``collectives``: the probe slices charged to the line (these run inside its host ops, so
+  they are parts of ``host_ns``, not additions to it);
+- ``alloc_bytes``: memory the device (or host, when no device series) allocated while the line ran;
+- ``cost_ns``: what the table ranks by, the larger of host and device time (device work overlaps the host).
+
+Lines with no user frame (library or runtime work) are one row, ``call_site == ""``, so the columns add up to
+the trace's totals. Pure: numpy arrays, no torch.
+
+    t = line_table(trace, ctx)
+    t.rows_of(i)                 # host slice rows charged to line i
+    t.to_dicts(20)               # the `lines` of `summary --json`
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from neuron_prof.analysis.compile.events import signature_text
+from neuron_prof.analysis.context import Context
+from neuron_prof.analysis.sites.host import host_nesting
+from neuron_prof.analysis.sites.callsites import sites_of
+from neuron_prof.analysis.sites.source import source_line
+from neuron_prof.model import Cat, KinetoCat, Trace, TrackKind
+from neuron_prof.model.callsite import Site
+
+NOT_WORK_CATS = (KinetoCat.USER_ANNOTATION, KinetoCat.PROFILER_SPAN, KinetoCat.GPU_USER_ANNOTATION)
+"""Host slices that mark a region (steps, record_function, the capture) rather than do work of a line."""
+MAX_SIGNATURES = 8
+_COLS = ("host_ns", "host_backward_ns", "device_ns", "device_backward_ns", "compile_ns", "compiles",
+         "fallback_ns", "fallbacks", "sync_ns", "syncs", "collective_ns", "collectives", "alloc_bytes")
+
+
+@dataclass(frozen=True, eq=False)
+class LineTable:
+    """One entry per user line (most costly first); columns are numpy arrays (see the module docstring)."""
+
+    call_site: np.ndarray
+    """"file.py:LINE" (object array); "" for a line not known: then `function` names it, or nothing does."""
+    function: np.ndarray
+    """"file.py func" when only the function is known (traces with function entry lines only)."""
+    backward_of: list[list[str]]
+    """Per line: the autograd nodes of its ops whose backward ran ("LinalgQrBackward0"), most costly first."""
+    signatures: list[list[str]]
+    """Per line: the compiled signatures ("aten::mm [[8, 16], [16, 4]]"), at most MAX_SIGNATURES."""
+    cols: dict[str, np.ndarray]
+    host_rows: np.ndarray
+    """Host slice rows charged to a line (work rows only), grouped by line: see `rows_of`."""
+    host_start: np.ndarray
+    host_self_ns: np.ndarray
+    """Self time of each of `host_rows` as the line counts it (see `host_ns`)."""
+
+    def __len__(self) -> int:
+        return len(self.call_site)
+
+    @property
+    def cost_ns(self) -> np.ndarray:
+        return np.maximum(self.cols["host_ns"], self.cols["device_ns"])
+
+    def rows_of(self, i: int) -> np.ndarray:
+        """Host slice rows charged to line `i` (its ops, forward and backward)."""
+        return self.host_rows[self.host_start[i]:self.host_start[i + 1]]
+
+    def self_of(self, i: int) -> np.ndarray:
+        """The self time `rows_of(i)` count for the line."""
+        return self.host_self_ns[self.host_start[i]:self.host_start[i + 1]]
+
+    def label(self, i: int) -> str:
+        """How views name line `i`."""
+        return str(self.call_site[i]) or str(self.function[i]) or "(no user line: library or runtime work)"
+
+    def to_dicts(self, n: int | None = None) -> list[dict[str, Any]]:
+        """The first `n` lines as JSON rows (README "summary --json": `lines`)."""
+        out = []
+        cost = self.cost_ns
+        for i in range(len(self) if n is None else min(n, len(self))):
+            d: dict[str, Any] = {"call_site": str(self.call_site[i])}
+            if self.function[i]:
+                d["function"] = str(self.function[i])
+            d["cost_ns"] = int(cost[i])
+            d.update({k: int(v[i]) for k, v in self.cols.items()})
+            d["signatures"] = list(self.signatures[i])
+            d["backward_of"] = list(self.backward_of[i])
+            out.append(d)
+        return out
+
+
+def line_table(trace: Trace, ctx: Context | None = None) -> LineTable:
+    """The lines view of `trace` (computed once per context)."""
+    ctx = ctx or Context(trace)
+    return ctx.memo("line_table", lambda: _build(trace, ctx))  # type: ignore[no-any-return]
+
+
+TOP_LINES = 30
+"""Lines in `summary --json`."""
+
+
+def lines_json(trace: Trace, ctx: Context | None = None, n: int = TOP_LINES) -> list[dict[str, Any]]:
+    """The `lines` of `summary --json`: the `n` costliest lines, each with its source text when the file is
+    found (`_source`)."""
+    out = line_table(trace, ctx).to_dicts(n)
+    for d in out:
+        if d["call_site"]:
+            d["source"] = source_line(d["call_site"], trace.metadata)
+    return out
+
+
+def device_ns_by_host_row(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
+    """(host rows, device ns): device time (self time of the device slices, so nested device slices count
+    once) of the work each host slice launched, read from the launch flows host slice -> device slice. The one
+    place the lines view and the step breakdown read device time per host op from."""
+
+    def build() -> tuple[np.ndarray, np.ndarray]:
+        from neuron_prof.analysis.device.idle import device_rows  # _idle registers an analysis: import on use
+        from neuron_prof.analysis.sites.nesting import nesting
+
+        tr = ctx.trace
+        dev = ctx.cat_rows(device_rows(ctx), (Cat.ENGINE_BUSY,), keep=False)
+        fl = tr.flows
+        if not len(dev) or not len(fl):
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        n = nesting(tr, dev)
+        m = np.isin(fl.dst, n.rows)
+        dst, src = fl.dst[m], fl.src[m]
+        host = host_nesting(ctx).rows
+        ok = np.isin(src, host)
+        dst, src = dst[ok], src[ok]
+        _, first = np.unique(dst, return_index=True)  # one launch per device slice
+        dst, src = dst[first], src[first]
+        ns = n.self_ns[np.searchsorted(n.rows, dst)]
+        u, inv = np.unique(src, return_inverse=True)
+        return u, np.bincount(inv, weights=ns, minlength=len(u)).astype(np.int64)
+
+    return ctx.memo("device_ns_by_host_row", build)  # type: ignore[no-any-return]
+
+
+def _key(s: Site) -> tuple[str, str]:
+    return (s.call_site, "" if s.call_site else s.function)
+
+
+def _build(trace: Trace, ctx: Context) -> LineTable:
+    sl = trace.slices
+    sites = sites_of(ctx)
+    hs = sites.host_sites()
+    n = host_nesting(ctx)
+    keys: dict[tuple[str, str], int] = {}
+
+    def line_of(s: Site) -> int:
+        k = _key(s)
+        i = keys.get(k)
+        if i is None:
+            i = keys[k] = len(keys)
+        return i
+
+    site_line = np.array([line_of(s) for s in hs.sites] or [0], dtype=np.int64)
+    site_bwd = np.array([bool(s.backward) for s in hs.sites] or [False])
+    row_line = site_line[hs.site] if len(hs.rows) else np.zeros(0, np.int64)
+    row_bwd = site_bwd[hs.site] if len(hs.rows) else np.zeros(0, bool)
+    work = ~np.isin(sl.cat[hs.rows], trace.name_ids(*NOT_WORK_CATS)) & ~n.transparent
+    # a Python frame no user line called (a library thread's run loop) is waiting, not work of a line
+    py = np.isin(sl.cat[hs.rows], trace.name_ids(KinetoCat.PYTHON))
+    no_line = np.array([not (s.call_site or s.function) for s in hs.sites] or [True])[hs.site]
+    work &= ~(py & no_line)
+    acc: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {c: [] for c in _COLS}
+    nodes: dict[int, dict[str, int]] = {}
+    sigs: dict[int, dict[str, None]] = {}
+
+    def add_vec(col: str, lines: np.ndarray, v: np.ndarray) -> None:
+        acc[col].append((np.asarray(lines, dtype=np.int64), np.asarray(v, dtype=np.int64)))
+
+    self_ns = _self_outside_backward(ctx, row_bwd, _self_inside_parent(ctx))
+    w = np.flatnonzero(work)
+    add_vec("host_ns", row_line[w], self_ns[w])
+    wb = w[row_bwd[w]]
+    add_vec("host_backward_ns", row_line[wb], self_ns[wb])
+    for i in np.flatnonzero(site_bwd).tolist():  # which autograd nodes each line's backward ran
+        s = hs.sites[i]
+        cost = int(n.self_ns[hs.site == i].sum())
+        d = nodes.setdefault(int(site_line[i]), {})
+        d[s.backward] = d.get(s.backward, 0) + cost
+    hrows, dns = device_ns_by_host_row(ctx)
+    if len(hrows):
+        pos = np.searchsorted(hs.rows, hrows)
+        add_vec("device_ns", row_line[pos], dns)
+        b = row_bwd[pos]
+        add_vec("device_backward_ns", row_line[pos][b], dns[b])
+    for kind, col, cnt in ((TrackKind.COMPILE, "compile_ns", "compiles"), (TrackKind.FALLBACK, "fallback_ns",
+                           "fallbacks"), (TrackKind.SYNC, "sync_ns", "syncs"),
+                           (TrackKind.COLLECTIVE, "collective_ns", "collectives")):
+        probe = ctx.rows(kind)
+        if kind == TrackKind.SYNC:  # and the runtime's own waits (cudaDeviceSynchronize...), as totals count them
+            from neuron_prof.analysis.device.sync import RUNTIME_SYNC_NAMES
+
+            probe = np.concatenate([probe, ctx.name_rows(ctx.rows(TrackKind.THREAD), RUNTIME_SYNC_NAMES)])
+        lis = []
+        for r in probe.tolist():
+            s = sites.of_row(r)
+            if kind == TrackKind.SYNC and not s.call_site and not s.stack:
+                s = sites.at(int(sl.ts_ns[r]) + int(sl.dur_ns[r]) // 2)
+            li = line_of(s)
+            lis.append(li)
+            if kind == TrackKind.COMPILE:
+                d2 = sigs.setdefault(li, {})
+                if len(d2) < MAX_SIGNATURES:
+                    d2[_signature(ctx, r)] = None
+        add_vec(col, np.asarray(lis, dtype=np.int64), sl.dur_ns[probe])
+        add_vec(cnt, np.asarray(lis, dtype=np.int64), np.ones(len(probe), dtype=np.int64))
+    apos, abytes = _allocations(trace, ctx)
+    if len(apos):
+        hit = apos >= 0
+        add_vec("alloc_bytes", row_line[apos[hit]], abytes[hit])
+    m = len(keys)
+    cols = {}
+    for c, parts in acc.items():
+        li = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+        v = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+        cols[c] = np.bincount(li, weights=v, minlength=m).astype(np.int64)
+    names = list(keys)
+    cost = np.maximum(cols["host_ns"], cols["device_ns"])
+    busy = sum(cols[c] for c in _COLS if c != "host_backward_ns")
+    order = np.lexsort((np.arange(m), -busy, -cost))
+    order = order[busy[order] > 0] if m else order
+    # host rows per line, in the table's order
+    rank = np.full(max(m, 1), -1, dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    rl = rank[row_line[w]] if len(w) else np.zeros(0, np.int64)
+    keep = rl >= 0
+    o = np.argsort(rl[keep], kind="stable")
+    host_rows = hs.rows[w][keep][o]
+    host_self = self_ns[w][keep][o]
+    start = np.searchsorted(rl[keep][o], np.arange(len(order) + 1))
+    return LineTable(
+        call_site=np.array([names[i][0] for i in order], dtype=object),
+        function=np.array([names[i][1] for i in order], dtype=object),
+        backward_of=[sorted(nodes.get(int(i), {}), key=lambda k, i=int(i): -nodes[i][k]) for i in order],
+        signatures=[list(sigs.get(int(i), {})) for i in order],
+        cols={c: v[order] for c, v in cols.items()},
+        host_rows=host_rows.astype(np.int64),
+        host_start=start.astype(np.int64),
+        host_self_ns=host_self.astype(np.int64),
+    )
+
+
+MAX_IMPROPER = 500
+"""Improperly nested host slices whose self time is recomputed (the longest first)."""
+
+
+def _self_inside_parent(ctx: Context) -> np.ndarray:
+    """Host self time per host row, with the slices that outlive the slice they started in counted right: a
+    Python frame opened inside one ProfilerStep and closed after the last (`train()` around a profiler's steps)
+    is not nested in them, and nesting (which assumes proper nesting) would give it their time as its own.
+    Such a slice's self time is its duration less the time the slices of its thread that start inside it
+    cover (for a properly nested slice, exactly its children's)."""
+    from neuron_prof.analysis.intervals import merge
+
+    n = host_nesting(ctx)
+    sl = ctx.trace.slices
+    out = n.self_ns.copy()
+    rows = n.rows
+    if not len(rows):
+        return out
+    has = n.parent >= 0
+    pos_parent = np.full(len(rows), -1, dtype=np.int64)
+    pos_parent[has] = np.searchsorted(rows, n.parent[has])
+    ts, end = sl.ts_ns[rows], sl.end_ns[rows]
+    bad = np.flatnonzero(has & (end > end[np.maximum(pos_parent, 0)]))
+    if not len(bad):
+        return out
+    bad = bad[np.argsort(-(end[bad] - ts[bad]), kind="stable")][:MAX_IMPROPER]
+    tracks = sl.track[rows]
+    by_track: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for q in bad.tolist():
+        tr = int(tracks[q])
+        if tr not in by_track:
+            on = np.flatnonzero(tracks == tr)
+            on = on[np.argsort(ts[on], kind="stable")]
+            by_track[tr] = (on, ts[on])
+        on, starts = by_track[tr]
+        lo, hi = np.searchsorted(starts, ts[q], "left"), np.searchsorted(starts, end[q], "right")
+        inside = on[lo:hi]
+        inside = inside[inside != q]
+        s, e = merge(ts[inside], np.minimum(end[inside], end[q]) - ts[inside])
+        out[q] = max(int(end[q] - ts[q]) - int((e - s).sum()), 0)
+    return out
+
+
+def _self_outside_backward(ctx: Context, row_bwd: np.ndarray, self_ns: np.ndarray) -> np.ndarray:
+    """Host self time per host row, less, for slices of the forward, the time the backward ran on another
+    thread meanwhile: the thread that called ``backward()`` waits for autograd's thread then, and that time
+    is the backward ops' (charged to their forward lines), not the ``backward()`` line's as well."""
+    from neuron_prof.analysis.intervals import covered_before, merge
+
+    n = host_nesting(ctx)
+    sl = ctx.trace.slices
+    out = self_ns.copy()
+    if not row_bwd.any() or not len(n.rows):
+        return out
+    b = n.rows[row_bwd]
+    tracks = np.unique(sl.track[b])
+    for tr in tracks.tolist():  # backward time on each autograd thread, outside the slices of that thread
+        on = b[sl.track[b] == tr]
+        s, e = merge(sl.ts_ns[on], sl.dur_ns[on])
+        other = sl.track[n.rows] != tr
+        cov = covered_before(s, e, sl.end_ns[n.rows]) - covered_before(s, e, sl.ts_ns[n.rows])
+        cov = np.where(other & ~row_bwd, cov, 0)
+        has = (n.parent >= 0) & other
+        pos = np.searchsorted(n.rows, n.parent[has])
+        child = np.bincount(pos, weights=cov[has], minlength=len(n.rows)).astype(np.int64)
+        out -= np.clip(cov - child, 0, None)
+    return np.maximum(out, 0)
+
+
+def _signature(ctx: Context, row: int) -> str:
+    from neuron_prof.model import Arg
+
+    a = ctx.slice_args(row)
+    sig = a.get(Arg.SHAPES) or a.get(Arg.SIGNATURE, "")
+    text = signature_text(sig) if sig else ""
+    name = ctx.trace.slice_name(row)
+    return f"{name} [{text}]" if text else name
+
+
+def _allocations(trace: Trace, ctx: Context) -> tuple[np.ndarray, np.ndarray]:
+    """(host row position or -1, bytes) per growth of an `allocated` memory series (device series when any):
+    the innermost host slice running then, on the thread running a backward op when one is (the thread that
+    called ``backward()`` only waits then), else on the thread with the deepest stack (`Sites.stack_at`'s
+    rule, vectorised)."""
+    from neuron_prof.analysis.sites.backward import NOT_BACKWARD, backward_of
+    from neuron_prof.analysis.device.memory import memory_series  # it registers an analysis: import on use
+
+    series = [s for s in memory_series(trace, ctx) if s[0].endswith("allocated")]
+    dev = [s for s in series if not s[0].startswith("host")]
+    ts_all, grow_all = [], []
+    for _, ts, v in dev or series:
+        d = np.diff(v)
+        up = d > 0
+        ts_all.append(ts[1:][up])
+        grow_all.append(d[up])
+    if not ts_all:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    t, grow = np.concatenate(ts_all).astype(np.int64), np.concatenate(grow_all).astype(np.int64)
+    n = host_nesting(ctx)
+    sl = trace.slices
+    rows = n.rows
+    pos_parent = np.full(len(rows), -1, dtype=np.int64)
+    has = n.parent >= 0
+    pos_parent[has] = np.searchsorted(rows, n.parent[has])
+    end = sl.end_ns[rows]
+    start = sl.ts_ns[rows]
+    bwd = backward_of(ctx).forward != NOT_BACKWARD
+    best = np.full(len(t), -1, dtype=np.int64)
+    score = np.full(len(t), -1, dtype=np.int64)
+    tracks = sl.track[rows]
+    for tr in np.unique(tracks).tolist():
+        idx = np.flatnonzero(tracks == tr)
+        idx = idx[np.argsort(start[idx], kind="stable")]
+        k = np.searchsorted(start[idx], t, side="right") - 1
+        pos = np.where(k >= 0, idx[np.maximum(k, 0)], -1)
+        # up from the last slice started until one still runs
+        for _ in range(int(n.depth.max(initial=1)) + 1):
+            done = (pos < 0) | (end[np.maximum(pos, 0)] > t)
+            if done.all():
+                break
+            pos = np.where(done, pos, pos_parent[np.maximum(pos, 0)])
+        ok = (pos >= 0) & (end[np.maximum(pos, 0)] > t)
+        sc = np.where(ok, bwd[np.maximum(pos, 0)] * (1 << 20) + n.depth[np.maximum(pos, 0)], -1)
+        better = sc > score
+        best[better], score[better] = pos[better], sc[better]
+    return best, grow
+
+
