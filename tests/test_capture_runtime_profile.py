@@ -1,9 +1,9 @@
-"""The Neuron runtime's capture in a session, on Trainium's API shapes: the system profile by default
-(``NeuronConfig(modes=[RUNTIME], profile_output_dir=RUN_DIR, neff_cache_dir=RUN_DIR/neff_cache)``), the device
-profile in its own cycle for a window of steps, the run directory processed once by neuron-explorer (or the
-command printed), the April API shape (``_ExperimentalConfig(custom_profiler_config=...)``), and no second capture
-when the user set ``NEURON_RT_INSPECT_*``. torch_neuronx.profiling and neuron-explorer are fakes with the documented
-shapes (tests/fakes)."""
+"""The Neuron runtime's capture in a session, on Trainium's documented API: the system profile by default
+(``NeuronConfig(modes=[RUNTIME], profile_output_dir=RUN_DIR, neff_cache_dir=<the job's NEFF cache>)``), the device
+profile in its own cycle for a window of steps (after 3 warm-up steps, or NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP),
+the run directory processed once by neuron-explorer (or the command printed), and no second capture when the user
+set ``NEURON_RT_INSPECT_ENABLE=1``. torch_neuronx.profiling and neuron-explorer are fakes with the documented shapes
+(tests/fakes); the documents: docs/trainium.md, "Capture"."""
 
 from __future__ import annotations
 
@@ -32,6 +32,8 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> fk.FakeNeuronx:
     fnp.install(f.module)
     fnp.NeuronProfiler.exports.clear()
     fnp.NeuronProfiler.configs.clear()
+    fnp.NeuronProfiler.with_modules.clear()
+    monkeypatch.delenv("TORCH_NEURONX_NEFF_CACHE_DIR", raising=False)
     monkeypatch.setitem(sys.modules, "torch_neuronx", f.module)
     for k in [k for k in os.environ if k.startswith("NEURON_RT_INSPECT_")]:
         monkeypatch.delenv(k)
@@ -62,7 +64,8 @@ def test_the_system_profile_is_captured_and_processed_by_default(tmp_path: Path,
     s = _run(tmp_path, profile_dir=tmp_path / "np")  # no option but where it goes
     (cfg,) = fnp.NeuronProfiler.configs
     assert cfg.modes == [fnp.ProfileMode.RUNTIME] and cfg.profile_output_dir == str(tmp_path / "np")
-    assert cfg.neff_cache_dir == str(tmp_path / "np" / "neff_cache")  # inside the directory processed
+    assert cfg.neff_cache_dir == "/tmp/neff_cache"  # the compiler's cache, TORCH_NEURONX_NEFF_CACHE_DIR's default
+    assert fnp.NeuronProfiler.with_modules == [False]  # not a documented argument with NeuronConfig
     (cap,) = fnp.NeuronProfiler.exports
     assert (cap / "ntrace.pb").exists() and not list(cap.glob("*.ntff"))  # no device profile, no HBM reserved
     # one neuron-explorer call for the whole run directory
@@ -95,10 +98,32 @@ def test_the_device_profile_is_its_own_cycle_in_the_window(tmp_path: Path, fake:
 
 def test_device_profile_true_opens_after_the_warm_up_steps(tmp_path: Path, fake: fk.FakeNeuronx,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The profiling how-to: warm up 3 or more iterations before the device profile; SDK 2.33's
+    NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP sets the count (and alone starts no capture of the runtime's)."""
     monkeypatch.setenv("PATH", str(tmp_path))
     _run(tmp_path, steps=4, device_profile=True, profile_dir=tmp_path / "np")
     modes = [[m.name for m in c.modes] for c in fnp.NeuronProfiler.configs]
     assert modes == [["RUNTIME"], ["DEVICE", "RUNTIME"]]
+    n = [len(_mm_links(neuron_prof.load(c / "trace.json"))[0]) for c in fnp.NeuronProfiler.exports]
+    assert n == [3, 1]  # three warm-up steps before the window
+    fnp.NeuronProfiler.configs.clear()
+    fnp.NeuronProfiler.exports.clear()
+    monkeypatch.setenv("NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP", "5")
+    _run(tmp_path, steps=7, device_profile=True, profile_dir=tmp_path / "np5")
+    n = [len(_mm_links(neuron_prof.load(c / "trace.json"))[0]) for c in fnp.NeuronProfiler.exports]
+    assert n == [5, 2]
+
+
+def test_the_neff_cache_given_is_the_one_the_job_uses(tmp_path: Path, fake: fk.FakeNeuronx,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """NeuronConfig's neff_cache_dir: "cached NEFFs are copied into the profile artifact directory on stop";
+    the compiler's cache is TORCH_NEURONX_NEFF_CACHE_DIR (default /tmp/neff_cache): never a new empty folder."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "jobcache"))
+    s = _run(tmp_path, device_profile=(0, None), profile_dir=tmp_path / "np")
+    assert [c.neff_cache_dir for c in fnp.NeuronProfiler.configs] == [str(tmp_path / "jobcache")]
+    assert s.trace.metadata["runtime_profile"]["neff_cache_dir"] == str(tmp_path / "jobcache")
+    assert not (tmp_path / "np" / "neff_cache").exists()
 
 
 def test_without_neuron_explorer_the_command_is_printed(tmp_path: Path, fake: fk.FakeNeuronx,
@@ -133,27 +158,36 @@ def test_privateuse1_and_the_config_on_the_docs_api(tmp_path: Path, fake: fk.Fak
     assert cfg.modes == [fnp.ProfileMode.RUNTIME]
 
 
-def test_the_april_api_gets_its_config_string_and_no_device_profile(tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_april_api_shape_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The April source's NeuronProfiler context manager (no NeuronConfig) needs torch ~=2.10 and Python < 3.11:
+    it cannot be installed beside neuron-prof, so the adapter knows only the documented API."""
+    import types
+
     f = fk.FakeNeuronx()
-    fnp.install_april(f.module)
+    prof = types.ModuleType("torch_neuronx.profiling")
+
+    class AprilNeuronProfiler:  # the April shape: a context manager, no NeuronConfig, no export_trace
+        def __enter__(self) -> AprilNeuronProfiler:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+    prof.NeuronProfiler = AprilNeuronProfiler  # type: ignore[attr-defined]
+    f.module.profiling = prof  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "torch_neuronx", f.module)
     be = NeuronBackend(f.module)
     be.enable_runtime_profile(tmp_path / "np", (2, None))
-    cfg = be.profiler_options()["experimental_config"]
-    assert cfg.custom_profiler_config == f"max_events_per_nc:1000000;profile_output_dir:{tmp_path / 'np'}"
-    assert be.cycle_boundaries() == []  # no modes to switch: no window cycles
-    rp = be.runtime_profile
-    assert rp is not None and rp.shape == "april" and "April profiling API" in rp.notes[0]
-    # a session with device_profile on the April API records why, and does not raise
-    s = _run(tmp_path, device_profile=True, profile_dir=tmp_path / "np2")
-    assert s.trace is not None and s.trace.metadata["runtime_profile"]["api"] == "april"
-    assert any("April profiling API" in w for w in s.trace.metadata[Meta.WARNINGS])
+    assert "experimental_config" not in be.profiler_options() and be.cycle_boundaries() == []
+    with pytest.warns(CaptureWarning, match="no profiling API"):
+        s = _run(tmp_path, device_profile=True, profile_dir=tmp_path / "np2")
+    assert s.trace is not None and s.trace.metadata["runtime_profile"]["api"] is None
 
 
 def test_neuron_rt_inspect_set_means_no_second_capture(tmp_path: Path, fake: fk.FakeNeuronx,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The SDK docs: do not set NEURON_RT_INSPECT_ENABLE=1 while using torch.profiler."""
+    """The SDK docs: do not set NEURON_RT_INSPECT_ENABLE=1 while using torch.profiler; the other
+    NEURON_RT_INSPECT_* variables have no effect without it."""
     monkeypatch.setenv("NEURON_RT_INSPECT_ENABLE", "1")
     monkeypatch.setenv("NEURON_RT_INSPECT_OUTPUT_DIR", str(tmp_path / "theirs"))
     with pytest.warns(CaptureWarning, match="NEURON_RT_INSPECT_ENABLE=1.*no second capture"):
@@ -166,6 +200,12 @@ def test_neuron_rt_inspect_set_means_no_second_capture(tmp_path: Path, fake: fk.
     fnp.NeuronProfiler.configs.clear()
     _run(tmp_path, profile_dir=tmp_path / "np")
     assert len(fnp.NeuronProfiler.configs) == 1
+    # the other NEURON_RT_INSPECT_* variables have no effect without NEURON_RT_INSPECT_ENABLE=1: no conflict
+    monkeypatch.delenv("NEURON_RT_INSPECT_ENABLE")
+    monkeypatch.setenv("NEURON_RT_INSPECT_DEVICE_PROFILE", "session")
+    fnp.NeuronProfiler.configs.clear()
+    s = _run(tmp_path, profile_dir=tmp_path / "np3")
+    assert len(fnp.NeuronProfiler.configs) == 1 and s.trace.metadata["runtime_profile"]["NEURON_RT_INSPECT"] is None
 
 
 def test_device_profile_on_another_backend_is_a_warning_not_an_error(tmp_path: Path) -> None:

@@ -593,3 +593,17 @@ def test_module_to_neuron_inside_a_profiled_region(cfg) -> None:  # type: ignore
     ref(x).sum().backward()
     opt_ref.step()
     torch.testing.assert_close(lin.weight.cpu(), ref.weight.detach())
+
+
+def test_a_stock_release_build_blocks_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Release builds default to NEURON_LAUNCH_BLOCKING=1 (torch-neuronx-facts, "Corrections"); dev builds do not;
+    a value set wins either way."""
+    monkeypatch.delenv("NEURON_LAUNCH_BLOCKING", raising=False)
+    monkeypatch.setenv("NEURON_PROF_EMULATE_BUILD", "release")
+    cfg = EmulatorConfig.from_env()
+    assert cfg.build == "release" and cfg.blocking_execution and cfg.launch_blocking
+    monkeypatch.setenv("NEURON_LAUNCH_BLOCKING", "0")
+    assert not EmulatorConfig.from_env().blocking_execution
+    monkeypatch.delenv("NEURON_LAUNCH_BLOCKING")
+    monkeypatch.delenv("NEURON_PROF_EMULATE_BUILD")
+    assert not EmulatorConfig.from_env().blocking_execution

@@ -2,7 +2,9 @@
 Trainium (docs/trainium.md): the runtime's raw capture per process (``<dir>/<instance>_pid_<pid>/<ts>/``:
 ntrace.pb, trace_info.pb, trace.json, the framework mapping), processed once by the stand-in ``neuron-explorer``
 found on PATH into ``<dir>/parquet`` (the schema it declares in SchemaFields); the trace's device slices are
-exactly the system profile's hardware rows; in both NEURON_LAUNCH_BLOCKING modes, "1" blocking every op."""
+exactly the system profile's hardware rows; in both NEURON_LAUNCH_BLOCKING modes, "1" blocking every op and
+leaving the framework mapping empty (documented as incompatible with it: issue 33), so no execution is tied to
+an op."""
 
 from __future__ import annotations
 
@@ -53,9 +55,13 @@ def test_the_run_directory_holds_the_raw_capture_and_the_tables(capture: Path) -
     (ts,) = list((capture / "np").glob("*_pid_*/*/"))
     assert {"ntrace.pb", "trace_info.pb", "trace.json"} <= {p.name for p in ts.iterdir()}
     assert not list(ts.glob("*.ntff"))  # the system profile only: no device profile, no HBM reserved
+    blocking = capture.name.startswith("emu_explorer_1")
     mapping = orjson.loads(next(ts.glob("framework_mapping_*.json")).read_bytes())
-    assert mapping["version"] == 1 and mapping["data"] and {"nrta_seq_id", "framework_op_exec_ids"} <= set(
-        mapping["data"][0])
+    assert mapping["version"] == 1
+    if blocking:
+        assert mapping["data"] == []
+    else:
+        assert mapping["data"] and {"nrta_seq_id", "framework_op_exec_ids"} <= set(mapping["data"][0])
     out = capture / "np" / "parquet"  # processed once, for the whole run directory
     names = {f.stem for f in out.glob("*.parquet")}
     assert names >= {"SystemProfileEvents", "SystemProfileHbmUsage", "SystemProfileMetadata", "Metadata",
@@ -73,7 +79,9 @@ def test_the_run_directory_holds_the_raw_capture_and_the_tables(capture: Path) -
     assert sysmeta.column("hbm_capacity_bytes")[0].as_py() > 0
     ev = pq.read_table(out / "SystemProfileEvents.parquet")
     assert ev.schema.field("flow_id").type == pa.list_(pa.string())
-    assert set(ev.column("trace_event_source").to_pylist()) == {"framework", "neuron_rt", "neuron_hw"}
+    # no framework event where no mapping ties an execution to its op
+    assert set(ev.column("trace_event_source").to_pylist()) == ({"neuron_rt", "neuron_hw"} if blocking else
+                                                                {"framework", "neuron_rt", "neuron_hw"})
     first = int(sysmeta.column("first_ts_ns")[0].as_py())
     assert min(ev.column("start_ts").to_pylist()) > 10**18 and first > 10**18  # the system profile: Unix ns
     rt = {r["name"] for r in ev.to_pylist() if r["trace_event_source"] == "neuron_rt"}
@@ -93,6 +101,12 @@ def test_device_slices_are_the_tables_rows(capture: Path) -> None:
     src_of = dict(zip(tr.flows.dst.tolist(), tr.flows.src.tolist()))
     rt_rows = [r for r in range(len(tr.slices)) if tr.slice_name(r) == "nrt_execute"]
     assert len(rt_rows) == sum(n == "nc_exec_running" for n, _, _ in hw)
+    if capture.name.startswith("emu_explorer_1"):  # an empty mapping: the runtime's calls head their flows
+        assert not any(r in src_of for r in rt_rows)
+        assert all(tr.slice_name(src_of[int(r)]) == "nrt_execute" for r in rows.tolist()
+                   if tr.slice_name(int(r)) == "nc_exec_running")
+        assert any(f["kind"] == "device_unattributed" for f in tr.findings)
+        return
     for r in [*rows.tolist(), *rt_rows]:
         host = src_of[int(r)]
         assert tr.slice_name(host).startswith("aten::") and tr.s(int(tr.slices.cat[host])) == "cpu_op"
@@ -106,10 +120,21 @@ def test_launch_blocking_1_blocks_every_op(capture: Path) -> None:
     "0": ops return before their execution ends (asynchronous)."""
     blocking = capture.name.startswith("emu_explorer_1")
     ev = _events(capture)
-    fw = {f: r for r in ev if r["trace_event_source"] == "framework" for f in (r["flow_id"] or ())}
-    pairs = [(fw[r["flow_id"][0]], r) for r in ev if r["name"] == "nc_exec_running" and r["flow_id"]]
-    assert pairs
-    waited = [op["end_ts"] >= hw["end_ts"] - 5_000 for op, hw in pairs]  # 5 µs: the clock sync's rounding
+    # the host op running when each execution was launched (the runtime call's start), from the host trace:
+    # the framework mapping that would name it is empty under "1"
+    tr = neuron_prof.load(capture / "t.json")
+    sl = tr.slices
+    ops = [(int(sl.ts_ns[r]), int(sl.ts_ns[r] + sl.dur_ns[r])) for r in range(len(sl))
+           if tr.s(int(sl.cat[r])) == "cpu_op" and tr.slice_name(r).startswith("aten::")]
+    calls = {r["id"]: r for r in ev if r["name"] == "nrt_execute"}
+    pairs = []
+    for hw in (r for r in ev if r["name"] == "nc_exec_running"):
+        t = hw["start_ts"]
+        inner = [o for o in ops if o[0] <= t <= o[1]]
+        if inner:
+            pairs.append((min(inner, key=lambda o: o[1] - o[0]), hw))
+    assert pairs and calls
+    waited = [end >= hw["end_ts"] - 5_000 for (_, end), hw in pairs]  # 5 µs: the clock sync's rounding
     assert all(waited) if blocking else not all(waited)
 
 

@@ -15,7 +15,7 @@ KINDS: Final = (
     "first_call_compile", "recompile", "shape_churn", "cpu_fallback", "dtype_demotion", "sync_point",
     "device_idle", "memory_peak", "collective", "straggler", "probe_error", "profiler_overhead",
     "device_error",
-    "launch_blocking",
+    "launch_blocking", "device_unattributed",
 )
 
 

@@ -189,6 +189,36 @@ def launching_ops(trace: Trace, rows: np.ndarray) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True)
+class Attribution:
+    """How many of the trace's NEFF executions (`EXECUTION_NAMES` on device tracks) a host op's launch flow
+    reaches (`launching_ops`), and their device time."""
+
+    executions: int
+    linked: int
+    device_ns: int
+
+    @property
+    def none_linked(self) -> bool:
+        """Executions there, none tied to the op that launched it: device time per op or line is unknown, not 0."""
+        return self.executions > 0 and self.linked == 0
+
+
+def attribution(ctx: Context) -> Attribution:
+    """The trace's `Attribution` (once per context)."""
+    from neuron_prof.model import TrackKind
+
+    def build() -> Attribution:
+        tr = ctx.trace
+        ids = tr.name_ids(*EXECUTION_NAMES)
+        rows = ctx.rows(TrackKind.DEVICE)
+        rows = rows[np.isin(tr.slices.name[rows], ids)] if len(ids) else rows[:0]
+        linked = int((launching_ops(tr, rows) >= 0).sum()) if len(rows) else 0
+        return Attribution(len(rows), linked, int(tr.slices.dur_ns[rows].sum()))
+
+    return ctx.memo("attribution", build)  # type: ignore[no-any-return]
+
+
 def _launched_names(trace: Trace, rows: np.ndarray) -> np.ndarray:
     """Name ids of device `rows`, an execution (`EXECUTION_NAMES`) named after the cpu_op that launched it
     (`launching_ops`), so device time is counted per op as on CUDA, where kernels carry the op's work."""

@@ -9,6 +9,7 @@ from neuron_prof.analysis.finding import Finding
 from neuron_prof.analysis.fmt import fmt_ns
 from neuron_prof.analysis.registry import register
 from neuron_prof.analysis.device.runqueue import MATERIAL, region_wait, runqueue, waited_text
+from neuron_prof.analysis.ops import attribution
 from neuron_prof.model import Meta, Trace
 
 OVERHEAD_WARNING = 0.20
@@ -104,3 +105,36 @@ def launch_blocking(trace: Trace, ctx: Context) -> list[Finding]:
                 "timeline users get by default in the docs, profile with NEURON_LAUNCH_BLOCKING=0 (or unset on "
                 "builds whose default is asynchronous)."),
         evidence={LAUNCH_ENV: "1"})]
+
+
+EXPLORER_KEY = "neuron_explorer"
+"""Metadata the Neuron Explorer loader fills (its ``executions`` per NEFF come from a device profile)."""
+
+
+@register("device_unattributed")
+def device_unattributed(trace: Trace, ctx: Context) -> list[Finding]:
+    """The device ran NEFFs but no execution is tied to the host op that launched it: the framework mapping was
+    empty, as torch-neuronx documents it under ``NEURON_LAUNCH_BLOCKING=1``, the release builds' default (issue
+    33, docs/trainium.md). Says what is still shown and how to get device time per op and per line."""
+    att = attribution(ctx)
+    mode = launch_mode(trace)
+    if not att.none_linked or mode == "0":
+        return []
+    why = {"1": "NEURON_LAUNCH_BLOCKING=1 was set", "unset": "NEURON_LAUNCH_BLOCKING was unset, and release builds "
+           "then default to 1"}.get(mode or "", "NEURON_LAUNCH_BLOCKING was not recorded")
+    ex = trace.metadata.get(EXPLORER_KEY)
+    per_neff = ex.get("executions") if isinstance(ex, dict) and isinstance(ex.get("executions"), dict) else {}
+    return [Finding(
+        kind="device_unattributed", severity="info",
+        title=(f"Device time per op and per line is not known: none of the {att.executions} NEFF executions "
+               f"({fmt_ns(att.device_ns)}) is tied to the op that launched it"),
+        cost_ns=0, share=0.0, count=att.executions,
+        advice=(f"The framework mapping (runtime execution -> framework op) was empty: torch-neuronx documents it as "
+                f"incompatible with NEURON_LAUNCH_BLOCKING=1, and {why}. Shown instead: host ops (with every op "
+                "blocking, their times include device time), the runtime's launches (nrt_execute), the device "
+                "executions and their total, and per NEFF where a device profile was captured. For device time "
+                "per op and per line of your code, profile with NEURON_LAUNCH_BLOCKING=0."),
+        evidence={"executions": att.executions, "device_ns": att.device_ns, LAUNCH_ENV: mode,
+                  **({"executions_per_neff": dict(sorted(per_neff.items(),
+                                                         key=lambda kv: -int(kv[1].get("time_ns") or 0))[:10])}
+                     if per_neff else {})})]

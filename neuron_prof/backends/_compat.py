@@ -1,7 +1,7 @@
 """The one door to torch-neuronx: every API the adapter uses, looked up here and nowhere else.
 
 Each accessor names its source (shared/design/torch-neuronx-facts.md): "src" = the April 2026 source, "docs" =
-the Neuron SDK docs (2026-08/10), "emulated only" = exists only in neuron_prof's emulated device. None raises
+the Neuron SDK docs (2026-08/10 and 2.32-2.34 as issue 33 quotes them). None raises
 for a missing API: it returns None (or False), so the adapter works across releases and on look-alikes.
 """
 
@@ -79,8 +79,8 @@ def metric_samples(mod: Any, name: str) -> list[tuple[int, float]] | None:
 
 def metrics_enabled(mod: Any) -> bool:
     """Whether runtime metrics are on: the module's own answer where it gives one (``_C._neuron_metrics_enabled``,
-    emulated only: not in the docs), else ``TORCH_NEURONX_METRICS_ENABLED`` as the process started (src: off by
-    default)."""
+    src: the binding beside ``_neuron_set_metrics_enabled``), else ``TORCH_NEURONX_METRICS_ENABLED`` as the
+    process started (src: off by default)."""
     fn = _fn(mod, "_C", "_neuron_metrics_enabled")
     if fn is not None:
         return bool(fn())
@@ -167,23 +167,25 @@ def device_capacity(mod: Any, device_type: str, index: int) -> int | None:
 
 
 def memory_reader(mod: Any, device_type: str = "neuron") -> Callable[[int], tuple[int | None, ...] | None]:
-    """device index -> (allocated, reserved, peak allocated) bytes: ``memory_allocated``/``memory_reserved``/
-    ``max_memory_allocated`` (src; ~10x cheaper than the nested stats), else ``memory_stats()`` nested or flat
-    (src, docs); of the module given first (the authority), else of ``torch.<device>``."""
+    """device index -> (allocated, reserved, peak allocated) bytes from ONE ``memory_stats()`` read, nested or
+    flat (src, docs): ``memory_allocated``, ``memory_reserved`` and ``max_memory_allocated`` each read
+    ``memory_stats()`` in full (src), so three of them cost three reads; they serve only where ``memory_stats``
+    is missing. Of the module given first (the authority), else of ``torch.<device>``. The device runs
+    asynchronously: without a sync the stats show the work completed so far (src, docs)."""
 
     def read(d: int) -> tuple[int | None, ...] | None:
         import torch
 
         dev_mod = mod if _fn(mod, "memory_stats") is not None else getattr(torch, device_type, None)
-        alloc_fn, res_fn = _fn(dev_mod, "memory_allocated"), _fn(dev_mod, "memory_reserved")
-        if alloc_fn is not None and res_fn is not None:
-            peak_fn = _fn(dev_mod, "max_memory_allocated")
-            return int(alloc_fn(d)), int(res_fn(d)), int(peak_fn(d)) if peak_fn is not None else None
         fn = _fn(dev_mod, "memory_stats")
-        if fn is None:
+        if fn is not None:
+            alloc, res, peak, _ = memory_current(fn(d))
+            return alloc, res, peak
+        alloc_fn, res_fn = _fn(dev_mod, "memory_allocated"), _fn(dev_mod, "memory_reserved")
+        if alloc_fn is None or res_fn is None:
             return None
-        alloc, res, peak, _ = memory_current(fn(d))
-        return alloc, res, peak
+        peak_fn = _fn(dev_mod, "max_memory_allocated")
+        return int(alloc_fn(d)), int(res_fn(d)), int(peak_fn(d)) if peak_fn is not None else None
 
     return read
 
@@ -229,21 +231,28 @@ SYSTEM_PROFILE_MODES = ("RUNTIME",)
 """The system profile: runtime and hardware execution events, host/device copies (ntrace.pb + trace_info.pb);
 designed for < 2% overhead, no HBM reserve."""
 DEVICE_PROFILE_MODES = ("DEVICE", "RUNTIME")
-"""``NeuronConfig``'s default modes (docs): DEVICE adds .neff + .ntff and reserves ~5 GB HBM on Trn2."""
-APRIL_MAX_EVENTS = 1_000_000
-"""The runtime's ring buffer per NeuronCore (docs), passed explicitly in the April config string."""
+"""``NeuronConfig``'s default modes (docs): DEVICE adds .neff + .ntff and reserves about 5 GB of HBM on Trn2."""
+NEFF_CACHE_ENV = "TORCH_NEURONX_NEFF_CACHE_DIR"
+DEFAULT_NEFF_CACHE_DIR = "/tmp/neff_cache"
+"""The compiler's NEFF cache: ``TORCH_NEURONX_NEFF_CACHE_DIR``, default ``/tmp/neff_cache`` (src, docs)."""
+
+
+def neff_cache_dir() -> str:
+    """The NEFF cache this job compiles into (`NEFF_CACHE_ENV`, else `DEFAULT_NEFF_CACHE_DIR`): the one to give
+    ``NeuronConfig(neff_cache_dir=...)``, whose cached NEFFs are copied into the profile on stop (docs); a new
+    folder would recompile every NEFF or find none to copy (issue 33)."""
+    v = os.environ.get(NEFF_CACHE_ENV, "").strip()
+    return v or DEFAULT_NEFF_CACHE_DIR
 
 
 def profiling_api(mod: Any) -> str | None:
-    """Which profiling API this torch_neuronx has: "docs" (``profiling.NeuronConfig`` + ``NeuronProfiler(cfg)
-    .export_trace``, SDK docs 2.31-2.33), "april" (``NeuronProfiler`` a context manager without ``NeuronConfig``,
-    the April source), or None."""
+    """"docs" when this torch_neuronx has the documented profiling API (``profiling.NeuronConfig`` +
+    ``NeuronProfiler(cfg).export_trace``, SDK docs 2.31-2.34), else None. The April source's shape (a
+    ``NeuronProfiler`` context manager, no ``NeuronConfig``) is not supported: that package needs torch ~=2.10 and
+    Python < 3.11, so it cannot be installed beside neuron-prof (issue 33)."""
     prof = getattr(mod, "profiling", None)
     if _fn(prof, "NeuronConfig") is not None and _fn(prof, "NeuronProfiler") is not None:
         return "docs"
-    cls = getattr(prof, "NeuronProfiler", None) or getattr(mod, "NeuronProfiler", None)
-    if cls is not None and hasattr(cls, "__enter__") and hasattr(cls, "__exit__"):
-        return "april"
     return None
 
 
@@ -264,15 +273,6 @@ def neuron_config(mod: Any, output_dir: str, modes: tuple[str, ...] = DEVICE_PRO
     return cls(**kw)
 
 
-def april_config(output_dir: str, max_events_per_nc: int = APRIL_MAX_EVENTS) -> Any:
-    """The April source's Kineto config: ``_ExperimentalConfig(custom_profiler_config="max_events_per_nc:N;
-    profile_output_dir:DIR")`` (issue 21)."""
-    from torch._C._profiler import _ExperimentalConfig
-
-    return _ExperimentalConfig(custom_profiler_config=f"max_events_per_nc:{max_events_per_nc};"
-                                                     f"profile_output_dir:{output_dir}")
-
-
 def neuron_profiler_export(mod: Any, config: Any) -> Callable[[Any], Any] | None:
     """``torch_neuronx.profiling.NeuronProfiler(config).export_trace`` (docs: torch.profiler's ``on_trace_ready``;
     it writes the capture folder's trace.json and framework mapping); None when absent."""
@@ -282,7 +282,7 @@ def neuron_profiler_export(mod: Any, config: Any) -> Callable[[Any], Any] | None
 
 def launch_blocking_env() -> str:
     """``NEURON_LAUNCH_BLOCKING`` as set ("1" blocking, "0" asynchronous compiles), or "unset" (release builds
-    then block, dev builds do not: corrections)."""
+    then block, dev builds do not: corrections; which build this is, no API says)."""
     v = os.environ.get("NEURON_LAUNCH_BLOCKING")
     return v.strip() if v is not None and v.strip() else "unset"
 

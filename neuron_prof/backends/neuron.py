@@ -12,8 +12,9 @@ differ. Runtime metrics are switched on for the capture and back off after when 
 * the device timeline: the runtime's own capture (`probes.runtime_profile`), processed by neuron-explorer
   after the block, on Trainium and on the emulated device alike (the real package has no activity API): the
   system profile (executions on the device, runtime calls, host/device copies; no HBM reserve) in every session
-  the session enables it for, the device profile (engines, collectives, HBM bandwidth, Summary; ~5 GB HBM)
-  only in its step window. No second capture when the user set ``NEURON_RT_INSPECT_*`` (reported). Kineto
+  the session enables it for, the device profile (engines, collectives, HBM bandwidth, Summary; about 5 GB of
+  HBM on Trn2) only in its step window. No second capture when the user set ``NEURON_RT_INSPECT_ENABLE=1``
+  (reported). Kineto
   ``privateuse1_driver`` events stay as Kineto wrote them and get launch flows;
 * sync points, float64 demotions and collectives measured around the Python calls.
 """
@@ -123,15 +124,13 @@ class NeuronBackend(ProbeBackend):
         if rp is not None and rp.window is not None and rp.shape is None and not rp.conflict:
             ctx.errors.append({"probe": rp.name, "phase": "start", "error": "device_profile: this torch_neuronx has "
                                "no profiling API (NeuronConfig / NeuronProfiler): no device profile captured"})
-        if rp is not None and rp.window is not None and rp.shape == "april" and not rp.conflict:
-            ctx.errors.append({"probe": rp.name, "phase": "start", "error": rp.notes[0]})
         if rp is not None and rp.conflict:
             names = ", ".join(f"{k}={v}" for k, v in sorted(rp.conflict.items()))
             ctx.errors.append({"probe": rp.name, "phase": "start", "error": (
-                f"{names} is set: the Neuron runtime captures on its own (into "
+                f"{names}: the Neuron runtime captures on its own (into "
                 f"{rp.conflict.get('NEURON_RT_INSPECT_OUTPUT_DIR', './output')}), so neuron-prof started no second "
                 "capture (the SDK docs: do not set NEURON_RT_INSPECT_ENABLE=1 while using torch.profiler); process "
-                "that folder with neuron-explorer view -d and load it, or unset the variables")})
+                "that folder with neuron-explorer view -d and load it, or unset NEURON_RT_INSPECT_ENABLE")})
 
     def stop(self, ctx: CaptureContext) -> None:
         """The probes, then metrics back to the state the capture found."""
@@ -183,8 +182,10 @@ class NeuronBackend(ProbeBackend):
         return rp.export_cycle(prof) if rp is not None and rp.configured else None
 
     def profiler_options(self) -> dict[str, Any]:
-        """CPU, and with the runtime's capture the PrivateUse1 activity (when this torch supports it) and its
-        ``experimental_config`` (docs: a ``NeuronConfig``; April: ``custom_profiler_config``)."""
+        """CPU, and with the runtime's capture the PrivateUse1 activity (when this torch supports it), its
+        ``experimental_config`` (a ``NeuronConfig``) and ``with_modules=False``: the docs' supported profiler
+        arguments with ``NeuronConfig`` do not include ``with_modules`` (issue 33; torch records module hierarchy
+        with it for TorchScript models only)."""
         from torch.profiler import ProfilerActivity
 
         acts = [ProfilerActivity.CPU]
@@ -199,7 +200,7 @@ class NeuronBackend(ProbeBackend):
                 acts.append(ProfilerActivity.PrivateUse1)
         except Exception:  # noqa: BLE001
             pass
-        return {"activities": acts, "experimental_config": cfg}
+        return {"activities": acts, "experimental_config": cfg, "with_modules": False}
 
 
 from neuron_prof.backends.probes.compile import CompileProbe  # noqa: E402

@@ -69,9 +69,9 @@ class Session(contextlib.ContextDecorator):
             block ``neuron-explorer view`` processes the run directory (when on PATH; else the command is printed)
             and the device timeline joins the trace.
         device_profile: also capture the runtime's device profile (engines, collectives, HBM bandwidth, Summary
-            metrics; reserves ~5 GB of HBM per NeuronCore on Trn2) in a window of steps: True = after
-            2 warm-up steps, N = after N steps, (a, b) = steps a..b-1. A folder (the old form) = from the first
-            step, written there.
+            metrics; reserves about 5 GB of HBM on Trn2) in a window of steps: True = after 3 warm-up steps
+            (or NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP), N = after N steps, (a, b) = steps a..b-1. A folder
+            (the old form) = from the first step, written there.
         profile_dir: where the runtime writes its capture and neuron-explorer its tables (default: a folder in
             neuron-prof's cache, the oldest removed beyond NEURON_PROF_RUNS_MAX_BYTES, 2 GiB).
         **options: options for the backend's probes (e.g. probes=["compile"], deep_fallback=True).

@@ -53,8 +53,8 @@ def _enable_emulator(forced: bool) -> bool:
 @click.option("-q", "--quiet", is_flag=True, default=False, help="Do not print where the traces went.")
 @click.option("--device-profile", "device_profile", is_flag=True, default=False,
               help="On Trainium, also capture the Neuron runtime's device profile (engines, collectives, HBM "
-                   "bandwidth, Summary metrics; reserves ~5 GB HBM per NeuronCore on Trn2) after 2 warm-up steps "
-                   "(a step = an optimizer.step() call).")
+                   "bandwidth, Summary metrics; reserves about 5 GB of HBM on Trn2) after 3 warm-up steps "
+                   "(or NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP; a step = an optimizer.step() call).")
 @click.option("--device-profile-steps", default=None, metavar="N|A:B",
               help="The device profile's window: after N steps, or steps A to B-1 (implies --device-profile).")
 @click.option("--profile-dir", default=None, metavar="DIR",
@@ -72,7 +72,7 @@ def command(output: str, backend: str | None, emulate_neuron: bool, module: str 
     \b
     neuron-prof run train.py --epochs 1            # -> trace.json, trace.pftrace
     neuron-prof run -o run1/t.json -m mypkg.train  # a module, like python -m
-    neuron-prof run --device-profile train.py      # on Trainium: also the device profile, after 2 steps
+    neuron-prof run --device-profile train.py      # on Trainium: also the device profile, after 3 steps
 
     The script sees the same sys.argv, sys.path[0] and __name__ == "__main__" as under python;
     its exit code passes through, and an uncaught exception prints the script's own traceback and

@@ -6,10 +6,11 @@
 
 Call enable() once per process (PyTorch cannot undo a PrivateUse1 registration); later calls return the
 same module. `neuron-prof run` calls enable_from_env() when NEURON_PROF_EMULATE=1. Other variables:
-NEURON_PROF_EMULATE_CACHE_DIR or TORCH_NEURONX_NEFF_CACHE_DIR (on-disk NEFF cache),
-NEURON_PROF_EMULATE_COMPILE_SCALE (multiplies compile costs; 0 disables them),
-NEURON_PROF_EMULATE_DEVICE_SCALE (multiplies modelled device durations), NEURON_PROF_EMULATE_API ("docs" or
-"april": the torch-neuronx profiling API's shape), NEURON_LAUNCH_BLOCKING ("1": every op synchronous). enable()
+NEURON_PROF_EMULATE_CACHE_DIR or TORCH_NEURONX_NEFF_CACHE_DIR (on-disk NEFF cache, persistent as TorchNeuron's;
+unset, the cache is in memory only, so a demo shows its compiles every run), NEURON_PROF_EMULATE_COMPILE_SCALE
+(multiplies compile costs; 0 disables them), NEURON_PROF_EMULATE_DEVICE_SCALE (multiplies modelled device
+durations), NEURON_PROF_EMULATE_BUILD ("release": a stock release build, NEURON_LAUNCH_BLOCKING=1 by default;
+"dev", the default), NEURON_LAUNCH_BLOCKING ("1": every op synchronous and an empty framework mapping). enable()
 without a config reads them too. The emulated process gets a stand-in ``neuron-explorer`` on its PATH
 (`neuron_explorer`), which processes the runtime's captures (`_runtime_capture`) into Parquet tables.
 

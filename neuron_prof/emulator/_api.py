@@ -3,8 +3,8 @@
 The Neuron adapter receives either the real `torch_neuronx` or this module and uses only names both have
 (shared/design/torch-neuronx-facts.md). The device timeline reaches it as on Trainium: the runtime's capture
 (`_runtime_capture`) processed by ``neuron-explorer`` (the stand-in `neuron_explorer`). The profiling API has the
-shape `EmulatorConfig.api_shape` selects: the SDK docs' (``NeuronConfig``, ``NeuronProfiler(cfg).export_trace``)
-or the April source's (``NeuronProfiler(...)`` as a context manager).
+SDK docs' shape (``NeuronConfig``, ``NeuronProfiler(cfg).export_trace``); the April source's context manager is
+not emulated: that package needs torch ~=2.10 and Python < 3.11, so it cannot run beside neuron-prof (issue 33).
 """
 
 from __future__ import annotations
@@ -72,41 +72,14 @@ class NeuronProfiler:
         write_mapping(cap.folder, cap.folder.name, cap.first_seq, cap.last_seq)
 
 
-class AprilNeuronProfiler:
-    """The April source's ``NeuronProfiler(...)``: a context manager that runs torch.profiler with the
-    runtime's capture (Kineto configured through ``_ExperimentalConfig(custom_profiler_config=
-    "max_events_per_nc:...;profile_output_dir:...")``) and writes ``pytorch_trace.json`` and
-    ``framework_mapping_<ts>.json`` into the flat ``<profile_output_dir>/<instance-id>_pid_<pid>/`` folder
-    (issue 21). Its other arguments are not documented: only these two are taken."""
-
-    def __init__(self, profile_output_dir: str = "./output", max_events_per_nc: int = 1_000_000) -> None:
-        self.profile_output_dir = profile_output_dir
-        self.max_events_per_nc = max_events_per_nc
-        self._prof: Any = None
-
-    def __enter__(self) -> AprilNeuronProfiler:
-        import torch.profiler as tp
-
-        cfg = _ExperimentalConfig(custom_profiler_config=f"max_events_per_nc:{self.max_events_per_nc};"
-                                                         f"profile_output_dir:{self.profile_output_dir}")
-        self._prof = tp.profile(activities=[tp.ProfilerActivity.CPU], experimental_config=cfg)
-        self._prof.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._prof.__exit__(*exc)
-        folder = Path(self.profile_output_dir) / f"{INSTANCE_ID}_pid_{os.getpid()}"
-        folder.mkdir(parents=True, exist_ok=True)
-        self._prof.export_chrome_trace(str(folder / "pytorch_trace.json"))
-        cap = _rt().last_capture
-        if cap is not None:
-            write_mapping(folder, time.strftime("%Y%m%d_%H%M%S"), cap.first_seq, cap.last_seq)
-
-
 def write_mapping(folder: Path, stamp: str, first_seq: int, last_seq: int) -> None:
     """``framework_mapping_<ts>.json`` (torch-neuronx-facts, "Profiler" and "Corrections"): each runtime execution
     of the capture with the op that submitted it (autograd seq_nr, the thread as a small per-thread counter like
-    RecordFunction's ``th_id``, stream)."""
+    RecordFunction's ``th_id``, stream). Empty (``"data": []``) under ``NEURON_LAUNCH_BLOCKING=1``, which the SDK
+    documents as incompatible with framework mapping (`EmulatorConfig.blocking_execution`; issue 33)."""
+    if _rt().cfg.blocking_execution:
+        (folder / f"framework_mapping_{stamp}.json").write_bytes(orjson.dumps({"version": 1, "data": []}))
+        return
     act = _rt().activity.snapshot()
     seq = act["nrt_sequence_id"]
     th: dict[int, int] = {}
@@ -161,10 +134,7 @@ def build_module(device_module: types.ModuleType) -> types.ModuleType:
         setattr(C, k, v)
 
     profiling = types.ModuleType("torch_neuronx.profiling")
-    shape = rt().cfg.api_shape
-    api: dict[str, Any] = (dict(NeuronProfiler=AprilNeuronProfiler) if shape == "april" else
-                           dict(ProfileMode=ProfileMode, NeuronConfig=NeuronConfig, NeuronProfiler=NeuronProfiler))
-    for k, v in api.items():
+    for k, v in dict(ProfileMode=ProfileMode, NeuronConfig=NeuronConfig, NeuronProfiler=NeuronProfiler).items():
         setattr(profiling, k, v)
 
     metrics = types.ModuleType("torch_neuronx.metrics")

@@ -190,6 +190,24 @@ class CompileCache:
         with self._lock:
             return {e.cache_key for e in self._by_sig.values()}
 
+    def cached_names(self, directory: Path, default_dir: Path) -> set[str]:
+        """Names of the ops and graphs whose NEFF is cached in `directory`: the ``*.neff`` files there (each names
+        its key on its first line), or, when this cache is in memory only and `directory` is TorchNeuron's
+        default cache (`default_dir`, which the in-memory cache stands in for), the entries held in memory."""
+        if self.cache_dir is None and directory == default_dir:
+            with self._lock:
+                return {e.cache_key.rsplit("_", 1)[0] for e in self._by_sig.values()}
+        out = set()
+        for f in directory.glob("*.neff") if directory.is_dir() else ():
+            try:
+                with open(f, "rb") as fh:
+                    key = fh.readline().decode(errors="replace").strip()
+            except OSError:
+                continue
+            if "_" in key:
+                out.add(key.rsplit("_", 1)[0])
+        return out
+
     def clear(self, memory_only: bool = False) -> None:
         """Drop the in-memory cache (and, unless memory_only, the files of the disk cache)."""
         with self._lock:

@@ -12,6 +12,12 @@ import os
 from dataclasses import dataclass, replace
 
 GiB = 1 << 30
+DEFAULT_NEFF_CACHE_DIR = "/tmp/neff_cache"
+"""TorchNeuron's NEFF cache when ``TORCH_NEURONX_NEFF_CACHE_DIR`` is unset (torch-neuronx-facts, "Execution
+model"). The emulator keeps that cache in memory (`EmulatorConfig.cache_dir`)."""
+BUILD_ENV = "NEURON_PROF_EMULATE_BUILD"
+"""``release``: emulate a stock release build of torch-neuronx (`EmulatorConfig.build`); ``dev`` (default)."""
+BUILDS = ("dev", "release")
 
 # Ops the TorchNeuron beta runs on the host: linear algebra with no device kernel, sort/unique-style ops with
 # data-dependent output shapes, and sparse / nested tensor constructors (not in the first release).
@@ -95,8 +101,9 @@ class EmulatorConfig:
     disk_load_ms: float = 0.2
     """Host time to load a NEFF from the on-disk cache (a warm run pays only this)."""
     cache_dir: str | None = None
-    """On-disk NEFF cache directory; None keeps the cache in memory only (unlike TorchNeuron, whose default is
-    /tmp/neff_cache: a demo should show its compiles on every run unless asked otherwise)."""
+    """On-disk NEFF cache directory (``TORCH_NEURONX_NEFF_CACHE_DIR``): a persistent cache, as TorchNeuron's. None
+    keeps the cache in memory only: it stands in for TorchNeuron's default, /tmp/neff_cache, without writing
+    there, so a demo shows its compiles on every run unless asked otherwise (`DEFAULT_NEFF_CACHE_DIR`)."""
 
     # Roofline device model.
     peak_flops_bf16: float = 167e12
@@ -116,16 +123,18 @@ class EmulatorConfig:
     compile thread while the host goes on and the host pays where it next waits for the device (False)
     (torch-neuronx-facts, "Corrections and additions")."""
     blocking_execution: bool = False
-    """Every op's execution is synchronous: the host waits for the device after each op, as the April
-    ``NeuronStream`` does under ``NEURON_LAUNCH_BLOCKING=1`` (issue 21; docs/trainium.md). `from_env`: "1" sets
-    this and `launch_blocking`, "0" clears both; unset keeps the defaults (blocking compiles, asynchronous
-    execution as the docs describe it)."""
+    """``NEURON_LAUNCH_BLOCKING=1`` in effect: every op's execution is synchronous (the host waits for the device
+    after each op, as the April ``NeuronStream`` does; issue 21), and the runtime keeps no framework mapping (the
+    SDK documents framework mapping as incompatible with it: ``framework_mapping_*.json`` is written empty;
+    issue 33). `from_env`: "1" sets this and `launch_blocking`, "0" clears both; unset keeps the defaults
+    (blocking compiles, asynchronous execution as the docs describe it), or "1" for `build` "release"."""
 
-    # The runtime's capture (docs/trainium.md, "The emulated runtime's capture").
-    api_shape: str = "docs"
-    """Which torch-neuronx profiling API the module has: "docs" (``NeuronConfig`` + ``NeuronProfiler(cfg)
-    .export_trace``, SDK docs 2.31-2.33) or "april" (the April source: ``NeuronProfiler(...)`` as a context
-    manager, Kineto configured through ``_ExperimentalConfig(custom_profiler_config=...)``)."""
+    # The runtime's capture (docs/trainium.md, "The emulated device").
+    build: str = "dev"
+    """Which torch-neuronx build is emulated: "dev" (``NEURON_LAUNCH_BLOCKING`` unset = the emulator's defaults,
+    blocking compiles and asynchronous execution) or "release" (a stock release build: unset means "1", every
+    op synchronous, as release builds default to; torch-neuronx-facts "Corrections and additions").
+    `from_env`: NEURON_PROF_EMULATE_BUILD."""
     device_clock_offset_ns: int = 3 * 3600 * 10**9
     """The device clock reads this many ns when the emulator starts (its counter started at device boot,
     not at the Unix epoch: hours apart from the host clock)."""
@@ -171,16 +180,17 @@ class EmulatorConfig:
         cache_dir = os.environ.get("NEURON_PROF_EMULATE_CACHE_DIR") or os.environ.get(
             "TORCH_NEURONX_NEFF_CACHE_DIR"
         )
+        build = os.environ.get(BUILD_ENV, "").strip().lower()
+        build = build if build in BUILDS else "dev"
         lb = os.environ.get("NEURON_LAUNCH_BLOCKING", "").strip().lower()
         blocking = {"1": True, "true": True, "0": False, "false": False}.get(lb)
+        if blocking is None and build == "release":
+            blocking = True  # release builds default to "1" (torch-neuronx-facts, "Corrections and additions")
         cfg = cls(cache_dir=cache_dir or None, launch_blocking=blocking is not False,
-                  blocking_execution=blocking is True)
+                  blocking_execution=blocking is True, build=build)
         impl = os.environ.get("NEURON_PROF_EMULATE_DEVICE", "").strip().lower()
         if impl in ("auto", "extension", "subclass"):
             cfg = replace(cfg, device_impl=impl)
-        shape = os.environ.get("NEURON_PROF_EMULATE_API", "").strip().lower()
-        if shape in ("docs", "april"):
-            cfg = replace(cfg, api_shape=shape)
         scale = os.environ.get("NEURON_PROF_EMULATE_COMPILE_SCALE")
         if scale:
             cfg = cfg.with_compile_scale(float(scale))

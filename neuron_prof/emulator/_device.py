@@ -56,17 +56,18 @@ def build_device_module() -> types.ModuleType:
     def memory_stats(device: Any = None) -> dict[str, Any]:
         return _rt().memory[_index(device)].stats()
 
+    # As in the source, each of these reads memory_stats() in full (issue 33): none is cheaper than the stats.
     def memory_allocated(device: Any = None) -> int:
-        return _rt().memory[_index(device)].allocated.current
+        return int(memory_stats(device)["allocated_bytes"]["current"])
 
     def max_memory_allocated(device: Any = None) -> int:
-        return _rt().memory[_index(device)].allocated.peak
+        return int(memory_stats(device)["allocated_bytes"]["peak"])
 
     def memory_reserved(device: Any = None) -> int:
-        return _rt().memory[_index(device)].reserved.current
+        return int(memory_stats(device)["reserved_bytes"]["current"])
 
     def max_memory_reserved(device: Any = None) -> int:
-        return _rt().memory[_index(device)].reserved.peak
+        return int(memory_stats(device)["reserved_bytes"]["peak"])
 
     def reset_peak_memory_stats(device: Any = None) -> None:
         _rt().memory[_index(device)].reset_peak()

@@ -8,8 +8,9 @@ device profile is on the device clock, the system profile on the host clock; ``E
 the profile start; host/device copies are ``dmem_buf_copyin``/``dmem_buf_copyout``). The layout it writes is
 documented in docs/trainium.md ("The stand-in neuron-explorer"). Per capture folder (``ntrace*.pb`` / ``*.ntff``):
 
-* system profile (host Unix ns): ``SystemProfileEvents`` (the framework op that issued each execution, read
-  from the folder's ``trace.json`` / ``pytorch_trace.json``; ``nrt_execute`` on the runtime; ``nc_exec_running``
+* system profile (host Unix ns): ``SystemProfileEvents`` (the framework op that issued each execution the
+  folder's framework mapping names, read from its ``trace.json`` / ``pytorch_trace.json``; none for an execution
+  the mapping lacks, as under ``NEURON_LAUNCH_BLOCKING=1``, where it is empty; ``nrt_execute`` on the runtime; ``nc_exec_running``
   on the hardware, moved to the host clock through the nearest earlier sync point; copies as
   ``dmem_buf_copyin``/``dmem_buf_copyout`` on the hardware too (DMA); all sharing a ``flow_id``, the
   ``nrt_sequence_id``),
@@ -154,6 +155,19 @@ def _framework_trace(cap: Path) -> Path | None:
     return None
 
 
+def _mapped(cap: Path) -> set[int]:
+    """The runtime sequence ids (``nrta_seq_id``) the capture's ``framework_mapping_*.json`` ties to a framework op:
+    only those executions get their framework event and flow."""
+    out: set[int] = set()
+    for f in cap.glob("framework_mapping_*.json"):
+        try:
+            doc = orjson.loads(f.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            continue
+        out.update(int(d["nrta_seq_id"]) for d in doc.get("data") or () if "nrta_seq_id" in d)
+    return out
+
+
 def _system(o: _Out, cap: Path, next_id: list[int]) -> list[str]:
     warnings: list[str] = []
     for f in sorted(cap.glob("ntrace*.pb")):
@@ -165,6 +179,7 @@ def _system(o: _Out, cap: Path, next_id: list[int]) -> list[str]:
         ops = host_ops(tj) if tj is not None else {}
         if tj is None:
             warnings.append(f"{cap}: no framework trace (trace.json): framework events not added")
+        mapped = _mapped(cap)
         hw_s, hw_e = _to_host(ev["hw_start"], sync), _to_host(ev["hw_end"], sync)
         rows: list[dict[str, Any]] = []
         seen: dict[tuple[int, int, str], int] = {}
@@ -174,7 +189,7 @@ def _system(o: _Out, cap: Path, next_id: list[int]) -> list[str]:
                 continue  # the device profile's CcOp
             dev, tid = int(ev["device"][i]), int(ev["th_id"][i])
             flow = str(int(ev["nrt_sequence_id"][i]))
-            op = _issuer(ops, tid, int(ev["host_ns"][i]))
+            op = _issuer(ops, tid, int(ev["host_ns"][i])) if int(flow) in mapped else None
             if op is not None:
                 k = seen.get((tid, op[0], op[2]))
                 if k is None:
@@ -264,7 +279,8 @@ def _one_device_profile(o: _Out, f: Path, name: str, neffs: set[str]) -> list[st
         missing = sorted({str(n) for n in z["neff"][exe][~have]})
         warnings.append(f"{f.name}: {int((~have).sum())} executions left out: their NEFF is not in the capture "
                         f"or the run directory ({', '.join(missing[:3])}{'...' if len(missing) > 3 else ''}; "
-                        "set neff_cache_dir inside the profile_output_dir)")
+                        "NeuronConfig's neff_cache_dir names the cache the job compiles into, whose NEFFs are "
+                        "copied into the capture on stop)")
     exe = exe[have]
     start, end = z["start"], z["end"]
     n = len(exe)

@@ -2,13 +2,12 @@
 profiling config. Only the stand-in ``neuron-explorer`` (`neuron_explorer`) reads them, as on Trainium only
 ``neuron-explorer`` reads the runtime's .ntff / .pb files (no public parser).
 
-Sources (docs/trainium.md, "The emulated runtime's capture"): torch-neuronx-facts "Profiler" (the Kineto plugin
+Sources (docs/trainium.md, "The emulated device"): torch-neuronx-facts "Profiler" (the Kineto plugin
 starts the runtime's capture; ``NeuronConfig(modes, max_events_per_nc, profile_output_dir, neff_cache_dir)``;
 the ring buffer keeps the newest events per NeuronCore), neuron-explorer-facts "Capture" (RUNTIME mode writes
 ``ntrace.pb`` + ``trace_info.pb``, DEVICE mode ``.neff`` + ``profile_nc_<N>_session_<S>.ntff``; one
-``<instance-id>_pid_<pid>/<timestamp>/`` folder per process), issue 21 (the April source: a flat
-``<instance-id>_pid_<pid>/`` folder, Kineto configured by ``custom_profiler_config="max_events_per_nc:...;
-profile_output_dir:..."``).
+``<instance-id>_pid_<pid>/<timestamp>/`` folder per process), issue 33 (``neff_cache_dir``: "Path to the NEFF
+cache directory. When set, cached NEFFs are copied into the profile artifact directory on stop").
 
 The plugin: a Python backend gets no PrivateUse1 Kineto activity from torch's CPU build, so `install` wraps the
 start and stop of each torch.autograd profiler cycle, and a capture runs for a cycle whose
@@ -31,6 +30,7 @@ import numpy as np
 import orjson
 
 from neuron_prof.emulator import _state
+from neuron_prof.emulator._config import DEFAULT_NEFF_CACHE_DIR
 from neuron_prof.emulator._timing import KIND_NAMES
 
 INSTANCE_ID = "i-0emulated"
@@ -51,36 +51,17 @@ class CaptureConfig:
     modes: frozenset[str]
     max_events_per_nc: int = DEFAULT_MAX_EVENTS
     neff_cache_dir: Path | None = None
-    flat: bool = False
-    """The April layout: files straight in ``<instance-id>_pid_<pid>/``."""
-
-
-def parse_custom_config(text: str) -> dict[str, str]:
-    """``"max_events_per_nc:1000;profile_output_dir:/x"`` -> {key: value} (April source, issue 21)."""
-    out: dict[str, str] = {}
-    for part in (text or "").split(";"):
-        k, sep, v = part.partition(":")
-        if sep and k.strip():
-            out[k.strip()] = v.strip()
-    return out
 
 
 def config_of(exp: Any) -> CaptureConfig | None:
-    """The Neuron capture a cycle's experimental_config asks for (None: not a Neuron config)."""
+    """The Neuron capture a cycle's experimental_config asks for (None: not a ``NeuronConfig``)."""
     modes = getattr(exp, "modes", None)
-    if modes is not None and hasattr(exp, "profile_output_dir"):  # NeuronConfig (docs)
-        names = frozenset(str(getattr(m, "name", m)).upper() for m in modes)
-        neff = getattr(exp, "neff_cache_dir", None)
-        return CaptureConfig(Path(exp.profile_output_dir), names, int(exp.max_events_per_nc or DEFAULT_MAX_EVENTS),
-                             Path(neff) if neff else None)
-    kv = parse_custom_config(str(getattr(exp, "custom_profiler_config", "") or ""))
-    if "profile_output_dir" not in kv:
+    if modes is None or not hasattr(exp, "profile_output_dir"):
         return None
-    try:
-        cap = int(kv.get("max_events_per_nc", DEFAULT_MAX_EVENTS))
-    except ValueError:
-        cap = DEFAULT_MAX_EVENTS
-    return CaptureConfig(Path(kv["profile_output_dir"]), frozenset({RUNTIME_MODE}), cap, None, flat=True)
+    names = frozenset(str(getattr(m, "name", m)).upper() for m in modes)
+    neff = getattr(exp, "neff_cache_dir", None)
+    return CaptureConfig(Path(exp.profile_output_dir), names, int(exp.max_events_per_nc or DEFAULT_MAX_EVENTS),
+                         Path(neff) if neff else None)
 
 
 @dataclass
@@ -112,7 +93,7 @@ class Capture:
             keep = keep[-self.cfg.max_events_per_nc:]
         base = self.cfg.output_dir / f"{INSTANCE_ID}_pid_{os.getpid()}"
         stamp = time.strftime("%Y%m%d_%H%M%S", time.localtime(self.host_start / 1e9)) + f"_{self.session:03d}"
-        folder = base if self.cfg.flat else base / stamp
+        folder = base / stamp
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
         hw = rt.hw_clock
@@ -130,13 +111,12 @@ class Capture:
                 "hbm_capacity_bytes": mem.capacity, "memory": [mem.allocated.current, mem.reserved.current],
                 "cc": {str(k): list(v) for k, v in (act.get("cc") or {}).items()},
                 "peak_flops": rt.cfg.peak_flops_bf16, "hbm_bytes_per_s": rt.cfg.hbm_bytes_per_s}
-        suffix = "" if not self.cfg.flat or not (folder / SYSTEM_FILE).exists() else f"_{self.session}"
         if RUNTIME_MODE in self.cfg.modes:
             # host clock for the runtime's calls (issue time), device clock for what the hardware recorded
-            _npz(folder / SYSTEM_FILE.replace(".pb", f"{suffix}.pb"), names=np.asarray(names, dtype=str),
+            _npz(folder / SYSTEM_FILE, names=np.asarray(names, dtype=str),
                  neff=np.asarray([neff_name(n) for n in names], dtype=str),
                  hw_start=hw.at(cols["start_ns"]), hw_end=hw.at(cols["end_ns"]), **cols)
-            (folder / INFO_FILE.replace(".pb", f"{suffix}.pb")).write_bytes(orjson.dumps(info))
+            (folder / INFO_FILE).write_bytes(orjson.dumps(info))
         if DEVICE_MODE in self.cfg.modes:
             neffs = [neff_name(n) for n in names]
             _npz(folder / f"profile_nc_0_session_{self.session}.ntff", names=np.asarray(names, dtype=str),
@@ -144,14 +124,22 @@ class Capture:
                  end=hw.at(cols["end_ns"]), nrt_sequence_id=cols["nrt_sequence_id"], flops=flops, nbytes=nbytes,
                  first_hw=np.asarray([hw.at(self.host_start)]), last_hw=np.asarray([hw.at(host_stop)]),
                  info=np.asarray([orjson.dumps(info).decode()]))
-            neff_dir = self.cfg.neff_cache_dir or folder
-            neff_dir.mkdir(parents=True, exist_ok=True)
-            for n in set(neffs):
-                p = neff_dir / n
-                if not p.exists():
-                    p.write_bytes(b"emulated NEFF placeholder: " + n.encode() + b"\n")
+            self._copy_neffs(rt, {str(n) for n in names}, folder)
         rt.last_capture = self
         return folder
+
+
+    def _copy_neffs(self, rt: _state.Runtime, ran: set[str], folder: Path) -> None:
+        """``neff_cache_dir`` set: the NEFFs of what ran that are cached there are copied into the capture folder
+        (the profile artifact directory); unset, or not cached there, none is (the device profile's executions
+        of those NEFFs cannot be processed)."""
+        if self.cfg.neff_cache_dir is None:
+            return
+        cached = rt.cache.cached_names(self.cfg.neff_cache_dir, Path(DEFAULT_NEFF_CACHE_DIR))
+        for n in sorted(ran & cached):
+            p = folder / neff_name(n)
+            if not p.exists():
+                p.write_bytes(b"emulated NEFF placeholder: " + n.encode() + b"\n")
 
 
 def neff_name(op: str) -> str:

@@ -53,6 +53,9 @@ class NeuronProfiler:
     exports: list[Path] = []
     configs: list[NeuronConfig] = []
     """The config of each export, in order (a test reads which modes each cycle had)."""
+    with_modules: list[bool] = []
+    """torch.profiler's ``with_modules`` at each export: not among the documented profiler arguments with a
+    ``NeuronConfig`` (issue 33)."""
 
     def __init__(self, config: NeuronConfig) -> None:
         self.config = config
@@ -72,28 +75,7 @@ class NeuronProfiler:
         (folder / f"framework_mapping_{int(time.time())}.json").write_bytes(mapping)
         NeuronProfiler.exports.append(folder)
         NeuronProfiler.configs.append(self.config)
-
-
-class AprilNeuronProfiler:
-    """The April source's shape (issue 21): ``NeuronProfiler(...)`` a context manager (it runs torch.profiler
-    itself, Kineto configured through ``custom_profiler_config``); no NeuronConfig, no export_trace."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.args, self.kwargs = args, kwargs
-
-    def __enter__(self) -> AprilNeuronProfiler:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
-
-
-def install_april(module: types.ModuleType) -> types.ModuleType:
-    """Give a fake torch_neuronx the April ``profiling`` submodule (NeuronProfiler only)."""
-    prof = types.ModuleType("torch_neuronx.profiling")
-    prof.NeuronProfiler = AprilNeuronProfiler  # type: ignore[attr-defined]
-    module.profiling = prof  # type: ignore[attr-defined]
-    return prof
+        NeuronProfiler.with_modules.append(bool(getattr(prof, "with_modules", False)))
 
 
 def install(module: types.ModuleType) -> types.ModuleType:

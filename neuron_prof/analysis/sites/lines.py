@@ -31,6 +31,7 @@ import numpy as np
 
 from neuron_prof.analysis.compile.events import signature_text
 from neuron_prof.analysis.context import Context
+from neuron_prof.analysis.ops import attribution
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.sites.callsites import sites_of
 from neuron_prof.analysis.sites.source import source_line
@@ -82,8 +83,9 @@ class LineTable:
         """How views name line `i`."""
         return str(self.call_site[i]) or str(self.function[i]) or "(no user line: library or runtime work)"
 
-    def to_dicts(self, n: int | None = None) -> list[dict[str, Any]]:
-        """The first `n` lines as JSON rows (README "summary --json": `lines`)."""
+    def to_dicts(self, n: int | None = None, device_unknown: bool = False) -> list[dict[str, Any]]:
+        """The first `n` lines as JSON rows (README "summary --json": `lines`). `device_unknown`: the device ran
+        work no host op is tied to (`ops.attribution`), so ``device_ns``/``device_backward_ns`` are null, not 0."""
         out = []
         cost = self.cost_ns
         for i in range(len(self) if n is None else min(n, len(self))):
@@ -92,6 +94,8 @@ class LineTable:
                 d["function"] = str(self.function[i])
             d["cost_ns"] = int(cost[i])
             d.update({k: int(v[i]) for k, v in self.cols.items()})
+            if device_unknown:
+                d["device_ns"] = d["device_backward_ns"] = None
             d["signatures"] = list(self.signatures[i])
             d["backward_of"] = list(self.backward_of[i])
             out.append(d)
@@ -111,7 +115,8 @@ TOP_LINES = 30
 def lines_json(trace: Trace, ctx: Context | None = None, n: int = TOP_LINES) -> list[dict[str, Any]]:
     """The `lines` of `summary --json`: the `n` costliest lines, each with its source text when the file is
     found (`_source`)."""
-    out = line_table(trace, ctx).to_dicts(n)
+    ctx = ctx or Context(trace)
+    out = line_table(trace, ctx).to_dicts(n, device_unknown=attribution(ctx).none_linked)
     for d in out:
         if d["call_site"]:
             d["source"] = source_line(d["call_site"], trace.metadata)

@@ -3,18 +3,19 @@ the run directory processed once by ``neuron-explorer`` after the block, its tab
 
 Sources (docs/trainium.md, "Capture"): torch-neuronx-facts "Profiler" (``NeuronConfig(modes, max_events_per_nc,
 profile_output_dir, neff_cache_dir)`` as ``experimental_config``; ``NeuronProfiler(cfg).export_trace`` as
-``on_trace_ready``; DEVICE mode reserves ~5 GB HBM; the ring buffer keeps the newest 1,000,000 events per
-NeuronCore), neuron-explorer-facts "Capture"/"Processing" (``<dir>/<instance-id>_pid_<pid>/<timestamp>/``;
+``on_trace_ready``; DEVICE mode reserves about 5 GB of HBM on Trn2; the ring buffer keeps the newest 1,000,000
+events per NeuronCore), neuron-explorer-facts "Capture"/"Processing" (``<dir>/<instance-id>_pid_<pid>/<timestamp>/``;
 ``neuron-explorer view -d <dir> --output-format parquet``), issue 21 (RUNTIME mode = the system profile: runtime
 and hardware execution events and host/device copies, designed for < 2% overhead, no HBM reserve; the docs
-process the whole run directory; eager mode wants ``neff_cache_dir``; the April source's API shape; do not set
-``NEURON_RT_INSPECT_ENABLE=1`` while using torch.profiler).
+process the whole run directory; eager mode wants ``neff_cache_dir``), issue 33 (``neff_cache_dir`` = the cache
+the job compiles into, its NEFFs copied into the profile on stop; warm up 3 or more iterations before the device
+profile, ``NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP``; only ``NEURON_RT_INSPECT_ENABLE=1`` conflicts with
+torch.profiler's capture).
 
 Cycles: the device profile's window is a profiler cycle of its own (`boundaries`: the session's schedule saves
 a cycle there), started with ``modes=[DEVICE, RUNTIME]``; the cycles around it run ``modes=[RUNTIME]``. Each
 cycle's torch.profiler rebuilds its Kineto profiler from ``prof.experimental_config``, which `export_cycle` sets
-for the next cycle after exporting this one. With the April API (no modes) only what the runtime captures by
-default is processed, and a device profile asked for is reported as unavailable.
+for the next cycle after exporting this one.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,11 +45,13 @@ PROCESS_TIMEOUT_S = 3600
 META_KEY = "runtime_profile"
 PROCESSED = "parquet"
 """``RUN_DIR/parquet``: where neuron-explorer is asked to write the run directory's tables."""
-NEFF_DIR = "neff_cache"
-"""``RUN_DIR/neff_cache``: the ``neff_cache_dir`` given to the runtime, inside the directory processed."""
-DEFAULT_WARMUP_STEPS = 2
-"""``device_profile=True``: the window opens after this many steps (first-call compiles, optimizer state)."""
+DEFAULT_WARMUP_STEPS = 3
+"""``device_profile=True``: the window opens after this many steps (first-call compiles, optimizer state): the
+profiling how-to and its troubleshooting page say to warm up 3 or more iterations first."""
+NUM_WARMUP_ENV = "NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP"
+"""SDK 2.33: the runtime's device-profile warm-up count; when set, ``device_profile=True`` waits that many steps."""
 INSPECT_PREFIX = "NEURON_RT_INSPECT_"
+INSPECT_ENABLE = INSPECT_PREFIX + "ENABLE"
 _DROPPED = re.compile(r"(\d[\d,]*) trace events were dropped[^\n]*")
 
 
@@ -56,23 +60,30 @@ def explorer_command(run_dir: Path, exe: str = EXPLORER) -> list[str]:
     return [exe, "view", "-d", str(run_dir), "--output-format", "parquet", "--output-file", str(run_dir / PROCESSED)]
 
 
-def inspect_env(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The ``NEURON_RT_INSPECT_*`` variables the user set (the runtime's env-var capture), unless
-    ``NEURON_RT_INSPECT_ENABLE`` says it is off."""
+def inspect_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The ``NEURON_RT_INSPECT_*`` variables the user set when ``NEURON_RT_INSPECT_ENABLE=1`` (the runtime's
+    env-var capture is on: no second capture); {} otherwise, as the other variables have no effect without it."""
     env = os.environ if environ is None else environ
-    got = {k: v for k, v in env.items() if k.startswith(INSPECT_PREFIX) and v.strip()}
-    if got.get(INSPECT_PREFIX + "ENABLE", "").strip().lower() in ("0", "false", "no"):
+    if env.get(INSPECT_ENABLE, "").strip() != "1":
         return {}
-    return got
+    return {k: v for k, v in env.items() if k.startswith(INSPECT_PREFIX) and v.strip()}
+
+
+def warmup_steps(environ: Mapping[str, str] | None = None) -> int:
+    """Steps before ``device_profile=True``'s window: `NUM_WARMUP_ENV` when it is a whole number >= 0, else
+    `DEFAULT_WARMUP_STEPS`."""
+    env = os.environ if environ is None else environ
+    v = env.get(NUM_WARMUP_ENV, "").strip()
+    return int(v) if v.isdigit() else DEFAULT_WARMUP_STEPS
 
 
 def window_of(device_profile: Any) -> tuple[int, int | None] | None:
-    """``device_profile`` as a step window [start, stop): False/None -> None; True -> after the default warm-up;
-    N -> after N steps; (a, b) -> steps a..b-1 (b None: to the end)."""
+    """``device_profile`` as a step window [start, stop): False/None -> None; True -> after the warm-up
+    (`warmup_steps`); N -> after N steps; (a, b) -> steps a..b-1 (b None: to the end)."""
     if device_profile is None or device_profile is False:
         return None
     if device_profile is True:
-        return DEFAULT_WARMUP_STEPS, None
+        return warmup_steps(), None
     if isinstance(device_profile, int):
         return max(0, device_profile), None
     a, b = device_profile
@@ -95,9 +106,11 @@ class RuntimeProfileProbe(Probe):
         self.kept = kept
         """The run directory is the user's (kept as is); False: neuron-prof's cache folder (bounded)."""
         self.shape: str | None = None
-        """The torch_neuronx profiling API found: "docs", "april" or None (`_compat.profiling_api`)."""
+        """The torch_neuronx profiling API found: "docs" or None (`_compat.profiling_api`)."""
+        self.neff_cache_dir: str | None = None
+        """The ``neff_cache_dir`` given: the job's own NEFF cache (`_compat.neff_cache_dir`)."""
         self.captures: list[Path] = []
-        """Process (April) or cycle (docs) folders the capture wrote, in order."""
+        """Cycle folders the capture wrote, in order."""
         self.pending: list[str] = []
         """The neuron-explorer command still to run by hand (missing or failed)."""
         self.notes: list[str] = []
@@ -132,16 +145,7 @@ class RuntimeProfileProbe(Probe):
                               "capture")
             return None
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        if self.shape == "april":
-            if self.window is not None:
-                self.notes.append("device profile not captured: this torch_neuronx has the April profiling API "
-                                  "(NeuronProfiler context manager), whose config selects no modes; the system "
-                                  "profile is captured")
-            cfg = _compat.april_config(str(self.run_dir))
-            self._configs = [cfg]
-            self._modes = [["RUNTIME (runtime default)"]]
-            return cfg
-        neff = str(self.run_dir / NEFF_DIR)
+        self.neff_cache_dir = neff = _compat.neff_cache_dir()
         modes = self._cycle_modes()
         self._configs = [_compat.neuron_config(self.module, str(self.run_dir), m, neff_cache_dir=neff) for m in modes]
         self._modes = [list(m) for m in modes]
@@ -163,15 +167,12 @@ class RuntimeProfileProbe(Probe):
 
     # ---- each cycle ---------------------------------------------------------------------------------------
     def export_cycle(self, prof: Any) -> Path | None:
-        """Export one finished cycle (docs: ``NeuronProfiler(cfg).export_trace``; April: the framework trace as
-        ``pytorch_trace.json`` in the process folder, as its NeuronProfiler writes it), then set the next cycle's
-        config on `prof`. Returns the framework trace written (the session reads it: Kineto saves a result once)."""
+        """Export one finished cycle (``NeuronProfiler(cfg).export_trace``), then set the next cycle's config on
+        `prof`. Returns the framework trace written (the session reads it: Kineto saves a result once)."""
         i = min(self.cycle, len(self._configs) - 1)
         self.cycle += 1
         nxt = self._configs[min(self.cycle, len(self._configs) - 1)]
         try:
-            if self.shape == "april":
-                return self._export_april(prof)
             return self._export_docs(prof, self._configs[i])
         finally:
             if nxt is not None and hasattr(prof, "experimental_config"):
@@ -190,17 +191,6 @@ class RuntimeProfileProbe(Probe):
         if newest.parent not in self.captures:
             self.captures.append(newest.parent)
         return newest
-
-    def _export_april(self, prof: Any) -> Path | None:
-        folders = sorted(self.run_dir.glob(f"*_pid_{os.getpid()}"))
-        if not folders:
-            return None
-        out = folders[0] / "pytorch_trace.json"
-        if out.exists():
-            return None  # a later cycle: the first one's framework trace is the folder's
-        prof.export_chrome_trace(str(out))
-        self.captures.append(folders[0])
-        return out
 
     # ---- after the block ----------------------------------------------------------------------------------
     def stop(self, ctx: CaptureContext) -> None:
@@ -238,7 +228,7 @@ class RuntimeProfileProbe(Probe):
     def _tell(self, why: str) -> None:
         print(f"neuron-prof: the Neuron runtime's capture is in {self.run_dir} but was not processed ({why}). "
               f"Run:\n  {self.pending[-1]}\nthen load it with the host trace: neuron-prof summary "
-              f"{self.captures[0].parent if self.shape == 'docs' else self.captures[0]}", file=sys.stderr, flush=True)
+              f"{self.captures[0].parent}", file=sys.stderr, flush=True)
 
     def _drop_framework_traces(self) -> bool:
         """Delete the captures' torch.profiler JSON once processed (the cached run keeps the runtime's files and
@@ -284,6 +274,7 @@ class RuntimeProfileProbe(Probe):
         builder.metadata[META_KEY] = {
             "run_dir": str(self.run_dir), "NEURON_RT_INSPECT": dict(self.conflict) or None,
             "NEURON_LAUNCH_BLOCKING": _compat.launch_blocking_env(), "api": self.shape, "cycle_modes": self._modes,
+            "neff_cache_dir": self.neff_cache_dir,
             "device_profile_steps": list(self.window) if self.window is not None else None,
             "captures": [str(c) for c in self.captures], "processed": self.processed, "to_run": self.pending,
             "kept_in_cache": not self.kept, "framework_trace_removed": removed}
