@@ -6,6 +6,7 @@ from collections import defaultdict
 
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.finding import Finding
+from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.fmt import fmt_ns
 from neuron_prof.analysis.registry import register
 from neuron_prof.analysis.device.runqueue import MATERIAL, region_wait, runqueue, waited_text
@@ -15,7 +16,7 @@ OVERHEAD_WARNING = 0.20
 """Profilers cost some percent; past a fifth of the run, timings mislead enough to say so loudly."""
 
 
-@register("probe_error")
+@register(Kind.PROBE_ERROR)
 def probe_error(trace: Trace, ctx: Context) -> list[Finding]:
     """One finding per probe that failed during capture: its data is missing from the trace."""
     errs = trace.metadata.get(Meta.PROBE_ERRORS) or []
@@ -27,7 +28,7 @@ def probe_error(trace: Trace, ctx: Context) -> list[Finding]:
             by_probe["?"].append(str(e))
     return [
         Finding(
-            kind="probe_error",
+            kind=Kind.PROBE_ERROR,
             severity="warning",
             title=f"Probe {probe} failed {len(msgs)} time{'s' if len(msgs) != 1 else ''}: {msgs[0][:120]}",
             cost_ns=0,
@@ -43,7 +44,7 @@ def probe_error(trace: Trace, ctx: Context) -> list[Finding]:
     ]
 
 
-@register("profiler_overhead")
+@register(Kind.PROFILER_OVERHEAD)
 def profiler_overhead(trace: Trace, ctx: Context) -> list[Finding]:
     """Time the profiler itself added (capture measures it), so users can discount it.
 
@@ -63,7 +64,7 @@ def profiler_overhead(trace: Trace, ctx: Context) -> list[Finding]:
         title += f"; measured {fmt_ns(measured)}, of which {waited_text(rq, starved)} (not counted)"
     return [
         Finding(
-            kind="profiler_overhead",
+            kind=Kind.PROFILER_OVERHEAD,
             severity="warning" if share >= OVERHEAD_WARNING else "info",
             title=title,
             cost_ns=ns,
@@ -90,14 +91,14 @@ def launch_mode(trace: Trace) -> str | None:
     return None
 
 
-@register("launch_blocking")
+@register(Kind.LAUNCH_BLOCKING)
 def launch_blocking(trace: Trace, ctx: Context) -> list[Finding]:
     """Under ``NEURON_LAUNCH_BLOCKING=1`` every op is synchronous: its host time includes its device time (issue 21,
     docs/trainium.md), so op tables and sync points read differently."""
     if launch_mode(trace) != "1":
         return []
     return [Finding(
-        kind="launch_blocking", severity="info",
+        kind=Kind.LAUNCH_BLOCKING, severity="info",
         title="NEURON_LAUNCH_BLOCKING=1: every op waited for the device, so host op times include device time",
         cost_ns=0, share=0.0, count=1,
         advice=("Host op times here are host + device time and sync points wait for nothing. For the asynchronous "
