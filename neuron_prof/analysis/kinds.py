@@ -85,7 +85,7 @@ class Kind(StrEnum):
         "collective arrival spread", Family.COLLECTIVES, cross_rank=True)
     RANKS_TO_OPEN = "ranks_to_open", KindInfo("ranks to open", Family.RANKS, cross_rank=True)
     MISSING_RANK = "missing_rank", KindInfo("missing rank", Family.RANKS, cross_rank=True)
-    STOPPED_RANK = "stopped_rank", KindInfo("rank stopped early", Family.RANKS, cross_rank=True)
+    STOPPED_RANK = "stopped_rank", KindInfo("stopped rank", Family.RANKS, cross_rank=True)
 
 
 class UnknownKind(ValueError):
