@@ -25,7 +25,7 @@ from neuron_prof.exporters._report_device import device_profile_section
 from neuron_prof.exporters._report_html import Raw, empty, esc, note, page, plot_div, table
 
 from neuron_prof.version import __version__
-from neuron_prof.analysis import fit_site, short_site, strip_site
+from neuron_prof.analysis import Kind, fit_site, short_site, strip_site
 from neuron_prof.errors import ExportError
 from neuron_prof.model import Meta, Trace, TrackKind
 
@@ -137,7 +137,7 @@ def _compile_section(trace: Trace, figures: dict[str, Any]) -> str:
 
 
 def _fallback_section(trace: Trace, findings: list[dict[str, Any]], figures: dict[str, Any]) -> str:
-    hot = [f for f in findings if f.get("kind") == "cpu_fallback"]
+    hot = [f for f in findings if f.get("kind") == Kind.CPU_FALLBACK]
     n_slices = len(trace.slices_on(TrackKind.FALLBACK))
     if not hot:
         if n_slices:

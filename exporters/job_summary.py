@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from neuron_prof.analysis import fmt_ns
+from neuron_prof.analysis import Kind, fmt_ns
 from neuron_prof.exporters.summary import _SEV_STYLE, md_cell, printable, short_site, text_console
 from neuron_prof.job import COLUMNS, failed_lines, head_line, rank_cells
 
@@ -48,7 +48,7 @@ def job_text(doc: dict[str, Any], *, source: str = "", width: int | None = None,
     con.print(tab)
     for line in failed_lines(doc):
         con.print(Text(printable(line), style="red"))
-    findings = [f for f in doc["findings"] if f["kind"] != "ranks_to_open"]
+    findings = [f for f in doc["findings"] if f["kind"] != Kind.RANKS_TO_OPEN]
     con.print()
     if findings:
         ft = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
@@ -73,7 +73,7 @@ def job_text(doc: dict[str, Any], *, source: str = "", width: int | None = None,
         con.print(ft)
     else:
         con.print(Text("No cross-rank findings."))
-    opener = next((f for f in doc["findings"] if f["kind"] == "ranks_to_open"), None)
+    opener = next((f for f in doc["findings"] if f["kind"] == Kind.RANKS_TO_OPEN), None)
     if opener is not None:
         ev = opener["evidence"]
         con.print()
@@ -103,7 +103,7 @@ def job_markdown(doc: dict[str, Any], *, source: str = "") -> str:
     fails = failed_lines(doc)
     if fails:
         out += ["", *(f"- {md_cell(line)}" for line in fails)]
-    findings = [f for f in doc["findings"] if f["kind"] != "ranks_to_open"]
+    findings = [f for f in doc["findings"] if f["kind"] != Kind.RANKS_TO_OPEN]
     out += ["", "### Cross-rank findings", ""]
     if findings:
         out += ["| # | severity | kind | cost | rank | finding |", "|---:|---|---|---:|---:|---|"]
@@ -114,7 +114,7 @@ def job_markdown(doc: dict[str, Any], *, source: str = "") -> str:
         ]
     else:
         out.append("No cross-rank findings.")
-    opener = next((f for f in doc["findings"] if f["kind"] == "ranks_to_open"), None)
+    opener = next((f for f in doc["findings"] if f["kind"] == Kind.RANKS_TO_OPEN), None)
     if opener is not None:
         out += [
             "",

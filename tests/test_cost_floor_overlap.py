@@ -29,11 +29,11 @@ def test_the_floor_weighs_only_time_no_finding_before_counts() -> None:
     owner = _f("shape_churn", "warning", 0.3, [0, 1, 2])
     same = _f("first_call_compile", "info", 0.3, [0, 1, 2])       # all of it counted by the churn
     half = _f("device_idle", "info", 0.4, [2, 3, 4, 5])          # 10 of its 40 ms counted: 30% left
-    part = _f("host_gap", "info", 0.3, [2, 3, 4])                 # 10 ms counted, 10 ms by `half`: none left
+    part = _f("memory_peak", "info", 0.3, [2, 3, 4])                 # 10 ms counted, 10 ms by `half`: none left
     alone = _f("sync_point", "info", 0.3, [7, 8, 9])
     no_rows = Finding("profiler_overhead", "info", "o", 30 * MS, 0.3, 1)
     got = {f.kind: f.severity for f in cost_floor(trace, [same, half, part, owner, alone, no_rows])}
-    assert got == {"first_call_compile": "info", "device_idle": "warning", "host_gap": "info",
+    assert got == {"first_call_compile": "info", "device_idle": "warning", "memory_peak": "info",
                    "shape_churn": "warning", "sync_point": "warning", "profiler_overhead": "warning"}
     # the same overlap totals.shares reports
     sh = share_overlaps(trace, [owner, same])

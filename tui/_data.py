@@ -21,7 +21,8 @@ import numpy as np
 
 from neuron_prof.analysis import Context, Finding, OpTable, cross_rank_findings, find_steps, op_table, sort_findings
 from neuron_prof.analysis import LineTable, line_table, nesting, overview, step_breakdown
-from neuron_prof.model import Trace, split_ranks
+from neuron_prof.analysis import Family, info_of
+from neuron_prof.model import Trace, TrackKind, split_ranks
 from neuron_prof.tui import _shape
 from neuron_prof.tui._fmt import fmt_bytes
 from neuron_prof.tui._lanes import Lane, build_lanes, profiled_region
@@ -301,6 +302,11 @@ def prepare(
     return TuiData(ranks=ranks, timings=timings)
 
 
+FAMILY_TRACK = {Family.COMPILE: TrackKind.COMPILE, Family.FALLBACK: TrackKind.FALLBACK, Family.SYNC: TrackKind.SYNC,
+                Family.COLLECTIVES: TrackKind.COLLECTIVE, Family.MEMORY: TrackKind.MEMORY, Family.DTYPE: TrackKind.DTYPE}
+"""The track where a finding of each family is looked at when its evidence names no event."""
+
+
 def finding_target(f: Finding, rank: RankData) -> tuple[int | None, int | None]:
     """(time, track) on the timeline where a finding is best looked at."""
     ev: dict[str, Any] = f.evidence or {}
@@ -311,16 +317,8 @@ def finding_target(f: Finding, rank: RankData) -> tuple[int | None, int | None]:
         if f.ts_ns is None:
             return int(rank.trace.slices.ts_ns[rows[0]]), track
     if track is None:
-        kind = {
-            "first_call_compile": "compile",
-            "recompile": "compile",
-            "shape_churn": "compile",
-            "cpu_fallback": "fallback",
-            "sync_point": "sync",
-            "collective": "collective",
-            "memory_peak": "memory",
-            "dtype_demotion": "dtype",
-        }.get(f.kind)
+        info = info_of(f.kind)
+        kind = FAMILY_TRACK.get(info.family) if info is not None else None
         if kind is not None:
             track = rank.trace.find_track(kind)
     return f.ts_ns, track

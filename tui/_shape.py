@@ -21,6 +21,7 @@ from neuron_prof.analysis import (
     Context,
     Finding,
     GraphCompiles,
+    Kind,
     OpTable,
     Site,
     collective_key,
@@ -252,7 +253,7 @@ def fallback_table(trace: Trace, findings: Sequence[Finding] = (), ctx: Context 
     found = {
         (f.call_site or str(f.evidence.get("function", "")), str(f.evidence.get("op", ""))): f
         for f in findings
-        if f.kind == "cpu_fallback"
+        if f.kind == Kind.CPU_FALLBACK
     }
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for r in rows[np.argsort(s.ts_ns[rows], kind="stable")]:

@@ -17,7 +17,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Static
 
-from neuron_prof.analysis import fit_site
+from neuron_prof.analysis import Kind, fit_site
 from neuron_prof.job import COLUMNS, failed_lines, head_line, rank_cells
 from neuron_prof.tui.screens.overview import SEVERITY_STYLE
 
@@ -81,13 +81,13 @@ class JobApp(App[str | None]):
         out = Text()
         for line in failed_lines(self.doc):
             out.append(line + "\n", style="red")
-        findings = [f for f in self.doc["findings"] if f["kind"] != "ranks_to_open"]
+        findings = [f for f in self.doc["findings"] if f["kind"] != Kind.RANKS_TO_OPEN]
         if not findings:
             out.append("No cross-rank findings.\n", style="dim")
         for f in findings:
             out.append(f"{f['severity']:8} ", style=SEVERITY_STYLE.get(f["severity"], ""))
             out.append(f"{f['title']}\n")
-        opener = next((f for f in self.doc["findings"] if f["kind"] == "ranks_to_open"), None)
+        opener = next((f for f in self.doc["findings"] if f["kind"] == Kind.RANKS_TO_OPEN), None)
         if opener is not None:
             ranks = ", ".join(map(str, opener["evidence"]["ranks"]))
             out.append(f"Ranks worth opening: {ranks}\n", style="bold")

@@ -7,8 +7,8 @@
     lines = line_table(trace)          # the lines view, columnar (every user line's costs)
     trace2 = annotate(trace)           # trace.findings filled (exporters write them as a findings track)
 
-Each finding family is a registered analysis (`_registry.ANALYSES`); add one with `@register(name)`
-in its own module and list that module in `_report._MODULES`.
+Each finding family is a registered analysis (`registry.ANALYSES`); add one with `@register(name)` in its
+own module and name that module in its kind's entry in `kinds.Kind` (every finding kind is declared there).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from neuron_prof.analysis.compile.events import CompileGroup, compile_groups, co
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.device.fallback import fallback_names, norm_op
 from neuron_prof.analysis.finding import COST_WARNING_SHARE, KINDS, SEVERITIES, Finding
+from neuron_prof.analysis.kinds import Family, ForeignKind, Kind, KindInfo, UnknownKind, in_family, info_of, of_family
 from neuron_prof.analysis.compare import diff
 from neuron_prof.analysis.compile.graphs import GraphCompiles, graph_compiles, graph_of
 from neuron_prof.analysis.fmt import fit_site, fmt_bytes, fmt_evidence, fmt_ns, fmt_value, short_site, strip_site
@@ -77,6 +78,14 @@ __all__ = [
     "strip_site",
     "ANALYSES",
     "KINDS",
+    "Family",
+    "ForeignKind",
+    "Kind",
+    "KindInfo",
+    "UnknownKind",
+    "in_family",
+    "info_of",
+    "of_family",
     "LateArrivals",
     "SEVERITIES",
     "CompileGroup",

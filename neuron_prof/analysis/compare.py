@@ -14,6 +14,7 @@ import numpy as np
 from neuron_prof.analysis.pipeline import Report, report
 from neuron_prof.analysis.compile.events import compiles
 from neuron_prof.analysis.context import Context
+from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.ops import op_table
 from neuron_prof.model import Trace
 
@@ -58,7 +59,7 @@ def _fallback_keys(rep: Report) -> dict[str, dict[str, Any]]:
             "cost_ns": f.cost_ns,
         }
         for f in rep.findings
-        if f.kind == "cpu_fallback"
+        if f.kind == Kind.CPU_FALLBACK
     }
 
 
@@ -140,7 +141,7 @@ def diff(base: Trace, new: Trace, *, warmup_steps: int | None = None, top: int =
         )
     ops.sort(key=lambda o: (-abs(o["delta_ns"]), o["name"], o["where"]))
     kinds = {}
-    for k in sorted({f.kind for f in rb.findings} | {f.kind for f in rn.findings}):
+    for k in sorted({str(f.kind) for f in rb.findings} | {str(f.kind) for f in rn.findings}):
         fb = [f for f in rb.findings if f.kind == k]
         fn = [f for f in rn.findings if f.kind == k]
         kinds[k] = {

@@ -5,18 +5,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final
 
+from neuron_prof.analysis.kinds import ForeignKind, Kind, UnknownKind, kind_of
+
 SEVERITIES: Final = ("info", "warning", "critical")
 
 COST_WARNING_SHARE: Final = 0.25
 """Severity follows cost: a finding costing this share of the profiled wall time or more is never below
 `warning`, whatever its kind and its own rules (README, "Severity")."""
 
-KINDS: Final = (
-    "first_call_compile", "recompile", "shape_churn", "cpu_fallback", "dtype_demotion", "sync_point",
-    "device_idle", "memory_peak", "collective", "straggler", "probe_error", "profiler_overhead",
-    "device_error",
-    "launch_blocking", "device_unattributed",
-)
+KINDS: Final[tuple[Kind, ...]] = tuple(Kind)
+"""Every declared kind (`neuron_prof.analysis.kinds`), in declaration order."""
 
 
 @dataclass(frozen=True)
@@ -24,7 +22,8 @@ class Finding:
     """A ranked diagnosis. `to_dict()` is the stable JSON form (README documents it)."""
 
     kind: str
-    """Stable snake_case id, one of KINDS."""
+    """A `Kind` (a plain string naming one is made the Kind; any other raises UnknownKind); a `ForeignKind`
+    only when read by `from_dict` from a file another version wrote."""
     severity: str
     """"info", "warning" or "critical"."""
     title: str
@@ -47,8 +46,17 @@ class Finding:
     """Whether it happens in the steady steps (after warm-up); None when the trace has no steady steps to
     tell by. `check`'s default gate counts the findings that are not False."""
 
+    def __post_init__(self) -> None:
+        if isinstance(self.kind, (Kind, ForeignKind)):
+            return
+        kind = kind_of(self.kind) if isinstance(self.kind, str) else None
+        if kind is None:
+            raise UnknownKind(f"unknown finding kind {self.kind!r}: declare it in neuron_prof/analysis/kinds.py")
+        object.__setattr__(self, "kind", kind)
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain JSON-ready values (the kind as a plain string)."""
+        return {**asdict(self), "kind": str(self.kind)}
 
     def cost_floored(self, share: float | None = None) -> Finding:
         """This finding with the one cost rule applied: `info` costing COST_WARNING_SHARE or more of the
@@ -60,5 +68,10 @@ class Finding:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Finding:
+        """A finding back from its dict (a file, `summary --json`). A kind this version does not declare (the
+        file came from another version) is kept as written, as a ForeignKind: the finding is shown, not lost."""
         known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in d.items() if k in known})
+        fields = {k: v for k, v in d.items() if k in known}
+        kind = str(fields.get("kind", ""))
+        fields["kind"] = kind_of(kind) or ForeignKind(kind)
+        return cls(**fields)

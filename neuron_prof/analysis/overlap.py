@@ -15,9 +15,10 @@ import numpy as np
 from neuron_prof.analysis.finding import SEVERITIES, Finding
 from neuron_prof.analysis.fmt import fmt_ns
 from neuron_prof.analysis.intervals import intersect_ns, merge
+from neuron_prof.analysis.kinds import Kind
 from neuron_prof.model import Trace
 
-SPREAD_KINDS = ("profiler_overhead",)
+SPREAD_KINDS = tuple(k for k in Kind if k.info.spread)
 """Kinds whose cost is spread inside the time of the others (no events of their own)."""
 
 
@@ -79,7 +80,7 @@ def share_overlaps(trace: Trace, findings: list[Finding]) -> dict[str, Any]:
             common = np.intersect1d(rows[i], rows[j], assume_unique=True)
             at_once = _shared_ns(ts, dur, rows[i], rows[j])
             if len(common) or at_once:
-                overlaps.append({"findings": [i + 1, j + 1], "kinds": [findings[i].kind, findings[j].kind],
+                overlaps.append({"findings": [i + 1, j + 1], "kinds": [str(findings[i].kind), str(findings[j].kind)],
                                  "shared_events": int(len(common)), "shared_ns": int(at_once)})
     spread = [i + 1 for i, f in enumerate(findings) if f.kind in SPREAD_KINDS and f.cost_ns]
     note = None

@@ -12,6 +12,7 @@ import numpy as np
 
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.finding import KINDS, SEVERITIES, Finding
+from neuron_prof.analysis.kinds import Kind, analysis_modules
 from neuron_prof.analysis.overlap import cost_floor, share_overlaps
 from neuron_prof.analysis.partial import partial_totals
 from neuron_prof.analysis.sites.lines import lines_json
@@ -21,21 +22,9 @@ from neuron_prof.analysis.collectives.stragglers import straggler_findings
 from neuron_prof.analysis.totals import compute_totals as _totals
 from neuron_prof.model import Trace
 
-_MODULES = (
-    "compile.stalls",
-    "compile.cache_lost",
-    "compile.churn",
-    "device.fallback",
-    "device.dtype",
-    "device.sync",
-    "device.idle",
-    "device.memory",
-    "collectives.rows",
-    "probes",
-    "collectives.stragglers",
-    "device.profile",
-)
-"""Modules whose @register calls define the built-in analyses (imported on first use)."""
+_MODULES = analysis_modules()
+"""Modules whose @register calls define the built-in analyses (imported on first use): those that the kinds
+name (`neuron_prof.analysis.kinds`)."""
 
 _SEV_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
@@ -54,7 +43,7 @@ def _run(trace: Trace, ctx: Context) -> list[Finding]:
         except Exception as e:  # an analysis bug must not hide the other findings
             found.append(
                 Finding(
-                    kind="probe_error",
+                    kind=Kind.PROBE_ERROR,
                     severity="warning",
                     title=f"Analysis {name} failed: {type(e).__name__}: {e}"[:200],
                     cost_ns=0,
@@ -178,7 +167,7 @@ def overview(trace: Trace, ctx: Context) -> Report:
     totals = _totals(trace, ctx)
     totals["findings_by_severity"] = {s: sum(f.severity == s for f in findings) for s in SEVERITIES}
     totals["findings_by_kind"] = {
-        k: sum(f.kind == k for f in findings) for k in KINDS if any(f.kind == k for f in findings)
+        str(k): sum(f.kind == k for f in findings) for k in KINDS if any(f.kind == k for f in findings)
     }
     totals["partial"] = partial_totals(trace, findings)
     totals["shares"] = share_overlaps(trace, findings)

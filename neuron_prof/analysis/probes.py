@@ -6,6 +6,7 @@ from collections import defaultdict
 
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.finding import Finding
+from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.fmt import fmt_ns
 from neuron_prof.analysis.registry import register
 from neuron_prof.analysis.device.runqueue import MATERIAL, region_wait, runqueue, waited_text
@@ -16,7 +17,7 @@ OVERHEAD_WARNING = 0.20
 """Profilers cost some percent; past a fifth of the run, timings mislead enough to say so loudly."""
 
 
-@register("probe_error")
+@register(Kind.PROBE_ERROR)
 def probe_error(trace: Trace, ctx: Context) -> list[Finding]:
     """One finding per probe that failed during capture: its data is missing from the trace."""
     errs = trace.metadata.get(Meta.PROBE_ERRORS) or []
@@ -28,7 +29,7 @@ def probe_error(trace: Trace, ctx: Context) -> list[Finding]:
             by_probe["?"].append(str(e))
     return [
         Finding(
-            kind="probe_error",
+            kind=Kind.PROBE_ERROR,
             severity="warning",
             title=f"Probe {probe} failed {len(msgs)} time{'s' if len(msgs) != 1 else ''}: {msgs[0][:120]}",
             cost_ns=0,
@@ -44,7 +45,7 @@ def probe_error(trace: Trace, ctx: Context) -> list[Finding]:
     ]
 
 
-@register("profiler_overhead")
+@register(Kind.PROFILER_OVERHEAD)
 def profiler_overhead(trace: Trace, ctx: Context) -> list[Finding]:
     """Time the profiler itself added (capture measures it), so users can discount it.
 
@@ -64,7 +65,7 @@ def profiler_overhead(trace: Trace, ctx: Context) -> list[Finding]:
         title += f"; measured {fmt_ns(measured)}, of which {waited_text(rq, starved)} (not counted)"
     return [
         Finding(
-            kind="profiler_overhead",
+            kind=Kind.PROFILER_OVERHEAD,
             severity="warning" if share >= OVERHEAD_WARNING else "info",
             title=title,
             cost_ns=ns,
@@ -91,14 +92,14 @@ def launch_mode(trace: Trace) -> str | None:
     return None
 
 
-@register("launch_blocking")
+@register(Kind.LAUNCH_BLOCKING)
 def launch_blocking(trace: Trace, ctx: Context) -> list[Finding]:
     """Under ``NEURON_LAUNCH_BLOCKING=1`` every op is synchronous: its host time includes its device time (issue 21,
     docs/trainium.md), so op tables and sync points read differently."""
     if launch_mode(trace) != "1":
         return []
     return [Finding(
-        kind="launch_blocking", severity="info",
+        kind=Kind.LAUNCH_BLOCKING, severity="info",
         title="NEURON_LAUNCH_BLOCKING=1: every op waited for the device, so host op times include device time",
         cost_ns=0, share=0.0, count=1,
         advice=("Host op times here are host + device time and sync points wait for nothing. For the asynchronous "
@@ -111,7 +112,7 @@ EXPLORER_KEY = "neuron_explorer"
 """Metadata the Neuron Explorer loader fills (its ``executions`` per NEFF come from a device profile)."""
 
 
-@register("device_unattributed")
+@register(Kind.DEVICE_UNATTRIBUTED)
 def device_unattributed(trace: Trace, ctx: Context) -> list[Finding]:
     """The device ran NEFFs but no execution is tied to the host op that launched it: the framework mapping was
     empty, as torch-neuronx documents it under ``NEURON_LAUNCH_BLOCKING=1``, the release builds' default (issue
@@ -125,7 +126,7 @@ def device_unattributed(trace: Trace, ctx: Context) -> list[Finding]:
     ex = trace.metadata.get(EXPLORER_KEY)
     per_neff = ex.get("executions") if isinstance(ex, dict) and isinstance(ex.get("executions"), dict) else {}
     return [Finding(
-        kind="device_unattributed", severity="info",
+        kind=Kind.DEVICE_UNATTRIBUTED, severity="info",
         title=(f"Device time per op and per line is not known: none of the {att.executions} NEFF executions "
                f"({fmt_ns(att.device_ns)}) is tied to the op that launched it"),
         cost_ns=0, share=0.0, count=att.executions,

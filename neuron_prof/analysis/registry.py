@@ -1,8 +1,9 @@
 """The analysis registry: each finding family is a function `(trace, ctx) -> list[Finding]`.
 
-Add one with the decorator in its own module and list the module in `analysis.pipeline._MODULES`:
+Add one with the decorator in its own module and name the module in its kind's entry
+(`neuron_prof.analysis.kinds`, `KindInfo.modules`): the pipeline imports the modules the kinds name.
 
-    @register("straggler")
+    @register(Kind.STRAGGLER)
     def stragglers(trace: Trace, ctx: Context) -> list[Finding]: ...
 """
 

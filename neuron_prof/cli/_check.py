@@ -24,7 +24,7 @@ def violations(
     fail_on: str | None = None,
 ) -> list[str]:
     """One readable line per broken limit of Report `rep` (empty when all hold)."""
-    from neuron_prof.analysis import fallback_names, norm_op
+    from neuron_prof.analysis import Kind, fallback_names, norm_op
     from neuron_prof.analysis import strip_site
 
     t = rep.totals
@@ -45,7 +45,7 @@ def violations(
                 f"--max-compile-seconds {max_compile_seconds:g}"
             )
     if max_recompiles is not None:
-        rec = [f for f in rep.findings if f.kind == "recompile"]
+        rec = [f for f in rep.findings if f.kind == Kind.RECOMPILE]
         n = sum(f.count for f in rec)
         if n > max_recompiles:
             where = "; ".join(f"{strip_site(f.title, f.call_site)} at {f.call_site or '?'}" for f in rec[:3])
@@ -54,7 +54,7 @@ def violations(
         banned = {norm_op(o) for spec in forbid_fallback for o in spec.split(",") if o.strip()}
         for f in rep.findings:
             op = str(f.evidence.get("op", ""))
-            hit = fallback_names(f) & banned if f.kind == "cpu_fallback" else set()
+            hit = fallback_names(f) & banned if f.kind == Kind.CPU_FALLBACK else set()
             if hit:
                 via = "" if norm_op(op) in hit else f" (called as {', '.join(sorted(hit))})"
                 out.append(
@@ -83,12 +83,12 @@ def warmup_only(rep: Any, fail_on: str | None) -> int:
 def unmatched_forbidden(rep: Any, trace: Any, forbid_fallback: tuple[str, ...]) -> list[str]:
     """A note for each forbidden name no fallback answered to: a typo or an op that did not fall back must
     not pass silently."""
-    from neuron_prof.analysis import fallback_names, norm_op
+    from neuron_prof.analysis import Kind, fallback_names, norm_op
 
     specs = [o.strip() for spec in forbid_fallback for o in spec.split(",") if o.strip()]
-    seen = set().union(*(fallback_names(f) for f in rep.findings if f.kind == "cpu_fallback"))
+    seen = set().union(*(fallback_names(f) for f in rep.findings if f.kind == Kind.CPU_FALLBACK))
     ran = {norm_op(n) for n in trace.strings.as_list() if "::" in n}
-    fell = sorted({str(f.evidence.get("op", "")) for f in rep.findings if f.kind == "cpu_fallback"})
+    fell = sorted({str(f.evidence.get("op", "")) for f in rep.findings if f.kind == Kind.CPU_FALLBACK})
     out = []
     for spec in specs:
         if norm_op(spec) in seen:

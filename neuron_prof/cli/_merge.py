@@ -87,6 +87,7 @@ def command(traces: tuple[str, ...], output: str, offsets: tuple[str, ...], skew
     Prints the offset applied to each rank and its uncertainty, and the stragglers found. Each input is
     read twice and one rank is held in memory at a time, so memory grows with the largest rank.
     """
+    from neuron_prof.analysis import Kind, info_of
     from neuron_prof.exporters import format_for
     from neuron_prof.exporters.merged import write_merged
     from neuron_prof.job import DaskRunner, load_any, rank_sources
@@ -112,7 +113,7 @@ def command(traces: tuple[str, ...], output: str, offsets: tuple[str, ...], skew
         write_merged(merge, output, fmt)
     alignment = merge.alignment
     n_slices = sum(i.n_slices for i in merge.plan.infos)
-    stragglers = [f for f in merge.findings if f.get("kind") == "straggler"]
+    stragglers = [f for f in merge.findings if f.get("kind") == Kind.STRAGGLER]
     click.echo(f"merged {len(merge.plan.infos)} rank(s) -> {output}  ({n_slices:,} slices)"
                + (f"; clocks aligned from all {len(traces)} ranks" if keep is not None else ""))
     click.echo(f"clock offsets against rank {alignment.reference_rank}:")
@@ -123,7 +124,8 @@ def command(traces: tuple[str, ...], output: str, offsets: tuple[str, ...], skew
         note = f"  ({o.note})" if o.note else ""
         click.echo(f"  rank {r}: {o.offset_ns / 1e6:+.3f} ms  [{o.method}, {o.matched} collectives, {unc}]{note}")
     for f in stragglers:
-        click.echo(f"straggler: {f['title']}")
+        click.echo(f"{Kind.STRAGGLER.info.label}: {f['title']}")
     for f in merge.coverage:  # a rank with no trace, a rank that stopped early: said on every merge
-        click.echo(f"{f.kind.replace('_', ' ')}: {f.title}")
+        info = info_of(f.kind)
+        click.echo(f"{info.label if info is not None else f.kind}: {f.title}")
     return 0

@@ -18,14 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.analysis import Finding, LateArrivals, findings_from, fmt_ns, sort_findings
+from neuron_prof.analysis import Finding, Kind, LateArrivals, findings_from, fmt_ns, sort_findings
 from neuron_prof.job._piece import RankPiece
 
 SKEW_MIN = 0.05
 """Step-time skew below 5% of the median step is noise."""
 TOP_COLLECTIVES = 3
 MAX_OPEN = 3
-_WHY_ORDER = ("stopped_rank", "straggler", "rank_compiles", "rank_fallbacks", "step_skew", "collective_spread")
+_WHY_ORDER = (Kind.STOPPED_RANK, Kind.STRAGGLER, Kind.RANK_COMPILES, Kind.RANK_FALLBACKS, Kind.STEP_SKEW,
+              Kind.COLLECTIVE_SPREAD)
 
 
 def _severity(share: float, floor: str = "info") -> str:
@@ -54,7 +55,7 @@ def step_skew(pieces: list[RankPiece]) -> list[Finding]:
     names = ", ".join(f"rank {r} {fmt_ns(med[r])}" for r in slow[:3])
     return [
         Finding(
-            kind="step_skew",
+            kind=Kind.STEP_SKEW,
             severity=_severity(cost / wall, "warning"),
             title=f"Steady step time differs by {skew:.0%} across ranks (median {fmt_ns(typical)}; slowest: {names})",
             cost_ns=cost,
@@ -96,7 +97,7 @@ def rank_differences(pieces: list[RankPiece], wall_ns: int) -> list[Finding]:
     wall = max(wall_ns, 1)
     for kind, attr, what, advice in (
         (
-            "rank_compiles",
+            Kind.RANK_COMPILES,
             "compiles",
             "compiles",
             (
@@ -105,7 +106,7 @@ def rank_differences(pieces: list[RankPiece], wall_ns: int) -> list[Finding]:
             ),
         ),
         (
-            "rank_fallbacks",
+            Kind.RANK_FALLBACKS,
             "fallbacks",
             "falls back to the CPU for",
             (
@@ -161,7 +162,7 @@ def collective_spread(late: LateArrivals | None, wall_ns: int) -> list[Finding]:
         often, times = lasts.most_common(1)[0]
         out.append(
             Finding(
-                kind="collective_spread",
+                kind=Kind.COLLECTIVE_SPREAD,
                 severity=_severity(cost / max(wall_ns, 1)),
                 title=f"Collective {key}: ranks arrive up to {fmt_ns(spread[worst])} apart, {fmt_ns(cost)} over "
                 f"{len(ks)} call(s); last most often: rank {often} ({times}x)",
@@ -212,13 +213,13 @@ def ranks_to_open(pieces: list[RankPiece], found: list[Finding], args: list[str]
         return None
     why: dict[int, str] = {}
     # a rank that stopped early first (where it stopped is the first thing to see), then the most costly
-    for f in sorted(sort_findings(found), key=lambda f: f.kind != "stopped_rank"):
+    for f in sorted(sort_findings(found), key=lambda f: f.kind != Kind.STOPPED_RANK):
         if f.rank is not None and f.rank not in why and len(why) < MAX_OPEN - 1:
-            why[f.rank] = f.kind
+            why[f.rank] = str(f.kind)
     for f in found:  # name a rank by what it does (a straggler) rather than by the collective it delays
         if f.rank in why and f.kind in _WHY_ORDER and why[f.rank] in _WHY_ORDER and (
                 _WHY_ORDER.index(f.kind) < _WHY_ORDER.index(why[f.rank])):
-            why[f.rank] = f.kind
+            why[f.rank] = str(f.kind)
     with_steps = [p for p in pieces if len(p.step_ns)]
     by_step = sorted(with_steps or pieces, key=lambda p: float(np.median(p.step_ns)) if len(p.step_ns) else 0)
     typical = next((p.rank for p in by_step[len(by_step) // 2 :] + by_step if p.rank not in why), None)
@@ -229,7 +230,7 @@ def ranks_to_open(pieces: list[RankPiece], found: list[Finding], args: list[str]
         ["neuron-prof", "merge", "--ranks", ",".join(map(str, ranks)), *args, "-o", "merged.pftrace"]
     )
     return Finding(
-        kind="ranks_to_open",
+        kind=Kind.RANKS_TO_OPEN,
         severity="info",
         title=f"Open ranks {', '.join(map(str, ranks))} on one timeline: {cmd}",
         cost_ns=0,

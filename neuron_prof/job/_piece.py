@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.analysis import SEVERITIES, Context, compile_groups, dominant_cause, report
+from neuron_prof.analysis import SEVERITIES, Context, Kind, compile_groups, dominant_cause, report
 from neuron_prof.job._remote import load_any
 from neuron_prof.merge import RankInfo, rank_of, rank_trace, summarize
 
@@ -60,7 +60,7 @@ def _peak_memory(findings: list[Any]) -> int | None:
     peaks = [
         (str(f.evidence.get("series", "")).startswith("host"), int(f.evidence.get("peak_bytes", 0)))
         for f in findings
-        if f.kind == "memory_peak"
+        if f.kind == Kind.MEMORY_PEAK
     ]
     device = [b for host, b in peaks if not host]
     return max(device or [b for _, b in peaks] or [0]) or None
@@ -108,7 +108,7 @@ def rank_piece(source: str, index: int = 0, warmup_steps: int | None = None) -> 
         c[1] += g.total_ns
     fallbacks: dict[str, list[Any]] = {}
     for f in rep.findings:
-        if f.kind == "cpu_fallback" and len(fallbacks) < MAX_GROUPS:
+        if f.kind == Kind.CPU_FALLBACK and len(fallbacks) < MAX_GROUPS:
             op = str(f.evidence.get("op") or f.title)
             e = fallbacks.setdefault(op, [0, 0, f.call_site])
             e[0] += int(f.count)

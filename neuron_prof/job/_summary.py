@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from neuron_prof.analysis import Finding, sort_findings
+from neuron_prof.analysis import Finding, Kind, sort_findings
 from neuron_prof.job._cluster import TaskResult
 from neuron_prof.job._findings import (
     collective_spread,
@@ -60,7 +60,7 @@ class JobSummary:
 
     @property
     def open_command(self) -> str | None:
-        f = next((f for f in self.findings if f.kind == "ranks_to_open"), None)
+        f = next((f for f in self.findings if f.kind == Kind.RANKS_TO_OPEN), None)
         return str(f.evidence["command"]) if f is not None else None
 
     def to_dict(self) -> dict[str, Any]:

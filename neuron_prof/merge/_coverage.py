@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from neuron_prof.analysis import Finding, RankCollectives, pick_source
+from neuron_prof.analysis import Finding, Kind, RankCollectives, pick_source
 from neuron_prof.merge._plan import RankInfo
 from neuron_prof.model import Meta
 
@@ -64,7 +64,7 @@ def rank_coverage(infos: list[RankInfo]) -> list[Finding]:
             reached = (f"the other ranks reached step {max_last}" if max_last is not None else "the other ranks")
             reached += f" and {_coll_name(colls.get(ref), most_coll - 1)}" if most_coll else ""
             out.append(Finding(
-                kind="missing_rank", severity="critical",
+                kind=Kind.MISSING_RANK, severity="critical",
                 title=(f"{len(missing)} of {world} ranks have no trace: rank{'s' if len(missing) > 1 else ''} "
                        f"{', '.join(map(str, missing[:16]))}{', ...' if len(missing) > 16 else ''} (last step and "
                        f"last collective unknown; {reached})"),
@@ -102,7 +102,7 @@ def rank_coverage(infos: list[RankInfo]) -> list[Finding]:
         if mine is not None and n_coll[r]:
             ev["last_collective_end_ns"] = int(mine.end_ns[n_coll[r] - 1])  # the rank's own clock
         out.append(Finding(
-            kind="stopped_rank", severity="critical",
+            kind=Kind.STOPPED_RANK, severity="critical",
             title=f"Rank {r} stopped early: {'; '.join(bits)}",
             cost_ns=0, share=0.0, count=max(max_steps - steps, most_coll - n_coll[r], 1),
             advice=("This rank's trace ends before the others': it hung (in the collective it never left, or "

@@ -8,6 +8,7 @@ from typing import Any
 
 from textual.widget import Widget
 
+from neuron_prof.analysis import Family, of_family
 from neuron_prof.tui._fmt import fmt_int, fmt_ns
 from neuron_prof.tui._shape import no_compile_reason, plan_text, slices_table
 from neuron_prof.tui.screens.base import Detail, ViewScreen, detail
@@ -15,7 +16,7 @@ from neuron_prof.tui.screens.ops import CallsScreen
 from neuron_prof.tui.widgets.tree_table import TreeTable
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 
-COMPILE_KINDS = ("first_call_compile", "recompile", "shape_churn")
+COMPILE_KINDS = of_family(Family.COMPILE)
 
 
 def _count(v: Any) -> str:

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from textual.widget import Widget
 
-from neuron_prof.analysis import norm_op
+from neuron_prof.analysis import Kind, norm_op
 from neuron_prof.tui._absent import no_fallback_reason
 from neuron_prof.tui._fmt import fmt_bytes, fmt_int, fmt_ns, fmt_share
 from neuron_prof.tui._shape import slices_table
@@ -60,7 +60,7 @@ class FallbackScreen(ViewScreen):
         )
         for f in self.rank.findings:
             ev = f.evidence or {}
-            if f.kind == "cpu_fallback" and f.call_site == d["call_site"] and ev.get("op") == d["name"]:
+            if f.kind == Kind.CPU_FALLBACK and f.call_site == d["call_site"] and ev.get("op") == d["name"]:
                 rows += detail(("advice", f.advice))
                 break
         pane.show(rows)

@@ -11,7 +11,7 @@ from textual.binding import Binding, BindingType
 from textual.widget import Widget
 from textual.widgets import Static
 
-from neuron_prof.analysis import Finding
+from neuron_prof.analysis import Family, Finding, info_of, of_family
 from neuron_prof.analysis import fit_site, fmt_evidence, strip_site
 from neuron_prof.tui._absent import has_concept
 from neuron_prof.tui._data import RankData, finding_target
@@ -24,19 +24,17 @@ from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 HEADLINES = (
-    ("top compile stall ", ("first_call_compile", "recompile", "shape_churn"), "red"),
-    ("top CPU fallback  ", ("cpu_fallback",), "#e6a04e"),
+    ("top compile stall ", of_family(Family.COMPILE), "red"),
+    ("top CPU fallback  ", of_family(Family.FALLBACK), "#e6a04e"),
 )
 # where `enter` on a finding leads
-KIND_VIEW = {
-    "first_call_compile": "compile",
-    "recompile": "compile",
-    "shape_churn": "compile",
-    "cpu_fallback": "fallback",
-    "collective": "collectives",
-    "straggler": "ranks",
-    "memory_peak": "memory",
-    "device_error": "device",
+FAMILY_VIEW = {
+    Family.COMPILE: "compile",
+    Family.FALLBACK: "fallback",
+    Family.COLLECTIVES: "collectives",
+    Family.RANKS: "ranks",
+    Family.MEMORY: "memory",
+    Family.DEVICE_PROFILE: "device",
 }
 
 
@@ -266,7 +264,8 @@ class OverviewScreen(ViewScreen):
 
     def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
         f = self.rank.findings[event.row]
-        view = KIND_VIEW.get(f.kind)
+        info = info_of(f.kind)
+        view = FAMILY_VIEW.get(info.family) if info is not None else None
         if view is not None:
             self.np_app.show_view(view, focus_key=f.call_site or f.title)
         else:

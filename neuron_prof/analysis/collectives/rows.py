@@ -14,6 +14,7 @@ import numpy as np
 
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.finding import Finding
+from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.fmt import fmt_ns
 from neuron_prof.analysis.device.idle import device_rows
 from neuron_prof.analysis.intervals import merge, union_ns
@@ -102,7 +103,7 @@ def _exposed(ts: np.ndarray, dur: np.ndarray, cts: np.ndarray, cdur: np.ndarray)
     return int((e_all - s_all).sum() - (e_c - s_c).sum())
 
 
-@register("collective")
+@register(Kind.COLLECTIVE)
 def collective(trace: Trace, ctx: Context) -> list[Finding]:
     """One finding per collective op: count, time, exposed time, bandwidth, slow outliers."""
     rows = collective_rows(trace, ctx)
@@ -188,7 +189,7 @@ def collective(trace: Trace, ctx: Context) -> list[Finding]:
         }
         out.append(
             Finding(
-                kind="collective",
+                kind=Kind.COLLECTIVE,
                 severity=sev,
                 title=title,
                 cost_ns=exposed,

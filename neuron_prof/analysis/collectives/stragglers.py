@@ -15,6 +15,7 @@ import numpy as np
 from neuron_prof.analysis.collectives.match import RankCollectives, extract_collectives, match
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.finding import Finding
+from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.registry import register
 from neuron_prof.model import Trace, TrackKind
 
@@ -72,7 +73,7 @@ def _cause(trace: Trace, rank: int, t0: int, t1: int) -> dict[str, object]:
     return best
 
 
-@register("straggler")
+@register(Kind.STRAGGLER)
 def stragglers(trace: Trace, ctx: Context) -> list[Finding]:
     """Registered analysis: straggler findings of a multi-rank trace (none for a single rank)."""
     return straggler_findings(trace)
@@ -155,7 +156,7 @@ def findings_from(late: LateArrivals, causes: dict[int, dict[str, object]], wall
         share = cost / wall
         detail = f" ({cause['detail']})" if cause.get("detail") else ""
         out.append(Finding(
-            kind="straggler", severity="critical" if share > 0.2 else "warning" if share > 0.02 else "info",
+            kind=Kind.STRAGGLER, severity="critical" if share > 0.2 else "warning" if share > 0.02 else "info",
             title=f"rank {r} arrives last at {len(ks)} collective(s), up to {spread[worst] / 1e6:.1f} ms late: "
                   f"{cause['cause']}{detail}",
             cost_ns=cost, share=share, count=len(ks), call_site=str(cause.get("call_site", "") or ""),

@@ -20,6 +20,7 @@ from neuron_prof.analysis.compile.events import (
 )
 from neuron_prof.analysis.context import Context, severity_for
 from neuron_prof.analysis.finding import Finding
+from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.fmt import fmt_ns
 from neuron_prof.analysis.intervals import union_ns
 from neuron_prof.analysis.registry import register
@@ -87,7 +88,7 @@ def _again_finding(trace: Trace, ctx: Context, again: list[_Compile]) -> Finding
                           for t, a in clears][:20]} if clears else {}),
           "sites": [g.to_dict() for g in groups[:50]], "rows": [c.row for c in again[:200]],
           **ctx.step_split(ts, dur)}
-    return Finding(kind="recompile", severity=severity_for(share, "warning"), title=title, cost_ns=cost,
+    return Finding(kind=Kind.RECOMPILE, severity=severity_for(share, "warning"), title=title, cost_ns=cost,
                    share=share, count=len(again), call_site=clear_site or top,
                    module=next((c.module for c in again if c.call_site == top and c.module), "")
                    if not clear_site else "", advice=advice, evidence=ev, ts_ns=int(ts.min()))

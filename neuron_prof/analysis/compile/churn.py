@@ -19,6 +19,7 @@ from neuron_prof.analysis.compile.events import _CID, _Compile, _top_site, compi
 from neuron_prof.analysis.compile.churn_source import creation_site, frame_creation_site
 from neuron_prof.analysis.context import Context, severity_for
 from neuron_prof.analysis.finding import Finding
+from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.registry import register
 from neuron_prof.analysis.compile.shapes import parse_reason, shapes_of, varying_dims
 from neuron_prof.analysis.sites.callsites import Site
@@ -167,7 +168,7 @@ def _churn_finding(
         ev.update(site.evidence())
     ev["compiled_at"] = sorted({c.call_site for c in cs if c.call_site})[:20]
     return Finding(
-        kind="shape_churn",
+        kind=Kind.SHAPE_CHURN,
         severity=severity_for(share, "warning"),
         title=title,
         cost_ns=saved,
@@ -181,7 +182,7 @@ def _churn_finding(
     )
 
 
-@register("shape_churn")
+@register(Kind.SHAPE_CHURN)
 def shape_churn(trace: Trace, ctx: Context) -> list[Finding]:
     """Ops or frames compiled for 3+ sizes of one dimension, with the exact bucket plan."""
     out = []
@@ -365,7 +366,7 @@ def _merge(ctx: Context, fs: list[Finding]) -> Finding:
                  f"+{sp['waste_share']:.0%} padded"
     share = ctx.share(cost)
     return Finding(
-        kind="shape_churn",
+        kind=Kind.SHAPE_CHURN,
         severity=severity_for(share, "warning"),
         title=title,
         cost_ns=cost,

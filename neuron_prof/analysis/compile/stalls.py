@@ -25,6 +25,7 @@ from neuron_prof.analysis.compile.events import (
 )
 from neuron_prof.analysis.context import Context, severity_for
 from neuron_prof.analysis.finding import Finding
+from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.fmt import fmt_ns
 from neuron_prof.analysis.intervals import union_ns
 from neuron_prof.analysis.registry import register
@@ -58,7 +59,7 @@ def _phases(ctx: Context, items: list[_Compile]) -> tuple[list[list[_Compile]], 
     return phases, sorted(rest, key=lambda c: c.ts)
 
 
-@register("first_call_compile")
+@register(Kind.FIRST_CALL_COMPILE)
 def first_call_compile(trace: Trace, ctx: Context) -> list[Finding]:
     """Host time blocked compiling new signatures: a cold compile cache (each statement's first compile),
     compiles of new shapes (the same statement again: what `shape_churn` plans buckets for), and each phase
@@ -150,7 +151,7 @@ def _run_finding(trace: Trace, ctx: Context, first: list[_Compile], cc: CompileC
     new_rows = {c.row for c in new}
     charged = sum(c.dur for c in steady if c.row not in new_rows)
     sev = severity_for(ctx.share(charged)) if charged and len(st) > st.warmup else "info"
-    return Finding(kind="first_call_compile", severity=sev, title=title, cost_ns=cost, share=ctx.share(cost),
+    return Finding(kind=Kind.FIRST_CALL_COMPILE, severity=sev, title=title, cost_ns=cost, share=ctx.share(cost),
                    count=len(first), call_site=top.call_site, module=top.module, advice=advice,
                    evidence=_evidence(trace, ctx, first, cc), ts_ns=int(ts.min()))
 
@@ -194,7 +195,7 @@ def _phase_finding(trace: Trace, ctx: Context, items: list[_Compile], cc: Compil
               f"shapes already compiled (split an evaluation set into the training batch size, pad the last "
               f"batch or drop it with drop_last=True); a persistent {CACHE_DIR_ENV} saves it on the next run.")
     share = ctx.share(cost)
-    return Finding(kind="first_call_compile", severity=severity_for(share), title=title, cost_ns=cost,
+    return Finding(kind=Kind.FIRST_CALL_COMPILE, severity=severity_for(share), title=title, cost_ns=cost,
                    share=share, count=len(items), call_site=top,
                    module=next((c.module for c in items if c.call_site == top and c.module), ""),
                    advice=advice, evidence={**_evidence(trace, ctx, items, cc), "phase": when},
@@ -224,7 +225,7 @@ def _recompile_limit_hits(trace: Trace, ctx: Context) -> int:
     return sum("recompile limit" in n or "cache_size_limit" in n or "cache size limit" in n for n in names)
 
 
-@register("recompile")
+@register(Kind.RECOMPILE)
 def recompile(trace: Trace, ctx: Context) -> list[Finding]:
     """torch.compile frames compiled again, with the failed guards that caused it."""
     frames: dict[str, list[_Compile]] = defaultdict(list)
@@ -271,7 +272,7 @@ def recompile(trace: Trace, ctx: Context) -> list[Finding]:
         }
         out.append(
             Finding(
-                kind="recompile",
+                kind=Kind.RECOMPILE,
                 severity=severity_for(share, "warning" if n_re >= 3 else "info"),
                 title=title,
                 cost_ns=cost,

@@ -14,12 +14,13 @@ import numpy as np
 
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.finding import Finding
+from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.registry import register
 from neuron_prof.analysis.sites.callsites import NO_STACK, Site, sites_of
 from neuron_prof.model import Arg, Trace, TrackKind
 
 
-@register("dtype_demotion")
+@register(Kind.DTYPE_DEMOTION)
 def dtype_demotion(trace: Trace, ctx: Context) -> list[Finding]:
     """One finding per call site where float64 (or int64) was demoted on the device."""
     rows = trace.instants_on(TrackKind.DTYPE)
@@ -81,7 +82,7 @@ def dtype_demotion(trace: Trace, ctx: Context) -> list[Finding]:
         ts = trace.instants.ts_ns[np.asarray(rs)]
         out.append(
             Finding(
-                kind="dtype_demotion",
+                kind=Kind.DTYPE_DEMOTION,
                 severity=severity,
                 title=title,
                 cost_ns=0,
@@ -138,7 +139,7 @@ def _used_before(trace: Trace, ctx: Context, uses: list[int], arrivals: np.ndarr
                   ".to(device) of a float64 tensor, e.g. from numpy, or .double()): create it as float32 there, "
                   "or keep float64 math on the CPU deliberately.")
         ts = trace.instants.ts_ns[np.asarray(rs)]
-        out.append(Finding(kind="dtype_demotion", severity="warning", title=title, cost_ns=0, share=0.0, count=n,
+        out.append(Finding(kind=Kind.DTYPE_DEMOTION, severity="warning", title=title, cost_ns=0, share=0.0, count=n,
                            call_site=where[key].call_site, module=where[key].module, advice=advice,
                            evidence={"from": "float64", "to": "float32", "reached_device": "before the profile",
                                      "ops": ops, "shapes": shapes, "instants": rs[:200], **where[key].evidence()},

@@ -13,6 +13,7 @@ import numpy as np
 
 from neuron_prof.analysis.context import Context, as_int, severity_for
 from neuron_prof.analysis.finding import Finding
+from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.fmt import fmt_ns
 from neuron_prof.analysis.sites.host import enclosing_ops
 from neuron_prof.analysis.registry import register
@@ -72,7 +73,7 @@ def alternative_for(op: str) -> str:
     return ALTERNATIVES.get(base, "")
 
 
-@register("cpu_fallback")
+@register(Kind.CPU_FALLBACK)
 def cpu_fallback(trace: Trace, ctx: Context) -> list[Finding]:
     """One finding per (call site, op) whose fallbacks cost host time."""
     rows = ctx.rows(TrackKind.FALLBACK)
@@ -156,7 +157,7 @@ def cpu_fallback(trace: Trace, ctx: Context) -> list[Finding]:
         }
         out.append(
             Finding(
-                kind="cpu_fallback",
+                kind=Kind.CPU_FALLBACK,
                 severity=severity_for(share, "warning"),
                 title=title,
                 cost_ns=cost,

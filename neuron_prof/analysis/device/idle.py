@@ -16,6 +16,7 @@ import numpy as np
 
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.finding import Finding
+from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.fmt import fmt_ns
 from neuron_prof.analysis.device.gap_host import PROBE_KINDS, gap_host
 from neuron_prof.analysis.sites.host import host_nesting
@@ -89,7 +90,7 @@ def _host_during(ctx: Context, lo: np.ndarray, hi: np.ndarray) -> dict[str, int]
     return out
 
 
-@register("device_idle")
+@register(Kind.DEVICE_IDLE)
 def device_idle(trace: Trace, ctx: Context) -> list[Finding]:
     """One finding per device: total idle time in gaps >= MIN_GAP_NS, the largest gaps and host activity."""
     rows = device_rows(ctx)
@@ -180,7 +181,7 @@ def device_idle(trace: Trace, ctx: Context) -> list[Finding]:
         }
         out.append(
             Finding(
-                kind="device_idle",
+                kind=Kind.DEVICE_IDLE,
                 severity=sev,
                 title=title,
                 cost_ns=cost,

@@ -15,6 +15,7 @@ import numpy as np
 
 from neuron_prof.analysis.context import ABSENT, Context
 from neuron_prof.analysis.finding import Finding
+from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.fmt import fmt_bytes
 from neuron_prof.analysis.registry import register
 from neuron_prof.analysis.sites.callsites import sites_of
@@ -117,7 +118,7 @@ def _capacity(trace: Trace) -> int | None:
     return int(cap) if isinstance(cap, (int, float)) and cap > 0 else None
 
 
-@register("memory_peak")
+@register(Kind.MEMORY_PEAK)
 def memory_peak(trace: Trace, ctx: Context) -> list[Finding]:
     """One finding per memory series: the peak, the biggest allocations leading to it, the ops at it."""
     cap = _capacity(trace)
@@ -173,7 +174,7 @@ def memory_peak(trace: Trace, ctx: Context) -> list[Finding]:
         }
         out.append(
             Finding(
-                kind="memory_peak",
+                kind=Kind.MEMORY_PEAK,
                 severity=sev,
                 title=title,
                 cost_ns=0,

@@ -13,6 +13,7 @@ import numpy as np
 
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.finding import Finding
+from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.ops import EXECUTION_NAMES, launching_ops
 from neuron_prof.analysis.registry import register
 from neuron_prof.analysis.sites.callsites import sites_of
@@ -67,7 +68,7 @@ def device_lines(trace: Trace, ctx: Context) -> list[dict[str, Any]]:
     return sorted(out, key=lambda d: -d["device_ns"])[:TOP]
 
 
-@register("device_error")
+@register(Kind.DEVICE_ERROR)
 def device_error(trace: Trace, ctx: Context) -> list[Finding]:
     """One critical finding per kind of hardware error (type, description, logical core) the device recorded."""
     cat = trace.strings.get(Cat.DEVICE_ERROR)
@@ -87,7 +88,7 @@ def device_error(trace: Trace, ctx: Context) -> list[Finding]:
         pcores = sorted({ctx.instant_args(r).get("pcore_idx") for r in rs} - {None})
         where = f"NeuronCore {core}" if core is not None else "the device"
         out.append(Finding(
-            kind="device_error", severity="critical",
+            kind=Kind.DEVICE_ERROR, severity="critical",
             title=f"Hardware error on {where}: {desc} ({typ}){f', {len(rs)} times' if len(rs) > 1 else ''}",
             cost_ns=0, share=0.0, count=len(rs), ts_ns=ts[0],
             advice=("The device recorded this error while running the profiled code (Neuron Explorer's Error "

@@ -9,6 +9,7 @@ import numpy as np
 
 from neuron_prof.analysis.context import Context, severity_for
 from neuron_prof.analysis.finding import Finding
+from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.fmt import fmt_ns
 from neuron_prof.analysis.sites.host import enclosing_ops
 from neuron_prof.analysis.intervals import covered_before, merge
@@ -40,7 +41,7 @@ def copy_to_host_rows(ctx: Context) -> np.ndarray:
     return np.intersect1d(np.unique(fl.src[hit]), ctx.rows(TrackKind.THREAD))
 
 
-@register("sync_point")
+@register(Kind.SYNC_POINT)
 def sync_point(trace: Trace, ctx: Context) -> list[Finding]:
     """One finding per call site (or waiting op) where the host waited for the device."""
     sl = trace.slices
@@ -109,7 +110,7 @@ def sync_point(trace: Trace, ctx: Context) -> list[Finding]:
         }
         out.append(
             Finding(
-                kind="sync_point",
+                kind=Kind.SYNC_POINT,
                 severity=severity_for(share),
                 title=title,
                 cost_ns=cost,
