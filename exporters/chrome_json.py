@@ -31,13 +31,14 @@ import numpy as np
 import orjson
 
 from neuron_prof.errors import ExportError
+from neuron_prof.formats import gzipped
 from neuron_prof.model import Trace
 from neuron_prof.model.schema import FORMAT_VERSION, META_KEY, Cat, Meta, ProcessKind, TrackKind
 
 if TYPE_CHECKING:
     from neuron_prof.merge import FlowEnds
 
-__all__ = ["write_chrome_json"]
+__all__ = ["json_stream", "write_chrome_json"]
 
 CHUNK = 100_000
 """Events formatted and written at a time: bounds the memory of the text being built."""
@@ -50,8 +51,16 @@ _J_OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 _PREFERRED_TOP = ("schemaVersion", "deviceProperties", "distributedInfo")
 
 
+def json_stream(raw: BinaryIO, path: Path) -> BinaryIO:
+    """`raw`, or a gzip stream into it when `path`'s name says gzip (`neuron_prof.formats.gzipped`); the
+    gzip member is named like the file less its last suffix. The caller closes a stream it was given back."""
+    if not gzipped(path):
+        return raw
+    return gzip.GzipFile(filename=path.stem, fileobj=raw, mode="wb", compresslevel=GZIP_LEVEL)  # type: ignore[return-value]
+
+
 def write_chrome_json(trace: Trace, path: str | os.PathLike[str]) -> None:
-    """Write `trace` as Chrome/Kineto JSON (gzipped when the name ends in .gz).
+    """Write `trace` as Chrome/Kineto JSON (gzipped when the name says so: `neuron_prof.formats.gzipped`).
 
     Writes to a temporary file beside `path` and renames it, so a failed export never leaves a half file
     where a good one was.
@@ -63,8 +72,7 @@ def write_chrome_json(trace: Trace, path: str | os.PathLike[str]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as raw:
-            out: BinaryIO = gzip.GzipFile(filename=path.name.removesuffix(".gz"), fileobj=raw, mode="wb",  # type: ignore[assignment]
-                                          compresslevel=GZIP_LEVEL) if path.name.lower().endswith(".gz") else raw
+            out = json_stream(raw, path)
             try:
                 for block in _ChromeWriter(trace).blocks():
                     out.write(block)

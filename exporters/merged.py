@@ -20,17 +20,15 @@ Both formats allow it:
 from __future__ import annotations
 
 import contextlib
-import gzip
 import os
 import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from neuron_prof.errors import ExportError
-from neuron_prof.exporters import format_for
-from neuron_prof.exporters.chrome_json import (GZIP_LEVEL, SYNTHETIC_TID_BASE, _ChromeWriter, _dumps,
-                                               findings_events)
+from neuron_prof.exporters.chrome_json import SYNTHETIC_TID_BASE, _ChromeWriter, _dumps, findings_events, json_stream
 from neuron_prof.exporters.perfetto import CHUNK, _Writer
+from neuron_prof.formats import CHROME_JSON, PFTRACE, format_for
 from neuron_prof.model import ProcessKind, TraceBuilder, TrackKind
 from neuron_prof.model.schema import FORMAT_VERSION, META_KEY
 
@@ -58,12 +56,10 @@ def write_merged(merge: StreamingMerge[Any], path: str | os.PathLike[str], fmt: 
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as raw:
-            if fmt == "pftrace":
+            if fmt == PFTRACE.id:
                 _write_pftrace(merge, raw)
             else:
-                gz = path.name.lower().endswith(".gz")
-                out: BinaryIO = gzip.GzipFile(filename=path.name.removesuffix(".gz"), fileobj=raw, mode="wb",  # type: ignore[assignment]
-                                              compresslevel=GZIP_LEVEL) if gz else raw
+                out = json_stream(raw, path)
                 try:
                     _write_json(merge, out)
                 finally:
@@ -84,7 +80,8 @@ def _write_pftrace(merge: StreamingMerge[Any], f: BinaryIO) -> None:
     combos: dict[tuple[str, str], int] = {}
     for seg in merge.segments():
         if not 0 <= seg.rank < MERGE_SECTION:
-            raise ExportError(f"rank {seg.rank}: a .pftrace holds ranks 0..{MERGE_SECTION - 1}; merge to .json")
+            raise ExportError(f"rank {seg.rank}: a {PFTRACE.suffixes[0]} holds ranks 0..{MERGE_SECTION - 1}; "
+                              f"merge to {CHROME_JSON.suffixes[0]}")
         # a section's metadata would add to the merged one on loading: the rank's own goes in the last section
         _Writer(seg.trace.replace(metadata={}), f, CHUNK, rank=seg.rank, flow_ends=seg.flow_ends,
                 combos=combos).write()

@@ -11,7 +11,7 @@ import numpy as np
 from neuron_prof.tui._fmt import fmt_ns
 from neuron_prof.tui.app import NeuronProfApp
 from neuron_prof.tui.widgets.timeline import Timeline
-from tests._tui_pilot import SIZE, ready, screen_styles, screen_text, shown, table
+from tests._tui_pilot import SIZE, first_screen, ready, screen_styles, screen_text, shown, table
 from tests._demo_trace import (
     CHURN_SIZES,
     COMPILE_MS,
@@ -202,6 +202,22 @@ async def test_help_and_perfetto_hint() -> None:
         assert any("ui.perfetto.dev" in str(n.message) for n in app._notifications)
         await pilot.press("q")
     assert app.return_code == 0
+
+
+async def test_perfetto_hint_names_the_native_trace_beside_a_rank_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 31: the hint named trace.pftrace for trace.rank0.json (the stem cut at its first dot)."""
+    from neuron_prof.exporters import write_trace
+
+    trace = demo_like_trace()
+    src = write_trace(trace, tmp_path / "trace.rank0.json")
+    native = write_trace(trace, tmp_path / "trace.rank0.pftrace")
+    app = NeuronProfApp([str(src)])
+    async with app.run_test(size=SIZE) as pilot:
+        await first_screen(pilot, app)
+        assert f"neuron-prof open {native}" in app.perfetto_hint()
+        native.unlink()  # without it, the hint names the JSON itself
+        assert f"neuron-prof open {src}" in app.perfetto_hint()
+        await pilot.press("q")
 
 
 async def test_views_cycle_with_tab_and_every_view_renders() -> None:

@@ -7,6 +7,7 @@ and the empty views say why.
 
 from __future__ import annotations
 
+from neuron_prof.formats import CHROME_JSON
 from neuron_prof.model import Trace
 
 # backends (the `backend` metadata) whose device never compiles per op nor falls back to the CPU
@@ -45,4 +46,4 @@ def no_collective_reason(trace: Trace, n_ranks: int) -> str:
     if n_ranks > 1 or (isinstance(ws, int) and ws > 1):
         return "no all_reduce, all_gather or other collective ran while profiling"
     return ("this trace is one process with no torch.distributed collective "
-            "(open the traces of every rank together to see them: `neuron-prof tui rank*.json`)")
+            f"(open the traces of every rank together to see them: `neuron-prof tui rank*{CHROME_JSON.suffixes[0]}`)")

@@ -33,6 +33,7 @@ from textual.message_pump import MessagePump
 from textual.worker import Worker, get_current_worker
 
 from neuron_prof.errors import NeuronProfError
+from neuron_prof.formats import companion_pftrace
 from neuron_prof.tui._data import Source, TuiData, prepare
 from neuron_prof.tui._threads import in_daemon_thread
 from neuron_prof.tui.screens.base import VIEWS, ViewScreen
@@ -383,7 +384,7 @@ class NeuronProfApp(App[int]):
             return "Loading: the Perfetto hint comes once the trace is open."
         src = self.data.rank.source
         # the native trace opens faster and shows the probe tracks best: name it when it lies beside
-        pf = Path(src).with_suffix("").with_suffix(".pftrace") if src.endswith((".json", ".json.gz")) else None
+        pf = companion_pftrace(src)
         file = str(pf) if pf is not None and pf.is_file() else src
         return (
             f"{file}: run `neuron-prof open {file}` (serves it to https://ui.perfetto.dev from this machine), "

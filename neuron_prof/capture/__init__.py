@@ -21,6 +21,7 @@ from typing import Any, overload
 
 from neuron_prof.capture._report import CaptureWarning
 from neuron_prof.capture._session import Session, current_session
+from neuron_prof.formats import DEFAULT_OUTPUT
 
 __all__ = ["CaptureWarning", "Session", "current_session", "profile"]
 
@@ -30,8 +31,8 @@ _F = Callable[..., Any]
 @overload
 def profile(output: _F, **kwargs: Any) -> _F: ...
 @overload
-def profile(output: str | os.PathLike[str] | None = "trace.json", **kwargs: Any) -> Session: ...
-def profile(output: Any = "trace.json", **kwargs: Any) -> Any:
+def profile(output: str | os.PathLike[str] | None = DEFAULT_OUTPUT, **kwargs: Any) -> Session: ...
+def profile(output: Any = DEFAULT_OUTPUT, **kwargs: Any) -> Any:
     """Profile a block (`with`), a function (decorator) or a region (`start()`/`stop()`).
 
     Args:

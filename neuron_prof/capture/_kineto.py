@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from neuron_prof.formats import CHROME_JSON
+
 if TYPE_CHECKING:
     from neuron_prof.capture._sites import CycleSites, StackRewriter
     from neuron_prof.model import Trace, TraceBuilder
@@ -205,7 +207,8 @@ class KinetoCollector:
         for d in dict.fromkeys([None, self.tmpdir]):
             path = ""
             try:
-                fd, path = tempfile.mkstemp(prefix="neuron-prof-kineto-", suffix=".json", dir=d)
+                # plain JSON: torch gzips the export when the name says so
+                fd, path = tempfile.mkstemp(prefix="neuron-prof-kineto-", suffix=CHROME_JSON.suffixes[0], dir=d)
                 os.close(fd)
                 t0 = time.perf_counter_ns()
                 prof.export_chrome_trace(path)

@@ -14,39 +14,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from neuron_prof import formats
+from neuron_prof.formats import split_suffix
+
 if TYPE_CHECKING:
     from neuron_prof.model import Trace
-
-_JSON_SUFFIXES = (".json.gz", ".json")
-
-
-def split_suffix(path: Path) -> tuple[str, str]:
-    """("trace", ".json.gz") for trace.json.gz; the suffix is "" when the name has no trace suffix."""
-    name = path.name
-    low = name.lower()
-    for suf in (*_JSON_SUFFIXES, ".pftrace"):
-        if low.endswith(suf):
-            return name[: -len(suf)], name[-len(suf):]
-    return name, ""
-
 
 def rank_path(output: Path, rank: int | None, world_size: int | None) -> Path:
     """`run/trace.json` -> `run/trace.rank3.json` in a job of more than one rank; unchanged otherwise."""
     if rank is None or not world_size or world_size <= 1:
         return output
-    stem, suf = split_suffix(output)
-    return output.with_name(f"{stem}.rank{rank}{suf}")
+    return formats.rank_path(output, rank)
 
 
 def planned_paths(output: str | os.PathLike[str], rank: int | None, world_size: int | None,
                   pftrace: bool) -> list[Path]:
-    """The files a capture writes: the JSON (or whatever `output` names) and, if wanted, the .pftrace beside it."""
-    from neuron_prof.exporters import pftrace_path_for
-
+    """The files a capture writes: the JSON (or whatever `output` names) and, if wanted, the native trace
+    beside it (`neuron_prof.formats.companion_pftrace`)."""
     main = rank_path(Path(output), rank, world_size)
     paths = [main]
-    if pftrace and split_suffix(main)[1] in _JSON_SUFFIXES:
-        paths.append(pftrace_path_for(main))
+    companion = formats.companion_pftrace(main) if pftrace else None
+    if companion is not None:
+        paths.append(companion)
     return paths
 
 
@@ -69,9 +58,9 @@ def _describe(e: BaseException) -> str:
 
 def write_atomic(trace: Trace, path: Path) -> None:
     """Write `trace` to `path` through a temporary sibling and a rename. Raises what the exporter raises."""
-    from neuron_prof.exporters import format_for, write_trace
+    from neuron_prof.exporters import write_trace
 
-    fmt = format_for(path)
+    fmt = formats.format_for(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     stem, suf = split_suffix(path)
     tmp = path.with_name(f".{stem}.partial-{os.getpid()}{suf}")
@@ -98,7 +87,8 @@ def write_all(trace: Trace, paths: list[Path]) -> WriteReport:
             rep.failed.append((p, _describe(e)))
     if paths and not rep.written:
         stem, _ = split_suffix(paths[0])
-        fb = Path(tempfile.gettempdir()) / f"neuron-prof-{stem}-{os.getpid()}-{int(time.time())}.json"
+        fb = Path(tempfile.gettempdir()) / (f"neuron-prof-{stem}-{os.getpid()}-{int(time.time())}"
+                                            + formats.CHROME_JSON.suffixes[0])
         try:
             write_atomic(trace, fb)
             rep.fallback = fb

@@ -34,6 +34,7 @@ from neuron_prof.capture._session_metadata import session_metadata
 from neuron_prof.capture._runqueue import PROBE as RUNQUEUE_PROBE
 from neuron_prof.capture._runqueue import RunQueueSampler
 from neuron_prof.capture._signals import SignalGuard, defer_sigint
+from neuron_prof.formats import DEFAULT_OUTPUT
 from neuron_prof.model import Meta, TraceBuilder
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ class Session(contextlib.ContextDecorator):
         **options: options for the backend's probes (e.g. probes=["compile"], deep_fallback=True).
     """
 
-    def __init__(self, output: str | os.PathLike[str] | None = "trace.json", *, backend: str | None = None,
+    def __init__(self, output: str | os.PathLike[str] | None = DEFAULT_OUTPUT, *, backend: str | None = None,
                  schedule: Callable[[int], Any] | None = None, wait: int | None = None, warmup: int | None = None,
                  active: int | None = None, repeat: int | None = None, skip_first: int | None = None,
                  record_shapes: bool = True, with_stack: bool = True, with_modules: bool = True,

@@ -14,12 +14,13 @@ import click
 
 from neuron_prof.version import __version__
 from neuron_prof.errors import NeuronProfError
+from neuron_prof.formats import CHROME_JSON, DEFAULT_OUTPUT, PFTRACE, suffix_list
 
 COMMANDS: dict[str, tuple[str, str]] = {
     # name: (module, one-line help shown in `neuron-prof --help` without importing the module)
-    "demo": ("neuron_prof.cli._demo", "Train a small transformer under the profiler and write trace.json/.pftrace."),
+    "demo": ("neuron_prof.cli._demo", f"Train a small transformer under the profiler and write {DEFAULT_OUTPUT}/{PFTRACE.suffixes[0]}."),
     "run": ("neuron_prof.cli._run", "Profile a Python script with no code change."),
-    "convert": ("neuron_prof.cli._convert", "Convert a trace between .json(.gz) and .pftrace."),
+    "convert": ("neuron_prof.cli._convert", f"Convert a trace between {suffix_list((CHROME_JSON,))} and {PFTRACE.suffixes[0]}."),
     "summary": ("neuron_prof.cli._summary", "Totals and ranked findings for a trace; for many ranks, the job summary (Dask)."),
     "check": ("neuron_prof.cli._check", "CI gate: exit 1 on findings after warm-up or broken limits, 3 on a partial trace."),
     "diff": ("neuron_prof.cli._diff", "Compare two traces: step time, ops, findings, new fallbacks and compiles."),

@@ -21,7 +21,8 @@ def command(src: Path, dst: Path, quiet: bool) -> int:
     import time
 
     from neuron_prof.errors import ExportError
-    from neuron_prof.exporters import format_for, write_trace
+    from neuron_prof.exporters import write_trace
+    from neuron_prof.formats import format_for
     from neuron_prof.loaders import load
 
     fmt = format_for(dst)  # a bad output name fails before the (possibly long) load

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import click
 
+from neuron_prof.formats import DEFAULT_OUTPUT, PFTRACE
+
 
 @click.command()
-@click.option("-o", "--output", default="trace.json", show_default=True,
-              help="Trace file; the .pftrace is written beside it.")
+@click.option("-o", "--output", default=DEFAULT_OUTPUT, show_default=True,
+              help=f"Trace file; the {PFTRACE.suffixes[0]} is written beside it.")
 @click.option("--steps", default=12, show_default=True, type=click.IntRange(1, 10_000), help="Training steps.")
 @click.option("--device", type=click.Choice(["cpu", "neuron"]), default=None,
               help="Where to train (default: the emulated neuron device when available, else cpu).")

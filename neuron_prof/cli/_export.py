@@ -11,6 +11,7 @@ import click
 
 from neuron_prof.cli._progress import steps
 from neuron_prof.errors import ExportError, UsageError
+from neuron_prof.formats import FORMATS, suffix_list
 
 
 def export_rank(source: str, index: int, root: str) -> tuple[int, int, str]:
@@ -89,12 +90,12 @@ def _export_job(traces: tuple[str, ...], output: str, scheduler: str | None, wor
     "--output",
     required=True,
     type=click.Path(),
-    help="A folder for --format parquet; a .json/.json.gz/.pftrace file otherwise.",
+    help=f"A folder for --format parquet; a {suffix_list()} file otherwise.",
 )
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["parquet", "chrome_json", "pftrace"]),
+    type=click.Choice([f.id for f in FORMATS.values() if f.writer]),
     default=None,
     help="Default: from the output name (a name without a trace suffix means parquet).",
 )
@@ -119,12 +120,13 @@ def command(
     (OUTPUT/rank=R/slices.parquet ...), each rank written as one Dask task. Exit 1 when a rank failed.
     The Parquet schema is documented in neuron_prof.exporters.parquet and in the README.
     """
-    from neuron_prof.exporters import JSON_SUFFIXES, PFTRACE_SUFFIXES, write_trace
+    from neuron_prof.exporters import write_trace
+    from neuron_prof.formats import PARQUET, named_format
     from neuron_prof.job import is_job
     from neuron_prof.loaders import load
 
     if is_job(traces):
-        if fmt not in (None, "parquet") or output.lower().endswith(JSON_SUFFIXES + PFTRACE_SUFFIXES):
+        if fmt not in (None, PARQUET.id) or named_format(output) is not None:
             raise UsageError(
                 "several ranks export to a Parquet dataset only (for one file: neuron-prof merge)"
             )
@@ -134,17 +136,13 @@ def command(
             "--scheduler and --workers are for several ranks (several traces, a folder or a glob)"
         )
     t = load(traces[0])
-    if fmt is None:
-        fmt = "parquet" if not output.lower().endswith(JSON_SUFFIXES + PFTRACE_SUFFIXES) else None
-    if fmt == "parquet":
-        from neuron_prof.exporters.parquet import write_parquet
-
-        out = write_parquet(t, output)
+    fmt = fmt or (named_format(output) or PARQUET).id
+    out = write_trace(t, output, fmt)
+    if fmt == PARQUET.id:
         click.echo(
             f"wrote Parquet tables for {t.n_events:,} events to {out}/ "
             f"(query: duckdb -c \"SELECT name, sum(dur_ns) FROM '{out}/slices.parquet' GROUP BY 1\")"
         )
     else:
-        write_trace(t, output, fmt)
-        click.echo(f"wrote {output}")
+        click.echo(f"wrote {out}")
     return 0

@@ -12,6 +12,7 @@ import click
 
 from neuron_prof.cli._progress import steps
 from neuron_prof.errors import UsageError
+from neuron_prof.formats import format_for, suffix_list
 
 if TYPE_CHECKING:
     from neuron_prof.job import DaskRunner
@@ -63,7 +64,7 @@ def _first_pass_on_dask(traces: tuple[str, ...], skew: dict[int, int], run: Dask
 @click.command("merge")
 @click.argument("traces", nargs=-1, required=True)
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
-              help="merged.json, merged.json.gz or merged.pftrace")
+              help=f"The merged trace file ({suffix_list()}).")
 @click.option("--offset", "offsets", multiple=True, metavar="RANK=DURATION",
               help="Use this clock offset for a rank instead of the estimate (e.g. 1=-2.5ms). Repeatable.")
 @click.option("--skew", "skews", multiple=True, metavar="RANK=DURATION",
@@ -88,7 +89,6 @@ def command(traces: tuple[str, ...], output: str, offsets: tuple[str, ...], skew
     read twice and one rank is held in memory at a time, so memory grows with the largest rank.
     """
     from neuron_prof.analysis import Kind, info_of
-    from neuron_prof.exporters import format_for
     from neuron_prof.exporters.merged import write_merged
     from neuron_prof.job import DaskRunner, load_any, rank_sources
     from neuron_prof.merge import StreamingMerge, rank_of

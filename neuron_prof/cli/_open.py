@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from neuron_prof.errors import TraceLoadError, UsageError
+from neuron_prof.formats import PFTRACE
 
 if TYPE_CHECKING:
     from neuron_prof.cli._open_server import TraceServer
@@ -19,17 +20,15 @@ JSON_WARN_BYTES = 256 * 1024 * 1024
 
 
 def choose_file(trace: Path, exact: bool) -> tuple[Path, str | None]:
-    """The file to serve and a note saying why, preferring the .pftrace beside a JSON trace."""
-    from neuron_prof.exporters import JSON_SUFFIXES, pftrace_path_for
+    """The file to serve and a note saying why, preferring the native trace beside a JSON trace."""
+    from neuron_prof.formats import companion_pftrace
 
     if not trace.exists():
         raise TraceLoadError(trace, "no such file")
     if not trace.is_file():
         raise TraceLoadError(trace, "is not a regular file")
-    if exact or not trace.name.lower().endswith(JSON_SUFFIXES):
-        return trace, None
-    pf = pftrace_path_for(trace)
-    if not pf.is_file() or pf.stat().st_size == 0:
+    pf = None if exact else companion_pftrace(trace)
+    if pf is None or not pf.is_file() or pf.stat().st_size == 0:
         return trace, None
     if pf.stat().st_mtime + 2 < trace.stat().st_mtime:
         # written by an earlier run: serving it would show an old profile under the new one's name
@@ -46,7 +45,7 @@ def check_is_trace(file: Path) -> None:
     import gzip
     import zlib
 
-    from neuron_prof.exporters import JSON_SUFFIXES
+    from neuron_prof.formats import CHROME_JSON, GZIP_MAGIC, PFTRACE, named_format, sniff
 
     try:
         with open(file, "rb") as f:
@@ -55,7 +54,7 @@ def check_is_trace(file: Path) -> None:
         raise TraceLoadError.from_os_error(file, e) from None
     if not head:
         raise TraceLoadError(file, "empty file")
-    if head[:2] == b"\x1f\x8b":
+    if head[:2] == GZIP_MAGIC:
         try:
             with gzip.open(file, "rb") as g:
                 head = g.read(64)
@@ -64,11 +63,8 @@ def check_is_trace(file: Path) -> None:
         what = "gzip holding no JSON"
     else:
         what = "not JSON nor a Perfetto protobuf"
-    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
-    if text in (b"{", b"["):
-        return
-    # a Perfetto trace is a stream of `packet` fields: field 1, length-delimited (tag 0x0a)
-    if head[:1] == b"\x0a" and not file.name.lower().endswith(JSON_SUFFIXES):
+    fmt = sniff(head) if head[:2] != GZIP_MAGIC else None  # gzip in gzip is no trace
+    if fmt is CHROME_JSON or (fmt is PFTRACE and named_format(file) is not CHROME_JSON):
         return
     raise TraceLoadError(file, f"{what} (starts with byte 0x{head[0]:02x}); not a trace the Perfetto UI opens")
 
@@ -76,21 +72,17 @@ def check_is_trace(file: Path) -> None:
 def size_warning(file: Path) -> str | None:
     """A warning when a JSON trace is too large for a browser tab."""
     from neuron_prof.cli._open_server import json_size_estimate
-    from neuron_prof.exporters import JSON_SUFFIXES
+    from neuron_prof.formats import companion_pftrace
 
-    if not file.name.lower().endswith(JSON_SUFFIXES):
+    pf = companion_pftrace(file)
+    if pf is None:
         return None
     n = json_size_estimate(file)
     if n < JSON_WARN_BYTES:
         return None
-    pf = file.name
-    for suf in (".json.gz", ".json"):
-        if pf.lower().endswith(suf):
-            pf = pf[: -len(suf)] + ".pftrace"
-            break
     return (
         f"{file.name} holds about {n / 1e6:,.0f} MB of JSON: the Perfetto UI keeps 2-4x that in browser "
-        f"memory and may fail. Convert it first (`neuron-prof convert {file.name} {pf}`, about 0.3x the "
+        f"memory and may fail. Convert it first (`neuron-prof convert {file.name} {pf.name}`, about 0.3x the "
         f"size) or open it with `trace_processor_shell --httpd`."
     )
 
@@ -146,7 +138,7 @@ def _instructions(srv: TraceServer, file: Path) -> list[str]:
     default=None,
     help="Port on 127.0.0.1 (default 9001, the only one the Perfetto UI may fetch from; 0 = any free).",
 )
-@click.option("--exact", is_flag=True, help="Serve TRACE as given even when a .pftrace lies beside it.")
+@click.option("--exact", is_flag=True, help=f"Serve TRACE as given even when a {PFTRACE.suffixes[0]} lies beside it.")
 @click.option(
     "--timeout",
     type=float,

@@ -23,6 +23,8 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any, Final
 
+from neuron_prof.formats import gzipped, named_format
+
 PERFETTO_ORIGIN: Final = "https://ui.perfetto.dev"
 PERFETTO_PORT: Final = 9001
 """The only loopback port the Perfetto UI's Content-Security-Policy lets it fetch from
@@ -30,18 +32,13 @@ PERFETTO_PORT: Final = 9001
 HOST: Final = "127.0.0.1"
 _CHUNK: Final = 1 << 20
 
-_CONTENT_TYPES: Final = {
-    ".json": "application/json",
-    ".gz": "application/gzip",
-    ".pftrace": "application/octet-stream",
-    ".perfetto-trace": "application/octet-stream",
-    ".pb": "application/octet-stream",
-}
-
 
 def content_type_for(path: Path) -> str:
     """MIME type sent for a trace file (gzip stays gzip: the UI decompresses it itself)."""
-    return _CONTENT_TYPES.get(path.suffix.lower(), "application/octet-stream")
+    if gzipped(path):
+        return "application/gzip"
+    fmt = named_format(path)
+    return fmt.mime if fmt is not None else "application/octet-stream"
 
 
 def url_name(name: str) -> str:
@@ -62,7 +59,7 @@ def deep_link(file_url: str, origin: str = PERFETTO_ORIGIN) -> str:
 def json_size_estimate(path: Path) -> int:
     """Bytes of JSON the browser will hold: the file size, or gzip's recorded uncompressed size."""
     size = path.stat().st_size
-    if path.name.lower().endswith(".gz") and size >= 18:
+    if gzipped(path) and size >= 18:
         with open(path, "rb") as f:
             f.seek(-4, 2)
             isize = int.from_bytes(f.read(4), "little")  # uncompressed size mod 2**32 (RFC 1952)

@@ -8,15 +8,10 @@ import click
 
 
 def default_output(trace_path: Path) -> Path:
-    """`run/t.json.gz` -> `run/t.html` (likewise .json, .pftrace, .perfetto-trace, .pb)."""
-    from neuron_prof.exporters import JSON_SUFFIXES, PFTRACE_SUFFIXES
+    """`run/t.json.gz` -> `run/t.html` (the trace suffix, any of `neuron_prof.formats`, replaced)."""
+    from neuron_prof.formats import split_suffix
 
-    name = trace_path.name
-    for suf in JSON_SUFFIXES + PFTRACE_SUFFIXES:
-        if name.lower().endswith(suf):
-            name = name[: -len(suf)]
-            break
-    return trace_path.with_name(name + ".html")
+    return trace_path.with_name(split_suffix(trace_path)[0] + ".html")
 
 
 @click.command("report")

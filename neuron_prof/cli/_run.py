@@ -13,6 +13,7 @@ import click
 
 from neuron_prof.cli._run_exit import ProcessGroupKeeper, print_user_traceback
 from neuron_prof.errors import UsageError
+from neuron_prof.formats import DEFAULT_OUTPUT, PFTRACE, suffix_list
 
 EMULATE_ENV = "NEURON_PROF_EMULATE"
 
@@ -43,8 +44,8 @@ def _enable_emulator(forced: bool) -> bool:
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("-o", "--output", default="trace.json", show_default=True,
-              help="Trace file (.json, .json.gz or .pftrace); a .pftrace is also written beside a JSON.")
+@click.option("-o", "--output", default=DEFAULT_OUTPUT, show_default=True,
+              help=f"Trace file ({suffix_list()}); a {PFTRACE.suffixes[0]} is also written beside a JSON.")
 @click.option("--backend", default=None, help="Backend adapter: cpu, cuda or neuron (default: detected).")
 @click.option("--emulate-neuron", is_flag=True, default=False,
               help=f"Run on the emulated neuron device (also when {EMULATE_ENV}=1).")

@@ -23,6 +23,7 @@ import torch
 from torch.nn import functional as F
 
 from neuron_prof.demo._model import GPTConfig, TinyGPT
+from neuron_prof.formats import DEFAULT_OUTPUT
 
 if TYPE_CHECKING:
     from neuron_prof.model import Trace
@@ -127,7 +128,7 @@ def train(model: TinyGPT, device: str, steps: int, prof: object | None = None) -
     return losses
 
 
-def run_demo(output: str | Path | None = "trace.json", steps: int = 12, device: str | None = None,
+def run_demo(output: str | Path | None = DEFAULT_OUTPUT, steps: int = 12, device: str | None = None,
              quiet: bool = True, seed: int = 0, with_stack: bool = True) -> DemoResult:
     """Train TinyGPT for `steps` steps under neuron_prof.profile(); returns the trace and the files written.
 

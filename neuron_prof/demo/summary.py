@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, TextIO
 
+from neuron_prof.formats import PFTRACE, named_format
+
 if TYPE_CHECKING:
     from neuron_prof.demo._train import DemoResult
 
@@ -37,7 +39,7 @@ def print_summary(result: DemoResult, out: TextIO | None = None, color: bool | N
     w(summary_text(rep, source=source, color=color, top=10))
     if result.paths:
         first = result.paths[0]
-        pf = next((p for p in result.paths if p.suffix == ".pftrace"), first)
+        pf = next((p for p in result.paths if named_format(p) is PFTRACE), first)
         w("\nTraces: " + ", ".join(str(p) for p in result.paths) + "\n")
         w(f"Open them:  neuron-prof tui {first}      (terminal UI)\n")
         w(f"            https://ui.perfetto.dev  ->  Open trace file  ->  {pf}\n")

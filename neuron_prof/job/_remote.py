@@ -16,6 +16,7 @@ import tempfile
 from typing import Any
 
 from neuron_prof.errors import TraceLoadError, UsageError
+from neuron_prof.formats import split_suffix
 from neuron_prof.loaders import load
 from neuron_prof.model import Trace
 
@@ -58,7 +59,7 @@ def load_any(source: str) -> Trace:
     if not is_url(source):
         return load(source)
     fs, path = _fs(source)
-    suffix = next((s for s in (".json.gz", ".json", ".pftrace") if path.endswith(s)), "")
+    suffix = split_suffix(path)[1]
     fd, tmp = tempfile.mkstemp(prefix="neuron-prof-", suffix=suffix)
     try:
         with os.fdopen(fd, "wb") as out, fs.open(path, "rb") as src:

@@ -15,11 +15,10 @@ import re
 from pathlib import Path
 
 from neuron_prof.errors import UsageError
+from neuron_prof.formats import EXPLORER, TRACE_SUFFIXES, split_suffix
 from neuron_prof.job._remote import is_url, remote_sources
 
-TRACE_SUFFIXES = (".pftrace", ".json", ".json.gz")
-"""Preferred first when one rank was written in several formats."""
-_ONE_TRACE_FOLDER = ("*.parquet", "*.ntff", "ntrace.pb", "system_profile.json")
+_ONE_TRACE_FOLDER = EXPLORER.markers
 """Files that make a folder one trace (Neuron Explorer output) rather than a folder of ranks."""
 _GLOB_CHARS = set("*?[")
 _PID_FOLDER = re.compile(r"^.+_pid_\d+$")
@@ -33,11 +32,13 @@ def _run_wide(d: Path) -> bool:
 
 
 def _stem(p: Path) -> str | None:
-    name = p.name
-    for suffix in TRACE_SUFFIXES:
-        if name.endswith(suffix):
-            return name[: -len(suffix)]
-    return None
+    stem, suffix = split_suffix(p)
+    return stem if suffix else None
+
+
+def _preference(p: Path) -> int:
+    """Where `p`'s suffix comes in TRACE_SUFFIXES (preferred first when a rank was written twice)."""
+    return TRACE_SUFFIXES.index(split_suffix(p)[1].lower())
 
 
 def trace_files(folder: Path) -> list[Path]:
@@ -48,9 +49,7 @@ def trace_files(folder: Path) -> list[Path]:
         if stem is None or not p.is_file() or p.name.startswith("."):
             continue
         old = best.get(stem)
-        if old is None or TRACE_SUFFIXES.index(p.name[len(stem) :]) < TRACE_SUFFIXES.index(
-            old.name[len(stem) :]
-        ):
+        if old is None or _preference(p) < _preference(old):
             best[stem] = p
     return sorted(best.values(), key=_natural)
 
@@ -156,8 +155,6 @@ def _one_format_per_rank(paths: list[str]) -> list[str]:
         if old is None:
             order.append(key)
             keep[key] = s
-        elif stem is not None and TRACE_SUFFIXES.index(p.name[len(stem) :]) < TRACE_SUFFIXES.index(
-            Path(old).name[len(stem) :]
-        ):
+        elif stem is not None and _preference(p) < _preference(Path(old)):
             keep[key] = s
     return [keep[k] for k in order]

@@ -1,21 +1,27 @@
 """Loaders: trace files into the model. `load(path)` picks the reader from the file's content.
 
-Readers: Chrome/Kineto JSON (`.json`, `.json.gz`, any torch.profiler trace: CUDA, ROCm, MTIA, CPU),
-neuron-prof's own `.pftrace`, and a processed Neuron Explorer profile folder (Parquet tables), with its
-capture's torch.profiler trace.json when the runtime output folder holds one (one trace: host and device),
+Readers (one per format of `neuron_prof.formats`, which names them): Chrome/Kineto JSON (plain or
+gzipped, any torch.profiler trace: CUDA, ROCm, MTIA, CPU), neuron-prof's own Perfetto trace, and a
+processed Neuron Explorer profile folder (Parquet tables), with its capture's torch.profiler trace.json when the runtime output folder holds one (one trace: host and device),
 and Neuron Explorer's legacy JSON export (system_profile.json: partial, said in the load warnings).
 Every reader returns a finished Trace or raises TraceLoadError.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from neuron_prof.errors import TraceLoadError
+from neuron_prof.formats import CHROME_JSON, EXPLORER, GZIP_MAGIC, PFTRACE, TraceFormat, detect, sniff
 from neuron_prof.model import Trace
 
-__all__ = ["json_ingest_path", "load"]
+__all__ = ["json_ingest_path", "load", "reader_for"]
+
+_HEAD = 64
+"""Bytes read to tell a file's format (`neuron_prof.formats.sniff`)."""
 
 
 def json_ingest_path() -> str:
@@ -27,27 +33,21 @@ def json_ingest_path() -> str:
 
 
 def load(path: str | os.PathLike[str]) -> Trace:
-    """Load a trace file (.json, .json.gz, .pftrace), a Neuron Explorer profile folder or a runtime output
-    folder (trace.json + processed tables) into a Trace.
+    """Load a trace file (Chrome JSON, plain or gzipped, or Perfetto protobuf), a Neuron Explorer profile
+    folder or a runtime output folder (trace.json + processed tables) into a Trace.
 
     Raises:
         TraceLoadError: the file is missing, unreadable, or not a trace (the message says which).
     """
     p = Path(path)
     if p.is_dir():
-        from neuron_prof.loaders.explorer.legacy_json import LEGACY_FILE, load_explorer_json
-
-        if (p / LEGACY_FILE).is_file() and next(p.glob("*.parquet"), None) is None:
-            return load_explorer_json(p)
-        from neuron_prof.loaders.explorer.capture import load_folder
-
-        return load_folder(p)  # says what it expected when the folder holds no Explorer tables
+        return reader_for(EXPLORER)(p)  # says what it expected when the folder holds no Explorer tables
     if p.exists() and not p.is_file():
         # a FIFO blocks until a writer comes and /dev/zero never ends: only regular files are read
         raise TraceLoadError(p, "not a regular file (a pipe, socket or device); save the trace to a file first")
     try:
         with open(p, "rb") as f:
-            head = f.read(4)
+            head = f.read(_HEAD)
     except OSError as e:
         raise TraceLoadError.from_os_error(p, e) from None
     if not head:
@@ -57,19 +57,22 @@ def load(path: str | os.PathLike[str]) -> Trace:
     cached = _cache.load_cached(p)
     if cached is not None:
         return cached
-    if head[:2] != b"\x1f\x8b" and head.lstrip()[:1] in (b"{", b"["):
+    fmt = detect(head, p) or PFTRACE  # no format said: the Perfetto reader says what the file is not
+    if sniff(head) is CHROME_JSON and head[:2] != GZIP_MAGIC:
         from neuron_prof.loaders.explorer.legacy_json import is_explorer_json, load_explorer_json
 
         with open(p, "rb") as f:
             if is_explorer_json(p, f.read(1 << 16)):
                 return load_explorer_json(p)
-    if head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"[") or p.name.lower().endswith((".json", ".json.gz")):
-        from neuron_prof.loaders.json.reader import load_kineto_json
-
-        trace = load_kineto_json(p)
-    else:
-        from neuron_prof.loaders.pftrace.reader import load_pftrace
-
-        trace = load_pftrace(p)
+    trace = reader_for(fmt)(p)
     _cache.save_cached(p, trace)
     return trace
+
+
+def reader_for(fmt: TraceFormat) -> Callable[[Path], Trace]:
+    """The loader function of format `fmt` (`neuron_prof.formats`), imported on first use."""
+    if fmt.reader is None:
+        raise TraceLoadError(fmt.title, "neuron-prof does not read this format")
+    module, _, name = fmt.reader.partition(":")
+    fn: Callable[[Path], Trace] = getattr(importlib.import_module(module), name)
+    return fn

@@ -2,3 +2,26 @@
 `_events`, `_device`, `_counters`, `_instructions`, `_summary`, `_profiles`, `_clock`), a runtime output folder
 with its torch.profiler trace (`capture`, `copies`), the framework mapping (`framework_mapping`) and the
 legacy JSON export (`legacy_json`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from neuron_prof.model import Trace
+
+__all__ = ["load_dir"]
+
+
+def load_dir(folder: Path) -> Trace:
+    """A Neuron Explorer folder: the legacy JSON export when it holds one and no Parquet table, else the
+    processed tables (with the capture's torch.profiler trace when there is one). Raises TraceLoadError
+    saying what it expected when the folder holds neither."""
+    from neuron_prof.loaders.explorer.legacy_json import LEGACY_FILE, load_explorer_json
+
+    if (folder / LEGACY_FILE).is_file() and next(folder.glob("*.parquet"), None) is None:
+        return load_explorer_json(folder)
+    from neuron_prof.loaders.explorer.capture import load_folder
+
+    return load_folder(folder)

@@ -24,6 +24,7 @@ from types import ModuleType
 from typing import BinaryIO
 
 from neuron_prof.errors import TraceFormatError, TraceLoadError
+from neuron_prof.formats import GZIP_MAGIC
 
 INFLATE: ModuleType
 try:  # Intel ISA-L's inflate (package isal): 344 MB of JSON gunzipped in 0.35 s of CPU where zlib takes 0.8-1.1
@@ -172,7 +173,7 @@ def read_bytes(path: Path, warnings: list[str]) -> bytes | bytearray:
         with open(path, "rb") as f:
             head = f.read(2)
             f.seek(0)
-            if head != b"\x1f\x8b":
+            if head != GZIP_MAGIC:
                 return f.read()
             return _gunzip(f, path, warnings)
     except OSError as e:

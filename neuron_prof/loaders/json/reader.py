@@ -28,6 +28,7 @@ import numpy as np
 import orjson
 
 from neuron_prof.errors import TraceFormatError, TraceLoadError
+from neuron_prof.formats import CHROME_JSON, GZIP_MAGIC
 from neuron_prof.loaders.gc_hold import no_gc
 from neuron_prof.loaders.json._convert import Converter, first_warning
 from neuron_prof.loaders.json._parallel import HEAD_BYTES, parse_parallel, workers_wanted
@@ -116,7 +117,7 @@ def _fill(p: Path, size: int) -> Fill | None:
         return None
     try:
         with open(p, "rb") as f:
-            gz = f.read(2) == b"\x1f\x8b"
+            gz = f.read(2) == GZIP_MAGIC
     except OSError:
         return None  # read_bytes says what is wrong
     if gz:
@@ -127,7 +128,7 @@ def _fill(p: Path, size: int) -> Fill | None:
 
 def _spill(raw: bytes | bytearray) -> Path | None:
     """`raw` in a temporary file (None if it cannot be written: the caller parses in memory instead)."""
-    fd, name = tempfile.mkstemp(prefix="neuron-prof-", suffix=".json")
+    fd, name = tempfile.mkstemp(prefix="neuron-prof-", suffix=CHROME_JSON.suffixes[0])
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
@@ -145,7 +146,7 @@ def _load_parallel(p: Path, size: int, workers: int, source: Path) -> Trace | No
             head = f.read(HEAD_BYTES)
     except OSError:
         return None
-    if head[:2] == b"\x1f\x8b":
+    if head[:2] == GZIP_MAGIC:
         return None  # gzip: one stream, read sequentially
     reader = JsonEventReader(head, p)
     try:
