@@ -183,3 +183,21 @@ def test_peak_table_rows_name_their_source() -> None:
     assert peak_for("NVIDIA H100 PCIe").device == "NVIDIA H100 PCIe"
     assert peak_for("trn2.48xlarge").of("bf16") == pytest.approx(667e12 / 4)
     assert peak_for("some laptop") is None
+
+
+@pytest.mark.skipif(not AMD.exists(), reason="shared Kineto traces not present")
+def test_report_roofline_is_a_valid_figure_with_the_roofs() -> None:
+    import plotly.graph_objects as go
+
+    from neuron_prof.analysis import report
+    from neuron_prof.exporters._report_efficiency import efficiency_section
+
+    t = neuron_prof.load(AMD)
+    rep = report(t)
+    figures: dict[str, object] = {}
+    html = efficiency_section(rep.totals, rep.lines, figures)
+    fig = figures["fig-roofline"]
+    go.Figure(fig)  # plotly validates every key
+    names = [d["name"] for d in fig["data"]]  # type: ignore[index]
+    assert "ops" in names and "your lines" in names and any("fp32 roof" in n for n in names)
+    assert "MFU" in html

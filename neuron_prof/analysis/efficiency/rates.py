@@ -27,6 +27,8 @@ from neuron_prof.analysis.sites.lines import line_table
 
 TOP_OPS = 20
 """Ops in the ``efficiency`` totals."""
+TOP_PATHS = 5
+"""Steps whose critical path the ``efficiency`` totals show (the first ones)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -136,7 +138,8 @@ def add_line_efficiency(lines: list[dict[str, Any]], ctx: Context) -> list[dict[
 def efficiency_totals(ctx: Context, explorer_summary: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``efficiency`` object of the totals: the device and its peak (with the table row's source), the
     trace's FLOPs, bytes, rates and MFU over the counted calls' device time, the ops with the most FLOPs and,
-    for a Neuron Explorer profile with a Summary MFU, both MFUs and their difference."""
+    for a Neuron Explorer profile with a Summary MFU, both MFUs and their difference; and the critical path of the
+    first steps (`critical_path`: its host, device and collective time and its heaviest slices)."""
     w = row_work(ctx)
     peak = trace_peak(ctx.trace)
     o = w.outer
@@ -148,6 +151,9 @@ def efficiency_totals(ctx: Context, explorer_summary: dict[str, Any] | None = No
     ops = op_efficiency(ctx)
     out["ops"] = [{"name": str(ops.name[i]), "calls": int(ops.calls[i]), "device_ns": int(ops.device_ns[i]),
                    **ops.row(i)} for i in range(min(TOP_OPS, len(ops)))]
+    from neuron_prof.analysis.efficiency.critical_path import critical_path
+
+    out["critical_path"] = [p.to_dict(ctx.trace, 5) for p in critical_path(ctx)[:TOP_PATHS]]
     sm = explorer_summary or {}
     theirs = sm.get("mfu_estimated_percent")
     if isinstance(theirs, (int, float)):
