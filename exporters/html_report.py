@@ -4,7 +4,7 @@
     write_html_report(trace, "report.html", findings=analyze(trace))
 
 Sections (each always present; an empty one says why): overview, findings, the lines view (where the time
-goes by line of the user's code), the per-step breakdown (stacked bars), compile-time waterfall,
+goes by line of the user's code), efficiency (a roofline of ops and lines, MFU per line), the per-step breakdown (stacked bars), compile-time waterfall,
 CPU-fallback hot spots, device utilisation, memory over time, collective bandwidth, device profile (Neuron
 Explorer's metrics and where device time went). plotly.js is
 embedded once, inline; nothing is fetched when the page opens.
@@ -22,6 +22,7 @@ from typing import Any
 from neuron_prof.exporters import _report_data as data
 from neuron_prof.exporters import _report_figures as figs
 from neuron_prof.exporters._report_device import device_profile_section
+from neuron_prof.exporters._report_efficiency import efficiency_section
 from neuron_prof.exporters._report_html import Raw, empty, esc, note, page, plot_div, table
 
 from neuron_prof.version import __version__
@@ -388,7 +389,10 @@ def render_html_report(
 
     if lines is None or steps is None:
         ctx = Context(trace)
-        lines = lines_json(trace, ctx) if lines is None else lines
+        if lines is None:
+            from neuron_prof.analysis.efficiency.rates import add_line_efficiency
+
+            lines = add_line_efficiency(lines_json(trace, ctx), ctx)
         steps = step_breakdown(trace, ctx) if steps is None else steps
 
     fl = _as_dicts(findings, trace)
@@ -397,6 +401,7 @@ def render_html_report(
         ("overview", "Overview", _overview_section(trace, totals)),
         ("findings", f"Findings ({len(fl)})", _findings_section(fl, figures)),
         ("lines", "By line", _lines_section(lines)),
+        ("efficiency", "Efficiency (roofline)", efficiency_section(totals, lines, figures)),
         ("steps", "Per step", _steps_section(steps, figures)),
         ("compile", "Compile-time waterfall", _compile_section(trace, figures)),
         ("fallback", "CPU-fallback hot spots", _fallback_section(trace, fl, figures)),

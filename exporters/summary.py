@@ -16,6 +16,7 @@ import orjson
 
 from neuron_prof.analysis import Finding, Report
 from neuron_prof.analysis import fit_site, fmt_ns, partial_line, short_site, strip_site
+from neuron_prof.exporters.efficiency_text import efficiency_lines
 
 SITE_W = 26
 """Widest `where` column of the findings table: longer call sites are shortened in their middle."""
@@ -103,6 +104,7 @@ def totals_lines(t: dict[str, Any]) -> list[str]:
         lines.append(f"Host waited {fmt_ns(rq['wait_ns'])} for a CPU ({_pct(rq['share'])} of wall): other processes "
                      f"on this machine, {rq['load_text']}; not charged to the program")
     lines += explorer_lines(t.get("neuron_explorer"))
+    lines += efficiency_lines(t.get("efficiency"))
     sev = t.get("findings_by_severity") or {}
     if sev:
         lines.append(

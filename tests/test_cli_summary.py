@@ -60,6 +60,7 @@ TOTAL_KEYS = {
     "shares",
     "neuron_explorer",
     "host_runqueue",
+    "efficiency",
 }
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.analysis.context import Context
+from neuron_prof.analysis.efficiency.rates import add_line_efficiency, efficiency_totals
 from neuron_prof.analysis.finding import KINDS, SEVERITIES, Finding
 from neuron_prof.analysis.kinds import Kind, analysis_modules
 from neuron_prof.analysis.overlap import cost_floor, share_overlaps
@@ -171,6 +172,7 @@ def overview(trace: Trace, ctx: Context) -> Report:
     }
     totals["partial"] = partial_totals(trace, findings)
     totals["shares"] = share_overlaps(trace, findings)
+    totals["efficiency"] = efficiency_totals(ctx, (totals.get("neuron_explorer") or {}).get("summary"))
     return Report(totals=totals, findings=findings)
 
 
@@ -178,7 +180,7 @@ def report(trace: Trace, *, warmup_steps: int | None = None, context: Context | 
     """Totals and findings computed over one shared context (pass `context` to share it further)."""
     ctx = context or Context(trace, warmup_steps)
     first = overview(trace, ctx)
-    return dataclasses.replace(first, lines=lines_json(trace, ctx), steps=step_breakdown(trace, ctx))
+    return dataclasses.replace(first, lines=add_line_efficiency(lines_json(trace, ctx), ctx), steps=step_breakdown(trace, ctx))
 
 
 def annotate(

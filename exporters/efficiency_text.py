@@ -1,0 +1,47 @@
+"""The efficiency lines of the text summary: work done, achieved rate and share of peak, and the device
+profile's own MFU beside ours (from the totals' ``efficiency`` object, `analysis.efficiency.rates`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from neuron_prof.analysis.fmt import fmt_bytes
+
+
+def fmt_flops(f: float) -> str:
+    """FLOPs with a unit prefix: 1.2 GFLOP."""
+    for unit, div in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
+        if f >= div:
+            return f"{f / div:.3g} {unit}"
+    return f"{f:.0f} FLOP"
+
+
+def efficiency_lines(eff: dict[str, Any] | None) -> list[str]:
+    """One or two lines; none when no op of the trace was counted (no shapes recorded)."""
+    if not eff:
+        return []
+    out = _path_lines(eff.get("critical_path") or [])
+    if not eff.get("counted_calls"):
+        return out
+    line = (f"Work: {fmt_flops(eff['flops'])}, {fmt_bytes(eff['bytes'])} moved in {eff['counted_calls']} counted "
+            f"op calls (intensity {eff.get('intensity', 0):.3g} FLOP/B)")
+    if "tflops" in eff:
+        line += f"; {eff['tflops']:.3g} TFLOP/s, {eff['gb_per_s']:.3g} GB/s over their device time"
+    if "mfu" in eff and eff.get("peak"):
+        line += f"; MFU {100 * eff['mfu']:.2f}% of {eff['peak']['device']}"
+    out.insert(0, line)
+    ex = eff.get("explorer") or {}
+    if "ours_mfu_percent" in ex:
+        out.append(f"MFU: device profile {ex['explorer_mfu_percent']:.2f}%, ours from shapes "
+                   f"{ex['ours_mfu_percent']:.2f}% (difference {ex['difference_points']:+.2f} points)")
+    return out
+
+
+def _path_lines(paths: list[dict[str, Any]]) -> list[str]:
+    """The critical path of the steps shown, summed: how much of it was host, device and collectives."""
+    total = sum(p["length_ns"] for p in paths)
+    if not total:
+        return []
+    parts = [(k, sum(p[f"{k}_ns"] for p in paths)) for k in ("host", "device", "collective")]
+    return [f"Critical path ({len(paths)} step{'s' if len(paths) > 1 else ''}): "
+            + ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in parts if v)]

@@ -1,0 +1,121 @@
+"""FLOPs, bytes and device time of every counted host op call of a trace, columnar (computed once per context).
+
+A call is counted when its op has a counting rule (`counts.op_work`) and its shapes were recorded
+(``record_shapes``). Ops nest (``aten::linear`` holds ``aten::addmm``; ``aten::conv2d`` holds
+``aten::convolution`` ... ``aten::mkldnn_convolution``): each call has its own FLOPs for the per-op view, and
+`outer` marks the calls no counted call encloses, the ones whose sums make a line's or the trace's FLOPs
+without counting a multiply twice. A call's device time is that of the device work launched inside it (the
+launch flows, `device_ns_by_host_row`).
+
+    w = row_work(ctx)
+    w.rows, w.flops, w.bytes, w.precision, w.outer, w.device_ns
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from neuron_prof.analysis.context import ABSENT, Context
+from neuron_prof.analysis.efficiency.counts import kind_of, op_work
+from neuron_prof.analysis.sites.host import host_nesting
+from neuron_prof.analysis.sites.lines import device_ns_by_host_row
+from neuron_prof.model import KinetoCat
+
+SHAPE_KEYS = ("Input Dims", "Input type", "Concrete Inputs")
+"""The Kineto args a count reads."""
+
+
+@dataclass(frozen=True, eq=False)
+class RowWork:
+    """Per counted host op call (ascending slice rows)."""
+
+    rows: np.ndarray
+    flops: np.ndarray
+    bytes: np.ndarray
+    precision: np.ndarray
+    """Peak-table precision of the call ("fp32", "bf16", ...; object array)."""
+    outer: np.ndarray
+    """bool: no counted call encloses this one (sum these, not all, for a line or the trace)."""
+    device_ns: np.ndarray
+    """Device time of the work launched inside the call."""
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def row_work(ctx: Context) -> RowWork:
+    """The counted calls of `ctx.trace` (module docstring)."""
+    return ctx.memo("efficiency_row_work", lambda: _build(ctx))  # type: ignore[no-any-return]
+
+
+def _build(ctx: Context) -> RowWork:
+    tr = ctx.trace
+    sl = tr.slices
+    n = host_nesting(ctx)
+    rows = n.rows
+    cpu = np.isin(sl.cat[rows], tr.name_ids(KinetoCat.CPU_OP))
+    ids, inv = np.unique(sl.name[rows], return_inverse=True)
+    known = np.array([kind_of(tr.s(int(i))) is not None for i in ids.tolist()], dtype=bool)
+    cand = np.flatnonzero(cpu & known[inv] if len(ids) else cpu)
+    flops = np.zeros(len(cand), dtype=np.int64)
+    nbytes = np.zeros(len(cand), dtype=np.int64)
+    prec = np.full(len(cand), "", dtype=object)
+    ok = np.zeros(len(cand), dtype=bool)
+    if len(cand):
+        dims, types, conc = ctx.pick_columns(sl.args[rows[cand]], SHAPE_KEYS)
+        names = [tr.s(int(i)) for i in ids.tolist()]
+        for j, (nid, d, t, c) in enumerate(zip(inv[cand].tolist(), dims, types, conc, strict=True)):
+            if d is ABSENT:
+                continue
+            w = op_work(names[nid], d, t, None if c is ABSENT else c)
+            if w is not None:
+                flops[j], nbytes[j], prec[j] = w
+                ok[j] = True
+    cand, flops, nbytes, prec = cand[ok], flops[ok], nbytes[ok], prec[ok]
+    mark = np.zeros(len(rows), dtype=bool)
+    mark[cand] = True
+    outer = ~_ancestor_marked(n.parent_pos, mark)[cand]
+    return RowWork(rows=rows[cand], flops=flops, bytes=nbytes, precision=prec, outer=outer,
+                   device_ns=_device_inside(ctx, rows[cand]))
+
+
+def _ancestor_marked(parent_pos: np.ndarray, mark: np.ndarray) -> np.ndarray:
+    """Per node: some strict ancestor is marked. Pointer doubling: after round k, `hit` covers the ancestors
+    up to 2**k levels up and `up` is the ancestor 2**k levels up (-1: past the root)."""
+    up = parent_pos.astype(np.int64)
+    hit = np.zeros(len(up), dtype=bool)
+    has = up >= 0
+    hit[has] = mark[up[has]]
+    while has.any():
+        i = np.flatnonzero(has)
+        hit[i] |= hit[up[i]]
+        nxt = np.full(len(up), -1, dtype=np.int64)
+        nxt[i] = up[up[i]]
+        up = nxt
+        has = up >= 0
+    return hit
+
+
+def _device_inside(ctx: Context, rows: np.ndarray) -> np.ndarray:
+    """Device time of the work launched by host slices inside each of `rows` (on the same track), the rows
+    themselves included."""
+    out = np.zeros(len(rows), dtype=np.int64)
+    hrows, dns = device_ns_by_host_row(ctx)
+    if not len(hrows) or not len(rows):
+        return out
+    sl = ctx.trace.slices
+    htrack, rtrack = sl.track[hrows], sl.track[rows]
+    for t in np.unique(rtrack).tolist():
+        on = htrack == t
+        if not on.any():
+            continue
+        ts = sl.ts_ns[hrows[on]]
+        o = np.argsort(ts, kind="stable")
+        ts, cum = ts[o], np.r_[0, np.cumsum(dns[on][o])]
+        mine = np.flatnonzero(rtrack == t)
+        lo = np.searchsorted(ts, sl.ts_ns[rows[mine]], "left")
+        hi = np.searchsorted(ts, sl.end_ns[rows[mine]], "right")
+        out[mine] = cum[hi] - cum[lo]
+    return out

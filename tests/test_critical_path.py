@@ -1,0 +1,65 @@
+"""The critical path of a step (issue 37 item 3), on Kineto traces built by hand where the path is known."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import neuron_prof
+from neuron_prof.analysis import Context
+from neuron_prof.analysis.efficiency.critical_path import critical_path, on_path
+from tests._builders import KINETO_BASE
+
+US = 1000
+
+
+def _trace(tmp_path: Path, kernel_us: int) -> Path:
+    """One step of 1000 µs: op A (0-100 µs) launches a kernel at 50 µs that runs from 100 µs for `kernel_us`;
+    op B (100-200) is host work; cudaDeviceSynchronize waits from 200 µs until the kernel ends (at least 10
+    µs); op C runs 50 µs after the wait."""
+    k_end = 100 + kernel_us
+    sync_end = max(k_end, 210)
+    ev = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 1000},
+        {"ph": "X", "cat": "cpu_op", "name": "A", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 50, "dur": 10,
+         "args": {"correlation": 5}},
+        {"ph": "X", "cat": "cpu_op", "name": "B", "pid": 1, "tid": 1, "ts": 100, "dur": 100},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 1, "ts": 200,
+         "dur": sync_end - 200},
+        {"ph": "X", "cat": "cpu_op", "name": "C", "pid": 1, "tid": 1, "ts": sync_end, "dur": 50},
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 100, "dur": kernel_us,
+         "args": {"correlation": 5, "stream": 7}},
+        {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 5, "pid": 1, "tid": 1, "ts": 50},
+        {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 5, "pid": 0, "tid": 7, "ts": 100, "bp": "e"},
+    ]
+    p = tmp_path / f"cp{kernel_us}.json"
+    p.write_text(json.dumps({"schemaVersion": 1, "baseTimeNanoseconds": KINETO_BASE, "traceEvents": ev}))
+    return p
+
+
+def _names(t: neuron_prof.Trace, segs: list[tuple[str, int, int, int]]) -> list[tuple[str, str, int]]:
+    return [(k, t.slice_name(r), (e - s) // US) for k, r, s, e in segs]
+
+
+def test_device_bound_step_runs_through_the_kernel(tmp_path: Path) -> None:
+    t = neuron_prof.load(_trace(tmp_path, 600))
+    ctx = Context(t)
+    (p,) = critical_path(ctx)
+    # host up to the launch (A, 50 µs), the kernel (600 µs), then C after the wait (50 µs); B and the wait
+    # are off the path
+    assert _names(t, p.segments) == [("host", "A", 50), ("device", "gemm", 600), ("host", "C", 50)]
+    assert (p.host_ns, p.device_ns, p.length_ns) == (100 * US, 600 * US, 700 * US)
+    b = [r for r in range(len(t.slices)) if t.slice_name(r) == "B"]
+    assert not on_path(ctx, b)
+    assert on_path(ctx, [r for r in range(len(t.slices)) if t.slice_name(r) == "gemm"])
+
+
+def test_host_bound_step_stays_on_the_host(tmp_path: Path) -> None:
+    t = neuron_prof.load(_trace(tmp_path, 20))
+    (p,) = critical_path(Context(t))
+    # the kernel (20 µs) ends long before the host's own work does: A (100 µs, the launch inside it is A's
+    # too), B, then C after a wait that lasted only 10 µs
+    assert p.device_ns == 0
+    assert p.host_ns == (100 + 100 + 50) * US
+    assert [n for _, n, _ in _names(t, p.segments)][0] in ("A", "cudaLaunchKernel")
