@@ -8,8 +8,8 @@ from typing import Any
 
 from textual.widget import Widget
 
-from neuron_prof.tui._fmt import fmt_int, fmt_ns
 from neuron_prof.tui._data import RankTable
+from neuron_prof.tui._fmt import fmt_int, fmt_ns
 from neuron_prof.tui.screens._compile_table import compile_table, no_compile_reason, plan_text
 from neuron_prof.tui.screens.base import Detail, ViewScreen, detail
 from neuron_prof.tui.screens.ops import CallsScreen, slices_table
