@@ -15,16 +15,19 @@ import pytest
 from textual.worker import Worker
 
 from neuron_prof.analysis import report
-from neuron_prof.tui._data import RANK_TABLES
+from neuron_prof.tui._data import RankTable
 from neuron_prof.tui.app import NeuronProfApp
 from neuron_prof.tui.screens.help import HelpScreen
 from neuron_prof.tui.screens.pending import PendingScreen
 from neuron_prof.tui.screens.ops import OpsScreen
+from neuron_prof.tui.views import VIEWS
 from neuron_prof.tui.widgets.bars import ViewBar
 from tests._demo_trace import COMPILE_OP, FALLBACK_SITE, demo_like_trace
 from tests._tui_pilot import first_screen, screen_text, shown, table
 
 SIZES = [(80, 24), (160, 48)]
+RANK_TABLES = tuple(t.name for t in VIEWS.tables if isinstance(t, RankTable))
+"""The shown rank's tables, in the order the background builds them."""
 
 
 class Held:
@@ -71,7 +74,7 @@ async def test_overview_shows_before_the_other_views_and_a_waiting_view_fills_in
         await first_screen(pilot, app)
         # GIVEN every other view's tables held back in the background
         assert app.current_mode == "overview" and held.order == [RANK_TABLES[0]]
-        assert not app.data.is_ready("ops") and app.warmed_at is None
+        assert not app.is_ready("ops") and app.warmed_at is None
         # THEN the overview is whole: totals and the ranked findings, the top compile stall first
         text = screen_text(app)
         assert "wall 650.0 ms" in text

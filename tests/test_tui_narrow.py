@@ -61,7 +61,7 @@ async def test_the_detail_pane_scrolls_to_the_end_of_the_advice_at_80x24() -> No
 
 
 def test_a_graphs_recompiles_are_its_rows_with_their_guard_and_line() -> None:
-    from neuron_prof.tui._shape import compile_table
+    from neuron_prof.tui.screens._compile_table import compile_table
     from tests._workload import Workload
 
     # GIVEN torch.compile's graph `forward` compiled six times (0/0..0/5), with no signature recorded

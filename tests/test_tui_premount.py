@@ -12,10 +12,11 @@ import asyncio
 
 from textual.worker import WorkerState
 
-from neuron_prof.tui.app import VIEW_NAMES, NeuronProfApp
+from neuron_prof.tui.app import NeuronProfApp
 from neuron_prof.tui.screens.base import ViewScreen
 from neuron_prof.tui.widgets.bars import ViewBar
 from neuron_prof.tui.widgets.timeline import Timeline
+from neuron_prof.tui.views import VIEWS
 from neuron_prof.tui.widgets.virtual_table import VirtualTable
 from tests._tui_pilot import SIZE, ready, screen_text, table
 from tests._demo_trace import COMPILE_OP, demo_like_trace
@@ -62,7 +63,7 @@ async def test_every_view_is_mounted_before_the_first_key() -> None:
         overview = app.screen
         findings = overview.focused
         # THEN every view's screen exists, is mounted and composed (its tabs bar and its table are there)
-        screens = {view: mounted_view(app, view) for view in VIEW_NAMES}
+        screens = {view: mounted_view(app, view) for view in VIEWS.tab_keys}
         for view, screen in screens.items():
             assert screen.is_mounted, view
             assert screen.query_one(ViewBar).active == view
@@ -93,7 +94,7 @@ async def test_the_start_view_is_shown_as_before_and_the_others_are_mounted() ->
         await premounted(pilot, app)
         assert app.current_mode == "timeline"
         assert app.screen.focused is app.screen.query_one(Timeline)
-        for view in VIEW_NAMES:
+        for view in VIEWS.tab_keys:
             assert mounted_view(app, view).is_mounted
         await pilot.press("3")
         await pilot.pause()
@@ -122,7 +123,7 @@ async def test_keys_pressed_while_the_views_mount_land_where_they_should() -> No
         assert app.current_mode == "timeline"
         await premounted(pilot, app)
         assert app.current_mode == "timeline"
-        for view in VIEW_NAMES:
+        for view in VIEWS.tab_keys:
             assert mounted_view(app, view).is_mounted
         # the filter typed on the ops view is still there when it is shown again
         await pilot.press("4")
@@ -160,13 +161,13 @@ async def test_another_rank_rebuilds_the_hidden_views_in_the_background() -> Non
         # WHEN rank 1 is chosen on the ranks view
         await pilot.press("8", "down", "enter")
         for _ in range(250):
-            screens = [mounted_view(app, view) for view in VIEW_NAMES]
+            screens = [mounted_view(app, view) for view in VIEWS.tab_keys]
             if app.premounted_at is not None and all(s._version == app.data_version for s in screens):
                 break
             await pilot.pause(0.02)
         # THEN every view, shown or not, is rebuilt for rank 1 without being shown first
         assert app.current_mode == "overview" and app.data.current == 1
-        for view in VIEW_NAMES:
+        for view in VIEWS.tab_keys:
             screen = mounted_view(app, view)
             assert screen._version == app.data_version, view
         lanes = app.get_screen_stack("timeline")[0].query_one(Timeline).lanes

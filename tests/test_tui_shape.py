@@ -1,12 +1,15 @@
-"""TUI layer 1: the view shaping functions, on the demo-like trace (tests/_demo_trace.py)."""
+"""TUI layer 1: the views' table builders (beside their screens), on the demo-like trace (tests/_demo_trace.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from neuron_prof.model import TrackKind
-from neuron_prof.tui import _shape
 from neuron_prof.tui._lanes import build_lanes
+from neuron_prof.tui.screens._compile_table import compile_table
+from neuron_prof.tui.screens.collectives import collective_table
+from neuron_prof.tui.screens.fallback import fallback_table
+from neuron_prof.tui.screens.ops import OPS, calls_table
 from tests._demo_trace import (
     COMPILE_MS,
     COMPILE_OP,
@@ -20,7 +23,7 @@ from tests._demo_trace import (
 
 
 def test_compile_table_groups_by_op_then_signature_and_ranks_by_cost() -> None:
-    tab = _shape.compile_table(demo_like_trace())
+    tab = compile_table(demo_like_trace())
     ops = np.flatnonzero(tab["parent"] < 0)
     assert list(tab["name"][ops]) == [COMPILE_OP, "forward_graph"]
     assert tab["total_ns"][ops[0]] == COMPILE_MS * MS
@@ -36,7 +39,7 @@ def test_compile_table_groups_by_op_then_signature_and_ranks_by_cost() -> None:
 
 
 def test_fallback_table_by_call_site() -> None:
-    tab = _shape.fallback_table(demo_like_trace())
+    tab = fallback_table(demo_like_trace())
     assert list(tab["call_site"]) == [FALLBACK_SITE, "data.py:12"]
     assert list(tab["count"]) == [N_STEPS, N_STEPS // 2]
     assert tab["total_ns"][0] == N_STEPS * 3 * MS
@@ -50,7 +53,7 @@ def test_op_table_self_time() -> None:
     from neuron_prof.tui._data import prepare
 
     data = prepare([trace])
-    ops = data.rank.ops
+    ops = OPS.of(data)
     i = int(np.flatnonzero(ops["name"] == "aten::linear")[0])
     # aten::linear lasts 4 ms with a 2 ms aten::addmm inside: self 2 ms per call
     assert ops["total_ns"][i] == N_STEPS * 4 * MS
@@ -62,8 +65,9 @@ def test_op_table_collapses_step_numbers() -> None:
     trace = demo_like_trace()
     from neuron_prof.tui._data import prepare
 
-    rank = prepare([trace]).rank
-    ops = rank.ops
+    data = prepare([trace])
+    rank = data.rank
+    ops = OPS.of(data)
     steps = np.flatnonzero(ops["name"] == "ProfilerStep#*")
     assert len(steps) == 1 and not any(
         str(n).startswith("ProfilerStep#") and n != "ProfilerStep#*" for n in ops["name"]
@@ -72,12 +76,12 @@ def test_op_table_collapses_step_numbers() -> None:
     assert ops["count"][i] == N_STEPS
     assert ops["total_ns"][i] == N_STEPS * STEP_MS * MS + COMPILE_MS * MS
     # drilling in lists every step
-    calls = rank.calls(int(ops["op"][i]))
+    calls = calls_table(trace, rank.op_accounting, int(ops["op"][i]))
     assert len(calls["row"]) == N_STEPS and calls["dur_ns"][0] == (STEP_MS + COMPILE_MS) * MS
 
 
 def test_collective_table_bandwidth() -> None:
-    tab = _shape.collective_table([demo_like_trace(0), demo_like_trace(1)])
+    tab = collective_table([demo_like_trace(0), demo_like_trace(1)])
     assert sorted(tab["rank"]) == [0, 1]
     # 8 MB in 2 ms is 4 GB/s
     assert np.allclose(tab["gbps"], 8 * MS / (2 * MS))

@@ -15,6 +15,7 @@ from neuron_prof.tui._flame import MERGED, NONE, box_name, counter_levels, runs,
 from neuron_prof.tui._lanes import Lane, slice_lane
 from neuron_prof.tui.app import NeuronProfApp
 from neuron_prof.tui.screens.slice_detail import SliceDetailScreen
+from neuron_prof.tui.screens.timeline import LANES, WINDOW
 from neuron_prof.tui.widgets.timeline import Timeline
 from tests._pty import pty_run
 from tests._tui_pilot import ready, screen_text
@@ -92,22 +93,23 @@ def test_box_name_puts_a_python_frames_function_first() -> None:
 
 
 def test_lane_names_are_short_and_the_full_name_is_the_title() -> None:
-    rank = prepare([flame_trace()]).rank
-    assert [lane.label for lane in rank.lanes] == [
+    data = prepare([flame_trace()])
+    assert [lane.label for lane in LANES.of(data)] == [
         "nc0 exec", "host main", "  └ depth 1", "  └ depth 2", "dataloader", "nc0 alloc",
     ]
-    assert rank.lanes[0].title == "neuron:0: neuron:0 executions"
-    assert rank.lanes[1].title == "python: thread 500 (python)"
+    assert LANES.of(data)[0].title == "neuron:0: neuron:0 executions"
+    assert LANES.of(data)[1].title == "python: thread 500 (python)"
 
 
 def test_window_is_the_profiled_region_with_late_counter_samples() -> None:
     trace = flame_trace()
     end = T0 + STEPS * STEP_MS * MS
     assert trace.time_range()[1] == end + LATE_S * 1_000 * MS  # GIVEN samples 12 s after the region
-    rank = prepare([trace]).rank
+    data = prepare([trace])
+    rank = data.rank
     # THEN the region and the first view are the profiled steps, and the counter is clipped to them
-    assert rank.span == (T0, end) and rank.view == (T0, end) and rank.origin == T0
-    counter = rank.lanes[-1]
+    assert rank.span == (T0, end) and WINDOW.of(data) == (T0, end) and rank.origin == T0
+    counter = LANES.of(data)[-1]
     assert counter.is_counter and counter.starts.max() <= end - T0
 
 

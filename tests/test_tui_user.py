@@ -13,8 +13,8 @@ import pytest
 
 from neuron_prof.model import TraceBuilder
 from neuron_prof.tui.app import NeuronProfApp
-from neuron_prof.tui.screens.base import VIEWS
-from neuron_prof.tui.screens.ops import CallsScreen
+from neuron_prof.tui.views import VIEWS
+from neuron_prof.tui.screens.ops import OPS, CallsScreen
 from tests.conftest import KINETO_DIR
 from tests._tui_pilot import ready, screen_text, shown, table
 from tests._demo_trace import FALLBACK_SITE, LONG, MS, T0, demo_like_trace
@@ -35,13 +35,13 @@ async def test_every_view_fits_the_screen(size: tuple[int, int]) -> None:
     app = NeuronProfApp([demo_like_trace(site_dir=LONG)])
     async with app.run_test(size=size) as pilot:
         await ready(pilot, app)
-        for view, label in VIEWS:
+        for view, label in VIEWS.tabs:
             app.show_view(view)
             await pilot.pause()
             lines = screen_text(app).splitlines()
             # GIVEN any view, THEN the top bar names all eight views within the width: each reachable
             bar = lines[0]
-            for _, other in VIEWS:
+            for _, other in VIEWS.tabs:
                 number, word = other.split()[:2]
                 assert f"{number} {word[:4]}" in bar, (view, bar)
             assert f"{label.split()[0]} {label.split()[1]}" in bar  # the shown one by its whole first word
@@ -218,7 +218,7 @@ def test_an_annotation_is_not_device_work() -> None:
 
     # GIVEN a DDP trace: Kineto copies the user annotation DistributedDataParallel.forward onto the GPU
     data = prepare([real(KINETO_DIR / "trace_filter_sampled_rank-0.json.gz")], lambda f, s: None, lambda: False)
-    ops = data.rank.ops
+    ops = OPS.of(data)
     where = {str(n): str(w) for n, w in zip(ops["name"], ops["where"])}
     # THEN the ops view lists it once, as host time, never as a device op with its self time
     assert where.get("DistributedDataParallel.forward") == "host"

@@ -6,6 +6,11 @@ Every other view's tables come after the overview is on screen (`TuiData.warm`, 
 tables are not there yet is not ready (`TuiData.is_ready`) and the app says so until they are. `prepare`
 accepts paths (loaded with `neuron_prof.loaders.load`) or ready Traces, so tests and benchmarks can hand in
 a built Trace.
+
+A view's tables are declared by its screen (`ViewScreen.TABLES`): a `RankTable` (built per rank, from its
+trace and analysis) or a `CrossTable` (over every loaded rank), each a name and a function that builds it.
+Which tables exist, in which order they are built, and which a view waits for come from the view registry
+(`neuron_prof.tui.views`), handed in by the app; nothing here names a view.
 """
 
 from __future__ import annotations
@@ -15,40 +20,56 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 import numpy as np
 
-from neuron_prof.analysis import Context, Finding, OpTable, cross_rank_findings, find_steps, op_table, sort_findings
+from neuron_prof.analysis import Context, Finding, OpTable, cross_rank_findings, op_table, sort_findings
 from neuron_prof.analysis import LineTable, line_table, nesting, overview, step_breakdown
 from neuron_prof.analysis import Family, info_of
 from neuron_prof.model import Trace, TrackKind, split_ranks
-from neuron_prof.tui import _shape
+from neuron_prof.tui._shape import step_times
 from neuron_prof.tui._fmt import fmt_bytes
-from neuron_prof.tui._lanes import Lane, build_lanes, profiled_region
-from neuron_prof.tui._lines import lines_view
+from neuron_prof.tui._lanes import profiled_region
 
 Source = str | os.PathLike[str] | Trace
 Progress = Callable[[float, str], None]
 """progress(fraction done 0-1, what is happening now)."""
+T = TypeVar("T")
 
-RANK_TABLES = ("ops", "compiles", "fallbacks", "memory", "lanes", "view", "lines")
-"""RankData's tables built after the first screen, in this order unless a view waits for one."""
-DATA_TABLES = ("collectives", "rank_table")
-"""TuiData's cross-rank tables, built after the shown rank's."""
-VIEW_NEEDS: dict[str, tuple[str, ...]] = {
-    "overview": (),
-    "compile": ("compiles",),
-    "fallback": ("fallbacks",),
-    "ops": ("ops",),
-    "timeline": ("lanes", "view"),
-    "memory": ("memory",),
-    "collectives": ("collectives",),
-    "ranks": ("rank_table",),
-    "lines": ("lines",),
-    "device": (),
-}
-"""The tables each view shows (RANK_TABLES of the shown rank, or DATA_TABLES); the overview's come first."""
+
+@dataclass(frozen=True, eq=False)
+class RankTable(Generic[T]):
+    """A table a view shows for the shown rank, built in the background after the first screen.
+
+    `name` is how the table is called in `TuiData.failed`, the timings and the app's `before_table` hook
+    (one name per table across the views); `build` makes it from a rank's trace and analysis."""
+
+    name: str
+    build: Callable[[RankData], T]
+    first: bool = False
+    """Built before the other views' tables (the ops table is; the rest go in the order of their views)."""
+
+    def of(self, data: TuiData) -> T:
+        """This table of the shown rank (built now if the background has not built it yet)."""
+        return data.rank.table(self)
+
+
+@dataclass(frozen=True, eq=False)
+class CrossTable(Generic[T]):
+    """A table over every loaded rank (the collectives, the rank table), built after the shown rank's tables."""
+
+    name: str
+    build: Callable[[Sequence[RankData]], T]
+    first = False
+
+    def of(self, data: TuiData) -> T:
+        """The table (built now if the background has not built it yet)."""
+        return data.table(self)
+
+
+ViewTable = RankTable[Any] | CrossTable[Any]
+"""A table a view declares (`ViewScreen.TABLES`)."""
 
 
 def analyse(trace: Trace, ctx: Context) -> tuple[dict[str, Any], list[Finding], list[str]]:
@@ -86,6 +107,8 @@ class RankData:
     context: Context
     """The analysis context the totals and findings were computed over; the views' tables share it (call
     sites, compiles and nesting are worked out once)."""
+    tables: dict[str, Any] = field(default_factory=dict, repr=False)
+    """The views' tables of this rank built so far, by name (`RankTable`)."""
 
     @cached_property
     def depth(self) -> np.ndarray:
@@ -95,31 +118,15 @@ class RankData:
         return d
 
     @cached_property
-    def compiles(self) -> _shape.Table:
-        return _shape.compile_table(self.trace, self.context)
-
-    @cached_property
-    def fallbacks(self) -> _shape.Table:
-        return _shape.fallback_table(self.trace, self.findings, self.context)
-
-    @cached_property
     def op_accounting(self) -> OpTable:
         """The analysis' op accounting (calls, self and total time per op, and each op's calls): the one the
         totals were computed from, over the same context."""
         return op_table(self.trace, self.context)
 
     @cached_property
-    def ops(self) -> _shape.Table:
-        return _shape.op_view(self.trace, self.op_accounting)
-
-    @cached_property
     def line_table(self) -> LineTable:
         """The analysis' lines view (every user line's costs, backward charged to its forward line)."""
         return line_table(self.trace, self.context)
-
-    @cached_property
-    def lines(self) -> _shape.Table:
-        return lines_view(self.line_table)
 
     @cached_property
     def step_parts(self) -> list[dict[str, Any]]:
@@ -128,30 +135,15 @@ class RankData:
 
     @cached_property
     def steps(self) -> np.ndarray:
-        return _shape.step_times(self.trace)
+        """Each profiled step's duration (ns), in time order: the overview's first screen."""
+        return step_times(self.trace)
 
-    @cached_property
-    def lanes(self) -> list[Lane]:
-        return build_lanes(self.trace, self.depth, self.origin, region=self.span)
-
-    @cached_property
-    def view(self) -> tuple[int, int]:
-        """The timeline's first window: the profiled steps (the whole region when no steps are found)."""
-        _, start, end = find_steps(self.trace)
-        lo, hi = self.span
-        if len(start):
-            a, b = max(int(start.min()), lo), min(int(end.max()), hi)
-            if b > a:
-                return a, b
-        return lo, hi
-
-    @cached_property
-    def memory(self) -> list[tuple[int, np.ndarray, np.ndarray]]:
-        return _shape.memory_series(self.trace)
-
-    def calls(self, op: int) -> _shape.Table:
-        """Every call of entry `op` of the op table (the ops view's "op" column), longest first."""
-        return _shape.calls_table(self.trace, self.op_accounting, op)
+    def table(self, spec: RankTable[T]) -> T:
+        """`spec`'s table of this rank, built now if the background has not built it yet."""
+        if spec.name not in self.tables:
+            # stored once whole: the background's readiness check reads `tables`
+            self.tables[spec.name] = spec.build(self)
+        return cast(T, self.tables[spec.name])
 
     @property
     def rank_label(self) -> str:
@@ -169,67 +161,67 @@ class TuiData:
     failed: dict[tuple[int, str], str] = field(default_factory=dict)
     """(rank index, table) -> why the table could not be built (shown by the view that needs it)."""
 
+    tables: dict[str, Any] = field(default_factory=dict, repr=False)
+    """The cross-rank tables built so far, by name (`CrossTable`)."""
+
     @property
     def rank(self) -> RankData:
         return self.ranks[self.current]
 
-    @cached_property
-    def collectives(self) -> _shape.Table:
-        return _shape.collective_table([r.trace for r in self.ranks])
+    def table(self, spec: CrossTable[T]) -> T:
+        """`spec`'s table over every rank, built now if the background has not built it yet."""
+        if spec.name not in self.tables:
+            self.tables[spec.name] = spec.build(self.ranks)
+        return cast(T, self.tables[spec.name])
 
-    @cached_property
-    def rank_table(self) -> _shape.Table:
-        return _shape.rank_table([(r.trace, r.totals) for r in self.ranks])
+    def _store(self, spec: ViewTable, rank: int) -> dict[str, Any]:
+        return self.tables if isinstance(spec, CrossTable) else self.ranks[rank].tables
 
-    def _holder(self, name: str, rank: int) -> Any:
-        return self if name in DATA_TABLES else self.ranks[rank]
+    def _built(self, spec: ViewTable, rank: int) -> bool:
+        return spec.name in self._store(spec, rank) or (rank, spec.name) in self.failed
 
-    def _built(self, name: str, rank: int) -> bool:
-        # a cached_property is in the instance's __dict__ once computed (set after it is whole)
-        return name in vars(self._holder(name, rank)) or (rank, name) in self.failed
+    def is_ready(self, tables: Sequence[ViewTable]) -> bool:
+        """Whether every one of a view's `tables` is built for the shown rank (a failed one never is: `failure`)."""
+        return bool(self.ranks) and all(t.name in self._store(t, self.current) for t in tables)
 
-    def is_ready(self, view: str) -> bool:
-        """Whether every table `view` shows is built for the shown rank (a failed one never is: `failure`)."""
-        return bool(self.ranks) and all(
-            n in vars(self._holder(n, self.current)) for n in VIEW_NEEDS.get(view, ())
-        )
-
-    def failure(self, view: str) -> str | None:
-        """Why a table of `view` could not be built, for the shown rank (None: none failed)."""
-        return next((self.failed[(self.current, n)] for n in VIEW_NEEDS.get(view, ())
-                     if (self.current, n) in self.failed), None)
+    def failure(self, tables: Sequence[ViewTable]) -> str | None:
+        """Why one of a view's `tables` could not be built, for the shown rank (None: none failed)."""
+        return next((self.failed[(self.current, t.name)] for t in tables
+                     if (self.current, t.name) in self.failed), None)
 
     def warm(
         self,
+        order: Sequence[ViewTable],
         cancelled: Callable[[], bool] = lambda: False,
-        wanted: Callable[[], str | None] = lambda: None,
+        wanted: Callable[[], Sequence[ViewTable]] = lambda: (),
         built: Callable[[str], None] = lambda name: None,
         before: Callable[[str], None] = lambda name: None,
     ) -> None:
-        """Build the shown rank's tables, then the cross-rank ones (in a thread, after the first screen).
+        """Build the shown rank's tables and the cross-rank ones (in a thread, after the first screen).
 
-        Each table in RANK_TABLES order, except that the tables of the view `wanted()` names (the one the
-        user is waiting for) go first; `built(name)` after each. `before(name)` runs first (the app's
-        `before_table` hook). A table that raises is recorded in `failed`, not raised: its view says so and
-        the other views still fill in.
+        Each table in `order` (the views', `neuron_prof.tui.views.Views.tables`), except that the tables
+        `wanted()` returns (those of the view the user is waiting for) go first; `built(name)` after each.
+        `before(name)` runs first (the app's `before_table` hook). A table that raises is recorded in
+        `failed`, not raised: its view says so and the other views still fill in.
         """
         rank = self.current
-        order = [*RANK_TABLES, *DATA_TABLES]
         while not cancelled():
-            todo = [n for n in order if not self._built(n, rank)]
+            todo = [t for t in order if not self._built(t, rank)]
             if not todo:
                 return
-            view = wanted()
-            first = [n for n in VIEW_NEEDS.get(view or "", ()) if n in todo]
-            name = (first or todo)[0]
-            t = time.perf_counter()
+            first = [t for t in wanted() if t in todo]
+            spec = (first or todo)[0]
+            start = time.perf_counter()
             try:
-                before(name)
-                getattr(self._holder(name, rank), name)
+                before(spec.name)
+                if isinstance(spec, CrossTable):
+                    self.table(spec)
+                else:
+                    self.ranks[rank].table(spec)
             except Exception as e:  # noqa: BLE001 - shown by the view that needs the table
-                self.failed[(rank, name)] = f"{name} could not be computed: {type(e).__name__}: {e}"
-            self.timings[f"table {name}"] = time.perf_counter() - t
-            built(name)
+                self.failed[(rank, spec.name)] = f"{spec.name} could not be computed: {type(e).__name__}: {e}"
+            self.timings[f"table {spec.name}"] = time.perf_counter() - start
+            built(spec.name)
 
 
 def _rank(trace: Trace, source: str, cross: Sequence[Finding] = ()) -> RankData:

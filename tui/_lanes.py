@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from neuron_prof.analysis import find_steps
 from neuron_prof.model import Trace, TrackKind
 from neuron_prof.tui._lane_names import lane_names, lane_title
 
@@ -177,6 +178,17 @@ def profiled_region(trace: Trace) -> tuple[int, int]:
     if not starts:
         return trace.time_range()
     return min(starts), max(max(ends), min(starts) + 1)
+
+
+def first_window(trace: Trace, region: tuple[int, int]) -> tuple[int, int]:
+    """The timeline's first window: the profiled steps within `region` (all of it when no steps are found)."""
+    _, start, end = find_steps(trace)
+    lo, hi = region
+    if len(start):
+        a, b = max(int(start.min()), lo), min(int(end.max()), hi)
+        if b > a:
+            return a, b
+    return lo, hi
 
 
 def clip_samples(ts: np.ndarray, lo: int, hi: int) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""NeuronProfApp: the thin App. It maps views to screens, loads traces in a worker and routes jumps.
+"""NeuronProfApp: the thin App. It shows the views of the registry, loads traces in a worker and routes jumps.
 
     app = NeuronProfApp(["trace.json"])          # paths or ready Traces
     app.run()
@@ -12,6 +12,9 @@ posting `TableReady` after each) and then mounts every other view's screen in th
 (`_premount`), one per refresh, so the first switch to a view shows a screen that is already composed,
 styled and laid out. A switch to a view whose tables are not built yet shows `PendingScreen` ("loading…")
 with that view's tab; its tables are built next and the view replaces it when they are.
+
+The views, their keys and their tables come from the view registry (`neuron_prof.tui.views.VIEWS`, or the
+`views` given): nothing here names a view but the overview, which is shown first.
 """
 
 from __future__ import annotations
@@ -34,26 +37,13 @@ from textual.worker import Worker, get_current_worker
 
 from neuron_prof.errors import NeuronProfError
 from neuron_prof.formats import companion_pftrace
-from neuron_prof.tui._data import Source, TuiData, prepare
+from neuron_prof.tui._data import Source, TuiData, ViewTable, prepare
 from neuron_prof.tui._threads import in_daemon_thread
-from neuron_prof.tui.screens.base import VIEWS, ViewScreen
-from neuron_prof.tui.screens.collectives import CollectivesScreen
-from neuron_prof.tui.screens.compile import CompileScreen
-from neuron_prof.tui.screens.device import DeviceScreen
-from neuron_prof.tui.screens.fallback import FallbackScreen
+from neuron_prof.tui.screens.base import ViewScreen
 from neuron_prof.tui.screens.help import HelpScreen
 from neuron_prof.tui.screens.loading import LoadingScreen
-from neuron_prof.tui.screens.memory import MemoryScreen
-from neuron_prof.tui.screens.lines import LinesScreen
-from neuron_prof.tui.screens.ops import OpsScreen
-from neuron_prof.tui.screens.overview import OverviewScreen
 from neuron_prof.tui.screens.pending import PendingScreen
-from neuron_prof.tui.screens.ranks import RanksScreen
-from neuron_prof.tui.screens.timeline import TimelineScreen
-
-VIEW_NAMES = tuple(v for v, _ in VIEWS)
-EXTRA_VIEWS = ("device",)
-"""Views off the tab bar, reached by their key (`d`: the Neuron Explorer device profile)."""
+from neuron_prof.tui.views import VIEWS, Views
 
 
 async def _in_queue(node: MessagePump, fn: Callable[[], Awaitable[None]]) -> None:
@@ -78,26 +68,12 @@ class NeuronProfApp(App[int]):
     TITLE = "neuron-prof"
     # the palette's commands (screenshots to disk, themes) are not ours to offer, least of all through --serve
     ENABLE_COMMAND_PALETTE = False
-    MODES: ClassVar[dict[str, Any]] = {
-        "loading": LoadingScreen,
-        "overview": OverviewScreen,
-        "compile": CompileScreen,
-        "fallback": FallbackScreen,
-        "ops": OpsScreen,
-        "timeline": TimelineScreen,
-        "memory": MemoryScreen,
-        "collectives": CollectivesScreen,
-        "ranks": RanksScreen,
-        "device": DeviceScreen,
-        "lines": LinesScreen,
-        "pending": PendingScreen,
-    }
+    # the views' modes ("pending" among them) and hotkeys are added per app, from its registry
+    MODES: ClassVar[dict[str, Any]] = {"loading": LoadingScreen}
     DEFAULT_MODE = "loading"
     BINDINGS: ClassVar[list[BindingType]] = [
-        *(Binding(str(i + 1), f"view('{v}')", label, show=False) for i, (v, label) in enumerate(VIEWS)),
         Binding("tab", "cycle(1)", "Next view", show=False, priority=True),
         Binding("shift+tab", "cycle(-1)", "Previous view", show=False, priority=True),
-        Binding("d", "view('device')", "Device", show=False),
         Binding("o", "perfetto", "Perfetto"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
@@ -126,8 +102,16 @@ class NeuronProfApp(App[int]):
             super().__init__()
             self.name = name
 
-    def __init__(self, sources: Sequence[Source], *, start_view: str = "overview") -> None:
+    def __init__(self, sources: Sequence[Source], *, start_view: str = "overview", views: Views = VIEWS) -> None:
         super().__init__()
+        self.views = views
+        """The views this app shows (the registry, `neuron_prof.tui.views`)."""
+        self.tabs = views.tabs
+        """(view, label) of the views on the view bar (`ViewHost.tabs`)."""
+        for v in views:
+            self.add_mode(v.key, v.screen)
+            self.bind(v.hotkey, f"view('{v.key}')", description=v.label if v.tab else v.title, show=False)
+        self.add_mode("pending", lambda: PendingScreen(views))
         self.sources = list(sources)
         self.start_view = start_view
         self.data: TuiData = TuiData(ranks=[])
@@ -151,8 +135,8 @@ class NeuronProfApp(App[int]):
         self.ready_at: dict[str, float] = {}
         """perf_counter() when each view became ready after the first screen (bench_tui reads it)."""
         self.before_table: Callable[[str], None] | None = None
-        """Hook: called in the background thread before each table is built, with its name (`_data.RANK_TABLES`,
-        `_data.DATA_TABLES`). Tests set it to hold a table back (a slow stage) without sleeping."""
+        """Hook: called in the background thread before each table is built, with its name (`RankTable.name`,
+        `CrossTable.name`). Tests set it to hold a table back (a slow stage) without sleeping."""
         self._heap_frozen = False
         self._loading: asyncio.Future[TuiData] | None = None
         """The load started as the app starts (`on_load`), awaited by the `loader` worker."""
@@ -198,7 +182,7 @@ class NeuronProfApp(App[int]):
 
     def _first_screen_shown(self) -> None:
         self.shown_at = time.perf_counter()
-        self.ready_at = {v: self.shown_at for v in VIEW_NAMES if self.data.is_ready(v)}
+        self.ready_at = {v: self.shown_at for v in self.views.tab_keys if self.is_ready(v)}
         self._warm()
 
     @work(exit_on_error=False, name="warm", exclusive=True)
@@ -208,8 +192,9 @@ class NeuronProfApp(App[int]):
         worker = get_current_worker()
         await in_daemon_thread(
             self.data.warm,
+            self.views.tables,
             lambda: worker.is_cancelled,
-            lambda: self.waiting[0] if self.waiting else None,
+            lambda: self._tables(self.waiting[0]) if self.waiting else (),
             lambda name: self.post_message(self.TableReady(name)),
             lambda name: self.before_table(name) if self.before_table is not None else None,
             name="neuron-prof-warm",
@@ -233,7 +218,7 @@ class NeuronProfApp(App[int]):
         """
         worker = get_current_worker()
         self.premounted_at = None
-        for view in VIEW_NAMES:
+        for view in self.views.tab_keys:
             await self.wait_for_refresh()  # the shown screen has handled its keys and repainted
             if worker.is_cancelled or not self.is_running:
                 return
@@ -292,8 +277,8 @@ class NeuronProfApp(App[int]):
 
     def on_neuron_prof_app_table_ready(self, message: TableReady) -> None:
         if self.shown_at is not None:
-            for view in VIEW_NAMES:
-                if view not in self.ready_at and self.data.is_ready(view):
+            for view in self.views.tab_keys:
+                if view not in self.ready_at and self.is_ready(view):
                     self.ready_at[view] = time.perf_counter()
         # over the loading message only: with the help open on it, the message catches up when shown again
         if isinstance(self._top(), PendingScreen):
@@ -303,7 +288,7 @@ class NeuronProfApp(App[int]):
         """Show the view the user is waiting for if its tables are there now (or say why they cannot be)."""
         if self.waiting is not None:
             view, focus_key = self.waiting
-            if self.data.is_ready(view) or self.data.failure(view) is not None:
+            if self.is_ready(view) or self.data.failure(self._tables(view)) is not None:
                 self.show_view(view, focus_key)
 
     def on_neuron_prof_app_failed(self, message: Failed) -> None:
@@ -316,16 +301,24 @@ class NeuronProfApp(App[int]):
     def ready(self) -> bool:
         return bool(self.data.ranks)
 
+    def _tables(self, view: str) -> tuple[ViewTable, ...]:
+        v = self.views.get(view)
+        return v.tables if v is not None else ()
+
+    def is_ready(self, view: str) -> bool:
+        """Whether `view`'s tables are built for the shown rank."""
+        return self.data.is_ready(self._tables(view))
+
     # ---- navigation ----------------------------------------------------------------------------
     def show_view(self, view: str, focus_key: str | None = None) -> None:
         """Switch to `view`; filtered to the rows matching `focus_key` (a call site or name) there.
 
         A view whose tables are not built yet shows PendingScreen until they are (then this runs again).
         """
-        if not self.ready or (view not in VIEW_NAMES and view not in EXTRA_VIEWS):
+        if not self.ready or view not in self.views:
             return
-        failure = self.data.failure(view)
-        if failure is not None or not self.data.is_ready(view):
+        failure = self.data.failure(self._tables(view))
+        if failure is not None or not self.is_ready(view):
             self.waiting = None if failure is not None else (view, focus_key)
             self.switch_mode("pending")
             screen = self.get_screen_stack("pending")[0]  # under the help, if it was opened there
@@ -345,8 +338,9 @@ class NeuronProfApp(App[int]):
         if not self.ready:
             return
         cur = self.screen.view if isinstance(self.screen, PendingScreen) else self.current_mode
-        i = VIEW_NAMES.index(cur) if cur in VIEW_NAMES else 0
-        self.show_view(VIEW_NAMES[(i + step) % len(VIEW_NAMES)])
+        tabs = self.views.tab_keys
+        i = tabs.index(cur) if cur in tabs else 0
+        self.show_view(tabs[(i + step) % len(tabs)])
 
     def jump(self, ts_ns: int, track: int | None = None, row: int | None = None) -> None:
         """Show the timeline centred on `ts_ns` with `track`'s lane selected (slice `row`'s lane, when given,
@@ -376,7 +370,7 @@ class NeuronProfApp(App[int]):
     # ---- help and hand-off ---------------------------------------------------------------------
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(self.views))
 
     def perfetto_hint(self) -> str:
         """How to open the shown trace in the Perfetto UI."""

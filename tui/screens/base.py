@@ -1,7 +1,11 @@
 """ViewScreen: what every view shares: the view tabs, a footer, `/` filter, `t` jump and rank changes.
 
-A subclass implements `compose_body()` and, when it has a main table, sets `self.table`; the timeline
-jump target of the highlighted row comes from `jump_target()` (columns ``ts_ns`` and ``track``).
+A subclass declares its view in class attributes (VIEW, TITLE, HELP, TABLES, LOADING: its key, its tab, its
+words in the help, the tables it shows and what is being computed while they are not there), implements
+`compose_body()` and, when it has a main table, sets `self.table`; the timeline jump target of the
+highlighted row comes from `jump_target()` (columns ``ts_ns`` and ``track``). The registry of views
+(`neuron_prof.tui.views`) lists each screen once; the app, the view bar, the help and the background
+tables read it from there.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Input, Static
 
-from neuron_prof.tui._data import RankData, TuiData
+from neuron_prof.tui._data import RankData, TuiData, ViewTable
 from neuron_prof.tui._fmt import printable
 from neuron_prof.tui.widgets.bars import KeyBar, ViewBar
 from neuron_prof.tui.widgets.virtual_table import VirtualTable
@@ -30,6 +34,8 @@ class ViewHost(Protocol):
     data: TuiData
     data_version: int
     pending_jump: tuple[int, int | None, int | None] | None
+    tabs: tuple[tuple[str, str], ...]
+    """(view, label) of every view on the view bar, in order ("compile", "2 Compile stalls")."""
 
     def show_view(self, view: str, focus_key: str | None = None) -> None: ...
 
@@ -37,23 +43,22 @@ class ViewHost(Protocol):
 
     def select_rank(self, index: int) -> None: ...
 
-VIEWS: tuple[tuple[str, str], ...] = (
-    ("overview", "1 Overview"),
-    ("compile", "2 Compile stalls"),
-    ("fallback", "3 Fallback hot spots"),
-    ("ops", "4 Ops"),
-    ("timeline", "5 Timeline"),
-    ("memory", "6 Memory"),
-    ("collectives", "7 Collectives"),
-    ("ranks", "8 Ranks"),
-    ("lines", "9 Lines"),
-)
-
 
 class ViewScreen(Screen[None]):
-    """Base of the nine views."""
+    """Base of the views."""
 
     VIEW: ClassVar[str] = ""
+    """The view's key: its mode in the app and `show_view`'s name for it ("compile")."""
+    TITLE: ClassVar[str] = ""
+    """Its name on the view bar, after its key ("Compile stalls")."""
+    HELP: ClassVar[str] = ""
+    """What the help says of it: its words in the "switch view" line for a view on the bar ("compile
+    stalls"), its own line for one off the bar, reached by its key only (the device view)."""
+    TABLES: ClassVar[tuple[ViewTable, ...]] = ()
+    """The tables it shows (`_data.RankTable`, `_data.CrossTable`), built in the background after the first
+    screen; until they are, the app shows PendingScreen in its place."""
+    LOADING: ClassVar[str] = "its tables"
+    """What PendingScreen says is being computed meanwhile ("the compile stalls")."""
     JUMPS: ClassVar[bool] = True
     """Whether rows of this view have a place on the timeline (`t`)."""
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -83,7 +88,7 @@ class ViewScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         self._version = self.np_app.data_version
-        yield ViewBar(VIEWS, self.VIEW, id="views")
+        yield ViewBar(self.np_app.tabs, self.VIEW, id="views")
         yield from self.compose_body()
         yield KeyBar()
 

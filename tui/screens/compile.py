@@ -9,14 +9,16 @@ from typing import Any
 from textual.widget import Widget
 
 from neuron_prof.analysis import Family, of_family
+from neuron_prof.tui._data import RankTable
 from neuron_prof.tui._fmt import fmt_int, fmt_ns
-from neuron_prof.tui._shape import no_compile_reason, plan_text, slices_table
+from neuron_prof.tui.screens._compile_table import compile_table, no_compile_reason, plan_text
 from neuron_prof.tui.screens.base import Detail, ViewScreen, detail
-from neuron_prof.tui.screens.ops import CallsScreen
+from neuron_prof.tui.screens.ops import CallsScreen, slices_table
 from neuron_prof.tui.widgets.tree_table import TreeTable
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 
 COMPILE_KINDS = of_family(Family.COMPILE)
+COMPILES = RankTable("compiles", lambda rank: compile_table(rank.trace, rank.context))
 
 
 def _count(v: Any) -> str:
@@ -27,6 +29,10 @@ class CompileScreen(ViewScreen):
     """Compile stalls by op; each op expands to its signatures and call sites."""
 
     VIEW = "compile"
+    TITLE = "Compile stalls"
+    HELP = "compile stalls"
+    TABLES = (COMPILES,)
+    LOADING = "the compile stalls"
 
     def compose_body(self) -> Iterable[Widget]:
         cols = [
@@ -38,7 +44,7 @@ class CompileScreen(ViewScreen):
             Column("total_ns", "total", 10, fmt_ns, right=True),
             Column("max_ns", "longest", 10, fmt_ns, right=True, drop=1),
         ]
-        self.table = TreeTable(cols, self.rank.compiles, filter_key="search", id="compiles")
+        self.table = TreeTable(cols, COMPILES.of(self.data), filter_key="search", id="compiles")
         self.table.empty_text = "No compiles: " + no_compile_reason(self.rank.trace)
         yield self.table
         yield Detail(id="detail")
@@ -75,7 +81,7 @@ class CompileScreen(ViewScreen):
         pane.display = row >= 0
         if row < 0:
             return
-        d = {k: v[row] for k, v in self.rank.compiles.items()}
+        d = {k: v[row] for k, v in COMPILES.of(self.data).items()}
         member = d["parent"] >= 0
         site = d["call_site"] or "line unknown" + (f" in {d['function']}" if d["function"] else "")
         if not member and d["n_sites"] != 1:

@@ -94,6 +94,9 @@ class DeviceScreen(ViewScreen):
     """The device profile's metrics and where its device time went."""
 
     VIEW = "device"
+    TITLE = "Device"
+    HELP = ("device view: a Neuron Explorer device profile's schema version, MFU/HFU/MBU, engine shares, "
+            "opcodes and device time per framework op, source line and host op")
     JUMPS = False
 
     def compose_body(self) -> Iterable[Widget]:

@@ -1,4 +1,5 @@
-"""Help: every key, in a modal."""
+"""Help: every key, in a modal. The views' lines come from the view registry (`neuron_prof.tui.views`): the
+"switch view" line names every view on the bar by its HELP, and a view off the bar has a line of its own."""
 
 from __future__ import annotations
 
@@ -12,12 +13,9 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from neuron_prof.tui.views import Views
+
 KEYS = (
-    (
-        "1-9, tab, shift+tab",
-        "switch view: overview, compile stalls, fallback hot spots, ops, timeline, memory, "
-        "collectives, ranks, lines (your code's lines by cost)",
-    ),
     ("↑ ↓ pgup pgdn home end", "move in a table"),
     (
         "enter",
@@ -37,12 +35,38 @@ KEYS = (
     ("timeline enter", "the selected slice: arguments, call site, linked slices;  f: follow its flow"),
     ("b", "overview: every profiled step as a bar of its parts (compile, fallback, sync, collectives, host, "
           "device, idle);  m: to one scale / as shares;  enter: the step on the timeline"),
-    ("d", "device view: a Neuron Explorer device profile's schema version, MFU/HFU/MBU, engine shares, "
-          "opcodes and device time per framework op, source line and host op"),
+)
+"""The keys within views, after the "switch view" line."""
+APP_KEYS = (
     ("o", "how to open this trace in the Perfetto UI"),
     ("?", "this help"),
     ("q", "quit"),
 )
+"""The app's own keys, last."""
+
+
+def key_span(keys: list[str]) -> str:
+    """Hotkeys as the help writes them: a run of consecutive digits as "1-9", the others one by one."""
+    out: list[str] = []
+    run: list[str] = []
+    for k in [*keys, ""]:
+        if run and k.isdigit() and len(k) == 1 and ord(k) == ord(run[-1]) + 1:
+            run.append(k)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(run))
+        run = [k] if k.isdigit() and len(k) == 1 else []
+        if k and not run:
+            out.append(k)
+    return ", ".join(out)
+
+
+def help_rows(views: Views) -> list[tuple[str, str]]:
+    """(keys, what they do): switching views, the keys within them, the views off the bar, the app's keys."""
+    tabs = [v for v in views if v.tab]
+    switch = (f"{key_span([v.hotkey for v in tabs])}, tab, shift+tab",
+              "switch view: " + ", ".join(v.help for v in tabs))
+    return [switch, *KEYS, *((v.hotkey, v.help) for v in views if not v.tab), *APP_KEYS]
 
 
 class HelpScreen(ModalScreen[None]):
@@ -50,12 +74,16 @@ class HelpScreen(ModalScreen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "dismiss", "Close")]
 
+    def __init__(self, views: Views) -> None:
+        super().__init__()
+        self.views = views
+
     def compose(self) -> ComposeResult:
         # a grid, not padded lines: at 80 columns the descriptions wrap beside their keys
         grid = Table.grid(padding=(0, 2))
         grid.add_column(style="bold cyan", justify="right", no_wrap=True)
         grid.add_column(overflow="fold")
-        for k, v in KEYS:
+        for k, v in help_rows(self.views):
             grid.add_row(k, v)
         title = Text("neuron-prof keys", style="bold")
         title.append("   ↑↓ pgup pgdn scroll, esc closes", style="dim")

@@ -13,13 +13,16 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from neuron_prof.analysis import sites_of, source_context
-from neuron_prof.tui._data import RankData
-from neuron_prof.tui._lines import calls_of, line_ops
+from neuron_prof.tui._data import RankData, RankTable
+from neuron_prof.tui._lines import calls_of, line_ops, lines_view
 from neuron_prof.tui._fmt import fmt_bytes, fmt_int, fmt_ns, printable
 from neuron_prof.tui.screens.base import ViewScreen
 from neuron_prof.tui.screens._drill import DrillScreen
 from neuron_prof.tui.screens.ops import CallsScreen
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
+
+LINES = RankTable("lines", lambda rank: lines_view(rank.line_table))
+
 
 def _ns(v: object) -> str:
     return fmt_ns(float(v)) if v else "-"  # type: ignore[arg-type]
@@ -33,6 +36,10 @@ class LinesScreen(ViewScreen):
     """The user's lines by cost; enter lists a line's ops, the detail pane shows its source."""
 
     VIEW = "lines"
+    TITLE = "Lines"
+    HELP = "lines (your code's lines by cost)"
+    TABLES = (LINES,)
+    LOADING = "the lines table"
     JUMPS = False
 
     def compose_body(self) -> Iterable[Widget]:
@@ -49,7 +56,7 @@ class LinesScreen(ViewScreen):
             Column("alloc_bytes", "alloc", 9, _bytes, right=True, drop=8),
             Column("backward", "backward of", 22, drop=9),
         ]
-        self.table = VirtualTable(cols, self.rank.lines, filter_key="call_site", id="lines")
+        self.table = VirtualTable(cols, LINES.of(self.data), filter_key="call_site", id="lines")
         self.table.sort_key = "cost_ns"
         self.table.empty_text = "No line of your code ran a recorded op (no host ops, or no call stacks)."
         yield self.table
@@ -61,7 +68,7 @@ class LinesScreen(ViewScreen):
         if row < 0:
             return
         t = self.rank.line_table
-        i = int(self.rank.lines["index"][row])
+        i = int(LINES.of(self.data)["index"][row])
         out = Text(no_wrap=True, overflow="ellipsis")
         site = str(t.call_site[i])
         ctx = source_context(site, self.rank.trace.metadata, around=2) if site else []
@@ -88,7 +95,7 @@ class LinesScreen(ViewScreen):
         pane.update(out)
 
     def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
-        i = int(self.rank.lines["index"][event.row])
+        i = int(LINES.of(self.data)["index"][event.row])
         self.app.push_screen(LineOpsScreen(self.rank, i))
 
 

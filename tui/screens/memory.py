@@ -9,20 +9,41 @@ from rich.text import Text
 from textual.widget import Widget
 from textual.widgets import Static
 
+from neuron_prof.model import Trace, TrackKind
+from neuron_prof.tui._data import RankTable
 from neuron_prof.tui._fmt import fmt_bytes, fmt_ts, printable
 from neuron_prof.tui.screens.base import ViewScreen
 from neuron_prof.tui.widgets.plot import BraillePlot
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 
 
+def memory_series(trace: Trace) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """(track, ts_ns, value) per memory counter track (bytes), in time order."""
+    c = trace.counters
+    out = []
+    for t in trace.track_ids(TrackKind.MEMORY):
+        rows = np.flatnonzero(c.track == t)
+        if len(rows):
+            rows = rows[np.argsort(c.ts_ns[rows], kind="stable")]
+            out.append((int(t), c.ts_ns[rows], c.value[rows]))
+    return out
+
+
+MEMORY = RankTable("memory", lambda rank: memory_series(rank.trace))
+
+
 class MemoryScreen(ViewScreen):
     """Memory counters: a table of peaks (t jumps to the peak) and the highlighted curve."""
 
     VIEW = "memory"
+    TITLE = "Memory"
+    HELP = "memory"
+    TABLES = (MEMORY,)
+    LOADING = "the memory series"
 
     def compose_body(self) -> Iterable[Widget]:
         rank = self.rank
-        series = rank.memory
+        series = MEMORY.of(self.data)
         tracks = rank.trace.tracks
         peak_i = [int(np.argmax(v)) for _, _, v in series]
         obj = np.empty(len(series), dtype=object)
@@ -56,7 +77,7 @@ class MemoryScreen(ViewScreen):
         if row < 0:
             title.update(Text("no memory counters in this trace", style="dim"))
             return
-        _, ts, v = self.rank.memory[int(self.table.value("series", row))]  # type: ignore[union-attr]
+        _, ts, v = MEMORY.of(self.data)[int(self.table.value("series", row))]  # type: ignore[union-attr]
         self.plot.set_data(ts, v)
         t = Text()
         t.append(printable(self.table.value("name", row)), style="bold")  # type: ignore[union-attr]

@@ -4,24 +4,85 @@ Both tables show the analysis' op accounting (`neuron_prof.analysis.op_table`), 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
 import numpy as np
 from textual.binding import Binding, BindingType
 from textual.widget import Widget
 
-from neuron_prof.tui._data import RankData
+from neuron_prof.analysis import OpTable
+from neuron_prof.model import Trace
+from neuron_prof.tui._data import RankData, RankTable
 from neuron_prof.tui._fmt import fmt_int, fmt_ns, fmt_ts
+from neuron_prof.tui._shape import Table
 from neuron_prof.tui.screens.base import ViewScreen
 from neuron_prof.tui.screens._drill import DrillScreen
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
+
+
+def op_view(trace: Trace, ops: OpTable) -> Table:
+    """The analysis' op table (`neuron_prof.analysis.op_table`) as the ops view's columns, most self time
+    first: the calls, self and total time that `summary` and `diff` show.
+
+    Columns: name (the op key: "ProfilerStep#*" for every step, overloads folded), where ("host" |
+    "device"), self_ns, total_ns, count, avg_ns, op (index into `ops`, for calls_table), ts_ns and track
+    (of the longest call).
+    """
+    s = trace.slices
+    return {
+        "name": ops.name,
+        "where": ops.where,
+        "self_ns": ops.self_ns,
+        "total_ns": ops.total_ns,
+        "count": ops.calls,
+        "avg_ns": ops.total_ns // np.maximum(ops.calls, 1),
+        "op": np.arange(len(ops), dtype=np.int64),
+        "row": np.asarray(ops.longest, dtype=np.int64),
+        "ts_ns": s.ts_ns[ops.longest],
+        "track": s.track[ops.longest].astype(np.int64),
+    }
+
+
+def slices_table(trace: Trace, rows: Sequence[int] | np.ndarray) -> Table:
+    """Slices `rows` (the compiles of one signature, the fallbacks at one call site), longest first, with
+    the columns of `calls_table` (self time: the whole duration, these are probe spans)."""
+    r = np.asarray(rows, dtype=np.int64)
+    s = trace.slices
+    r = r[np.argsort(-s.dur_ns[r], kind="stable")]
+    return {"row": r, "ts_ns": s.ts_ns[r], "dur_ns": s.dur_ns[r], "self_ns": s.dur_ns[r],
+            "track": s.track[r].astype(np.int64)}
+
+
+def calls_table(trace: Trace, ops: OpTable, op: int) -> Table:
+    """Every call of entry `op` of the op table, longest first: one row per call (a re-dispatched copy of
+    the op inside it is not a call of its own); any number of rows (the virtual table pages them).
+
+    Columns: row (the call's outer slice), ts_ns, dur_ns, self_ns, track.
+    """
+    rows, self_ns = ops.call_rows(op)
+    s = trace.slices
+    return {
+        "row": rows,
+        "ts_ns": s.ts_ns[rows],
+        "dur_ns": s.dur_ns[rows],
+        "self_ns": self_ns,
+        "track": s.track[rows].astype(np.int64),
+    }
+
+
+# built first after the overview, before the other views' tables
+OPS = RankTable("ops", lambda rank: op_view(rank.trace, rank.op_accounting), first=True)
 
 
 class OpsScreen(ViewScreen):
     """Every op name with its self and total time; `s` changes the sort column."""
 
     VIEW = "ops"
+    TITLE = "Ops"
+    HELP = "ops"
+    TABLES = (OPS,)
+    LOADING = "the op table"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("right", "pan(8)", "Scroll names", key_display="←→"),
         Binding("left", "pan(-8)", "Scroll names", show=False),
@@ -37,7 +98,7 @@ class OpsScreen(ViewScreen):
             Column("count", "calls", 8, fmt_int, right=True, drop=2),
             Column("avg_ns", "mean", 9, fmt_ns, right=True, drop=3),
         ]
-        self.table = VirtualTable(cols, self.rank.ops, filter_key="name", id="ops")
+        self.table = VirtualTable(cols, OPS.of(self.data), filter_key="name", id="ops")
         self.table.sort_key = "self_ns"
         yield self.table
 
@@ -52,7 +113,8 @@ class OpsScreen(ViewScreen):
 
     def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
         t = event.table
-        self.app.push_screen(CallsScreen(self.rank, self.rank.calls(int(t.value("op"))), str(t.value("name"))))
+        calls = calls_table(self.rank.trace, self.rank.op_accounting, int(t.value("op")))
+        self.app.push_screen(CallsScreen(self.rank, calls, str(t.value("name"))))
 
 
 class CallsScreen(DrillScreen):

@@ -206,6 +206,8 @@ class OverviewScreen(ViewScreen):
     per-step bars."""
 
     VIEW = "overview"
+    TITLE = "Overview"
+    HELP = "overview"
     # off the key bar (at 80 columns it would push "? Help" off): the steps line and the help name it
     BINDINGS: ClassVar[list[BindingType]] = [Binding("b", "steps", "Step bars", show=False)]
 

@@ -15,29 +15,20 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from neuron_prof.tui._fmt import printable
-from neuron_prof.tui.screens.base import VIEWS
+from neuron_prof.tui.screens.base import ViewScreen
+from neuron_prof.tui.views import Views
 from neuron_prof.tui.widgets.bars import KeyBar, ViewBar
 
-_WHAT = {
-    "compile": "the compile stalls",
-    "fallback": "the fallback hot spots",
-    "ops": "the op table",
-    "timeline": "the timeline's lanes",
-    "memory": "the memory series",
-    "collectives": "the collectives of every rank",
-    "ranks": "the rank table",
-    "lines": "the lines table",
-}
 
-
-def pending_text(view: str, label: str, since: float | None = None, failure: str | None = None) -> Text:
-    """What the screen says about `view` (`label`: its tab): loading, for how long, or why it cannot show."""
+def pending_text(label: str, what: str, since: float | None = None, failure: str | None = None) -> Text:
+    """What the screen says about a view (`label`: its tab; `what`: its tables, `ViewScreen.LOADING`): loading,
+    for how long, or why it cannot show."""
     t = Text()
     t.append(f"{label}: ", style="bold")
     if failure is not None:
         t.append(printable(failure), style="red")
         return t
-    t.append(f"loading… ({_WHAT.get(view, 'its tables')} are being computed; this view fills in when done)")
+    t.append(f"loading… ({what} are being computed; this view fills in when done)")
     if since is not None and (s := time.monotonic() - since) >= 1:
         t.append(f"  {s:.0f} s", style="dim")
     return t
@@ -46,7 +37,7 @@ def pending_text(view: str, label: str, since: float | None = None, failure: str
 class PendingScreen(Screen[None]):
     """Stands in for a view that is not ready: its tab highlighted, "loading…", then the view itself."""
 
-    def __init__(self, views: tuple[tuple[str, str], ...] = VIEWS) -> None:
+    def __init__(self, views: Views) -> None:
         super().__init__()
         self.views = views
         self.view = ""
@@ -54,7 +45,7 @@ class PendingScreen(Screen[None]):
         self._failure: str | None = None
 
     def compose(self) -> ComposeResult:
-        yield ViewBar(self.views, self.view, id="views")
+        yield ViewBar(self.views.tabs, self.view, id="views")
         yield Static(id="pending")
         yield KeyBar()
 
@@ -73,9 +64,11 @@ class PendingScreen(Screen[None]):
         self._tick()
 
     def _tick(self) -> None:
-        label = dict(self.views).get(self.view, self.view)
+        label = dict(self.views.tabs).get(self.view, self.view)
+        v = self.views.get(self.view)
+        what = v.loading if v is not None else ViewScreen.LOADING
         for box in self.query("#pending").results(Static):
-            box.update(pending_text(self.view, label, self._since, self._failure))
+            box.update(pending_text(label, what, self._since, self._failure))
 
     def text(self) -> str:
         """The shown message (for tests)."""

@@ -18,12 +18,16 @@ from textual.widget import Widget
 from textual.widgets import Input, Static
 
 from neuron_prof.analysis import fmt_ns as fmt_span
+from neuron_prof.tui._data import RankTable
 from neuron_prof.tui._fmt import fmt_bytes, fmt_ns, fmt_ts, printable
-from neuron_prof.tui._lanes import Lane, depth_lane
+from neuron_prof.tui._lanes import Lane, build_lanes, depth_lane, first_window
 from neuron_prof.tui._slice_info import slice_facts
 from neuron_prof.tui.screens.base import ViewScreen
 from neuron_prof.tui.screens.slice_detail import SliceDetailScreen
 from neuron_prof.tui.widgets.timeline import LABEL_W, Timeline
+
+LANES = RankTable("lanes", lambda rank: build_lanes(rank.trace, rank.depth, rank.origin, region=rank.span))
+WINDOW = RankTable("view", lambda rank: first_window(rank.trace, rank.span))
 
 
 def _label_at(t: float) -> str:
@@ -57,6 +61,10 @@ class TimelineScreen(ViewScreen):
     """The trace on one time axis, with a cursor that the status line describes."""
 
     VIEW = "timeline"
+    TITLE = "Timeline"
+    HELP = "timeline"
+    TABLES = (LANES, WINDOW)
+    LOADING = "the timeline's lanes"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("t", "jump", "Centre", show=False),
         Binding("slash", "filter", "Search"),
@@ -74,12 +82,12 @@ class TimelineScreen(ViewScreen):
         rank = self.rank
         tr = rank.trace
         self.timeline = Timeline(
-            rank.lanes,
+            LANES.of(self.data),
             tr.slices.name,
             tr.strings,
             rank.span,
             origin=rank.origin,
-            view=rank.view,
+            view=WINDOW.of(self.data),
             flows=(tr.flows.src, tr.flows.dst),
             id="timeline",
         )
