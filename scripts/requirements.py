@@ -49,8 +49,9 @@ def main() -> None:
     ap.add_argument("--extra", action="append", default=[], help="an optional-dependencies group to add")
     ap.add_argument("--without", action="append", default=[], help="a distribution to leave out")
     ap.add_argument("--build-system", action="store_true", help="add the build requirements")
+    ap.add_argument("--pyproject", type=Path, default=PYPROJECT, help="default: the project's")
     args = ap.parse_args()
-    print("\n".join(requirements(args.extra, args.without, args.build_system)))
+    print("\n".join(requirements(args.extra, args.without, args.build_system, args.pyproject)))
 
 
 if __name__ == "__main__":
