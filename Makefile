@@ -4,10 +4,11 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test check-skips mutation-check coverage bench lint clean
+.PHONY: demo test test-pythons check-skips mutation-check coverage bench lint clean
 
-$(STAMP): pyproject.toml constraints.txt setup.py $(wildcard neuron_prof/loaders/json/_jscan*.[ch]) \
-          $(wildcard neuron_prof/loaders/pftrace/_pfscan*.[ch])
+C_SOURCES := $(wildcard neuron_prof/loaders/json/_jscan*.[ch]) $(wildcard neuron_prof/loaders/pftrace/_pfscan*.[ch])
+
+$(STAMP): pyproject.toml constraints.txt setup.py $(C_SOURCES)
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev]'
 	# the emulated neuron device's C++ extension, built once into the user cache (without a compiler the
@@ -31,6 +32,31 @@ test: $(STAMP)
 	$(PY) -m pytest -q -rs -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder -m "not emulator_inprocess" \
 		--junitxml=$(REPORTS)/main.xml $(PYTEST_ARGS)
 	$(PY) -m pytest -q -rs -m emulator_inprocess --junitxml=$(REPORTS)/emulator.xml $(PYTEST_ARGS)
+
+# The suite on other Pythons (README "Development"): a venv each (.venv-py312, .venv-py313) from pyenv's
+# interpreter or python3.X on PATH, with the package and both C extensions built for that Python (checked: the
+# install itself goes on without them) and every dependency but torch (scripts/requirements.py reads
+# pyproject.toml): torch's CPU build is not on PyPI (constraints.txt's, for 3.11, lies on this machine's disk) and
+# its CUDA build is 502 MB plus GBs of CUDA libraries.
+# NEURON_PROF_TEST_NO_TORCH=1: the tests tests/needs_torch.txt lists must fail, every other one must pass
+# (tests/_without_torch.py); emulator_inprocess tests (the emulated device is torch's) are left out.
+PYTHONS ?= 3.12 3.13
+test-pythons: $(foreach v,$(PYTHONS),test-py$(subst .,,$(v)))
+
+.PRECIOUS: .venv-py%/.installed
+test-py%: .venv-py%/.installed
+	NEURON_PROF_TEST_NO_TORCH=1 .venv-py$*/bin/python -m pytest -q -rs -n $(TEST_JOBS) --dist loadfile \
+		--no-loadscope-reorder -m "not emulator_inprocess" --junitxml=$(REPORTS)/py$*.xml $(PYTEST_ARGS)
+
+.venv-py%/.installed: pyproject.toml constraints.txt setup.py scripts/requirements.py $(C_SOURCES)
+	@v=$$(echo $* | sed 's/^./&./'); base=$$(pyenv prefix $$v 2>/dev/null)/bin/python$$v; \
+	[ -x "$$base" ] || base=$$(command -v python$$v) || { echo "error: no Python $$v (pyenv install $$v)" >&2; exit 1; }; \
+	test -x $(@D)/bin/python || (set -x; $$base -m venv $(@D))
+	$(@D)/bin/python scripts/requirements.py --without torch --extra dev --build-system >$(@D)/requirements.txt
+	$(@D)/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -r $(@D)/requirements.txt
+	$(@D)/bin/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	$(@D)/bin/python -c "import neuron_prof.loaders.json._jscan, neuron_prof.loaders.pftrace._pfscan"
+	touch $@
 
 # Fails when the last `make test` skipped a test that tests/skips_allowed.txt does not allow.
 check-skips: $(STAMP)
@@ -63,4 +89,4 @@ bench: $(STAMP)
 	$(PY) -m bench $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) .venv-py3* build *.egg-info .pytest_cache

@@ -7,31 +7,41 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
     DebugAnnotation,
     Trace as TraceProto,
     TracePacket,
     TrackEvent,
 )
-from torch import nn
 
 from neuron_prof.analysis import Finding
 from neuron_prof.model import Meta, Trace
 from tests.conftest import KINETO_DIR
 
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
 
 # ---- a training loop and counts read without our loader ---------------------------------------------------
+# torch is imported where it is used: the loader, analysis, exporter and TUI tests that use the other builders
+# run without torch (`make test-pythons`)
 def tiny_model() -> tuple[nn.Module, torch.optim.Optimizer]:
+    import torch
+    from torch import nn
+
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8))
     return model, torch.optim.AdamW(model.parameters(), lr=1e-2)
 
 
 def train_step(model: nn.Module, opt: torch.optim.Optimizer, i: int) -> float:
+    import torch
+    from torch import nn
+
     g = torch.Generator().manual_seed(i)
     x, y = torch.randn(4, 16, generator=g), torch.randn(4, 8, generator=g)
     loss = nn.functional.mse_loss(model(x), y)

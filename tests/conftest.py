@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -51,11 +52,18 @@ def kineto_trace(request: pytest.FixtureRequest) -> Path:
     return request.param  # type: ignore[no-any-return]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """NEURON_PROF_TEST_NO_TORCH=1 (`make test-pythons`): the suite on a Python without torch, with the tests
+    that tests/needs_torch.txt lists expected to fail (tests/_without_torch.py)."""
+    if os.environ.get("NEURON_PROF_TEST_NO_TORCH") == "1":
+        from tests._without_torch import WithoutTorch
+
+        config.pluginmanager.register(WithoutTorch(config), "neuron-prof-without-torch")
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _private_index_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Columnar index files go to a temporary folder, never beside ../shared or into ~/.cache."""
-    import os
-
     os.environ["NEURON_PROF_CACHE_DIR"] = str(tmp_path_factory.mktemp("nprof-cache"))
 
 

@@ -253,7 +253,8 @@ def test_job_summary_on_a_separate_dask_cluster(
 def test_unreachable_scheduler_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for r in range(2):
         (tmp_path / f"trace.rank{r}.json").write_text("{}")
-    import dask
+    # distributed's defaults loaded first: set() drops on exit what it found missing, and would drop them all
+    import dask.distributed
 
     port = _free_port()  # nothing listens there
     with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
