@@ -41,7 +41,7 @@ def _rel(ch: dict[str, Any]) -> str:
 def _item(what: str, item: dict[str, Any]) -> str:
     """One appeared/disappeared entry: the op (and signature or frame) and its call site, each once."""
     site = item.get("call_site")
-    name = item.get("op") if what == "fallback" else item.get("key")
+    name = item.get("op") if what in ("fallback", "sync point") else item.get("key")
     name = str(name or item.get("key", "")).split(" @ ", 1)[0]
     n = item.get("count")
     cost = item.get("cost_ns", item.get("ns"))
@@ -51,9 +51,9 @@ def _item(what: str, item: dict[str, Any]) -> str:
 
 def _changes(d: dict[str, Any]) -> list[str]:
     out = []
-    for what, key in (("fallback", "fallbacks"), ("compile", "compiles")):
+    for what, key in (("fallback", "fallbacks"), ("compile", "compiles"), ("sync point", "syncs")):
         for verb in ("appeared", "disappeared"):
-            items = d[key][verb]
+            items = d.get(key, {}).get(verb, [])
             out += [_item(what, it).format(verb=verb) for it in items[:LIST_MAX]]
             if len(items) > LIST_MAX:
                 out.append(f"{what} {verb}: ... and {len(items) - LIST_MAX} more (--json lists them all)")

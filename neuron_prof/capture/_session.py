@@ -366,7 +366,22 @@ class Session(contextlib.ContextDecorator):
             paths = _outputs.planned_paths(self.output, ctx.rank, ctx.world_size, self.pftrace)
             report = _outputs.write_all(self.trace, paths)
             self.paths = list(report.written)
+            if report.written and ctx.rank in (None, 0):
+                self._record_history(report.written[0])
         self._report(report)
+
+    def _record_history(self, path: Path) -> None:
+        """One row in the run history (`neuron_prof.history`); a failure is reported with the others."""
+        t0 = time.perf_counter_ns()
+        try:
+            from neuron_prof.history import record
+
+            why = record(self.trace, path, "capture")
+        except Exception as e:  # noqa: BLE001  (an import that fails: never the user's problem)
+            why = f"{type(e).__name__}: {e}"
+        if why:
+            self._record_error("run history", RuntimeError(why), "write")
+        self._timings["history"] = time.perf_counter_ns() - t0
 
     def _annotate(self) -> None:
         from neuron_prof.analysis import annotate
