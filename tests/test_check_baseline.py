@@ -188,3 +188,13 @@ def test_a_moved_line_is_not_new() -> None:
                ("aten::median", "other.py:9"))
     got = sorted(it["call_site"] for it in new_items(base, new))
     assert got == ["other.py:9", "train.py:14"]  # one nonzero moved, one is new; another file's median is new
+
+
+def test_report_shows_the_step_trend(runs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "r.html"
+    assert main(["report", str(runs["new"]), "-o", str(out)]) == 0
+    page = out.read_text()
+    assert "Step-time trend" in page and "last 3 recorded runs" in page and "feature@" in page
+    monkeypatch.setenv("NEURON_PROF_DATA_DIR", str(tmp_path / "empty"))  # no history: no trend section
+    assert main(["report", str(runs["new"]), "-o", str(out)]) == 0
+    assert "Step-time trend" not in out.read_text()
