@@ -101,6 +101,10 @@ def diff_sections(d: dict[str, Any]) -> dict[str, Any]:
         )
         for k, v in d["finding_kinds"].items()
     ]
+    late = d.get("compiles_after_first_step") or {}
+    if late.get("base") is not None and late.get("new") is not None and (late["base"] or late["new"]):
+        step_line += f"; compiles after the first step {late['base']} -> {late['new']}" + (
+            " (none in the training steps)" if late["new"] == 0 else "")
     unit = _OPS_HEADING.get(d["ops_unit"], d["ops_unit"])
     return {"headline": head_line, "step": step_line, "totals": totals, "ops": ops, "ops_title": f"Ops, largest changes ({unit})",
             "kinds": kinds, "changes": _changes(d)}

@@ -78,6 +78,16 @@ def compile_keys(trace: Trace, ctx: Context) -> dict[str, dict[str, Any]]:
     return out
 
 
+def compiles_after_first_step(trace: Trace, ctx: Context) -> int | None:
+    """Cache-missing compiles that start after the first step ended: what a training step paid for, beyond
+    the first (None without steps). A warm-up plan run before the first step makes it 0."""
+    st = ctx.steps
+    if not len(st):
+        return None
+    end = int(st.end_ns[0])
+    return sum(1 for c in compiles(trace, ctx) if c.cache == "miss" and c.ts >= end)
+
+
 def sync_keys(rep: Report) -> dict[str, dict[str, Any]]:
     """Each sync point finding by "what @ call site"."""
     return {
@@ -186,4 +196,5 @@ def diff_reports(base: Trace, new: Trace, cb: Context, cn: Context, rb: Report, 
         "fallbacks": appeared(fallback_keys(rb), fallback_keys(rn)),
         "compiles": appeared(compile_keys(base, cb), compile_keys(new, cn)),
         "syncs": appeared(sync_keys(rb), sync_keys(rn)),
+        "compiles_after_first_step": _change(compiles_after_first_step(base, cb), compiles_after_first_step(new, cn)),
     }
