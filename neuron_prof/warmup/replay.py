@@ -34,19 +34,34 @@ def _literal(text: str) -> Any:
         return text
 
 
-def _tensor(shape: Any, dtype: torch.dtype, device: Any) -> torch.Tensor:
-    return torch.zeros([int(d) for d in shape], dtype=dtype).to(device)
+class _Inputs:
+    """Zero tensors on the device, one per (shape, dtype) shared by the arguments an op only reads (copies to
+    the device are the plan's own cost); an argument the op writes gets a fresh one."""
+
+    def __init__(self, device: Any) -> None:
+        self.device = device
+        self.shared: dict[tuple[tuple[int, ...], torch.dtype], torch.Tensor] = {}
+
+    def get(self, shape: Any, dtype: torch.dtype, written: bool = False) -> torch.Tensor:
+        key = (tuple(int(d) for d in shape), dtype)
+        if written:
+            return torch.zeros(key[0], dtype=dtype).to(self.device)
+        t = self.shared.get(key)
+        if t is None:
+            t = self.shared[key] = torch.zeros(key[0], dtype=dtype).to(self.device)
+        return t
 
 
-def _value(schema_type: str, dims: Any, typ: str, conc: str, device: Any, list_dtype: torch.dtype) -> Any:
+def _value(schema_type: str, dims: Any, typ: str, conc: str, inputs: _Inputs, list_dtype: torch.dtype,
+           written: bool) -> Any:
     """One argument from its schema type and what the profiler recorded of it."""
     t = schema_type.rstrip("?")
     if t.startswith("Optional[") and t.endswith("]"):
         t = t[len("Optional["):-1]
     if t == "Tensor":
-        return None if typ == "" else _tensor(dims, _DTYPES.get(typ, list_dtype), device)
+        return None if typ == "" else inputs.get(dims, _DTYPES.get(typ, list_dtype), written)
     if t in ("List[Tensor]", "List[Optional[Tensor]]") or (t.startswith("Tensor") and t.endswith("[]")):
-        return [_tensor(d, list_dtype, device) for d in (dims or [])]
+        return [inputs.get(d, list_dtype, written) for d in (dims or [])]
     v = _literal(conc)
     if v is None:
         return None
@@ -57,7 +72,7 @@ def _value(schema_type: str, dims: Any, typ: str, conc: str, device: Any, list_d
     if t == "Layout":
         return torch.strided
     if t == "Device":
-        return torch.device(device)
+        return torch.device(inputs.device)
     if t == "Generator":
         return None
     if t == "float":
@@ -67,8 +82,8 @@ def _value(schema_type: str, dims: Any, typ: str, conc: str, device: Any, list_d
     return v
 
 
-def call(entry: dict[str, Any], device: Any) -> None:
-    """Call the op of one eager entry once on `device` with inputs like the recorded ones."""
+def call(entry: dict[str, Any], inputs: _Inputs) -> None:
+    """Call the op of one eager entry once on the device with inputs like the recorded ones."""
     packet = getattr(torch.ops.aten, entry["op"].split("::", 1)[-1])
     op = getattr(packet, entry.get("overload") or "default")
     dims, types, conc = entry["dims"], entry["types"], entry.get("concrete") or []
@@ -79,8 +94,9 @@ def call(entry: dict[str, Any], device: Any) -> None:
     for i, a in enumerate(op._schema.arguments):
         if i >= len(types):
             break
+        written = a.alias_info is not None and a.alias_info.is_write
         v = _value(str(a.type), dims[i] if i < len(dims) else [], types[i], conc[i] if i < len(conc) else "",
-                   device, list_dtype)
+                   inputs, list_dtype, written)
         if a.kwarg_only:
             kwargs[a.name] = v
         else:
@@ -95,10 +111,11 @@ def run(eager: Sequence[dict[str, Any]], graphs: Sequence[dict[str, Any]], devic
     t0 = time.perf_counter()
     failed: list[tuple[str, str]] = []
     done = 0
+    inputs = _Inputs(device)
     with torch.no_grad():
         for e in eager:
             try:
-                call(e, device)
+                call(e, inputs)
                 done += 1
             except Exception as ex:  # noqa: BLE001  (one odd signature must not stop the warm-up)
                 failed.append((f"{e['op']}.{e.get('overload') or 'default'} {e['dims']}", f"{type(ex).__name__}: {ex}"))
@@ -109,7 +126,7 @@ def run(eager: Sequence[dict[str, Any]], graphs: Sequence[dict[str, Any]], devic
         if fn is None or not shapes:
             continue
         try:
-            fn(*[_tensor(s, torch.float32, device) for s in shapes])
+            fn(*[inputs.get(s, torch.float32) for s in shapes])
             ran_graphs += 1
         except Exception as ex:  # noqa: BLE001
             failed.append((f"graph {g['graph']} {shapes}", f"{type(ex).__name__}: {ex}"))
