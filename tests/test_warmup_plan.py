@@ -111,3 +111,19 @@ def test_plan_removes_compiles_from_the_steps(proof: dict[str, object], capsys: 
     with capsys.disabled():
         print(f"\nwarm-up plan: to the end of the first steady step, from process start {a[0]:.2f} s without the "
               f"plan, {b[0]:.2f} s with it; from the profile's start {a[1]:.3f} s, {b[1]:.3f} s")
+
+
+def test_replay_calls_signatures_and_graph_sizes_and_names_what_it_skips(capsys: pytest.CaptureFixture[str]) -> None:
+    from neuron_prof.warmup.replay import run
+
+    seen: list[int] = []
+    mm = {"op": "aten::mm", "overload": "", "dims": [[4, 8], [8, 2]], "types": ["float", "float"],
+          "concrete": ["", ""]}
+    bad = {"op": "aten::mm", "overload": "", "dims": [[4, 8], [3, 2]], "types": ["float", "float"],
+           "concrete": ["", ""]}  # shapes that cannot multiply: skipped, named, the rest goes on
+    graphs = [{"frame": "0", "graph": "inner", "sizes": [8, 16]}, {"frame": "1", "graph": "other", "sizes": [4]}]
+    r = run([mm, bad], graphs, "cpu", compiled={"0": seen.append})
+    assert r["compiled"] == 1 and r["graphs"] == 2 and seen == [8, 16]
+    assert len(r["failed"]) == 1 and "[3, 2]" in r["failed"][0][0]
+    out = capsys.readouterr().out
+    assert "compiled 1 of 2 eager signatures and 2 graph calls in" in out and "1 skipped" in out, out

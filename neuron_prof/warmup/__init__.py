@@ -27,7 +27,9 @@ shapes the profiled run compiled ({compile_s:.2f} s of compiling there), so that
     import warmup
     warmup.run("neuron")   # in the training process, before the first step; prints how long it took
 
-Graphs are compiled through the callables you pass: warmup.run("neuron", compiled={{"<frame>": compiled_fn}}).
+Graphs are compiled through the callables you pass, by frame id (GRAPHS' "frame"): fn(size) for each size its
+churned dimension took ("sizes"), else fn(*zero tensors of its input shapes):
+    warmup.run("neuron", compiled={{"0": lambda n: model_c(torch.zeros(n, 16, device="neuron"))}})
 With a persistent compile cache (TORCH_NEURONX_NEFF_CACHE_DIR), `python warmup.py` run as a separate step before
 training fills it for the training process.
 """

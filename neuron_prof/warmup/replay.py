@@ -107,7 +107,11 @@ def call(entry: dict[str, Any], inputs: _Inputs) -> None:
 def run(eager: Sequence[dict[str, Any]], graphs: Sequence[dict[str, Any]], device: Any = "neuron", *,
         compiled: dict[str, Callable[..., Any]] | None = None, quiet: bool = False) -> dict[str, Any]:
     """Compile what the plan lists; returns {"seconds", "compiled", "failed": [(entry, error)], "graphs"}.
-    A signature that cannot be called again is skipped and listed (the training step still compiles it)."""
+    A signature that cannot be called again is skipped and listed (the training step still compiles it).
+
+    `compiled` maps a graph's frame id (or its name) to a callable that runs it: called with each size its churned
+    dimension took (`fn(size)`: build the inputs of that size and call the compiled model), else with zero tensors
+    of its recorded input shapes."""
     t0 = time.perf_counter()
     failed: list[tuple[str, str]] = []
     done = 0
@@ -121,21 +125,24 @@ def run(eager: Sequence[dict[str, Any]], graphs: Sequence[dict[str, Any]], devic
                 failed.append((f"{e['op']}.{e.get('overload') or 'default'} {e['dims']}", f"{type(ex).__name__}: {ex}"))
     ran_graphs = 0
     for g in graphs:
-        fn = (compiled or {}).get(g.get("frame_name") or g["graph"]) or (compiled or {}).get(g["frame"])
-        shapes = g.get("input_shapes") or []
-        if fn is None or not shapes:
+        fn = (compiled or {}).get(g["frame"]) or (compiled or {}).get(g["graph"])
+        if fn is None:
             continue
-        try:
-            fn(*[inputs.get(s, torch.float32) for s in shapes])
-            ran_graphs += 1
-        except Exception as ex:  # noqa: BLE001
-            failed.append((f"graph {g['graph']} {shapes}", f"{type(ex).__name__}: {ex}"))
+        shapes = g.get("input_shapes") or []
+        calls = [(s,) for s in g.get("sizes") or []] or [
+            tuple(inputs.get(s, torch.float32) for s in shapes)]
+        for args in calls:
+            try:
+                fn(*args)
+                ran_graphs += 1
+            except Exception as ex:  # noqa: BLE001
+                failed.append((f"graph {g['graph']} (frame {g['frame']}) {args}", f"{type(ex).__name__}: {ex}"))
     sync = getattr(getattr(torch, str(torch.device(device).type), None), "synchronize", None)
     if callable(sync):
         sync()
     secs = time.perf_counter() - t0
     if not quiet:
         print(f"neuron-prof warm-up: compiled {done} of {len(eager)} eager signatures"
-              + (f" and {ran_graphs} graphs" if ran_graphs else "") + f" in {secs:.2f} s"
+              + (f" and {ran_graphs} graph calls" if ran_graphs else "") + f" in {secs:.2f} s"
               + (f"; {len(failed)} skipped (first: {failed[0][0]}: {failed[0][1]})" if failed else ""), flush=True)
     return {"seconds": secs, "compiled": done, "graphs": ran_graphs, "failed": failed}

@@ -32,7 +32,8 @@ def warmup_entries(trace: Trace, ctx: Context | None = None) -> dict[str, Any]:
 
     An eager entry: op, overload, the host op's "Input Dims", "Input type" and "Concrete Inputs" (what calls
     it again), its call site, how many times it compiled and its compile time. A graph entry: the frame, the
-    graph's name, its input shapes, call site. A bucket entry: the churned dimension and its buckets."""
+    graph's name, its input shapes when recorded, the sizes its churned dimension took (`sizes`), call site. A
+    bucket entry: the churned dimension, the sizes it took and its buckets."""
     ctx = ctx or Context(trace)
     fl = trace.flows
     eager: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -61,7 +62,10 @@ def warmup_entries(trace: Trace, ctx: Context | None = None) -> dict[str, Any]:
             continue
         e["count"] += 1
         e["compile_ns"] += c.dur
-    return {"eager": list(eager.values()), "graphs": list(graphs.values()), "buckets": _buckets(trace, ctx)}
+    buckets = _buckets(trace, ctx)
+    for g in graphs.values():  # the sizes a graph's churned dimension took: what to call its graph with
+        g["sizes"] = sorted({int(v) for b in buckets if f"(frame {g['frame']})" in b["subject"] for v in b["values"]})
+    return {"eager": list(eager.values()), "graphs": list(graphs.values()), "buckets": buckets}
 
 
 def _buckets(trace: Trace, ctx: Context) -> list[dict[str, Any]]:
