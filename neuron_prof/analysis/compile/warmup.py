@@ -1,6 +1,11 @@
 """What a warm-up plan compiles: every eager (op, dtype, shape) signature and every torch.compile graph shape
 the trace compiled, with the host op's recorded inputs to call it again, and the bucket sizes the shape-churn
 findings chose. Plain data (JSON-ready); `neuron_prof.warmup` writes and runs it.
+
+Eager compiles come from the compile track (blocking: the op waited) and from the runtime's compile thread
+(asynchronous, `NEURON_LAUNCH_BLOCKING=0`: the compile track holds only the waits it caused); each is followed
+back along its flows to the host op that asked for it, whose "Input Dims", "Input type" and "Concrete Inputs"
+say how to call it again.
 """
 
 from __future__ import annotations
@@ -10,21 +15,48 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.analysis.compile.events import compiles, signature_text
+from neuron_prof.analysis.compile.events import MODE_ARG, compiles, signature_text
 from neuron_prof.analysis.compile.shapes import shapes_of
 from neuron_prof.analysis.context import Context
-from neuron_prof.model import Trace
+from neuron_prof.model import Arg, Cat, Trace, TrackKind
 
 _DIGEST = re.compile(r"_[0-9a-f]{8,}$")
 """The cache key's digest after the op name and overload ("aten::sum.dim_IntList_d998feefad395f58")."""
+_INPUTS = "Input Dims"
 
 
-def _overload(c: Any) -> tuple[str, str]:
+def _overload(name: str, key: str) -> tuple[str, str]:
     """(op, overload) of an eager compile: the overload from the backend's cache key when it names one."""
-    key = str(c.args.get("signature") or "")
-    full = _DIGEST.sub("", key) if key.startswith(c.name) else c.name
+    full = _DIGEST.sub("", key) if key.startswith(name) else name
     op, _, overload = full.partition(".")
-    return op or c.name, overload
+    return op or name, overload
+
+
+def _host_args(trace: Trace, ctx: Context, row: int) -> dict[str, Any]:
+    """The args of the host op that asked for the compile at `row`: back along flows (a wait's stall <- the
+    compile thread's work <- the host op), at most three steps."""
+    fl = trace.flows
+    for _ in range(3):
+        src = np.flatnonzero(fl.dst == row)
+        if not len(src):
+            return {}
+        row = int(fl.src[src[0]])
+        a = ctx.slice_args(row)
+        if _INPUTS in a:
+            return a
+    return {}
+
+
+def _eager_rows(trace: Trace, ctx: Context) -> list[tuple[int, str, dict[str, Any], str, int]]:
+    """(row, op name, compile args, call site, ns) of every cache-missing eager compile, blocking or not."""
+    out = [(c.row, c.name, c.args, c.call_site, c.dur) for c in compiles(trace, ctx)
+           if c.cache == "miss" and c.kind == "eager" and c.args.get(MODE_ARG) != "async"]
+    sl = trace.slices
+    for r in ctx.cat_rows(ctx.rows(TrackKind.OTHER), [Cat.COMPILE]).tolist():
+        a = ctx.slice_args(int(r))
+        if a.get(MODE_ARG) == "async" and a.get(Arg.COMPILE_KIND) == "eager" and a.get(Arg.CACHE, "miss") == "miss":
+            out.append((int(r), trace.slice_name(int(r)), a, str(a.get(Arg.CALL_SITE) or ""), int(sl.dur_ns[r])))
+    return sorted(out, key=lambda e: int(sl.ts_ns[e[0]]))
 
 
 def warmup_entries(trace: Trace, ctx: Context | None = None) -> dict[str, Any]:
@@ -35,33 +67,29 @@ def warmup_entries(trace: Trace, ctx: Context | None = None) -> dict[str, Any]:
     graph's name, its input shapes when recorded, the sizes its churned dimension took (`sizes`), call site. A
     bucket entry: the churned dimension, the sizes it took and its buckets."""
     ctx = ctx or Context(trace)
-    fl = trace.flows
     eager: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row, name, args, site, ns in _eager_rows(trace, ctx):
+        a = _host_args(trace, ctx, row)
+        dims, types, conc = a.get(_INPUTS), a.get("Input type"), a.get("Concrete Inputs")
+        if not isinstance(dims, list) or not isinstance(types, list):
+            continue  # no recorded inputs (record_shapes off): nothing to call it with
+        op, overload = _overload(name, str(args.get(Arg.SIGNATURE) or ""))
+        e = eager.setdefault((op, overload, repr(dims), repr(types), repr(conc)), {
+            "op": op, "overload": overload, "dims": dims, "types": types,
+            "concrete": conc if isinstance(conc, list) else [], "call_site": site, "count": 0, "compile_ns": 0})
+        e["count"] += 1
+        e["compile_ns"] += ns
     graphs: dict[tuple[str, str], dict[str, Any]] = {}
     for c in compiles(trace, ctx):
-        if c.cache != "miss":
+        if c.cache != "miss" or c.kind == "eager" or not c.frame:
             continue
-        if c.kind == "eager":
-            src = np.flatnonzero(fl.dst == c.row)
-            a = ctx.slice_args(int(fl.src[src[0]])) if len(src) else {}
-            dims, types, conc = a.get("Input Dims"), a.get("Input type"), a.get("Concrete Inputs")
-            if not isinstance(dims, list) or not isinstance(types, list):
-                continue  # no recorded inputs (record_shapes off): nothing to call it with
-            op, overload = _overload(c)
-            key = (op, overload, repr(dims), repr(types), repr(conc))
-            e = eager.setdefault(key, {"op": op, "overload": overload, "dims": dims, "types": types,
-                                       "concrete": conc if isinstance(conc, list) else [],
-                                       "call_site": c.call_site, "count": 0, "compile_ns": 0})
-        elif c.frame:
-            shapes = signature_text(c.signature)
-            e = graphs.setdefault((c.frame, shapes), {
-                "frame": c.frame, "graph": c.name, "kind": c.kind, "shapes": shapes,
-                "input_shapes": [list(sh) for sh in shapes_of(c.signature)], "call_site": c.call_site,
-                "count": 0, "compile_ns": 0})
-        else:
-            continue
-        e["count"] += 1
-        e["compile_ns"] += c.dur
+        shapes = signature_text(c.signature)
+        g = graphs.setdefault((c.frame, shapes), {
+            "frame": c.frame, "graph": c.name, "kind": c.kind, "shapes": shapes,
+            "input_shapes": [list(sh) for sh in shapes_of(c.signature)], "call_site": c.call_site,
+            "count": 0, "compile_ns": 0})
+        g["count"] += 1
+        g["compile_ns"] += c.dur
     buckets = _buckets(trace, ctx)
     for g in graphs.values():  # the sizes a graph's churned dimension took: what to call its graph with
         g["sizes"] = sorted({int(v) for b in buckets if f"(frame {g['frame']})" in b["subject"] for v in b["values"]})
