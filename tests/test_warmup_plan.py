@@ -127,3 +127,15 @@ def test_replay_calls_signatures_and_graph_sizes_and_names_what_it_skips(capsys:
     assert len(r["failed"]) == 1 and "[3, 2]" in r["failed"][0][0]
     out = capsys.readouterr().out
     assert "compiled 1 of 2 eager signatures and 2 graph calls in" in out and "1 skipped" in out, out
+
+
+def test_plan_of_an_asynchronous_run_lists_every_compile(proof: dict[str, object]) -> None:
+    """NEURON_LAUNCH_BLOCKING=0: compiles run on the runtime's compile thread and the compile track holds only
+    the waits they caused; the plan still lists every compile, from the compile thread's work. (Which host op
+    each compile is placed on is the capture's matter: in async mode it may pick another call of the same op.)"""
+    from neuron_prof.warmup import plan_data
+
+    asynchronous, _, _ = _run(proof["dir"], "async.json", NEURON_LAUNCH_BLOCKING="0")  # type: ignore[arg-type]
+    got, want = plan_data(asynchronous)["eager"], plan_data(proof["base"])["eager"]
+    assert sum(e["count"] for e in got) == sum(e["count"] for e in want) > 40
+    assert {(e["op"], e["overload"]) for e in got} == {(e["op"], e["overload"]) for e in want}
