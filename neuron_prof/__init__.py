@@ -6,6 +6,7 @@
             train_step(batch)
             prof.step()
     trace = neuron_prof.load("trace.json")
+    neuron_prof.plan("trace.json", "warmup.py")   # a warm-up plan: compile what the run compiled, before training
 
 Importing this package is cheap: torch is imported only when a capture starts.
 """
