@@ -198,3 +198,31 @@ def test_report_shows_the_step_trend(runs: dict[str, Path], tmp_path: Path, monk
     monkeypatch.setenv("NEURON_PROF_DATA_DIR", str(tmp_path / "empty"))  # no history: no trend section
     assert main(["report", str(runs["new"]), "-o", str(out)]) == 0
     assert "Step-time trend" not in out.read_text()
+
+
+def _held_memory_capture(path: Path, elements: int) -> Path:
+    import torch
+
+    import neuron_prof
+
+    held = []
+    with neuron_prof.profile(path, quiet=True, pftrace=False) as prof:
+        for _ in range(4):
+            held.append(torch.ones(elements))  # kept across steps: the peak grows with it
+            (torch.ones(64, 64) @ torch.ones(64, 64)).sum()
+            prof.step()
+    return path
+
+
+def test_memory_peak_growth_fails_beyond_its_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("NEURON_PROF_HISTORY", "0")
+    base = _held_memory_capture(tmp_path / "base.json", 1_000)
+    new = _held_memory_capture(tmp_path / "new.json", 100_000)
+    rc = main(["check", str(new), "--baseline", str(base)])
+    out = capsys.readouterr().out
+    assert rc == 1 and [f for f in _fails(out) if "memory peak of host allocated grew" in f], out
+    assert not [f for f in _fails(out) if "memory peak" in f and "above --max-memory-growth 0.1)" not in f], out
+    main(["check", str(new), "--baseline", str(base), "--max-memory-growth", "1000"])
+    assert not [f for f in _fails(capsys.readouterr().out) if "memory peak" in f]
+    assert main(["check", str(new), "--max-memory-growth", "1"]) == 2  # a bound needs a baseline
