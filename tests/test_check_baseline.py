@@ -34,9 +34,11 @@ for step in range(10):
     loss.backward()
     opt.step()
 """
-# V2: one line added inside the loop (the lines below it move down): torch.median falls back to the CPU.
+# V2: a line added inside the loop (the lines below it move down): torch.median falls back to the CPU; and one
+# after the update: .item() makes the host wait for the device.
 FALLBACK_LINE = "    med = torch.median(x, dim=0).values"
-V2 = V1.replace("    loss = torch.nn", FALLBACK_LINE + "\n    loss = torch.nn")
+SYNC_LINE = "    last = loss.item()"
+V2 = V1.replace("    loss = torch.nn", FALLBACK_LINE + "\n    loss = torch.nn") + SYNC_LINE + "\n"
 
 
 def _git(d: Path, *args: str) -> None:
@@ -108,6 +110,8 @@ def test_new_fallback_fails_naming_its_line(runs: dict[str, Path], capsys: pytes
     assert len(fb) == 1 and f"train.py:{line}" in fb[0] and "median" in fb[0], out
     # the lines below it moved down one: their ops are not new
     assert not [f for f in _fails(out) if "new CPU fallback" in f and f"train.py:{line}" not in f], out
+    sync = [f for f in _fails(out) if "new sync point" in f]
+    assert sync and all(f"train.py:{V2.splitlines().index(SYNC_LINE) + 1}" in f for f in sync), out
 
 
 def test_without_baseline_check_is_unchanged(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
