@@ -186,7 +186,8 @@ def command(
 ) -> int:
     """Check a trace against limits for CI. Exit 0 when all hold, 1 listing every violation, 2 when the file
     is no trace (or an option is wrong), 3 when the trace was cut short or damaged (--allow-partial checks
-    what it holds). With no limit given, any warning or critical finding after warm-up fails.
+    what it holds). With no limit given, any warning or critical finding after warm-up fails; with --baseline
+    and no limit, only what the baseline did not have (README, "check --baseline").
 
     \b
     neuron-prof check trace.json                        # any warning or critical after warm-up
