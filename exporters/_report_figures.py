@@ -313,3 +313,27 @@ def step_breakdown(steps: Sequence[dict[str, Any]], parts: Sequence[str]) -> Fig
     lay = _layout(360, "step (w: warm-up)", "time (ms)", barmode="stack")
     lay["xaxis"]["type"] = "category"
     return _fig(data, lay)
+
+
+def step_trend(runs: Sequence[dict[str, Any]]) -> Figure | None:
+    """The steady step time of each recorded run of a script (the run history's rows, oldest first), with
+    its git branch and commit on hover."""
+    runs = [r for r in runs if r.get("steady_step_ns")]
+    if not runs:
+        return None
+    x = [f"#{r['id']}" for r in runs]
+    hover = [_t(f"{r.get('git_branch') or '-'}@{(r.get('git_commit') or '-')[:8]}") for r in runs]
+    data = [
+        {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": "steady step",
+            "x": x,
+            "y": [r["steady_step_ns"] / 1e6 for r in runs],
+            "customdata": hover,
+            "hovertemplate": "run %{x} (%{customdata}): %{y:.3f} ms<extra></extra>",
+        }
+    ]
+    lay = _layout(300, "recorded run (oldest first)", "median steady step (ms)", showlegend=False)
+    lay["xaxis"]["type"] = "category"
+    return _fig(data, lay)

@@ -41,7 +41,7 @@ def _rel(ch: dict[str, Any]) -> str:
 def _item(what: str, item: dict[str, Any]) -> str:
     """One appeared/disappeared entry: the op (and signature or frame) and its call site, each once."""
     site = item.get("call_site")
-    name = item.get("op") if what == "fallback" else item.get("key")
+    name = item.get("op") if what in ("fallback", "sync point") else item.get("key")
     name = str(name or item.get("key", "")).split(" @ ", 1)[0]
     n = item.get("count")
     cost = item.get("cost_ns", item.get("ns"))
@@ -51,9 +51,9 @@ def _item(what: str, item: dict[str, Any]) -> str:
 
 def _changes(d: dict[str, Any]) -> list[str]:
     out = []
-    for what, key in (("fallback", "fallbacks"), ("compile", "compiles")):
+    for what, key in (("fallback", "fallbacks"), ("compile", "compiles"), ("sync point", "syncs")):
         for verb in ("appeared", "disappeared"):
-            items = d[key][verb]
+            items = d.get(key, {}).get(verb, [])
             out += [_item(what, it).format(verb=verb) for it in items[:LIST_MAX]]
             if len(items) > LIST_MAX:
                 out.append(f"{what} {verb}: ... and {len(items) - LIST_MAX} more (--json lists them all)")
@@ -101,6 +101,10 @@ def diff_sections(d: dict[str, Any]) -> dict[str, Any]:
         )
         for k, v in d["finding_kinds"].items()
     ]
+    late = d.get("compiles_after_first_step") or {}
+    if late.get("base") is not None and late.get("new") is not None and (late["base"] or late["new"]):
+        step_line += f"; compiles after the first step {late['base']} -> {late['new']}" + (
+            " (none in the training steps)" if late["new"] == 0 else "")
     unit = _OPS_HEADING.get(d["ops_unit"], d["ops_unit"])
     return {"headline": head_line, "step": step_line, "totals": totals, "ops": ops, "ops_title": f"Ops, largest changes ({unit})",
             "kinds": kinds, "changes": _changes(d)}

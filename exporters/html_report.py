@@ -24,6 +24,7 @@ from neuron_prof.exporters import _report_figures as figs
 from neuron_prof.exporters._report_device import device_profile_section
 from neuron_prof.exporters._report_efficiency import efficiency_section
 from neuron_prof.exporters._report_html import Raw, empty, esc, note, page, plot_div, table
+from neuron_prof.exporters._report_trend import trend_section
 
 from neuron_prof.version import __version__
 from neuron_prof.analysis import Kind, fit_site, short_site, strip_site
@@ -372,6 +373,7 @@ def render_html_report(
     title: str | None = None,
     lines: list[dict[str, Any]] | None = None,
     steps: list[dict[str, Any]] | None = None,
+    trend: Sequence[dict[str, Any]] | None = None,
 ) -> str:
     """The report as one HTML string.
 
@@ -382,6 +384,7 @@ def render_html_report(
         title: page title (default: from the trace's file name).
         lines: the lines view (`report(trace).lines`; computed when not given).
         steps: the per-step breakdown (`report(trace).steps`; computed when not given).
+        trend: the run history's rows of this script, oldest first (`history.trend`): a step-time trend.
     """
     import plotly.offline
 
@@ -410,6 +413,8 @@ def render_html_report(
         ("collectives", "Collective bandwidth", _collective_section(trace, figures)),
         ("device-profile", "Device profile", device_profile_section(totals)),
     ]
+    if trend and (html := trend_section(trend, figures)):
+        sections.insert(4, ("trend", "Step-time trend", html))
     source = str(trace.metadata.get(Meta.SOURCE) or "")
     name = title or f"neuron-prof report: {os.path.basename(source) or 'trace'}"
     now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -431,10 +436,11 @@ def write_html_report(
     title: str | None = None,
     lines: list[dict[str, Any]] | None = None,
     steps: list[dict[str, Any]] | None = None,
+    trend: Sequence[dict[str, Any]] | None = None,
 ) -> Path:
     """Write the report to `path` via a temporary file (a failure leaves no half page); returns the path."""
     p = Path(path)
-    text = render_html_report(trace, findings, totals, title, lines, steps)
+    text = render_html_report(trace, findings, totals, title, lines, steps, trend)
     tmp = p.with_name(f".{p.name}.tmp")
     try:
         if p.exists() and not p.is_file():

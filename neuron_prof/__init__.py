@@ -6,6 +6,7 @@
             train_step(batch)
             prof.step()
     trace = neuron_prof.load("trace.json")
+    neuron_prof.plan("trace.json", "warmup.py")   # a warm-up plan: compile what the run compiled, before training
 
 Importing this package is cheap: torch is imported only when a capture starts.
 """
@@ -20,14 +21,16 @@ if TYPE_CHECKING:
     from neuron_prof.capture import Session, profile
     from neuron_prof.loaders import load
     from neuron_prof.model import Trace
+    from neuron_prof.warmup import plan
 
-__all__ = ["Session", "Trace", "__version__", "load", "profile"]
+__all__ = ["Session", "Trace", "__version__", "load", "plan", "profile"]
 
 _LAZY = {
     "profile": "neuron_prof.capture",
     "Session": "neuron_prof.capture",
     "load": "neuron_prof.loaders",
     "Trace": "neuron_prof.model",
+    "plan": "neuron_prof.warmup",
 }
 
 

@@ -1,8 +1,10 @@
-"""The user's cache folder for neuron-prof, and bounding what is kept there (one rule for every cache).
+"""The user's cache and data folders for neuron-prof, and bounding what is kept there (one rule for each).
 
-`$NEURON_PROF_CACHE_DIR`, else `$XDG_CACHE_HOME/neuron-prof` (an absolute path only, as the XDG spec says),
-else `~/.cache/neuron-prof`. The column index cache (`loaders`) and the Neuron runtime's captures
+Cache: `$NEURON_PROF_CACHE_DIR`, else `$XDG_CACHE_HOME/neuron-prof` (an absolute path only, as the XDG spec
+says), else `~/.cache/neuron-prof`. The column index cache (`loaders`) and the Neuron runtime's captures
 (`backends.probes.runtime_profile`) live there, each in its own folder with its own byte budget.
+Data (what must outlive a cache clean-up: the run history): `$NEURON_PROF_DATA_DIR`, else
+`$XDG_DATA_HOME/neuron-prof` (absolute only), else `~/.local/share/neuron-prof`.
 """
 
 from __future__ import annotations
@@ -12,18 +14,27 @@ import shutil
 from pathlib import Path
 
 
-def cache_dir() -> Path | None:
-    """neuron-prof's cache folder (None when no home folder is known)."""
-    base = os.environ.get("NEURON_PROF_CACHE_DIR")
+def _user_dir(own: str, xdg_env: str, default: tuple[str, ...]) -> Path | None:
+    base = os.environ.get(own)
     if base:
         return Path(base)
-    xdg = os.environ.get("XDG_CACHE_HOME")
+    xdg = os.environ.get(xdg_env)
     if xdg and os.path.isabs(xdg):  # the XDG spec: a relative path is invalid and ignored
         return Path(xdg) / "neuron-prof"
     try:
-        return Path.home() / ".cache" / "neuron-prof"
+        return Path.home().joinpath(*default, "neuron-prof")
     except (RuntimeError, KeyError):
         return None
+
+
+def cache_dir() -> Path | None:
+    """neuron-prof's cache folder (None when no home folder is known)."""
+    return _user_dir("NEURON_PROF_CACHE_DIR", "XDG_CACHE_HOME", (".cache",))
+
+
+def data_dir() -> Path | None:
+    """neuron-prof's data folder: the run history (None when no home folder is known)."""
+    return _user_dir("NEURON_PROF_DATA_DIR", "XDG_DATA_HOME", (".local", "share"))
 
 
 def budget(env: str, default: int) -> int:

@@ -63,8 +63,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_index_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Columnar index files go to a temporary folder, never beside ../shared or into ~/.cache."""
+    """Columnar index files go to a temporary folder, never beside ../shared or into ~/.cache; the run history
+    (written by every capture) likewise, never into ~/.local/share."""
     os.environ["NEURON_PROF_CACHE_DIR"] = str(tmp_path_factory.mktemp("nprof-cache"))
+    os.environ["NEURON_PROF_DATA_DIR"] = str(tmp_path_factory.mktemp("nprof-data"))
 
 
 def _longest_files_first(items: list[pytest.Item]) -> None:

@@ -21,7 +21,8 @@ from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.device.fallback import fallback_names, norm_op
 from neuron_prof.analysis.finding import COST_WARNING_SHARE, KINDS, SEVERITIES, Finding
 from neuron_prof.analysis.kinds import Family, ForeignKind, Kind, KindInfo, UnknownKind, in_family, info_of, of_family
-from neuron_prof.analysis.compare import diff
+from neuron_prof.analysis.compare import diff, diff_reports
+from neuron_prof.analysis.baseline import MEMORY_GROWTH, StepRegression, baseline_violations, step_regression
 from neuron_prof.analysis.compile.graphs import GraphCompiles, graph_compiles, graph_of
 from neuron_prof.analysis.fmt import fit_site, fmt_bytes, fmt_evidence, fmt_ns, fmt_value, short_site, strip_site
 from neuron_prof.analysis.device.idle import device_label, device_rows
@@ -67,6 +68,11 @@ __all__ = [
     "device_label",
     "device_rows",
     "diff",
+    "diff_reports",
+    "MEMORY_GROWTH",
+    "StepRegression",
+    "baseline_violations",
+    "step_regression",
     "fit_site",
     "fmt_evidence",
     "fmt_value",

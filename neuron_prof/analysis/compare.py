@@ -50,7 +50,8 @@ def _change(a: float | None, b: float | None) -> dict[str, Any]:
     return d
 
 
-def _fallback_keys(rep: Report) -> dict[str, dict[str, Any]]:
+def fallback_keys(rep: Report) -> dict[str, dict[str, Any]]:
+    """Each CPU fallback finding by "op @ call site" (what `diff` and `check --baseline` match on)."""
     return {
         f"{f.evidence.get('op', '')} @ {f.call_site or '?'}": {
             "op": f.evidence.get("op", ""),
@@ -63,7 +64,8 @@ def _fallback_keys(rep: Report) -> dict[str, dict[str, Any]]:
     }
 
 
-def _compile_keys(trace: Trace, ctx: Context) -> dict[str, dict[str, Any]]:
+def compile_keys(trace: Trace, ctx: Context) -> dict[str, dict[str, Any]]:
+    """Each cache-missing compile by "op signature" (eager) or "graph (frame F)" (torch.compile)."""
     out: dict[str, dict[str, Any]] = {}
     for c in compiles(trace, ctx):
         if c.cache != "miss":
@@ -77,7 +79,32 @@ def _compile_keys(trace: Trace, ctx: Context) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _appeared(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def compiles_after_first_step(trace: Trace, ctx: Context) -> int | None:
+    """Cache-missing compiles that start after the first step ended: what a training step paid for, beyond
+    the first (None without steps). A warm-up plan run before the first step makes it 0."""
+    st = ctx.steps
+    if not len(st):
+        return None
+    end = int(st.end_ns[0])
+    return sum(1 for c in compiles(trace, ctx) if c.cache == "miss" and c.ts >= end)
+
+
+def sync_keys(rep: Report) -> dict[str, dict[str, Any]]:
+    """Each sync point finding by "what @ call site"."""
+    return {
+        f"{f.evidence.get('what', '')} @ {f.call_site or '?'}": {
+            "op": f.evidence.get("what", ""),
+            "call_site": f.call_site,
+            "count": f.count,
+            "cost_ns": f.cost_ns,
+        }
+        for f in rep.findings
+        if f.kind == Kind.SYNC_POINT
+    }
+
+
+def appeared(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The keys of `b` not in `a` ("appeared") and of `a` not in `b` ("disappeared")."""
     return {
         "appeared": [{"key": k, **b[k]} for k in b if k not in a],
         "disappeared": [{"key": k, **a[k]} for k in a if k not in b],
@@ -113,7 +140,12 @@ def headline(rb: Report, rn: Report) -> dict[str, Any] | None:
 def diff(base: Trace, new: Trace, *, warmup_steps: int | None = None, top: int = 20) -> dict[str, Any]:
     """What got faster or slower from `base` to `new` (JSON-ready; renderers in exporters.summary)."""
     cb, cn = Context(base, warmup_steps), Context(new, warmup_steps)
-    rb, rn = report(base, context=cb), report(new, context=cn)
+    return diff_reports(base, new, cb, cn, report(base, context=cb), report(new, context=cn), top=top)
+
+
+def diff_reports(base: Trace, new: Trace, cb: Context, cn: Context, rb: Report, rn: Report, *,
+                 top: int = 20) -> dict[str, Any]:
+    """`diff` over contexts and reports already computed (`check --baseline` shares them)."""
     sb, sn = rb.totals["steps"], rn.totals["steps"]
     step = _change(sb.get("steady_step_ns"), sn.get("steady_step_ns"))
     totals = {k: _change(rb.totals.get(k), rn.totals.get(k)) for k in _TOTAL_KEYS}
@@ -162,6 +194,8 @@ def diff(base: Trace, new: Trace, *, warmup_steps: int | None = None, top: int =
         "ops_unit": "ns per step" if per_step else "ns per profile",
         "ops": ops[:top],
         "finding_kinds": kinds,
-        "fallbacks": _appeared(_fallback_keys(rb), _fallback_keys(rn)),
-        "compiles": _appeared(_compile_keys(base, cb), _compile_keys(new, cn)),
+        "fallbacks": appeared(fallback_keys(rb), fallback_keys(rn)),
+        "compiles": appeared(compile_keys(base, cb), compile_keys(new, cn)),
+        "syncs": appeared(sync_keys(rb), sync_keys(rn)),
+        "compiles_after_first_step": _change(compiles_after_first_step(base, cb), compiles_after_first_step(new, cn)),
     }

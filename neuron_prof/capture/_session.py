@@ -134,6 +134,8 @@ class Session(contextlib.ContextDecorator):
         self._signals = SignalGuard(self._on_signal)
         self._run_dir: _runtime.RuntimeDir | None = None
         self._runqueue: RunQueueSampler | None = None
+        self._totals: dict[str, Any] | None = None
+        """The trace's totals, computed with its findings when the run history records the session."""
 
     @property
     def recording(self) -> bool:
@@ -367,12 +369,36 @@ class Session(contextlib.ContextDecorator):
             paths = _outputs.planned_paths(self.output, ctx.rank, ctx.world_size, self.pftrace)
             report = _outputs.write_all(self.trace, paths)
             self.paths = list(report.written)
+            if report.written and ctx.rank in (None, 0):
+                self._record_history(report.written[0])
         self._report(report)
 
+    def _record_history(self, path: Path) -> None:
+        """One row in the run history (`neuron_prof.history`); a failure is reported with the others."""
+        t0 = time.perf_counter_ns()
+        try:
+            from neuron_prof.history import record
+
+            why = record(self.trace, path, "capture", totals=self._totals)
+        except Exception as e:  # noqa: BLE001  (an import that fails: never the user's problem)
+            why = f"{type(e).__name__}: {e}"
+        if why:
+            self._record_error("run history", RuntimeError(why), "write")
+        self._timings["history"] = time.perf_counter_ns() - t0
+
     def _annotate(self) -> None:
-        from neuron_prof.analysis import annotate
+        from neuron_prof.analysis import Context, annotate, overview
+        from neuron_prof.history import enabled
 
         assert self.trace is not None
+        if enabled():  # the findings, and the history's totals, on one context
+            try:
+                rep = overview(self.trace, Context(self.trace))
+                self._totals = rep.totals
+                self.trace = annotate(self.trace, rep.findings)
+                return
+            except Exception as e:  # noqa: BLE001  (the totals' failure must not cost the findings)
+                self._record_error("run history", e, "totals")
         self.trace = annotate(self.trace)
 
     def _fill_rank(self) -> None:

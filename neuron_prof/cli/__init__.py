@@ -23,6 +23,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "convert": ("neuron_prof.cli._convert", f"Convert a trace between {suffix_list((CHROME_JSON,))} and {PFTRACE.suffixes[0]}."),
     "summary": ("neuron_prof.cli._summary", "Totals and ranked findings for a trace; for many ranks, the job summary (Dask)."),
     "check": ("neuron_prof.cli._check", "CI gate: exit 1 on findings after warm-up or broken limits, 3 on a partial trace."),
+    "history": ("neuron_prof.cli._history", "List recorded runs (one row each) and the step-time trend per script."),
+    "plan": ("neuron_prof.cli._plan", "Write a warm-up plan (warmup.py) that compiles what a trace compiled, before training."),
     "diff": ("neuron_prof.cli._diff", "Compare two traces: step time, ops, findings, new fallbacks and compiles."),
     "tui": ("neuron_prof.cli._tui", "Open the terminal UI on one or more traces."),
     "export": ("neuron_prof.cli._export", "Export a trace as Parquet tables (or json/pftrace); many ranks as one dataset."),

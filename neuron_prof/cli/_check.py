@@ -101,6 +101,17 @@ def unmatched_forbidden(rep: Any, trace: Any, forbid_fallback: tuple[str, ...]) 
     return out
 
 
+def against_baseline(trace: Any, rep: Any, base_path: Path, warmup_steps: int | None,
+                     memory_growth: float | None) -> tuple[list[str], list[str]]:
+    """`check --baseline`: the violations and notes of `trace` against the trace at `base_path`."""
+    from neuron_prof.analysis import MEMORY_GROWTH, baseline_violations
+    from neuron_prof.loaders import load
+
+    bad, notes = baseline_violations(load(base_path), trace, warmup_steps=warmup_steps, new_report=rep,
+                                     memory_growth=MEMORY_GROWTH if memory_growth is None else memory_growth)
+    return bad, [f"baseline {base_path}", *notes]
+
+
 @click.command()
 @click.argument("trace_path", metavar="TRACE", type=click.Path(path_type=Path))
 @click.option(
@@ -141,6 +152,22 @@ def unmatched_forbidden(rep: Any, trace: Any, forbid_fallback: tuple[str, ...]) 
     "--warmup-steps", type=click.IntRange(min=0), default=None, help="Leading steps to treat as warm-up."
 )
 @click.option(
+    "--baseline",
+    default=None,
+    metavar="BASE",
+    help="Also fail on what BASE did not have: new compiles, fallbacks and sync points (each at its line), a "
+    "memory peak grown beyond --max-memory-growth, a steady step slower beyond the noise bound. BASE: a trace, "
+    "'last' (the previous run of the same script in `neuron-prof history`) or 'main' (the latest run on branch "
+    "main).",
+)
+@click.option(
+    "--max-memory-growth",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="FRACTION",
+    help="With --baseline: how much each memory peak may grow over the baseline's (default 0.10).",
+)
+@click.option(
     "--allow-partial",
     is_flag=True,
     help="Check a trace that was cut short or damaged (exit 3 otherwise) on what it still holds.",
@@ -153,23 +180,33 @@ def command(
     forbid_fallback: tuple[str, ...],
     fail_on: str | None,
     warmup_steps: int | None,
+    baseline: str | None,
+    max_memory_growth: float | None,
     allow_partial: bool,
 ) -> int:
     """Check a trace against limits for CI. Exit 0 when all hold, 1 listing every violation, 2 when the file
     is no trace (or an option is wrong), 3 when the trace was cut short or damaged (--allow-partial checks
-    what it holds). With no limit given, any warning or critical finding after warm-up fails.
+    what it holds). With no limit given, any warning or critical finding after warm-up fails; with --baseline
+    and no limit, only what the baseline did not have (README, "check --baseline").
 
     \b
     neuron-prof check trace.json                        # any warning or critical after warm-up
     neuron-prof check trace.json --max-fallback-share 0.01 --max-compile-seconds 60 \\
         --max-recompiles 0 --forbid-fallback nonzero --forbid-fallback aten::unique
+    neuron-prof check trace.json --baseline main.json   # only what the baseline did not have
+    neuron-prof check trace.json --baseline last        # against the previous run of the same script
     """
     from neuron_prof.analysis import partial_line, report
+    from neuron_prof.errors import UsageError
+    from neuron_prof.history import resolve_baseline
     from neuron_prof.loaders import load
 
     limits = (max_fallback_share, max_compile_seconds, max_recompiles)
-    if all(v is None for v in limits) and not forbid_fallback and fail_on is None:
+    if all(v is None for v in limits) and not forbid_fallback and fail_on is None and baseline is None:
         fail_on = "warning"
+    if max_memory_growth is not None and baseline is None:
+        raise UsageError("--max-memory-growth compares with a baseline: give --baseline BASE")
+    base_path = resolve_baseline(baseline, trace_path) if baseline is not None else None
     trace = load(trace_path)
     rep = report(trace, warmup_steps=warmup_steps)
     partial = rep.totals.get("partial")
@@ -188,6 +225,10 @@ def command(
         fail_on=fail_on,
     )
     notes = unmatched_forbidden(rep, trace, forbid_fallback) if forbid_fallback else []
+    if base_path is not None:
+        bad_b, notes_b = against_baseline(trace, rep, base_path, warmup_steps, max_memory_growth)
+        bad += bad_b
+        notes += notes_b
     if fail_on not in (None, "none") and rep.findings and all(f.after_warmup is None for f in rep.findings):
         notes.append("no steady steps to tell warm-up by: every finding counts (--warmup-steps N sets the split "
                      "when the trace has steps)")

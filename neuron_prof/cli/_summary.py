@@ -72,6 +72,11 @@ def command(
     if len(warnings) > 5:
         click.echo(f"neuron-prof: warning: {trace_path}: ... and {len(warnings) - 5} more", err=True)
     rep = report(trace, warmup_steps=warmup_steps)
+    from neuron_prof.history import record
+
+    why = record(trace, trace_path, "summary", totals=rep.totals, findings=rep.findings)
+    if why:  # the history never fails the summary: said on stderr
+        click.echo(f"neuron-prof: warning: {why}", err=True)
     if as_json:
         data = summary_json(rep)
     elif markdown:
