@@ -115,15 +115,17 @@ class _Out:
         return written
 
 
-def process(run_dir: Path, out: Path) -> tuple[int, list[str]]:
-    """Write the tables of every capture under `run_dir` into `out`; (captures processed, warnings)."""
+def process(run_dir: Path, out: Path, device: bool = True) -> tuple[int, list[str]]:
+    """Write the tables of every capture under `run_dir` into `out`; (captures processed, warnings).
+    `device` False: ``--ignore-device-profile`` (the .ntff files are not processed)."""
     o = _Out()
     warnings: list[str] = []
     caps = captures(run_dir)
     next_id = [0]
     for cap in caps:
         warnings += _system(o, cap, next_id)
-    warnings += _device(out, caps, run_dir)
+    if device:
+        warnings += _device(out, caps, run_dir)
     infos = [orjson.loads(p.read_bytes()) for cap in caps for p in sorted(cap.glob("trace_info*.pb"))]
     if infos:  # the run's own Metadata: its schema version, the device clock over the whole run
         _metadata(o, min(int(i["sync_points"][0][1]) for i in infos),
@@ -258,11 +260,16 @@ def _device(out: Path, caps: list[Path], run_dir: Path) -> list[str]:
     ntffs = sorted(f for cap in caps for f in cap.glob("*.ntff"))
     neffs = {p.name for p in run_dir.rglob("*.neff")}
     for f in ntffs:
-        name = "_".join(p for p in (f.parent.parent.name, f.parent.name, f.stem) if p)
+        name = device_profile_name(f)
         o = _Out()
         warnings += _one_device_profile(o, f, name, neffs)
         o.write(out / name)
     return warnings
+
+
+def device_profile_name(ntff: Path) -> str:
+    """The name (and sub-folder) of one .ntff's device profile: ``<instance>_pid_<pid>_<timestamp>_<stem>``."""
+    return "_".join(p for p in (ntff.parent.parent.name, ntff.parent.name, ntff.stem) if p)
 
 
 def _one_device_profile(o: _Out, f: Path, name: str, neffs: set[str]) -> list[str]:
