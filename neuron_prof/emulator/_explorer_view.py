@@ -14,7 +14,8 @@ documented in docs/trainium.md ("The stand-in neuron-explorer"). Per capture fol
   on the hardware, moved to the host clock through the nearest earlier sync point; copies as
   ``dmem_buf_copyin``/``dmem_buf_copyout`` on the hardware too (DMA); all sharing a ``flow_id``, the
   ``nrt_sequence_id``),
-  ``SystemProfileMetadata``, ``SystemProfileHbmUsage``;
+  ``SystemProfileMetadata``, ``SystemProfileHbmUsage``; ``CpuUsage`` / ``HostMemUsage`` from ``cpu_util.pb`` /
+  ``host_mem.pb`` when the capture asked for CPU_UTIL / HOST_MEMORY (`_host_usage`);
 * device profile (device clock): ``Metadata.first_hw_timestamp``/``last_hw_timestamp``, ``ExecutionInfo``
   (relative to ``first_hw_timestamp``), ``ActiveTime``, ``HbmUsage`` (bandwidth), ``CcOp``, ``Summary``,
   ``OpcodeSummary``, ``DeviceProfileList``; an execution whose NEFF is in neither the capture folder nor the
@@ -30,6 +31,7 @@ import numpy as np
 import orjson
 
 from neuron_prof.emulator import _explorer_schema as schema
+from neuron_prof.emulator import _host_usage
 
 _MATRIX = ("mm", "addmm", "bmm", "baddbmm", "_addmm_activation", "convolution", "_scaled_dot_product")
 _CC_NAMES = {"allreduce": "AllReduce", "allgather": "AllGather", "_allgather_base": "AllGather",
@@ -222,6 +224,8 @@ def _system(o: _Out, cap: Path, next_id: list[int]) -> list[str]:
         first, last = int(info["host_start_ns"]), int(info["host_stop_ns"])
         o.add("SystemProfileMetadata", first_ts=[_iso(first)], last_ts=[_iso(last)], first_ts_ns=[str(first)],
               last_ts_ns=[str(last)], ntff_version=[0], hbm_capacity_bytes=[int(info["hbm_capacity_bytes"])])
+        for table, cols in _host_usage.tables(cap, inst).items():  # CPU_UTIL / HOST_MEMORY captured
+            o.add(table, **cols)
         alloc, reserved = info["memory"]
         o.add("SystemProfileHbmUsage", timestamp=[last], total_bytes=[int(reserved)], tensors_bytes=[int(alloc)],
               unknown_bytes=[int(reserved) - int(alloc)], device_idx=[0], hbm_idx=[0], instance_id=[inst])
