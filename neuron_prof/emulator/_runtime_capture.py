@@ -6,7 +6,7 @@ Sources (docs/trainium.md, "The emulated device"): torch-neuronx-facts "Profiler
 starts the runtime's capture; ``NeuronConfig(modes, max_events_per_nc, profile_output_dir, neff_cache_dir)``;
 the ring buffer keeps the newest events per NeuronCore), neuron-explorer-facts "Capture" (RUNTIME mode writes
 ``ntrace.pb`` + ``trace_info.pb``, DEVICE mode ``.neff`` + ``profile_nc_<N>_session_<S>.ntff``, CPU_UTIL
-``cpu_util.pb`` and HOST_MEMORY ``host_mem.pb`` (`_host_usage`); one
+``cpu_util.pb`` and HOST_MEMORY ``host_mem.pb`` (`profiling.host_usage`); one
 ``<instance-id>_pid_<pid>/<timestamp>/`` folder per process), issue 33 (``neff_cache_dir``: "Path to the NEFF
 cache directory. When set, cached NEFFs are copied into the profile artifact directory on stop").
 
@@ -32,7 +32,7 @@ import orjson
 
 from neuron_prof.emulator import _state
 from neuron_prof.emulator._config import DEFAULT_NEFF_CACHE_DIR
-from neuron_prof.emulator._host_usage import HostSampler
+from neuron_prof.emulator.profiling.host_usage import HostSampler
 from neuron_prof.emulator._timing import KIND_NAMES
 
 INSTANCE_ID = "i-0emulated"

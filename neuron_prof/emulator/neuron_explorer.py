@@ -7,7 +7,7 @@
 
 It takes the real tool's documented command line (neuron-explorer-facts, "Processing") and processes only the
 emulated runtime's captures: Parquet tables (`_explorer_view`), the Perfetto files and summary-json
-(`_explorer_perfetto`); the full-profile JSON, no longer maintained from Neuron 2.34, is not written. It is never installed
+(`profiling.explorer_outputs`); the full-profile JSON, no longer maintained from Neuron 2.34, is not written. It is never installed
 as a console script: `neuron_prof.emulator.enable()` puts a ``neuron-explorer`` launcher for it on the emulated
 process's PATH (`install_on_path`), so a machine without the Neuron tools still has no ``neuron-explorer``.
 Exit codes: 0 done, 1 nothing to process, 2 usage.
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _view(run: Path, fmt: str, output_file: str | None, device: bool) -> int:
-    from neuron_prof.emulator._explorer_perfetto import summary_json, write_perfetto
+    from neuron_prof.emulator.profiling.explorer_outputs import summary_json, write_perfetto
     from neuron_prof.emulator._explorer_view import captures, process
 
     if not captures(run):

@@ -37,6 +37,7 @@ import numpy as np
 import orjson
 
 from neuron_prof.errors import TraceFormatError, TraceLoadError
+from neuron_prof.formats import EXPLORER_PFTRACE
 from neuron_prof.loaders.explorer._clock import UNIX_NS_MIN, DeviceClock, fallback, from_executions
 from neuron_prof.loaders.explorer._events import FRAMEWORK, HARDWARE, RUNTIME
 from neuron_prof.loaders.explorer.capture import PID_FOLDER, HostOps, _trace_json_in, capture_trace_json
@@ -48,8 +49,7 @@ from neuron_prof.model import KinetoCat, Meta, ProcessKind, Trace, TraceBuilder,
 
 __all__ = ["DEVICE_GLOB", "SYSTEM_FILE", "explorer_files", "is_explorer_pftrace", "load_explorer_pftrace"]
 
-SYSTEM_FILE = "system_profile.pftrace"
-DEVICE_GLOB = "device_profile_model_*.pftrace"
+SYSTEM_FILE, DEVICE_GLOB = EXPLORER_PFTRACE.names
 EXECUTION = "nc_exec_running"
 SOURCE_FORMAT = "neuron_explorer_perfetto"
 EXPLORER_KEY = "neuron_explorer"

@@ -20,6 +20,8 @@ from typing import Any
 
 import orjson
 
+from neuron_prof.formats import JSON_SUFFIXES
+
 __all__ = ["MIN_FIELDS", "read_summary_json", "summaries_in", "summary_fields"]
 
 MIN_FIELDS = 3
@@ -68,7 +70,7 @@ def read_summary_json(path: Path) -> dict[str, dict[str, float | int]] | None:
 def summaries_in(folder: Path) -> dict[str, dict[str, dict[str, float | int]]]:
     """Every summary-json file directly in `folder`: {file name: {profile key: metrics}}."""
     out = {}
-    for f in sorted(folder.glob("*.json")):
+    for f in sorted(folder.glob("*" + JSON_SUFFIXES[0])):
         got = read_summary_json(f)
         if got:
             out[f.name] = got

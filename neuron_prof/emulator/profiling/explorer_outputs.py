@@ -28,9 +28,10 @@ import numpy as np
 import orjson
 
 from neuron_prof.emulator import _explorer_view as view
+from neuron_prof.formats import EXPLORER_PFTRACE
 
-SYSTEM_FILE = "system_profile.pftrace"
-DEVICE_FILE = "device_profile_model_{}.pftrace"
+SYSTEM_FILE, DEVICE_GLOB = EXPLORER_PFTRACE.names
+DEVICE_FILE = DEVICE_GLOB.replace("*", "{}")
 _SEQ = 1
 
 
@@ -215,7 +216,7 @@ def _devices(run_dir: Path, tables: Path, out: Path) -> None:
         d = tables / view.device_profile_name(f)
         if not (d / "ExecutionInfo.parquet").is_file():
             continue
-        info = orjson.loads(str(view._load(f)["info"][0]))
+        info = orjson.loads(str(view.load_npz(f)["info"][0]))
         sync = info["sync_points"]
         meta = pq.read_table(d / "Metadata.parquet").to_pylist()[0]
         base = int(meta["first_hw_timestamp"])
@@ -228,7 +229,7 @@ def _devices(run_dir: Path, tables: Path, out: Path) -> None:
             seen[neff] = model = len(seen)
             a, z = base + int(r["execution_start_ts"]), base + int(r["execution_end_ts"])
             w = _Writer()
-            host = lambda t: int(view._to_host(np.asarray([t], dtype=np.int64), sync)[0])  # noqa: E731
+            host = lambda t: int(view.to_host(np.asarray([t], dtype=np.int64), sync)[0])  # noqa: E731
             proc = w.process(model + 1, f"NeuronCore {meta['neuroncore_idx']} model {model} ({neff})", host(a))
             w.slice(w.track(proc, "execution"), host(a), host(z), neff,
                     {"neff_name": neff, "execution_index": r["execution_index"]})
