@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import orjson
+
 from neuron_prof.formats import EXPLORER_PFTRACE, PFTRACE, detect
 from neuron_prof.loaders import load
 from neuron_prof.model import Meta, TrackKind

@@ -69,7 +69,8 @@ class PerfettoFile:
         return path
 
 
-def system_profile(folder: Path, executions: list[tuple[int, int]], framework: list[tuple[str, int, int]] = (),
+def system_profile(folder: Path, executions: list[tuple[int, int]],
+                   framework: tuple[tuple[str, int, int], ...] | list[tuple[str, int, int]] = (),
                    pid: int = 4242, tid: int = 4242) -> Path:
     """``system_profile.pftrace`` of one process: `executions` (start, duration) as ``nc_exec_running`` on lnc 0
     (hardware), each with an ``nrt_execute`` (runtime) of the same span and flow; `framework` (name, start,

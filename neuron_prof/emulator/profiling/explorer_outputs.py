@@ -229,7 +229,7 @@ def _devices(run_dir: Path, tables: Path, out: Path) -> None:
             seen[neff] = model = len(seen)
             a, z = base + int(r["execution_start_ts"]), base + int(r["execution_end_ts"])
             w = _Writer()
-            host = lambda t: int(view.to_host(np.asarray([t], dtype=np.int64), sync)[0])  # noqa: E731
+            host = lambda t, sync=sync: int(view.to_host(np.asarray([t], dtype=np.int64), sync)[0])  # noqa: E731
             proc = w.process(model + 1, f"NeuronCore {meta['neuroncore_idx']} model {model} ({neff})", host(a))
             w.slice(w.track(proc, "execution"), host(a), host(z), neff,
                     {"neff_name": neff, "execution_index": r["execution_index"]})

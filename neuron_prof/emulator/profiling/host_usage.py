@@ -27,7 +27,7 @@ SAMPLE_EVERY_S = 0.1
 
 def _cpu_times() -> dict[str, tuple[int, int]]:
     """``/proc/stat``: cpu id ("all", "0", "1"...) -> (busy jiffies, total jiffies)."""
-    out = {}
+    out: dict[str, tuple[int, int]] = {}
     try:
         lines = Path("/proc/stat").read_text().splitlines()
     except OSError:

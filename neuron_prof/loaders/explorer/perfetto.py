@@ -155,7 +155,7 @@ def _copy(b: TraceBuilder, tr: Trace, label: str, keep: np.ndarray, ts: np.ndarr
     for i in np.flatnonzero(keep).tolist():
         t = tr.tracks[int(s.track[i])]
         args = tr.slice_args(i)
-        src = args.get("trace_event_source")
+        src = str(args.get("trace_event_source"))
         kind = TrackKind.DEVICE if device else _KIND.get(src, t.kind)
         name = f"{t.name} {src}" if src in _KIND else t.name
         track = b.track(procs[t.process], name, kind, unit=t.unit, sort_index=t.sort_index)
@@ -189,10 +189,11 @@ def _add_system(b: TraceBuilder, tr: Trace, ops: HostOps | None, own: dict[str, 
     for src, dst, fid in zip(f.src.tolist(), f.dst.tolist(), f.flow_id.tolist()):
         if rows[src] >= 0 and rows[dst] >= 0:
             b.add_flow(int(rows[src]), int(rows[dst]), cat="neuron_explorer", name="flow")
-    ex = np.flatnonzero(s.name == tr.strings.get(EXECUTION)) if tr.strings.get(EXECUTION) is not None else []
+    eid = tr.strings.get(EXECUTION)
+    ex = np.flatnonzero(s.name == eid) if eid is not None else np.zeros(0, dtype=np.int64)
     out = np.column_stack([s.ts_ns[ex], s.ts_ns[ex] + s.dur_ns[ex]]).astype(np.int64) if len(ex) else \
         np.zeros((0, 2), dtype=np.int64)
-    own["executions"] = int(len(out))
+    own["executions"] = len(out)
     return out[np.argsort(out[:, 0], kind="stable")] if len(out) else out
 
 
