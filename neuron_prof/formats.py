@@ -15,6 +15,7 @@ spells a trace suffix of its own.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,9 +23,9 @@ from pathlib import Path
 from neuron_prof.errors import UsageError
 
 __all__ = [
-    "CHROME_JSON", "DEFAULT_OUTPUT", "EXPLORER", "FORMATS", "GZIP_MAGIC", "JSON_SUFFIXES", "PARQUET", "PFTRACE",
-    "PFTRACE_SUFFIXES", "TRACE_SUFFIXES", "TraceFormat", "companion_pftrace", "detect", "format_for",
-    "gzipped", "named_format", "rank_path", "sniff", "split_suffix", "suffix_list",
+    "CHROME_JSON", "DEFAULT_OUTPUT", "EXPLORER", "EXPLORER_PFTRACE", "FORMATS", "GZIP_MAGIC", "JSON_SUFFIXES",
+    "PARQUET", "PFTRACE", "PFTRACE_SUFFIXES", "TRACE_SUFFIXES", "TraceFormat", "companion_pftrace", "detect", "format_for",
+    "gzipped", "named_format", "rank_path", "sniff", "split_suffix", "suffix_list", "tool_format",
 ]
 
 
@@ -47,6 +48,9 @@ class TraceFormat:
     """A folder of files rather than one file."""
     markers: tuple[str, ...] = ()
     """Glob patterns of files whose presence makes a folder one trace of this format."""
+    names: tuple[str, ...] = ()
+    """Glob patterns of whole file names another tool gives files of this format (read only: `detect`); they
+    win over the suffix, as the content of such a file is also another format's (a .pftrace)."""
 
 
 CHROME_JSON = TraceFormat(
@@ -63,13 +67,18 @@ PARQUET = TraceFormat(
 EXPLORER = TraceFormat(
     "explorer", "Neuron Explorer profile folder (processed Parquet tables, or the legacy JSON export)",
     reader="neuron_prof.loaders.explorer:load_dir", folder=True,
-    markers=("*.parquet", "*.ntff", "ntrace.pb", "system_profile.json"))
+    markers=("*.parquet", "*.ntff", "ntrace.pb", "system_profile.json", "system_profile.pftrace",
+             "device_profile_model_*.pftrace"))
+EXPLORER_PFTRACE = TraceFormat(
+    "explorer_pftrace", "Neuron Explorer Perfetto output (system_profile.pftrace, device_profile_model_<id>.pftrace)",
+    reader="neuron_prof.loaders.explorer.perfetto:load_explorer_pftrace",
+    names=("system_profile.pftrace", "device_profile_model_*.pftrace"))
 
 DEFAULT_OUTPUT = "trace.json"
 """Where a capture writes when not told (`profile()`, `neuron-prof run`, `demo`): Chrome JSON, with the native
 trace beside it."""
 
-FORMATS: dict[str, TraceFormat] = {f.id: f for f in (CHROME_JSON, PFTRACE, PARQUET, EXPLORER)}
+FORMATS: dict[str, TraceFormat] = {f.id: f for f in (CHROME_JSON, PFTRACE, PARQUET, EXPLORER, EXPLORER_PFTRACE)}
 """Every format by id."""
 JSON_SUFFIXES = CHROME_JSON.suffixes
 PFTRACE_SUFFIXES = PFTRACE.suffixes
@@ -149,10 +158,20 @@ def sniff(head: bytes) -> TraceFormat | None:
     return None
 
 
+def tool_format(path: str | os.PathLike[str]) -> TraceFormat | None:
+    """The format whose `TraceFormat.names` a file's whole name matches (another tool's output), or None."""
+    name = Path(path).name
+    return next((f for f in FORMATS.values() if any(fnmatch.fnmatchcase(name, g) for g in f.names)), None)
+
+
 def detect(head: bytes, path: str | os.PathLike[str]) -> TraceFormat | None:
-    """The format whose reader gets a file: JSON content first, then the name, then any other content
+    """The format whose reader gets a file: JSON content first, then a tool's file name when the content is
+    its container's (`tool_format`: Neuron Explorer's .pftrace), then the name's suffix, then any other content
     (a `.json` that does not start like JSON is still given to the JSON reader, which says what is wrong)."""
     by_content = sniff(head)
     if by_content is CHROME_JSON:
         return by_content
+    tool = tool_format(path)
+    if tool is not None and by_content is PFTRACE:
+        return tool
     return named_format(path) or by_content

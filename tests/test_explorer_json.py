@@ -45,6 +45,9 @@ def test_events_load_on_a_track_per_group(tmp_path: Path, shape: str) -> None:
     md = tr.metadata
     assert md[Meta.CLOCK] == "unix" and md[Meta.SOURCE_FORMAT] == "neuron_explorer_json"
     assert any("partial" in w and "collectives" in w for w in md[Meta.WARNINGS])
+    # the 2.34 announcement: the full-profile JSON is no longer maintained; still read, and said
+    assert any("no longer maintained from Neuron 2.34" in w and "summary-json remains" in w
+               for w in md[Meta.WARNINGS])
     assert any("device_profile_model_7.json not read" in w for w in md[Meta.WARNINGS])
     if shape == "by_type":
         cnt = [int(t) for t in tr.track_ids(TrackKind.COUNTER)]

@@ -183,6 +183,7 @@ ALLOWED = {
     "neuron_prof/emulator/_api.py": _NEURON_NAMES,
     "neuron_prof/emulator/_explorer_view.py": _NEURON_NAMES,
     "neuron_prof/emulator/_runtime_capture.py": _NEURON_NAMES,
+    "neuron_prof/emulator/profiling/host_usage.py": _NEURON_NAMES,
     "neuron_prof/loaders/explorer/capture.py": _NEURON_NAMES,
     "neuron_prof/loaders/explorer/legacy_json.py": _NEURON_NAMES,
     "neuron_prof/loaders/explorer/reader.py": _NEURON_NAMES,

@@ -154,12 +154,13 @@ class NeuronBackend(ProbeBackend):
         _compat.synchronize(self.module, DEVICE)
 
     def enable_runtime_profile(self, run_dir: Path, device_window: tuple[int, int | None] | None = None,
-                               kept: bool = True) -> None:
+                               kept: bool = True, host_usage: bool = False) -> None:
         """Capture the runtime's system profile into `run_dir` (and the device profile in `device_window`, steps
-        [start, stop)); processed by neuron-explorer after the block (`probes.runtime_profile`)."""
+        [start, stop); with `host_usage`, ProfileMode CPU_UTIL and HOST_MEMORY too); processed by
+        neuron-explorer after the block (`probes.runtime_profile`)."""
         from neuron_prof.backends.probes.runtime_profile import RuntimeProfileProbe, inspect_env
 
-        self._runtime = RuntimeProfileProbe(run_dir, self.module, device_window, kept)
+        self._runtime = RuntimeProfileProbe(run_dir, self.module, device_window, kept, host_usage)
         self._runtime.conflict = inspect_env()
 
     def enable_device_profile(self, output_dir: Path) -> None:

@@ -75,6 +75,9 @@ class Session(contextlib.ContextDecorator):
             (the old form) = from the first step, written there.
         profile_dir: where the runtime writes its capture and neuron-explorer its tables (default: a folder in
             neuron-prof's cache, the oldest removed beyond NEURON_PROF_RUNS_MAX_BYTES, 2 GiB).
+        host_usage: with the runtime's capture, also its ProfileMode CPU_UTIL and HOST_MEMORY (host CPU per core
+            and host memory in use, sampled by the runtime: counter tracks from Explorer's CpuUsage and
+            HostMemUsage tables). Off by default.
         **options: options for the backend's probes (e.g. probes=["compile"], deep_fallback=True).
     """
 
@@ -86,7 +89,7 @@ class Session(contextlib.ContextDecorator):
                  checkpoint: bool = True, profiler_kwargs: dict[str, Any] | None = None,
                  system_profile: bool = True, device_profile: bool | int | tuple[int, int | None] | str |
                  os.PathLike[str] = False, profile_dir: str | os.PathLike[str] | None = None,
-                 **options: Any) -> None:
+                 host_usage: bool = False, **options: Any) -> None:
         self.output = Path(output) if output is not None else None
         self.backend_name = backend
         self.pftrace = pftrace
@@ -97,6 +100,7 @@ class Session(contextlib.ContextDecorator):
             profile_dir, device_profile = profile_dir or device_profile, 0
         self.system_profile = system_profile
         self.device_profile = device_profile
+        self.host_usage = host_usage
         self.profile_dir = Path(profile_dir) if profile_dir is not None else None
         self._schedule_args = (schedule, wait, warmup, active, repeat, skip_first)
         self._flags = {"record_shapes": record_shapes, "with_stack": with_stack, "with_modules": with_modules,
@@ -287,7 +291,8 @@ class Session(contextlib.ContextDecorator):
         if not (self.system_profile or wants_device):
             return
         self._run_dir = _runtime.RuntimeDir(self.profile_dir)
-        enable(self._run_dir.path, window_of(self.device_profile), kept=self._run_dir.kept)
+        enable(self._run_dir.path, window_of(self.device_profile), kept=self._run_dir.kept,
+               host_usage=self.host_usage)
 
     def _make_profiler(self, backend_opts: dict[str, Any]) -> Any:
         from neuron_prof.capture._kineto import KinetoCollector, cycle_schedule, make_schedule, profiler_kwargs

@@ -64,10 +64,14 @@ def _enable_emulator(forced: bool) -> bool:
               help="Old name: --profile-dir DIR with --device-profile-steps 0.")
 @click.option("--no-system-profile", is_flag=True, default=False,
               help="On Trainium, do not capture the runtime's system profile (the device execution timeline).")
+@click.option("--host-usage", is_flag=True, default=False,
+              help="On Trainium, also capture the runtime's host CPU utilisation and host memory (ProfileMode "
+                   "CPU_UTIL and HOST_MEMORY) as counter tracks.")
 @click.argument("script_and_args", nargs=-1, type=click.UNPROCESSED)
 def command(output: str, backend: str | None, emulate_neuron: bool, module: str | None, no_pftrace: bool,
             quiet: bool, device_profile: bool, device_profile_steps: str | None, profile_dir: str | None,
-            device_profile_dir: str | None, no_system_profile: bool, script_and_args: tuple[str, ...]) -> int:
+            device_profile_dir: str | None, no_system_profile: bool, host_usage: bool,
+            script_and_args: tuple[str, ...]) -> int:
     """Profile a Python script with no code change.
 
     \b
@@ -103,7 +107,7 @@ def command(output: str, backend: str | None, emulate_neuron: bool, module: str 
     code = 0
     try:
         with neuron_prof.profile(output, backend=backend, pftrace=not no_pftrace, quiet=quiet,
-                                 system_profile=not no_system_profile, device_profile=window,
+                                 system_profile=not no_system_profile, device_profile=window, host_usage=host_usage,
                                  profile_dir=profile_dir or device_profile_dir) as session, \
                 _keep_code(keep), _optimizer_steps(session, window):
             groups.install()  # torch is imported once the session has started

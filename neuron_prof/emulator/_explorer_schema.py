@@ -30,6 +30,10 @@ _SPEC: dict[str, tuple[str, str]] = {
     "SystemProfileHbmUsage": ("Device memory by kind over time (host clock)",
                               "timestamp:i64[ns], total_bytes:i64[bytes], tensors_bytes:i64[bytes], "
                               "unknown_bytes:i64[bytes], device_idx:i64, hbm_idx:i64, instance_id:str"),
+    "CpuUsage": ("Host CPU utilisation per core (host clock; ProfileMode CPU_UTIL)",
+                 "timestamp:i64[ns], util_percent:f32[%], cpu_id:str, instance_id:str"),
+    "HostMemUsage": ("Host memory in use (host clock; ProfileMode HOST_MEMORY)",
+                     "timestamp:i64[ns], used_bytes:i64[bytes], used_percent:f32[%], instance_id:str"),
     "ExecutionInfo": ("One row per NEFF execution of the device profile, times relative to its start",
                       "execution_index:i32, neff_name:str?, execution_start_ts:i64[ns]?, "
                       "execution_end_ts:i64[ns]?, num_subgraphs:i32?, row_count:i64?"),

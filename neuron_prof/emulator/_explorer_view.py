@@ -14,7 +14,8 @@ documented in docs/trainium.md ("The stand-in neuron-explorer"). Per capture fol
   on the hardware, moved to the host clock through the nearest earlier sync point; copies as
   ``dmem_buf_copyin``/``dmem_buf_copyout`` on the hardware too (DMA); all sharing a ``flow_id``, the
   ``nrt_sequence_id``),
-  ``SystemProfileMetadata``, ``SystemProfileHbmUsage``;
+  ``SystemProfileMetadata``, ``SystemProfileHbmUsage``; ``CpuUsage`` / ``HostMemUsage`` from ``cpu_util.pb`` /
+  ``host_mem.pb`` when the capture asked for CPU_UTIL / HOST_MEMORY (`profiling.host_usage`);
 * device profile (device clock): ``Metadata.first_hw_timestamp``/``last_hw_timestamp``, ``ExecutionInfo``
   (relative to ``first_hw_timestamp``), ``ActiveTime``, ``HbmUsage`` (bandwidth), ``CcOp``, ``Summary``,
   ``OpcodeSummary``, ``DeviceProfileList``; an execution whose NEFF is in neither the capture folder nor the
@@ -30,6 +31,7 @@ import numpy as np
 import orjson
 
 from neuron_prof.emulator import _explorer_schema as schema
+from neuron_prof.emulator.profiling import host_usage
 
 _MATRIX = ("mm", "addmm", "bmm", "baddbmm", "_addmm_activation", "convolution", "_scaled_dot_product")
 _CC_NAMES = {"allreduce": "AllReduce", "allgather": "AllGather", "_allgather_base": "AllGather",
@@ -115,15 +117,17 @@ class _Out:
         return written
 
 
-def process(run_dir: Path, out: Path) -> tuple[int, list[str]]:
-    """Write the tables of every capture under `run_dir` into `out`; (captures processed, warnings)."""
+def process(run_dir: Path, out: Path, device: bool = True) -> tuple[int, list[str]]:
+    """Write the tables of every capture under `run_dir` into `out`; (captures processed, warnings).
+    `device` False: ``--ignore-device-profile`` (the .ntff files are not processed)."""
     o = _Out()
     warnings: list[str] = []
     caps = captures(run_dir)
     next_id = [0]
     for cap in caps:
         warnings += _system(o, cap, next_id)
-    warnings += _device(out, caps, run_dir)
+    if device:
+        warnings += _device(out, caps, run_dir)
     infos = [orjson.loads(p.read_bytes()) for cap in caps for p in sorted(cap.glob("trace_info*.pb"))]
     if infos:  # the run's own Metadata: its schema version, the device clock over the whole run
         _metadata(o, min(int(i["sync_points"][0][1]) for i in infos),
@@ -134,12 +138,12 @@ def process(run_dir: Path, out: Path) -> tuple[int, list[str]]:
     return len(caps), warnings
 
 
-def _load(path: Path) -> dict[str, np.ndarray]:
+def load_npz(path: Path) -> dict[str, np.ndarray]:
     with np.load(path, allow_pickle=False) as z:
         return {k: z[k] for k in z.files}
 
 
-def _to_host(dev: np.ndarray, sync: list[list[int]]) -> np.ndarray:
+def to_host(dev: np.ndarray, sync: list[list[int]]) -> np.ndarray:
     """Device-clock ns -> host ns by the nearest earlier sync point (neuron-explorer-facts, "Processing")."""
     h = np.asarray([s[0] for s in sync], dtype=np.int64)
     d = np.asarray([s[1] for s in sync], dtype=np.int64)
@@ -171,7 +175,7 @@ def _mapped(cap: Path) -> set[int]:
 def _system(o: _Out, cap: Path, next_id: list[int]) -> list[str]:
     warnings: list[str] = []
     for f in sorted(cap.glob("ntrace*.pb")):
-        ev = _load(f)
+        ev = load_npz(f)
         info = orjson.loads((cap / f.name.replace("ntrace", "trace_info")).read_bytes())
         kinds = info["kind_names"]
         sync = info["sync_points"]
@@ -180,7 +184,7 @@ def _system(o: _Out, cap: Path, next_id: list[int]) -> list[str]:
         if tj is None:
             warnings.append(f"{cap}: no framework trace (trace.json): framework events not added")
         mapped = _mapped(cap)
-        hw_s, hw_e = _to_host(ev["hw_start"], sync), _to_host(ev["hw_end"], sync)
+        hw_s, hw_e = to_host(ev["hw_start"], sync), to_host(ev["hw_end"], sync)
         rows: list[dict[str, Any]] = []
         seen: dict[tuple[int, int, str], int] = {}
         for i in range(len(ev["kind"])):
@@ -220,6 +224,8 @@ def _system(o: _Out, cap: Path, next_id: list[int]) -> list[str]:
         first, last = int(info["host_start_ns"]), int(info["host_stop_ns"])
         o.add("SystemProfileMetadata", first_ts=[_iso(first)], last_ts=[_iso(last)], first_ts_ns=[str(first)],
               last_ts_ns=[str(last)], ntff_version=[0], hbm_capacity_bytes=[int(info["hbm_capacity_bytes"])])
+        for table, cols in host_usage.tables(cap, inst).items():  # CPU_UTIL / HOST_MEMORY captured
+            o.add(table, **cols)
         alloc, reserved = info["memory"]
         o.add("SystemProfileHbmUsage", timestamp=[last], total_bytes=[int(reserved)], tensors_bytes=[int(alloc)],
               unknown_bytes=[int(reserved) - int(alloc)], device_idx=[0], hbm_idx=[0], instance_id=[inst])
@@ -258,18 +264,23 @@ def _device(out: Path, caps: list[Path], run_dir: Path) -> list[str]:
     ntffs = sorted(f for cap in caps for f in cap.glob("*.ntff"))
     neffs = {p.name for p in run_dir.rglob("*.neff")}
     for f in ntffs:
-        name = "_".join(p for p in (f.parent.parent.name, f.parent.name, f.stem) if p)
+        name = device_profile_name(f)
         o = _Out()
         warnings += _one_device_profile(o, f, name, neffs)
         o.write(out / name)
     return warnings
 
 
+def device_profile_name(ntff: Path) -> str:
+    """The name (and sub-folder) of one .ntff's device profile: ``<instance>_pid_<pid>_<timestamp>_<stem>``."""
+    return "_".join(p for p in (ntff.parent.parent.name, ntff.parent.name, ntff.stem) if p)
+
+
 def _one_device_profile(o: _Out, f: Path, name: str, neffs: set[str]) -> list[str]:
     """One NTFF's tables; executions whose NEFF is missing are left out (a warning says which)."""
     warnings: list[str] = []
     index = 0
-    z = _load(f)
+    z = load_npz(f)
     info = orjson.loads(str(z["info"][0]))
     kinds = info["kind_names"]
     first, last = int(z["first_hw"][0]), int(z["last_hw"][0])

@@ -5,7 +5,8 @@ profiling config. Only the stand-in ``neuron-explorer`` (`neuron_explorer`) read
 Sources (docs/trainium.md, "The emulated device"): torch-neuronx-facts "Profiler" (the Kineto plugin
 starts the runtime's capture; ``NeuronConfig(modes, max_events_per_nc, profile_output_dir, neff_cache_dir)``;
 the ring buffer keeps the newest events per NeuronCore), neuron-explorer-facts "Capture" (RUNTIME mode writes
-``ntrace.pb`` + ``trace_info.pb``, DEVICE mode ``.neff`` + ``profile_nc_<N>_session_<S>.ntff``; one
+``ntrace.pb`` + ``trace_info.pb``, DEVICE mode ``.neff`` + ``profile_nc_<N>_session_<S>.ntff``, CPU_UTIL
+``cpu_util.pb`` and HOST_MEMORY ``host_mem.pb`` (`profiling.host_usage`); one
 ``<instance-id>_pid_<pid>/<timestamp>/`` folder per process), issue 33 (``neff_cache_dir``: "Path to the NEFF
 cache directory. When set, cached NEFFs are copied into the profile artifact directory on stop").
 
@@ -31,6 +32,7 @@ import orjson
 
 from neuron_prof.emulator import _state
 from neuron_prof.emulator._config import DEFAULT_NEFF_CACHE_DIR
+from neuron_prof.emulator.profiling.host_usage import HostSampler
 from neuron_prof.emulator._timing import KIND_NAMES
 
 INSTANCE_ID = "i-0emulated"
@@ -74,11 +76,15 @@ class Capture:
     first_seq: int = 0
     last_seq: int = 0
     folder: Path | None = None
+    host: HostSampler | None = None
+    """CPU_UTIL / HOST_MEMORY sampling, when the config asks for either."""
 
     def start(self, rt: _state.Runtime) -> None:
         with rt.activity.lock:
             self.first_seq = rt.activity.next_seq
         self.host_start = time.time_ns()
+        self.host = HostSampler(self.cfg.modes)
+        self.host.start()
 
     def stop(self, rt: _state.Runtime) -> Path:
         host_stop = time.time_ns()
@@ -111,6 +117,8 @@ class Capture:
                 "hbm_capacity_bytes": mem.capacity, "memory": [mem.allocated.current, mem.reserved.current],
                 "cc": {str(k): list(v) for k, v in (act.get("cc") or {}).items()},
                 "peak_flops": rt.cfg.peak_flops_bf16, "hbm_bytes_per_s": rt.cfg.hbm_bytes_per_s}
+        if self.host is not None:
+            self.host.stop(folder)
         if RUNTIME_MODE in self.cfg.modes:
             # host clock for the runtime's calls (issue time), device clock for what the hardware recorded
             _npz(folder / SYSTEM_FILE, names=np.asarray(names, dtype=str),

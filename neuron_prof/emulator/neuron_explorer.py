@@ -1,11 +1,13 @@
 """The stand-in ``neuron-explorer`` for the emulated device: ``python -m neuron_prof.emulator.neuron_explorer``.
 
-    neuron-explorer view -d RUN_DIR --output-format parquet --output-file OUT
+    neuron-explorer view -d RUN_DIR --output-format parquet|perfetto|summary-json [--output-file OUT]
+                    [--ignore-device-profile]
     neuron-explorer --show-profile-schema
     neuron-explorer --version
 
 It takes the real tool's documented command line (neuron-explorer-facts, "Processing") and processes only the
-emulated runtime's captures (`_explorer_view`); Parquet is the one output format it writes. It is never installed
+emulated runtime's captures: Parquet tables (`_explorer_view`), the Perfetto files and summary-json
+(`profiling.explorer_outputs`); the full-profile JSON, no longer maintained from Neuron 2.34, is not written. It is never installed
 as a console script: `neuron_prof.emulator.enable()` puts a ``neuron-explorer`` launcher for it on the emulated
 process's PATH (`install_on_path`), so a machine without the Neuron tools still has no ``neuron-explorer``.
 Exit codes: 0 done, 1 nothing to process, 2 usage.
@@ -19,8 +21,12 @@ import shlex
 import sys
 from pathlib import Path
 
+import orjson
+
 COMMAND = "neuron-explorer"
 VERSION = "emulated (neuron-prof stand-in)"
+FORMATS = ("parquet", "perfetto", "summary-json")
+"""The ``--output-format`` values it writes (the retired full-profile ``json`` is not one: 2.34 announcement)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,8 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd")
     view = sub.add_parser("view", help="process a run directory into tables")
     view.add_argument("-d", "--directory", required=True)
-    view.add_argument("--output-format", default="parquet")
+    view.add_argument("--output-format", default="parquet", choices=FORMATS)
     view.add_argument("--output-file", default=None)
+    view.add_argument("--ignore-device-profile", action="store_true", help="skip device-level traces")
     a = ap.parse_args(argv)
     if a.version:
         print(f"{COMMAND} {VERSION}")
@@ -44,21 +51,34 @@ def main(argv: list[str] | None = None) -> int:
     if a.cmd != "view":
         ap.print_usage(sys.stderr)
         return 2
-    if a.output_format != "parquet":
-        print(f"{COMMAND}: the emulated stand-in writes --output-format parquet only", file=sys.stderr)
-        return 2
-    from neuron_prof.emulator._explorer_view import process
+    return _view(Path(a.directory), a.output_format, a.output_file, not a.ignore_device_profile)
 
-    run = Path(a.directory)
-    out = Path(a.output_file) if a.output_file else run / "parquet"
-    n, warnings = process(run, out)
-    for w in warnings:
-        print(f"{COMMAND}: warning: {w}", file=sys.stderr)
-    if not n:
+
+def _view(run: Path, fmt: str, output_file: str | None, device: bool) -> int:
+    from neuron_prof.emulator.profiling.explorer_outputs import summary_json, write_perfetto
+    from neuron_prof.emulator._explorer_view import captures, process
+
+    if not captures(run):
         print(f"{COMMAND}: no runtime capture under {run}", file=sys.stderr)
         return 1
+    if fmt == "summary-json":
+        doc, warnings = summary_json(run)
+        text = orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()
+        if output_file:
+            Path(output_file).write_text(text + "\n")
+        print(text)
+        _warn(warnings)
+        return 0
+    out = Path(output_file) if output_file else run / fmt
+    n, warnings = (write_perfetto(run, out, device) if fmt == "perfetto" else process(run, out, device))
+    _warn(warnings)
     print(f"{COMMAND}: {n} capture(s) of {run} -> {out}")
     return 0
+
+
+def _warn(warnings: list[str]) -> None:
+    for w in warnings:
+        print(f"{COMMAND}: warning: {w}", file=sys.stderr)
 
 
 def install_on_path(bin_dir: Path) -> Path:

@@ -3,7 +3,9 @@
 Readers (one per format of `neuron_prof.formats`, which names them): Chrome/Kineto JSON (plain or
 gzipped, any torch.profiler trace: CUDA, ROCm, MTIA, CPU), neuron-prof's own Perfetto trace, and a
 processed Neuron Explorer profile folder (Parquet tables), with its capture's torch.profiler trace.json when the runtime output folder holds one (one trace: host and device),
-and Neuron Explorer's legacy JSON export (system_profile.json: partial, said in the load warnings).
+Neuron Explorer's Perfetto output (system_profile.pftrace and device_profile_model_<id>.pftrace: one trace),
+and Neuron Explorer's legacy JSON export (system_profile.json: partial and no longer maintained from Neuron 2.34,
+said in the load warnings).
 Every reader returns a finished Trace or raises TraceLoadError.
 """
 
@@ -15,7 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from neuron_prof.errors import TraceLoadError
-from neuron_prof.formats import CHROME_JSON, EXPLORER, GZIP_MAGIC, PFTRACE, TraceFormat, detect, sniff
+from neuron_prof.formats import (CHROME_JSON, EXPLORER, EXPLORER_PFTRACE, GZIP_MAGIC, PFTRACE, TraceFormat, detect,
+                                 sniff)
 from neuron_prof.model import Trace
 
 __all__ = ["json_ingest_path", "load", "reader_for"]
@@ -52,12 +55,14 @@ def load(path: str | os.PathLike[str]) -> Trace:
         raise TraceLoadError.from_os_error(p, e) from None
     if not head:
         raise TraceLoadError(p, "empty file")
+    fmt = detect(head, p) or PFTRACE  # no format said: the Perfetto reader says what the file is not
+    if fmt is EXPLORER_PFTRACE:  # several files make one trace: not cached under one of their names
+        return reader_for(fmt)(p)
     from neuron_prof.loaders import _cache
 
     cached = _cache.load_cached(p)
     if cached is not None:
         return cached
-    fmt = detect(head, p) or PFTRACE  # no format said: the Perfetto reader says what the file is not
     if sniff(head) is CHROME_JSON and head[:2] != GZIP_MAGIC:
         from neuron_prof.loaders.explorer.legacy_json import is_explorer_json, load_explorer_json
 

@@ -50,6 +50,9 @@ DEFAULT_WARMUP_STEPS = 3
 profiling how-to and its troubleshooting page say to warm up 3 or more iterations first."""
 NUM_WARMUP_ENV = "NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP"
 """SDK 2.33: the runtime's device-profile warm-up count; when set, ``device_profile=True`` waits that many steps."""
+HOST_USAGE_MODES = ("CPU_UTIL", "HOST_MEMORY")
+"""``NeuronConfig`` modes for host CPU utilisation (``cpu_util.pb`` → ``CpuUsage``) and host memory (``host_mem.pb``
+→ ``HostMemUsage``): torch-neuronx-facts "Profiler", neuron-explorer-facts "Capture"; issue 33."""
 INSPECT_PREFIX = "NEURON_RT_INSPECT_"
 INSPECT_ENABLE = INSPECT_PREFIX + "ENABLE"
 _DROPPED = re.compile(r"(\d[\d,]*) trace events were dropped[^\n]*")
@@ -97,9 +100,11 @@ class RuntimeProfileProbe(Probe):
     name = "runtime_profile"
 
     def __init__(self, run_dir: Path, module: Any = None, window: tuple[int, int | None] | None = None,
-                 kept: bool = True) -> None:
+                 kept: bool = True, host_usage: bool = False) -> None:
         super().__init__()
         self.run_dir = run_dir
+        self.host_usage = host_usage
+        """Every cycle also asks for `HOST_USAGE_MODES` (host CPU and memory, sampled by the runtime)."""
         self.module = module
         self.window = window
         """The device profile's steps [start, stop) (stop None: to the end); None: the system profile only."""
@@ -155,14 +160,15 @@ class RuntimeProfileProbe(Probe):
         return self._configs[0]
 
     def _cycle_modes(self) -> list[tuple[str, ...]]:
-        """Modes of each cycle: RUNTIME, with DEVICE inside the window."""
+        """Modes of each cycle: RUNTIME, with DEVICE inside the window; `HOST_USAGE_MODES` in each when asked."""
+        more = HOST_USAGE_MODES if self.host_usage else ()
         if self.window is None:
-            return [("RUNTIME",)]
+            return [("RUNTIME", *more)]
         a, b = self.window
-        out = [] if a == 0 else [("RUNTIME",)]
-        out.append(("DEVICE", "RUNTIME"))
+        out = [] if a == 0 else [("RUNTIME", *more)]
+        out.append(("DEVICE", "RUNTIME", *more))
         if b is not None:
-            out.append(("RUNTIME",))
+            out.append(("RUNTIME", *more))
         return out
 
     # ---- each cycle ---------------------------------------------------------------------------------------

@@ -9,7 +9,9 @@ get-started.rst, "Option C: Export to JSON"): the file holds event objects keyed
 (``Neuron_Runtime_API_Event``, ``Framework_Event``, ...), each with ``name``, ``timestamp`` [Unix ns],
 ``duration`` [ns], ``group`` (e.g. ``nrt-nc-000``, ``framework-80375131``), ``instance_id`` and optionally
 ``id`` and ``type``; plus ``mem_usage`` (sampled host memory) and ``cpu_util`` (CPU utilisation per core),
-whose fields are not documented. Neuron 2.33 is the last release that writes it.
+whose fields are not documented. Neuron 2.33 is the last release that supports it, and from Neuron 2.34 it is
+no longer maintained (the 2.34 announcement "Neuron Explorer no longer maintains the JSON output format": Parquet
+is the programmatic output; ``summary-json`` is not affected): it is still read, and every load says so.
 
 Read: every event object, whether the type key maps to one event or a list, or the file is a list of
 ``{type: event}`` objects; a slice per event on a track per (instance, group); numeric fields of ``mem_usage``
@@ -34,11 +36,13 @@ from neuron_prof.loaders.json.fill import read_bytes
 from neuron_prof.loaders.explorer.reader import UNIX_NS_MIN
 from neuron_prof.model import Meta, ProcessKind, Trace, TraceBuilder, TrackKind
 
-__all__ = ["LEGACY_FILE", "is_explorer_json", "load_explorer_json"]
+__all__ = ["LEGACY_FILE", "RETIRED", "is_explorer_json", "load_explorer_json"]
 
 LEGACY_FILE = "system_profile.json"
 SOURCE_FORMAT = "neuron_explorer_json"
 SAMPLE_KEYS = ("mem_usage", "cpu_util")
+RETIRED = ("Neuron Explorer's full-profile JSON output (--output-format json) is no longer maintained from Neuron "
+           "2.34 (Parquet is the programmatic output; summary-json remains): read as it is")
 LACKS = ("Neuron Explorer legacy JSON (--output-format json) is partial: it has no device engine busy time, "
          "collectives, HBM counters, host-to-device links or schema version; process the capture with "
          "`neuron-explorer view -d <dir> --output-format parquet` for those")
@@ -73,7 +77,7 @@ def load_explorer_json(path: str | os.PathLike[str]) -> Trace:
         raise TraceFormatError(p, "no Neuron Explorer event objects (Framework_Event, "
                                   "Neuron_Runtime_API_Event...) in this JSON")
     _add_samples(b, doc, warnings)
-    warnings.append(LACKS)
+    warnings += [RETIRED, LACKS]
     models = sorted(f.name for f in p.parent.glob("device_profile_model_*.json"))
     if models:
         more = ", ..." if len(models) > 3 else ""

@@ -18,7 +18,7 @@ it needs (`_explorer_tables.Tables.need`); a view whose fields are gone is left 
    `_explorer_device`): ``ActiveTime``, ``CcOp``, ``HbmUsage``/``DmaUsage`` bandwidth, ``Error``;
 5. ``Summary``, ``OpcodeSummary``, ``ExecutionInfo`` (`_explorer_summary`) and ``Instruction`` with
    ``FrameworkInstruction`` and the ``StackFrame`` tables (`_explorer_instructions`) →
-   ``metadata["neuron_explorer"]``.
+   ``metadata["neuron_explorer"]``; a summary-json file in the folder (`summary_json`) too.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from neuron_prof.loaders.explorer._profiles import add_device_profiles
 from neuron_prof.loaders.explorer._schema import ASSUMED, version_warnings
 from neuron_prof.loaders.explorer._summary import one_row
 from neuron_prof.loaders.explorer._tables import RowFilter, Tables, is_explorer_folder
+from neuron_prof.loaders.explorer.summary_json import summaries_in
 from neuron_prof.model import Meta, Trace, TraceBuilder
 
 __all__ = ["EXPLORER_KEY", "HostRow", "RowFilter", "UNIX_NS_MIN", "add_explorer", "find_profile",
@@ -120,6 +121,12 @@ def add_explorer(b: TraceBuilder, folder: Path, host_row: HostRow | None = None,
     own["host_peaks"] = add_host_usage(b, tables)
     own.update(add_device_profiles(b, tables, meta or {}, execs, warnings,
                                    host_clock=bool(execs.counts) or before[0] > 0))
+    summaries = summaries_in(folder)
+    if summaries:  # summary-json beside the tables: kept as written; the Summary table, when read, stays first
+        own["summary_json"] = summaries
+        per = [m for f in summaries.values() for m in f.values()]
+        if len(per) == 1 and not own.get("summary"):
+            own["summary"] = per[0]
     own["tables"] = sorted(set(tables.read))
     own["views_left_out"] = sorted(set(own.get("views_left_out", [])) |
                                    {v for v, ok in tables.views.items() if not ok})
