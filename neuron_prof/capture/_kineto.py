@@ -57,6 +57,12 @@ def cycle_schedule(boundaries: list[int]) -> Callable[[int], Any]:
     return schedule
 
 
+def ends_cycles(schedule: Callable[[int], Any]) -> bool:
+    """Whether a step under `schedule` may end a profiler cycle (and torch warn that it clears events): not
+    under `_record_always`, which records every step in one cycle."""
+    return schedule is not _record_always
+
+
 def _record_always(step: int) -> Any:
     from torch.profiler import ProfilerAction
 

@@ -57,6 +57,9 @@ class Session(contextlib.ContextDecorator):
         schedule: a torch.profiler schedule callable; or give `wait`/`warmup`/`active`/`repeat`/`skip_first`.
         record_shapes, with_stack, with_modules, profile_memory: torch.profiler options (all on by default;
             with_stack also turns on per-op call stacks).
+        operator_lines: exact lines for operator statements too (``a * b``, ``x[i]``, ``x.T``): a recorded Python
+            call per operator, which on microsecond ops costs up to ~1.5x torch.profiler's step time (see
+            `capture._operators`). Off: such an op's line is 0 (unknown); ``float(t)``/``if t`` keep their lines.
         pftrace: also write the native Perfetto .pftrace beside a JSON output.
         quiet: do not print where the traces went (failures, and where the Neuron runtime's capture went and
             its size, are still reported).
@@ -81,7 +84,7 @@ class Session(contextlib.ContextDecorator):
                  schedule: Callable[[int], Any] | None = None, wait: int | None = None, warmup: int | None = None,
                  active: int | None = None, repeat: int | None = None, skip_first: int | None = None,
                  record_shapes: bool = True, with_stack: bool = True, with_modules: bool = True,
-                 profile_memory: bool = True, pftrace: bool = True, quiet: bool = False, hint: object = None,
+                 profile_memory: bool = True, operator_lines: bool = False, pftrace: bool = True, quiet: bool = False, hint: object = None,
                  checkpoint: bool = True, profiler_kwargs: dict[str, Any] | None = None,
                  system_profile: bool = True, device_profile: bool | int | tuple[int, int | None] | str |
                  os.PathLike[str] = False, profile_dir: str | os.PathLike[str] | None = None,
@@ -89,6 +92,7 @@ class Session(contextlib.ContextDecorator):
         self.output = Path(output) if output is not None else None
         self.backend_name = backend
         self.pftrace = pftrace
+        self.operator_lines = operator_lines
         self.quiet = quiet
         self.hint = hint
         self.checkpoint = checkpoint
@@ -121,6 +125,7 @@ class Session(contextlib.ContextDecorator):
         self._backend: Any = None
         self._collector: Any = None
         self._operators: Any = None
+        self._ends_cycles = True
         self._quiet: Any = None
         self._builder: TraceBuilder | None = None
         self._recording = False
@@ -184,7 +189,7 @@ class Session(contextlib.ContextDecorator):
         if prof is not None and self._collector is not None and self._collector.with_stack:
             from neuron_prof.capture._operators import OperatorRecorder
 
-            rec = OperatorRecorder()
+            rec = OperatorRecorder(self.operator_lines)
             if self._guard("operator recorder", "start", rec.install):
                 self._operators = rec
             quiet = _compile_quiet.CompileQuiet()
@@ -220,13 +225,16 @@ class Session(contextlib.ContextDecorator):
             self._step += 1
             self._step_start = now
             if self._prof is not None:
-                with warnings.catch_warnings():
-                    # torch warns that each cycle's events are cleared; we keep every cycle (on_trace_ready).
-                    warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
-                    t0 = time.perf_counter_ns()
-                    _compile_quiet.new_cycle()
+                t0 = time.perf_counter_ns()
+                _compile_quiet.new_cycle()
+                if self._ends_cycles:
+                    with warnings.catch_warnings():  # ~9 µs: only where a cycle may end
+                        # torch warns that each cycle's events are cleared; we keep every cycle (on_trace_ready).
+                        warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
+                        self._guard("torch.profiler", "step", self._prof.step)
+                else:
                     self._guard("torch.profiler", "step", self._prof.step)
-                    self._timings["in_steps"] = self._timings.get("in_steps", 0) + time.perf_counter_ns() - t0
+                self._timings["in_steps"] = self._timings.get("in_steps", 0) + time.perf_counter_ns() - t0
 
     def stop(self, reason: str = "ok") -> Trace | None:
         """Stop recording, build the Trace, write the files. Returns the Trace (or None).
@@ -287,7 +295,8 @@ class Session(contextlib.ContextDecorator):
         enable(self._run_dir.path, window_of(self.device_profile), kept=self._run_dir.kept)
 
     def _make_profiler(self, backend_opts: dict[str, Any]) -> Any:
-        from neuron_prof.capture._kineto import KinetoCollector, cycle_schedule, make_schedule, profiler_kwargs
+        from neuron_prof.capture._kineto import (KinetoCollector, cycle_schedule, ends_cycles, make_schedule,
+                                                profiler_kwargs)
 
         out: list[Any] = []
 
@@ -307,6 +316,7 @@ class Session(contextlib.ContextDecorator):
             if cuts is not None and self._schedule_args == (None,) * 6:
                 kw["schedule"] = cycle_schedule(cuts())  # the device profile's window is a cycle of its own
             kw["on_trace_ready"] = self._collector
+            self._ends_cycles = ends_cycles(kw["schedule"])
             out.append(torch.profiler.profile(**kw))
 
         self._guard("torch.profiler", "create", _make)
