@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from neuron_prof.backends.base import CaptureContext
 from neuron_prof.capture import _compile_quiet, _env, _outputs, _runtime
+from neuron_prof.capture._end_progress import EndProgress, wanted
 from neuron_prof.capture._report import CaptureWarning, dedup_errors, report_problems, user_stacklevel
 from neuron_prof.capture._session_metadata import session_metadata
 from neuron_prof.capture._runqueue import PROBE as RUNQUEUE_PROBE
@@ -138,6 +139,7 @@ class Session(contextlib.ContextDecorator):
         self._signals = SignalGuard(self._on_signal)
         self._run_dir: _runtime.RuntimeDir | None = None
         self._runqueue: RunQueueSampler | None = None
+        self._write_report: _outputs.WriteReport | None = None
 
     @property
     def recording(self) -> bool:
@@ -323,6 +325,14 @@ class Session(contextlib.ContextDecorator):
         return out[0] if out else None
 
     def _finish(self, reason: str) -> None:
+        progress = EndProgress(wanted(self.quiet))  # names each phase on stderr once the end takes over 1 s
+        try:
+            self._finish_phases(reason, progress)
+        finally:
+            progress.close()
+        self._report(self._write_report)
+
+    def _finish_phases(self, reason: str, progress: EndProgress) -> None:
         ctx = self.context
         ctx.end_ns = time.time_ns()
         if self._runqueue is not None:
@@ -331,8 +341,11 @@ class Session(contextlib.ContextDecorator):
             self._runqueue.close()
         c = self._collector
         conv_in_loop = c.export_ns + c.parse_ns if c is not None else 0
+        if c is not None:
+            c.phase = progress.phase
         t0 = time.perf_counter_ns()
         _compile_quiet.new_cycle()
+        progress.phase("stopping torch.profiler")
         if self._prof is not None:
             self._guard("torch.profiler", "stop", self._prof.stop)
         if self._operators is not None:
@@ -346,6 +359,7 @@ class Session(contextlib.ContextDecorator):
         # stop() runs on_trace_ready (our conversion) for the last cycle: that is after the region, not in it.
         self._timings["profiler_stop"] = t1 - t0 - conv_at_stop
         self._timings["convert_in_loop"] = conv_in_loop
+        progress.phase("stopping the probes")
         if self._backend is not None:
             self._guard(getattr(self._backend, "name", "backend"), "stop", lambda: self._backend.stop(ctx))
         self._timings["stop"] = time.perf_counter_ns() - t1 + (t1 - t0)
@@ -353,6 +367,7 @@ class Session(contextlib.ContextDecorator):
         builder = self._builder if self._builder is not None else TraceBuilder()
         self._set_metadata(builder, reason)
         if self._backend is not None:
+            progress.phase("adding the probes' tracks")
             t2 = time.perf_counter_ns()
             self._guard(getattr(self._backend, "name", "backend"), "contribute",
                         lambda: self._backend.contribute(builder, ctx))
@@ -360,6 +375,7 @@ class Session(contextlib.ContextDecorator):
         # After contribute: the backend may have rewritten probe_errors; keep every error exactly once.
         builder.metadata[Meta.PROBE_ERRORS] = dedup_errors(list(builder.metadata.get(Meta.PROBE_ERRORS) or []) + ctx.errors)
         t3 = time.perf_counter_ns()
+        progress.phase("building the trace")
         try:
             self.trace = builder.build()
         except Exception as e:  # noqa: BLE001
@@ -369,14 +385,15 @@ class Session(contextlib.ContextDecorator):
         if self.trace is not None:
             # Findings go into trace.json/.pftrace so every viewer shows them (a failing analysis is recorded).
             t4 = time.perf_counter_ns()
+            progress.phase("finding problems")
             self._guard("analysis", "annotate", self._annotate)
             self._timings["annotate"] = time.perf_counter_ns() - t4
-        report = None
+        self._write_report = None
         if self.trace is not None and self.output is not None:
             paths = _outputs.planned_paths(self.output, ctx.rank, ctx.world_size, self.pftrace)
-            report = _outputs.write_all(self.trace, paths)
-            self.paths = list(report.written)
-        self._report(report)
+            self._write_report = _outputs.write_all(self.trace, paths,
+                                                    lambda p: progress.phase(f"writing {p.name}"))
+            self.paths = list(self._write_report.written)
 
     def _annotate(self) -> None:
         from neuron_prof.analysis import annotate
