@@ -23,7 +23,7 @@ import numpy as np
 
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.intervals import covered_before, merge
-from neuron_prof.analysis.ops import COMPILE_PHASES
+from neuron_prof.analysis.compile.spans import is_compile_span
 from neuron_prof.model import Arg, TrackKind
 
 WARMUP, RECOMPILING, EVALUATION, TRAINING = "warm-up", "recompiling", "evaluation", "training"
@@ -71,7 +71,7 @@ class StepPhases:
 def compile_rows(ctx: Context) -> np.ndarray:
     """Rows of host time spent compiling: compile-track slices that were not cache hits (Dynamo frames, a
     backward compiled on first use, NEFF compiles) and torch.compile's own phase spans on the host threads
-    (``... (dynamo_timed)``, `ops.COMPILE_PHASES`: Inductor's and Triton's work that no compile record spans)."""
+    (`compile.spans.is_compile_span`: Inductor's and Triton's work that no compile record spans)."""
 
     def build() -> np.ndarray:
         comp = ctx.rows(TrackKind.COMPILE)
@@ -79,7 +79,7 @@ def compile_rows(ctx: Context) -> np.ndarray:
                 if str(ctx.slice_args(int(r)).get(Arg.CACHE, "miss") or "miss").lower() not in _HIT]
         host = ctx.rows(TrackKind.THREAD)
         names = ctx.trace.slices.name[host]
-        ids = [i for i, s in enumerate(ctx.trace.strings) if s.endswith("(dynamo_timed)") or s in COMPILE_PHASES]
+        ids = [i for i, s in enumerate(ctx.trace.strings) if is_compile_span(s)]
         spans = host[np.isin(names, np.asarray(ids, dtype=names.dtype))] if ids else host[:0]
         return np.unique(np.concatenate([np.asarray(keep, dtype=np.int64), spans.astype(np.int64)]))
 
