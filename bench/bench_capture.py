@@ -79,6 +79,8 @@ def main(argv: list[str] | None = None) -> None:
     from rich.table import Table
 
     con = Console()
+    if not con.is_terminal:
+        con = Console(width=200)  # bench/out/capture.txt keeps whole rows
     rows = ROWS + (CUDA_ROWS if _cuda() else [])
     t = Table(title=f"Step wall time, {4 * a.iters} tiny ops per step, {a.rounds} alternating rounds x "
                     f"{a.steps - 1} steps: median ms (min-max of the rounds' medians)", title_justify="left")
