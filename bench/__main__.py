@@ -91,7 +91,7 @@ def _tui_file(cached: bool) -> Callable[[int | None, bool], list[str]]:
 BENCHES: dict[str, Bench] = {
     "capture": Bench(
         "bench.bench_capture",
-        "step time: none / torch.profiler / neuron_prof.profile (CPU)",
+        "step time on tiny ops: none / torch.profiler / neuron_prof.profile (CPU, emulated, CUDA); end of capture",
         _fixed([], ["--rounds", "1", "--steps", "4"]),
     ),
     "probes": Bench(

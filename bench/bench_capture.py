@@ -1,190 +1,134 @@
-"""Capture overhead: step time of a CPU transformer training loop with no profiler, with bare
-torch.profiler (the same options neuron-prof uses), with neuron_prof.profile(probes=[]) and with
-neuron_prof.profile() (default probes); on the emulated neuron device also neuron_prof.profile(system_profile=
-False), so the Neuron runtime's system profile (on by default) shows its own cost in the steps and at the end
-(neuron-explorer processing the run directory);
-then what the end of a session costs (conversion into the model, JSON and .pftrace writes).
+"""Capture cost on microsecond ops (issue 32): step wall time of none / bare torch.profiler (the same options) /
+``neuron_prof.profile()`` defaults, on a loop of tiny ops written with operators and as calls, on CPU
+tensors, on the emulated neuron device in both launch modes, and on CUDA when a GPU is present; then the end of
+a capture, whole process, against torch.profiler's own stop + export.
 
-    python -m bench.bench_capture                 # 3 rounds x 12 steps, TinyGPT at seq 64, batch 16
-    python -m bench.bench_capture --rounds 5 --steps 20
+    python -m bench capture                       # 5 alternating rounds x 7 measured steps of 400 ops per row
+    python -m bench capture --rounds 7 --iters 200
+    python -m bench capture --gpt                 # also the TinyGPT step CPU-time table (bench/_capture_gpt.py)
 
-The three modes run interleaved, round after round, so that load from other processes hits them
-alike; the table reports the median step time over every measured step of every round.
+Each row runs in its own process (`bench/_capture_rows.py`: the emulated device is enabled once per process);
+within it the three modes alternate, round after round, in a rotated order. A row prints the median step time
+of each mode with the spread of its rounds' medians (min-max), the ratio to torch.profiler (median of the
+rounds' ratios, min-max) and the load average before and after. On CUDA the "predicted" ratio beside the
+measured one is the CPU ops row's: until the emulated device costs what a real launch costs (issue 32 item 2,
+not built), CPU tiny ops are the bench's closest stand-in for a device's microsecond launches.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
-import tempfile
-import time
-from collections.abc import Callable
-from pathlib import Path
+import subprocess
+import sys
 from typing import Any
 
-
-def _workload(seq: int, batch: int, device: str = "cpu") -> Callable[[], None]:
-    import torch
-    from torch.nn import functional as F
-
-    from neuron_prof.demo import GPTConfig, TinyGPT
-
-    if device == "neuron":
-        import neuron_prof.emulator as emu
-
-        emu.enable(emu.EmulatorConfig.from_env())
-    torch.manual_seed(0)
-    model = TinyGPT(GPTConfig(max_seq=seq)).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    x = torch.randint(0, 256, (batch, seq)).to(device)
-    y = torch.randint(0, 256, (batch, seq)).to(device)
-
-    def step() -> None:
-        loss = F.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1))
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    return step
+ROWS: list[tuple[str, str, str, dict[str, str]]] = [
+    ("cpu, operators", "cpu", "ops", {}),
+    ("cpu, calls", "cpu", "calls", {}),
+    ("emulated neuron, operators, async launch", "neuron", "ops", {"NEURON_LAUNCH_BLOCKING": "0"}),
+    ("emulated neuron, operators, blocking launch", "neuron", "ops", {"NEURON_LAUNCH_BLOCKING": "1"}),
+]
+CUDA_ROWS: list[tuple[str, str, str, dict[str, str]]] = [
+    ("cuda, operators", "cuda", "ops", {}),
+    ("cuda, calls", "cuda", "calls", {}),
+]
 
 
-def _timed_steps(step: Callable[[], None], n: int, marker: Callable[[], None] | None) -> list[float]:
-    """CPU seconds of the process per step (all threads, so probe threads count too).
-
-    CPU time, not wall time: on a shared machine other processes' load moves wall time by 2-5x between
-    rounds, while the CPU this process spends on a step is what the profiler adds to.
-    """
-    times = []
-    for _ in range(n):
-        t0 = time.process_time()
-        step()
-        if marker is not None:
-            marker()
-        times.append(time.process_time() - t0)
-    return times
+def _row(device: str, style: str, env: dict[str, str], a: argparse.Namespace) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "bench._capture_rows", "--device", device, "--style", style,
+           "--rounds", str(a.rounds), "--steps", str(a.steps), "--iters", str(a.iters)]
+    r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env}, timeout=1800)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: {r.stderr[-2000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def _bare_profiler() -> Any:
-    import torch
-    from torch.profiler import ProfilerAction, ProfilerActivity
+def _spread(xs: list[float], scale: float = 1e3) -> str:
+    return f"{statistics.median(xs) * scale:.3f} ({min(xs) * scale:.3f}-{max(xs) * scale:.3f})"
 
-    # the options neuron_prof.profile() gives torch.profiler (capture/_kineto.profiler_kwargs)
-    return torch.profiler.profile(
-        activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=True, with_modules=True,
-        profile_memory=True, schedule=lambda _s: ProfilerAction.RECORD)
+
+def ratio(d: dict[str, Any]) -> tuple[float, float, float]:
+    """neuron_prof / torch.profiler: the median of the rounds' ratios, their min and max."""
+    pr = d["per_round_s"]
+    rs = [n / b for n, b in zip(pr["neuron_prof"], pr["torch.profiler"])]
+    return statistics.median(rs), min(rs), max(rs)
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # noqa: BLE001
+        return False
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=12)
-    ap.add_argument("--seq", type=int, default=64)
-    ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--device", choices=["cpu", "neuron"], default="cpu",
-                    help="neuron: the emulated device (its ops run through Python: the tracer records more)")
-    args = ap.parse_args(argv)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=8, help="steps per mode per round (the first is not counted)")
+    ap.add_argument("--iters", type=int, default=100, help="iterations of 4 tiny ops per step")
+    ap.add_argument("--end-iters", type=int, default=300, help="the end-of-capture script's size (0: skip it)")
+    ap.add_argument("--gpt", action="store_true", help="also the TinyGPT step CPU-time table")
+    a, rest = ap.parse_known_args(argv)
 
-    import torch
-
-    import neuron_prof
-
-    torch.set_num_threads(args.threads)  # one intra-op thread: per-step CPU time is then the step's work
-    step = _workload(args.seq, args.batch, args.device)
-    _timed_steps(step, 5, None)  # warm up allocator and kernels
-    # One throw-away session so that one-time imports (torch._dynamo for the compile probe, Kineto init)
-    # are not charged to the first measured round.
-    with neuron_prof.profile(None, quiet=True) as s:
-        step()
-    times: dict[str, list[float]] = {"none": [], "torch.profiler": [], "neuron_prof, no probes": [],
-                                     "neuron_prof": []}
-    ends: list[dict[str, float]] = []
-    tmp = Path(tempfile.mkdtemp(prefix="bench-capture-"))
-    end: dict[str, float] = {}
-
-    def run_none() -> None:
-        times["none"] += _timed_steps(step, args.steps, None)[1:]
-
-    def run_bare() -> None:
-        p = _bare_profiler()
-        p.start()
-        times["torch.profiler"] += _timed_steps(step, args.steps, p.step)[1:]
-        t0 = time.perf_counter()
-        c0 = time.thread_time()
-        p.stop()
-        end["bare_stop"] = time.perf_counter() - t0
-        end["bare_stop_cpu"] = time.thread_time() - c0
-
-    def run_np_bare() -> None:
-        s0 = neuron_prof.profile(None, quiet=True, probes=[]).start()
-        times["neuron_prof, no probes"] += _timed_steps(step, args.steps, s0.step)[1:]
-        s0.stop()
-
-    def run_np() -> None:
-        s = neuron_prof.profile(tmp / "t.json", quiet=True).start()
-        times["neuron_prof"] += _timed_steps(step, args.steps, s.step)[1:]
-        t0 = time.perf_counter()
-        s.stop()
-        end["end"] = time.perf_counter() - t0
-        tm = s.trace.metadata.get("capture_timings_ns", {}) if s.trace is not None else {}
-        end.update({k: tm.get(k, 0) / 1e9 for k in ("export", "parse", "contribute", "build", "sites_cpu",
-                                                  "rewrite_cpu")})
-        end["events"] = float(s.trace.n_events if s.trace is not None else 0)
-        end["json_mb"] = (tmp / "t.json").stat().st_size / 1e6
-        end["pftrace_mb"] = (tmp / "t.pftrace").stat().st_size / 1e6
-
-    def run_np_nosys() -> None:
-        s = neuron_prof.profile(tmp / "n.json", quiet=True, system_profile=False).start()
-        times["neuron_prof, no system profile"] += _timed_steps(step, args.steps, s.step)[1:]
-        t0 = time.perf_counter()
-        s.stop()
-        end["end_nosys"] = time.perf_counter() - t0
-
-    modes = [run_none, run_bare, run_np_bare, run_np]
-    if args.device == "neuron":
-        times["neuron_prof, no system profile"] = []
-        modes.append(run_np_nosys)
-    for r in range(args.rounds):
-        # Rotate the order each round so that no mode always follows another's end-of-session work.
-        for fn in modes[r % len(modes):] + modes[:r % len(modes)]:
-            fn()
-        ends.append(dict(end))
-    _print(times, ends, args, torch.__version__)
-
-
-def _print(times: dict[str, list[float]], ends: list[dict[str, float]], args: argparse.Namespace,
-           torch_version: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    med = {k: statistics.median(v) for k, v in times.items()}
-    t = Table(title=f"Step CPU time, TinyGPT on {args.device} seq {args.seq} batch {args.batch}, "
-                    f"{args.rounds}x{args.steps - 1} "
-                    f"steps (torch {torch_version})", title_justify="left")
-    for c in ("mode", "median CPU ms", "vs none", "vs torch.profiler"):
-        t.add_column(c, justify="left" if c == "mode" else "right")
-    for k, v in med.items():
-        t.add_row(k, f"{v * 1e3:.2f}", f"{v / med['none']:.3f}x", f"{v / med['torch.profiler']:.3f}x")
     con = Console()
+    if not con.is_terminal:
+        con = Console(width=200)  # bench/out/capture.txt keeps whole rows
+    rows = ROWS + (CUDA_ROWS if _cuda() else [])
+    t = Table(title=f"Step wall time, {4 * a.iters} tiny ops per step, {a.rounds} alternating rounds x "
+                    f"{a.steps - 1} steps: median ms (min-max of the rounds' medians)", title_justify="left")
+    for c in ("row", "none", "torch.profiler", "neuron_prof", "vs torch.profiler", "predicted", "memory probe",
+              "load"):
+        t.add_column(c, justify="left" if c == "row" else "right")
+    cpu_ops: float | None = None
+    for name, device, style, env in rows:
+        d = _row(device, style, env, a)
+        pr = d["per_round_s"]
+        med, lo, hi = ratio(d)
+        if (device, style) == ("cpu", "ops"):
+            cpu_ops = med
+        share = d["memory_probe_share"]
+        t.add_row(name, _spread(pr["none"]), _spread(pr["torch.profiler"]), _spread(pr["neuron_prof"]),
+                  f"{med:.3f}x ({lo:.3f}-{hi:.3f})",
+                  f"{cpu_ops:.3f}x" if device == "cuda" and cpu_ops is not None else "",
+                  f"{statistics.median(share) * 100:.2f}% CPU" if share else "-",
+                  f"{d['load'][0]:.1f}-{d['load'][1]:.1f}")
+        con.print(f"  {name}: {med:.3f}x torch.profiler", style="dim")
     con.print(t)
-    e = {k: statistics.median(d[k] for d in ends) for k in ends[0]}
-    con.print(f"end of session (median of {len(ends)}): {e['end']:.2f} s for {e['events']:,.0f} events "
-              f"(bare torch.profiler stop {e['bare_stop']:.2f} s); export {e['export']:.2f} s, parse "
-              f"{e['parse']:.2f} s, probes contribute {e['contribute']:.2f} s, build {e['build']:.2f} s; "
-              f"files: JSON {e['json_mb']:.1f} MB, pftrace {e['pftrace_mb']:.1f} MB; conversion "
-              f"{e['events'] / max(e['export'] + e['parse'], 1e-9):,.0f} events/s")
-    if "end_nosys" in e:
-        sys_ = med["neuron_prof"] / med["neuron_prof, no system profile"] - 1
-        con.print(f"Neuron system profile (on by default): {sys_ * 100:+.1f}% step CPU time; end of session "
-                  f"{e['end']:.2f} s with it vs {e['end_nosys']:.2f} s without (neuron-explorer processing)")
-    # issue 24 item 3: at most 1 s per 100k events for the exact-site walk and the stack rewrite (CPU time of
-    # the thread that does them: the load of other processes inflates wall time, not this)
-    per = 1e5 / max(e["events"], 1.0)
-    sites = e["sites_cpu"] + e["rewrite_cpu"]
-    con.print(f"exact sites (CPU, median of {len(ends)}): walk {e['sites_cpu']:.2f} s + stack rewrite "
-              f"{e['rewrite_cpu']:.2f} s = {sites:.2f} s for {e['events']:,.0f} events = **{sites * per:.2f} s per "
-              f"100k events** (target <= 1 s); {sites / max(e['bare_stop_cpu'], 1e-9):.2f}x bare torch.profiler's "
-              f"own stop ({e['bare_stop_cpu']:.2f} s CPU, same steps, same run)")
+    if not _cuda():
+        con.print("no GPU here: the CUDA rows (measured and predicted) run where torch.cuda.is_available()")
+    if a.end_iters:
+        _end(con, a.end_iters)
+    if a.gpt:
+        from bench import _capture_gpt
+
+        _capture_gpt.main(rest)
+
+
+def _end(con: Any, iters: int) -> None:
+    from bench._capture_end import measure
+
+    m = measure(iters, 2)
+    npr, bare = m["np"], m["bare"]
+    ev = statistics.median(r["events"] for r in npr)
+    e_np, e_bare = statistics.median(r["end_s"] for r in npr), statistics.median(r["end_s"] for r in bare)
+    c_np, c_bare = statistics.median(r["end_cpu_s"] for r in npr), statistics.median(r["end_cpu_s"] for r in bare)
+    per = 1e5 / max(ev, 1.0)
+    con.print(f"end of a capture, whole process ({len(npr)} runs each, alternating, {ev:,.0f} events, load "
+              f"{m['load'][0]:.1f}-{m['load'][1]:.1f}): neuron_prof.profile() {e_np:.2f} s wall / {c_np:.2f} s CPU "
+              f"from the last step to exit; torch.profiler stop + export_chrome_trace {e_bare:.2f} s / "
+              f"{c_bare:.2f} s CPU; **{(e_np - e_bare) * per:+.2f} s wall, {(c_np - c_bare) * per:+.2f} s CPU per "
+              f"100k events** beyond torch.profiler (target <= +1 s)")
+    tm = npr[-1].get("timings_ns", {})
+    con.print("  last run's phases (s): " + ", ".join(f"{k} {v / 1e9:.2f}" for k, v in tm.items()
+                                                       if isinstance(v, (int, float)) and v > 5e7))
 
 
 if __name__ == "__main__":

@@ -55,6 +55,31 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.1%}"
 
 
+def _steps_lines(st: dict[str, Any]) -> list[str]:
+    """"Steps 12 (2 warm-up, ...; steady step 8.5 ms median)" and, when some steps compiled after the warm-up or
+    evaluated, "Step phases: ..." (`analysis.steps.phases`); when every step after the warm-up compiled, says so
+    instead of naming a steady step."""
+    s = f"Steps {st['count']} ({st['warmup']} warm-up"
+    if st.get("warmup_step_ns") is not None:
+        s += f", {fmt_ns(st['warmup_step_ns'])} each on average"
+    if st.get("all_compile"):
+        s += "; every later step compiled: no steady step"
+    elif st.get("steady_step_ns") is not None:
+        s += f"; steady step {fmt_ns(st['steady_step_ns'])} median"
+    out = [s + ")"]
+    ph = st.get("phases") or {}
+    if ph.get("recompiling") or ph.get("evaluation"):
+        bits = [f"{st['warmup']} warm-up"]
+        if ph.get("recompiling"):
+            each = st.get("recompiling_step_ns")
+            bits.append(f"{ph['recompiling']} recompiling" + (f" ({fmt_ns(each)} each)" if each is not None else ""))
+        if ph.get("evaluation"):
+            bits.append(f"{ph['evaluation']} evaluation")
+        bits.append(f"{st.get('steady_count', 0)} steady")
+        out.append("Step phases: " + ", ".join(bits) + (" (shape churn?)" if st.get("all_compile") else ""))
+    return out
+
+
 def totals_lines(t: dict[str, Any]) -> list[str]:
     """Plain-text lines describing the totals (shared by the text and Markdown views)."""
     lines = []
@@ -65,12 +90,7 @@ def totals_lines(t: dict[str, Any]) -> list[str]:
     lines.append(f"Wall time {fmt_ns(t['wall_ns'])}")
     st = t.get("steps") or {}
     if st.get("count"):
-        s = f"Steps {st['count']} ({st['warmup']} warm-up"
-        if st.get("warmup_step_ns") is not None:
-            s += f", {fmt_ns(st['warmup_step_ns'])} each on average"
-        if st.get("steady_step_ns") is not None:
-            s += f"; steady step {fmt_ns(st['steady_step_ns'])} median"
-        lines.append(s + ")")
+        lines += _steps_lines(st)
     if t.get("device_busy_share") is not None:
         lines.append(f"Device busy {fmt_ns(t['device_busy_ns'])} ({_pct(t['device_busy_share'])} of wall)")
     parts = []
@@ -99,6 +119,10 @@ def totals_lines(t: dict[str, Any]) -> list[str]:
         ]
         if bits:  # a heading with nothing after it says nothing
             lines.append(f"Per steady step ({fmt_ns(ps['step_ns'])}): " + ", ".join(bits))
+        parts = [f"{c} {fmt_ns(v)}" for c, v in (ps.get("parts") or {}).items() if v]
+        if parts:  # exclusive parts (`steps.breakdown`), over the same steady steps: they add up to the step
+            lines.append(f"Steady step ({fmt_ns(ps['step_ns'])}, mean of {ps['steps']} steady steps) in parts: "
+                         + ", ".join(parts))
     rq = t.get("host_runqueue") or {}
     if rq.get("material"):
         lines.append(f"Host waited {fmt_ns(rq['wait_ns'])} for a CPU ({_pct(rq['share'])} of wall): other processes "

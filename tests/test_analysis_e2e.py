@@ -25,7 +25,7 @@ SCRIPT = textwrap.dedent(f"""
     import torch, neuron_prof, neuron_prof.emulator as emu, prep
     emu.enable()
     w = torch.randn(16, 16).to("neuron")
-    with neuron_prof.profile(OUT, quiet=True) as prof:  # the device timeline, as on Trainium (system profile)
+    with neuron_prof.profile(OUT, quiet=True, operator_lines=True) as prof:  # x @ w's compiles at its line
         for n in {SIZES}:
             x = torch.randn(n, 16).to("neuron")
             y = (x @ w).relu()

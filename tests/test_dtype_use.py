@@ -19,7 +19,7 @@ SCRIPT = textwrap.dedent('''
     inside = sys.argv[1] == "inside"
     if not inside:
         acc = torch.zeros(3, dtype=torch.float64, device="neuron")  # BEFORE
-    with neuron_prof.profile(None, quiet=True) as p:
+    with neuron_prof.profile(None, quiet=True, operator_lines=True) as p:  # `acc += y` at its line
         if inside:
             acc = torch.zeros(3, dtype=torch.float64, device="neuron")  # INSIDE
         for _ in range(3):

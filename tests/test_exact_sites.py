@@ -59,7 +59,7 @@ OPERATORS = textwrap.dedent("""\
 
 def test_operator_statements_get_their_line_in_functions_methods_lambdas_comprehensions(tmp_path: Path) -> None:
     lines = tagged(OPERATORS)
-    t = run_script(tmp_path, OPERATORS)
+    t = run_script(tmp_path, OPERATORS, "--operator-lines")
     sites = sites_of(Context(t))
     by_op: dict[str, set[str]] = {}
     stacks: dict[str, set[tuple[str, ...]]] = {}
@@ -86,7 +86,7 @@ def test_operator_statements_get_their_line_in_functions_methods_lambdas_compreh
 
 
 def test_no_library_python_frames_in_the_trace(tmp_path: Path) -> None:
-    t = run_script(tmp_path, OPERATORS)
+    t = run_script(tmp_path, OPERATORS, "--operator-lines")  # the forwarders' frames are neuron_prof's too
     py = [t.slice_name(int(r)) for r in t.slices_on(TrackKind.THREAD)
           if t.strings[int(t.slices.cat[r])] == KinetoCat.PYTHON]
     assert py and not [n for n in py if "neuron_prof" in n or "runpy" in n or "click/" in n or n.startswith("neuron-prof")]
@@ -102,7 +102,7 @@ def test_operator_recorder_keeps_warnings_at_the_users_line_and_restores_torch()
     try:
         with warnings.catch_warnings(record=True) as got:
             warnings.simplefilter("always")
-            with neuron_prof.profile(None, quiet=True):
+            with neuron_prof.profile(None, quiet=True, operator_lines=True):
                 v = float(x.sum())  # LINE: float-warning
     finally:
         torch.set_warn_always(always)
@@ -120,7 +120,7 @@ def test_torch_compile_under_the_operator_recorder_adds_no_graph_break() -> None
 
     torch._dynamo.reset()
     cf = torch.compile(f, backend="eager", dynamic=False)
-    with neuron_prof.profile(None, quiet=True):
+    with neuron_prof.profile(None, quiet=True, operator_lines=True):
         out = cf(torch.ones(3, 3))
     from torch._dynamo.utils import counters
 
@@ -205,3 +205,49 @@ def test_a_tiny_model_on_the_emulated_device_writes_a_small_trace(tmp_path: Path
     assert size < 20e6, size
     assert max(peak_kb, before) < 2 * 1024 * 1024, peak_kb
     assert t.metadata["stack_lines"] == "exact"
+
+
+DEFAULTS = textwrap.dedent("""\
+    import torch
+
+    x = torch.randn(4, 4)
+    for i in range(2):
+        y = x * 2 + 1  # LINE: operator
+        v = float(y.sum())  # LINE: float
+        s = torch.sigmoid(y)  # LINE: call
+    """)
+
+
+def test_by_default_operators_cost_no_call_and_conversions_keep_their_line(tmp_path: Path) -> None:
+    """Without `operator_lines` an operator statement's op has no line (no Python call per operator, issue 32);
+    a conversion (`float(t)`: a host read, a sync point on a device) and a call keep theirs."""
+    lines = tagged(DEFAULTS)
+    t = run_script(tmp_path, DEFAULTS)
+    sites = sites_of(Context(t))
+    by_op: dict[str, set[str]] = {}
+    for r in t.slices_on(TrackKind.THREAD):
+        if t.strings[int(t.slices.cat[r])] == KinetoCat.CPU_OP:
+            by_op.setdefault(t.slice_name(int(r)), set()).add(sites.of_row(int(r)).call_site)
+    assert by_op["aten::sigmoid"] == {f"job.py:{lines['call']}"}
+    assert by_op["aten::_local_scalar_dense"] == {f"job.py:{lines['float']}"}
+    assert f"job.py:{lines['operator']}" not in by_op["aten::mul"] | by_op["aten::add"]
+
+
+def test_default_capture_runs_no_python_per_operator() -> None:
+    """Only the conversions get a forwarder by default; every operator keeps torch's C slot, and no dispatch
+    or function mode is pushed (nothing of neuron-prof runs per op in Python)."""
+    from torch.overrides import _get_current_function_mode_stack
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    from neuron_prof.capture._operators import CONVERSIONS, OPERATORS
+
+    before = {n: torch.Tensor.__dict__.get(n) for n in OPERATORS + CONVERSIONS}
+    with neuron_prof.profile(None, quiet=True):
+        during = {n: torch.Tensor.__dict__.get(n) for n in before}
+        modes = list(_get_current_dispatch_mode_stack()) + list(_get_current_function_mode_stack())
+    assert {n for n in OPERATORS if during[n] is not before[n]} == set()
+    assert {n for n in CONVERSIONS if during[n] is not before[n]} == set(CONVERSIONS)
+    assert modes == []
+    with neuron_prof.profile(None, quiet=True, operator_lines=True):
+        assert torch.Tensor.__dict__.get("__mul__") is not before["__mul__"]
+    assert {n: torch.Tensor.__dict__.get(n) for n in before} == before

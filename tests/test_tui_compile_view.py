@@ -61,7 +61,9 @@ def capture(tmp_path_factory: pytest.TempPathFactory) -> Capture:
     script = root / FILE
     script.parent.mkdir(parents=True)
     script.write_text(SCRIPT)
-    cmd = [sys.executable, "-m", "neuron_prof", "run", "--emulate-neuron", "-q", "-o", "t.json", FILE]
+    # `x @ w`'s compiles at their line: operator statements need --operator-lines
+    cmd = [sys.executable, "-m", "neuron_prof", "run", "--emulate-neuron", "--operator-lines", "-q", "-o", "t.json",
+           FILE]
     res = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=300)
     out = root / "t.json"
     assert res.returncode == 0 and out.exists(), res.stdout[-2000:] + res.stderr[-2000:]

@@ -130,11 +130,18 @@ def headline(rb: Report, rn: Report) -> dict[str, Any] | None:
             cands.append({"key": key, "what": what, "base": a, "new": b, "delta": b - a})
     sb, sn = rb.totals["steps"], rn.totals["steps"]
     a, b = sb.get("steady_step_ns"), sn.get("steady_step_ns")
-    n = min((sb.get("count") or 0) - (sb.get("warmup") or 0), (sn.get("count") or 0) - (sn.get("warmup") or 0))
+    n = min(_steady_count(sb), _steady_count(sn))
     if a is not None and b is not None and n > 0 and a != b:
         cands.append({"key": "steady_step_ns", "what": f"steady steps ({n} x the median step)", "base": a * n,
                       "new": b * n, "delta": (b - a) * n})
     return max(cands, key=lambda c: (abs(c["delta"]), c["key"])) if cands else None
+
+
+def _steady_count(st: dict[str, Any]) -> int:
+    """Steady steps of a totals' steps (`steps.phases`); older summaries: the steps after warm-up."""
+    if st.get("steady_count") is not None:
+        return int(st["steady_count"])
+    return int(st.get("count") or 0) - int(st.get("warmup") or 0)
 
 
 def diff(base: Trace, new: Trace, *, warmup_steps: int | None = None, top: int = 20) -> dict[str, Any]:

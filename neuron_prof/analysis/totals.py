@@ -18,23 +18,36 @@ from neuron_prof.analysis.intervals import intersect_ns, merge, union_ns
 from neuron_prof.analysis.ops import op_table
 from neuron_prof.analysis.device.runqueue import MATERIAL, region_wait, runqueue
 from neuron_prof.analysis.device.sync import RUNTIME_SYNC_NAMES
+from neuron_prof.analysis.steps.breakdown import PARTS, step_breakdown
+from neuron_prof.analysis.steps.phases import step_phases
 from neuron_prof.model import Arg, Trace, TrackKind
 
 TOP_N = 15
 
 
-def _per_steady_step(ctx: Context, parts: dict[str, np.ndarray]) -> dict[str, int] | None:
-    """Mean time per steady step of each category: the time its slices cover inside the steady steps (overlapping
-    collectives, or one running past its step, never make a category longer than the step)."""
+def _per_steady_step(ctx: Context, parts: dict[str, np.ndarray]) -> dict[str, Any] | None:
+    """Mean time per steady step (`steps.phases`: no warm-up, no compile) of each category: the time its slices
+    cover inside the steady steps (overlapping collectives, or one running past its step, never make a category
+    longer than the step); ``parts``: the step breakdown's exclusive parts, whose sum is ``step_ns``."""
     st = ctx.steps
-    n = len(st) - st.warmup
+    steady = step_phases(ctx).steady
+    n = len(steady)
     if n <= 0:
         return None
     sl = ctx.trace.slices
-    lo, hi = st.start_ns[st.steady], st.end_ns[st.steady]
-    out = {"step_ns": int(st.dur_ns[st.steady].mean())}
+    lo, hi = st.start_ns[steady], st.end_ns[steady]
+    total = int(st.dur_ns[steady].sum())
+    out: dict[str, Any] = {"step_ns": total // n, "steps": n}
     for key, rows in parts.items():
         out[key] = int(intersect_ns(sl.ts_ns[rows], sl.dur_ns[rows], lo, hi) / n)
+    bd = step_breakdown(ctx.trace, ctx)
+    listed = [int(i) for i in steady if i < len(bd)]
+    if len(listed) == n:  # every steady step is in the breakdown (it lists the first MAX_STEPS)
+        sums = {c: sum(bd[i]["parts"][c] for i in listed) for c in PARTS}
+        # shares of the steps' total, rounded so that they add up to step_ns exactly
+        shares = {c: sums[c] // n for c in PARTS}
+        shares["idle"] += out["step_ns"] - sum(shares.values())
+        out["parts"] = shares
     return out
 
 
@@ -79,7 +92,7 @@ def compute_totals(trace: Trace, ctx: Context) -> dict[str, Any]:
         },
         "rank": trace.rank,
         "capture_exit": trace.metadata.get("capture_exit"),
-        "steps": ctx.steps.summary(),
+        "steps": {**ctx.steps.summary(), **step_phases(ctx).summary(ctx.steps.dur_ns)},
         "host_busy_ns": int((host_e - host_s).sum()),
         "device_busy_ns": dev_busy,
         "device_busy_share": ctx.share(dev_busy) if len(dev) else None,

@@ -59,6 +59,12 @@ def cycle_schedule(boundaries: list[int]) -> Callable[[int], Any]:
     return schedule
 
 
+def ends_cycles(schedule: Callable[[int], Any]) -> bool:
+    """Whether a step under `schedule` may end a profiler cycle (and torch warn that it clears events): not
+    under `_record_always`, which records every step in one cycle."""
+    return schedule is not _record_always
+
+
 def _record_always(step: int) -> Any:
     from torch.profiler import ProfilerAction
 
@@ -121,6 +127,8 @@ class KinetoCollector:
         self.tmpdir = tmpdir
         self.on_cycle = on_cycle
         """Called after each cycle is in the builder (the session checkpoints from it)."""
+        self.phase: Callable[[str], None] = _no_phase
+        """Told each phase of a conversion as it starts (the session's end names them: `_end_progress`)."""
         self.cycles = 0
         self.export_ns = 0
         """Kineto writing its JSON."""
@@ -135,6 +143,7 @@ class KinetoCollector:
         try:
             t0 = time.perf_counter_ns()
             e0 = self.export_ns
+            self.phase("finding exact call sites")
             sites = self._sites(prof)
             trace, rewriter = self._export(prof, sites)
             from neuron_prof.capture._append import append_trace
@@ -181,8 +190,10 @@ class KinetoCollector:
         own = self._backend_export(prof)
         if own is not None:  # the backend's file (the capture folder's trace.json): read, kept
             return load_in_process(str(own), sites)
+        self.phase("exporting Kineto's events")
         path = self._write_json(prof)
         try:
+            self.phase("reading Kineto's events")
             return load_in_process(path, sites)
         finally:
             _unlink(path)
@@ -221,6 +232,10 @@ class KinetoCollector:
                 if "already saved" in str(e):  # a retry cannot help; the first error says what went wrong
                     break
         raise errors[0]
+
+
+def _no_phase(name: str) -> None:
+    pass
 
 
 def _unlink(path: str) -> None:

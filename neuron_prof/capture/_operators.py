@@ -1,4 +1,4 @@
-"""The operator recorder: a recorded Python call for every tensor operator statement (``a @ b``, ``x[i]``,
+"""The operator recorder: a recorded Python call for tensor operator statements (``a @ b``, ``x[i]``,
 ``float(t)``), so that exact call sites (`_sites`) cover them too.
 
 torch.profiler's Python tracer records calls made by a ``CALL`` instruction (functions, methods, C functions),
@@ -9,6 +9,14 @@ tracer records it with the user's line. The forwarder is a frame of neuron_prof:
 trace (`_sites` drops it), only the line it carries is used. Methods torch already implements in Python
 (``__rsub__``, ``__repr__``, ``__len__``...) are recorded anyway and are left alone. torch.compile'd code runs
 its graph, not these methods, and Dynamo traces operators itself.
+
+What it costs decides what is on by default (issue 32, measured by ``python -m bench capture``): a forwarder
+is one Python call per operator, which on microsecond ops (a real device's launches, CPU tiny ops) made a
+profiled step 1.4-1.6x torch.profiler's. By default only the conversions (`CONVERSIONS`: ``float(t)``,
+``bool(t)``/``if t``, ``int(t)``, ``t.__index__``) are forwarded: each reads the tensor's data on the host (a sync
+point on a device), which costs far more than the call. Every other operator (`OPERATORS`, `PROPERTIES`) is
+forwarded only with ``profile(operator_lines=True)`` (``run --operator-lines``); without it such a statement's
+op has line 0 (unknown) in its exact stack.
 """
 
 from __future__ import annotations
@@ -20,16 +28,18 @@ from typing import Any
 from neuron_prof.model.callsite import HIDDEN, file_kind
 from neuron_prof.patches import Saved, patch, restore_patches
 
-_OPERATORS = (
+CONVERSIONS = ("__bool__", "__float__", "__int__", "__index__", "__complex__")
+"""Forwarded in every session with stacks: each is a host read of the tensor's data (a sync point)."""
+OPERATORS = (
     "__add__", "__radd__", "__iadd__", "__sub__", "__isub__", "__mul__", "__rmul__", "__imul__", "__truediv__",
     "__itruediv__", "__idiv__", "__ifloordiv__", "__matmul__", "__mod__", "__imod__", "__neg__", "__pos__",
     "__abs__", "__invert__", "__and__", "__rand__", "__iand__", "__or__", "__ror__", "__ior__", "__xor__",
     "__rxor__", "__ixor__", "__lshift__", "__ilshift__", "__rshift__", "__irshift__", "__eq__", "__ne__",
-    "__lt__", "__le__", "__gt__", "__ge__", "__getitem__", "__setitem__", "__bool__", "__float__", "__int__",
-    "__index__", "__complex__",
+    "__lt__", "__le__", "__gt__", "__ge__", "__getitem__", "__setitem__",
 )
-_PROPERTIES = ("T", "mT", "H", "mH")
-"""Attributes that run an op (``x.T`` is aten::numpy_T)."""
+"""Forwarded only with ``operator_lines=True``: a Python call per operator."""
+PROPERTIES = ("T", "mT", "H", "mH")
+"""Attributes that run an op (``x.T`` is aten::numpy_T); forwarded only with ``operator_lines=True``."""
 
 
 def _property(orig: Any) -> property:
@@ -69,21 +79,23 @@ def _at_user_line(show: Any) -> Any:
 
 
 class OperatorRecorder:
-    """Installs the forwarders on torch.Tensor (`install`) and restores the originals (`remove`)."""
+    """Installs the forwarders on torch.Tensor (`install`) and restores the originals (`remove`): the
+    conversions always, every operator when `all_operators` (``profile(operator_lines=True)``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, all_operators: bool = False) -> None:
         self._saved: Saved = []
+        self.all_operators = all_operators
 
     def install(self) -> None:
         import torch
 
         cls = torch.Tensor
-        for name in _OPERATORS:
+        for name in CONVERSIONS + (OPERATORS if self.all_operators else ()):
             orig = getattr(cls, name, None)
             if orig is None or type(orig).__name__ not in ("method_descriptor", "wrapper_descriptor"):
                 continue  # absent, or already Python (recorded by the tracer as it is)
             patch(cls, name, _forwarder(name, orig), self._saved)
-        for name in _PROPERTIES:
+        for name in PROPERTIES if self.all_operators else ():
             orig = cls.__dict__.get(name)
             if type(orig).__name__ != "getset_descriptor":
                 continue

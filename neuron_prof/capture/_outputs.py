@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -75,11 +76,14 @@ def write_atomic(trace: Trace, path: Path) -> None:
         raise
 
 
-def write_all(trace: Trace, paths: list[Path]) -> WriteReport:
-    """Write every path, each on its own; if none succeeds, write the JSON into the temp directory."""
+def write_all(trace: Trace, paths: list[Path], on_file: Callable[[Path], None] | None = None) -> WriteReport:
+    """Write every path, each on its own (`on_file` is told each as it starts); if none succeeds, write the JSON
+    into the temp directory."""
     rep = WriteReport()
     t0 = time.perf_counter_ns()
     for p in paths:
+        if on_file is not None:
+            on_file(p)
         try:
             write_atomic(trace, p)
             rep.written.append(p)

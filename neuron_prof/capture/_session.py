@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from neuron_prof.backends.base import CaptureContext
 from neuron_prof.capture import _compile_quiet, _env, _outputs, _runtime
+from neuron_prof.capture._end_progress import EndProgress, wanted
 from neuron_prof.capture._report import CaptureWarning, dedup_errors, report_problems, user_stacklevel
 from neuron_prof.capture._session_metadata import session_metadata
 from neuron_prof.capture._runqueue import PROBE as RUNQUEUE_PROBE
@@ -58,6 +59,9 @@ class Session(contextlib.ContextDecorator):
         schedule: a torch.profiler schedule callable; or give `wait`/`warmup`/`active`/`repeat`/`skip_first`.
         record_shapes, with_stack, with_modules, profile_memory: torch.profiler options (all on by default;
             with_stack also turns on per-op call stacks).
+        operator_lines: exact lines for operator statements too (``a * b``, ``x[i]``, ``x.T``): a recorded Python
+            call per operator, which on microsecond ops costs up to ~1.5x torch.profiler's step time (see
+            `capture._operators`). Off: such an op's line is 0 (unknown); ``float(t)``/``if t`` keep their lines.
         pftrace: also write the native Perfetto .pftrace beside a JSON output.
         quiet: do not print where the traces went (failures, and where the Neuron runtime's capture went and
             its size, are still reported).
@@ -85,7 +89,7 @@ class Session(contextlib.ContextDecorator):
                  schedule: Callable[[int], Any] | None = None, wait: int | None = None, warmup: int | None = None,
                  active: int | None = None, repeat: int | None = None, skip_first: int | None = None,
                  record_shapes: bool = True, with_stack: bool = True, with_modules: bool = True,
-                 profile_memory: bool = True, pftrace: bool = True, quiet: bool = False, hint: object = None,
+                 profile_memory: bool = True, operator_lines: bool = False, pftrace: bool = True, quiet: bool = False, hint: object = None,
                  checkpoint: bool = True, profiler_kwargs: dict[str, Any] | None = None,
                  system_profile: bool = True, device_profile: bool | int | tuple[int, int | None] | str |
                  os.PathLike[str] = False, profile_dir: str | os.PathLike[str] | None = None,
@@ -93,6 +97,7 @@ class Session(contextlib.ContextDecorator):
         self.output = Path(output) if output is not None else None
         self.backend_name = backend
         self.pftrace = pftrace
+        self.operator_lines = operator_lines
         self.quiet = quiet
         self.hint = hint
         self.checkpoint = checkpoint
@@ -126,6 +131,7 @@ class Session(contextlib.ContextDecorator):
         self._backend: Any = None
         self._collector: Any = None
         self._operators: Any = None
+        self._ends_cycles = True
         self._quiet: Any = None
         self._builder: TraceBuilder | None = None
         self._recording = False
@@ -140,6 +146,7 @@ class Session(contextlib.ContextDecorator):
         self._runqueue: RunQueueSampler | None = None
         self._totals: dict[str, Any] | None = None
         """The trace's totals, computed with its findings when the run history records the session."""
+        self._write_report: _outputs.WriteReport | None = None
 
     @property
     def recording(self) -> bool:
@@ -191,7 +198,7 @@ class Session(contextlib.ContextDecorator):
         if prof is not None and self._collector is not None and self._collector.with_stack:
             from neuron_prof.capture._operators import OperatorRecorder
 
-            rec = OperatorRecorder()
+            rec = OperatorRecorder(self.operator_lines)
             if self._guard("operator recorder", "start", rec.install):
                 self._operators = rec
             quiet = _compile_quiet.CompileQuiet()
@@ -227,13 +234,16 @@ class Session(contextlib.ContextDecorator):
             self._step += 1
             self._step_start = now
             if self._prof is not None:
-                with warnings.catch_warnings():
-                    # torch warns that each cycle's events are cleared; we keep every cycle (on_trace_ready).
-                    warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
-                    t0 = time.perf_counter_ns()
-                    _compile_quiet.new_cycle()
+                t0 = time.perf_counter_ns()
+                _compile_quiet.new_cycle()
+                if self._ends_cycles:
+                    with warnings.catch_warnings():  # ~9 µs: only where a cycle may end
+                        # torch warns that each cycle's events are cleared; we keep every cycle (on_trace_ready).
+                        warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
+                        self._guard("torch.profiler", "step", self._prof.step)
+                else:
                     self._guard("torch.profiler", "step", self._prof.step)
-                    self._timings["in_steps"] = self._timings.get("in_steps", 0) + time.perf_counter_ns() - t0
+                self._timings["in_steps"] = self._timings.get("in_steps", 0) + time.perf_counter_ns() - t0
 
     def stop(self, reason: str = "ok") -> Trace | None:
         """Stop recording, build the Trace, write the files. Returns the Trace (or None).
@@ -295,7 +305,8 @@ class Session(contextlib.ContextDecorator):
                host_usage=self.host_usage)
 
     def _make_profiler(self, backend_opts: dict[str, Any]) -> Any:
-        from neuron_prof.capture._kineto import KinetoCollector, cycle_schedule, make_schedule, profiler_kwargs
+        from neuron_prof.capture._kineto import (KinetoCollector, cycle_schedule, ends_cycles, make_schedule,
+                                                profiler_kwargs)
 
         out: list[Any] = []
 
@@ -315,12 +326,21 @@ class Session(contextlib.ContextDecorator):
             if cuts is not None and self._schedule_args == (None,) * 6:
                 kw["schedule"] = cycle_schedule(cuts())  # the device profile's window is a cycle of its own
             kw["on_trace_ready"] = self._collector
+            self._ends_cycles = ends_cycles(kw["schedule"])
             out.append(torch.profiler.profile(**kw))
 
         self._guard("torch.profiler", "create", _make)
         return out[0] if out else None
 
     def _finish(self, reason: str) -> None:
+        progress = EndProgress(wanted(self.quiet))  # names each phase on stderr once the end takes over 1 s
+        try:
+            self._finish_phases(reason, progress)
+        finally:
+            progress.close()
+        self._report(self._write_report)
+
+    def _finish_phases(self, reason: str, progress: EndProgress) -> None:
         ctx = self.context
         ctx.end_ns = time.time_ns()
         if self._runqueue is not None:
@@ -329,8 +349,11 @@ class Session(contextlib.ContextDecorator):
             self._runqueue.close()
         c = self._collector
         conv_in_loop = c.export_ns + c.parse_ns if c is not None else 0
+        if c is not None:
+            c.phase = progress.phase
         t0 = time.perf_counter_ns()
         _compile_quiet.new_cycle()
+        progress.phase("stopping torch.profiler")
         if self._prof is not None:
             self._guard("torch.profiler", "stop", self._prof.stop)
         if self._operators is not None:
@@ -344,6 +367,7 @@ class Session(contextlib.ContextDecorator):
         # stop() runs on_trace_ready (our conversion) for the last cycle: that is after the region, not in it.
         self._timings["profiler_stop"] = t1 - t0 - conv_at_stop
         self._timings["convert_in_loop"] = conv_in_loop
+        progress.phase("stopping the probes")
         if self._backend is not None:
             self._guard(getattr(self._backend, "name", "backend"), "stop", lambda: self._backend.stop(ctx))
         self._timings["stop"] = time.perf_counter_ns() - t1 + (t1 - t0)
@@ -351,6 +375,7 @@ class Session(contextlib.ContextDecorator):
         builder = self._builder if self._builder is not None else TraceBuilder()
         self._set_metadata(builder, reason)
         if self._backend is not None:
+            progress.phase("adding the probes' tracks")
             t2 = time.perf_counter_ns()
             self._guard(getattr(self._backend, "name", "backend"), "contribute",
                         lambda: self._backend.contribute(builder, ctx))
@@ -358,6 +383,7 @@ class Session(contextlib.ContextDecorator):
         # After contribute: the backend may have rewritten probe_errors; keep every error exactly once.
         builder.metadata[Meta.PROBE_ERRORS] = dedup_errors(list(builder.metadata.get(Meta.PROBE_ERRORS) or []) + ctx.errors)
         t3 = time.perf_counter_ns()
+        progress.phase("building the trace")
         try:
             self.trace = builder.build()
         except Exception as e:  # noqa: BLE001
@@ -367,16 +393,18 @@ class Session(contextlib.ContextDecorator):
         if self.trace is not None:
             # Findings go into trace.json/.pftrace so every viewer shows them (a failing analysis is recorded).
             t4 = time.perf_counter_ns()
+            progress.phase("finding problems")
             self._guard("analysis", "annotate", self._annotate)
             self._timings["annotate"] = time.perf_counter_ns() - t4
-        report = None
+        self._write_report = None
         if self.trace is not None and self.output is not None:
             paths = _outputs.planned_paths(self.output, ctx.rank, ctx.world_size, self.pftrace)
-            report = _outputs.write_all(self.trace, paths)
-            self.paths = list(report.written)
-            if report.written and ctx.rank in (None, 0):
-                self._record_history(report.written[0])
-        self._report(report)
+            self._write_report = _outputs.write_all(self.trace, paths,
+                                                    lambda p: progress.phase(f"writing {p.name}"))
+            self.paths = list(self._write_report.written)
+            if self._write_report.written and ctx.rank in (None, 0):
+                progress.phase("recording the run history")
+                self._record_history(self._write_report.written[0])
 
     def _record_history(self, path: Path) -> None:
         """One row in the run history (`neuron_prof.history`); a failure is reported with the others."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import runpy
 import sys
 from typing import Any
@@ -96,7 +97,9 @@ def main() -> int:
     import neuron_prof
 
     with open(program) as fh:
-        profiles_itself = "neuron_prof.profile(" in fh.read()
+        src = fh.read()
+    profiles_itself = "neuron_prof.profile(" in src
+    operator_lines = re.search(r"#\s*OPERATOR-LINES\b", src) is not None  # _harness.OPERATOR_LINES
     sys.argv = [program]
     sys.path.insert(0, os.path.dirname(program))
     code = 0
@@ -107,7 +110,7 @@ def main() -> int:
         else:
             # findings only: no .pftrace needed. On the emulated device the user asks for its device profile, as
             # on Trainium (it costs the emulator no HBM): the device timeline comes only that way
-            with neuron_prof.profile(out, quiet=True, pftrace=False):
+            with neuron_prof.profile(out, quiet=True, pftrace=False, operator_lines=operator_lines):
                 runpy.run_path(program, run_name="__main__")
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)

@@ -49,6 +49,8 @@ _CLEAN = re.compile(r"#\s*CLEAN\b")
 _XFAIL = re.compile(r"#\s*XFAIL\[(?P<devs>[A-Za-z0-9_, ]*)\]:\s*(?P<text>.+?)\s*$")
 _RANKS = re.compile(r"#\s*RANKS:\s*(?P<n>\d+)")
 _MAX_RSS = re.compile(r"#\s*MAX-RSS-GB:\s*(?P<gb>[\d.]+)")
+OPERATOR_LINES = re.compile(r"#\s*OPERATOR-LINES\b")
+"""A program whose tags need the exact lines of operator statements (`profile(operator_lines=True)`)."""
 _SITE = re.compile(r"^(?P<path>.*?):(?P<line>\d+)$")
 _REGISTERED = re.compile(r"^\w+: (fallthrough )?registered at ")  # the dispatcher's list of kernels
 
@@ -84,6 +86,9 @@ class Program:
     profiles_itself: bool
     max_rss_gb: float | None = None
     """A program's own memory limit (`# MAX-RSS-GB: N  reason`), over the harness default."""
+    operator_lines: bool = False
+    """`# OPERATOR-LINES  reason`: it is profiled with the operator lines option (``run --operator-lines``; a
+    program that profiles itself passes ``operator_lines=True`` in its own call)."""
 
     @property
     def name(self) -> str:
@@ -143,7 +148,9 @@ def load_program(path: str | os.PathLike[str]) -> Program:
             max_rss = float(m.group("gb"))
     if clean and any(t.required for t in tags):
         raise ValueError(f"{p.name}: tagged CLEAN and EXPECT at once")
-    return Program(p, tags, clean, xfail, ranks, "neuron_prof.profile(" in "\n".join(src), max_rss)
+    text = "\n".join(src)
+    return Program(p, tags, clean, xfail, ranks, "neuron_prof.profile(" in text, max_rss,
+                   OPERATOR_LINES.search(text) is not None)
 
 
 def programs(pattern: str = "*.py") -> list[Program]:
@@ -208,7 +215,8 @@ def command(prog: Program, way: str, out: Path, truth: Path | None = None) -> li
     api, device = way.split("-", 1)
     if api == "run":
         emulate = ["--emulate-neuron"] if device == "neuron" else []
-        return [*_neuron_prof(), "run", *emulate, "-q", "--no-pftrace", "-o", str(out), str(prog.path)]
+        oplines = ["--operator-lines"] if prog.operator_lines else []
+        return [*_neuron_prof(), "run", *emulate, *oplines, "-q", "--no-pftrace", "-o", str(out), str(prog.path)]
     cmd = [sys.executable, str(DRIVER), str(out), str(prog.path)]
     if truth is not None and device == "neuron":
         cmd += ["--truth", str(truth)]

@@ -1,5 +1,8 @@
 """Keeps the running loss in float64 "for precision", created on the device once before the profiled part, and
-profiles only the training loop with neuron_prof.profile(). The device computes float64 as float32."""
+profiles only the training loop with neuron_prof.profile(). The device computes float64 as float32.
+The float64 tensor's first use is an operator statement (`+=`): its line needs operator_lines=True.
+# OPERATOR-LINES
+"""
 import os
 
 import torch
@@ -15,7 +18,7 @@ x = torch.randn(64, 16, device=dev)
 y = torch.randint(0, 4, (64,), device=dev)
 loss_sum = torch.zeros((), dtype=torch.float64, device=dev)  # ALSO: dtype_demotion
 
-with neuron_prof.profile(os.environ.get("TRACE_OUT", "trace.json")):
+with neuron_prof.profile(os.environ.get("TRACE_OUT", "trace.json"), operator_lines=True):
     for step in range(6):
         loss = F.cross_entropy(model(x), y)
         opt.zero_grad()

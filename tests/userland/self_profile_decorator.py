@@ -1,4 +1,7 @@
-"""A training function decorated with @neuron_prof.profile(...), stepping through current_session()."""
+"""A training function decorated with @neuron_prof.profile(...), stepping through current_session().
+A float64 tensor's first use is an operator statement (`*`): its line needs operator_lines=True.
+# OPERATOR-LINES
+"""
 import os
 
 import torch
@@ -9,7 +12,7 @@ from neuron_prof.capture import current_session
 DEV = os.environ.get("DEVICE", "neuron")
 
 
-@neuron_prof.profile(os.environ.get("TRACE_OUT", "trace.json"), quiet=True)
+@neuron_prof.profile(os.environ.get("TRACE_OUT", "trace.json"), quiet=True, operator_lines=True)
 def train(steps: int = 8) -> float:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(10, 20), torch.nn.Tanh(), torch.nn.Linear(20, 1)).to(DEV)

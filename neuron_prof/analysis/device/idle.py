@@ -1,6 +1,7 @@
 """Device idle gaps: stretches with no device work between busy periods, and what the host did meanwhile.
 
-The cost is the idle time not spent in compiles, fallbacks, syncs or collectives (those findings count
+The cost is the idle time not spent in compiles (the compile track and torch.compile's phase spans),
+fallbacks, syncs or collectives (those findings count
 that time already), so the ranking does not count one stall twice; nor issuing ops (dispatch, reported apart).
 Nor the time the host waited for a CPU that other processes on the machine held (Linux run-queue wait, from the
 schedstat samples capture takes at start, each step boundary and stop): that wait is known per sample interval
@@ -22,6 +23,7 @@ from neuron_prof.analysis.device.gap_host import PROBE_KINDS, gap_host
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.intervals import difference, intersect_ns, merge
 from neuron_prof.analysis.registry import register
+from neuron_prof.analysis.steps.phases import compile_rows
 from neuron_prof.analysis.device.runqueue import MATERIAL, runqueue, waited_text
 from neuron_prof.model import KinetoCat, Trace, TrackKind
 
@@ -113,7 +115,9 @@ def device_idle(trace: Trace, ctx: Context) -> list[Finding]:
         busy = int((e - s).sum())
         # idle time the host spent in compiles, fallbacks, syncs or collectives is those findings' cost;
         # this finding costs the rest (Python overhead, data loading, ... or nothing recorded)
-        probe = np.concatenate([ctx.rows(k) for k in _PROBE_KINDS])
+        # compiles: the compile track and torch.compile's own phase spans (`steps.phases.compile_rows`), so host
+        # time inside Dynamo/Inductor/a NEFF compile is never "not explained"
+        probe = np.unique(np.concatenate([ctx.rows(k) for k in _PROBE_KINDS] + [compile_rows(ctx)]))
         explained = (
             intersect_ns(sl.ts_ns[probe], sl.dur_ns[probe], gap_lo[big], gap_hi[big]) if len(probe) else 0
         )

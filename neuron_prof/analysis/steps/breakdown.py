@@ -6,7 +6,7 @@ runtime syncs), ``collective_ns``, ``device_busy_ns`` and ``host_ns`` (host ops 
 another (a compile runs inside a host op; the device runs while the host queues more), so ``parts`` splits
 the step into exclusive shares, each moment given to the first category that covers it in this order:
 compile, fallback, sync, collective, host (host ops doing anything else), device (the device busy while the
-host ran no op), idle (neither); ``parts`` sums to ``dur_ns``.
+host ran no op), idle (neither); ``parts`` sums to ``dur_ns``. Each step's ``phase`` is `phases.step_phases`'s.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.intervals import covered_before, merge
 from neuron_prof.analysis.device.sync import RUNTIME_SYNC_NAMES
+from neuron_prof.analysis.steps.phases import compile_rows, step_phases
 from neuron_prof.model import Cat, KinetoCat, Trace, TrackKind
 
 PARTS = ("compile", "fallback", "sync", "collective", "host", "device", "idle")
@@ -40,7 +41,7 @@ def _rows(trace: Trace, ctx: Context) -> dict[str, np.ndarray]:
         ops = host[~np.isin(cats, trace.name_ids(KinetoCat.USER_ANNOTATION, KinetoCat.PROFILER_SPAN,
                                                   KinetoCat.PYTHON))]
     return {
-        "compile": ctx.rows(TrackKind.COMPILE),
+        "compile": np.unique(np.concatenate([ctx.rows(TrackKind.COMPILE), compile_rows(ctx)])),
         "fallback": ctx.rows(TrackKind.FALLBACK),
         "sync": np.concatenate([ctx.rows(TrackKind.SYNC), ctx.name_rows(ctx.rows(TrackKind.THREAD),
                                                                          RUNTIME_SYNC_NAMES)]),
@@ -66,6 +67,7 @@ def _build(trace: Trace, ctx: Context) -> list[dict[str, Any]]:
     dur = hi - lo
     sl = trace.slices
     rows = _rows(trace, ctx)
+    phases = step_phases(ctx)
 
     # each category's slices merged once into disjoint intervals; unions of categories merge those
     merged = {}
@@ -94,6 +96,7 @@ def _build(trace: Trace, ctx: Context) -> list[dict[str, Any]]:
             "start_ns": int(lo[i]),
             "dur_ns": int(dur[i]),
             "warmup": bool(i < st.warmup),
+            "phase": phases.phase[i],
             "compile_ns": int(own["compile"][i]),
             "fallback_ns": int(own["fallback"][i]),
             "sync_ns": int(own["sync"][i]),

@@ -1,7 +1,8 @@
 """Memory probe: counter tracks per device (allocated, reserved) and the peak, marked with what was running.
 
 Devices whose allocator does not report to the profiler (torch-neuronx) are polled by a sampler thread
-(``memory_interval_ms`` option, default 5 ms: the sampler holds the GIL while it reads) through the adapter's `read` callable; nested and flat
+(``memory_interval_ms`` option, default 5 ms, longer when a sample costs more than `MAX_SHARE` of the interval: the
+sampler holds the GIL while it reads) through the adapter's `read` callable; nested and flat
 ``memory_stats()`` shapes are both read (`_compat.memory_current`). The peak instant names the innermost
 host op running at the peak sample and its call site.
 """
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
     from neuron_prof.backends.probes.view import HostView
     from neuron_prof.model import TraceBuilder
 
+MAX_SHARE = 0.005
+"""The sampler's CPU time at most this share of the time between samples (issue 32: a polling probe costs
+under 1% of a step)."""
 DEVICE_MEMORY = "device_memory_bytes"
 """Metadata key: the device's memory capacity in bytes (the largest, with several devices)."""
 Reader = Callable[[int], "tuple[int | None, ...] | None"]
@@ -66,11 +70,16 @@ class MemoryProbe(Probe):
         self._thread.start()
 
     def _loop(self, interval: float) -> None:
-        while not self._stop.wait(interval):
+        wait = interval
+        while not self._stop.wait(wait):
             # CPU time of this thread: wall time would count the waits for the GIL the user's code holds
             t0 = time.thread_time_ns()
             self._sample()
-            self.overhead_ns += time.thread_time_ns() - t0
+            cost = time.thread_time_ns() - t0
+            self.overhead_ns += cost
+            # the sampler holds the GIL while it reads: never more than MAX_SHARE of the time (a slow reader, or
+            # the profiler's Python tracer recording this thread's calls, stretches the interval instead)
+            wait = max(interval, cost / 1e9 / MAX_SHARE)
 
     def _sample(self) -> None:
         now = time.time_ns()
