@@ -103,18 +103,17 @@ class Converter:
         args_blob = ev.args_later()  # 100s of MB joined beside the rest
         cols = ev.finish(base)
         flows = self._flows(cols, base)
-        self._kinds(cols)
-        self._metadata(top, clock, warnings + [f"{n:,} {w}" for w, n in ev.warn.items() if n])
+        self.finish_meta(cols, top, clock, warnings)
         cols.args_blob = args_blob()
         return cols, flows
 
+    def finish_meta(self, cols: Any, top: dict[str, Any], clock: str, warnings: list[str]) -> None:
+        """Track kinds from the finished columns (`cols.s_cat`, `cols.s_track`), then the metadata."""
+        self._kinds(cols)
+        self._metadata(top, clock, warnings + [f"{n:,} {w}" for w, n in self.events.warn.items() if n])
+
     def _clock(self, top: dict[str, Any]) -> tuple[int, str]:
-        base = top.get("baseTimeNanoseconds")
-        if _is_int(base) or (isinstance(base, float) and abs(base) < 9e18):
-            return int(base), "unix"
-        firsts = [c[0][:1] for c in self.events._s[:1] + self.events._i[:1]]
-        first = float(np.concatenate(firsts).max()) if any(len(f) for f in firsts) else 0.0
-        return 0, "unix" if first > UNIX_US_MIN else "relative"
+        return clock_of(top, [c[0][:1] for c in self.events._s[:1] + self.events._i[:1]])
 
     def _pair(self) -> None:
         """B/E and async b/e/n events become slices (and instants) once every chunk is in."""
@@ -208,6 +207,15 @@ class Converter:
                 md[Meta.WORLD_SIZE] = int(dist["world_size"])
         if warnings:
             md.setdefault(Meta.WARNINGS, []).extend(warnings)
+
+
+def clock_of(top: dict[str, Any], firsts: list[np.ndarray]) -> tuple[int, str]:
+    """(base ns, clock) from `baseTimeNanoseconds`, else from the first slice's and instant's µs (`firsts`)."""
+    base = top.get("baseTimeNanoseconds")
+    if _is_int(base) or (isinstance(base, float) and abs(base) < 9e18):
+        return int(base), "unix"
+    first = float(np.concatenate(firsts).max()) if any(len(f) for f in firsts) else 0.0
+    return 0, "unix" if first > UNIX_US_MIN else "relative"
 
 
 def _wanted_ids(ids: list[Any]) -> np.ndarray:
