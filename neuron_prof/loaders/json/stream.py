@@ -41,7 +41,7 @@ from neuron_prof.model.schema import META_KEY, Meta
 __all__ = ["PIECE_BYTES", "ingest", "json_bytes", "memory_room", "stream_wanted"]
 
 PIECE_BYTES = 64 << 20
-"""JSON parsed at a time (its parse needs a few times this)."""
+"""JSON parsed at a time (its parse needs a few times this); NEURON_PROF_STREAM_PIECE_MB changes it."""
 _BLOCK = 8 << 20
 _STEP = 8 << 20
 """Rows converted µs -> ns at a time."""
@@ -232,9 +232,17 @@ def _blocks(path: Path, warnings: list[str]) -> Iterator[bytes]:
             yield block
 
 
+def piece_bytes() -> int:
+    try:
+        return max(1 << 20, int(float(os.environ["NEURON_PROF_STREAM_PIECE_MB"]) * (1 << 20)))
+    except (KeyError, ValueError):
+        return PIECE_BYTES
+
+
 def _parts(path: Path, warnings: list[str]) -> Iterator[tuple[dict[str, Any] | None, bytes | None]]:
     """(None, the top-level object's text before traceEvents' '[', None for the array form) first, then each
     piece parsed: (part, None)."""
+    piece_size = piece_bytes()
     blocks = _blocks(path, warnings)
     buf = bytearray()
     for b in blocks:
@@ -250,7 +258,7 @@ def _parts(path: Path, warnings: list[str]) -> Iterator[tuple[dict[str, Any] | N
     more = True
     look = 0
     while True:
-        while more and len(buf) < PIECE_BYTES + look:
+        while more and len(buf) < piece_size + look:
             b = next(blocks, None)
             if b is None:
                 more = False
@@ -259,14 +267,14 @@ def _parts(path: Path, warnings: list[str]) -> Iterator[tuple[dict[str, Any] | N
         if not more:
             yield parse_range(b"[" + buf, path), None  # the last piece: the array's end and the document's rest
             return
-        m = _SEP.search(buf, PIECE_BYTES * 3 // 4 + look)
+        m = _SEP.search(buf, piece_size * 3 // 4 + look)
         if m is None:
-            look += PIECE_BYTES // 4
+            look += piece_size // 4
             continue
         piece = b"[" + buf[:m.start() + 1] + b"]"
         part = parse_range(piece, path)
-        if part["warnings"] and look < 16 * PIECE_BYTES:
-            look = m.end() - PIECE_BYTES * 3 // 4  # a cut inside a string: cut at a later separator
+        if part["warnings"] and look < 16 * piece_size:
+            look = m.end() - piece_size * 3 // 4  # a cut inside a string: cut at a later separator
             continue
         del piece
         del buf[:m.end() - 1]
