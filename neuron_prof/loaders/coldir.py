@@ -29,6 +29,8 @@ HEAD = "head.json"
 ARGS = "args.bin"
 STRINGS = "strings.bin"
 _OPTS = orjson.OPT_NON_STR_KEYS
+_NUMERIC = "biuf"
+"""Kinds of dtype a column may have: nothing else is ever mapped (no object arrays, so no pickles)."""
 
 
 class ColumnWriter:
@@ -123,6 +125,8 @@ def read_head(folder: Path) -> dict[str, Any]:
 def column(folder: Path, head: dict[str, Any], name: str) -> np.ndarray:
     """Column `name`, memory-mapped read-only (an empty array when it has no rows)."""
     dtype, n = head["columns"][name]
+    if np.dtype(dtype).kind not in _NUMERIC:
+        raise ValueError(f"column {name}: dtype {dtype} is not numeric")  # an object array would be a pickle
     if n == 0:
         return np.zeros(0, dtype=dtype)
     return np.memmap(folder / name, dtype=dtype, mode="r", shape=(n,))
