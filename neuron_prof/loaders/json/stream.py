@@ -14,6 +14,7 @@ another order); a damaged file keeps its load warnings but not `metadata["partia
 
 from __future__ import annotations
 
+import gc
 import os
 import resource
 from collections.abc import Iterator
@@ -124,7 +125,10 @@ class _Ingest:
             self.conv.merge_part(part)
             self.warnings += part["warnings"]
             suffix = part["suffix"]
+            del part
             self._drain()
+            gc.collect()  # the GC is off while a piece is parsed: a piece's reader and scan threads form cycles
+            _trim()
         top = _top(prefix, suffix)
         conv = self.conv
         base, clock = clock_of(top, list(self.firsts.values()))
@@ -205,6 +209,26 @@ _DTYPES: dict[str, Any] = {"s_ts_us": np.float64, "s_dur_us": np.float64, "i_ts_
                            "slices.args": np.int64, "instants.track": np.int32, "instants.name": np.int32,
                            "instants.cat": np.int32, "instants.args": np.int64, "counters.track": np.int32,
                            "counters.value": np.float64}
+
+
+def _trim() -> None:
+    """Hand the freed pages of the last piece's parse back to the system (glibc keeps them otherwise: the
+    few objects a piece leaves alive, its flow keys, pin the heap around them and RSS grows piece by piece)."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _libc() -> Any:
+    try:
+        import ctypes
+
+        lib = ctypes.CDLL("libc.so.6")
+        return lib if hasattr(lib, "malloc_trim") else None
+    except OSError:  # not glibc (macOS, musl): nothing to trim
+        return None
+
+
+_LIBC = _libc()
 
 
 def _top(prefix: bytes | None, suffix: bytes | None) -> dict[str, Any]:
