@@ -47,8 +47,11 @@ class OutOfMemoryError(NeuronProfError):
         import resource
 
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-        limit = f", address space limited to {_gb(soft)}" if soft != resource.RLIM_INFINITY else ""
+        limit = ""
+        for what, rl in (("address space", resource.RLIMIT_AS), ("data", resource.RLIMIT_DATA)):
+            soft, _ = resource.getrlimit(rl)
+            if soft != resource.RLIM_INFINITY:
+                limit += f", {what} limited to {_gb(soft)}"
         sizes = []
         for a in inputs:
             try:

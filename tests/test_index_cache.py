@@ -65,7 +65,7 @@ def test_damaged_index_is_ignored(tmp_path) -> None:
     src = tmp_path / "t.json"
     src.write_bytes(b"x" * (_cache.MIN_SIZE + 10))
     where = _cache.save_cached(src, _trace())
-    (where / "head.json").write_bytes(b"garbage")
+    (where / "head").write_bytes(b"garbage")
     assert _cache.load_cached(src) is None
     where2 = _cache.save_cached(src, _trace())
     (where2 / "slices.ts_ns").write_bytes(b"short")  # a column cut short: mapping it fails

@@ -191,7 +191,7 @@ async def test_tui_shows_markup_literally_and_escapes_control_characters(files: 
 @pytest.mark.parametrize("where", ["xdg", "home"])
 def test_a_hostile_index_cache_is_never_unpickled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                    where: str) -> None:
-    """The index holds no pickles: head.json read by orjson, raw numeric columns mapped with the dtypes it
+    """The index holds no pickles: head read by orjson, raw numeric columns mapped with the dtypes it
     names, any other dtype (an object array) refused. A hostile one is planted where the loader looks by
     default (the README: $XDG_CACHE_HOME/neuron-prof, else ~/.cache/neuron-prof) with the trace's valid key,
     so the loader reads it (a valid index there is used: checked first) and only the refusal stops it."""
@@ -224,11 +224,11 @@ def test_a_hostile_index_cache_is_never_unpickled(tmp_path: Path, monkeypatch: p
             return (open, (str(canary), "w"))
 
     # WHEN a hostile one replaces it: a column said to hold Python objects, its bytes a pickle
-    head = json.loads((planted / "head.json").read_text())
+    head = json.loads((planted / coldir.HEAD).read_text())
     payload = pickle.dumps(Boom())
     (planted / "slices.name").write_bytes(payload)
     head["columns"]["slices.name"] = ["|O", len(payload) // 8]
-    (planted / "head.json").write_text(json.dumps(head))
+    (planted / coldir.HEAD).write_text(json.dumps(head))
     tr = load(src)
     # THEN nothing ran, and the trace came from the file itself
     assert not canary.exists()

@@ -5,7 +5,7 @@
     w.append("slices.ts_ns", array); ...; w.close(head)
     trace = read_trace(folder)           # columns are read-only np.memmap, args a mmap: pages come on demand
 
-The folder holds `head.json` (the cache key, processes, tracks, metadata, findings, and each column's dtype
+The folder holds `head` (JSON: the cache key, processes, tracks, metadata, findings, and each column's dtype
 and length), one `<table>.<column>` file of raw native-endian values per column, `args.bin` (the ArgsStore's
 blob) and `strings.bin` (the string table, UTF-8 back to back, lengths in the `str_len` column). Nothing of a
 column is held in memory while it is written or read, so a trace bigger than memory fits.
@@ -25,7 +25,7 @@ from neuron_prof.model import ArgsStore, Process, StringTable, Trace, Track
 from neuron_prof.model import CounterTable, FlowTable, InstantTable, SliceTable
 
 TABLES = {"slices": SliceTable, "instants": InstantTable, "counters": CounterTable, "flows": FlowTable}
-HEAD = "head.json"
+HEAD = "head"
 ARGS = "args.bin"
 STRINGS = "strings.bin"
 _OPTS = orjson.OPT_NON_STR_KEYS
@@ -34,7 +34,7 @@ _NUMERIC = "biuf"
 
 
 class ColumnWriter:
-    """Appends columns to files in `folder`; `close(head)` writes head.json (with the columns' shapes) last."""
+    """Appends columns to files in `folder`; `close(head)` writes head (with the columns' shapes) last."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -67,6 +67,9 @@ class ColumnWriter:
             self._rows[name] = 0
             self._dtypes[name] = np.dtype(dtype).str
 
+    def names(self) -> list[str]:
+        return list(self._files)
+
     def rows(self, name: str) -> int:
         return self._rows.get(name, 0)
 
@@ -93,7 +96,7 @@ class ColumnWriter:
 
 
 def trace_head(trace: Trace, key: str) -> dict[str, Any]:
-    """What head.json holds besides the columns."""
+    """What head holds besides the columns."""
     return {"key": key, "processes": [vars(p) for p in trace.processes], "tracks": [vars(t) for t in trace.tracks],
             "metadata": trace.metadata, "findings": list(trace.findings)}
 

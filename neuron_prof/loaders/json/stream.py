@@ -29,7 +29,7 @@ from neuron_prof.errors import TraceFormatError
 from neuron_prof.formats import GZIP_MAGIC
 from neuron_prof.loaders.coldir import ARGS, ColumnWriter, trace_head, write_strings
 from neuron_prof.loaders.gc_hold import no_gc
-from neuron_prof.loaders.json._convert import Converter, clock_of
+from neuron_prof.loaders.json._convert import Converter, V1Ends, clock_of, wanted_ids
 from neuron_prof.loaders.json._events import EventColumns
 from neuron_prof.loaders.json._parallel import _SEP, HEAD_BYTES, parse_range
 from neuron_prof.loaders.json._read import JsonEventReader
@@ -66,7 +66,8 @@ def json_bytes(path: Path) -> int:
 
 
 def memory_room() -> int:
-    """Bytes this process may still take: the least of the memory available and the address-space limit left."""
+    """Bytes this process may still take: the least of the memory available and what its address-space and data
+    limits leave (memory-mapped files count in the first, not in the second)."""
     room = []
     try:
         with open("/proc/meminfo", "rb") as f:
@@ -75,15 +76,23 @@ def memory_room() -> int:
                     room.append(int(line.split()[1]) * 1024)
     except (OSError, ValueError, IndexError):
         pass
-    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-    if soft != resource.RLIM_INFINITY:
-        try:
-            with open("/proc/self/statm", "rb") as f:
-                used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-        except (OSError, ValueError):
-            used = 0
-        room.append(max(0, soft - used))
+    for limit, field in ((resource.RLIMIT_AS, b"VmSize:"), (resource.RLIMIT_DATA, b"VmData:")):
+        soft, _ = resource.getrlimit(limit)
+        if soft != resource.RLIM_INFINITY:
+            room.append(max(0, soft - _status_bytes(field)))
     return min(room) if room else 1 << 62
+
+
+def _status_bytes(field: bytes) -> int:
+    """A size from /proc/self/status (0 when unknown)."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(field):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def stream_wanted(path: Path) -> bool:
@@ -115,6 +124,10 @@ class _Ingest:
         self.firsts: dict[str, np.ndarray] = {}
         """The first slice's and the first instant's µs (what sets the clock without a base)."""
         self.warnings: list[str] = []
+        self.pairs: dict[tuple[Any, Any], int] = {}
+        """(cat, name) of flow keys -> index (a handful: ac2g, fwdbwd, ...)."""
+        self.odd: dict[tuple[Any, Any, Any], int] = {}
+        """Flow keys whose id is no int in [0, 2**42) -> index (Kineto's ids all are)."""
 
     def run(self, key: str) -> None:
         prefix = suffix = None
@@ -122,7 +135,12 @@ class _Ingest:
             if part is None:
                 prefix = head
                 continue
+            f, keys = part["f"], part["keys"]
+            part["f"] = []  # flow endpoints go to files here, their keys as numbers (`_codes`)
             self.conv.merge_part(part)
+            if f:
+                self._flow_ends(f, keys, part["log"])
+            del f, keys
             self.warnings += part["warnings"]
             suffix = part["suffix"]
             del part
@@ -142,7 +160,10 @@ class _Ingest:
             w.flush(name)
         cols = SimpleNamespace(s_ts=w.mapped("slices.ts_ns"), s_dur=w.mapped("slices.dur_ns"),
                                s_track=w.mapped("slices.track"), s_cat=w.mapped("slices.cat"))
-        flows = conv._flows(cols, base)  # type: ignore[arg-type]
+        flows = conv._flows(cols, base, self._v1())  # type: ignore[arg-type]
+        for name in _F:
+            if w.rows(name) or name in w.names():
+                w.drop(name)
         for c, dt in flows.DTYPES.items():
             w.append(f"flows.{c}", getattr(flows, c), dt)
         conv.finish_meta(cols, top, clock, self.warnings)
@@ -153,6 +174,55 @@ class _Ingest:
         if isinstance(own, dict):
             trace = restore_own(trace, own, self.builder.metadata.get(Meta.WARNINGS))
         w.close(trace_head(trace, key))
+
+    def _flow_ends(self, f: list[np.ndarray], keys: list[tuple[Any, Any, Any]], log: list[tuple[Any, ...]]) -> None:
+        """A part's flow endpoints to files: tracks as the trace's, keys as `_codes`."""
+        conv, w = self.conv, self.w
+        tmap = np.array([conv._thread_track(e[1], e[2]) for e in log if e[0] == "t"], dtype=np.int32)
+        ph, kid, tr, ts, bp, hint = f
+        for name, a in zip(_F, (ph, self._codes(keys)[kid], tmap[tr], ts, bp, hint), strict=True):
+            w.append(name, a, _DTYPES[name])
+
+    def _codes(self, keys: list[tuple[Any, Any, Any]]) -> np.ndarray:
+        """Flow keys (cat, name, id) as int64: (index of (cat, name)) << 42 | id, or 2**62 + index of the key.
+        A dict of millions of key tuples would hold GBs; these are 8 bytes each, on disk."""
+        out = np.empty(len(keys), dtype=np.int64)
+        pairs, odd = self.pairs, self.odd
+        for j, (c, n, i) in enumerate(keys):
+            p = pairs.setdefault((c, n), len(pairs))
+            if type(i) is int and 0 <= i < _ID_SPAN and p < _PAIR_SPAN:
+                out[j] = (p << 42) | i
+            else:
+                out[j] = _ODD | odd.setdefault((c, n, i), len(odd))
+        return out
+
+    def _v1(self) -> V1Ends | None:
+        """The flow endpoints from their files, key ids dense again, with each key's cat, name and flow id."""
+        w = self.w
+        if not w.rows("f_code"):
+            return None
+        for name in _F:
+            w.flush(name)
+        uniq, kid = np.unique(w.mapped("f_code"), return_inverse=True)
+        ev = self.conv.events
+        pairs = list(self.pairs)
+        odd = list(self.odd)
+        p_cat = ev.sids([p[0] for p in pairs])
+        p_name = ev.sids([p[1] for p in pairs])
+        normal = uniq < _ODD
+        p = uniq[normal] >> 42
+        cat_of = np.empty(len(uniq), np.int32)
+        name_of = np.empty(len(uniq), np.int32)
+        want = np.empty(len(uniq), np.int64)
+        cat_of[normal], name_of[normal], want[normal] = p_cat[p], p_name[p], uniq[normal] & (_ID_SPAN - 1)
+        rest = [odd[k] for k in (uniq[~normal] - _ODD).tolist()]
+        if rest:
+            cat_of[~normal] = ev.sids([k[0] for k in rest])
+            name_of[~normal] = ev.sids([k[1] for k in rest])
+            want[~normal] = wanted_ids([k[2] for k in rest])
+        ends = [np.asarray(w.mapped(n)) for n in _F]
+        ends[1] = kid.reshape(-1).astype(np.int64, copy=False)
+        return ends, cat_of, name_of, want
 
     def _drain(self) -> None:
         """Move what the converter holds of slices, instants, counters and args to the column files."""
@@ -202,13 +272,18 @@ class _Ingest:
         w.drop("args_len")
 
 
+_F = ("f_ph", "f_code", "f_track", "f_ts", "f_bp", "f_hint")
+_ID_SPAN = 1 << 42
+_PAIR_SPAN = 1 << 20
+_ODD = 1 << 62
 _S = ("s_ts_us", "s_dur_us", "slices.track", "slices.name", "slices.cat", "slices.args")
 _I = ("i_ts_us", "instants.track", "instants.name", "instants.cat", "instants.args")
 _DTYPES: dict[str, Any] = {"s_ts_us": np.float64, "s_dur_us": np.float64, "i_ts_us": np.float64,
                            "slices.track": np.int32, "slices.name": np.int32, "slices.cat": np.int32,
                            "slices.args": np.int64, "instants.track": np.int32, "instants.name": np.int32,
                            "instants.cat": np.int32, "instants.args": np.int64, "counters.track": np.int32,
-                           "counters.value": np.float64}
+                           "counters.value": np.float64, "f_ph": np.int8, "f_code": np.int64, "f_track": np.int32,
+                           "f_ts": np.float64, "f_bp": np.bool_, "f_hint": np.int64}
 
 
 def _trim() -> None:
