@@ -35,6 +35,41 @@ class TraceFormatError(TraceLoadError):
     """The file was read but is not a trace neuron-prof understands."""
 
 
+class OutOfMemoryError(NeuronProfError):
+    """The process ran out of memory (or of address space): `from_memory_error` says how big and the way out."""
+
+    exit_code = 2
+
+    @classmethod
+    def from_memory_error(cls, inputs: list[str]) -> OutOfMemoryError:
+        """The one-line error for a MemoryError met while working on the files `inputs` (those that exist)."""
+        import os
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        limit = ""
+        for what, rl in (("address space", resource.RLIMIT_AS), ("data", resource.RLIMIT_DATA)):
+            soft, _ = resource.getrlimit(rl)
+            if soft != resource.RLIM_INFINITY:
+                limit += f", {what} limited to {_gb(soft)}"
+        sizes = []
+        for a in inputs:
+            try:
+                if os.path.isfile(a):
+                    sizes.append(f"{a} is {_gb(os.path.getsize(a))}")
+            except OSError:
+                pass
+        what = f" ({'; '.join(sizes)})" if sizes else ""
+        return cls(f"out of memory{what}: peak {_gb(peak)} in use{limit}. Way out: NEURON_PROF_STREAM=1 reads a "
+                   "JSON trace in pieces into the column cache (disk about its size, ~/.cache/neuron-prof or "
+                   "$NEURON_PROF_CACHE_DIR) and every command then reads it memory-mapped; or capture less "
+                   "(fewer steps, no with_stack)")
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.0f} MB"
+
+
 class ExportError(NeuronProfError):
     """A trace could not be written."""
 

@@ -45,8 +45,8 @@ def _one(name: str, path: str, old: str, new: str, *tests: str) -> Mutation:
 _TUI_TEST = f"{_SEC}::test_tui_shows_markup_literally_and_escapes_control_characters"
 _REPORT_TEST = f"{_SEC}::test_report_escapes_html_and_cannot_close_its_scripts"
 MUTATIONS: tuple[Mutation, ...] = (
-    _one("column cache loads pickles", "neuron_prof/loaders/_cache.py",
-         "np.load(path, allow_pickle=False)", "np.load(path, allow_pickle=True)",
+    _one("column cache maps a column of Python objects", "neuron_prof/loaders/coldir.py",
+         'if np.dtype(dtype).kind not in _NUMERIC:', 'if np.dtype(dtype).kind not in _NUMERIC + "O":',
          f"{_SEC}::test_a_hostile_index_cache_is_never_unpickled"),
     _one("TUI detail pane parses trace strings as markup", "tui/screens/base.py",
          "t.append(printable(v))", "t.append(Text.from_markup(printable(v)))", _TUI_TEST),

@@ -191,11 +191,13 @@ async def test_tui_shows_markup_literally_and_escapes_control_characters(files: 
 @pytest.mark.parametrize("where", ["xdg", "home"])
 def test_a_hostile_index_cache_is_never_unpickled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                    where: str) -> None:
-    """The index is read with allow_pickle=False: a planted object array runs nothing. It is planted where
-    the loader looks by default (the README: $XDG_CACHE_HOME/neuron-prof, else ~/.cache/neuron-prof) with
-    the trace's valid key, so the loader reads it (a valid index there is used: checked first) and only the
-    refused pickle stops it. tests/mutation_check.py proves this test fails when allow_pickle is True."""
-    from neuron_prof.loaders import _cache
+    """The index holds no pickles: head read by orjson, raw numeric columns mapped with the dtypes it
+    names, any other dtype (an object array) refused. A hostile one is planted where the loader looks by
+    default (the README: $XDG_CACHE_HOME/neuron-prof, else ~/.cache/neuron-prof) with the trace's valid key,
+    so the loader reads it (a valid index there is used: checked first) and only the refusal stops it."""
+    import pickle
+
+    from neuron_prof.loaders import _cache, coldir
 
     monkeypatch.delenv("NEURON_PROF_CACHE_DIR", raising=False)
     if where == "xdg":
@@ -210,22 +212,23 @@ def test_a_hostile_index_cache_is_never_unpickled(tmp_path: Path, monkeypatch: p
     write_trace(hostile_trace(canary), src)
     planted = _cache.index_path(src)
     assert planted is not None and planted.parent == folder
-    planted.parent.mkdir(parents=True)
+    planted.mkdir(parents=True)
     # GIVEN a valid index at that place, the loader takes the trace from it (it is really read)
     marker = TraceBuilder()
     marker.add_slice(marker.thread_track(1, 1), 0, 1, "from the index")
-    with open(planted, "wb") as f:
-        np.savez(f, **_cache._to_arrays(marker.build(), _cache._key(src)))
+    coldir.write_trace(planted, marker.build(), _cache._key(src))
     assert load(src).slice_name(0) == "from the index"
 
     class Boom:
         def __reduce__(self):  # type: ignore[no-untyped-def]
             return (open, (str(canary), "w"))
 
-    # WHEN a hostile one replaces it
-    head = np.frombuffer(json.dumps({"key": _cache._key(src)}).encode(), np.uint8)
-    with open(planted, "wb") as f:
-        np.savez(f, head=head, str_blob=np.array([Boom()], dtype=object))
+    # WHEN a hostile one replaces it: a column said to hold Python objects, its bytes a pickle
+    head = json.loads((planted / coldir.HEAD).read_text())
+    payload = pickle.dumps(Boom())
+    (planted / "slices.name").write_bytes(payload)
+    head["columns"]["slices.name"] = ["|O", len(payload) // 8]
+    (planted / coldir.HEAD).write_text(json.dumps(head))
     tr = load(src)
     # THEN nothing ran, and the trace came from the file itself
     assert not canary.exists()

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import click
 
 from neuron_prof.version import __version__
-from neuron_prof.errors import NeuronProfError
+from neuron_prof.errors import NeuronProfError, OutOfMemoryError
 from neuron_prof.formats import CHROME_JSON, DEFAULT_OUTPUT, PFTRACE, suffix_list
 
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -60,6 +60,9 @@ def cli() -> None:
     """neuron-prof: profile PyTorch on AWS Trainium (and read any torch.profiler trace)."""
 
 
+_OOM = object()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 ok, 1 a check failed, 2 bad input or usage, 3 `check` of a partial
     trace)."""
@@ -74,10 +77,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except click.ClickException as e:
         e.show()
         return 2
+    except MemoryError:
+        rv = _OOM  # said below, once the traceback (and the memory its frames hold) is gone
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
         return 130
     except KeyboardInterrupt:
         click.echo("Interrupted.", err=True)
         return 130
+    if rv is _OOM:
+        oom = OutOfMemoryError.from_memory_error(args)
+        click.echo(f"neuron-prof: error: {oom}", err=True)
+        return oom.exit_code
     return int(rv) if isinstance(rv, int) else 0

@@ -6,7 +6,8 @@ processed Neuron Explorer profile folder (Parquet tables), with its capture's to
 Neuron Explorer's Perfetto output (system_profile.pftrace and device_profile_model_<id>.pftrace: one trace),
 and Neuron Explorer's legacy JSON export (system_profile.json: partial and no longer maintained from Neuron 2.34,
 said in the load warnings).
-Every reader returns a finished Trace or raises TraceLoadError.
+Every reader returns a finished Trace or raises TraceLoadError. A Chrome JSON trace too big to load in memory
+(`neuron_prof.loaders.json.stream`) is read in pieces into the column cache and opened memory-mapped.
 """
 
 from __future__ import annotations
@@ -69,6 +70,11 @@ def load(path: str | os.PathLike[str]) -> Trace:
         with open(p, "rb") as f:
             if is_explorer_json(p, f.read(1 << 16)):
                 return load_explorer_json(p)
+    if fmt is CHROME_JSON:
+        from neuron_prof.loaders.json import stream
+
+        if stream.stream_wanted(p):  # bigger than memory allows: read in pieces into memory-mapped columns
+            return _cache.stream_into(p, lambda folder, key: stream.ingest(p, folder, key))
     trace = reader_for(fmt)(p)
     _cache.save_cached(p, trace)
     return trace

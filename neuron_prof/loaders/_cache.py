@@ -1,34 +1,33 @@
 """A columnar index of a trace file in the user's cache folder, so the second open reads arrays, not JSON.
 
 `$NEURON_PROF_CACHE_DIR`, else `$XDG_CACHE_HOME/neuron-prof`, else `~/.cache/neuron-prof` holds one
-`<hash of the trace's path>.nprof` per trace: the Trace's columns as an uncompressed .npz, read with
-pickles refused. Nothing is ever written beside a trace (shared or read-only folders stay as they are),
+`<hash of the trace's path>.nprof` folder per trace: the Trace's columns as raw files (`neuron_prof.loaders.coldir`),
+memory-mapped when read, so a trace bigger than memory opens in its pages; no pickles. Nothing is ever written beside a trace (shared or read-only folders stay as they are),
 and indexes older releases wrote there are not read. An index is keyed by the trace file's size and
 mtime and by CACHE_VERSION: any change to the file, or to the loader's output, invalidates it. It is
 written only when it is smaller than the trace file (else reading it would not pay: a .json.gz or
 .pftrace is usually smaller than its columns) and fits the budget; after each write the least recently
 used indexes are deleted until the folder holds at most MAX_BYTES (`$NEURON_PROF_CACHE_MAX_BYTES`).
-Set NEURON_PROF_CACHE=0 to disable.
+A trace too big to load in memory is streamed straight into its index (`stream_into`), whatever the budget:
+the index is then the only copy of its columns. Set NEURON_PROF_CACHE=0 to disable (a streamed trace then
+goes to a temporary folder that is removed once mapped).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import orjson
 
 from neuron_prof import userdirs
-from neuron_prof.model import ArgsStore, Process, StringTable, Trace, Track
-from neuron_prof.model import CounterTable, FlowTable, InstantTable, SliceTable
+from neuron_prof.loaders import coldir
+from neuron_prof.model import Trace
 
-CACHE_VERSION = 1
-_TABLES = {"slices": SliceTable, "instants": InstantTable, "counters": CounterTable, "flows": FlowTable}
+CACHE_VERSION = 2
 MIN_SIZE = 2_000_000
 """Files smaller than this parse fast enough; no index is written for them."""
 MAX_BYTES = 2 * 1024**3
@@ -36,9 +35,7 @@ MAX_BYTES = 2 * 1024**3
 SUFFIX = ".nprof"
 _TMP_PREFIX = ".nprof-"
 _STALE_TMP_S = 3600
-"""A temporary file this old was left by a process that died mid-write."""
-_HEADER_BYTES = 512
-"""Bound on the .npz bytes around each array (.npy header ~128, zip entry and directory ~200)."""
+"""A temporary folder this old was left by a process that died mid-write."""
 
 
 def enabled() -> bool:
@@ -78,13 +75,12 @@ def load_cached(src: Path) -> Trace | None:
     try:
         key = _key(src)
         path = index_path(src)
-        if path is None:
+        if path is None or not path.is_dir():
             return None
-        with np.load(path, allow_pickle=False) as z:
-            head = orjson.loads(bytes(z["head"]))
-            if head.get("key") != key:
-                return None
-            trace = _from_arrays(head, z)
+        head = coldir.read_head(path)
+        if head.get("key") != key:
+            return None
+        trace = coldir.read_trace(path, head)
     except Exception:  # noqa: BLE001 - a missing or damaged index is ignored, the file is parsed again
         return None
     try:
@@ -108,32 +104,67 @@ def save_cached(src: Path, trace: Trace) -> Path | None:
         return None
     if path is None:
         return None
-    arrays = _to_arrays(trace, key)
-    need = sum(a.nbytes + _HEADER_BYTES for a in arrays.values())
+    need = coldir.nbytes(trace)
     budget = max_bytes()
     if need >= size or need > budget:
         return None
+    done = _write(path, lambda folder: coldir.write_trace(folder, trace, key))
+    if done is not None:
+        evict(path.parent, budget, keep=path)
+    return done
+
+
+def stream_into(src: Path, ingest: Callable[[Path, str], None]) -> Trace:
+    """A trace too big for memory: `ingest(folder, key)` writes its columns into a fresh index folder, which
+    becomes the index of `src` and is read back memory-mapped. Without a cache folder (or with the cache off)
+    the folder is temporary, removed as soon as its files are mapped (they stay readable until unmapped)."""
+    key = _key(src)
+    path = index_path(src) if enabled() else None
+    if path is not None:
+        done = _write(path, lambda folder: ingest(folder, key), swallow=False)
+        if done is not None:
+            evict(path.parent, max_bytes(), keep=path)
+            return coldir.read_trace(path)
+    tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX))
+    try:
+        ingest(tmp, key)
+        return coldir.read_trace(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _write(path: Path, fill: Callable[[Path], None], swallow: bool = True) -> Path | None:
+    """A new folder filled by `fill`, then renamed to `path` (replacing an older index); None when it could not
+    be written. Errors other than OSError raise unless `swallow`; OSError (a full disk) always gives None."""
     tmp = None
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_TMP_PREFIX, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
+        tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=_TMP_PREFIX, suffix=".tmp"))
+        fill(tmp)
+        if path.exists():
+            old = path.with_name(f"{_TMP_PREFIX}{path.name}.{os.getpid()}.old")
+            os.replace(path, old)
+            _remove(old)
         os.replace(tmp, path)
-    except OSError:
+        return path
+    except Exception as e:  # noqa: BLE001 - the index is an optimisation unless the caller needs it
         if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-        return None
-    evict(path.parent, budget, keep=path)
-    return path
+            _remove(tmp)
+        if swallow or isinstance(e, OSError):
+            return None
+        raise
+
+
+def _remove(p: Path) -> None:
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p, ignore_errors=True)
+    else:
+        p.unlink(missing_ok=True)
 
 
 def evict(folder: Path, budget: int, keep: Path | None = None) -> list[Path]:
     """Delete the least recently used indexes until `folder` holds at most `budget` bytes (and temporary
-    files of writers that died); `keep` is never deleted. Returns what was deleted (never raises)."""
+    folders of writers that died); `keep` is never deleted. Returns what was deleted (never raises)."""
     entries: list[tuple[float, int, Path]] = []
     gone: list[Path] = []
     now = time.time()
@@ -146,8 +177,10 @@ def evict(folder: Path, budget: int, keep: Path | None = None) -> list[Path]:
                     continue
                 if e.name.startswith(_TMP_PREFIX) and now - st.st_mtime > _STALE_TMP_S:
                     gone.append(Path(e.path))
+                elif e.name.endswith(SUFFIX) and e.is_dir(follow_symlinks=False):
+                    entries.append((st.st_mtime, coldir.folder_bytes(Path(e.path)), Path(e.path)))
                 elif e.name.endswith(SUFFIX) and e.is_file(follow_symlinks=False):
-                    entries.append((st.st_mtime, st.st_size, Path(e.path)))
+                    gone.append(Path(e.path))  # an index of release 1 (one .npz file): never read again
     except OSError:
         return []
     total = sum(size for _, size, _ in entries)
@@ -160,43 +193,8 @@ def evict(folder: Path, budget: int, keep: Path | None = None) -> list[Path]:
     deleted = []
     for p in gone:
         try:
-            p.unlink()
+            _remove(p)
             deleted.append(p)
         except OSError:
             pass  # another process got there first
     return deleted
-
-
-def _to_arrays(trace: Trace, key: str) -> dict[str, np.ndarray]:
-    head = {
-        "key": key,
-        "processes": [vars(p) for p in trace.processes],
-        "tracks": [vars(t) for t in trace.tracks],
-        "metadata": trace.metadata,
-        "findings": list(trace.findings),
-    }
-    strings = [s.encode("utf-8", "surrogatepass") for s in trace.strings.as_list()]
-    out: dict[str, np.ndarray] = {
-        "head": np.frombuffer(orjson.dumps(head, default=str, option=orjson.OPT_NON_STR_KEYS), dtype=np.uint8),
-        "str_blob": np.frombuffer(b"".join(strings), dtype=np.uint8),
-        "str_len": np.array([len(s) for s in strings], dtype=np.int64),
-        "args_blob": np.frombuffer(trace.args.buffers[0], dtype=np.uint8),
-        "args_off": trace.args.buffers[1],
-    }
-    for tname, cls in _TABLES.items():
-        table = getattr(trace, tname)
-        for col in cls.DTYPES:
-            out[f"{tname}.{col}"] = getattr(table, col)
-    return out
-
-
-def _from_arrays(head: dict[str, Any], z: Any) -> Trace:
-    blob = bytes(z["str_blob"])
-    ends = np.cumsum(z["str_len"])
-    starts = ends - z["str_len"]
-    strings = StringTable(blob[a:b].decode("utf-8", "surrogatepass") for a, b in zip(starts[1:], ends[1:]))
-    tables = {t: cls(**{c: z[f"{t}.{c}"] for c in cls.DTYPES}) for t, cls in _TABLES.items()}
-    return Trace(strings=strings, processes=tuple(Process(**p) for p in head["processes"]),
-                 tracks=tuple(Track(**t) for t in head["tracks"]),
-                 args=ArgsStore(bytes(z["args_blob"]), np.array(z["args_off"])),
-                 metadata=head["metadata"], findings=tuple(head["findings"]), **tables)

@@ -25,6 +25,8 @@ from neuron_prof.model import KinetoCat
 
 SHAPE_KEYS = ("Input Dims", "Input type", "Concrete Inputs")
 """The Kineto args a count reads."""
+_STEP = 1 << 18
+"""Ops whose args are decoded at a time."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,10 +65,11 @@ def _build(ctx: Context) -> RowWork:
     nbytes = np.zeros(len(cand), dtype=np.int64)
     prec = np.full(len(cand), "", dtype=object)
     ok = np.zeros(len(cand), dtype=bool)
-    if len(cand):
-        dims, types, conc = ctx.pick_columns(sl.args[rows[cand]], SHAPE_KEYS)
-        names = [tr.s(int(i)) for i in ids.tolist()]
-        for j, (nid, d, t, c) in enumerate(zip(inv[cand].tolist(), dims, types, conc, strict=True)):
+    names = [tr.s(int(i)) for i in ids.tolist()]
+    for k0 in range(0, len(cand), _STEP):  # a bounded number of decoded args at a time (big traces)
+        part = cand[k0:k0 + _STEP]
+        dims, types, conc = ctx.pick_columns(sl.args[rows[part]], SHAPE_KEYS)
+        for j, (nid, d, t, c) in enumerate(zip(inv[part].tolist(), dims, types, conc, strict=True), start=k0):
             if d is ABSENT:
                 continue
             w = op_work(names[nid], d, t, None if c is ABSENT else c)

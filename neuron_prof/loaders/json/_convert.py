@@ -16,6 +16,9 @@ from neuron_prof.loaders.json._values import as_str, norm_id, us_to_ns
 from neuron_prof.model import FlowTable, TraceBuilder
 from neuron_prof.model.schema import META_KEY, KinetoCat, Meta, ProcessKind, TrackKind
 
+V1Ends = tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray]
+"""Flow v1 endpoints as columns [ph, key id, track, ts_us, bp_e, hint row], then by key id: cat and name string
+ids, and the flow id kept (-1: none)."""
 UNIX_US_MIN = 1e15
 """Without baseTimeNanoseconds, timestamps above this many µs (2001-09-09) are taken as Unix µs."""
 
@@ -103,18 +106,17 @@ class Converter:
         args_blob = ev.args_later()  # 100s of MB joined beside the rest
         cols = ev.finish(base)
         flows = self._flows(cols, base)
-        self._kinds(cols)
-        self._metadata(top, clock, warnings + [f"{n:,} {w}" for w, n in ev.warn.items() if n])
+        self.finish_meta(cols, top, clock, warnings)
         cols.args_blob = args_blob()
         return cols, flows
 
+    def finish_meta(self, cols: Any, top: dict[str, Any], clock: str, warnings: list[str]) -> None:
+        """Track kinds from the finished columns (`cols.s_cat`, `cols.s_track`), then the metadata."""
+        self._kinds(cols)
+        self._metadata(top, clock, warnings + [f"{n:,} {w}" for w, n in self.events.warn.items() if n])
+
     def _clock(self, top: dict[str, Any]) -> tuple[int, str]:
-        base = top.get("baseTimeNanoseconds")
-        if _is_int(base) or (isinstance(base, float) and abs(base) < 9e18):
-            return int(base), "unix"
-        firsts = [c[0][:1] for c in self.events._s[:1] + self.events._i[:1]]
-        first = float(np.concatenate(firsts).max()) if any(len(f) for f in firsts) else 0.0
-        return 0, "unix" if first > UNIX_US_MIN else "relative"
+        return clock_of(top, [c[0][:1] for c in self.events._s[:1] + self.events._i[:1]])
 
     def _pair(self) -> None:
         """B/E and async b/e/n events become slices (and instants) once every chunk is in."""
@@ -143,20 +145,29 @@ class Converter:
         ends += [max(r[0] for r in ev.asyncs)] if ev.asyncs else []
         return max(ends) if ends else 0.0
 
-    def _flows(self, cols: Columns, base: int) -> FlowTable:
+    def v1_ends(self) -> V1Ends | None:
+        """The v1 flow endpoints gathered (None: none) and, by key id, their cat, name and wanted flow id."""
+        ev = self.events
+        if not ev.n_flow_ends:
+            return None
+        ends, keys = ev.flow_ends()
+        return (ends, ev.sids([k[0] for k in keys]), ev.sids([k[1] for k in keys]),
+                wanted_ids([k[2] for k in keys]))
+
+    def _flows(self, cols: Columns, base: int, v1: V1Ends | None = None) -> FlowTable:
+        """Flows bound to slice rows: v1 endpoints (`v1_ends()` unless given) and v2 bind ids."""
         ev = self.events
         strings = self.b.strings
         parts = []
         unbound = 0
-        if ev.n_flow_ends:
+        v1 = self.v1_ends() if v1 is None else v1
+        if v1 is not None:
+            (ph, kid, track, ts_us, bp, hint), cat_of, name_of, want = v1
             index = SliceIndex(cols.s_ts, cols.s_dur, cols.s_track)
-            (ph, kid, track, ts_us, bp, hint), keys = ev.flow_ends()
             hint = np.where((hint >= 0) & (hint < 2**62), hint, -1)  # rows of this file, as ours are
             fl, unbound = bind_v1(ph, kid, track, us_to_ns(ts_us, base), bp, hint, cols.s_ts, cols.s_dur,
                                   cols.s_track, index)
-            cat_of = ev.sids([k[0] for k in keys])
-            name_of = ev.sids([k[1] for k in keys])
-            want = _wanted_ids([k[2] for k in keys])
+            del index
             parts.append((fl.src, fl.dst, want[fl.key], cat_of[fl.key], name_of[fl.key]))
         if ev.v2:
             fl = bind_v2(ev.v2, cols.s_ts)
@@ -210,7 +221,16 @@ class Converter:
             md.setdefault(Meta.WARNINGS, []).extend(warnings)
 
 
-def _wanted_ids(ids: list[Any]) -> np.ndarray:
+def clock_of(top: dict[str, Any], firsts: list[np.ndarray]) -> tuple[int, str]:
+    """(base ns, clock) from `baseTimeNanoseconds`, else from the first slice's and instant's µs (`firsts`)."""
+    base = top.get("baseTimeNanoseconds")
+    if _is_int(base) or (isinstance(base, float) and abs(base) < 9e18):
+        return int(base), "unix"
+    first = float(np.concatenate(firsts).max()) if any(len(f) for f in firsts) else 0.0
+    return 0, "unix" if first > UNIX_US_MIN else "relative"
+
+
+def wanted_ids(ids: list[Any]) -> np.ndarray:
     """Flow ids kept as ids: ints in [0, 2**62), else -1 (a string, None, a float...)."""
     if set(map(type, ids)) <= {int}:
         try:

@@ -1,0 +1,82 @@
+"""A trace bigger than memory (issue 35): `python -m bench big` (not in the default suite).
+
+Generates a Kineto JSON of about --gb GB in /tmp (streamed by `bench.gen_trace.write`, never held), then times
+its first open (streamed into the column cache; NEURON_PROF_STREAM=1 so the streamed path runs whatever this
+machine's RAM), then `neuron-prof summary` and `check` from the memory-mapped cache (and with --tui the TUI's
+first screen), each in its own process with its peak RSS, and removes the file and the cache. Targets: 20 GB in <= 3 min, <= 2 GB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench import _machine
+from bench.gen_trace import write
+
+BYTES_PER_EVENT = 286
+"""What gen_trace writes per event (measured: 114.3 MB for 400k events)."""
+
+
+def _timed(args: list[str], env: dict[str, str], module: bool = True, show: bool = False) -> tuple[float, float, int]:
+    """(wall s, peak RSS MB, exit code) of `neuron-prof args` (or `python args`) in a child process."""
+    t0 = time.perf_counter()
+    cmd = [sys.executable, *(["-m", "neuron_prof"] if module else []), *args]
+    p = subprocess.Popen(cmd, env={**os.environ, **env}, stdout=None if show else subprocess.DEVNULL,
+                         stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    err = p.stderr.read().decode(errors="replace") if p.stderr else ""
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode:
+        print(err[-2000:], file=sys.stderr)
+    return wall, ru.ru_maxrss / 1024, p.returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench big", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--gb", type=float, default=20.0, help="size of the generated JSON (default 20)")
+    ap.add_argument("--gz", action="store_true", help="a .json.gz instead (its gunzipped size is --gb)")
+    ap.add_argument("--tui", action="store_true", help="also time the TUI's first screen from the cache")
+    a = ap.parse_args(argv)
+    n = int(a.gb * 1e9 / BYTES_PER_EVENT)
+    folder = Path(tempfile.mkdtemp(prefix="neuron-prof-big-", dir="/tmp"))
+    try:
+        path = folder / ("trace.json.gz" if a.gz else "trace.json")
+        print(f"load average before: {_machine.load()}", flush=True)
+        t0 = time.perf_counter()
+        write(n, path)
+        gen = time.perf_counter() - t0
+        size = path.stat().st_size
+        print(f"generated {n:,} events, {size / 1e9:.2f} GB in {gen:.0f} s ({path})", flush=True)
+        env = {"NEURON_PROF_CACHE_DIR": str(folder / "cache"), "NEURON_PROF_STREAM": "1"}
+        load = ["-c", "import sys, neuron_prof; neuron_prof.load(sys.argv[1])", str(path)]
+        rows = [("load: streamed into the cache (first open)", *_timed(load, env, module=False)),
+                ("summary (memory-mapped cache)", *_timed(["summary", str(path)], env)),
+                ("check (memory-mapped cache)", *_timed(["check", str(path)], env))]
+        if a.tui:
+            rows.append(("TUI first screen, whole run (bench_tui)",
+                         *_timed(["-m", "bench.bench_tui", "--trace", str(path), "--repeat", "1"], env,
+                                 module=False, show=True)))
+        cache = sum(f.stat().st_size for f in (folder / "cache").rglob("*") if f.is_file())
+        print(f"\n{'':48} wall s  peak RSS MB  exit   ({n / 1e6:.1f}M events, {size / 1e9:.2f} GB file, "
+              f"cache {cache / 1e9:.2f} GB)")
+        for what, wall, rss, rc in rows:
+            print(f"{what:48} {wall:6.1f} {rss:12.0f} {rc:5}")
+        wall, peak = rows[0][1] + rows[1][1], max(rows[0][2], rows[1][2])
+        print(f"\nissue 35: {size / 1e9:.1f} GB loaded ({size / 1e6 / rows[0][1]:.0f} MB/s, {rows[0][2]:.0f} MB) and "
+              f"summarised in {wall:.0f} s, peak RSS {peak:.0f} MB (targets for 20 GB: <= 180 s, <= 2048 MB)")
+        print(f"load average after: {_machine.load()}")
+        return max(r[3] for r in rows)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

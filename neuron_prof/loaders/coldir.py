@@ -1,0 +1,180 @@
+"""A Trace as a folder of raw columns, read back memory-mapped: the layout of the on-disk column cache.
+
+    write_trace(folder, trace, key)      # an in-memory Trace into `folder`
+    w = ColumnWriter(folder)             # or column by column, piece by piece (streamed ingest)
+    w.append("slices.ts_ns", array); ...; w.close(head)
+    trace = read_trace(folder)           # columns are read-only np.memmap, args a mmap: pages come on demand
+
+The folder holds `head` (JSON: the cache key, processes, tracks, metadata, findings, and each column's dtype
+and length), one `<table>.<column>` file of raw native-endian values per column, `args.bin` (the ArgsStore's
+blob) and `strings.bin` (the string table, UTF-8 back to back, lengths in the `str_len` column). Nothing of a
+column is held in memory while it is written or read, so a trace bigger than memory fits.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+import orjson
+
+from neuron_prof.model import ArgsStore, Process, StringTable, Trace, Track
+from neuron_prof.model import CounterTable, FlowTable, InstantTable, SliceTable
+
+TABLES = {"slices": SliceTable, "instants": InstantTable, "counters": CounterTable, "flows": FlowTable}
+HEAD = "head"
+ARGS = "args.bin"
+STRINGS = "strings.bin"
+_OPTS = orjson.OPT_NON_STR_KEYS
+_NUMERIC = "biuf"
+"""Kinds of dtype a column may have: nothing else is ever mapped (no object arrays, so no pickles)."""
+
+
+class ColumnWriter:
+    """Appends columns to files in `folder`; `close(head)` writes head (with the columns' shapes) last."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._files: dict[str, BinaryIO] = {}
+        self._dtypes: dict[str, str] = {}
+        self._rows: dict[str, int] = {}
+
+    def append(self, name: str, values: np.ndarray | bytes, dtype: Any = None) -> None:
+        """Append `values` (an array, or bytes for args.bin / strings.bin) to column `name`."""
+        f = self._files.get(name)
+        if f is None:
+            f = self._files[name] = open(self.folder / name, "wb")  # noqa: SIM115 - closed in close()
+            self._rows[name] = 0
+        if isinstance(values, (bytes, bytearray, memoryview)):
+            f.write(values)
+            self._rows[name] += len(values)
+            self._dtypes.setdefault(name, "u1")
+            return
+        a = np.ascontiguousarray(values, dtype=dtype)
+        self._dtypes.setdefault(name, a.dtype.str)
+        if a.dtype.str != self._dtypes[name]:
+            a = a.astype(self._dtypes[name])
+        f.write(memoryview(a).cast("B"))
+        self._rows[name] += len(a)
+
+    def declare(self, name: str, dtype: Any) -> None:
+        """Make column `name` exist (empty) with `dtype` even when nothing is appended."""
+        if name not in self._files:
+            self._files[name] = open(self.folder / name, "wb")  # noqa: SIM115 - closed in close()
+            self._rows[name] = 0
+            self._dtypes[name] = np.dtype(dtype).str
+
+    def names(self) -> list[str]:
+        return list(self._files)
+
+    def rows(self, name: str) -> int:
+        return self._rows.get(name, 0)
+
+    def flush(self, name: str) -> None:
+        if name in self._files:
+            self._files[name].flush()
+
+    def mapped(self, name: str) -> np.ndarray:
+        """Column `name` as written so far, memory-mapped (flush it first)."""
+        n, dtype = self._rows[name], self._dtypes[name]
+        return np.memmap(self.folder / name, dtype=dtype, mode="r", shape=(n,)) if n else np.zeros(0, dtype)
+
+    def drop(self, name: str) -> None:
+        """Close and delete column `name` (a temporary one)."""
+        self._files.pop(name).close()
+        del self._rows[name], self._dtypes[name]
+        (self.folder / name).unlink()
+
+    def close(self, head: dict[str, Any]) -> None:
+        for f in self._files.values():
+            f.close()
+        head = {**head, "columns": {n: [self._dtypes[n], self._rows[n]] for n in self._files}}
+        (self.folder / HEAD).write_bytes(orjson.dumps(head, default=str, option=_OPTS))
+
+
+def trace_head(trace: Trace, key: str) -> dict[str, Any]:
+    """What head holds besides the columns."""
+    return {"key": key, "processes": [vars(p) for p in trace.processes], "tracks": [vars(t) for t in trace.tracks],
+            "metadata": trace.metadata, "findings": list(trace.findings)}
+
+
+def write_strings(w: ColumnWriter, strings: list[str]) -> None:
+    enc = [s.encode("utf-8", "surrogatepass") for s in strings]
+    w.append(STRINGS, b"".join(enc))
+    w.append("str_len", np.array([len(s) for s in enc], dtype=np.int64))
+
+
+def write_trace(folder: Path, trace: Trace, key: str) -> None:
+    """`trace` into `folder` (which exists and is empty)."""
+    w = ColumnWriter(folder)
+    write_strings(w, trace.strings.as_list())
+    blob, off = trace.args.buffers
+    w.append(ARGS, blob)
+    w.append("args_off", off, np.int64)
+    for tname, cls in TABLES.items():
+        table = getattr(trace, tname)
+        for col, dt in cls.DTYPES.items():
+            w.append(f"{tname}.{col}", getattr(table, col), dt)
+    w.close(trace_head(trace, key))
+
+
+def read_head(folder: Path) -> dict[str, Any]:
+    return orjson.loads((folder / HEAD).read_bytes())  # type: ignore[no-any-return]
+
+
+def column(folder: Path, head: dict[str, Any], name: str) -> np.ndarray:
+    """Column `name`, memory-mapped read-only (an empty array when it has no rows)."""
+    dtype, n = head["columns"][name]
+    if np.dtype(dtype).kind not in _NUMERIC:
+        raise ValueError(f"column {name}: dtype {dtype} is not numeric")  # an object array would be a pickle
+    if n == 0:
+        return np.zeros(0, dtype=dtype)
+    return np.memmap(folder / name, dtype=dtype, mode="r", shape=(n,))
+
+
+def _blob(path: Path) -> bytes | mmap.mmap:
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return b""
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def read_trace(folder: Path, head: dict[str, Any] | None = None) -> Trace:
+    """The Trace in `folder`: columns memory-mapped, the string table (small: one entry per distinct name) read."""
+    head = read_head(folder) if head is None else head
+    lens = np.asarray(column(folder, head, "str_len"))
+    blob = (folder / STRINGS).read_bytes()
+    ends = np.cumsum(lens)
+    starts = ends - lens
+    strings = StringTable(blob[a:b].decode("utf-8", "surrogatepass")
+                          for a, b in zip(starts[1:].tolist(), ends[1:].tolist()))
+    tables = {t: cls(**{c: column(folder, head, f"{t}.{c}") for c in cls.DTYPES}) for t, cls in TABLES.items()}
+    return Trace(strings=strings, processes=tuple(Process(**p) for p in head["processes"]),
+                 tracks=tuple(Track(**t) for t in head["tracks"]),
+                 args=ArgsStore(_blob(folder / ARGS), column(folder, head, "args_off")),  # type: ignore[arg-type]
+                 metadata=head["metadata"], findings=tuple(head["findings"]), **tables)
+
+
+def nbytes(trace: Trace) -> int:
+    """Bytes `write_trace` writes for `trace` (about)."""
+    cols = sum(len(getattr(trace, t)) * sum(np.dtype(d).itemsize for d in cls.DTYPES.values())
+               for t, cls in TABLES.items())
+    return cols + trace.args.nbytes + 16 * len(trace.strings)
+
+
+def folder_bytes(folder: Path) -> int:
+    """Bytes the files of `folder` hold (0 when it is gone)."""
+    total = 0
+    try:
+        with os.scandir(folder) as it:
+            for e in it:
+                try:
+                    total += e.stat(follow_symlinks=False).st_size
+                except OSError:
+                    pass
+    except OSError:
+        return 0
+    return total

@@ -1,0 +1,381 @@
+"""Chrome/Kineto JSON bigger than memory: read once, in bounded pieces, straight into a column folder.
+
+    if stream_wanted(path): ingest(path, folder, key)     # then neuron_prof.loaders.coldir.read_trace(folder)
+
+The file (gunzipped on the fly for `.json.gz`) is cut into pieces of about PIECE_BYTES between two events;
+each piece is parsed as the parallel path parses a range (`_parallel.parse_range`), merged into one
+Converter (tracks, strings, flow endpoints) and its columns appended to files at once, so neither the file
+nor its columns are ever held whole. Times are kept as µs until the end (baseTimeNanoseconds may follow
+traceEvents), then converted to ns column by column in bounded steps. What stays in memory grows with the
+number of flow endpoints, B/E and async events (paired at the end, as on the other paths), not with slices.
+The Trace holds the events, names and args the in-memory path gives (string and args ids may be numbered in
+another order); a damaged file keeps its load warnings but not `metadata["partial"]`.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import resource
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import orjson
+
+from neuron_prof.errors import TraceFormatError
+from neuron_prof.formats import GZIP_MAGIC
+from neuron_prof.loaders.coldir import ARGS, ColumnWriter, trace_head, write_strings
+from neuron_prof.loaders.gc_hold import no_gc
+from neuron_prof.loaders.json._convert import Converter, V1Ends, clock_of, wanted_ids
+from neuron_prof.loaders.json._events import EventColumns
+from neuron_prof.loaders.json._parallel import _SEP, HEAD_BYTES, parse_range
+from neuron_prof.loaders.json._read import JsonEventReader
+from neuron_prof.loaders.json._values import us_to_ns
+from neuron_prof.loaders.json.fill import gunzip_steps, gzip_size
+from neuron_prof.loaders.json.restore import restore_own
+from neuron_prof.model import TraceBuilder
+from neuron_prof.model.schema import META_KEY, Meta
+
+__all__ = ["PIECE_BYTES", "ingest", "json_bytes", "memory_room", "stream_wanted"]
+
+PIECE_BYTES = 64 << 20
+"""JSON parsed at a time (its parse needs a few times this); NEURON_PROF_STREAM_PIECE_MB changes it."""
+_BLOCK = 8 << 20
+_STEP = 8 << 20
+"""Rows converted µs -> ns at a time."""
+NEED_PER_BYTE = 2.0
+"""Memory the in-memory load needs per byte of JSON (measured: 1.6-1.7x the file)."""
+GZ_RATIO_GUESS = 10
+"""A .json.gz whose trailer cannot tell its size (over 4 GB) is taken as this many times bigger."""
+_US = {"slices.ts_ns": ("s_ts_us", True), "slices.dur_ns": ("s_dur_us", False),
+       "instants.ts_ns": ("i_ts_us", True), "counters.ts_ns": ("c_ts_us", True)}
+"""Final ns column: (the µs column it is made from, whether the clock's base is added)."""
+
+
+def json_bytes(path: Path) -> int:
+    """The size of the JSON text in `path` (gunzipped size for gzip, estimated past 4 GB)."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        gz = f.read(2) == GZIP_MAGIC
+    if not gz:
+        return size
+    return gzip_size(path, size) or size * GZ_RATIO_GUESS
+
+
+def memory_room() -> int:
+    """Bytes this process may still take: the least of the memory available and what its address-space and data
+    limits leave (memory-mapped files count in the first, not in the second)."""
+    room = []
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemAvailable:"):
+                    room.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    for limit, field in ((resource.RLIMIT_AS, b"VmSize:"), (resource.RLIMIT_DATA, b"VmData:")):
+        soft, _ = resource.getrlimit(limit)
+        if soft != resource.RLIM_INFINITY:
+            room.append(max(0, soft - _status_bytes(field)))
+    return min(room) if room else 1 << 62
+
+
+def _status_bytes(field: bytes) -> int:
+    """A size from /proc/self/status (0 when unknown)."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(field):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def stream_wanted(path: Path) -> bool:
+    """Whether `path` (Chrome JSON) should be streamed: NEURON_PROF_STREAM=1/0 says so, else when loading it
+    in memory would need more than half the room left (`memory_room`)."""
+    env = os.environ.get("NEURON_PROF_STREAM")
+    if env is not None:
+        return env not in ("0", "false", "no")
+    try:
+        need = json_bytes(path) * NEED_PER_BYTE
+    except OSError:
+        return False
+    return need > memory_room() / 2
+
+
+def ingest(path: Path, folder: Path, key: str) -> None:
+    """Read the Chrome JSON trace `path` into the column folder `folder` (`neuron_prof.loaders.coldir`)."""
+    with no_gc():
+        _Ingest(path, folder).run(key)
+
+
+class _Ingest:
+    def __init__(self, path: Path, folder: Path) -> None:
+        self.path = path
+        self.w = ColumnWriter(folder)
+        self.folder = folder
+        self.builder = TraceBuilder()
+        self.conv = Converter(self.builder, str(path))
+        self.firsts: dict[str, np.ndarray] = {}
+        """The first slice's and the first instant's µs (what sets the clock without a base)."""
+        self.warnings: list[str] = []
+        self.pairs: dict[tuple[Any, Any], int] = {}
+        """(cat, name) of flow keys -> index (a handful: ac2g, fwdbwd, ...)."""
+        self.odd: dict[tuple[Any, Any, Any], int] = {}
+        """Flow keys whose id is no int in [0, 2**42) -> index (Kineto's ids all are)."""
+
+    def run(self, key: str) -> None:
+        prefix = suffix = None
+        for part, head in _parts(self.path, self.warnings):
+            if part is None:
+                prefix = head
+                continue
+            f, keys = part["f"], part["keys"]
+            part["f"] = []  # flow endpoints go to files here, their keys as numbers (`_codes`)
+            self.conv.merge_part(part)
+            if f:
+                self._flow_ends(f, keys, part["log"])
+            del f, keys
+            self.warnings += part["warnings"]
+            suffix = part["suffix"]
+            del part
+            self._drain()
+            gc.collect()  # the GC is off while a piece is parsed: a piece's reader and scan threads form cycles
+            _trim()
+        top = _top(prefix, suffix)
+        conv = self.conv
+        base, clock = clock_of(top, list(self.firsts.values()))
+        conv._pair()
+        self._drain()
+        self._to_ns(base)
+        w = self.w
+        for name in ("slices.track", "slices.name", "slices.cat", "slices.args", "instants.track",
+                     "instants.name", "instants.cat", "instants.args", "counters.track", "counters.value"):
+            w.declare(name, _DTYPES[name])
+            w.flush(name)
+        cols = SimpleNamespace(s_ts=w.mapped("slices.ts_ns"), s_dur=w.mapped("slices.dur_ns"),
+                               s_track=w.mapped("slices.track"), s_cat=w.mapped("slices.cat"))
+        flows = conv._flows(cols, base, self._v1())  # type: ignore[arg-type]
+        for name in _F:
+            if w.rows(name) or name in w.names():
+                w.drop(name)
+        for c, dt in flows.DTYPES.items():
+            w.append(f"flows.{c}", getattr(flows, c), dt)
+        conv.finish_meta(cols, top, clock, self.warnings)
+        del cols, flows
+        trace = self.builder.build()
+        write_strings(w, trace.strings.as_list())
+        own = top.get(META_KEY)
+        if isinstance(own, dict):
+            trace = restore_own(trace, own, self.builder.metadata.get(Meta.WARNINGS))
+        w.close(trace_head(trace, key))
+
+    def _flow_ends(self, f: list[np.ndarray], keys: list[tuple[Any, Any, Any]], log: list[tuple[Any, ...]]) -> None:
+        """A part's flow endpoints to files: tracks as the trace's, keys as `_codes`."""
+        conv, w = self.conv, self.w
+        tmap = np.array([conv._thread_track(e[1], e[2]) for e in log if e[0] == "t"], dtype=np.int32)
+        ph, kid, tr, ts, bp, hint = f
+        for name, a in zip(_F, (ph, self._codes(keys)[kid], tmap[tr], ts, bp, hint), strict=True):
+            w.append(name, a, _DTYPES[name])
+
+    def _codes(self, keys: list[tuple[Any, Any, Any]]) -> np.ndarray:
+        """Flow keys (cat, name, id) as int64: (index of (cat, name)) << 42 | id, or 2**62 + index of the key.
+        A dict of millions of key tuples would hold GBs; these are 8 bytes each, on disk."""
+        out = np.empty(len(keys), dtype=np.int64)
+        pairs, odd = self.pairs, self.odd
+        for j, (c, n, i) in enumerate(keys):
+            p = pairs.setdefault((c, n), len(pairs))
+            if type(i) is int and 0 <= i < _ID_SPAN and p < _PAIR_SPAN:
+                out[j] = (p << 42) | i
+            else:
+                out[j] = _ODD | odd.setdefault((c, n, i), len(odd))
+        return out
+
+    def _v1(self) -> V1Ends | None:
+        """The flow endpoints from their files, key ids dense again, with each key's cat, name and flow id."""
+        w = self.w
+        if not w.rows("f_code"):
+            return None
+        for name in _F:
+            w.flush(name)
+        uniq, kid = np.unique(w.mapped("f_code"), return_inverse=True)
+        ev = self.conv.events
+        pairs = list(self.pairs)
+        odd = list(self.odd)
+        p_cat = ev.sids([p[0] for p in pairs])
+        p_name = ev.sids([p[1] for p in pairs])
+        normal = uniq < _ODD
+        p = uniq[normal] >> 42
+        cat_of = np.empty(len(uniq), np.int32)
+        name_of = np.empty(len(uniq), np.int32)
+        want = np.empty(len(uniq), np.int64)
+        cat_of[normal], name_of[normal], want[normal] = p_cat[p], p_name[p], uniq[normal] & (_ID_SPAN - 1)
+        rest = [odd[k] for k in (uniq[~normal] - _ODD).tolist()]
+        if rest:
+            cat_of[~normal] = ev.sids([k[0] for k in rest])
+            name_of[~normal] = ev.sids([k[1] for k in rest])
+            want[~normal] = wanted_ids([k[2] for k in rest])
+        ends = [np.asarray(w.mapped(n)) for n in _F]
+        ends[1] = kid.reshape(-1).astype(np.int64, copy=False)
+        return ends, cat_of, name_of, want
+
+    def _drain(self) -> None:
+        """Move what the converter holds of slices, instants, counters and args to the column files."""
+        ev: EventColumns = self.conv.events
+        w = self.w
+        for parts, names in ((ev._s, _S), (ev._i, _I)):
+            for cols in parts:
+                if len(cols[0]):
+                    self.firsts.setdefault(names[0], cols[0][:1])
+                for name, a in zip(names, cols, strict=True):
+                    w.append(name, a, _DTYPES[name])
+            parts.clear()
+        if ev._c_ts:
+            w.append("c_ts_us", np.array(ev._c_ts, np.float64))
+            w.append("counters.track", np.array(ev._c_track, np.int32))
+            w.append("counters.value", np.array(ev._c_val, np.float64))
+            ev._c_ts, ev._c_track, ev._c_val = [], [], []
+        for b in ev._blobs:
+            w.append(ARGS, b)
+        for n in ev._lens:
+            w.append("args_len", n, np.int64)
+        ev._blobs.clear()
+        ev._lens.clear()
+
+    def _to_ns(self, base: int) -> None:
+        """µs columns into ns columns (and args lengths into offsets), a bounded step at a time."""
+        w = self.w
+        for dst, (src, add_base) in _US.items():
+            w.declare(dst, np.int64)
+            w.declare(src, np.float64)
+            w.flush(src)
+            us = w.mapped(src)
+            for k in range(0, len(us), _STEP):
+                w.append(dst, us_to_ns(np.asarray(us[k:k + _STEP]), base if add_base else 0))
+            del us
+            w.drop(src)
+        w.append("args_off", np.zeros(1, np.int64))
+        w.declare("args_len", np.int64)
+        w.declare(ARGS, np.uint8)
+        w.flush("args_len")
+        lens, total = w.mapped("args_len"), 0
+        for k in range(0, len(lens), _STEP):
+            off = np.cumsum(lens[k:k + _STEP], dtype=np.int64) + total
+            w.append("args_off", off)
+            total = int(off[-1]) if len(off) else total
+        del lens
+        w.drop("args_len")
+
+
+_F = ("f_ph", "f_code", "f_track", "f_ts", "f_bp", "f_hint")
+_ID_SPAN = 1 << 42
+_PAIR_SPAN = 1 << 20
+_ODD = 1 << 62
+_S = ("s_ts_us", "s_dur_us", "slices.track", "slices.name", "slices.cat", "slices.args")
+_I = ("i_ts_us", "instants.track", "instants.name", "instants.cat", "instants.args")
+_DTYPES: dict[str, Any] = {"s_ts_us": np.float64, "s_dur_us": np.float64, "i_ts_us": np.float64,
+                           "slices.track": np.int32, "slices.name": np.int32, "slices.cat": np.int32,
+                           "slices.args": np.int64, "instants.track": np.int32, "instants.name": np.int32,
+                           "instants.cat": np.int32, "instants.args": np.int64, "counters.track": np.int32,
+                           "counters.value": np.float64, "f_ph": np.int8, "f_code": np.int64, "f_track": np.int32,
+                           "f_ts": np.float64, "f_bp": np.bool_, "f_hint": np.int64}
+
+
+def _trim() -> None:
+    """Hand the freed pages of the last piece's parse back to the system (glibc keeps them otherwise: the
+    few objects a piece leaves alive, its flow keys, pin the heap around them and RSS grows piece by piece)."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _libc() -> Any:
+    try:
+        import ctypes
+
+        lib = ctypes.CDLL("libc.so.6")
+        return lib if hasattr(lib, "malloc_trim") else None
+    except OSError:  # not glibc (macOS, musl): nothing to trim
+        return None
+
+
+_LIBC = _libc()
+
+
+def _top(prefix: bytes | None, suffix: bytes | None) -> dict[str, Any]:
+    """The document's top-level object without traceEvents ({} for the array form or a cut file)."""
+    if prefix is None or suffix is None:
+        return {}
+    try:
+        top = orjson.loads(prefix + b"[]" + suffix)
+    except orjson.JSONDecodeError:
+        return {}
+    if not isinstance(top, dict):
+        return {}
+    top.pop("traceEvents", None)
+    return top
+
+
+def _blocks(path: Path, warnings: list[str]) -> Iterator[bytes]:
+    with open(path, "rb") as f:
+        gz = f.read(2) == GZIP_MAGIC
+        f.seek(0)
+        if gz:
+            yield from gunzip_steps(f, path, warnings)
+            return
+        while block := f.read(_BLOCK):
+            yield block
+
+
+def piece_bytes() -> int:
+    try:
+        return max(1 << 20, int(float(os.environ["NEURON_PROF_STREAM_PIECE_MB"]) * (1 << 20)))
+    except (KeyError, ValueError):
+        return PIECE_BYTES
+
+
+def _parts(path: Path, warnings: list[str]) -> Iterator[tuple[dict[str, Any] | None, bytes | None]]:
+    """(None, the top-level object's text before traceEvents' '[', None for the array form) first, then each
+    piece parsed: (part, None)."""
+    piece_size = piece_bytes()
+    blocks = _blocks(path, warnings)
+    buf = bytearray()
+    for b in blocks:
+        buf += b
+        if len(buf) >= HEAD_BYTES:
+            break
+    frame = JsonEventReader(bytes(buf[:HEAD_BYTES]), path)._frame_in(min(len(buf), HEAD_BYTES) - 1)
+    if not isinstance(frame, tuple):
+        raise TraceFormatError(path, "traceEvents does not open within the first 8 MB: too big to read in pieces")
+    start, obj_start = frame
+    yield None, (bytes(buf[obj_start:start - 1]) if obj_start is not None else None)
+    del buf[:start]
+    more = True
+    look = 0
+    while True:
+        while more and len(buf) < piece_size + look:
+            b = next(blocks, None)
+            if b is None:
+                more = False
+            else:
+                buf += b
+        if not more:
+            yield parse_range(b"[" + buf, path), None  # the last piece: the array's end and the document's rest
+            return
+        m = _SEP.search(buf, piece_size * 3 // 4 + look)
+        if m is None:
+            look += piece_size // 4
+            continue
+        piece = b"[" + buf[:m.start() + 1] + b"]"
+        part = parse_range(piece, path)
+        if part["warnings"] and look < 16 * piece_size:
+            look = m.end() - piece_size * 3 // 4  # a cut inside a string: cut at a later separator
+            continue
+        del piece
+        del buf[:m.end() - 1]
+        look = 0
+        yield part, None
