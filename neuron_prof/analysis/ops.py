@@ -49,6 +49,7 @@ from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.sites.nesting import Nesting, nesting
 from neuron_prof.model import Cat, KinetoCat, Trace
 from neuron_prof.model.callsite import MODULE_PREFIX, USER, file_kind, parse_frame, user_files_of
+from neuron_prof.model.schema import is_compile_span
 
 HOST_OP_CATS = (KinetoCat.CPU_OP, KinetoCat.CUDA_RUNTIME, KinetoCat.CUDA_DRIVER)
 """Categories of host slices that are ops (when the trace has cpu_op slices at all)."""
@@ -232,17 +233,13 @@ def _launched_names(trace: Trace, rows: np.ndarray) -> np.ndarray:
     return names
 
 
-COMPILE_PHASES = ("entire_frame_compile", "backend_compile", "inductor_compile")
-"""torch.compile's phase spans (cpu_op, torch-facts.md), wrappers as `... (dynamo_timed)` spans are."""
-
-
 def _wrapper_names(trace: Trace, name_ids: np.ndarray) -> np.ndarray:
     """Per distinct name id: a wrapper (module docstring), decided once per name."""
     user = user_files_of(trace.metadata)
     out = np.zeros(len(name_ids), dtype=bool)
     for i, nid in enumerate(name_ids.tolist()):
         name = trace.s(int(nid))
-        if name.endswith("(dynamo_timed)") or name in COMPILE_PHASES or name.startswith(("<built-in ", MODULE_PREFIX)):
+        if is_compile_span(name) or name.startswith(("<built-in ", MODULE_PREFIX)):
             out[i] = True
             continue
         f = parse_frame(name)
