@@ -626,3 +626,21 @@ def test_a_compile_groups_label_leaves_out_an_unknown_signature() -> None:
     from neuron_prof.analysis import CompileGroup
     assert CompileGroup("forward", "", "", "", "graph").label == "forward"
     assert CompileGroup("aten::mm", "f32[8, 128]", "", "", "op").label == "aten::mm [f32[8, 128]]"
+
+
+def test_a_python_int_guard_is_in_the_recompile_title() -> None:
+    """A recompile caused by an int argument names its guard (issue 34), in torch 2.13's words (the guard, then
+    the source line as a comment), also when a tensor's size failed beside it."""
+    b = TraceBuilder()
+    comp = b.track(b.process(1, "host"), "compile", TrackKind.COMPILE)
+    reasons = ["", "0/0: depth == 1                                 # for _ in range(depth):  # net.py:18 in forward\n"
+               "User stack trace:\n  File \"net.py\", line 18, in forward\n    for _ in range(depth):",
+               "0/1: tensor 'wav' size mismatch at index 1. expected 64, actual 80\n0/1: depth == 2   # net.py:18"]
+    for att, reason in enumerate(reasons):
+        b.add_slice(comp, T0 + att * 10 * MS, 3 * MS, "forward", Cat.COMPILE,
+                    {Arg.COMPILE_KIND: "torch.compile", Arg.COMPILE_ID: f"0/{att}", Arg.CACHE: "miss",
+                     Arg.RECOMPILE_REASON: reason, Arg.CALL_SITE: "train.py:30"})
+    f = one(analyze(b.build()), "recompile")
+    assert "\n" not in f.title and f.title.endswith(": wav dim 1 varied; guard depth == 1 failed; guard depth == 2 failed")
+    assert [g["guard"] for g in f.evidence["guards"]] == ["depth == 1", "depth == 2"]
+    assert "each value of depth compiles a graph" in f.advice

@@ -246,13 +246,22 @@ def recompile(trace: Trace, ctx: Context) -> list[Finding]:
         reasons = Counter(c.reason.strip() for c in again if c.reason.strip())
         name = next((c.name for c in cs if c.attempt == 0), cs[0].name)
         title = f"{name} (frame {frame}) recompiled {n_re} time{'s' if n_re != 1 else ''} ({fmt_ns(cost)})"
-        if dims:
-            title += f": {dims.most_common(1)[0][0]} varied"
+        ints = Counter(g.text for g in guards if g.what == "value")
+        shaped = [d for d, _ in dims.most_common() if not any(g.dim == d and g.what == "value" for g in guards)]
+        parts = ([f"{shaped[0]} varied"] if shaped else []) + [f"guard {t} failed" for t, _ in ints.most_common(2)]
+        if parts:
+            title += ": " + "; ".join(parts)
         advice = (
             "Each new shape compiles a new graph (Neuron compiles statically, dynamic=False). Pad inputs "
             "to a few bucket sizes (see shape_churn), or mark the varying dimension with "
             "torch._dynamo.mark_dynamic where the backend supports it."
-        )
+        ) if shaped or not ints else ""
+        if ints:
+            names = sorted({g.name for g in guards if g.what == "value"})
+            advice += (" " if advice else "") + (
+                f"A Python int argument is specialised: each value of {', '.join(names)} compiles a graph of "
+                f"its own (guard {ints.most_common(1)[0][0]}). Keep it constant across calls, or pass it as a "
+                f"tensor.")
         if limit_hits:
             advice += (
                 " The recompile limit was hit, so later calls silently ran eagerly: raise "
@@ -265,6 +274,7 @@ def recompile(trace: Trace, ctx: Context) -> list[Finding]:
             "recompiles": n_re,
             "reasons": [{"reason": r, "count": n} for r, n in reasons.most_common(10)],
             "dims": dict(dims),
+            "guards": [{"guard": t, "count": n} for t, n in ints.most_common(10)],
             "recompile_limit_hits": limit_hits,
             "rows": [c.row for c in again[:200]],
             **ctx.step_split(ts, dur),
