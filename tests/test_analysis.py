@@ -644,3 +644,17 @@ def test_a_python_int_guard_is_in_the_recompile_title() -> None:
     assert "\n" not in f.title and f.title.endswith(": wav dim 1 varied; guard depth == 1 failed; guard depth == 2 failed")
     assert [g["guard"] for g in f.evidence["guards"]] == ["depth == 1", "depth == 2"]
     assert "each value of depth compiles a graph" in f.advice
+
+
+def test_a_title_names_a_long_signatures_first_shapes_and_their_count() -> None:
+    """An optimizer's foreach op compiles with one shape per parameter: the title keeps one line with the
+    first shapes and how many there are (issue 34), the evidence keeps the whole signature."""
+    b = TraceBuilder()
+    comp = b.track(b.process(1, "host"), "compile", TrackKind.COMPILE)
+    sig = [[100, 32], [32, 32], [32], [3, 32], [3]] * 4
+    b.add_slice(comp, T0, 3 * MS, "aten::_foreach_add_", Cat.COMPILE,
+                {Arg.COMPILE_KIND: "eager", Arg.SIGNATURE: sig, Arg.CACHE: "miss", Arg.CALL_SITE: "train.py:30"})
+    f = one(analyze(b.build()), "first_call_compile")
+    assert "aten::_foreach_add_ [[100, 32], [32, 32], [32], ... (20 shapes)]" in f.title, f.title
+    assert f.title.count("[") == 4 and "\n" not in f.title
+    assert f.evidence["sites"][0]["signature"].count("[") == 20

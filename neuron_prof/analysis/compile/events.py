@@ -16,6 +16,7 @@ import numpy as np
 
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.compile.shapes import shapes_of
+from neuron_prof.analysis.fmt import brief_shapes
 from neuron_prof.analysis.sites.callsites import sites_of
 from neuron_prof.model import Arg, Trace, TrackKind
 
@@ -139,6 +140,11 @@ class CompileGroup:
     def label(self) -> str:
         """`name [signature]`, or the name alone when the signature is not known."""
         return f"{self.name} [{self.signature}]" if self.signature else self.name
+
+    @property
+    def brief(self) -> str:
+        """`label` for a title: the signature's first shapes and their count (`brief_shapes`)."""
+        return f"{self.name} [{brief_shapes(self.signature)}]" if self.signature else self.name
 
     def to_dict(self) -> dict[str, Any]:
         d = {"op": self.name, "signature": self.signature, "call_site": self.call_site, "module": self.module,

@@ -124,7 +124,7 @@ def _run_finding(trace: Trace, ctx: Context, first: list[_Compile], cc: CompileC
     steady = _in_steady(ctx, first)
     groups = compile_groups(trace, ctx, first)
     top = groups[0]
-    where = top.label + (f" at {top.call_site}" if top.call_site else "")
+    where = top.brief + (f" at {top.call_site}" if top.call_site else "")
     where += f", in the backward ({top.backward})" if top.backward else ""
     what, _ = _what(first)
     if new:
