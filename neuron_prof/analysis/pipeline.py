@@ -77,7 +77,9 @@ def _after_warmup(trace: Trace, ctx: Context, f: Finding) -> Finding:
         return f if f.after_warmup is None else dataclasses.replace(f, after_warmup=None)
     start = int(st.start_ns[st.warmup])
     ev = f.evidence
-    if "steady_count" in ev or "steady_ns" in ev:
+    if ev.get("evaluation"):  # an evaluation pass's own phase: after warm-up wherever it falls (`steps.phases`)
+        steady = True
+    elif "steady_count" in ev or "steady_ns" in ev:
         steady = int(ev.get("steady_count") or 0) > 0 or int(ev.get("steady_ns") or 0) > 0
     else:
         ts = [f.ts_ns] if f.ts_ns is not None else []

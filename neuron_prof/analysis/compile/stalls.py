@@ -19,6 +19,7 @@ from neuron_prof.analysis.compile.events import (
     _top_site,
     classify_compiles,
     compile_groups,
+    in_evaluation,
     compiles,
     launch_modes,
     signature_text,
@@ -41,6 +42,15 @@ def _phases(ctx: Context, items: list[_Compile]) -> tuple[list[list[_Compile]], 
     st = ctx.steps
     if len(st) < 2 or not items:
         return [], items
+    evals: dict[str, list[_Compile]] = defaultdict(list)  # an evaluation's compiles: a phase per calling line
+    for c in items:
+        p = in_evaluation(ctx, c)
+        if p is not None:
+            evals[p.call_site].append(c)
+    in_eval = {c.row for cs in evals.values() for c in cs}
+    items = [c for c in items if c.row not in in_eval]
+    if not items:
+        return list(evals.values()), []
     pos = np.searchsorted(st.start_ns, np.array([c.ts for c in items], dtype=np.int64), side="right")
     by_step: dict[int, list[_Compile]] = defaultdict(list)
     for c, k in zip(items, pos.tolist(), strict=True):
@@ -48,7 +58,7 @@ def _phases(ctx: Context, items: list[_Compile]) -> tuple[list[list[_Compile]], 
     by_top: dict[str, list[list[_Compile]]] = defaultdict(list)
     for _k, cs in sorted(by_step.items()):
         by_top[_top_site(cs)].append(cs)
-    phases: list[list[_Compile]] = []
+    phases: list[list[_Compile]] = list(evals.values())
     rest: list[_Compile] = []
     for top, groups in by_top.items():
         if len(groups) == 1 and top and _novelty(ctx.trace, ctx, groups[0])[0]:
@@ -186,8 +196,11 @@ def _phase_finding(trace: Trace, ctx: Context, items: list[_Compile], cc: Compil
     when = f"step {k}" if k < len(st) and int(ts.min()) < int(st.end_ns[k]) else f"after step {k}"
     top = _top_site(items)
     shapes = sorted({signature_text(c.signature) for c in items if c.call_site == top})[:3]
+    ev = in_evaluation(ctx, items[0])
+    if ev is not None and ev.call_site:  # an evaluation's cause is its loop's call of the model
+        top, when = ev.call_site, f"evaluation, {when}"
     what, _ = _what(items)
-    kind = "new shapes"  # a phase compiles new shapes of ops compiled before (`_phases`)
+    kind = "new shapes" if _novelty(trace, ctx, items)[0] else "ops training never ran"
     title = f"Compiles mid-run at {top} ({when}): {what} for {kind} took {fmt_ns(cost)}"
     advice = (f"This phase ({when}, from {top}) compiled {kind} the training steps never ran"
               f"{' (' + '; '.join(shapes) + ')' if shapes else ''}. Run it once during warm-up, or give it the "
@@ -197,7 +210,9 @@ def _phase_finding(trace: Trace, ctx: Context, items: list[_Compile], cc: Compil
     return Finding(kind="first_call_compile", severity=severity_for(share), title=title, cost_ns=cost,
                    share=share, count=len(items), call_site=top,
                    module=next((c.module for c in items if c.call_site == top and c.module), ""),
-                   advice=advice, evidence={**_evidence(trace, ctx, items, cc), "phase": when},
+                   advice=advice, evidence={**_evidence(trace, ctx, items, cc), "phase": when,
+                                            **({"evaluation": {"call_site": ev.call_site, "model_calls": ev.calls}}
+                                               if ev is not None else {})},
                    ts_ns=int(ts.min()))
 
 
