@@ -35,7 +35,7 @@ def evaluate(model: nn.Module, loader: DataLoader) -> float:
         for xb, yb in loader:
             xb, yb = xb.to(dev), yb.to(dev)
             logits = model(xb)  # EXPECT: first_call_compile
-            correct += (logits.argmax(dim=1) == yb).sum()  # ALSO: first_call_compile
+            correct += (logits.argmax(dim=1) == yb).sum()
     model.train()
     return float(correct) / len(loader.dataset)  # EXPECT: sync_point
 
