@@ -47,7 +47,7 @@ def load(path: str | os.PathLike[str]) -> Trace:
         raise TraceLoadError(p, "not a regular file (a pipe, socket or device); save the trace to a file first")
     try:
         with open(p, "rb") as f:
-            head = f.read(4)
+            head = f.read(64)
     except OSError as e:
         raise TraceLoadError.from_os_error(p, e) from None
     if not head:
@@ -57,13 +57,14 @@ def load(path: str | os.PathLike[str]) -> Trace:
     cached = _cache.load_cached(p)
     if cached is not None:
         return cached
-    if head[:2] != b"\x1f\x8b" and head.lstrip()[:1] in (b"{", b"["):
+    text = _looks_like_json(head)
+    if head[:2] != b"\x1f\x8b" and text:
         from neuron_prof.loaders.explorer.legacy_json import is_explorer_json, load_explorer_json
 
         with open(p, "rb") as f:
             if is_explorer_json(p, f.read(1 << 16)):
                 return load_explorer_json(p)
-    if head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"[") or p.name.lower().endswith((".json", ".json.gz")):
+    if head[:2] == b"\x1f\x8b" or text or p.name.lower().endswith((".json", ".json.gz")):
         from neuron_prof.loaders.json.reader import load_kineto_json
 
         trace = load_kineto_json(p)
@@ -73,3 +74,14 @@ def load(path: str | os.PathLike[str]) -> Trace:
         trace = load_pftrace(p)
     _cache.save_cached(p, trace)
     return trace
+
+
+def _looks_like_json(head: bytes) -> bool:
+    """Whether a file's first bytes are JSON text (content decides, whatever the name). A Perfetto trace starts
+    with its first packet's tag, 0x0a (a newline to ``bytes.lstrip``), then the packet's length: a packet of 123
+    or 91 bytes makes that ``{`` or ``[``; what follows is then a field's tag, never the start of a JSON value."""
+    s = head.lstrip()
+    if s[:1] not in (b"{", b"["):
+        return False
+    rest = s[1:].lstrip()
+    return not rest or rest[:1] in b'"{[]}-0123456789tfn'
