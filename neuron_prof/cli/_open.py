@@ -40,9 +40,14 @@ def choose_file(trace: Path, exact: bool) -> tuple[Path, str | None]:
     )
 
 
+_SNIFF = 1 << 20
+"""Bytes `check_is_trace` reads: enough to find a Kineto JSON's ``traceEvents`` key after its device properties."""
+
+
 def check_is_trace(file: Path) -> None:
-    """Raise TraceLoadError unless `file` starts like a trace the Perfetto UI opens: JSON (plain or gzip)
-    or a Perfetto protobuf. Only the first bytes are read: a big trace is served, not parsed."""
+    """Raise TraceLoadError unless `file` starts like a trace the Perfetto UI opens: JSON (plain or gzip) with
+    ``traceEvents`` or a list of events, or a Perfetto protobuf. Only the first MiB is read: a big trace is
+    served, not parsed."""
     import gzip
     import zlib
 
@@ -50,7 +55,7 @@ def check_is_trace(file: Path) -> None:
 
     try:
         with open(file, "rb") as f:
-            head = f.read(64)
+            head = f.read(_SNIFF)
     except OSError as e:
         raise TraceLoadError.from_os_error(file, e) from None
     if not head:
@@ -58,15 +63,20 @@ def check_is_trace(file: Path) -> None:
     if head[:2] == b"\x1f\x8b":
         try:
             with gzip.open(file, "rb") as g:
-                head = g.read(64)
+                head = g.read(_SNIFF)
         except (OSError, EOFError, zlib.error) as e:
             raise TraceLoadError(file, f"a broken gzip file ({e}); not a trace") from None
         what = "gzip holding no JSON"
     else:
         what = "not JSON nor a Perfetto protobuf"
-    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+    body = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    text = body[:1]
+    if text == b"{" and (b'"traceEvents"' in head or len(head) == _SNIFF):
+        return  # a Chrome/Kineto JSON object (its traceEvents may lie beyond the first MiB of a big one)
+    if text == b"[" and body[1:].lstrip()[:1] in (b"{", b"]", b""):
+        return  # Chrome's array form: a list of event objects
     if text in (b"{", b"["):
-        return
+        raise TraceLoadError(file, "JSON without traceEvents; not a trace the Perfetto UI opens")
     # a Perfetto trace is a stream of `packet` fields: field 1, length-delimited (tag 0x0a)
     if head[:1] == b"\x0a" and not file.name.lower().endswith(JSON_SUFFIXES):
         return
