@@ -122,8 +122,10 @@ def _with_rank(trace: Trace, f: Finding) -> Finding:
 
 
 def sort_findings(findings: list[Finding]) -> list[Finding]:
-    """Most costly first; equal cost: the more severe first, then by kind and title for stability."""
-    return sorted(findings, key=lambda f: (-f.cost_ns, -_SEV_RANK.get(f.severity, 0), f.kind, f.title))
+    """Critical findings without a time cost first (a rank that stopped or is missing: the rest of the job is
+    read in their light); then most costly first; equal cost: the more severe first, then by kind and title."""
+    return sorted(findings, key=lambda f: (not (f.severity == "critical" and not f.cost_ns), -f.cost_ns,
+                                           -_SEV_RANK.get(f.severity, 0), f.kind, f.title))
 
 
 def analyze(trace: Trace, *, warmup_steps: int | None = None) -> list[Finding]:
