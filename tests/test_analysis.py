@@ -658,3 +658,20 @@ def test_a_title_names_a_long_signatures_first_shapes_and_their_count() -> None:
     assert "aten::_foreach_add_ [[100, 32], [32, 32], [32], ... (20 shapes)]" in f.title, f.title
     assert f.title.count("[") == 4 and "\n" not in f.title
     assert f.evidence["sites"][0]["signature"].count("[") == 20
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_a_collective_without_a_site_asks_for_stacks_only_when_none_were_recorded(exact: bool) -> None:
+    """Issue 34: under `run`, which records stacks, a collective DDP's hooks launched (no frame of the user's on
+    the stack) said "profile with with_stack=True"; that advice is for traces recorded without stacks."""
+    b = TraceBuilder()
+    p = b.process(1, "host")
+    coll = b.track(p, "collectives", TrackKind.COLLECTIVE)
+    for i in range(4):
+        b.add_slice(coll, T0 + i * 10 * MS, 3 * MS, "allreduce", Cat.COLLECTIVE,
+                    {"bytes_in": 4096, "bytes_out": 4096, "group": "0"})
+    if exact:
+        b.metadata["stack_lines"] = "exact"
+    f = one(analyze(b.build()), "collective")
+    said = f.evidence["site_unknown"]
+    assert ("with_stack" in said) is not exact, said

@@ -193,6 +193,10 @@ class Site:
 
 
 NO_STACK = Site(reason="no call stack was recorded for it (profile with with_stack=True)")
+NO_USER_FRAME = Site(reason="no line of your code was on the stack when it ran (a library's own thread or "
+                            "callback: DDP's gradient hooks, autograd's engine, a collective's worker)")
+"""The site of an event in a trace whose stacks were recorded (`stack_is_exact`) but that has none: saying
+"profile with with_stack=True" would be wrong there (`neuron-prof run` records stacks)."""
 
 
 @lru_cache(maxsize=65536)

@@ -42,6 +42,7 @@ from neuron_prof.analysis.sites.host import host_nesting, host_stacks_at
 from neuron_prof.model import Arg, KinetoCat, TrackKind
 from neuron_prof.model.callsite import (
     NO_STACK,
+    NO_USER_FRAME,
     USER,
     Site,
     file_kind,
@@ -134,6 +135,8 @@ class Sites:
         self.ctx = ctx
         md = ctx.trace.metadata
         self.exact = stack_is_exact(md)
+        self.none = NO_USER_FRAME if self.exact else NO_STACK
+        """The Site of an event nothing places: with stacks recorded, no frame of the user's was on them."""
         self.user_files = user_files_of(md)
         self._rows: dict[int, Site] = {}
         self._flow_src: dict[int, int] | None = None
@@ -178,7 +181,9 @@ class Sites:
                 up = up if up is not None else self.of_row(src)
                 if site is None or (not site.call_site and not site.stack) or up.backward:
                     site = up
-        got = site if site is not None else NO_STACK
+        got = site if site is not None else self.none
+        if got is NO_STACK:
+            got = self.none
         self._rows[row] = got
         return got
 
@@ -207,7 +212,7 @@ class Sites:
             s = self.of_row(r)
             if s.call_site or s.stack:
                 return s
-        return NO_STACK
+        return self.none
 
     def host_sites(self) -> HostSites:
         """Every host slice's Site (rules 2, 3 and 5), computed once."""
