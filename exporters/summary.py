@@ -64,12 +64,14 @@ def totals_lines(t: dict[str, Any]) -> list[str]:
     lines.append(f"Wall time {fmt_ns(t['wall_ns'])}")
     st = t.get("steps") or {}
     if st.get("count"):
-        s = f"Steps {st['count']} ({st['warmup']} warm-up"
+        # each figure next to the steps it is of: a warm-up average is not every step's
+        s = f"Steps {st['count']}: {st['warmup']} warm-up"
         if st.get("warmup_step_ns") is not None:
-            s += f", {fmt_ns(st['warmup_step_ns'])} each on average"
+            s += f" ({fmt_ns(st['warmup_step_ns'])} each on average)"
+        s += f", {st['count'] - st['warmup']} steady"
         if st.get("steady_step_ns") is not None:
-            s += f"; steady step {fmt_ns(st['steady_step_ns'])} median"
-        lines.append(s + ")")
+            s += f" ({fmt_ns(st['steady_step_ns'])} median)"
+        lines.append(s)
     if t.get("device_busy_share") is not None:
         lines.append(f"Device busy {fmt_ns(t['device_busy_ns'])} ({_pct(t['device_busy_share'])} of wall)")
     parts = []
