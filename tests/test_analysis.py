@@ -675,3 +675,27 @@ def test_a_collective_without_a_site_asks_for_stacks_only_when_none_were_recorde
     f = one(analyze(b.build()), "collective")
     said = f.evidence["site_unknown"]
     assert ("with_stack" in said) is not exact, said
+
+
+def test_churn_is_charged_to_the_tensor_the_users_code_made() -> None:
+    """Issue 34: the first op holding the varying shape was made inside nn.MultiheadAttention (its reshape of
+    the user's [B, L, E] batch into [L, B*H, E/H]); the origin to pad is the user's own op that made the batch."""
+    b = TraceBuilder()
+    host = b.process(1, "host")
+    comp = b.track(host, "compile", TrackKind.COMPILE)
+    main = b.thread_track(1, 1, "main")
+    b.metadata["stack_lines"] = "exact"
+    t = T0
+    for n in (7, 13, 31, 64, 100):
+        b.add_slice(main, t, 1000, "aten::to", KinetoCat.CPU_OP,  # the user's batch
+                    {"Input Dims": [[8, n, 32]], "Call stack": "seqcls.py(40): <module>"})
+        b.add_slice(main, t + 2000, 1000, "aten::view", KinetoCat.CPU_OP,  # the module's reshape of it
+                    {"Input Dims": [[8, n, 32]], "Concrete Inputs": ["", f"[{n}, 32, 8]"],
+                     "Call stack": "nn.Module: MultiheadAttention_0;torch/nn/modules/activation.py(1380): forward;"
+                                   "seqcls.py(49): forward;seqcls.py(41): <module>"})
+        b.add_slice(comp, t + 4000, MS, "aten::bmm", Cat.COMPILE,
+                    {Arg.COMPILE_KIND: "eager", Arg.CACHE: "miss", Arg.CALL_SITE: "seqcls.py:49",
+                     Arg.SIGNATURE: f"aten::bmm(f32[{n}, 32, 8], f32[{n}, 8, 32])"})
+        t += 2 * MS
+    f = one(analyze(b.build()), "shape_churn")
+    assert f.evidence.get("created_at") == "seqcls.py:40", f.evidence
