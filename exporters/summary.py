@@ -56,28 +56,24 @@ def _pct(x: float | None) -> str:
 
 
 def _steps_lines(st: dict[str, Any]) -> list[str]:
-    """"Steps 12 (2 warm-up, ...; steady step 8.5 ms median)" and, when some steps compiled after the warm-up or
-    evaluated, "Step phases: ..." (`analysis.steps.phases`); when every step after the warm-up compiled, says so
-    instead of naming a steady step."""
-    s = f"Steps {st['count']} ({st['warmup']} warm-up"
-    if st.get("warmup_step_ns") is not None:
-        s += f", {fmt_ns(st['warmup_step_ns'])} each on average"
-    if st.get("all_compile"):
-        s += "; every later step compiled: no steady step"
-    elif st.get("steady_step_ns") is not None:
-        s += f"; steady step {fmt_ns(st['steady_step_ns'])} median"
-    out = [s + ")"]
+    """"Steps 14: 2 warm-up (1.20 s each on average), 12 steady (120 ms median)": each figure beside the steps it
+    is of, with the recompiling and evaluation steps between when there are any (`analysis.steps.phases`); when
+    every step after the warm-up compiled, says so instead of naming a steady step."""
     ph = st.get("phases") or {}
-    if ph.get("recompiling") or ph.get("evaluation"):
-        bits = [f"{st['warmup']} warm-up"]
-        if ph.get("recompiling"):
-            each = st.get("recompiling_step_ns")
-            bits.append(f"{ph['recompiling']} recompiling" + (f" ({fmt_ns(each)} each)" if each is not None else ""))
-        if ph.get("evaluation"):
-            bits.append(f"{ph['evaluation']} evaluation")
-        bits.append(f"{st.get('steady_count', 0)} steady")
-        out.append("Step phases: " + ", ".join(bits) + (" (shape churn?)" if st.get("all_compile") else ""))
-    return out
+    s = f"Steps {st['count']}: {st['warmup']} warm-up"
+    if st.get("warmup_step_ns") is not None:
+        s += f" ({fmt_ns(st['warmup_step_ns'])} each on average)"
+    if ph.get("recompiling"):
+        each = st.get("recompiling_step_ns")
+        s += f", {ph['recompiling']} recompiling" + (f" ({fmt_ns(each)} each)" if each is not None else "")
+    if ph.get("evaluation"):
+        s += f", {ph['evaluation']} evaluation"
+    s += f", {st.get('steady_count', st['count'] - st['warmup'])} steady"
+    if st.get("all_compile"):
+        s += " (every later step compiled: no steady step; shape churn?)"
+    elif st.get("steady_step_ns") is not None:
+        s += f" ({fmt_ns(st['steady_step_ns'])} median)"
+    return [s]
 
 
 def totals_lines(t: dict[str, Any]) -> list[str]:

@@ -151,11 +151,20 @@ def sniff(head: bytes) -> TraceFormat | None:
     if head[:2] == GZIP_MAGIC:
         return CHROME_JSON
     text = head.lstrip(_TEXT_PAD)
-    if text[:1] in (b"{", b"["):
+    if text[:1] in (b"{", b"[") and _json_trace_follows(text[:1], text[1:]):
         return CHROME_JSON
     if text and head[0] == _PB_PACKET_TAG:
         return PFTRACE
     return None
+
+
+def _json_trace_follows(bracket: bytes, rest: bytes) -> bool:
+    """After the first bracket, what a JSON trace has next: a key or the end of an object, an event object or
+    the end of a list (or nothing: the head ended). A Perfetto trace starts with its first packet's tag, 0x0a
+    (whitespace to `lstrip`), then the packet's length: a packet of 123 or 91 bytes makes that `{` or `[`, and
+    what follows is a field's tag, not these."""
+    rest = rest.lstrip(_TEXT_PAD)
+    return not rest or rest[:1] in (b'"}' if bracket == b"{" else b"{]")
 
 
 def tool_format(path: str | os.PathLike[str]) -> TraceFormat | None:

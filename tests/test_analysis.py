@@ -629,3 +629,76 @@ def test_a_compile_groups_label_leaves_out_an_unknown_signature() -> None:
     from neuron_prof.analysis import CompileGroup
     assert CompileGroup("forward", "", "", "", "graph").label == "forward"
     assert CompileGroup("aten::mm", "f32[8, 128]", "", "", "op").label == "aten::mm [f32[8, 128]]"
+
+
+def test_a_python_int_guard_is_in_the_recompile_title() -> None:
+    """A recompile caused by an int argument names its guard (issue 34), in torch 2.13's words (the guard, then
+    the source line as a comment), also when a tensor's size failed beside it."""
+    b = TraceBuilder()
+    comp = b.track(b.process(1, "host"), "compile", TrackKind.COMPILE)
+    reasons = ["", "0/0: depth == 1                                 # for _ in range(depth):  # net.py:18 in forward\n"
+               "User stack trace:\n  File \"net.py\", line 18, in forward\n    for _ in range(depth):",
+               "0/1: tensor 'wav' size mismatch at index 1. expected 64, actual 80\n0/1: depth == 2   # net.py:18"]
+    for att, reason in enumerate(reasons):
+        b.add_slice(comp, T0 + att * 10 * MS, 3 * MS, "forward", Cat.COMPILE,
+                    {Arg.COMPILE_KIND: "torch.compile", Arg.COMPILE_ID: f"0/{att}", Arg.CACHE: "miss",
+                     Arg.RECOMPILE_REASON: reason, Arg.CALL_SITE: "train.py:30"})
+    f = one(analyze(b.build()), "recompile")
+    assert "\n" not in f.title and f.title.endswith(": wav dim 1 varied; guard depth == 1 failed; guard depth == 2 failed")
+    assert [g["guard"] for g in f.evidence["guards"]] == ["depth == 1", "depth == 2"]
+    assert "each value of depth compiles a graph" in f.advice
+
+
+def test_a_title_names_a_long_signatures_first_shapes_and_their_count() -> None:
+    """An optimizer's foreach op compiles with one shape per parameter: the title keeps one line with the
+    first shapes and how many there are (issue 34), the evidence keeps the whole signature."""
+    b = TraceBuilder()
+    comp = b.track(b.process(1, "host"), "compile", TrackKind.COMPILE)
+    sig = [[100, 32], [32, 32], [32], [3, 32], [3]] * 4
+    b.add_slice(comp, T0, 3 * MS, "aten::_foreach_add_", Cat.COMPILE,
+                {Arg.COMPILE_KIND: "eager", Arg.SIGNATURE: sig, Arg.CACHE: "miss", Arg.CALL_SITE: "train.py:30"})
+    f = one(analyze(b.build()), "first_call_compile")
+    assert "aten::_foreach_add_ [[100, 32], [32, 32], [32], ... (20 shapes)]" in f.title, f.title
+    assert f.title.count("[") == 4 and "\n" not in f.title
+    assert f.evidence["sites"][0]["signature"].count("[") == 20
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_a_collective_without_a_site_asks_for_stacks_only_when_none_were_recorded(exact: bool) -> None:
+    """Issue 34: under `run`, which records stacks, a collective DDP's hooks launched (no frame of the user's on
+    the stack) said "profile with with_stack=True"; that advice is for traces recorded without stacks."""
+    b = TraceBuilder()
+    p = b.process(1, "host")
+    coll = b.track(p, "collectives", TrackKind.COLLECTIVE)
+    for i in range(4):
+        b.add_slice(coll, T0 + i * 10 * MS, 3 * MS, "allreduce", Cat.COLLECTIVE,
+                    {"bytes_in": 4096, "bytes_out": 4096, "group": "0"})
+    if exact:
+        b.metadata["stack_lines"] = "exact"
+    f = one(analyze(b.build()), "collective")
+    said = f.evidence["site_unknown"]
+    assert ("with_stack" in said) is not exact, said
+
+
+def test_churn_is_charged_to_the_tensor_the_users_code_made() -> None:
+    """Issue 34: the first op holding the varying shape was made inside nn.MultiheadAttention (its reshape of
+    the user's [B, L, E] batch into [L, B*H, E/H]); the origin to pad is the user's own op that made the batch."""
+    b = TraceBuilder()
+    host = b.process(1, "host")
+    comp = b.track(host, "compile", TrackKind.COMPILE)
+    main = b.thread_track(1, 1, "main")
+    b.metadata["stack_lines"] = "exact"
+    t = T0
+    for n in (7, 13, 31, 64, 100):
+        b.add_slice(main, t, 1000, "aten::to", KinetoCat.CPU_OP,  # the user's batch
+                    {"Input Dims": [[8, n, 32]], "Call stack": "seqcls.py(40): <module>"})
+        b.add_slice(main, t + 2000, 1000, "aten::view", KinetoCat.CPU_OP,  # the module's reshape of it
+                    {"Input Dims": [[8, n, 32]], "Concrete Inputs": ["", f"[{n}, 32, 8]"],
+                     "Call stack": "nn.Module: MultiheadAttention_0;torch/nn/modules/activation.py(1380): forward;"
+                                   "seqcls.py(49): forward;seqcls.py(41): <module>"})
+        b.add_slice(comp, t + 4000, MS, "aten::bmm", Cat.COMPILE,
+                    {Arg.COMPILE_KIND: "eager", Arg.CACHE: "miss", Arg.CALL_SITE: "seqcls.py:49",
+                     Arg.SIGNATURE: f"aten::bmm(f32[{n}, 32, 8], f32[{n}, 8, 32])"})
+        t += 2 * MS
+    f = one(analyze(b.build()), "shape_churn")
+    assert f.evidence.get("created_at") == "seqcls.py:40", f.evidence

@@ -201,3 +201,25 @@ def test_the_users_own_backward_code_keeps_its_line(tmp_path: Path, monkeypatch:
     assert all(s.backward for s in sites), sites
     assert not any(s.call_site.endswith(f":{lines['backward']}") for s in sites)
     lazy_matches_full(trace, monkeypatch)
+
+
+CUSTOM_DEVICE = Path(__file__).parent / "userland" / "custom_autograd_backward.py"
+
+
+def test_a_backward_the_user_wrote_is_charged_to_its_own_lines_on_a_device(tmp_path: Path) -> None:
+    """On a device, autograd runs backward on its own thread (issue 34): a fallback and a sync inside a custom
+    Function's backward() name their lines there, with the .apply() line as its forward."""
+    out = tmp_path / "t.json"
+    r = subprocess.run([NEURON_PROF, "run", "--emulate-neuron", "-q", "-o", str(out), str(CUSTOM_DEVICE)],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    src = CUSTOM_DEVICE.read_text().splitlines()
+    line = {k: next(i for i, ln in enumerate(src, 1) if k in ln) for k in ("torch.histc(", "hist.max().item()",
+                                                                           "SoftClip.apply(")}
+    found = analyze(neuron_prof.load(out))
+    (fb,) = [f for f in found if f.kind == "cpu_fallback"]
+    assert fb.call_site.endswith(f"custom_autograd_backward.py:{line['torch.histc(']}"), fb.call_site
+    assert fb.evidence["in_backward"] == "SoftClipBackward"
+    assert fb.evidence["forward_site"].endswith(f":{line['SoftClip.apply(']}"), fb.evidence
+    syncs = [f.call_site for f in found if f.kind == "sync_point"]
+    assert any(s.endswith(f":{line['hist.max().item()']}") for s in syncs), syncs

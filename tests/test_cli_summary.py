@@ -100,7 +100,7 @@ def test_json_schema(traces: dict[str, Path], capsys: pytest.CaptureFixture[str]
 def test_text(traces: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(capsys, "summary", str(traces["problem"]))
     assert rc == 0
-    assert "Wall time 120.0 ms" in out and "steady step 10.0 ms median" in out
+    assert "Wall time 120.0 ms" in out and "7 steady (10.0 ms median)" in out
     assert "first_call_compile" in out and "model.py:88" in out and "What to do" in out
     assert "[120, 256, 512]" in out  # the bucket plan
     assert "\x1b[" not in out  # no colour when not a terminal
@@ -282,3 +282,15 @@ def test_no_bare_per_step_heading_and_a_crash_is_said(tmp_path: Path, capsys: py
                                    "(the trace covers the run until then)")
     rc, out, _ = run(capsys, "summary", str(path), "--json")
     assert orjson.loads(out)["totals"]["capture_exit"] == "exception: ValueError: boom"
+
+
+def test_the_steps_line_puts_each_figure_beside_its_steps(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 34: "Steps 14 (2 warm-up, 1.20 s each on average...)" read as every step's average: the warm-up
+    average stands beside the warm-up steps, the median beside the steady ones."""
+    path = write_trace(Workload().build(), tmp_path / "w.json")
+    assert main(["summary", str(path)]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("Steps "))
+    assert re.fullmatch(r"Steps (\d+): (\d+) warm-up \([\d.]+ \S+ each on average\), (\d+) steady \([\d.]+ \S+ median\)",
+                        line), line
+    n, w, s = map(int, re.findall(r"\d+(?= warm-up| steady|:)", line))
+    assert n == w + s, line

@@ -117,3 +117,26 @@ def test_dataloader_with_pin_memory_still_works(tnx) -> None:  # type: ignore[no
     ]
     assert [b.device.type for b in batches] == ["neuron", "neuron"]
     assert torch.cat(batches).sum().item() == 28.0
+
+
+def test_the_float64_warning_never_names_a_library_frame(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 34: a float64 op on autograd's thread (a backward op) has no line of the user's code on its stack;
+    its warning named neuron_prof/emulator/_dispatch.py. It says it came from the backward pass instead, and a
+    forward op's warning names the user's line."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "work.py"
+    script.write_text(
+        "import torch\n"
+        "from neuron_prof import emulator\n"
+        "emulator.enable(emulator.EmulatorConfig.fast())\n"
+        "x = torch.randn(4, device='neuron', requires_grad=True)\n"
+        "y = x.double().tanh().sum()  # FORWARD\n"
+        "y.backward()\n")
+    r = subprocess.run([sys.executable, "-W", "always", str(script)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    warned = [ln for ln in r.stderr.splitlines() if "float64 is not supported" in ln]
+    assert warned and not [ln for ln in warned if "neuron_prof" in ln or "site-packages" in ln], warned
+    assert any(ln.startswith(f"{script}:5:") for ln in warned), warned
+    assert any(ln.startswith("<backward>:0:") and "tanh_backward" in ln for ln in warned), warned

@@ -109,3 +109,18 @@ def test_real_kineto_traces_know_their_world(capsys: pytest.CaptureFixture[str])
     (miss,) = _findings(doc, "missing_rank")
     assert miss["evidence"]["world_size"] == 128 and miss["evidence"]["missing"] == list(range(2, 128))
     assert miss["title"].startswith("126 of 128 ranks have no trace: ranks 2, 3, 4,") and ", ..." in miss["title"]
+
+
+
+def test_a_critical_finding_without_a_cost_comes_before_cheaper_ones() -> None:
+    """Issue 34: a critical stopped_rank (no time cost of its own) came fifth, after cheaper findings, wherever
+    findings are listed in cost order (`sort_findings`, the one order); the rest is read in its light."""
+    from neuron_prof.analysis import Finding
+    from neuron_prof.analysis.pipeline import sort_findings
+
+    def f(kind: str, severity: str, cost_ns: int) -> Finding:
+        return Finding(kind=kind, severity=severity, title=kind, cost_ns=cost_ns, share=0.0, count=1, call_site="",
+                       module="", advice="", evidence={})
+    got = sort_findings([f("straggler", "warning", 5_000_000), f("collective", "critical", 9_000_000),
+                         f("stopped_rank", "critical", 0), f("sync_point", "info", 0)])
+    assert [x.kind for x in got] == ["stopped_rank", "collective", "straggler", "sync_point"]

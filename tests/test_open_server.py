@@ -294,6 +294,8 @@ def test_open_refuses_what_is_not_a_trace(tmp_path: Path, capsys: pytest.Capture
         "photo.json": (png, "not JSON nor a Perfetto protobuf (starts with byte 0x89)"),
         "picture.pftrace": (png, "not JSON nor a Perfetto protobuf (starts with byte 0x89)"),
         "zipped.json.gz": (gzip.compress(png), "gzip holding no JSON (starts with byte 0x89)"),
+        "config.json": (b'{"lr": 0.1, "layers": [1, 2]}', "JSON without traceEvents"),  # issue 34
+        "numbers.json": (b"[1, 2, 3]", "JSON without traceEvents"),
     }
     for name, (body, says) in cases.items():
         (tmp_path / name).write_bytes(body)

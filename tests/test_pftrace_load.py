@@ -114,3 +114,21 @@ def test_unreadable_paths_are_said_as_the_json_loader_says_them(tmp_path):
     with pytest.raises(TraceLoadError) as folder:
         load_pftrace(tmp_path)
     assert folder.value.problem == "is a directory, not a trace file"
+
+
+@pytest.mark.parametrize("name", ["rank1.pftrace", "rank1.trace"])
+@pytest.mark.parametrize("size", [0x7B, 0x5B])
+def test_a_first_packet_of_123_or_91_bytes_is_not_json(tmp_path, name, size):
+    """Issue 34: a Perfetto trace starts with 0x0a (a newline to bytes.lstrip) and its first packet's length;
+    a packet of 123 bytes ("{") or 91 ("[") made the loader read a rank's .pftrace as damaged JSON, on every
+    load. Such a file loads whole and without a warning, by its name and by its content."""
+    import warnings
+
+    pad = size - 3  # an unknown field (900, length-delimited): 2 bytes of tag, 1 of length, then its bytes
+    first = b"\x0a" + bytes([size]) + b"\xa2\x38" + bytes([pad]) + b"x" * pad
+    f = tmp_path / name
+    f.write_bytes(first + foreign_trace())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        t = neuron_prof.load(f)
+    assert len(t.slices) == 5 and t.metadata["source_format"] == "pftrace"

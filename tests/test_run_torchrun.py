@@ -102,3 +102,32 @@ def test_sigterm_ends_a_rank_blocked_in_a_collective(tmp_path: Path) -> None:
             if p.poll() is None:
                 p.kill()
             p.communicate()
+
+
+@pytest.mark.slow
+def test_every_ranks_pftrace_loads_whole(tmp_path: Path) -> None:
+    """Issue 34: the .pftrace each rank writes beside its JSON loads without a damage warning and holds the
+    same events (a rank's .pftrace once read as "damaged JSON at byte ...": the loader sniffed its first
+    packet's length byte as "{"); DDP's gloo all-reduces are collectives with their sizes."""
+    import warnings
+
+    import neuron_prof
+    from neuron_prof.model import TrackKind
+
+    script = tmp_path / "train_ddp.py"
+    script.write_text(DDP_SCRIPT)
+    rc, out = run_job(torchrun("--no-python", str(NEURON_PROF), "run", "-q", "-o", str(tmp_path / "o" / "trace.json"),
+                               str(script), nproc=3), tmp_path)
+    assert rc == 0, out[-3000:]
+    for r in range(3):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            pf = neuron_prof.load(tmp_path / "o" / f"trace.rank{r}.pftrace")
+        js = neuron_prof.load(tmp_path / "o" / f"trace.rank{r}.json")
+        assert "partial" not in pf.metadata and pf.metadata["source_format"] == "pftrace"
+        assert len(pf.slices) == len(js.slices) > 0, r
+        # DDP's reducer all-reduces the 676 float32 gradients under gloo, which writes no record_param_comms:
+        # the c10d op and its work span give the collective and its size (issue 34: 0 B, or not there at all)
+        coll = [js.slice_args(int(i)) | {"op": js.slice_name(int(i))} for i in js.slices_on(TrackKind.COLLECTIVE)]
+        ddp = [a for a in coll if a.get("source") == "c10d" and a["op"] == "all_reduce"]
+        assert ddp and all(a["bytes_in"] == 676 * 4 and a["world_size"] == 3 for a in ddp), coll

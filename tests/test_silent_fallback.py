@@ -78,3 +78,28 @@ def test_python_fallback_structure_and_what_is_not_one() -> None:
     got = {view.name_of(r): (a.get(Arg.SILENT), a.get(Arg.FOUND_BY)) for r, a in events}
     assert got == {"aten::unique_dim": (True, PYTHON), "aten::linalg_eigh": (True, BOXED)}
     assert unmatched == []
+
+
+def test_ops_traced_by_torch_compile_are_no_fallbacks() -> None:
+    """Dynamo and AOTAutograd run the model on fake tensors inside their compile spans (issue 34): the copies
+    and host ops there are no fallbacks, reported or silent; the same op structure after the compile is one."""
+    def div_fallback(t0: int) -> list[tuple[str, int, int]]:
+        return [("aten::div", t0, t0 + 100), ("aten::_to_copy", t0 + 5, t0 + 20), ("aten::div", t0 + 25, t0 + 70),
+                ("aten::_to_copy", t0 + 75, t0 + 95)]
+    view = _view([
+        ("_compile.compile_inner (dynamo_timed)", 0, 5000),
+        ("backend_compile", 100, 4900),
+        ("aot_collect_metadata (dynamo_timed)", 200, 2000),
+        ("aot_collect_metadata", 210, 1990),
+        *div_fallback(300),
+        ("aten::add", 500, 700),
+        ("aten::_to_cpu", 510, 520),
+        ("aten::add", 530, 600),
+        ("aot_trace_joint_graph (dynamo_timed)", 2100, 4000),
+        *div_fallback(2200),
+        *div_fallback(6000),                 # the program's own call, after the compile
+    ])
+    events, unmatched = reconstruct(view, ["aten::add"], [(1, 560)])
+    got = [(view.name_of(r), int(view.ts[r]), a.get(Arg.SILENT)) for r, a in events]
+    assert got == [("aten::div", 6000, True)]
+    assert unmatched == ["aten::add"]

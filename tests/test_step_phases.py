@@ -80,7 +80,7 @@ def test_the_steady_steps_exclude_the_compiling_ones_and_their_parts_add_up(trac
         assert bd[i]["parts"]["compile"] == 0
     assert set(per["parts"]) == set(PARTS)
     text = "\n".join(totals_lines(tot))
-    assert "Step phases: " in text and "1 recompiling" in text and f"{len(steady)} steady" in text
+    assert "warm-up" in text and "1 recompiling" in text and f"{len(steady)} steady" in text
     assert f"mean of {len(steady)} steady steps" in text
 
 

@@ -34,6 +34,15 @@ def fmt_share(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
+def brief_shapes(signature: str, keep: int = 3) -> str:
+    """A signature's shape list for a one-line title: its first `keep` shapes and how many there are
+    ("[100, 32], [32, 32], [32], ... (16 shapes)"); a signature without shape groups as it is."""
+    groups = re.findall(r"\[[^\[\]]*\]", signature)
+    if len(groups) <= keep:
+        return signature
+    return f"{', '.join(groups[:keep])}, ... ({len(groups)} shapes)"
+
+
 def fit_site(site: str, width: int) -> str:
     """A call site or path in at most `width` characters, never losing its ``:LINE``.
 

@@ -50,6 +50,7 @@ from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.sites.nesting import Nesting, nesting
 from neuron_prof.model import Cat, KinetoCat, Trace
 from neuron_prof.model.callsite import MODULE_PREFIX, USER, file_kind, parse_frame, user_files_of
+from neuron_prof.model.schema import is_compile_span
 
 HOST_OP_CATS = (KinetoCat.CPU_OP, KinetoCat.CUDA_RUNTIME, KinetoCat.CUDA_DRIVER)
 """Categories of host slices that are ops (when the trace has cpu_op slices at all)."""

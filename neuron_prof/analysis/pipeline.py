@@ -67,7 +67,9 @@ def _after_warmup(trace: Trace, ctx: Context, f: Finding) -> Finding:
         return f if f.after_warmup is None else dataclasses.replace(f, after_warmup=None)
     start = int(st.start_ns[st.warmup])
     ev = f.evidence
-    if "steady_count" in ev or "steady_ns" in ev:
+    if ev.get("evaluation"):  # an evaluation pass's own phase: after warm-up wherever it falls (`steps.evaluation`)
+        steady = True
+    elif "steady_count" in ev or "steady_ns" in ev:
         steady = int(ev.get("steady_count") or 0) > 0 or int(ev.get("steady_ns") or 0) > 0
     else:
         ts = [f.ts_ns] if f.ts_ns is not None else []
@@ -110,8 +112,10 @@ def _with_rank(trace: Trace, f: Finding) -> Finding:
 
 
 def sort_findings(findings: list[Finding]) -> list[Finding]:
-    """Most costly first; equal cost: the more severe first, then by kind and title for stability."""
-    return sorted(findings, key=lambda f: (-f.cost_ns, -_SEV_RANK.get(f.severity, 0), f.kind, f.title))
+    """Critical findings without a time cost first (a rank that stopped or is missing: the rest of the job is
+    read in their light); then most costly first; equal cost: the more severe first, then by kind and title."""
+    return sorted(findings, key=lambda f: (not (f.severity == "critical" and not f.cost_ns), -f.cost_ns,
+                                           -_SEV_RANK.get(f.severity, 0), f.kind, f.title))
 
 
 def analyze(trace: Trace, *, warmup_steps: int | None = None) -> list[Finding]:

@@ -204,6 +204,10 @@ class Session(contextlib.ContextDecorator):
             quiet = _compile_quiet.CompileQuiet()
             if self._guard("compile quiet", "start", quiet.install):
                 self._quiet = quiet
+            if self._backend is not None and self._backend.name != "cpu":
+                from neuron_prof.capture._sites import trace_autograd_threads
+
+                self._guard("autograd threads", "start", trace_autograd_threads)
         ctx.start_ns = time.time_ns()
         t1 = time.perf_counter_ns()
         if prof is not None and self._guard("torch.profiler", "start", prof.start):

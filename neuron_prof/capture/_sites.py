@@ -135,7 +135,10 @@ def _py_event(ev: Any, ef: Any, c_call: bool, ctx: _Ctx, out: CycleSites) -> _Ct
     chain = ctx.chain
     key = (cfile, cfunc, cline)
     if ctx.last != key:  # a new line of the executing frame (not the same frame seen again through a C call)
-        chain = (format_frame(display_path(cfile), cline, cfunc), not ctx.hidden and ckind != HIDDEN, chain)
+        # a frame "at" its own def line runs no statement of its own (torch.compile's bytecode runs under it):
+        # kept out of the stack, the line is its caller's (the call of the compiled model)
+        seen = not ctx.hidden and ckind != HIDDEN and not (ckind == USER and own_header(cfile, cline, cfunc))
+        chain = (format_frame(display_path(cfile), cline, cfunc), seen, chain)
     # a new call of the user's code, unless it is the same statement seen again through a C call or an op
     new_call = ckind == USER and (ctx.last != key or ctx.call < 0)
     call = ev.start_time_ns if new_call else ctx.call
@@ -175,6 +178,33 @@ def _name(frame: Any) -> str:
 
 class _Unreadable(ValueError):
     """A name the profiler gave back is not one (its code object was freed): skip what it says."""
+
+
+@lru_cache(maxsize=4096)
+def own_header(path: str, line: int, func: str) -> bool:
+    """Whether `line` of `path` is the header of function `func` itself (its ``def`` line, or a decorator line
+    above it) with no statement after the colon: a line where no code of `func` runs."""
+    import linecache
+
+    f = _abs(path)
+    for k in range(line, line + 20):  # decorators stand above the def line
+        code = linecache.getline(f, k).split("#", 1)[0].strip()
+        if code.startswith("@"):
+            continue
+        m = _DEF.match(code)
+        return bool(m) and m.group(1) == func and not (m.group(2) or "").strip()
+    return False
+
+
+_DEF = re.compile(r"^(?:async\s+)?def\s+(\w+)\s*\(.*?(?:\)\s*(?:->.*?)?:(.*))?$")
+
+
+def _abs(path: str) -> str:
+    """A user's file as torch names it (absolute, or relative to a sys.path entry), found on this machine."""
+    if os.path.isabs(path):
+        return path
+    roots = [*sys.path, os.getcwd()]
+    return next((q for r in roots if os.path.exists(q := os.path.join(r or os.getcwd(), path))), path)
 
 
 @lru_cache(maxsize=4096)
@@ -263,6 +293,22 @@ def walk(prof: Any) -> CycleSites:
     out.nodes = n
     out.cpu_ns = time.thread_time_ns() - t0
     return out
+
+
+def trace_autograd_threads() -> None:
+    """Start autograd's device threads before torch.profiler starts, so its Python tracer sees them.
+
+    A backward on a device runs on the autograd engine's thread for that device, which the engine starts at
+    the first backward; torch.profiler's Python tracer registers the threads alive when it starts, so a custom
+    ``torch.autograd.Function.backward`` the user wrote would run without Python frames and its ops would name
+    no line of it. One backward on the CPU starts every device's thread (``Engine::start_device_threads``).
+    Only for a device backend: on the CPU backward runs on the caller's thread, and a program that forks
+    children running backward (fork-based multiprocessing on the CPU) must not find the threads started.
+    """
+    import torch
+
+    with torch.enable_grad():
+        torch.ones(1, requires_grad=True).sum().backward()
 
 
 def base_ns(path: str) -> int | None:

@@ -39,9 +39,14 @@ def choose_file(trace: Path, exact: bool) -> tuple[Path, str | None]:
     )
 
 
+_SNIFF = 1 << 20
+"""Bytes `check_is_trace` reads: enough to find a Kineto JSON's ``traceEvents`` key after its device properties."""
+
+
 def check_is_trace(file: Path) -> None:
-    """Raise TraceLoadError unless `file` starts like a trace the Perfetto UI opens: JSON (plain or gzip)
-    or a Perfetto protobuf. Only the first bytes are read: a big trace is served, not parsed."""
+    """Raise TraceLoadError unless `file` starts like a trace the Perfetto UI opens: JSON (plain or gzip) with
+    ``traceEvents`` or a list of events, or a Perfetto protobuf. Only the first MiB is read: a big trace is
+    served, not parsed."""
     import gzip
     import zlib
 
@@ -49,7 +54,7 @@ def check_is_trace(file: Path) -> None:
 
     try:
         with open(file, "rb") as f:
-            head = f.read(64)
+            head = f.read(_SNIFF)
     except OSError as e:
         raise TraceLoadError.from_os_error(file, e) from None
     if not head:
@@ -57,15 +62,22 @@ def check_is_trace(file: Path) -> None:
     if head[:2] == GZIP_MAGIC:
         try:
             with gzip.open(file, "rb") as g:
-                head = g.read(64)
+                head = g.read(_SNIFF)
         except (OSError, EOFError, zlib.error) as e:
             raise TraceLoadError(file, f"a broken gzip file ({e}); not a trace") from None
         what = "gzip holding no JSON"
     else:
         what = "not JSON nor a Perfetto protobuf"
     fmt = sniff(head) if head[:2] != GZIP_MAGIC else None  # gzip in gzip is no trace
-    if fmt is CHROME_JSON or (fmt is PFTRACE and named_format(file) is not CHROME_JSON):
+    body = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if fmt is CHROME_JSON and body[:1] == b"{" and (b'"traceEvents"' in head or len(head) == _SNIFF):
+        return  # a Chrome/Kineto JSON object (its traceEvents may lie beyond the first MiB of a big one)
+    if fmt is CHROME_JSON and body[:1] == b"[":
+        return  # Chrome's array form: a list of event objects (`sniff` saw one start)
+    if fmt is PFTRACE and named_format(file) is not CHROME_JSON:
         return
+    if head[:2] != GZIP_MAGIC and body[:1] in (b"{", b"["):
+        raise TraceLoadError(file, "JSON without traceEvents; not a trace the Perfetto UI opens")
     raise TraceLoadError(file, f"{what} (starts with byte 0x{head[0]:02x}); not a trace the Perfetto UI opens")
 
 

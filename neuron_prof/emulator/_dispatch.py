@@ -140,19 +140,22 @@ def _warn_f64(name: str, dev: int) -> None:
     rt.gt.add("f64", name, now, now, dev)
     if name not in rt.warned_f64:
         rt.warned_f64.add(name)
-        warnings.warn(
-            f"neuron: float64 is not supported on Neuron devices; {name} computed in float32",
-            UserWarning,
-            stacklevel=_user_level(),
-        )
+        msg = f"neuron: float64 is not supported on Neuron devices; {name} computed in float32"
+        level = _user_level()
+        if level is None:  # autograd's thread (a backward op): no line of the user's code runs it
+            warnings.warn_explicit(msg + " (in the backward pass)", UserWarning, "<backward>", 0,
+                                   module="neuron_prof.emulator")
+        else:
+            warnings.warn(msg, UserWarning, stacklevel=level)
 
 
-def _user_level() -> int:
-    """The stacklevel of the first frame of the user's code (a warning is about the user's statement)."""
+def _user_level() -> int | None:
+    """The stacklevel of the first frame of the user's code (a warning is about the user's statement); None
+    when the user's code is not on this thread's stack (library frames never name the user's statement)."""
     f, level = sys._getframe(1), 1
     while f is not None and file_kind(f.f_code.co_filename) != USER:
         f, level = f.f_back, level + 1
-    return level if f is not None else 1
+    return level if f is not None else None
 
 
 def execute(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -164,6 +164,9 @@ class Site:
     forward op's that created the node (its line is the one the user can change), "" in the forward."""
     forward_op: str = ""
     """The forward op that created `backward`'s node ("aten::linalg_qr"); "" when it is not in the trace."""
+    forward_site: str = ""
+    """In a ``backward()`` the user wrote (a custom ``torch.autograd.Function``), whose own line is
+    `call_site`: the line of its forward (the ``.apply()`` call); "" otherwise."""
 
     def evidence(self) -> dict[str, object]:
         """The JSON evidence every finding carries about where it happened."""
@@ -178,6 +181,8 @@ class Site:
             out["in_backward"] = self.backward
             if self.forward_op:
                 out["forward_op"] = self.forward_op
+            if self.forward_site:
+                out["forward_site"] = self.forward_site
             else:
                 out["forward_unknown"] = "the forward op that made this autograd node is not in the trace"
         return out
@@ -188,6 +193,10 @@ class Site:
 
 
 NO_STACK = Site(reason="no call stack was recorded for it (profile with with_stack=True)")
+NO_USER_FRAME = Site(reason="no line of your code was on the stack when it ran (a library's own thread or "
+                            "callback: DDP's gradient hooks, autograd's engine, a collective's worker)")
+"""The site of an event in a trace whose stacks were recorded (`stack_is_exact`) but that has none: saying
+"profile with with_stack=True" would be wrong there (`neuron-prof run` records stacks)."""
 
 
 @lru_cache(maxsize=65536)

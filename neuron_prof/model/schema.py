@@ -152,6 +152,17 @@ class KinetoCat:
     DEVICE_CATS: Final = (KERNEL, GPU_MEMCPY, GPU_MEMSET, "mtia_ccp_events", PRIVATEUSE1_DRIVER)
 
 
+COMPILE_PHASES: Final = ("entire_frame_compile", "backend_compile", "inductor_compile", "entire_backward_compile")
+"""torch.compile's phase spans (cpu_op, torch-facts.md); Dynamo's and AOTAutograd's others end in "(dynamo_timed)"."""
+
+
+def is_compile_span(name: str) -> bool:
+    """A span of torch.compile compiling (Dynamo tracing, AOTAutograd's ``aot_collect_metadata`` and
+    ``aot_trace_joint_graph``, the backend): the ops inside ran on fake or meta tensors or compiled the graph;
+    none of them is the program's own work on the device (a compiled graph runs in ``Torch-Compiled Region``)."""
+    return name.endswith("(dynamo_timed)") or name in COMPILE_PHASES
+
+
 class Meta:
     """Keys of ``Trace.metadata`` that neuron-prof itself sets."""
 

@@ -53,6 +53,13 @@ def _install_truth(program: str) -> Any:
                     line = f.f_lineno
                     break
                 f = f.f_back
+            if kind == "compile" and f is not None:  # the program's calls that led to the compile (an
+                g = f.f_back                             # evaluation loop's call of the model)
+                while g is not None:
+                    if codes.get(g.f_code.co_filename, os.path.realpath(g.f_code.co_filename) == prog):
+                        c = rows.setdefault(("compile_caller", name, g.f_lineno), {"count": 0, "details": set()})
+                        c["count"] += 1
+                    g = g.f_back
             r = rows.get((kind, name, line))
             if r is None:
                 r = rows[(kind, name, line)] = {"count": 0, "details": set()}

@@ -59,8 +59,10 @@ TRUTH_KINDS: dict[str, tuple[str, ...]] = {
     "cpu_fallback": ("fallback",),
     "sync_point": ("sync", "data_dependent"),
     "dtype_demotion": ("f64",),
-    "first_call_compile": ("compile", "graph_compile"),
+    "first_call_compile": ("compile", "graph_compile", "compile_caller"),
 }
+"""The emulator's log entries that prove a tag; ``compile_caller``: a line of the program on the stack of a compile
+made deeper in the program (an evaluation loop's call of a model whose forward the user wrote)."""
 
 
 # ---------------------------------------------------------------------------------------------- programs

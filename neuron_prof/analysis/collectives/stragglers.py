@@ -18,6 +18,7 @@ from neuron_prof.analysis.finding import Finding
 from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.registry import register
 from neuron_prof.model import Trace, TrackKind
+from neuron_prof.model.callsite import parse_frame
 
 MIN_SPREAD_NS = 1_000_000
 """Spreads under 1 ms (or under half the collective's own duration) are noise, not stragglers."""
@@ -62,15 +63,42 @@ def _cause(trace: Trace, rank: int, t0: int, t1: int) -> dict[str, object]:
             if any(w in n.lower() for w in _DATA_WORDS):
                 ns = int(ov[names == uid].sum())
                 if ns > 0.2 * (t1 - t0):
-                    return {"cause": "data loading", "detail": n, "ns": ns}
+                    row = int(rows[names == uid][np.argmax(ov[names == uid])])
+                    return {"cause": "data loading", "detail": _function(n), "ns": ns,
+                            "call_site": _costly_line(trace, row, rows, t0, t1)}
         # the longest non-step host op inside the window
         keep = ov > 0
         cand = [(int(ov[i]), int(rows[i])) for i in np.flatnonzero(keep)
                 if not trace.slice_name(int(rows[i])).startswith(_NOT_WORK)]
         if cand and int(best["ns"]) == 0:
             ns, row = max(cand)
-            return {"cause": "host work", "detail": trace.slice_name(row), "ns": ns}
+            return {"cause": "host work", "detail": _function(trace.slice_name(row)), "ns": ns,
+                    "call_site": _costly_line(trace, row, rows, t0, t1)}
     return best
+
+
+def _function(name: str) -> str:
+    """A Python frame span's function ("ddp_train.py(22): load_batch" -> "load_batch"): its def line is no
+    line of the cause; other names as they are."""
+    f = parse_frame(name)
+    return f[2] if f is not None else name
+
+
+def _costly_line(trace: Trace, row: int, rows: np.ndarray, t0: int, t1: int) -> str:
+    """The user's line that cost the most of [t0, t1] inside host slice `row`: of the calls the user's code
+    made in it (their ``call_site``: the ``time.sleep`` in ``load_batch``), the one overlapping the window
+    most; else the line that called `row` itself (the loop's line); "" when neither is recorded."""
+    sl = trace.slices
+    a, e = int(sl.ts_ns[row]), int(sl.ts_ns[row] + sl.dur_ns[row])
+    inner = rows[(sl.track[rows] == sl.track[row]) & (sl.ts_ns[rows] >= a) & (sl.ts_ns[rows] + sl.dur_ns[rows] <= e)]
+    best, site = 0, ""
+    for r, ns in zip(inner.tolist(), _overlap(trace, inner, t0, t1).tolist(), strict=True):
+        if r == row or ns <= best:
+            continue
+        cs = trace.slice_args(int(r)).get("call_site")
+        if cs:
+            best, site = int(ns), str(cs)
+    return site or str(trace.slice_args(row).get("call_site") or "")
 
 
 @register(Kind.STRAGGLER)

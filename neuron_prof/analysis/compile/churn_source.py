@@ -2,7 +2,8 @@
 
 For eager ops, the first host op before each new value's first compile whose tensors hold that shape; for a
 compiled frame, the first host op after the frame's previous compile with a tensor of the new size. The
-statement found most often wins (`_first_maker`).
+statement found most often wins (`_first_maker`). Only ops the user's code made count (`_made_by_user`): a
+tensor a library module makes inside itself (nn.MultiheadAttention's reshapes) is no origin to pad.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.compile.shapes import shapes_of
 from neuron_prof.analysis.sites.callsites import NO_STACK, Site, sites_of
 from neuron_prof.model import KinetoCat, TrackKind
+from neuron_prof.model.callsite import USER, file_kind, parse_frame
 
 
 def creation_site(ctx: Context, items: list[dict[str, Any]]) -> Site:
@@ -32,13 +34,15 @@ def creation_site(ctx: Context, items: list[dict[str, Any]]) -> Site:
             if len(sh) > t and len(sh[t]) > i and (sh[t][i] not in firsts or c.ts < firsts[sh[t][i]][0].ts):
                 firsts[sh[t][i]] = (c, sh[t])
     starts = sorted(c.ts for c, _ in firsts.values())
-    searches = []
-    for c, shape in firsts.values():
+    searches, loose = [], []
+    for v, (c, shape) in firsts.items():
         k = starts.index(c.ts)
-        want = list(shape)
-        searches.append((max(starts[k - 1] if k else 0, _step_start(ctx, c.ts)), c.ts,
-                         lambda shapes, want=want: want in shapes))
-    return _first_maker(ctx, searches)
+        lo = max(starts[k - 1] if k else 0, _step_start(ctx, c.ts))
+        searches.append((lo, c.ts, lambda shapes, want=list(shape): want in shapes))
+        loose.append((lo, c.ts, lambda shapes, v=v: any(v in sh for sh in shapes)))
+    # the exact shape first; when only a library made it (a module's reshape), the user's tensor with the size
+    got = _first_maker(ctx, searches)
+    return got if got.call_site else _first_maker(ctx, loose)
 
 
 def frame_creation_site(ctx: Context, cs: list[_Compile], dim: str, sizes: dict[int, int]) -> Site:
@@ -70,13 +74,30 @@ def _first_maker(ctx: Context, searches: list[tuple[int, int, Any]]) -> Site:
     for lo, hi, test in searches:
         a, b = np.searchsorted(ts, lo, side="left"), np.searchsorted(ts, hi, side="right")
         for r in ops[a:b][:5000]:
-            if test(_shapes(ctx.slice_args(int(r)))):
+            args = ctx.slice_args(int(r))
+            if test(_shapes(args)):
+                if not _made_by_user(args, sites.user_files):
+                    continue  # a library module reshaped it (nn.MultiheadAttention): not where the user pads
                 site = sites.of_row(int(r))
                 if site.call_site:
                     votes[site.call_site] += 1
                     found[site.call_site] = site
                 break
     return found[votes.most_common(1)[0][0]] if votes else NO_STACK
+
+
+def _made_by_user(args: dict[str, Any], user_files: frozenset[str] | None) -> bool:
+    """Whether the user's code made this op's tensors itself: the innermost entry of its ``Call stack`` is a
+    frame of the user's files, not a library's (a module span, torch's own code). An op without a stack (nested
+    in another) counts: its outer op was found first if it held the shape."""
+    stack = args.get("Call stack")
+    if not isinstance(stack, str) or not stack:
+        return True
+    inner = stack.split(";", 1)[0]
+    f = parse_frame(inner)
+    if f is None:
+        return False  # "nn.Module: MultiheadAttention_0": inside a module's own code
+    return f[0] in user_files if user_files is not None else file_kind(f[0]) == USER
 
 
 def _shapes(args: dict[str, Any]) -> list[list[int]]:

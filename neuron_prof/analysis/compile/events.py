@@ -16,7 +16,9 @@ import numpy as np
 
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.compile.shapes import shapes_of
+from neuron_prof.analysis.fmt import brief_shapes
 from neuron_prof.analysis.sites.callsites import sites_of
+from neuron_prof.analysis.steps.evaluation import EvalPass, evaluation_passes, pass_at
 from neuron_prof.model import Arg, Trace, TrackKind
 
 CACHE_DIR_ENV = "TORCH_NEURONX_NEFF_CACHE_DIR"
@@ -140,6 +142,11 @@ class CompileGroup:
         """`name [signature]`, or the name alone when the signature is not known."""
         return f"{self.name} [{self.signature}]" if self.signature else self.name
 
+    @property
+    def brief(self) -> str:
+        """`label` for a title: the signature's first shapes and their count (`brief_shapes`)."""
+        return f"{self.name} [{brief_shapes(self.signature)}]" if self.signature else self.name
+
     def to_dict(self) -> dict[str, Any]:
         d = {"op": self.name, "signature": self.signature, "call_site": self.call_site, "module": self.module,
              "count": len(self.rows), "total_ns": self.total_ns, "max_ns": self.max_ns}
@@ -238,14 +245,28 @@ def launch_modes(trace: Trace, items: list[_Compile]) -> tuple[Counter[str], str
     return modes, str(launch) if launch is not None else None
 
 
+def eval_passes(ctx: Context) -> list[EvalPass]:
+    """The trace's evaluation passes (`steps.evaluation`), computed once per context."""
+    return ctx.memo("eval_passes", lambda: evaluation_passes(ctx.trace))  # type: ignore[no-any-return]
+
+
+def in_evaluation(ctx: Context, c: _Compile) -> EvalPass | None:
+    """The evaluation pass a compile happened in, after the first training step; None otherwise."""
+    st = ctx.steps
+    p = pass_at(eval_passes(ctx), c.ts)
+    return p if p is not None and len(st) >= 1 and p.start_ns >= int(st.end_ns[0]) else None
+
+
 def _after_warmup(ctx: Context, items: list[_Compile]) -> list[_Compile]:
     """The compiles once warm-up is over: in a steady step, between two, or after the last (an evaluation
-    after training); none with fewer than two steps."""
+    after training), and those of an evaluation pass after the first step (its own phase, whatever step's
+    window it falls in); none with fewer than two steps."""
     st = ctx.steps
     if len(st) < 2 or not items:
         return []
     pos = np.searchsorted(st.start_ns, np.array([c.ts for c in items], dtype=np.int64), side="right")
-    return [c for c, k in zip(items, pos.tolist(), strict=True) if k - 1 >= st.warmup]
+    return [c for c, k in zip(items, pos.tolist(), strict=True)
+            if k - 1 >= st.warmup or in_evaluation(ctx, c) is not None]
 
 
 def _in_steady(ctx: Context, items: list[_Compile]) -> list[_Compile]:

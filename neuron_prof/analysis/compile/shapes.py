@@ -19,7 +19,10 @@ _REASON = re.compile(
 _DTYPE_REASON = re.compile(
     r"tensor '(?P<name>.*?)' dtype mismatch\.\s*expected (?P<exp>\S+), actual (?P<act>\S+)"
 )
-_VALUE_REASON = re.compile(r"(?P<name>L\[.+?\](?:\[\d+\])?) == (?P<exp>-?\d+)")
+_VALUE_REASON = re.compile(
+    r"^(?:\d+/\d+:)?\s*(?P<name>L\[.+?\](?:\[\d+\])?|[A-Za-z_][\w.]*(?:\[\d+\])?) == (?P<exp>-?\d+)\b", re.M
+)
+"""A guard on a Python int: "0/0: L['n'] == 3", "0/0: depth == 1   # for _ in range(depth): ..." (torch 2.13)."""
 _BRACKET = re.compile(r"\[\s*(-?\d+(?:\s*,\s*-?\d+)*)?\s*\]")
 
 
@@ -36,6 +39,11 @@ class Guard:
     frame_compile: str = ""
 
     @property
+    def text(self) -> str:
+        """The guard as Dynamo wrote it for a Python int ("depth == 1"), else what varied."""
+        return f"{self.name} == {self.expected}" if self.what == "value" else self.dim
+
+    @property
     def dim(self) -> str:
         """Human name of what varied: "L['x'] dim 0"."""
         return (
@@ -50,7 +58,7 @@ def parse_reason(reason: str) -> list[Guard]:
         for m in _REASON.finditer(reason)
     ]
     out += [Guard(m["name"], "dtype", 0, m["exp"], m["act"]) for m in _DTYPE_REASON.finditer(reason)]
-    return out or [Guard(m["name"], "value", 0, m["exp"], "") for m in _VALUE_REASON.finditer(reason)]
+    return out + [Guard(m["name"], "value", 0, m["exp"], "") for m in _VALUE_REASON.finditer(reason)]
 
 
 def shapes_of(sig: Any) -> tuple[tuple[int, ...], ...]:

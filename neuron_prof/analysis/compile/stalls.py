@@ -19,6 +19,7 @@ from neuron_prof.analysis.compile.events import (
     _top_site,
     classify_compiles,
     compile_groups,
+    in_evaluation,
     compiles,
     launch_modes,
     signature_text,
@@ -42,6 +43,15 @@ def _phases(ctx: Context, items: list[_Compile]) -> tuple[list[list[_Compile]], 
     st = ctx.steps
     if len(st) < 2 or not items:
         return [], items
+    evals: dict[str, list[_Compile]] = defaultdict(list)  # an evaluation's compiles: a phase per calling line
+    for c in items:
+        p = in_evaluation(ctx, c)
+        if p is not None:
+            evals[p.call_site].append(c)
+    in_eval = {c.row for cs in evals.values() for c in cs}
+    items = [c for c in items if c.row not in in_eval]
+    if not items:
+        return list(evals.values()), []
     pos = np.searchsorted(st.start_ns, np.array([c.ts for c in items], dtype=np.int64), side="right")
     by_step: dict[int, list[_Compile]] = defaultdict(list)
     for c, k in zip(items, pos.tolist(), strict=True):
@@ -49,7 +59,7 @@ def _phases(ctx: Context, items: list[_Compile]) -> tuple[list[list[_Compile]], 
     by_top: dict[str, list[list[_Compile]]] = defaultdict(list)
     for _k, cs in sorted(by_step.items()):
         by_top[_top_site(cs)].append(cs)
-    phases: list[list[_Compile]] = []
+    phases: list[list[_Compile]] = list(evals.values())
     rest: list[_Compile] = []
     for top, groups in by_top.items():
         if len(groups) == 1 and top and _novelty(ctx.trace, ctx, groups[0])[0]:
@@ -125,7 +135,7 @@ def _run_finding(trace: Trace, ctx: Context, first: list[_Compile], cc: CompileC
     steady = _in_steady(ctx, first)
     groups = compile_groups(trace, ctx, first)
     top = groups[0]
-    where = top.label + (f" at {top.call_site}" if top.call_site else "")
+    where = top.brief + (f" at {top.call_site}" if top.call_site else "")
     where += f", in the backward ({top.backward})" if top.backward else ""
     what, _ = _what(first)
     if new:
@@ -187,8 +197,11 @@ def _phase_finding(trace: Trace, ctx: Context, items: list[_Compile], cc: Compil
     when = f"step {k}" if k < len(st) and int(ts.min()) < int(st.end_ns[k]) else f"after step {k}"
     top = _top_site(items)
     shapes = sorted({signature_text(c.signature) for c in items if c.call_site == top})[:3]
+    ev = in_evaluation(ctx, items[0])
+    if ev is not None and ev.call_site:  # an evaluation's cause is its loop's call of the model
+        top, when = ev.call_site, f"evaluation, {when}"
     what, _ = _what(items)
-    kind = "new shapes"  # a phase compiles new shapes of ops compiled before (`_phases`)
+    kind = "new shapes" if _novelty(trace, ctx, items)[0] else "ops training never ran"
     title = f"Compiles mid-run at {top} ({when}): {what} for {kind} took {fmt_ns(cost)}"
     advice = (f"This phase ({when}, from {top}) compiled {kind} the training steps never ran"
               f"{' (' + '; '.join(shapes) + ')' if shapes else ''}. Run it once during warm-up, or give it the "
@@ -198,7 +211,9 @@ def _phase_finding(trace: Trace, ctx: Context, items: list[_Compile], cc: Compil
     return Finding(kind=Kind.FIRST_CALL_COMPILE, severity=severity_for(share), title=title, cost_ns=cost,
                    share=share, count=len(items), call_site=top,
                    module=next((c.module for c in items if c.call_site == top and c.module), ""),
-                   advice=advice, evidence={**_evidence(trace, ctx, items, cc), "phase": when},
+                   advice=advice, evidence={**_evidence(trace, ctx, items, cc), "phase": when,
+                                            **({"evaluation": {"call_site": ev.call_site, "model_calls": ev.calls}}
+                                               if ev is not None else {})},
                    ts_ns=int(ts.min()))
 
 
@@ -247,13 +262,22 @@ def recompile(trace: Trace, ctx: Context) -> list[Finding]:
         reasons = Counter(c.reason.strip() for c in again if c.reason.strip())
         name = next((c.name for c in cs if c.attempt == 0), cs[0].name)
         title = f"{name} (frame {frame}) recompiled {n_re} time{'s' if n_re != 1 else ''} ({fmt_ns(cost)})"
-        if dims:
-            title += f": {dims.most_common(1)[0][0]} varied"
+        ints = Counter(g.text for g in guards if g.what == "value")
+        shaped = [d for d, _ in dims.most_common() if not any(g.dim == d and g.what == "value" for g in guards)]
+        parts = ([f"{shaped[0]} varied"] if shaped else []) + [f"guard {t} failed" for t, _ in ints.most_common(2)]
+        if parts:
+            title += ": " + "; ".join(parts)
         advice = (
             "Each new shape compiles a new graph (Neuron compiles statically, dynamic=False). Pad inputs "
             "to a few bucket sizes (see shape_churn), or mark the varying dimension with "
             "torch._dynamo.mark_dynamic where the backend supports it."
-        )
+        ) if shaped or not ints else ""
+        if ints:
+            names = sorted({g.name for g in guards if g.what == "value"})
+            advice += (" " if advice else "") + (
+                f"A Python int argument is specialised: each value of {', '.join(names)} compiles a graph of "
+                f"its own (guard {ints.most_common(1)[0][0]}). Keep it constant across calls, or pass it as a "
+                f"tensor.")
         if limit_hits:
             advice += (
                 " The recompile limit was hit, so later calls silently ran eagerly: raise "
@@ -266,6 +290,7 @@ def recompile(trace: Trace, ctx: Context) -> list[Finding]:
             "recompiles": n_re,
             "reasons": [{"reason": r, "count": n} for r, n in reasons.most_common(10)],
             "dims": dict(dims),
+            "guards": [{"guard": t, "count": n} for t, n in ints.most_common(10)],
             "recompile_limit_hits": limit_hits,
             "rows": [c.row for c in again[:200]],
             **ctx.step_split(ts, dur),

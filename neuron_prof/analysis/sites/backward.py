@@ -24,6 +24,7 @@ import numpy as np
 
 from neuron_prof.analysis.context import Context, as_int
 from neuron_prof.analysis.sites.host import host_nesting
+from neuron_prof.analysis.steps.evaluation import FWD_KEY, SEQ_KEY, doc_numbers
 from neuron_prof.model import KinetoCat
 
 EVALUATE = "autograd::engine::evaluate_function: "
@@ -31,8 +32,6 @@ FWDBWD = "fwdbwd"
 SEQ = "Sequence number"
 FWD_TID = "Fwd thread id"
 _NODE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*Backward\d*$")
-_SEQ_KEY = re.compile(rb'"Sequence number"\s*:\s*(-?\d+)')
-_FWD_KEY = re.compile(rb'"Fwd thread id"\s*:\s*(-?\d+)')
 
 NOT_BACKWARD = -1
 UNKNOWN_FORWARD = -2
@@ -73,31 +72,14 @@ def _roots(ctx: Context, rows: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.isin(names, np.asarray(want, dtype=names.dtype)))
 
 
-def _doc_numbers(ctx: Context, pattern: re.Pattern[bytes]) -> dict[int, int]:
-    """Args document index -> the integer the pattern captures in it (first hit), over the whole args blob."""
-    blob, off = ctx.trace.args.buffers
-    out: dict[int, int] = {}
-    if not blob:
-        return out
-    pos, val = [], []
-    for m in pattern.finditer(blob):
-        pos.append(m.start())
-        val.append(int(m.group(1)))
-    if pos:
-        doc = np.searchsorted(off, np.asarray(pos, dtype=np.int64), side="right") - 1
-        for d, v in zip(doc.tolist()[::-1], val[::-1]):  # the first hit of each document wins
-            out[d] = v
-    return out
-
-
 def _by_sequence(ctx: Context, rows: np.ndarray, in_bwd: np.ndarray, todo: np.ndarray) -> dict[int, int]:
     """Backward span position -> forward row, by autograd sequence number (rule 2 of the module docstring)."""
     tr = ctx.trace
     sl = tr.slices
-    seq = _doc_numbers(ctx, _SEQ_KEY)
+    seq = doc_numbers(ctx.trace, SEQ_KEY)
     if not seq:
         return {}
-    fwd_tid = _doc_numbers(ctx, _FWD_KEY)
+    fwd_tid = doc_numbers(ctx.trace, FWD_KEY)
     proc_of_track = np.array([t.process for t in tr.tracks] or [0], dtype=np.int64)
     docs = sl.args[rows]
     cand: dict[tuple[int, int], list[tuple[int, int]]] = {}

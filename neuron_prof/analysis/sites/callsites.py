@@ -13,7 +13,9 @@ from what the trace says about it, in this order:
 5. **backward**: a host slice in autograd's backward pass (and a probe slice whose flow comes from one) takes
    the site of the forward op that created its autograd node (`_backward`), marked with the node
    (`Site.backward`): its line is the forward line the user wrote, never ``loss.backward()``. When that
-   forward op is not in the trace, the site names no line and says why.
+   forward op is not in the trace, the site names no line and says why. Code the user wrote that runs in
+   the backward (a custom ``autograd.Function.backward``, a hook) keeps its own lines, with its forward's
+   line as `Site.forward_site`.
 
 Host slices get their sites in one vectorised pass (`_solve`: rules 2, 3 and 5): over every host slice for
 the lines view (`host_sites`), or over the few rows `of_row` / `of_rows` are asked about and what their sites
@@ -40,6 +42,7 @@ from neuron_prof.analysis.sites.host import host_nesting, host_stacks_at
 from neuron_prof.model import Arg, KinetoCat, TrackKind
 from neuron_prof.model.callsite import (
     NO_STACK,
+    NO_USER_FRAME,
     USER,
     Site,
     file_kind,
@@ -132,6 +135,8 @@ class Sites:
         self.ctx = ctx
         md = ctx.trace.metadata
         self.exact = stack_is_exact(md)
+        self.none = NO_USER_FRAME if self.exact else NO_STACK
+        """The Site of an event nothing places: with stacks recorded, no frame of the user's was on them."""
         self.user_files = user_files_of(md)
         self._rows: dict[int, Site] = {}
         self._flow_src: dict[int, int] | None = None
@@ -176,7 +181,9 @@ class Sites:
                 up = up if up is not None else self.of_row(src)
                 if site is None or (not site.call_site and not site.stack) or up.backward:
                     site = up
-        got = site if site is not None else NO_STACK
+        got = site if site is not None else self.none
+        if got is NO_STACK:
+            got = self.none
         self._rows[row] = got
         return got
 
@@ -205,7 +212,7 @@ class Sites:
             s = self.of_row(r)
             if s.call_site or s.stack:
                 return s
-        return NO_STACK
+        return self.none
 
     def host_sites(self) -> HostSites:
         """Every host slice's Site (rules 2, 3 and 5), computed once."""
@@ -329,14 +336,16 @@ class Sites:
             own_code = site[inb] != site[loc(np.maximum(bw.root[g], 0))]
             use_fwd = (fwd >= 0) & ~own_code
             base = np.where(use_fwd, site[fpos], site[inb])
-            keys = np.stack([base, bw.node[g], bw.forward_op[g], fwd >= 0, own_code], axis=1)
+            fsite = np.where(own_code & (fwd >= 0), site[fpos], 0)  # a backward() the user wrote: its forward
+            keys = np.stack([base, bw.node[g], bw.forward_op[g], fwd >= 0, own_code, fsite], axis=1)
             uk, inv = np.unique(keys, axis=0, return_inverse=True)
             new = []
-            for b, nd, fo, known, mine in uk.tolist():
+            for b, nd, fo, known, mine, fs in uk.tolist():
                 s = sid.sites[int(b)]
                 node = node_name(ctx.trace.s(int(nd)))
                 if known or mine:
-                    s = dataclasses.replace(s, backward=node, forward_op=ctx.trace.s(int(fo)))
+                    s = dataclasses.replace(s, backward=node, forward_op=ctx.trace.s(int(fo)),
+                                            forward_site=sid.sites[int(fs)].call_site if fs else "")
                 else:
                     called = f"; backward() called at {s.call_site}" if s.call_site else ""
                     s = Site(stack=(), module=s.module, backward=node, reason=(

@@ -7,7 +7,8 @@ annotation ("inferred: ...", see _step_inference). A capture whose ``steps`` is 
 ``prof.step()``: its one ``ProfilerStep#0`` is the whole region, so inference goes first there; a
 foreign trace's ``ProfilerStep#N`` are always kept. The first steps usually pay compiles and cache fills; the
 rest show what costs every step. By default the warm-up is the first step (with three or more steps)
-and each next step while it takes over 1.5x the median of the steps after it. Compile misses alone do
+and each next step while it takes over 1.5x the median of the steps after it, in training time: an
+evaluation pass inside a step's window (`phases`) is left out of its duration. Compile misses alone do
 not decide it: with shape churn every step compiles, and that cost must stay visible as steady cost.
 """
 
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from neuron_prof.analysis.steps.inference import infer_steps
+from neuron_prof.analysis.steps.evaluation import eval_overlap_ns, evaluation_passes
 from neuron_prof.model import Meta, Trace, TrackKind
 
 _STEP_RX = re.compile(r"^ProfilerStep#(\d+)$")
@@ -148,6 +150,8 @@ def make_steps(trace: Trace, warmup_steps: int | None = None) -> Steps:
     ids, start, end = found.ids, found.start_ns, found.end_ns
     n = len(ids)
     dur = end - start
+    if warmup_steps is None and n >= 2:  # warm-up is chosen from training time: an evaluation is not a step's
+        dur = dur - eval_overlap_ns(evaluation_passes(trace), start, end)
     if warmup_steps is not None:
         w = max(0, min(int(warmup_steps), n))
     elif n >= 3:

@@ -6,8 +6,8 @@ One model for every per-step figure, so that "steady step" means the same steps 
 - **warm-up**: the leading steps (`Steps.warmup`: the first step, and each next while it is much slower);
 - **recompiling**: a later step in which host time went to compiling (`compile_rows`: a compile that was not a
   cache hit, or torch.compile's own phase spans);
-- **evaluation**: a step the caller names so (``evaluation``: the evaluation-pass analysis gives them; none
-  are found here);
+- **evaluation**: a step that evaluation passes (`steps.evaluation`: the model run without autograd between
+  training steps) fill for more than half of its time, or that the caller names so (``evaluation``);
 - **training**: every other step. These are the **steady** steps.
 
 When every step after the warm-up compiled (shape churn), no step is steady: `StepPhases.all_compile` says so
@@ -24,6 +24,7 @@ import numpy as np
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.intervals import covered_before, merge
 from neuron_prof.analysis.compile.spans import is_compile_span
+from neuron_prof.analysis.steps.evaluation import eval_overlap_ns, evaluation_passes
 from neuron_prof.model import Arg, TrackKind
 
 WARMUP, RECOMPILING, EVALUATION, TRAINING = "warm-up", "recompiling", "evaluation", "training"
@@ -104,6 +105,10 @@ def _phases(ctx: Context, evaluation: np.ndarray | None) -> StepPhases:
         compiled = covered_before(s, e, hi) - covered_before(s, e, lo)
     else:
         compiled = np.zeros(n, dtype=np.int64)
+    if evaluation is None and n:
+        dur = np.maximum(st.end_ns.astype(np.int64) - st.start_ns.astype(np.int64), 1)
+        evaluation = 2 * eval_overlap_ns(ctx.memo("eval_passes", lambda: evaluation_passes(ctx.trace)), st.start_ns.astype(np.int64),
+                                         st.end_ns.astype(np.int64)) > dur
     phase = []
     for i in range(n):
         if i < st.warmup:

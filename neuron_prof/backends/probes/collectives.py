@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from neuron_prof.backends.probes._common import dtype_bytes, probe_track, site_args, step_of
+from neuron_prof.backends.probes._hostops import tensor_bytes
 from neuron_prof.backends.probes.probe import Probe
 from neuron_prof.model.callsite import Site, live_site
 from neuron_prof.model import Arg, Cat, KinetoCat, TrackKind
@@ -214,7 +215,7 @@ class CollectivesProbe(Probe):
             ctx.errors.append({"probe": self.name, "phase": "record",
                                "error": f"{len(self.failures)} calls not measured; first: {self.failures[0]}"})
         kineto = _kineto_collectives(view)
-        if not self.records and not len(kineto["rpc"]):
+        if not self.records and not len(kineto["rpc"]) and not len(kineto["c10d"]):
             return
         track = probe_track(builder, ctx, TrackKind.COLLECTIVE)
         used: set[int] = set()
@@ -247,6 +248,26 @@ class CollectivesProbe(Probe):
                 builder.add_flow(row, int(r), cat=Cat.COLLECTIVE, name="record_param_comms")
                 if k is not None:
                     builder.add_flow(row, int(k), cat=Cat.COLLECTIVE, name="device")
+        # ... and under gloo, which writes no record_param_comms: the c10d op and its work span's sizes
+        group = next((r.group for r in self.records if r.group), "0")
+        world = next((r.world_size for r in self.records if r.world_size), 0) or _world_size()
+        for c in kineto["c10d"]:
+            c = int(c)
+            if c in used or _inside_any(view, c, self.records) or _holds(view, c, kineto["rpc"]):
+                continue
+            w = _work_of(view, c, kineto["work"], used)
+            rec = _record_from_c10d(view, c, w, group, world)
+            if rec is None:
+                continue
+            rec.seq = seq.get(rec.group, 0)
+            seq[rec.group] = rec.seq + 1
+            if w is not None:
+                used.add(w)
+                rec.extra.update({Arg.WORK_TS: int(view.ts[w]), Arg.WORK_DUR: int(view.dur[w])})
+            row = self._add(builder, ctx, track, rec)
+            builder.add_flow(row, c, cat=Cat.COLLECTIVE, name="c10d")
+            if w is not None:
+                builder.add_flow(row, w, cat=Cat.COLLECTIVE, name="work")
 
     def _add(self, builder: TraceBuilder, ctx: CaptureContext, track: int, rec: CollectiveRecord) -> int:
         dur = max(rec.end_ns - rec.start_ns, 1)
@@ -330,6 +351,49 @@ def _take_kernel(kernels: dict[str, list[int]], rec: CollectiveRecord, view: Hos
 def _inside_any(view: HostView, row: int, records: list[CollectiveRecord]) -> bool:
     t = int(view.ts[row])
     return any(r.start_ns - 50_000 <= t <= r.end_ns + 50_000 for r in records)
+
+
+_FROM_C10D = {norm_op(v): k for k, v in reversed(list(_C10D.items()))}
+"""c10d op key -> the torch.distributed op it runs ("allreduce" -> "all_reduce")."""
+
+
+def _world_size() -> int:
+    try:
+        import torch.distributed as dist
+
+        return int(dist.get_world_size()) if dist.is_available() and dist.is_initialized() else 0
+    except Exception:  # noqa: BLE001  (the job may be tearing down)
+        return 0
+
+
+def _holds(view: HostView, row: int, rows: np.ndarray) -> bool:
+    """Whether one of `rows` lies inside host op `row` (a record_param_comms already gave that collective)."""
+    return bool(len(rows)) and bool(np.any((view.track[rows] == view.track[row]) & (view.ts[rows] >= view.ts[row])
+                                           & (view.end[rows] <= view.end[row])))
+
+
+def _work_of(view: HostView, row: int, work: np.ndarray, used: set[int]) -> int | None:
+    """The backend's work span (``gloo:all_reduce``) of c10d op `row`: the first unused one of the same op that
+    starts after it."""
+    key = norm_op(view.name_of(row))
+    for w in work.tolist():
+        if w not in used and view.ts[w] >= view.ts[row] - 50_000 and norm_op(view.name_of(w)) == key:
+            return int(w)
+    return None
+
+
+def _record_from_c10d(view: HostView, row: int, work: int | None, group: str, world: int) -> CollectiveRecord | None:
+    """A collective no wrapper saw (DDP's C++ reducer under gloo), from its ``c10d::`` op; its size from the
+    work span's ``Input Dims``/``Input type`` (the c10d op lists a TensorList without dtypes)."""
+    op = _FROM_C10D.get(norm_op(view.name_of(row)))
+    if op is None:
+        return None
+    size = tensor_bytes(view.args(work)) if work is not None else 0
+    t = view.args(work).get("Input type") if work is not None else None
+    dtype = str(t[0]) if isinstance(t, list) and t else ""
+    return CollectiveRecord(op=op, start_ns=int(view.ts[row]), end_ns=int(view.end[row]), bytes_in=size,
+                            bytes_out=size, dtype=dtype, group=group, ranks=[], world_size=world or 1, seq=-1,
+                            site=view.site(row, view.args(row)), extra={"source": "c10d"})
 
 
 def _record_from_rpc(view: HostView, row: int) -> CollectiveRecord | None:

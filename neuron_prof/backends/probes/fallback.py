@@ -30,6 +30,7 @@ from neuron_prof.backends.probes._hostops import COPY_OPS, SYNC_OPS, shapes_dtyp
 from neuron_prof.backends.probes.probe import Probe
 from neuron_prof.model.callsite import Site, live_site
 from neuron_prof.model import Arg, Cat, KinetoCat, TrackKind
+from neuron_prof.model.schema import is_compile_span
 
 if TYPE_CHECKING:
     from neuron_prof.backends.base import CaptureContext
@@ -108,10 +109,11 @@ def reconstruct(view: HostView, names: list[str], d2h_hosts: list[tuple[Any, int
     ops = view.cat_rows(KinetoCat.CPU_OP)
     if not len(ops):
         return [], sorted(names)
+    ops = ops[~_while_compiling(view, ops)]  # torch.compile tracing on fake tensors: no call of the program's
     cand = top_level_same_key(view, view.name_rows(lambda s: op_key(s) in keys, ops))
     cand = _drop_enclosed(view, cand)  # sub-ops of a fallen-back op ran on host tensors anyway
     copies = view.name_rows(lambda s: op_key(s) in COPY_OPS, ops)
-    d2h = _d2h_rows(view, d2h_hosts or [])
+    d2h = _d2h_rows(view, d2h_hosts or []) & set(ops.tolist())
     evidence: dict[int, int] = {}  # row -> copy bytes when it has evidence
     for r in cand:
         r = int(r)
@@ -221,6 +223,21 @@ class _Parents:
         a = int(np.searchsorted(v.ts[rows], v.ts[row], side="left"))
         b = int(np.searchsorted(v.ts[rows], v.end[row], side="right"))
         return [int(r) for r in rows[a:b] if int(r) != row and self.of(int(r)) == row]
+
+
+def _while_compiling(view: HostView, rows: np.ndarray) -> np.ndarray:
+    """Per row: nested in a span of torch.compile compiling (`is_compile_span`) on its thread, where Dynamo
+    and AOTAutograd run the model on fake tensors (their copies and host ops are no fallbacks)."""
+    spans = view.name_rows(is_compile_span, rows)
+    out = np.zeros(len(rows), dtype=bool)
+    for t in np.unique(view.track[spans]):
+        outer = _drop_enclosed(view, spans[view.track[spans] == t])
+        starts, ends = view.ts[outer], view.end[outer]
+        on = np.flatnonzero(view.track[rows] == t)
+        k = np.searchsorted(starts, view.ts[rows[on]], side="right") - 1
+        inside = (k >= 0) & (view.end[rows[on]] <= ends[np.maximum(k, 0)])
+        out[on] = inside & ~np.isin(rows[on], outer)
+    return out
 
 
 def _drop_enclosed(view: HostView, rows: np.ndarray) -> np.ndarray:
@@ -360,10 +377,13 @@ class DeepFallbackProbe(Probe):
 
     def _record(self, func: Any, args: Any, t0: int, t1: int) -> None:
         import torch
+        from torch._subclasses.fake_tensor import is_fake
 
         ts = [a for a in args if isinstance(a, torch.Tensor)]
         if not ts or all(t.device.type == "cpu" for t in ts):
             return
+        if any(t.device.type == "meta" or is_fake(t) for t in ts):
+            return  # torch.compile tracing (FakeTensorMode): no data, no call of the program's on the device
         self.ops_seen += 1
         self.records.append((str(func._schema.name), t0, t1, [list(t.shape) for t in ts],
                              [str(t.dtype).removeprefix("torch.") for t in ts], live_site(3)))

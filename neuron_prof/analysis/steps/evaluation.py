@@ -1,0 +1,113 @@
+"""Evaluation passes: the model run without autograd (``torch.no_grad()``, ``torch.inference_mode()``) between
+training steps.
+
+A training forward builds autograd's graph: the ops of the model's call carry an autograd ``Sequence number``
+(torch.profiler writes one per op that records a node). An evaluation under ``no_grad``/``inference_mode``
+builds none. So an evaluation pass is a run of calls of a top-level module (an outermost ``nn.Module: ...``
+span) in which no op carries a sequence number, of a module that other calls train (some of its calls do).
+The pass spans its first call's start until training resumes (the next call that builds a graph; the end of
+the trace after the last): the evaluation loop's own lines after its last call are in it. Its line is the
+user's call of the model (the span's ``call_site``, the evaluation loop's own line).
+
+Step accounting reads them: an evaluation inside a step window is not that training step's time (warm-up is
+chosen from training time), a step window that evaluation fills is an evaluation step (`steps.phases`), and
+compiles in an evaluation are its own phase, after warm-up.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from neuron_prof.model import KinetoCat, Trace, TrackKind
+
+MODULE_SPAN = "nn.Module: "
+SEQ_KEY = re.compile(rb'"Sequence number"\s*:\s*(-?\d+)')
+FWD_KEY = re.compile(rb'"Fwd thread id"\s*:\s*(-?\d+)')
+
+
+def doc_numbers(trace: Trace, pattern: re.Pattern[bytes]) -> dict[int, int]:
+    """Args document index -> the integer `pattern` captures in it (first hit), over the whole args blob."""
+    blob, off = trace.args.buffers
+    out: dict[int, int] = {}
+    if not blob:
+        return out
+    pos, val = [], []
+    for m in pattern.finditer(blob):
+        pos.append(m.start())
+        val.append(int(m.group(1)))
+    if pos:
+        doc = np.searchsorted(off, np.asarray(pos, dtype=np.int64), side="right") - 1
+        for d, v in zip(doc.tolist()[::-1], val[::-1]):  # the first hit of each document wins
+            out[d] = v
+    return out
+
+
+@dataclass(frozen=True)
+class EvalPass:
+    """One evaluation pass (Unix ns) and the line that called the model in it ("" when not recorded)."""
+
+    start_ns: int
+    end_ns: int
+    call_site: str
+    calls: int
+
+
+def evaluation_passes(trace: Trace) -> list[EvalPass]:
+    """The evaluation passes of the trace, in time order (module docstring)."""
+    sl = trace.slices
+    host = np.flatnonzero(np.isin(sl.track, trace.track_ids(TrackKind.THREAD)))
+    if not len(host):
+        return []
+    mod_ids = [i for i in range(len(trace.strings)) if trace.strings[i].startswith(MODULE_SPAN)]
+    mods = host[np.isin(sl.name[host], mod_ids)] if mod_ids else host[:0]
+    if not len(mods):
+        return []
+    seq = doc_numbers(trace, SEQ_KEY)
+    fwd = doc_numbers(trace, FWD_KEY)
+    cpu = trace.strings.get(KinetoCat.CPU_OP)
+    graph_docs = np.fromiter((d for d, s in seq.items() if s >= 0 and fwd.get(d, 0) <= 0), dtype=np.int64)
+    ops = host[(sl.cat[host] == cpu) & np.isin(sl.args[host], graph_docs)] if cpu is not None else host[:0]
+    calls: list[tuple[int, int, int, bool, int]] = []  # (start, end, name, builds a graph, row)
+    for t in np.unique(sl.track[mods]).tolist():
+        m = mods[sl.track[mods] == t]
+        m = m[np.argsort(sl.ts_ns[m], kind="stable")]
+        o = ops[sl.track[ops] == t]
+        ots = np.sort(sl.ts_ns[o])
+        open_until = -1
+        for r in m.tolist():
+            a, e = int(sl.ts_ns[r]), int(sl.end_ns[r])
+            if e <= open_until:
+                continue  # a submodule's span inside the model's
+            open_until = e
+            n = int(np.searchsorted(ots, e, side="right") - np.searchsorted(ots, a, side="left"))
+            calls.append((a, e, int(sl.name[r]), n > 0, r))
+    trained = {c[2] for c in calls if c[3]}
+    calls = sorted(c for c in calls if c[2] in trained)
+    out: list[EvalPass] = []
+    run: list[tuple[int, int, int, bool, int]] = []
+    last = int(sl.end_ns[host].max())
+    for c in [*calls, None]:
+        if c is not None and not c[3]:
+            run.append(c)
+            continue
+        if run:  # the pass lasts until training resumes: its loop's own lines after the last call are in it
+            site = str(trace.slice_args(run[0][4]).get("call_site") or "")
+            out.append(EvalPass(run[0][0], c[0] - 1 if c is not None else last, site, len(run)))
+            run = []
+    return out
+
+
+def eval_overlap_ns(passes: list[EvalPass], start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per window [start, end): the time evaluation passes take inside it."""
+    out = np.zeros(len(start), dtype=np.int64)
+    for p in passes:
+        out += np.maximum(np.minimum(end, p.end_ns) - np.maximum(start, p.start_ns), 0)
+    return out
+
+
+def pass_at(passes: list[EvalPass], ts_ns: int) -> EvalPass | None:
+    """The evaluation pass running at `ts_ns`, None outside them."""
+    return next((p for p in passes if p.start_ns <= ts_ns <= p.end_ns), None)
