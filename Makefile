@@ -4,7 +4,7 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test check-skips mutation-check coverage bench lint clean
+.PHONY: demo test test-fast check-skips mutation-check coverage bench lint clean
 
 $(STAMP): pyproject.toml constraints.txt setup.py $(wildcard neuron_prof/loaders/json/_jscan*.[ch]) \
           $(wildcard neuron_prof/loaders/pftrace/_pfscan*.[ch])
@@ -31,6 +31,13 @@ test: $(STAMP)
 	$(PY) -m pytest -q -rs -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder -m "not emulator_inprocess" \
 		--junitxml=$(REPORTS)/main.xml $(PYTEST_ARGS)
 	$(PY) -m pytest -q -rs -m emulator_inprocess --junitxml=$(REPORTS)/emulator.xml $(PYTEST_ARGS)
+
+# The everyday loop, under 3 minutes on 2 cores: `make test` less the tests marked slow (real programs in other
+# processes, multi-process jobs, the browser: tests/conftest.py SLOW_FILES); no reports.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -rs -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder -m "not slow and not emulator_inprocess" \
+		$(PYTEST_ARGS)
+	$(PY) -m pytest -q -rs -m "emulator_inprocess and not slow" $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 # Fails when the last `make test` skipped a test that tests/skips_allowed.txt does not allow.
 check-skips: $(STAMP)
