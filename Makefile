@@ -4,7 +4,7 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-pythons check-skips mutation-check coverage bench lint clean
+.PHONY: demo test test-fast test-pythons check-skips mutation-check coverage bench lint clean
 
 C_SOURCES := $(wildcard neuron_prof/loaders/json/_jscan*.[ch]) $(wildcard neuron_prof/loaders/pftrace/_pfscan*.[ch])
 
@@ -32,6 +32,13 @@ test: $(STAMP)
 	$(PY) -m pytest -q -rs -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder -m "not emulator_inprocess" \
 		--junitxml=$(REPORTS)/main.xml $(PYTEST_ARGS)
 	$(PY) -m pytest -q -rs -m emulator_inprocess --junitxml=$(REPORTS)/emulator.xml $(PYTEST_ARGS)
+
+# The everyday loop, under 3 minutes on 2 cores: `make test` less the tests marked slow (real programs in other
+# processes, multi-process jobs, the browser: tests/conftest.py SLOW_FILES); no reports.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -rs -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder -m "not slow and not emulator_inprocess" \
+		$(PYTEST_ARGS)
+	$(PY) -m pytest -q -rs -m "emulator_inprocess and not slow" $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 # The suite on other Pythons (README "Development"): a venv each (.venv-py312, .venv-py313) from pyenv's
 # interpreter or python3.X on PATH, with the package and both C extensions built for that Python (checked: the

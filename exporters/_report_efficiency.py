@@ -8,9 +8,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from neuron_prof.analysis.fmt import fmt_flops
 from neuron_prof.exporters._report_figures import CONFIG, _layout, _t
 from neuron_prof.exporters._report_html import empty, note, plot_div, table
-from neuron_prof.exporters.efficiency_text import efficiency_lines, fmt_flops
+from neuron_prof.exporters.efficiency_text import efficiency_lines
 
 Figure = dict[str, Any]
 MAX_LINES = 30

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from neuron_prof.analysis import fit_site
+
+from neuron_prof.analysis.fmt import cut, fit_site
 from neuron_prof.exporters._report_data import Collectives, Series, Utilisation, Waterfall
 
 Figure = dict[str, Any]
@@ -44,9 +45,7 @@ CONFIG: Figure = {
 
 def _t(s: object, limit: int = 0) -> str:
     """Trace text made safe for plotly's HTML-ish labels (cut to `limit` characters first)."""
-    s = str(s)
-    if limit and len(s) > limit:
-        s = s[: limit - 1] + "…"
+    s = cut(str(s), limit) if limit else str(s)
     # quote=False: plotly decodes only a few named entities (&lt; &gt; &amp; ...) and would show "&quot;"
     # literally; quotes are harmless once "<" is escaped, since no tag (and so no attribute) can form.
     return html.escape(s, quote=False)

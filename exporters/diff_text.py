@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from neuron_prof.analysis import fmt_ns
-from neuron_prof.exporters.summary import clip, md_cell, printable
+from neuron_prof.analysis.fmt import clip, fmt_ns, printable
+from neuron_prof.exporters.summary import md_cell
 
 LIST_MAX = 20
 """Appeared / disappeared items listed per kind; the rest are counted ("and 19 more")."""

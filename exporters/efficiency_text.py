@@ -5,15 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from neuron_prof.analysis.fmt import fmt_bytes
-
-
-def fmt_flops(f: float) -> str:
-    """FLOPs with a unit prefix: 1.2 GFLOP."""
-    for unit, div in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
-        if f >= div:
-            return f"{f / div:.3g} {unit}"
-    return f"{f:.0f} FLOP"
+from neuron_prof.analysis.fmt import fmt_bytes, fmt_flops
 
 
 def efficiency_lines(eff: dict[str, Any] | None) -> list[str]:

@@ -19,17 +19,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from neuron_prof.analysis import Kind
+from neuron_prof.analysis.fmt import cut, fit_site, fmt_share, short_site, strip_site
+from neuron_prof.errors import ExportError
 from neuron_prof.exporters import _report_data as data
 from neuron_prof.exporters import _report_figures as figs
 from neuron_prof.exporters._report_device import device_profile_section
 from neuron_prof.exporters._report_efficiency import efficiency_section
 from neuron_prof.exporters._report_html import Raw, empty, esc, note, page, plot_div, table
 from neuron_prof.exporters._report_trend import trend_section
-
-from neuron_prof.version import __version__
-from neuron_prof.analysis import Kind, fit_site, short_site, strip_site
-from neuron_prof.errors import ExportError
 from neuron_prof.model import Meta, Trace, TrackKind
+from neuron_prof.version import __version__
 
 _SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 
@@ -52,7 +52,7 @@ def _cut(text: object, limit: int = 140) -> Raw:
     full = str(text)
     if len(full) <= limit:
         return Raw(esc(full))
-    return Raw(f'<span title="{esc(full)}">{esc(full[: limit - 1])}…</span>')
+    return Raw(f'<span title="{esc(full)}">{esc(cut(full, limit))}</span>')
 
 
 def _ms(ns: Any) -> str:
@@ -103,7 +103,7 @@ def _findings_section(findings: list[dict[str, Any]], figures: dict[str, Any]) -
                 f.get("kind", ""),
                 strip_site(str(f.get("title", "")), f.get("call_site")),  # the site is in `where`
                 _ms(f.get("cost_ns")),
-                f"{100 * float(f.get('share') or 0):.1f}%",
+                fmt_share(float(f.get("share") or 0)),
                 f.get("count", ""),
                 where,
                 Raw(advice),
@@ -227,7 +227,7 @@ def _utilisation_section(trace: Trace, figures: dict[str, Any]) -> str:
         return empty("No device activity in this trace (no device tracks: a CPU-only run).")
     figures["fig-util"] = figs.utilisation(u)
     rows = [
-        (name, str(u.queues.get(name, "")), f"{100 * m:.1f}%")
+        (name, str(u.queues.get(name, "")), fmt_share(m))
         for name, m in sorted(u.mean_busy.items(), key=lambda kv: -kv[1])
     ]
     return (
@@ -294,7 +294,7 @@ def _glance(totals: dict[str, Any]) -> str:
 
     share = totals.get("device_busy_share")
     rows = [
-        ("device busy", "no device activity" if share is None else f"{100 * share:.1f}% of the wall time"),
+        ("device busy", "no device activity" if share is None else f"{fmt_share(share)} of the wall time"),
         (
             "compile",
             ms_count("compile_ns", "compile_count")

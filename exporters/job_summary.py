@@ -13,8 +13,9 @@ from typing import Any
 
 import orjson
 
-from neuron_prof.analysis import Kind, fmt_ns
-from neuron_prof.exporters.summary import _SEV_STYLE, md_cell, printable, short_site, text_console
+from neuron_prof.analysis import Kind
+from neuron_prof.analysis.fmt import fmt_ns, printable, short_site
+from neuron_prof.exporters.summary import _SEV_STYLE, md_cell, text_console
 from neuron_prof.job import COLUMNS, failed_lines, head_line, rank_cells
 
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import orjson
 
-from neuron_prof.analysis import Finding, Report
-from neuron_prof.analysis import fit_site, fmt_ns, partial_line, short_site, strip_site
+from neuron_prof.analysis import Finding, Report, partial_line
+from neuron_prof.analysis.fmt import clip, fit_site, fmt_ns, fmt_share, printable, short_site, strip_site
 from neuron_prof.exporters.efficiency_text import efficiency_lines
 
 SITE_W = 26
@@ -33,26 +33,6 @@ def summary_json(rep: Report) -> bytes:
         | orjson.OPT_NON_STR_KEYS
         | orjson.OPT_APPEND_NEWLINE,
     )
-
-
-_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)]} | {0x2028: "\\u2028", 0x2029: "\\u2029"}
-
-
-def printable(s: object) -> str:
-    """A trace string for a terminal or a Markdown file: control characters (ESC, NUL, newlines, line
-    separators) shown as ``\\xNN``, so an op name can neither drive the terminal nor break a table row."""
-    return str(s).translate(_CONTROL)
-
-
-def clip(name: str, width: int = 80) -> str:
-    """Long C++ kernel names cut to `width` characters for tables (JSON keeps them whole), control characters
-    escaped (see `printable`)."""
-    name = printable(name)
-    return name if len(name) <= width else name[: width - 1] + "…"
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x:.1%}"
 
 
 def _steps_lines(st: dict[str, Any]) -> list[str]:
@@ -88,7 +68,7 @@ def totals_lines(t: dict[str, Any]) -> list[str]:
     if st.get("count"):
         lines += _steps_lines(st)
     if t.get("device_busy_share") is not None:
-        lines.append(f"Device busy {fmt_ns(t['device_busy_ns'])} ({_pct(t['device_busy_share'])} of wall)")
+        lines.append(f"Device busy {fmt_ns(t['device_busy_ns'])} ({fmt_share(t['device_busy_share'])} of wall)")
     parts = []
     for key, label in (
         ("compile", "compile"),
@@ -121,7 +101,7 @@ def totals_lines(t: dict[str, Any]) -> list[str]:
                          + ", ".join(parts))
     rq = t.get("host_runqueue") or {}
     if rq.get("material"):
-        lines.append(f"Host waited {fmt_ns(rq['wait_ns'])} for a CPU ({_pct(rq['share'])} of wall): other processes "
+        lines.append(f"Host waited {fmt_ns(rq['wait_ns'])} for a CPU ({fmt_share(rq['share'])} of wall): other processes "
                      f"on this machine, {rq['load_text']}; not charged to the program")
     lines += explorer_lines(t.get("neuron_explorer"))
     lines += efficiency_lines(t.get("efficiency"))
@@ -267,7 +247,7 @@ def findings_table(findings: list[Finding], width: int = 120) -> Any:
             f.severity,
             f.kind,
             fmt_ns(f.cost_ns) if f.cost_ns else "-",
-            _pct(f.share) if f.cost_ns else "-",
+            fmt_share(f.share) if f.cost_ns else "-",
             str(f.count),
             fit_site(sites[i - 1], SITE_W),
         ]
@@ -402,7 +382,7 @@ def summary_markdown(rep: Report, *, source: str = "", top: int = 10) -> str:
         for i, f in enumerate(rep.findings, 1):
             out.append(
                 f"| {i} | {f.severity} | {f.kind} | {fmt_ns(f.cost_ns) if f.cost_ns else '-'} | "
-                f"{_pct(f.share) if f.cost_ns else '-'} | {f.count} | "
+                f"{fmt_share(f.share) if f.cost_ns else '-'} | {f.count} | "
                 f"{md_cell(short_site(f.call_site) or '-')} | "
                 f"{md_cell(strip_site(f.title, f.call_site))} |"
             )

@@ -69,6 +69,32 @@ def _private_index_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["NEURON_PROF_DATA_DIR"] = str(tmp_path_factory.mktemp("nprof-data"))
 
 
+SLOW_FILES = frozenset({
+    # real programs in other processes: userland programs, `neuron-prof run` captures, fresh interpreters
+    "test_userland.py", "test_userland_run.py", "test_check_userland.py", "test_tui_compile_view.py",
+    "test_cli_run_device_profile.py", "test_ops_captures.py", "test_exact_sites.py", "test_backward_sites.py",
+    "test_cli_run_quiet.py", "test_cli_run_traceback.py", "test_emulator_explorer.py",
+    "test_emulator_async_compile.py", "test_emulator_capture_default.py", "test_emulator_process.py",
+    "test_emulator_idioms.py", "test_churn_plan.py", "test_dtype_use.py", "test_silent_fallback.py",
+    "test_step_inference_run.py", "test_probe_deep_fallback.py", "test_compile_quiet.py", "test_demo.py",
+    "test_capture_faults.py",
+    # multi-process jobs: gloo groups, torchrun, several ranks
+    "test_run_torchrun.py", "test_job_real.py", "test_merge_multiproc.py", "test_capture_ranks.py",
+    "test_probe_collectives.py", "test_cli_run_process_groups.py",
+    # headless Chromium, and the TUI over every large trace of ../shared
+    "test_report_browser.py", "test_report_lines_browser.py", "test_tui_traces.py",
+})
+"""Test files marked `slow` as a whole (single tests elsewhere carry `@pytest.mark.slow` themselves):
+`make test` runs them, `make test-fast` leaves them out. Chosen by their seconds in tests/file_seconds.txt
+(4-141 s each, 761 of the suite's 1,022 s), so that the everyday loop stays under 3 minutes on 2 cores."""
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Marks the tests of `SLOW_FILES` slow as they are collected, before `-m` selects."""
+    if item.path.name in SLOW_FILES:
+        item.add_marker(pytest.mark.slow)
+
+
 def _longest_files_first(items: list[pytest.Item]) -> None:
     """Test files in the order of their seconds in the last full run, longest first (tests/file_seconds.py):
     `make test`'s workers take whole files in this order, so no long file starts when the other worker is

@@ -49,10 +49,11 @@ MUTATIONS: tuple[Mutation, ...] = (
          'if np.dtype(dtype).kind not in _NUMERIC:', 'if np.dtype(dtype).kind not in _NUMERIC + "O":',
          f"{_SEC}::test_a_hostile_index_cache_is_never_unpickled"),
     _one("TUI detail pane parses trace strings as markup", "tui/screens/base.py",
-         "t.append(printable(v))", "t.append(Text.from_markup(printable(v)))", _TUI_TEST),
-    _one("TUI passes control characters to the terminal", "tui/_fmt.py",
-         "return _CONTROL.sub(lambda m: f\"\\\\x{ord(m.group()):02x}\", s if isinstance(s, str) else str(s))",
-         "return s if isinstance(s, str) else str(s)", _TUI_TEST),
+         "t.append(printable(v, newlines=True))", "t.append(Text.from_markup(printable(v, newlines=True)))",
+         _TUI_TEST),
+    _one("summary and TUI pass control characters to the terminal", "neuron_prof/analysis/fmt.py",
+         "return str(s).translate(_CONTROL_KEEP_LINES if newlines else _CONTROL)", "return str(s)",
+         _TUI_TEST, f"{_SEC}::test_summary_text_shows_literal_escaped_names"),
     _one("open serves any path", "neuron_prof/cli/_open_server.py",
          "if raw.split(\"?\", 1)[0] != self.server.url_path:", "if not raw.startswith(\"/\"):",
          f"{_OPEN}::test_other_paths_and_traversal_are_refused"),
@@ -99,7 +100,7 @@ def _env(root: Path) -> dict[str, str]:
 
 def imports_the_copy(root: Path) -> bool:
     """True when `neuron_prof`, its exporters and its TUI all come from the copy, not the checkout."""
-    code = ("import neuron_prof, neuron_prof.exporters._report_html as h, neuron_prof.tui._fmt as f;"
+    code = ("import neuron_prof, neuron_prof.exporters._report_html as h, neuron_prof.tui.widgets.columns as f;"
             "print(neuron_prof.__file__); print(h.__file__); print(f.__file__)")
     p = subprocess.run([sys.executable, "-c", code], cwd=root, env=_env(root), capture_output=True, text=True)
     files = p.stdout.split()

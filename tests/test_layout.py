@@ -69,7 +69,7 @@ def all_imports() -> list[Import]:
 
 def crosses_privately(imp: Import) -> bool:
     """True when the import names a `_private` module or name that is not the importer's own. A private
-    module is its package's own, and shared with that package's subpackages (tui.screens may use tui._fmt);
+    module is its package's own, and shared with that package's subpackages (tui.screens may use tui._data);
     a private name is its module's package's own in the same way. The root package shares nothing: its
     components (neuron_prof.analysis, neuron_prof.cli, ...) meet through public names only, and so do a
     package and its own subpackages going down (loaders may not reach into loaders.json._scan)."""
@@ -103,7 +103,7 @@ def test_the_private_rule_tells_own_from_foreign() -> None:
     assert crosses_privately(imp("neuron_prof.exporters.job_summary", "neuron_prof.analysis.fmt._SEV_STYLE"))
     assert crosses_privately(imp("neuron_prof.loaders", "neuron_prof.loaders.json._scan.ingest_path", pkg=True))
     assert crosses_privately(imp("neuron_prof.cli._diff", "neuron_prof.exporters._diff_text.diff_text"))
-    assert not crosses_privately(imp("neuron_prof.tui.screens.ops", "neuron_prof.tui._fmt.fmt_ns"))
+    assert not crosses_privately(imp("neuron_prof.tui.screens.ops", "neuron_prof.tui._data.RankTable"))
     assert crosses_privately(imp("neuron_prof.analysis.compile.churn", "neuron_prof.analysis.sites._x.y"))
     assert crosses_privately(imp("neuron_prof.cli._open", "neuron_prof._open_server.TraceServer"))
 

@@ -25,13 +25,13 @@ import pytest
 
 import neuron_prof
 from neuron_prof.analysis import op_table
+from neuron_prof.analysis.fmt import fmt_count, fmt_ns
 from neuron_prof.analysis.sites.nesting import TRANSPARENT_SPANS
 from neuron_prof.cli import main
 from neuron_prof.model import Trace, TrackKind
-from neuron_prof.tui._fmt import fmt_int, fmt_ns
 from neuron_prof.tui.app import NeuronProfApp
-from tests.conftest import REPO
 from tests._tui_pilot import SIZE, ready, screen_text
+from tests.conftest import REPO
 
 N_MM, N_SORT = 7, 5
 
@@ -208,7 +208,7 @@ async def test_tui_ops_view_and_drill_in_show_the_same_numbers(
             # the ops view row: its values and what is drawn
             assert got["view"] == {"count": calls, "self_ns": self_ns, "total_ns": total}
             drawn = " ".join(got["row"].split())
-            assert f" {fmt_int(calls)} " in f" {drawn} ", drawn
+            assert f" {fmt_count(calls)} " in f" {drawn} ", drawn
             assert fmt_ns(total) in drawn and fmt_ns(self_ns) in drawn, drawn
             # the drill-in: one row per call, their times sum to the op's
             assert got["n"] == calls == (N_MM if name == "aten::mm" else N_SORT)

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from neuron_prof.tui._fmt import fmt_ns
+from neuron_prof.analysis.fmt import fmt_ns
 from neuron_prof.tui.app import NeuronProfApp
 from neuron_prof.tui.widgets.timeline import Timeline
-from tests._tui_pilot import SIZE, first_screen, ready, screen_styles, screen_text, shown, table
 from tests._demo_trace import (
     CHURN_SIZES,
     COMPILE_MS,
@@ -23,6 +22,7 @@ from tests._demo_trace import (
     T0,
     demo_like_trace,
 )
+from tests._tui_pilot import SIZE, first_screen, ready, screen_styles, screen_text, shown, table
 
 
 async def test_overview_ranks_compile_stall_and_fallback_first() -> None:
@@ -244,7 +244,7 @@ async def test_views_cycle_with_tab_and_every_view_renders() -> None:
         await pilot.press("6")
         await pilot.pause()
         # memory peak: (1 + step % 3) x 100 MB peaks at 300 MB first at step 2
-        assert "286.10 MiB" in screen_text(app)
+        assert "286.1 MiB" in screen_text(app)
         await pilot.press("7")
         await pilot.pause()
         assert "4.00 GB/s" in screen_text(app)

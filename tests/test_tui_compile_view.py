@@ -9,7 +9,6 @@ from SCRIPT and from the raw compile and fallback slices of the trace, not from 
 from __future__ import annotations
 
 import re
-
 import subprocess
 import sys
 from collections import defaultdict
@@ -18,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from neuron_prof.analysis import signature_text
+from neuron_prof.analysis.fmt import fmt_ns
 from neuron_prof.loaders import load
 from neuron_prof.model import Trace, TraceBuilder, TrackKind
-from neuron_prof.tui._fmt import fmt_ns
 from neuron_prof.tui.app import NeuronProfApp
 from tests._tui_pilot import ready, screen_text, shown, table
 

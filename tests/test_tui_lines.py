@@ -34,7 +34,7 @@ async def test_lines_view(size: tuple[int, int], tmp_path: Path) -> None:
         assert "host" in header and "device" in header
         row = next(ln for ln in lines if ln.startswith("train.py:10"))
         # host (forward + backward), its backward part, device
-        assert row.split()[1:5] == ["150", "µs", "50", "µs"] and "30 µs" in row
+        assert row.split()[1:5] == ["150.0", "µs", "50.0", "µs"] and "30.0 µs" in row
         if size[0] >= 160:
             assert "MmBackward0" in row  # the backward's node
             assert "in bwd" in header and "backward of" in header
@@ -71,7 +71,7 @@ async def test_overview_shows_the_step_as_stacked_parts(size: tuple[int, int], t
         # split 19:81 between them
         bar = line.split("step mix ")[1].split(" ")[0]
         assert set(bar) == {"█"} and 10 <= len(bar) <= 40
-        assert "host 190 µs" in line and "idle 810 µs" in line
+        assert "host 190.0 µs" in line and "idle 810.0 µs" in line
         cells = [seg for seg in app.screen._compositor.render_strips()
                  for seg in seg if seg.text and set(seg.text) == {"█"} and len(seg.text) > 1]
         widths = sorted(len(s.text) for s in cells)

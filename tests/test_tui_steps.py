@@ -8,7 +8,7 @@ import pytest
 from rich.segment import Segment
 
 from neuron_prof.analysis import step_breakdown
-from neuron_prof.tui._fmt import fmt_ns
+from neuron_prof.analysis.fmt import fmt_ns
 from neuron_prof.tui.app import NeuronProfApp
 from neuron_prof.tui.screens.steps import StepsScreen
 from tests._demo_trace import demo_like_trace

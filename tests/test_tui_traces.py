@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from neuron_prof.tui._fmt import fmt_ns
+from neuron_prof.analysis.fmt import fmt_ns
 from neuron_prof.tui.app import NeuronProfApp
 from neuron_prof.tui.screens.ops import OPS
 from tests._tui_pilot import SIZE, ready, screen_text

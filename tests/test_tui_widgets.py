@@ -1,4 +1,4 @@
-"""TUI layer 2: widgets over numpy columns at a million rows, the plots, and literal text helpers."""
+"""TUI layer 2: widgets over numpy columns at a million rows, and the plots."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import time
 import numpy as np
 from textual.app import App, ComposeResult
 
-from neuron_prof.tui._fmt import fmt_bytes, fmt_ns, literal, printable
+from neuron_prof.analysis.fmt import fmt_ns
 from neuron_prof.tui.app import NeuronProfApp
+from neuron_prof.tui.screens.base import Detail
 from neuron_prof.tui.widgets.plot import braille_area, sparkline
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 from tests._demo_trace import demo_like_trace
@@ -94,14 +95,6 @@ def test_sparkline_and_braille_levels() -> None:
     assert braille_area(np.array([1.0, 1.0, 0.5, 0.5]), width=2, height=2, vmax=1.0)[1] == "⣿⣿"
 
 
-def test_literal_text_escapes_control_characters_and_keeps_markup() -> None:
-    name = "\x1b]0;pwned\x07[bold]x[/]"
-    assert printable(name) == "\\x1b]0;pwned\\x07[bold]x[/]"
-    t = literal(name)
-    assert t.plain == printable(name) and not t.spans
-    assert fmt_bytes(3 * 2**30) == "3.00 GiB" and fmt_ns(1_500_000) == "1.5 ms"
-
-
 async def test_loading_reports_progress_then_shows_the_overview() -> None:
     seen: list[tuple[float, str]] = []
 
@@ -136,3 +129,18 @@ def test_timeline_axis_labels_both_edges_in_a_unit_that_fits() -> None:
     # a µs window speaks µs, a window at 8.68 s speaks s
     assert axis_line(0, 40e3, width, label_w=label_w).endswith("+40 µs")
     assert axis_line(0, 8.68e9, width, label_w=label_w).endswith("+8.68 s")
+
+class DetailApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield Detail()
+
+
+async def test_detail_pane_keeps_a_stack_on_its_lines_and_escapes_the_rest() -> None:
+    # GIVEN a stack (one frame a line, as the fallback and compile views give it) and an op name holding ESC
+    app = DetailApp()
+    async with app.run_test(size=(80, 12)):
+        pane = app.query_one(Detail)
+        pane.show([("op", "aten::mm\x1b[2J"), ("stack", "\ntrain.py:10\nmodel.py:3")])
+        lines = pane.text().splitlines()
+    # THEN each frame has its line, and the escape sequence reaches no terminal
+    assert lines == ["op: aten::mm\\x1b[2J", "stack: ", "train.py:10", "model.py:3"]

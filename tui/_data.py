@@ -24,13 +24,25 @@ from typing import Any, Generic, TypeVar, cast
 
 import numpy as np
 
-from neuron_prof.analysis import Context, Finding, OpTable, cross_rank_findings, op_table, sort_findings
-from neuron_prof.analysis import LineTable, line_table, nesting, overview, step_breakdown
-from neuron_prof.analysis import Family, info_of
+from neuron_prof.analysis import (
+    Context,
+    Family,
+    Finding,
+    LineTable,
+    OpTable,
+    cross_rank_findings,
+    info_of,
+    line_table,
+    nesting,
+    op_table,
+    overview,
+    sort_findings,
+    step_breakdown,
+)
+from neuron_prof.analysis.fmt import fmt_bytes
 from neuron_prof.model import Trace, TrackKind, split_ranks
-from neuron_prof.tui._shape import step_times
-from neuron_prof.tui._fmt import fmt_bytes
 from neuron_prof.tui._lanes import profiled_region
+from neuron_prof.tui._shape import step_times
 
 Source = str | os.PathLike[str] | Trace
 Progress = Callable[[float, str], None]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from neuron_prof.analysis.fmt import cut
 from neuron_prof.tui._lanes import Lane
 
 NONE = -1
@@ -105,6 +106,4 @@ def box_name(name: str) -> str:
 
 def fit_name(name: str, width: int) -> str:
     """A box's text: the name cut to `width` cells with "…", padded with spaces."""
-    if len(name) <= width:
-        return name.ljust(width)
-    return (name[: width - 1] + "…") if width > 1 else name[:width]
+    return cut(name, width).ljust(width)

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from neuron_prof.analysis import Context, fit_site, fmt_value, sites_of
+from neuron_prof.analysis.fmt import fmt_ns, fmt_ts, printable
 from neuron_prof.model import Trace
-from neuron_prof.tui._fmt import fmt_ns, fmt_ts, printable
 from neuron_prof.tui._lane_names import lane_name, lane_title
 
 MAX_LINKED = 12

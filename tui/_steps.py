@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.tui._fmt import fmt_ns
+from neuron_prof.analysis.fmt import fmt_ns
 
 STEP_PART_STYLE = {"compile": "red", "fallback": "#e6a04e", "sync": "yellow", "collective": "cyan",
                    "host": "blue", "device": "green", "idle": "grey50"}

@@ -104,15 +104,12 @@ def write_all(trace: Trace, paths: list[Path], on_file: Callable[[Path], None] |
 
 
 def _size(p: Path) -> str:
+    from neuron_prof.analysis.fmt import fmt_bytes  # at the session's end, which imports analysis anyway
+
     try:
-        n = p.stat().st_size
+        return fmt_bytes(p.stat().st_size)
     except OSError:
         return "?"
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
 
 
 def where_message(rep: WriteReport, n_events: int) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from neuron_prof.analysis import fmt_bytes, fmt_ns
+from neuron_prof.analysis.fmt import fmt_bytes, fmt_ns, fmt_share
 
 COLUMNS = (
     ("rank", "right"),
@@ -21,7 +21,7 @@ COLUMNS = (
 
 
 def _ns(v: Any) -> str:
-    return "-" if v is None else "0" if v == 0 else fmt_ns(v)
+    return "0" if v == 0 else fmt_ns(v)
 
 
 def rank_cells(r: dict[str, Any]) -> tuple[str, ...]:
@@ -37,7 +37,7 @@ def rank_cells(r: dict[str, Any]) -> tuple[str, ...]:
         _ns(r.get("fallback_ns_per_step")),
         _ns(r.get("sync_ns_per_step")),
         _ns(r.get("collective_ns_per_step")),
-        "-" if share is None else f"{share:.1%}",
+        fmt_share(share),
         "-" if not peak else fmt_bytes(peak),
         f"{sev.get('critical', 0)}/{sev.get('warning', 0)}/{sev.get('info', 0)}",
     )

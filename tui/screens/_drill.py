@@ -17,8 +17,8 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Static
 
+from neuron_prof.analysis.fmt import printable
 from neuron_prof.tui._data import RankData
-from neuron_prof.tui._fmt import printable
 from neuron_prof.tui.widgets.bars import KeyBar
 from neuron_prof.tui.widgets.virtual_table import VirtualTable
 

@@ -21,8 +21,8 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Input, Static
 
+from neuron_prof.analysis.fmt import printable
 from neuron_prof.tui._data import RankData, TuiData, ViewTable
-from neuron_prof.tui._fmt import printable
 from neuron_prof.tui.widgets.bars import KeyBar, ViewBar
 from neuron_prof.tui.widgets.virtual_table import VirtualTable
 
@@ -263,7 +263,7 @@ class Detail(VerticalScroll, can_focus=False):
             if i:
                 t.append("\n")
             t.append(f"{k}: ", style="bold")
-            t.append(printable(v))
+            t.append(printable(v, newlines=True))  # stacks and plans span lines
         self.query_one("#detail-text", Static).update(t)
         self.scroll_home(animate=False, immediate=True)
 

@@ -9,10 +9,10 @@ import numpy as np
 from textual.widget import Widget
 
 from neuron_prof.analysis import Context, collective_key, collective_rows, message_bytes
+from neuron_prof.analysis.fmt import fmt_bytes, fmt_count, fmt_gbps, fmt_ns
 from neuron_prof.model import Arg, Trace
 from neuron_prof.tui._absent import no_collective_reason
 from neuron_prof.tui._data import CrossTable
-from neuron_prof.tui._fmt import fmt_bytes, fmt_gbps, fmt_int, fmt_ns
 from neuron_prof.tui._shape import Table, arg_text, most_first, objects
 from neuron_prof.tui.screens.base import ViewScreen
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
@@ -83,7 +83,7 @@ class CollectivesScreen(ViewScreen):
         cols = [
             Column("rank", "rank", 5, str, right=True),
             Column("name", "op", 0),
-            Column("count", "count", 7, fmt_int, right=True),
+            Column("count", "count", 7, fmt_count, right=True),
             Column("bytes", "bytes", 11, fmt_bytes, right=True),
             Column("total_ns", "time", 10, fmt_ns, right=True),
             Column("gbps", "bandwidth", 11, fmt_gbps, right=True),

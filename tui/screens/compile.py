@@ -9,8 +9,8 @@ from typing import Any
 from textual.widget import Widget
 
 from neuron_prof.analysis import Family, of_family
+from neuron_prof.analysis.fmt import fmt_count, fmt_ns
 from neuron_prof.tui._data import RankTable
-from neuron_prof.tui._fmt import fmt_int, fmt_ns
 from neuron_prof.tui.screens._compile_table import compile_table, no_compile_reason, plan_text
 from neuron_prof.tui.screens.base import Detail, ViewScreen, detail
 from neuron_prof.tui.screens.ops import CallsScreen, slices_table
@@ -22,7 +22,7 @@ COMPILES = RankTable("compiles", lambda rank: compile_table(rank.trace, rank.con
 
 
 def _count(v: Any) -> str:
-    return fmt_int(v) if v else ""
+    return fmt_count(v) if v else ""
 
 
 class CompileScreen(ViewScreen):
@@ -40,7 +40,7 @@ class CompileScreen(ViewScreen):
             Column("where", "call site", 20, clip_left=True, grow=24),
             Column("n_sigs", "sigs", 5, _count, right=True, drop=2),
             Column("n_sites", "sites", 5, _count, right=True, drop=3),
-            Column("count", "count", 6, fmt_int, right=True),
+            Column("count", "count", 6, fmt_count, right=True),
             Column("total_ns", "total", 10, fmt_ns, right=True),
             Column("max_ns", "longest", 10, fmt_ns, right=True, drop=1),
         ]
@@ -86,7 +86,7 @@ class CompileScreen(ViewScreen):
         site = d["call_site"] or "line unknown" + (f" in {d['function']}" if d["function"] else "")
         if not member and d["n_sites"] != 1:
             site = f"{d['n_sites']} call sites (enter lists them)"
-        counts = f"{fmt_int(d['count'])}, {fmt_ns(d['total_ns'])} in all, longest {fmt_ns(d['max_ns'])}"
+        counts = f"{fmt_count(d['count'])}, {fmt_ns(d['total_ns'])} in all, longest {fmt_ns(d['max_ns'])}"
         rows = detail(
             ("op / graph", d["name"]),
             ("signature", d["signature"]),

@@ -15,7 +15,7 @@ from rich.text import Text
 from textual.widget import Widget
 from textual.widgets import Static
 
-from neuron_prof.tui._fmt import fmt_int, fmt_ns, printable
+from neuron_prof.analysis.fmt import fmt_count, fmt_ns, printable
 from neuron_prof.tui.screens.base import ViewScreen
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 
@@ -106,7 +106,7 @@ class DeviceScreen(ViewScreen):
             Column("what", "what", 16),
             Column("name", "opcode / op / line", 0, clip_left=True),
             Column("time_ns", "device time", 12, fmt_ns, right=True),
-            Column("count", "count", 8, lambda v: fmt_int(v) if v else "", right=True, drop=1),
+            Column("count", "count", 8, lambda v: fmt_count(v) if v else "", right=True, drop=1),
         ]
         self.table = VirtualTable(cols, device_rows(ex), filter_key="name", id="device")
         self.table.empty_text = "No device time to show (no Instruction or OpcodeSummary table in this profile)."

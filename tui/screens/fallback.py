@@ -13,10 +13,10 @@ import numpy as np
 from textual.widget import Widget
 
 from neuron_prof.analysis import Context, Finding, Kind, fallback_names, norm_op, sites_of
+from neuron_prof.analysis.fmt import fmt_bytes, fmt_count, fmt_ns, fmt_share
 from neuron_prof.model import Arg, Trace, TrackKind
 from neuron_prof.tui._absent import no_fallback_reason
 from neuron_prof.tui._data import RankTable
-from neuron_prof.tui._fmt import fmt_bytes, fmt_int, fmt_ns, fmt_share
 from neuron_prof.tui._shape import Table, arg_text, most_first, objects
 from neuron_prof.tui.screens.base import Detail, ViewScreen, detail
 from neuron_prof.tui.screens.ops import CallsScreen, slices_table
@@ -106,7 +106,7 @@ class FallbackScreen(ViewScreen):
         cols = [
             Column("call_site", "call site", 20, lambda v: v or "(line unknown)", clip_left=True, grow=24),
             Column("chain", "called as → op that fell back", 0, min_width=40),
-            Column("count", "count", 6, fmt_int, right=True),
+            Column("count", "count", 6, fmt_count, right=True),
             Column("total_ns", "host time", 9, fmt_ns, right=True),
             Column("share", "share", 7, fmt_share, right=True, drop=2),
             Column("copy_bytes", "copies", 10, fmt_bytes, right=True, drop=3),

@@ -13,11 +13,11 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from neuron_prof.analysis import sites_of, source_context
+from neuron_prof.analysis.fmt import cut, fmt_bytes, fmt_count, fmt_ns, printable
 from neuron_prof.tui._data import RankData, RankTable
 from neuron_prof.tui._lines import calls_of, line_ops, lines_view
-from neuron_prof.tui._fmt import fmt_bytes, fmt_int, fmt_ns, printable
-from neuron_prof.tui.screens.base import ViewScreen
 from neuron_prof.tui.screens._drill import DrillScreen
+from neuron_prof.tui.screens.base import ViewScreen
 from neuron_prof.tui.screens.ops import CallsScreen
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 
@@ -86,12 +86,12 @@ class LinesScreen(ViewScreen):
             extra.append(f"+ backward: {', '.join(t.backward_of[i])}")
         c = t.cols
         if c["compiles"][i]:
-            extra.append(f"{fmt_int(c['compiles'][i])} compiles: {'; '.join(t.signatures[i][:3])}")
+            extra.append(f"{fmt_count(c['compiles'][i])} compiles: {'; '.join(t.signatures[i][:3])}")
         if extra:  # one line, cut at the screen's edge (the signatures are in summary --json)
             line_text = "   ".join(printable(x) for x in extra)
             w = max(20, self.app.size.width - 3)
             out.append("\n")
-            out.append(line_text if len(line_text) <= w else line_text[: w - 1] + "…", style="dim")
+            out.append(cut(line_text, w), style="dim")
         pane.update(out)
 
     def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
@@ -110,7 +110,7 @@ class LineOpsScreen(DrillScreen):
         cols = [
             Column("name", "op", 0, min_width=24),
             Column("where", "in", 30, drop=1),
-            Column("count", "calls", 8, fmt_int, right=True),
+            Column("count", "calls", 8, fmt_count, right=True),
             Column("self_ns", "self", 10, fmt_ns, right=True),
         ]
         super().__init__(rank, VirtualTable(cols, self.data, filter_key="name", id="line-ops"), "ops of ",

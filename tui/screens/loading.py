@@ -10,7 +10,7 @@ from textual.containers import Center, Middle
 from textual.screen import Screen
 from textual.widgets import ProgressBar, Static
 
-from neuron_prof.tui._fmt import printable
+from neuron_prof.analysis.fmt import printable
 from neuron_prof.tui.widgets.bars import KeyBar
 
 

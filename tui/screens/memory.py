@@ -9,9 +9,9 @@ from rich.text import Text
 from textual.widget import Widget
 from textual.widgets import Static
 
+from neuron_prof.analysis.fmt import fmt_bytes, fmt_ts, printable
 from neuron_prof.model import Trace, TrackKind
 from neuron_prof.tui._data import RankTable
-from neuron_prof.tui._fmt import fmt_bytes, fmt_ts, printable
 from neuron_prof.tui.screens.base import ViewScreen
 from neuron_prof.tui.widgets.plot import BraillePlot
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable

@@ -12,12 +12,12 @@ from textual.binding import Binding, BindingType
 from textual.widget import Widget
 
 from neuron_prof.analysis import OpTable
+from neuron_prof.analysis.fmt import fmt_count, fmt_ns, fmt_ts
 from neuron_prof.model import Trace
 from neuron_prof.tui._data import RankData, RankTable
-from neuron_prof.tui._fmt import fmt_int, fmt_ns, fmt_ts
 from neuron_prof.tui._shape import Table
-from neuron_prof.tui.screens.base import ViewScreen
 from neuron_prof.tui.screens._drill import DrillScreen
+from neuron_prof.tui.screens.base import ViewScreen
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 
 
@@ -95,7 +95,7 @@ class OpsScreen(ViewScreen):
             Column("where", "on", 6, drop=1),
             Column("self_ns", "self", 9, fmt_ns, right=True),
             Column("total_ns", "total", 9, fmt_ns, right=True),
-            Column("count", "calls", 8, fmt_int, right=True, drop=2),
+            Column("count", "calls", 8, fmt_count, right=True, drop=2),
             Column("avg_ns", "mean", 9, fmt_ns, right=True, drop=3),
         ]
         self.table = VirtualTable(cols, OPS.of(self.data), filter_key="name", id="ops")

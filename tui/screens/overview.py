@@ -11,11 +11,10 @@ from textual.binding import Binding, BindingType
 from textual.widget import Widget
 from textual.widgets import Static
 
-from neuron_prof.analysis import Family, Finding, info_of, of_family
-from neuron_prof.analysis import fit_site, fmt_evidence, strip_site
+from neuron_prof.analysis import Family, Finding, fit_site, fmt_evidence, info_of, of_family, strip_site
+from neuron_prof.analysis.fmt import fmt_count, fmt_ns, fmt_share, printable
 from neuron_prof.tui._absent import has_concept
 from neuron_prof.tui._data import RankData, finding_target
-from neuron_prof.tui._fmt import fmt_int, fmt_ns, fmt_share, printable
 from neuron_prof.tui._steps import STEP_PART_STYLE, bar_runs
 from neuron_prof.tui.screens.base import Detail, ViewScreen, detail
 from neuron_prof.tui.screens.steps import StepsScreen
@@ -87,7 +86,7 @@ def summary_text(rank: RankData, width: int = 100, height: int = 48) -> Text:
     first: list[tuple[str, str, str]] = [
         ("source", fit_site(printable(rank.source), room - len("source ")), ""),
         ("wall", fmt_ns(int(tot.get("wall_ns") or 0)), "bold"),
-        ("events", fmt_int(rank.trace.n_events), ""),
+        ("events", fmt_count(rank.trace.n_events), ""),
         ("device busy", "n/a (no device track)" if busy is None else fmt_share(float(busy)), "bold"),
     ]
     _flow(t, first, room)
@@ -102,7 +101,7 @@ def summary_text(rank: RankData, width: int = 100, height: int = 48) -> Text:
         # a zero is a measurement only where the backend has the concept (no compile on a GPU)
         if not n and not has_concept(rank.trace, kind):
             continue
-        probes.append((label, f"{fmt_ns(ns)} ({fmt_share(ns / wall)}, {fmt_int(n)}x)", style if n else ""))
+        probes.append((label, f"{fmt_ns(ns)} ({fmt_share(ns / wall)}, {fmt_count(n)}x)", style if n else ""))
     if probes:
         t.append("\n")
         _flow(t, probes, room)
@@ -151,7 +150,7 @@ def summary_text(rank: RankData, width: int = 100, height: int = 48) -> Text:
     for w in rank.warnings:
         t.append("\n")
         t.append("note ", style="dim yellow")
-        t.append(printable(w))
+        t.append(printable(w, newlines=True))
     return t
 
 
@@ -221,7 +220,7 @@ class OverviewScreen(ViewScreen):
             Column("title", "finding", 0, min_width=28),
             Column("cost_ns", "cost", 8, fmt_ns, right=True),
             Column("share", "share", 6, fmt_share, right=True, drop=1),
-            Column("count", "count", 6, fmt_int, right=True, drop=2),
+            Column("count", "count", 6, fmt_count, right=True, drop=2),
             Column("call_site", "call site", 20, lambda v: v or "-", clip_left=True, grow=16),
         ]
         self.table = VirtualTable(

@@ -9,12 +9,13 @@ The tabs and the app's keys work meanwhile: another view, help or quit.
 from __future__ import annotations
 
 import time
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Static
 
-from neuron_prof.tui._fmt import printable
+from neuron_prof.analysis.fmt import printable
 from neuron_prof.tui.screens.base import ViewScreen
 from neuron_prof.tui.views import Views
 from neuron_prof.tui.widgets.bars import KeyBar, ViewBar
@@ -26,7 +27,7 @@ def pending_text(label: str, what: str, since: float | None = None, failure: str
     t = Text()
     t.append(f"{label}: ", style="bold")
     if failure is not None:
-        t.append(printable(failure), style="red")
+        t.append(printable(failure, newlines=True), style="red")
         return t
     t.append(f"loading… ({what} are being computed; this view fills in when done)")
     if since is not None and (s := time.monotonic() - since) >= 1:

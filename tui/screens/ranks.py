@@ -11,9 +11,9 @@ from rich.text import Text
 from textual.widget import Widget
 from textual.widgets import Static
 
+from neuron_prof.analysis.fmt import fmt_ns, fmt_share
 from neuron_prof.model import Trace
 from neuron_prof.tui._data import CrossTable
-from neuron_prof.tui._fmt import fmt_ns, fmt_share
 from neuron_prof.tui._shape import Table, objects, step_times
 from neuron_prof.tui.screens.base import ViewScreen
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable

@@ -14,8 +14,8 @@ from textual.binding import Binding, BindingType
 from textual.widget import Widget
 from textual.widgets import Static
 
+from neuron_prof.analysis.fmt import fmt_ns
 from neuron_prof.tui._data import RankData
-from neuron_prof.tui._fmt import fmt_ns
 from neuron_prof.tui._steps import BLOCK, STEP_PART_STYLE, step_bar, steps_table
 from neuron_prof.tui.screens._drill import DrillScreen
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable

@@ -17,9 +17,8 @@ from textual.binding import Binding, BindingType
 from textual.widget import Widget
 from textual.widgets import Input, Static
 
-from neuron_prof.analysis import fmt_ns as fmt_span
+from neuron_prof.analysis.fmt import fmt_bytes, fmt_ns, fmt_ts, printable
 from neuron_prof.tui._data import RankTable
-from neuron_prof.tui._fmt import fmt_bytes, fmt_ns, fmt_ts, printable
 from neuron_prof.tui._lanes import Lane, build_lanes, depth_lane, first_window
 from neuron_prof.tui._slice_info import slice_facts
 from neuron_prof.tui.screens.base import ViewScreen
@@ -30,8 +29,13 @@ LANES = RankTable("lanes", lambda rank: build_lanes(rank.trace, rank.depth, rank
 WINDOW = RankTable("view", lambda rank: first_window(rank.trace, rank.span))
 
 
+def _tick(ns: float) -> str:
+    """An axis label: whole µs ("+250 µs"), the one duration spelling otherwise."""
+    return fmt_ns(ns, us_digits=0)
+
+
 def _label_at(t: float) -> str:
-    return fmt_span(t, us_digits=0) if t >= 0 else "-" + fmt_span(-t, us_digits=0)
+    return _tick(t) if t >= 0 else "-" + _tick(-t)
 
 
 def axis_line(t0: float, t1: float, width: int, label_w: int = LABEL_W, title: str = "") -> str:
@@ -45,11 +49,11 @@ def axis_line(t0: float, t1: float, width: int, label_w: int = LABEL_W, title: s
     title = title[:label_w]
     line[: len(title)] = title  # over the lane names: which trace (rank) this is
     left = _label_at(t0)
-    right = "+" + fmt_span(t1 - t0, us_digits=0)
+    right = "+" + _tick(t1 - t0)
     line[label_w + 1 : label_w + 1 + len(left)] = left
     line[width - len(right) :] = right
     for k in range(1, ticks):
-        label = "+" + fmt_span((t1 - t0) * k / ticks, us_digits=0)
+        label = "+" + _tick((t1 - t0) * k / ticks)
         col = label_w + 1 + round(cells * k / ticks)
         start = max(0, min(col - len(label) // 2, width - len(label)))
         if all(c == " " for c in line[max(0, start - 2) : start + len(label) + 2]):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from neuron_prof.analysis import fit_site, short_site
-from neuron_prof.tui._fmt import printable
+from neuron_prof.analysis.fmt import cut, printable
 
 
 @dataclass(frozen=True)
@@ -43,13 +43,13 @@ class Column:
 def cell(text: str, width: int, right: bool, clip_left: bool = False) -> str:
     """`text` on one line, escaped, fitted to `width` cells: padded, or cut with "…" (a call site, if
     `clip_left`: relative to the working directory, then shortened in its middle, keeping its ``:LINE``)."""
-    text = printable(text).replace("\n", " ").replace("\t", " ")
+    text = printable(text)
     if clip_left and len(text) > width:
         text = short_site(text)  # relative to the working directory first: "train.py:42" from the project
     if len(text) > width:
         if width <= 0:
             return ""
-        return fit_site(text, width) if clip_left else text[: width - 1] + "…"
+        return fit_site(text, width) if clip_left else cut(text, width)
     return text.rjust(width) if right else text.ljust(width)
 
 

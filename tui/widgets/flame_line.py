@@ -16,8 +16,8 @@ from rich.color import Color
 from rich.segment import Segment
 from rich.style import Style
 
+from neuron_prof.analysis.fmt import printable
 from neuron_prof.tui._flame import MERGED, NONE, LaneCells, box_name, fit_name, runs
-from neuron_prof.tui._fmt import printable
 from neuron_prof.tui._lanes import BARS, SHADES
 
 PALETTE = (

@@ -7,7 +7,7 @@ from __future__ import annotations
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
 
-from neuron_prof.tui._fmt import printable
+from neuron_prof.analysis.fmt import cut, printable
 from neuron_prof.tui._lanes import Lane
 
 LABEL_W = 8
@@ -18,7 +18,7 @@ PINNED = 4
 
 def fit_label(label: str, width: int) -> str:
     """A lane label in `width` cells, cut at its end with "…"."""
-    return (label[: width - 1] + "…") if len(label) > width else label.ljust(width)
+    return cut(label, width).ljust(width)
 
 
 class LaneRows(ScrollView):

@@ -21,9 +21,9 @@ from textual.events import Click, MouseScrollDown, MouseScrollUp
 from textual.message import Message
 from textual.strip import Strip
 
+from neuron_prof.analysis.fmt import printable
 from neuron_prof.model import StringTable
 from neuron_prof.tui._flame import LaneCells, counter_levels, slice_cells
-from neuron_prof.tui._fmt import printable
 from neuron_prof.tui._lanes import Lane
 from neuron_prof.tui.widgets.flame_line import FlamePainter
 from neuron_prof.tui.widgets.lane_rows import LABEL_W, PINNED, LaneRows, fit_label

@@ -23,7 +23,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from neuron_prof.tui._fmt import printable
+from neuron_prof.analysis.fmt import printable
 from neuron_prof.tui.widgets.columns import Column, cell, fit_columns
 
 __all__ = ["BACKGROUND_ROWS", "Column", "VirtualTable"]
@@ -264,7 +264,7 @@ class VirtualTable(ScrollView, can_focus=True):
             text = f"no row matches the filter {self.filter_text!r} (esc clears it)"
         else:
             text = self.empty_text
-        lines = textwrap.wrap(printable(text), max(10, width - 2)) if text else []
+        lines = textwrap.wrap(printable(text, newlines=True), max(10, width - 2)) if text else []
         if i >= len(lines):
             return Strip.blank(width, base)
         return Strip([Segment(" " + lines[i], base + Style(dim=True, italic=True))]).crop_extend(0, width, base)
