@@ -176,7 +176,6 @@ def overview(trace: Trace, ctx: Context) -> Report:
     }
     totals["partial"] = partial_totals(trace, findings)
     totals["shares"] = share_overlaps(trace, findings)
-    totals["efficiency"] = efficiency_totals(ctx, (totals.get("neuron_explorer") or {}).get("summary"))
     return Report(totals=totals, findings=findings)
 
 
@@ -184,6 +183,9 @@ def report(trace: Trace, *, warmup_steps: int | None = None, context: Context | 
     """Totals and findings computed over one shared context (pass `context` to share it further)."""
     ctx = context or Context(trace, warmup_steps)
     first = overview(trace, ctx)
+    # efficiency (FLOPs per op, the critical path) is a per-event pass: the report's, never a first screen's or
+    # the end of a capture's
+    first.totals["efficiency"] = efficiency_totals(ctx, (first.totals.get("neuron_explorer") or {}).get("summary"))
     return dataclasses.replace(first, lines=add_line_efficiency(lines_json(trace, ctx), ctx), steps=step_breakdown(trace, ctx))
 
 
