@@ -222,7 +222,7 @@ def test_memory_peak_growth_fails_beyond_its_bound(tmp_path: Path, monkeypatch: 
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("NEURON_PROF_HISTORY", "0")
     base = _held_memory_capture(tmp_path / "base.json", 1_000)
-    new = _held_memory_capture(tmp_path / "new.json", 100_000)
+    new = _held_memory_capture(tmp_path / "new.json", 500_000)  # 2 MB a step: past the 1 MiB floor
     rc = main(["check", str(new), "--baseline", str(base)])
     out = capsys.readouterr().out
     assert rc == 1 and [f for f in _fails(out) if "memory peak of host allocated grew" in f], out

@@ -32,6 +32,9 @@ MIN_STEPS = 3
 """Fewer steady steps than this in either run: too few to judge the step time (a note, not a failure)."""
 MEMORY_GROWTH = 0.10
 """Default bound on each memory series' peak: at most this share above the baseline's."""
+MEMORY_GROWTH_FLOOR = 1 << 20
+"""... and a peak that grew by less than this many bytes never fails: the same script's peak moves by a few KiB
+between runs (an allocation sampled early or late), which no bound in shares should call a regression."""
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,7 @@ def baseline_violations(
     peaks_b = _memory_peaks(rb)
     for series, (peak, site) in _memory_peaks(rn).items():
         was = peaks_b.get(series)
-        if was and was[0] > 0 and peak > was[0] * (1 + memory_growth):
+        if was and was[0] > 0 and peak > was[0] * (1 + memory_growth) and peak - was[0] >= MEMORY_GROWTH_FLOOR:
             out.append(f"memory peak of {series} grew {fmt_bytes(was[0])} -> {fmt_bytes(peak)} "
                        f"({peak / was[0] - 1:+.0%}, above --max-memory-growth {memory_growth:g})"
                        + (f" at {site}" if site else ""))

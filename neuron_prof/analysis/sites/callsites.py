@@ -64,7 +64,7 @@ class HostSites:
     rows: np.ndarray
     """Host slice rows, ascending (`host_nesting(ctx).rows`)."""
     site: np.ndarray
-    """Index into `sites` per row (0: NO_STACK)."""
+    """Index into `sites` per row (0: nothing places it: `Sites.none`)."""
     sites: list[Site]
 
     def of(self, row: int) -> Site | None:
@@ -79,11 +79,11 @@ row in `_LAZY_SHARE`, or `_LAZY_BATCHES` times: then it builds them all (one vec
 
 
 class _Interner:
-    """Site -> its id in `sites` (0: NO_STACK), each distinct Site once."""
+    """Site -> its id in `sites` (0: `none`, the Site of a row nothing places), each distinct Site once."""
 
-    def __init__(self) -> None:
-        self.sites: list[Site] = [NO_STACK]
-        self._ids: dict[Site, int] = {NO_STACK: 0}
+    def __init__(self, none: Site) -> None:
+        self.sites: list[Site] = [none]
+        self._ids: dict[Site, int] = {none: 0}
 
     def __call__(self, s: Site) -> int:
         i = self._ids.get(s)
@@ -241,7 +241,7 @@ class Sites:
                     self.host_sites()
                     return self._host_of(rows)
                 pos = self._closure(pos)
-                sid = _Interner()
+                sid = _Interner(self.none)
                 site = self._solve(pos, sid)
                 for r, i in zip(hrows[pos].tolist(), site.tolist(), strict=True):
                     self._host[r] = sid.sites[i]
@@ -270,7 +270,7 @@ class Sites:
 
     def _build_host(self) -> HostSites:
         rows = host_nesting(self.ctx).rows
-        sid = _Interner()
+        sid = _Interner(self.none)
         site = self._solve(np.arange(len(rows)), sid)
         return HostSites(rows=rows, site=site, sites=sid.sites)
 
