@@ -77,7 +77,11 @@ SLOW_FILES = frozenset({
     "test_emulator_async_compile.py", "test_emulator_capture_default.py", "test_emulator_process.py",
     "test_emulator_idioms.py", "test_churn_plan.py", "test_dtype_use.py", "test_silent_fallback.py",
     "test_step_inference_run.py", "test_probe_deep_fallback.py", "test_compile_quiet.py", "test_demo.py",
-    "test_capture_faults.py",
+    "test_capture_faults.py", "test_warmup_plan.py", "test_check_baseline.py", "test_capture_end_progress.py",
+    "test_def_lines.py", "test_eval_phase.py", "test_efficiency.py", "test_emulator_explorer_outputs.py",
+    "test_compile_fallbacks.py",
+    # a trace larger than a memory limit, generated, read in memory and streamed
+    "test_bigtraces.py",
     # multi-process jobs: gloo groups, torchrun, several ranks
     "test_run_torchrun.py", "test_job_real.py", "test_merge_multiproc.py", "test_capture_ranks.py",
     "test_probe_collectives.py", "test_cli_run_process_groups.py",
