@@ -229,6 +229,10 @@ def test_a_hostile_index_cache_is_never_unpickled(tmp_path: Path, monkeypatch: p
     (planted / "slices.name").write_bytes(payload)
     head["columns"]["slices.name"] = ["|O", len(payload) // 8]
     (planted / coldir.HEAD).write_text(json.dumps(head))
+    # the column itself is refused (a mapped object array would hold the payload's bytes as object pointers:
+    # the process would crash on the first read rather than fail a test)
+    with pytest.raises(ValueError, match="not numeric"):
+        coldir.column(planted, head, "slices.name")
     tr = load(src)
     # THEN nothing ran, and the trace came from the file itself
     assert not canary.exists()
