@@ -50,18 +50,23 @@ def _change(a: float | None, b: float | None) -> dict[str, Any]:
     return d
 
 
-def fallback_keys(rep: Report) -> dict[str, dict[str, Any]]:
-    """Each CPU fallback finding by "op @ call site" (what `diff` and `check --baseline` match on)."""
+def _finding_keys(rep: Report, kind: Kind, what: str) -> dict[str, dict[str, Any]]:
+    """Each finding of `kind` by "<evidence[what]> @ call site" (what `diff` and `check --baseline` match on)."""
     return {
-        f"{f.evidence.get('op', '')} @ {f.call_site or '?'}": {
-            "op": f.evidence.get("op", ""),
+        f"{f.evidence.get(what, '')} @ {f.call_site or '?'}": {
+            "op": f.evidence.get(what, ""),
             "call_site": f.call_site,
             "count": f.count,
             "cost_ns": f.cost_ns,
         }
         for f in rep.findings
-        if f.kind == Kind.CPU_FALLBACK
+        if f.kind == kind
     }
+
+
+def fallback_keys(rep: Report) -> dict[str, dict[str, Any]]:
+    """Each CPU fallback finding by "op @ call site"."""
+    return _finding_keys(rep, Kind.CPU_FALLBACK, "op")
 
 
 def compile_keys(trace: Trace, ctx: Context) -> dict[str, dict[str, Any]]:
@@ -91,16 +96,7 @@ def compiles_after_first_step(trace: Trace, ctx: Context) -> int | None:
 
 def sync_keys(rep: Report) -> dict[str, dict[str, Any]]:
     """Each sync point finding by "what @ call site"."""
-    return {
-        f"{f.evidence.get('what', '')} @ {f.call_site or '?'}": {
-            "op": f.evidence.get("what", ""),
-            "call_site": f.call_site,
-            "count": f.count,
-            "cost_ns": f.cost_ns,
-        }
-        for f in rep.findings
-        if f.kind == Kind.SYNC_POINT
-    }
+    return _finding_keys(rep, Kind.SYNC_POINT, "what")
 
 
 def appeared(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

@@ -110,6 +110,7 @@ def _device_inside(ctx: Context, rows: np.ndarray) -> np.ndarray:
         return out
     sl = ctx.trace.slices
     htrack, rtrack = sl.track[hrows], sl.track[rows]
+    end = sl.end_ns  # a derived column: computed once, not once per track
     for t in np.unique(rtrack).tolist():
         on = htrack == t
         if not on.any():
@@ -119,6 +120,6 @@ def _device_inside(ctx: Context, rows: np.ndarray) -> np.ndarray:
         ts, cum = ts[o], np.r_[0, np.cumsum(dns[on][o])]
         mine = np.flatnonzero(rtrack == t)
         lo = np.searchsorted(ts, sl.ts_ns[rows[mine]], "left")
-        hi = np.searchsorted(ts, sl.end_ns[rows[mine]], "right")
+        hi = np.searchsorted(ts, end[rows[mine]], "right")
         out[mine] = cum[hi] - cum[lo]
     return out

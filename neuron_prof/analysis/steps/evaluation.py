@@ -4,7 +4,8 @@ training steps.
 A training forward builds autograd's graph: the ops of the model's call carry an autograd ``Sequence number``
 (torch.profiler writes one per op that records a node). An evaluation under ``no_grad``/``inference_mode``
 builds none. So an evaluation pass is a run of calls of a top-level module (an outermost ``nn.Module: ...``
-span) in which no op carries a sequence number, of a module that other calls train (some of its calls do).
+span) in which no op carries a sequence number, of a module that other calls on the same thread train (some of
+its calls there do).
 The pass spans its first call's start until training resumes (the next call that builds a graph; the end of
 the trace after the last): the evaluation loop's own lines after its last call are in it. Its line is the
 user's call of the model (the span's ``call_site``, the evaluation loop's own line).
@@ -70,24 +71,22 @@ def evaluation_passes(trace: Trace) -> list[EvalPass]:
     cpu = trace.strings.get(KinetoCat.CPU_OP)
     graph_docs = np.fromiter((d for d, s in seq.items() if s >= 0 and fwd.get(d, 0) <= 0), dtype=np.int64)
     ops = host[(sl.cat[host] == cpu) & np.isin(sl.args[host], graph_docs)] if cpu is not None else host[:0]
-    calls: list[tuple[int, int, int, bool, int]] = []  # (start, end, name, builds a graph, row)
+    calls: list[tuple[int, int, int, bool, int, int]] = []  # (start, end, name, builds a graph, row, track)
     for t in np.unique(sl.track[mods]).tolist():
         m = mods[sl.track[mods] == t]
         m = m[np.argsort(sl.ts_ns[m], kind="stable")]
-        o = ops[sl.track[ops] == t]
-        ots = np.sort(sl.ts_ns[o])
-        open_until = -1
-        for r in m.tolist():
-            a, e = int(sl.ts_ns[r]), int(sl.end_ns[r])
-            if e <= open_until:
-                continue  # a submodule's span inside the model's
-            open_until = e
-            n = int(np.searchsorted(ots, e, side="right") - np.searchsorted(ots, a, side="left"))
-            calls.append((a, e, int(sl.name[r]), n > 0, r))
-    trained = {c[2] for c in calls if c[3]}
-    calls = sorted(c for c in calls if c[2] in trained)
+        ms, me = sl.ts_ns[m], sl.ts_ns[m] + sl.dur_ns[m]  # columns read once per track, never per row
+        outer = me > np.concatenate(([-1], np.maximum.accumulate(me)[:-1]))  # not inside an earlier span
+        m, ms, me = m[outer], ms[outer], me[outer]
+        ots = np.sort(sl.ts_ns[ops[sl.track[ops] == t]])
+        graph = np.searchsorted(ots, me, side="right") - np.searchsorted(ots, ms, side="left") > 0
+        calls += zip(ms.tolist(), me.tolist(), sl.name[m].tolist(), graph.tolist(), m.tolist(), [t] * len(m),
+                     strict=True)
+    # trained on the same thread: module spans on another thread (a backward thread's) are no evaluation
+    trained = {(c[5], c[2]) for c in calls if c[3]}
+    calls = sorted(c for c in calls if (c[5], c[2]) in trained)
     out: list[EvalPass] = []
-    run: list[tuple[int, int, int, bool, int]] = []
+    run: list[tuple[int, int, int, bool, int, int]] = []
     last = int(sl.end_ns[host].max())
     for c in [*calls, None]:
         if c is not None and not c[3]:

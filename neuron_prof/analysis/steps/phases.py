@@ -24,7 +24,8 @@ import numpy as np
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.intervals import covered_before, merge
 from neuron_prof.analysis.compile.spans import is_compile_span
-from neuron_prof.analysis.steps.evaluation import eval_overlap_ns, evaluation_passes
+from neuron_prof.analysis.compile.events import eval_passes
+from neuron_prof.analysis.steps.evaluation import eval_overlap_ns
 from neuron_prof.model import Arg, TrackKind
 
 WARMUP, RECOMPILING, EVALUATION, TRAINING = "warm-up", "recompiling", "evaluation", "training"
@@ -107,7 +108,7 @@ def _phases(ctx: Context, evaluation: np.ndarray | None) -> StepPhases:
         compiled = np.zeros(n, dtype=np.int64)
     if evaluation is None and n:
         dur = np.maximum(st.end_ns.astype(np.int64) - st.start_ns.astype(np.int64), 1)
-        evaluation = 2 * eval_overlap_ns(ctx.memo("eval_passes", lambda: evaluation_passes(ctx.trace)), st.start_ns.astype(np.int64),
+        evaluation = 2 * eval_overlap_ns(eval_passes(ctx), st.start_ns.astype(np.int64),
                                          st.end_ns.astype(np.int64)) > dur
     phase = []
     for i in range(n):
