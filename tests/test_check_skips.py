@@ -50,3 +50,16 @@ def test_more_skips_than_allowed_fail(tmp_path: Path, capsys) -> None:  # type: 
     assert check_skips.verdict(check_skips.skipped([xml]), one) == [
         "2 tests skipped for 'root reads a chmod 000 file anyway' (a non-root user (CI runs as root)); 1 allowed"]
     assert check_skips.main([]) == 2 and check_skips.main([str(tmp_path / "missing.xml")]) == 2
+
+
+def test_one_test_skipped_in_every_report_counts_once(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """CI writes a report per Python (main, py312, py313): the same allowed skip in each is still one test."""
+    xml = _report(tmp_path, "also_root",
+                  'pytest.skip("root reads a chmod 000 file anyway: permission denial cannot happen")')
+    copies = []
+    for name in ("main", "py312", "py313"):
+        copy = tmp_path / f"{name}.xml"
+        copy.write_bytes(xml.read_bytes())
+        copies.append(str(copy))
+    assert check_skips.main(copies) == 0
+    assert "6 skipped, all allowed" in capsys.readouterr().out
