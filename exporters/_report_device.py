@@ -33,6 +33,7 @@ def device_profile_section(totals: dict[str, Any] | None) -> str:
         rows.append(("hardware errors", str(ex["errors"])))
     if ex.get("views_left_out"):
         rows.append(("not in this profile", ", ".join(ex["views_left_out"])))
+    rows += [(f"no {part}", why) for part, why in (ex.get("lacks") or {}).items()]
     parts = [table(("", ""), rows)]
     if ex.get("opcodes"):
         parts.append(table(("engine", "opcode", "instructions", "time", "active %"),

@@ -141,6 +141,7 @@ def explorer_lines(ex: dict[str, Any] | None) -> list[str]:
         lines.append(f"Hardware errors: {ex['errors']} (see findings)")
     if ex.get("views_left_out"):
         lines.append("Not shown (fields missing in this profile): " + ", ".join(ex["views_left_out"]))
+    lines += [f"No {part}: {why}" for part, why in (ex.get("lacks") or {}).items()]
     return lines
 
 

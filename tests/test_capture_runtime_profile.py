@@ -68,9 +68,12 @@ def test_the_system_profile_is_captured_and_processed_by_default(tmp_path: Path,
     assert fnp.NeuronProfiler.with_modules == [False]  # not a documented argument with NeuronConfig
     (cap,) = fnp.NeuronProfiler.exports
     assert (cap / "ntrace.pb").exists() and not list(cap.glob("*.ntff"))  # no device profile, no HBM reserved
-    # one neuron-explorer call for the whole run directory
+    # one neuron-explorer call for the whole run directory: Parquet only (the programmatic output; 2.34 no longer
+    # maintains the JSON one), and no device profile processed, as none was asked for ("Skip device profiles
+    # (faster, system-only view)": how-to-profile-workload.rst)
     calls = (tmp_path / fnp.CALLS).read_text().splitlines()
-    assert calls == [f"view -d {tmp_path / 'np'} --output-format parquet --output-file {tmp_path / 'np' / 'parquet'}"]
+    assert calls == [f"view -d {tmp_path / 'np'} --output-format parquet --output-file {tmp_path / 'np' / 'parquet'} "
+                     "--ignore-device-profile"]
     tr = s.trace
     mm, src = _mm_links(tr)
     assert len(mm) == 3 and src == mm  # the host ops once, each linked to its runtime execution
@@ -91,7 +94,8 @@ def test_the_device_profile_is_its_own_cycle_in_the_window(tmp_path: Path, fake:
     modes = [[m.name for m in c.modes] for c in fnp.NeuronProfiler.configs]
     assert modes == [["RUNTIME"], ["DEVICE", "RUNTIME"], ["RUNTIME"]]  # steps 0-1, 2-3 (window), 4-5
     assert [len(list(c.glob("*.ntff"))) for c in fnp.NeuronProfiler.exports] == [0, 1, 0]
-    assert len((tmp_path / fnp.CALLS).read_text().splitlines()) == 1  # still processed once
+    (call,) = (tmp_path / fnp.CALLS).read_text().splitlines()  # still processed once, the device profile too
+    assert "--output-format parquet" in call and "--ignore-" not in call
     assert s.trace is not None and s.trace.metadata["runtime_profile"]["device_profile_steps"] == [2, 4]
     assert len(_mm_links(s.trace)[0]) == 6  # every cycle's host ops are in the trace
 
@@ -135,7 +139,7 @@ def test_without_neuron_explorer_the_command_is_printed(tmp_path: Path, fake: fk
     s = _run(tmp_path, probes=["compile"])  # a probe selection keeps the runtime's capture
     err = capfd.readouterr().err
     (run,) = list((tmp_path / "cache" / "neuron-runs").iterdir())  # in the cache by default
-    cmd = f"neuron-explorer view -d {run} --output-format parquet --output-file {run}/parquet"
+    cmd = f"neuron-explorer view -d {run} --output-format parquet --output-file {run}/parquet --ignore-device-profile"
     assert "neuron-explorer is not on PATH" in err and cmd in err
     assert s.trace.metadata["runtime_profile"]["to_run"] == [cmd]
     assert fnp.explorer_main(cmd.split()[1:]) == 0  # the user runs it, then loads the run directory

@@ -126,3 +126,23 @@ def test_summary_json_holds_the_summary_fields_and_is_read_beside_the_tables(run
 def test_the_retired_full_profile_json_is_not_written(run_dir: Path) -> None:
     p = _explorer("view", "-d", str(run_dir), "--output-format", "json")
     assert p.returncode == 2 and "invalid choice" in p.stderr
+
+
+def test_ignore_system_profile_writes_the_device_profile_alone(run_dir: Path) -> None:
+    """``--ignore-system-profile``: "Skip system profiles (device-only view)" (how-to-profile-workload.rst), for
+    Parquet and Perfetto (the profiler guide's list of formats). Which tables go is not documented: the system
+    profile's (``SystemProfile*``, ``CpuUsage``, ``HostMemUsage``) are not written; the reader says it lacks it."""
+    out = run_dir / "device_only"
+    p = _explorer("view", "-d", str(run_dir), "--output-format", "parquet", "--output-file", str(out),
+                  "--ignore-system-profile")
+    assert p.returncode == 0, p.stderr
+    top = {f.name for f in out.glob("*.parquet")}
+    assert not {"SystemProfileEvents.parquet", "SystemProfileMetadata.parquet", "CpuUsage.parquet",
+                "HostMemUsage.parquet"} & top
+    assert [d for d in out.iterdir() if (d / "ExecutionInfo.parquet").is_file()]  # the device profile stays
+    assert load(out).metadata["neuron_explorer"]["lacks"] == ["system profile"]
+    pf = run_dir / "pf_device_only"
+    p = _explorer("view", "-d", str(run_dir), "--output-format", "perfetto", "--output-file", str(pf),
+                  "--ignore-system-profile")
+    assert p.returncode == 0 and not (pf / "system_profile.pftrace").exists()
+    assert list(pf.glob("device_profile_model_*.pftrace"))

@@ -117,14 +117,16 @@ class _Out:
         return written
 
 
-def process(run_dir: Path, out: Path, device: bool = True) -> tuple[int, list[str]]:
+def process(run_dir: Path, out: Path, device: bool = True, system: bool = True) -> tuple[int, list[str]]:
     """Write the tables of every capture under `run_dir` into `out`; (captures processed, warnings).
-    `device` False: ``--ignore-device-profile`` (the .ntff files are not processed)."""
+    `device` False: ``--ignore-device-profile`` (the .ntff files are not processed); `system` False:
+    ``--ignore-system-profile`` (no ``SystemProfile*``, ``CpuUsage``, ``HostMemUsage``: the docs say only "device-only
+    view", so which tables go is ours)."""
     o = _Out()
     warnings: list[str] = []
     caps = captures(run_dir)
     next_id = [0]
-    for cap in caps:
+    for cap in caps if system else []:
         warnings += _system(o, cap, next_id)
     if device:
         warnings += _device(out, caps, run_dir)

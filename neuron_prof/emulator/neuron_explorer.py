@@ -1,7 +1,7 @@
 """The stand-in ``neuron-explorer`` for the emulated device: ``python -m neuron_prof.emulator.neuron_explorer``.
 
     neuron-explorer view -d RUN_DIR --output-format parquet|perfetto|summary-json [--output-file OUT]
-                    [--ignore-device-profile]
+                    [--ignore-device-profile] [--ignore-system-profile]
     neuron-explorer --show-profile-schema
     neuron-explorer --version
 
@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     view.add_argument("--output-format", default="parquet", choices=FORMATS)
     view.add_argument("--output-file", default=None)
     view.add_argument("--ignore-device-profile", action="store_true", help="skip device-level traces")
+    view.add_argument("--ignore-system-profile", action="store_true", help="skip system profiles (device-only view)")
     a = ap.parse_args(argv)
     if a.version:
         print(f"{COMMAND} {VERSION}")
@@ -51,10 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     if a.cmd != "view":
         ap.print_usage(sys.stderr)
         return 2
-    return _view(Path(a.directory), a.output_format, a.output_file, not a.ignore_device_profile)
+    return _view(Path(a.directory), a.output_format, a.output_file, not a.ignore_device_profile,
+                 not a.ignore_system_profile)
 
 
-def _view(run: Path, fmt: str, output_file: str | None, device: bool) -> int:
+def _view(run: Path, fmt: str, output_file: str | None, device: bool, system: bool = True) -> int:
     from neuron_prof.emulator.profiling.explorer_outputs import summary_json, write_perfetto
     from neuron_prof.emulator._explorer_view import captures, process
 
@@ -70,7 +72,7 @@ def _view(run: Path, fmt: str, output_file: str | None, device: bool) -> int:
         _warn(warnings)
         return 0
     out = Path(output_file) if output_file else run / fmt
-    n, warnings = (write_perfetto(run, out, device) if fmt == "perfetto" else process(run, out, device))
+    n, warnings = (write_perfetto(run, out, device, system) if fmt == "perfetto" else process(run, out, device, system))
     _warn(warnings)
     print(f"{COMMAND}: {n} capture(s) of {run} -> {out}")
     return 0

@@ -52,7 +52,7 @@ def write_profile(folder: Path, version: str = "7.4.0", ops: list[tuple[str, int
                   pid: int = PID, t0: int = T0, device_t0: int = DEVICE_T0, drift: float = 0.0,
                   schema: Schema | None = None, schema_fields: bool = True, instance: str = "i-0abc",
                   device: bool = True, window: tuple[int, int] | None = None, pcores: int = 1,
-                  framework: bool = True) -> Written:
+                  framework: bool = True, system: bool = True) -> Written:
     """A processed profile of one process: dispatched ops each run as one execution on logical core 0, the
     last one holding 3 collectives; engines busy inside the executions; copies; a hardware error.
 
@@ -64,7 +64,9 @@ def write_profile(folder: Path, version: str = "7.4.0", ops: list[tuple[str, int
     `device`: write the device profile's tables (else a system profile alone). `window`: the device profile
     covers only executions [lo, hi) (a profile started after warm-up). `pcores`: 2 for an LNC2 logical core
     (its two physical cores each busy the same way). `framework`: False for a system profile processed
-    without its framework trace (no ``framework`` rows: the runtime calls keep their flow ids alone)."""
+    without its framework trace (no ``framework`` rows: the runtime calls keep their flow ids alone). `system`:
+    False for ``--ignore-system-profile`` ("Skip system profiles (device-only view)", how-to-profile-workload.rst):
+    none of the system profile's tables (``SystemProfile*``, ``CpuUsage``, ``HostMemUsage``)."""
     sch = schema if schema is not None else documented()
     w = Written()
     dev = lambda h: device_t0 + round((h - t0) * (1 + drift))  # noqa: E731  host ns -> device clock
@@ -88,11 +90,12 @@ def write_profile(folder: Path, version: str = "7.4.0", ops: list[tuple[str, int
         write_schema_fields(folder, sch)
     put("Warning", {"message": ["dropped 12 events: ring buffer full on nc 0"], "category": ["data_loss"]})
     w.warnings = ["Neuron Explorer [data_loss]: dropped 12 events: ring buffer full on nc 0"]
-    put("SystemProfileMetadata", {"first_ts": ["2025-11-24 16:00:00 +0000 UTC"], "last_ts": [""],
-                                  "first_ts_ns": [str(t0)], "last_ts_ns": [str(t_end)], "ntff_version": [3],
-                                  "hbm_capacity_bytes": [HBM_CAPACITY]})
-    _system_events(put, w, ops, execs, calls, pid, instance, framework)
-    _system_samples(put, w, t0, instance)
+    if system:
+        put("SystemProfileMetadata", {"first_ts": ["2025-11-24 16:00:00 +0000 UTC"], "last_ts": [""],
+                                      "first_ts_ns": [str(t0)], "last_ts_ns": [str(t_end)], "ntff_version": [3],
+                                      "hbm_capacity_bytes": [HBM_CAPACITY]})
+        _system_events(put, w, ops, execs, calls, pid, instance, framework)
+        _system_samples(put, w, t0, instance)
     if not device:
         put("Metadata", {"profile_schema_version": [version], "instance_type": ["trn2.48xlarge"]})
         return w

@@ -108,8 +108,9 @@ CALLS = "neuron-explorer-calls.txt"
 
 
 def explorer_main(argv: list[str]) -> int:
-    """``view -d RUN_DIR --output-format parquet --output-file OUT``: a processed profile of the run directory's
-    capture (its one ``<instance>_pid_<pid>/<ts>/trace.json``)."""
+    """``view -d RUN_DIR --output-format parquet --output-file OUT [--ignore-device-profile]``: a processed profile
+    of the run directory's capture (its one ``<instance>_pid_<pid>/<ts>/trace.json``); no device tables with
+    ``--ignore-device-profile``."""
     from tests.fakes.explorer_profile import write_profile
 
     if argv[:1] != ["view"] or "-d" not in argv or "--output-file" not in argv:
@@ -130,6 +131,7 @@ def explorer_main(argv: list[str]) -> int:
            if e.get("name") == "aten::mm" and e.get("cat") == "cpu_op"]
     pid = int(src.parent.name.rsplit("_pid_", 1)[1])
     instance = src.parent.name.rsplit("_pid_", 1)[0]  # the documented folder name <instance-id>_pid_<pid>
-    write_profile(out, ops=ops, pid=pid, instance=instance, t0=min(t for _, t, _ in ops) - 1_000_000)
+    write_profile(out, ops=ops, pid=pid, instance=instance, t0=min(t for _, t, _ in ops) - 1_000_000,
+                  device="--ignore-device-profile" not in argv)  # "Skip device profiles" (how-to-profile-workload)
     print(DROPPED_LINE, file=sys.stderr)
     return 0

@@ -24,6 +24,16 @@ EXPLORER_KEY = "neuron_explorer"
 _KEYS = ("schema", "profile_schema_version", "instance_type", "runtime_version", "compiler_version",
          "device_clock", "summary", "opcodes", "framework_ops", "source_lines", "host_ops", "executions",
          "views_left_out", "bandwidth_peak_Bps")
+LACKING = {
+    "system profile": ("none captured, or processed with --ignore-system-profile: no runtime calls, host/device "
+                       "copies, links to the framework's ops nor HBM usage by kind; the device profile's times "
+                       "have no host executions to be placed by"),
+    "device profile": ("none captured, or processed with --ignore-device-profile: no engine time, instructions, "
+                       "collectives nor MFU/HFU/MBU (capture one: neuron-prof run --device-profile, or "
+                       "profile(device_profile=True))"),
+}
+"""What a profile without each part cannot show (loaders.explorer ``lacks``; how-to-profile-workload.rst, "Skip
+system or device profiles"): said in the summary, never shown as zero."""
 TOP = 10
 
 
@@ -35,6 +45,9 @@ def explorer_totals(trace: Trace, ctx: Context) -> dict[str, Any] | None:
     if not isinstance(ex, dict):
         return None
     out = {k: ex[k] for k in _KEYS if k in ex}
+    lacks = ex.get("lacks")
+    if isinstance(lacks, list) and lacks:
+        out["lacks"] = {str(part): LACKING.get(str(part), "not in this profile") for part in lacks}
     out["device_lines"] = device_lines(trace, ctx)
     for k in ("opcodes", "framework_ops", "source_lines", "host_ops"):
         if isinstance(out.get(k), list):

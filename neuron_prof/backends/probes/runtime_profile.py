@@ -58,9 +58,18 @@ INSPECT_ENABLE = INSPECT_PREFIX + "ENABLE"
 _DROPPED = re.compile(r"(\d[\d,]*) trace events were dropped[^\n]*")
 
 
-def explorer_command(run_dir: Path, exe: str = EXPLORER) -> list[str]:
-    """The one neuron-explorer call for a session's run directory (every process folder in it)."""
-    return [exe, "view", "-d", str(run_dir), "--output-format", "parquet", "--output-file", str(run_dir / PROCESSED)]
+IGNORE_DEVICE = "--ignore-device-profile"
+"""Explorer's documented "skip device profiles (faster, system-only view)" (how-to-profile-workload.rst,
+"Processing-time filtering"; get-started.rst, "Useful flags"): asked when the session asked for no device profile.
+``--ignore-system-profile`` is never asked: every session captures the system profile."""
+
+
+def explorer_command(run_dir: Path, exe: str = EXPLORER, device: bool = True) -> list[str]:
+    """The one neuron-explorer call for a session's run directory (every process folder in it): Parquet only
+    (the programmatic output; 2.34 no longer maintains the JSON one), and `IGNORE_DEVICE` when `device` is False
+    (no device profile was asked for)."""
+    return [exe, "view", "-d", str(run_dir), "--output-format", "parquet", "--output-file", str(run_dir / PROCESSED),
+            *(() if device else (IGNORE_DEVICE,))]
 
 
 def inspect_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -210,12 +219,13 @@ class RuntimeProfileProbe(Probe):
             return
         self._tried = True
         exe = shutil.which(EXPLORER)
-        cmd = " ".join(explorer_command(self.run_dir))
+        device = self.window is not None
+        cmd = " ".join(explorer_command(self.run_dir, device=device))
         if exe is None:
             self.pending.append(cmd)
             self._tell("neuron-explorer is not on PATH")
             return
-        p = subprocess.run(explorer_command(self.run_dir, exe), capture_output=True, text=True,
+        p = subprocess.run(explorer_command(self.run_dir, exe, device), capture_output=True, text=True,
                            timeout=PROCESS_TIMEOUT_S, check=False)
         out = f"{p.stdout}\n{p.stderr}"
         for m in _DROPPED.finditer(out):

@@ -35,22 +35,23 @@ DEVICE_FILE = DEVICE_GLOB.replace("*", "{}")
 _SEQ = 1
 
 
-def write_perfetto(run_dir: Path, out: Path, device: bool = True) -> tuple[int, list[str]]:
-    """system_profile.pftrace and (`device`) the device_profile_model_<id>.pftrace files of `run_dir` into
-    `out`; (captures processed, warnings)."""
+def write_perfetto(run_dir: Path, out: Path, device: bool = True, system: bool = True) -> tuple[int, list[str]]:
+    """(`system`) system_profile.pftrace and (`device`) the device_profile_model_<id>.pftrace files of `run_dir`
+    into `out`; (captures processed, warnings)."""
     import pyarrow.parquet as pq
 
     with tempfile.TemporaryDirectory() as tmp:
         tables = Path(tmp)
-        n, warnings = view.process(run_dir, tables, device)
+        n, warnings = view.process(run_dir, tables, device, system)
         out.mkdir(parents=True, exist_ok=True)
-        w = _Writer()
-        ev = pq.read_table(tables / "SystemProfileEvents.parquet").to_pylist() if n else []
-        _system(w, ev)
-        for t, what in (("CpuUsage", "cpu"), ("HostMemUsage", "mem")):
-            if (tables / f"{t}.parquet").is_file():
-                _host_usage(w, pq.read_table(tables / f"{t}.parquet").to_pylist(), what)
-        (out / SYSTEM_FILE).write_bytes(w.data())
+        if system:
+            w = _Writer()
+            ev = pq.read_table(tables / "SystemProfileEvents.parquet").to_pylist() if n else []
+            _system(w, ev)
+            for t, what in (("CpuUsage", "cpu"), ("HostMemUsage", "mem")):
+                if (tables / f"{t}.parquet").is_file():
+                    _host_usage(w, pq.read_table(tables / f"{t}.parquet").to_pylist(), what)
+            (out / SYSTEM_FILE).write_bytes(w.data())
         if device:
             _devices(run_dir, tables, out)
     return n, warnings

@@ -41,6 +41,7 @@ from neuron_prof.formats import EXPLORER_PFTRACE
 from neuron_prof.loaders.explorer._clock import UNIX_NS_MIN, DeviceClock, fallback, from_executions
 from neuron_prof.loaders.explorer._events import FRAMEWORK, HARDWARE, RUNTIME
 from neuron_prof.loaders.explorer.capture import PID_FOLDER, HostOps, _trace_json_in, capture_trace_json
+from neuron_prof.loaders.explorer.reader import LACKS_KEY, lacks
 from neuron_prof.loaders.explorer.summary_json import summaries_in
 from neuron_prof.loaders.json.fill import read_bytes
 from neuron_prof.loaders.json.reader import parse_kineto_into
@@ -107,6 +108,7 @@ def load_explorer_pftrace(path: str | os.PathLike[str]) -> Trace:
     for d in devices:
         clocks[d.name] = _add_device(b, load_pftrace(d), d.name, execs, warnings, host=b.n_slices > 0)
     own["device_clock"] = clocks
+    own[LACKS_KEY] = lacks(system=system is not None, device=bool(devices))
     summaries = summaries_in(folder)
     if summaries:
         own["summary_json"] = summaries

@@ -34,19 +34,24 @@ from neuron_prof.errors import TraceFormatError, TraceLoadError
 from neuron_prof.loaders.explorer._clock import UNIX_NS_MIN
 from neuron_prof.loaders.explorer._counters import add_hbm_bytes, add_host_usage
 from neuron_prof.loaders.explorer._events import HostRow, add_system_events
-from neuron_prof.loaders.explorer._profiles import add_device_profiles
+from neuron_prof.loaders.explorer._profiles import add_device_profiles, device_folders
 from neuron_prof.loaders.explorer._schema import ASSUMED, version_warnings
 from neuron_prof.loaders.explorer._summary import one_row
 from neuron_prof.loaders.explorer._tables import RowFilter, Tables, is_explorer_folder
 from neuron_prof.loaders.explorer.summary_json import summaries_in
 from neuron_prof.model import Meta, Trace, TraceBuilder
 
-__all__ = ["EXPLORER_KEY", "HostRow", "RowFilter", "UNIX_NS_MIN", "add_explorer", "find_profile",
-           "is_explorer_folder", "load_explorer"]
+__all__ = ["EXPLORER_KEY", "HostRow", "LACKS_KEY", "RowFilter", "UNIX_NS_MIN", "add_explorer", "find_profile",
+           "is_explorer_folder", "lacks", "load_explorer"]
 
 EXPLORER_KEY = "neuron_explorer"
 """Metadata key holding what the profile says about itself (schema, versions, summary, per-engine totals)."""
 SOURCE_FORMAT = "neuron_explorer"
+LACKS_KEY = "lacks"
+"""``metadata["neuron_explorer"]["lacks"]``: the parts of a profile it has no tables (or files) for, "system
+profile" and/or "device profile": Explorer writes one alone with ``--ignore-device-profile`` /
+``--ignore-system-profile`` (how-to-profile-workload.rst, "Skip system or device profiles"), or none was captured.
+The summary says so instead of showing the missing part as zero."""
 _META_FIELDS = ("profile_schema_version", "instance_type", "runtime_version", "compiler_version",
                 "driver_version", "explorer_version", "neuroncore_idx", "neuron_device_idx", "first_hw_timestamp",
                 "last_hw_timestamp", "first_ts", "is_simulation", "num_physical_cores", "vnc_enabled")
@@ -127,6 +132,7 @@ def add_explorer(b: TraceBuilder, folder: Path, host_row: HostRow | None = None,
         per = [m for f in summaries.values() for m in f.values()]
         if len(per) == 1 and not own.get("summary"):
             own["summary"] = per[0]
+    own[LACKS_KEY] = lacks(system=tables.has("SystemProfileEvents"), device=bool(device_folders(tables)))
     own["tables"] = sorted(set(tables.read))
     own["views_left_out"] = sorted(set(own.get("views_left_out", [])) |
                                    {v for v, ok in tables.views.items() if not ok})
@@ -138,6 +144,11 @@ def add_explorer(b: TraceBuilder, folder: Path, host_row: HostRow | None = None,
         warnings.append(f"{folder}: {_nothing_usable(tables, own['schema']['version'])}")
     b.metadata[EXPLORER_KEY] = {k: v for k, v in own.items() if v not in (None, {}, [])}
     return warnings, _wall(sysmeta)
+
+
+def lacks(system: bool, device: bool) -> list[str]:
+    """The `LACKS_KEY` list of a profile that has (or lacks) a system and a device profile."""
+    return [part for part, has in (("system profile", system), ("device profile", device)) if not has]
 
 
 def _nothing_usable(tables: Tables, version: str) -> str:
