@@ -186,3 +186,6 @@ class Meta:
     start, each step boundary and stop (the time it ran, and the time it was runnable but waited for a CPU that
     other processes held; kernel docs Documentation/scheduler/sched-stats.rst)."""
     LOADAVG: Final = "host_loadavg"  # [[ts_ns, 1-minute load average], ...] at start and stop (/proc/loadavg)
+    EXIT_SITE: Final = "capture_exit_site"
+    """"path:LINE" of the user's line where the exception that ended the profiled block was raised (the innermost
+    user frame of its traceback); absent when the block ended otherwise."""
