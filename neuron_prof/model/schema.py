@@ -163,6 +163,10 @@ def is_compile_span(name: str) -> bool:
     return name.endswith("(dynamo_timed)") or name in COMPILE_PHASES
 
 
+AUTOGRAD_EVALUATE = "autograd::engine::evaluate_function: "
+"""The prefix of the span autograd's engine opens around each node it runs in the backward pass (not an op)."""
+
+
 class Meta:
     """Keys of ``Trace.metadata`` that neuron-prof itself sets."""
 
