@@ -18,7 +18,7 @@ import neuron_prof
 from neuron_prof.backends import register_backend
 from neuron_prof.backends.base import CaptureContext
 from neuron_prof.capture import CaptureWarning
-from neuron_prof.model import TraceBuilder
+from neuron_prof.model import Meta, TraceBuilder
 from tests._builders import json_complete_count, slice_names, tiny_model, train_step
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,6 +66,10 @@ def test_exception_inside_block_writes_trace_then_reraises(tmp_path: Path) -> No
                 prof.step()
     trace = neuron_prof.load(out)
     assert trace.metadata["capture_exit"] == "exception: ValueError: boom at step 1"
+    # where the user's code raised it: the `raise` line of this file (a job names it for a rank that crashed)
+    raise_line = next(i for i, ln in enumerate(Path(__file__).read_text().splitlines(), 1)
+                      if 'raise ValueError("boom at step 1")' in ln)
+    assert trace.metadata[Meta.EXIT_SITE].endswith(f"test_capture_faults.py:{raise_line}")
     assert "aten::addmm" in slice_names(trace)
     assert (tmp_path / "t.pftrace").exists()
 

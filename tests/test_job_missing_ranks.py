@@ -13,7 +13,7 @@ import pytest
 
 from neuron_prof.cli import main
 from neuron_prof.exporters import write_trace
-from neuron_prof.model import Trace
+from neuron_prof.model import Meta, Trace
 from tests._job_ranks import ddp_rank
 
 STEPS = 8
@@ -61,6 +61,21 @@ def test_job_summary_names_missing_and_stopped_ranks(job: Path, capsys: pytest.C
     assert main(["summary", str(job), "--workers", "0"]) == 0
     text = capsys.readouterr().out
     assert "missing_rank" in text and "stopped_rank" in text and "Rank 2 stopped early" in text
+
+
+def test_a_rank_that_raised_is_charged_to_its_raising_line(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A rank whose profile ended with an exception: the stopped_rank finding names the line that raised."""
+    for r in range(2):
+        t = rank_trace(r, 2, steps=5 if r == 1 else STEPS)
+        if r == 1:
+            t.metadata["capture_exit"] = "exception: ValueError: bad batch"
+            t.metadata[Meta.EXIT_SITE] = "train.py:41"
+        write_trace(t, tmp_path / f"trace.rank{r}.json")
+    assert main(["summary", str(tmp_path), "--workers", "0", "--json"]) == 0
+    (stop,) = _findings(json.loads(capsys.readouterr().out), "stopped_rank")
+    assert stop["rank"] == 1 and stop["call_site"] == "train.py:41"
+    assert stop["title"].endswith("its profile ended with exception: ValueError: bad batch at train.py:41")
 
 
 def test_a_whole_job_has_neither(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

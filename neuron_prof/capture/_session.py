@@ -37,6 +37,7 @@ from neuron_prof.capture._runqueue import RunQueueSampler
 from neuron_prof.capture._signals import SignalGuard, defer_sigint
 from neuron_prof.formats import DEFAULT_OUTPUT
 from neuron_prof.model import Meta, TraceBuilder
+from neuron_prof.model.callsite import traceback_site
 
 if TYPE_CHECKING:
     from neuron_prof.model import Trace
@@ -133,6 +134,7 @@ class Session(contextlib.ContextDecorator):
         self._operators: Any = None
         self._ends_cycles = True
         self._quiet: Any = None
+        self._exit_site = ""
         self._builder: TraceBuilder | None = None
         self._recording = False
         self._finished = False
@@ -172,6 +174,7 @@ class Session(contextlib.ContextDecorator):
             reason = f"SystemExit: {exc.code if exc is not None else ''}"
         else:
             reason = f"exception: {exc_type.__name__}: {exc}"
+            self._exit_site = traceback_site(tb).call_site
         self.stop(reason)
         return False  # the user's exception, if any, goes on unchanged
 
@@ -455,6 +458,8 @@ class Session(contextlib.ContextDecorator):
     def _set_metadata(self, builder: TraceBuilder, reason: str) -> None:
         ctx = self.context
         builder.metadata.update(self._metadata(reason, ctx.end_ns))
+        if self._exit_site:
+            builder.metadata[Meta.EXIT_SITE] = self._exit_site
         if ctx.rank is not None:
             # Tag the host process with its rank so merged views can tell ranks apart.
             for p in list(builder.processes):

@@ -96,9 +96,10 @@ def rank_coverage(infos: list[RankInfo]) -> list[Finding]:
         ev: dict[str, Any] = {"steps": steps, "last_step": last, "max_steps": max_steps,
                               "collectives": n_coll[r], "max_collectives": most_coll,
                               "last_collective": last_coll, "never_reached": never, "reference_rank": ref}
+        site = str(info.metadata.get(Meta.EXIT_SITE) or "")
         if ended:
             ev["capture_exit"] = ended
-            bits.append(f"its profile ended with {ended}")
+            bits.append(f"its profile ended with {ended}" + (f" at {site}" if site else ""))
         if mine is not None and n_coll[r]:
             ev["last_collective_end_ns"] = int(mine.end_ns[n_coll[r] - 1])  # the rank's own clock
         out.append(Finding(
@@ -108,6 +109,6 @@ def rank_coverage(infos: list[RankInfo]) -> list[Finding]:
             advice=("This rank's trace ends before the others': it hung (in the collective it never left, or "
                     "waiting for one the others had moved past), crashed, or was killed. Look at its log and exit "
                     "code; `neuron-prof merge --ranks` on it and a rank that finished shows where it stopped."),
-            evidence=ev, rank=r,
+            evidence=ev, rank=r, call_site=site,
         ))
     return out

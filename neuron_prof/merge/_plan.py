@@ -58,7 +58,7 @@ def summarize(trace: Trace, index: int, rank: int, skew_ns: int = 0) -> RankInfo
     """Pass 1 for one rank."""
     t = rank_trace(trace, rank, skew_ns)
     md = trace.metadata
-    keep = {k: md[k] for k in (Meta.WALL, Meta.WORLD_SIZE, Meta.STEPS, "capture_exit") if md.get(k) is not None}
+    keep = {k: md[k] for k in (Meta.WALL, Meta.WORLD_SIZE, Meta.STEPS, "capture_exit", Meta.EXIT_SITE) if md.get(k) is not None}
     keep[Meta.SOURCE] = str(md.get(Meta.SOURCE, f"input {index}"))
     ids = find_steps(trace)[0]
     return RankInfo(index=index, rank=rank, skew_ns=skew_ns, n_slices=len(t.slices), time_range=t.time_range(),

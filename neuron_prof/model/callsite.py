@@ -26,6 +26,7 @@ import sys
 import sysconfig
 from dataclasses import dataclass, field
 from functools import lru_cache
+from types import TracebackType
 
 MODULE_PREFIX = "nn.Module: "
 STACK_LINES = "stack_lines"
@@ -250,6 +251,20 @@ def live_site(skip: int = 1) -> Site:
     if not frames:
         return Site(reason="no frame of the user's code on the stack")
     return Site(call_site=frames[0].split(" ", 1)[0], stack=tuple(reversed(frames)))
+
+
+def traceback_site(tb: TracebackType | None) -> Site:
+    """The Site of an exception from its traceback: where the user's code raised it, or called the library
+    call that raised it (its innermost user frame). Exact lines."""
+    frames: list[str] = []
+    while tb is not None:
+        fn = tb.tb_frame.f_code.co_filename
+        if file_kind(fn) == USER:
+            frames.append(f"{display_path(fn)}:{tb.tb_lineno} {tb.tb_frame.f_code.co_name}")
+        tb = tb.tb_next
+    if not frames:
+        return Site(reason="no frame of the user's code in the traceback")
+    return Site(call_site=frames[-1].split(" ", 1)[0], stack=tuple(frames))
 
 
 def user_files_of(metadata: dict[str, object]) -> frozenset[str] | None:

@@ -163,6 +163,10 @@ def is_compile_span(name: str) -> bool:
     return name.endswith("(dynamo_timed)") or name in COMPILE_PHASES
 
 
+AUTOGRAD_EVALUATE = "autograd::engine::evaluate_function: "
+"""The prefix of the span autograd's engine opens around each node it runs in the backward pass (not an op)."""
+
+
 class Meta:
     """Keys of ``Trace.metadata`` that neuron-prof itself sets."""
 
@@ -186,3 +190,6 @@ class Meta:
     start, each step boundary and stop (the time it ran, and the time it was runnable but waited for a CPU that
     other processes held; kernel docs Documentation/scheduler/sched-stats.rst)."""
     LOADAVG: Final = "host_loadavg"  # [[ts_ns, 1-minute load average], ...] at start and stop (/proc/loadavg)
+    EXIT_SITE: Final = "capture_exit_site"
+    """"path:LINE" of the user's line where the exception that ended the profiled block was raised (the innermost
+    user frame of its traceback); absent when the block ended otherwise."""

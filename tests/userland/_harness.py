@@ -48,6 +48,7 @@ _TAG = re.compile(r"#\s*(?P<what>EXPECT|ALSO)(?:\[(?P<devs>[A-Za-z0-9_, ]*)\])?:
 _CLEAN = re.compile(r"#\s*CLEAN\b")
 _XFAIL = re.compile(r"#\s*XFAIL\[(?P<devs>[A-Za-z0-9_, ]*)\]:\s*(?P<text>.+?)\s*$")
 _RANKS = re.compile(r"#\s*RANKS:\s*(?P<n>\d+)")
+_FAILS = re.compile(r"#\s*FAILS:\s*(?P<text>.+?)\s*$")
 _MAX_RSS = re.compile(r"#\s*MAX-RSS-GB:\s*(?P<gb>[\d.]+)")
 OPERATOR_LINES = re.compile(r"#\s*OPERATOR-LINES\b")
 """A program whose tags need the exact lines of operator statements (`profile(operator_lines=True)`)."""
@@ -91,6 +92,9 @@ class Program:
     operator_lines: bool = False
     """`# OPERATOR-LINES  reason`: it is profiled with the operator lines option (``run --operator-lines``; a
     program that profiles itself passes ``operator_lines=True`` in its own call)."""
+    fails: str = ""
+    """`# FAILS: text`: the program is meant to fail (a rank that crashes): its run must exit non-zero with
+    `text` in its output, and every trace must still load whole."""
 
     @property
     def name(self) -> str:
@@ -132,6 +136,7 @@ def load_program(path: str | os.PathLike[str]) -> Program:
     clean = False
     ranks = 1
     max_rss: float | None = None
+    fails = ""
     for i, line in enumerate(src, 1):
         for m in _TAG.finditer(line):
             devs = _devices(m.group("devs"), ("neuron",))
@@ -148,11 +153,14 @@ def load_program(path: str | os.PathLike[str]) -> Program:
         m = _MAX_RSS.search(line)
         if m:
             max_rss = float(m.group("gb"))
+        m = _FAILS.search(line)
+        if m:
+            fails = m.group("text")
     if clean and any(t.required for t in tags):
         raise ValueError(f"{p.name}: tagged CLEAN and EXPECT at once")
     text = "\n".join(src)
     return Program(p, tags, clean, xfail, ranks, "neuron_prof.profile(" in text, max_rss,
-                   OPERATOR_LINES.search(text) is not None)
+                   OPERATOR_LINES.search(text) is not None, fails)
 
 
 def programs(pattern: str = "*.py") -> list[Program]:
@@ -339,9 +347,12 @@ def run_program(prog: Program, way: str, workdir: str | os.PathLike[str], *, tim
     outputs = [log.read_text(errors="replace")[-200_000:] for _, _, log in procs]
     failed = [f"{'rank ' + str(r) + ' ' if r is not None else ''}exit {p.returncode}" for r, p, _ in procs
               if p.returncode != 0]
+    output = _tail("\n".join(outputs))
+    if prog.fails and not killed:  # meant to fail: with its own error, then read like any other run
+        failed = [] if failed and prog.fails in "\n".join(outputs) else [
+            f"meant to fail with {prog.fails!r} ({', '.join(failed) or 'every process exited 0'})"]
     if killed:
         failed.append(killed)
-    output = _tail("\n".join(outputs))
     res = Outcome(prog.name, way, ok=False, output="\n".join(outputs))
     if failed:
         res.error = f"{prog.name} ({way}): {', '.join(failed)}\n{output}"
@@ -361,6 +372,10 @@ def run_program(prog: Program, way: str, workdir: str | os.PathLike[str], *, tim
                          f"{_tail(s.stderr)}")
             res.seconds = time.perf_counter() - t0
             return res
+        if "damaged" in s.stderr:
+            res.error = f"{prog.name} ({way}): {trace.name} is damaged\n{_tail(s.stderr)}"
+            res.seconds = time.perf_counter() - t0
+            return res
         doc = json.loads(s.stdout)
         if not res.lines:
             res.lines = list(doc.get("lines") or [])
@@ -369,6 +384,15 @@ def run_program(prog: Program, way: str, workdir: str | os.PathLike[str], *, tim
                 f.setdefault("rank", r)
                 f["rank"] = r if f["rank"] is None else f["rank"]
             findings.append(f)
+    if prog.ranks > 1:  # the job's own findings (stopped and missing ranks, stragglers, step skew...)
+        s = subprocess.run([*_neuron_prof(), "summary", str(_rank_file(out, 0)).replace(".rank0.", ".rank*."),
+                            "--json", "--workers", "0"], capture_output=True, text=True, timeout=timeout, env=env,
+                           cwd=wd)
+        if s.returncode != 0:
+            res.error = f"{prog.name} ({way}): the job summary failed (exit {s.returncode})\n{_tail(s.stderr)}"
+            res.seconds = time.perf_counter() - t0
+            return res
+        findings += [{**f, "job": True} for f in json.loads(s.stdout)["findings"]]
     if truth_path is not None:
         rows: list[dict[str, Any]] = []
         for r, _, _ in procs:

@@ -26,8 +26,9 @@ from neuron_prof.analysis.context import Context, as_int
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.steps.evaluation import FWD_KEY, SEQ_KEY, doc_numbers
 from neuron_prof.model import KinetoCat
+from neuron_prof.model.schema import AUTOGRAD_EVALUATE
 
-EVALUATE = "autograd::engine::evaluate_function: "
+EVALUATE = AUTOGRAD_EVALUATE
 FWDBWD = "fwdbwd"
 SEQ = "Sequence number"
 FWD_TID = "Fwd thread id"

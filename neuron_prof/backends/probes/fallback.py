@@ -30,7 +30,7 @@ from neuron_prof.backends.probes._hostops import COPY_OPS, SYNC_OPS, shapes_dtyp
 from neuron_prof.backends.probes.probe import Probe
 from neuron_prof.model.callsite import Site, live_site
 from neuron_prof.model import Arg, Cat, KinetoCat, TrackKind
-from neuron_prof.model.schema import is_compile_span
+from neuron_prof.model.schema import AUTOGRAD_EVALUATE, is_compile_span
 
 if TYPE_CHECKING:
     from neuron_prof.backends.base import CaptureContext
@@ -319,15 +319,26 @@ def _d2h_rows(view: HostView, hosts: list[tuple[Any, int]]) -> set[int]:
     for tid, t in hosts:
         r = ops.innermost(tid, t)
         # a transfer issued inside a copy op (aten::to -> aten::_to_copy -> ...) or a dispatcher span
-        # ("PythonSubclass") belongs to the op around it
+        # ("PythonSubclass") belongs to the op around it; not to autograd's span around a backward node: a
+        # copy there is the node's own code (a `.cpu()` in a backward() the user wrote), a host read
         while r >= 0 and (op_key(view.name_of(r)) in COPY_OPS or "::" not in view.name_of(r)):
             parent = ops.innermost(tid, int(view.ts[r]) - 1)
-            if parent < 0 or view.end[parent] < view.end[r]:
+            if parent < 0 or view.end[parent] < view.end[r] or _autograd_span(view, ops, tid, parent):
                 break
             r = parent
         if r >= 0:
             out.add(r)
     return out
+
+
+def _autograd_span(view: HostView, ops: Any, tid: Any, r: int) -> bool:
+    """`r` is autograd's span around a backward node ("autograd::engine::evaluate_function: XBackward") or the
+    node's own span inside it ("XBackward"): the node's code, not an op."""
+    name = view.name_of(r)
+    if name.startswith(AUTOGRAD_EVALUATE):
+        return True
+    outer = ops.innermost(tid, int(view.ts[r]) - 1)
+    return outer >= 0 and view.name_of(outer) == AUTOGRAD_EVALUATE + name
 
 
 class DeepFallbackProbe(Probe):
