@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml constraints.txt setup.py $(C_SOURCES)
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev]'
 	# the emulated neuron device's C++ extension, built once into the user cache (without a compiler the
-	# emulator falls back to its tensor-subclass device: README "The emulated neuron device")
+	# emulator falls back to its tensor-subclass device: docs/emulator.md)
 	$(PY) -m neuron_prof.emulator._ext_build || echo "emulated device: no C++ extension, the subclass device runs"
 	touch $(STAMP)
 
@@ -40,7 +40,7 @@ test-fast: $(STAMP)
 		$(PYTEST_ARGS)
 	$(PY) -m pytest -q -rs -m "emulator_inprocess and not slow" $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
-# The suite on other Pythons (README "Development"): a venv each (.venv-py312, .venv-py313) from pyenv's
+# The suite on other Pythons (docs/development.md): a venv each (.venv-py312, .venv-py313) from pyenv's
 # interpreter or python3.X on PATH, with the package and both C extensions built for that Python (checked: the
 # install itself goes on without them) and every dependency but torch (scripts/requirements.py reads
 # pyproject.toml): torch's CPU build is not on PyPI (constraints.txt's, for 3.11, lies on this machine's disk) and

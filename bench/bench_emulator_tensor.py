@@ -1,5 +1,5 @@
 """What a device tensor costs per op: the emulator on its C++ extension device, the emulator on its
-tensor-subclass fallback device, a bare subclass and plain CPU (README "The emulated neuron device").
+tensor-subclass fallback device, a bare subclass and plain CPU (docs/emulator.md, "Why the extension").
 
     .venv/bin/python bench/bench_emulator_tensor.py           # each mode in a process of its own
 

@@ -25,7 +25,7 @@ _SEV_STYLE = {"critical": "bold red", "warning": "yellow", "info": "dim"}
 
 
 def summary_json(rep: Report) -> bytes:
-    """The stable `summary --json` document (README: "summary --json schema"), indented UTF-8 JSON."""
+    """The stable `summary --json` document (docs/summary.md), indented UTF-8 JSON."""
     return orjson.dumps(
         rep.to_dict(),
         option=orjson.OPT_INDENT_2
@@ -294,7 +294,7 @@ def finding_detail(i: int, f: Finding, *, advice: bool = True) -> Any:
 LINE_COLS = (("host", "host_ns"), ("in bwd", "host_backward_ns"), ("device", "device_ns"),
              ("compile", "compile_ns"), ("fallback", "fallback_ns"), ("sync", "sync_ns"),
              ("coll.", "collective_ns"))
-"""The time columns of the lines table: label, key of a `lines` entry (README: summary --json `lines`)."""
+"""The time columns of the lines table: label, key of a `lines` entry (docs/summary.md: `lines`)."""
 
 
 def line_label(line: dict[str, Any]) -> str:

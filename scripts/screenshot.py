@@ -1,4 +1,4 @@
-"""Regenerate the README screenshot of the TUI overview (an SVG saved by Textual).
+"""Regenerate the TUI overview screenshot that README.md and docs/tui.md show (an SVG saved by Textual).
 
     python scripts/screenshot.py                       # runs `neuron-prof demo` in a temp dir
     python scripts/screenshot.py --trace trace.json    # shoot an existing trace

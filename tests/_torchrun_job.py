@@ -116,7 +116,7 @@ def traces(folder: Path) -> dict[int, dict]:
 
 
 def ddp_job_fails(folder: Path, attempt: int) -> str:
-    """Run the 4-rank DDP job as the README shows, `torchrun --no-python neuron-prof run`, in `folder`
+    """Run the 4-rank DDP job as docs/run.md shows, `torchrun --no-python neuron-prof run`, in `folder`
     (the script there, its traces in run`attempt`/): "" when every rank exited 0 with its trace, the
     script's sys.exit(0) recorded in each; else why not, with the end of the job's output."""
     script = folder / "train_ddp.py"

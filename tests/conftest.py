@@ -79,7 +79,7 @@ SLOW_FILES = frozenset({
     "test_step_inference_run.py", "test_probe_deep_fallback.py", "test_compile_quiet.py", "test_demo.py",
     "test_capture_faults.py", "test_warmup_plan.py", "test_check_baseline.py", "test_capture_end_progress.py",
     "test_def_lines.py", "test_eval_phase.py", "test_efficiency.py", "test_emulator_explorer_outputs.py",
-    "test_compile_fallbacks.py",
+    "test_compile_fallbacks.py", "test_docs.py",
     # a trace larger than a memory limit, generated, read in memory and streamed
     "test_bigtraces.py",
     # multi-process jobs: gloo groups, torchrun, several ranks

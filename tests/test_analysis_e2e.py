@@ -85,7 +85,7 @@ def test_compiles_fallback_and_sync(findings: list[Finding]) -> None:
 
 
 def test_device_idle_names_the_users_call(findings: list[Finding]) -> None:
-    """The README: device_idle says what the host did, in the user's terms: here the preprocess() call
+    """docs/findings.md: device_idle says what the host did, in the user's terms: here the preprocess() call
     between steps (at its line), not the .item() whose tail touches the same gap, nor the script itself."""
     [f] = by_kind(findings, "device_idle")
     python = [g for g in f.evidence["largest"] if g["host"]["what"].startswith("Python: ")]

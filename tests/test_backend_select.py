@@ -39,7 +39,7 @@ def test_hint_module_tensor_device() -> None:
     assert get_backend(hint=torch.device("cuda")).name == "cuda"
 
 
-# The README: `backend` defaults to "from `hint` (a model or tensor) or what is installed". Written by hand:
+# capture.md: `backend` defaults to "from `hint` (a model or tensor) or what is installed". Written by hand:
 # (torch_neuronx installed, CUDA available, hint) -> backend.
 AUTO_TABLE = [
     (False, False, None, "cpu"),

@@ -147,7 +147,7 @@ def test_decorator_form(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_bare_decorator_writes_the_default_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The README: used bare as `@neuron_prof.profile`, it decorates the function with the default output
+    """docs/capture.md: used bare as `@neuron_prof.profile`, it decorates the function with the default output
     (trace.json and trace.pftrace in the working folder)."""
     monkeypatch.chdir(tmp_path)
     model, opt = tiny_model()

@@ -44,7 +44,7 @@ def test_convert_errors_exit_2_without_traceback(captured_json: Path, tmp_path: 
     assert main(["convert", str(captured_json), str(tmp_path / "x.txt")]) == 2
     err = capsys.readouterr().err
     assert "nope.json" in err and "x.txt" in err and "Traceback" not in err
-    # the README: writing a converted trace somewhere impossible is one line and exit 2 (no folder is made)
+    # promises.md: writing a converted trace somewhere impossible is one line and exit 2 (no folder is made)
     deep = tmp_path / "no-dir" / "deeper" / "x.pftrace"
     assert main(["convert", str(captured_json), str(deep)]) == 2
     err = capsys.readouterr().err

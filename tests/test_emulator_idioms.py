@@ -7,8 +7,8 @@ segfault) is restarted after the idiom it died in, which counts as a crash.
 
 The emulated device is a C++ PrivateUse1 extension, so a device tensor is a plain torch.Tensor and every
 idiom matches, the four a tensor subclass cannot (`type(t) is torch.Tensor`, `type(p) is nn.Parameter`,
-`torch.load(map_location="neuron")`, `torch.Generator(device="neuron")`) included. README "The emulated
-neuron device" has the measurement and the subclass fallback for machines without a C++ compiler.
+`torch.load(map_location="neuron")`, `torch.Generator(device="neuron")`) included. docs/emulator.md has the
+measurement and the subclass fallback for machines without a C++ compiler.
 """
 
 from __future__ import annotations

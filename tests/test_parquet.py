@@ -49,16 +49,16 @@ def test_duckdb_reads_what_was_written(tmp_path) -> None:
                        ).fetchall() == [("aten::add",)]
 
 
-def _readme_query() -> str:
-    """The DuckDB query the README shows over a job's dataset (its folder as DATASET)."""
+def _docs_query() -> str:
+    """The DuckDB query docs/formats.md shows over a job's dataset (its folder as DATASET)."""
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    text = (Path(__file__).resolve().parents[1] / "docs" / "formats.md").read_text()
     start = text.index('duckdb -c "SELECT rank, ') + len('duckdb -c "')
     return text[start:text.index('"', start)].replace("job.parquet", "DATASET")
 
 
-README_QUERY = _readme_query()
+DOCS_QUERY = _docs_query()
 
 
 def test_many_ranks_are_one_dataset_partitioned_by_rank(tmp_path, capsys) -> None:
@@ -85,7 +85,7 @@ def test_many_ranks_are_one_dataset_partitioned_by_rank(tmp_path, capsys) -> Non
     # the files carry their rank too (a reader without hive partitioning, a file copied elsewhere)
     assert con.execute(f"SELECT DISTINCT rank FROM read_parquet('{out}/rank=1/tracks.parquet', "
                        "hive_partitioning=false)").fetchall() == [(1,)]
-    rows = con.execute(README_QUERY.replace("DATASET", str(out))).fetchall()
+    rows = con.execute(DOCS_QUERY.replace("DATASET", str(out))).fetchall()
     per_name = {n: int(durs[k::3].sum()) for k, n in enumerate(("aten::mm", "aten::add", "[bold]x[/]"))}
     top = max(per_name, key=per_name.__getitem__)
     assert sorted(rows) == [(r, top, per_name[top] / 1e6) for r in (0, 1, 2)]

@@ -193,7 +193,7 @@ def test_a_hostile_index_cache_is_never_unpickled(tmp_path: Path, monkeypatch: p
                                                    where: str) -> None:
     """The index holds no pickles: head read by orjson, raw numeric columns mapped with the dtypes it
     names, any other dtype (an object array) refused. A hostile one is planted where the loader looks by
-    default (the README: $XDG_CACHE_HOME/neuron-prof, else ~/.cache/neuron-prof) with the trace's valid key,
+    default (formats.md: $XDG_CACHE_HOME/neuron-prof, else ~/.cache/neuron-prof) with the trace's valid key,
     so the loader reads it (a valid index there is used: checked first) and only the refusal stops it."""
     import pickle
 

@@ -25,11 +25,11 @@ pytestmark = pytest.mark.skipif(not (NEURON_PROF.exists() and TORCHRUN.exists())
 
 @pytest.mark.slow
 def test_ddp_job_under_torchrun(tmp_path: Path) -> None:
-    """GIVEN a 4-rank DDP job (gloo) launched as the README shows, `torchrun --no-python neuron-prof run`,
+    """GIVEN a 4-rank DDP job (gloo) launched as docs/run.md shows, `torchrun --no-python neuron-prof run`,
     THEN every rank exits 0 and writes its trace. Before the fix a rank hung at exit whenever gloo's thread
     still held a collective when main() returned (3 of 3 attempts, always with the unwaited one here), so one
     run shows it, and the same script runs twice more below (the module form, the launcher). The stress
-    loop, the job ten times in a row, is `python scripts/torchrun_repeat.py` (README "Development")."""
+    loop, the job ten times in a row, is `python scripts/torchrun_repeat.py` (docs/development.md)."""
     fail = ddp_job_fails(tmp_path, 0)
     assert not fail, fail
 

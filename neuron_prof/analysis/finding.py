@@ -11,7 +11,7 @@ SEVERITIES: Final = ("info", "warning", "critical")
 
 COST_WARNING_SHARE: Final = 0.25
 """Severity follows cost: a finding costing this share of the profiled wall time or more is never below
-`warning`, whatever its kind and its own rules (README, "Severity")."""
+`warning`, whatever its kind and its own rules (docs/findings.md, "Severity")."""
 
 KINDS: Final[tuple[Kind, ...]] = tuple(Kind)
 """Every declared kind (`neuron_prof.analysis.kinds`), in declaration order."""
@@ -19,7 +19,7 @@ KINDS: Final[tuple[Kind, ...]] = tuple(Kind)
 
 @dataclass(frozen=True)
 class Finding:
-    """A ranked diagnosis. `to_dict()` is the stable JSON form (README documents it)."""
+    """A ranked diagnosis. `to_dict()` is the stable JSON form (docs/summary.md documents it)."""
 
     kind: str
     """A `Kind` (a plain string naming one is made the Kind; any other raises UnknownKind); a `ForeignKind`

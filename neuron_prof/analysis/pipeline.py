@@ -59,7 +59,7 @@ def _run(trace: Trace, ctx: Context) -> list[Finding]:
 
 
 def _after_warmup(trace: Trace, ctx: Context, f: Finding) -> Finding:
-    """Set `after_warmup`: whether the finding happens in a steady step (README, "check"), from its step
+    """Set `after_warmup`: whether the finding happens in a steady step (docs/check.md), from its step
     split when it has one, else from the events it rests on, else from where it points on the timeline; a
     finding with no place in time (profiler overhead, an analysis error) concerns the whole run."""
     st = ctx.steps
@@ -146,7 +146,7 @@ class Report:
     """Per-step breakdown (`_step_breakdown.step_breakdown`)."""
 
     def to_dict(self) -> dict[str, Any]:
-        """The `summary --json` document (schema in README, "summary --json")."""
+        """The `summary --json` document (schema in docs/summary.md, "summary --json")."""
         return {
             "schema": "neuron-prof.summary",
             "version": 1,

@@ -52,7 +52,7 @@ def _per_steady_step(ctx: Context, parts: dict[str, np.ndarray]) -> dict[str, An
 
 
 def compute_totals(trace: Trace, ctx: Context) -> dict[str, Any]:
-    """The `totals` object of `summary --json` (README documents every key)."""
+    """The `totals` object of `summary --json` (docs/summary.md documents every key)."""
     sl = trace.slices
     wall = ctx.wall_ns
     dev = device_rows(ctx)

@@ -67,6 +67,6 @@ def append_trace(builder: TraceBuilder, trace: Trace) -> None:
         b.metadata.setdefault(Meta.WARNINGS, []).extend(warnings)
     md.pop(Meta.SOURCE, None)
     # Kineto's own file losing an event (torch writes an unescaped name now and then) is in the load warnings
-    # above; `partial` describes a trace file as read later (README, "Damaged input"), not the capture.
+    # above; `partial` describes a trace file as read later (docs/check.md), not the capture.
     md.pop(Meta.PARTIAL, None)
     b.metadata.update(md)

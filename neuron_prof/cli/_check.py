@@ -11,7 +11,7 @@ import click
 SEVERITIES = ("info", "warning", "critical")
 
 EXIT_OK, EXIT_VIOLATIONS, EXIT_BAD_INPUT, EXIT_PARTIAL = 0, 1, 2, 3
-"""The exit codes (README, "check"): 2 is every command's code for bad input or usage (NeuronProfError)."""
+"""The exit codes (docs/check.md): 2 is every command's code for bad input or usage (NeuronProfError)."""
 
 
 def violations(
@@ -187,7 +187,7 @@ def command(
     """Check a trace against limits for CI. Exit 0 when all hold, 1 listing every violation, 2 when the file
     is no trace (or an option is wrong), 3 when the trace was cut short or damaged (--allow-partial checks
     what it holds). With no limit given, any warning or critical finding after warm-up fails; with --baseline
-    and no limit, only what the baseline did not have (README, "check --baseline").
+    and no limit, only what the baseline did not have (docs/check.md, "check --baseline").
 
     \b
     neuron-prof check trace.json                        # any warning or critical after warm-up

@@ -118,7 +118,7 @@ def command(
 
     Several traces, a folder of ranks or a glob: one Parquet dataset partitioned by rank
     (OUTPUT/rank=R/slices.parquet ...), each rank written as one Dask task. Exit 1 when a rank failed.
-    The Parquet schema is documented in neuron_prof.exporters.parquet and in the README.
+    The Parquet schema is documented in neuron_prof.exporters.parquet and in docs/formats.md.
     """
     from neuron_prof.exporters import write_trace
     from neuron_prof.formats import PARQUET, named_format

@@ -11,7 +11,7 @@ import click
 @click.command()
 @click.argument("traces", metavar="TRACE...", nargs=-1, required=True)
 @click.option(
-    "--json", "as_json", is_flag=True, help="Print the stable JSON document (schema in the README)."
+    "--json", "as_json", is_flag=True, help="Print the stable JSON document (schema in docs/summary.md)."
 )
 @click.option("--markdown", is_flag=True, help="Print Markdown (for CI job summaries and pull requests).")
 @click.option(

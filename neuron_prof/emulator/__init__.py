@@ -19,8 +19,8 @@ sys.modules["torch_neuronx"]) and torch.neuron; ground_truth() is for tests. See
 
 The device is a C++ PrivateUse1 extension (`_ext_build` compiles it once per machine into the user cache,
 `_ext_device` registers it; device tensors are plain torch.Tensors); without a C++ compiler, or with
-NEURON_PROF_EMULATE_DEVICE=subclass, it is the tensor subclass `_tensor.NeuronTensor` (README "The emulated
-neuron device" has the four idioms that then differ).
+NEURON_PROF_EMULATE_DEVICE=subclass, it is the tensor subclass `_tensor.NeuronTensor` (docs/emulator.md has
+the four idioms that then differ).
 
 Limits: one device per process (as TorchNeuron runs); sparse and nested tensors stay on the host (ops on
 them fall back); mixing non-scalar CPU tensors into device ops is not rejected as on real devices; host
@@ -140,7 +140,7 @@ def _load_extension(cfg: EmulatorConfig) -> Any:
         import warnings
 
         warnings.warn("neuron (emulated): no C++ compiler (c++ or $CXX), so device tensors are a Python subclass "
-                      "(README, 'The emulated neuron device')", RuntimeWarning, stacklevel=3)
+                      "(docs/emulator.md)", RuntimeWarning, stacklevel=3)
         return None
     try:
         return _ext_build.load()
@@ -150,7 +150,7 @@ def _load_extension(cfg: EmulatorConfig) -> Any:
         import warnings
 
         warnings.warn(f"neuron (emulated): the device extension could not be built ({e}); device tensors are "
-                      "a Python subclass (README, 'The emulated neuron device')", RuntimeWarning, stacklevel=3)
+                      "a Python subclass (docs/emulator.md)", RuntimeWarning, stacklevel=3)
         return None
 
 

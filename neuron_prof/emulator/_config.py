@@ -156,7 +156,7 @@ class EmulatorConfig:
     device_impl: str = "auto"
     """How device "neuron" is built: "extension" (a C++ PrivateUse1 extension, compiled once per machine
     into the user cache: device tensors are plain torch.Tensors), "subclass" (a Python tensor subclass,
-    `NeuronTensor`: no compiler needed, four idioms differ, README "The emulated neuron device"), or "auto"
+    `NeuronTensor`: no compiler needed, four idioms differ, docs/emulator.md), or "auto"
     (the extension when a C++ compiler is found, else the subclass). `from_env`: NEURON_PROF_EMULATE_DEVICE."""
     install_torch_neuronx: bool = True
     """Publish the torch_neuronx-shaped module as sys.modules["torch_neuronx"]."""

@@ -28,7 +28,7 @@ def device_header(ex: dict[str, Any] | None) -> Text:
     t = Text(no_wrap=True, overflow="ellipsis")
     if not ex:
         t.append("No Neuron Explorer device profile in this trace: on Trainium, capture with "
-                 "device_profile=True and load the run directory (README, 'Profiling on real Trainium').",
+                 "device_profile=True and load the run directory (docs/trainium.md).",
                  style="dim")
         return t
     sch = ex.get("schema") or {}

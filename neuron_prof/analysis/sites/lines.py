@@ -84,7 +84,7 @@ class LineTable:
         return str(self.call_site[i]) or str(self.function[i]) or "(no user line: library or runtime work)"
 
     def to_dicts(self, n: int | None = None, device_unknown: bool = False) -> list[dict[str, Any]]:
-        """The first `n` lines as JSON rows (README "summary --json": `lines`). `device_unknown`: the device ran
+        """The first `n` lines as JSON rows (docs/summary.md: `lines`). `device_unknown`: the device ran
         work no host op is tied to (`ops.attribution`), so ``device_ns``/``device_backward_ns`` are null, not 0."""
         out = []
         cost = self.cost_ns

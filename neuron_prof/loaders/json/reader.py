@@ -173,7 +173,7 @@ def _load_parallel(p: Path, size: int, workers: int, source: Path) -> Trace | No
 
 
 def partial_info(problems: list[str], *, truncated: bool, bytes_read: int) -> dict[str, Any]:
-    """`metadata["partial"]` of a file whose events were not all read (README: "Damaged input")."""
+    """`metadata["partial"]` of a file whose events were not all read (docs/check.md: "Partial traces")."""
     return {"truncated": truncated, "problems": list(problems), "bytes_read": int(bytes_read)}
 
 
