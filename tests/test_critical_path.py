@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import neuron_prof
-from neuron_prof.analysis import Context
-from neuron_prof.analysis.efficiency.critical_path import critical_path, on_path
+from neuron_prof.analysis import Context, Finding, report, sort_findings
+from neuron_prof.analysis.efficiency.critical_path import critical_path, mark_on_path, on_path
 from tests._builders import KINETO_BASE
 
 US = 1000
@@ -63,3 +63,31 @@ def test_host_bound_step_stays_on_the_host(tmp_path: Path) -> None:
     assert p.device_ns == 0
     assert p.host_ns == (100 + 100 + 50) * US
     assert [n for _, n, _ in _names(t, p.segments)][0] in ("A", "cudaLaunchKernel")
+
+
+def _finding(t: neuron_prof.Trace, name: str, cost_us: int) -> Finding:
+    rows = [r for r in range(len(t.slices)) if t.slice_name(r) == name]
+    return Finding(kind="sync_point", severity="warning", title=f"on {name}", cost_ns=cost_us * US,
+                   share=cost_us / 1000, count=1, evidence={"rows": rows})
+
+
+def test_findings_on_the_path_rank_before_costlier_ones_off_it(tmp_path: Path) -> None:
+    t = neuron_prof.load(_trace(tmp_path, 600))
+    ctx = Context(t)
+    # same severity: the one on B (off the path) costs more, the ones on the kernel and on C (on it) less
+    found = sort_findings([_finding(t, "B", 90), _finding(t, "gemm", 40), _finding(t, "C", 30)])
+    assert [f.title for f in found] == ["on B", "on gemm", "on C"]  # by cost alone
+    ranked = sort_findings(mark_on_path(ctx, found))
+    assert [f.title for f in ranked] == ["on gemm", "on C", "on B"]
+    assert [bool(f.evidence.get("on_critical_path")) for f in ranked] == [True, True, False]
+    # host-bound: the kernel is off the path, B on it
+    t2 = neuron_prof.load(_trace(tmp_path, 20))
+    ranked2 = sort_findings(mark_on_path(Context(t2), [_finding(t2, "gemm", 90), _finding(t2, "B", 10)]))
+    assert [f.title for f in ranked2] == ["on B", "on gemm"]
+
+
+def test_report_marks_and_ranks_by_the_path(tmp_path: Path) -> None:
+    t = neuron_prof.load(_trace(tmp_path, 600))
+    rep = report(t)
+    # the only finding: the wait on the kernel, itself no working time, so off the path
+    assert rep.findings and not any(f.evidence.get("on_critical_path") for f in rep.findings)

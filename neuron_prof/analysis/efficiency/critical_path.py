@@ -13,22 +13,26 @@ host segment inside a collective).
     cp = critical_path(ctx)                # one entry per step (the whole trace when it has no steps)
     cp[0].host_ns, cp[0].device_ns, cp[0].segments
     on_path(ctx, rows)                     # does any of these slice rows overlap a path segment?
+    mark_on_path(ctx, findings)            # evidence.on_critical_path on those whose rows do (ranked first)
 """
 
 from __future__ import annotations
 
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from neuron_prof.analysis.context import Context
+from neuron_prof.analysis.finding import Finding
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.sites.lines import NOT_WORK_CATS
 from neuron_prof.model import Cat, TrackKind
 
+ON_CRITICAL_PATH = "on_critical_path"
+"""The evidence key `mark_on_path` sets."""
 MAX_STEPS = 5
 """Steps whose path is worked out (the first after warm-up): a graph per step, in Python."""
 MAX_NODES = 200_000
@@ -83,19 +87,60 @@ def on_path(ctx: Context, rows: list[int] | np.ndarray) -> bool:
     """Whether any of slice `rows` is on some step's critical path: it overlaps a path segment of its own track
     (a host op around or inside a path segment, a device slice on it), or, for a probe's slice (compile,
     fallback, sync, collective tracks: they run inside host ops), a host segment of the path."""
-    sl = ctx.trace.slices
-    rows = np.asarray(rows, dtype=np.int64)
-    rows = rows[(rows >= 0) & (rows < len(sl))]
-    if not len(rows):
-        return False
-    ts, end, track = sl.ts_ns[rows], sl.end_ns[rows], sl.track[rows]
-    own = np.isin(rows, np.r_[ctx.rows(TrackKind.THREAD), ctx.rows(TrackKind.DEVICE)])
-    for p in critical_path(ctx):
-        for kind, row, s, e in p.segments:
-            hit = (ts < e) & (end > s)
-            if np.any(hit & own & (track == sl.track[row])) or (kind != "device" and np.any(hit & ~own)):
+    return ctx.memo("critical_path_index", lambda: _PathIndex(ctx)).hits(rows)  # type: ignore[no-any-return]
+
+
+def mark_on_path(ctx: Context, findings: list[Finding]) -> list[Finding]:
+    """`findings`, each whose evidence ``rows`` lie on a step's critical path (`on_path`) with
+    ``evidence.on_critical_path`` true: `pipeline.sort_findings` ranks them before the rest."""
+    out = []
+    for f in findings:
+        rows = f.evidence.get("rows")
+        ok = isinstance(rows, list) and rows and all(isinstance(r, int) for r in rows)
+        out.append(replace(f, evidence={**f.evidence, ON_CRITICAL_PATH: True}) if ok and on_path(ctx, rows) else f)
+    return out
+
+
+class _PathIndex:
+    """The segments of every step's path, per track and the non-device ones together, as sorted columns (the
+    segments of one path follow each other in time and do not overlap), so a set of rows is tested at once."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        sl = ctx.trace.slices
+        paths = critical_path(ctx)
+        self.paths = [np.array([(s, e) for k, _, s, e in p.segments if k != "device"], dtype=np.int64).reshape(-1, 2)
+                      for p in paths]
+        self.by_track: dict[int, list[np.ndarray]] = {}
+        for p in paths:
+            for t in {int(sl.track[r]) for _, r, _, _ in p.segments}:
+                se = np.array([(s, e) for _, r, s, e in p.segments if int(sl.track[r]) == t], dtype=np.int64)
+                self.by_track.setdefault(t, []).append(se.reshape(-1, 2))
+        self.own = np.r_[ctx.rows(TrackKind.THREAD), ctx.rows(TrackKind.DEVICE)]
+
+    @staticmethod
+    def _overlap(se: np.ndarray, ts: np.ndarray, end: np.ndarray) -> bool:
+        """Whether some interval [ts, end) overlaps one of the sorted, disjoint segments `se`."""
+        if not len(se) or not len(ts):
+            return False
+        lo = np.searchsorted(se[:, 1], ts, "right")  # the first segment that ends after the row starts
+        return bool(np.any((lo < len(se)) & (se[np.minimum(lo, len(se) - 1), 0] < end)))
+
+    def hits(self, rows: list[int] | np.ndarray) -> bool:
+        sl = self.ctx.trace.slices
+        rows = np.asarray(rows, dtype=np.int64)
+        rows = rows[(rows >= 0) & (rows < len(sl))]
+        if not len(rows):
+            return False
+        ts, end, track = sl.ts_ns[rows], sl.ts_ns[rows] + sl.dur_ns[rows], sl.track[rows]
+        own = np.isin(rows, self.own)
+        if any(self._overlap(se, ts[~own], end[~own]) for se in self.paths):
+            return True
+        for t in np.unique(track[own]).tolist():
+            m = own & (track == t)
+            if any(self._overlap(se, ts[m], end[m]) for se in self.by_track.get(int(t), ())):
                 return True
-    return False
+        return False
 
 
 class _Graph:
