@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import neuron_prof
+from neuron_prof.cli import main
 from neuron_prof.analysis import Context, Finding, report, sort_findings
 from neuron_prof.analysis.efficiency.critical_path import critical_path, mark_on_path, on_path
 from tests._builders import KINETO_BASE
@@ -91,3 +92,18 @@ def test_report_marks_and_ranks_by_the_path(tmp_path: Path) -> None:
     rep = report(t)
     # the only finding: the wait on the kernel, itself no working time, so off the path
     assert rep.findings and not any(f.evidence.get("on_critical_path") for f in rep.findings)
+
+
+def test_report_page_shows_the_path_of_the_step(tmp_path: Path) -> None:
+    src = _trace(tmp_path, 600)
+    out = tmp_path / "r.html"
+    assert main(["report", str(src), "-o", str(out)]) == 0
+    page = out.read_text()
+    sec = page[page.index('id="critical-path"'):]
+    sec = sec[:sec.index("</section>")]
+    # 700 µs of the 1000 µs step: host A and C (100 µs, 14%), the kernel (600 µs, 86%)
+    assert "step 0: path 700.0 µs of 1.0 ms" in sec
+    assert "host 14% · device queue 86%" in sec
+    gemm = sec[sec.index("<td>gemm</td>"):]
+    assert "device queue" in gemm[:200] and "85.7%" in gemm[:400]
+    assert "collectives" not in sec.split("</p>", 2)[1]  # no collective part on this step

@@ -27,6 +27,7 @@ import numpy as np
 
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.finding import Finding
+from neuron_prof.analysis.sites.callsites import sites_of
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.sites.lines import NOT_WORK_CATS
 from neuron_prof.model import Cat, TrackKind
@@ -56,14 +57,21 @@ class StepPath:
     def length_ns(self) -> int:
         return self.host_ns + self.device_ns + self.collective_ns
 
-    def to_dict(self, trace: Any, top: int = 10) -> dict[str, Any]:
+    def to_dict(self, ctx: Context, top: int = 10) -> dict[str, Any]:
+        """JSON fields: the step, its span, the path's length and host/device/collective time, and its `top`
+        heaviest slices with their kind, time, share of the path and user line (`sites_of`: a device slice's
+        is the line that launched it)."""
         by_row: dict[int, list[Any]] = {}
         for kind, row, s, e in self.segments:
             by_row.setdefault(row, [kind, 0])[1] += e - s
         heavy = sorted(by_row.items(), key=lambda kv: -kv[1][1])[:top]
+        sites = sites_of(ctx).of_rows([r for r, _ in heavy])
+        n = max(self.length_ns, 1)
         return {"step": self.step, "start_ns": self.start_ns, "end_ns": self.end_ns, "length_ns": self.length_ns,
                 "host_ns": self.host_ns, "device_ns": self.device_ns, "collective_ns": self.collective_ns,
-                "top": [{"name": trace.slice_name(r), "kind": k, "ns": ns, "row": r} for r, (k, ns) in heavy]}
+                "top": [{"name": ctx.trace.slice_name(r), "kind": k, "ns": ns, "share": round(ns / n, 4),
+                         "call_site": site.call_site, "row": r}
+                        for (r, (k, ns)), site in zip(heavy, sites, strict=True)]}
 
 
 def critical_path(ctx: Context) -> list[StepPath]:

@@ -153,7 +153,7 @@ def efficiency_totals(ctx: Context, explorer_summary: dict[str, Any] | None = No
                    **ops.row(i)} for i in range(min(TOP_OPS, len(ops)))]
     from neuron_prof.analysis.efficiency.critical_path import critical_path
 
-    out["critical_path"] = [p.to_dict(ctx.trace, 5) for p in critical_path(ctx)[:TOP_PATHS]]
+    out["critical_path"] = [p.to_dict(ctx, 5) for p in critical_path(ctx)[:TOP_PATHS]]
     sm = explorer_summary or {}
     theirs = sm.get("mfu_estimated_percent")
     if isinstance(theirs, (int, float)):
