@@ -7,18 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from neuron_prof.analysis.efficiency.critical_path import PART_WORDS, path_parts
 from neuron_prof.analysis.fmt import fmt_ns
 from neuron_prof.exporters._report_html import empty, note, table
-
-KINDS = (("host", "host"), ("device", "device queue"), ("collective", "collectives"))
-"""(key, words) of a path's parts."""
-
-
-def path_parts(p: dict[str, Any]) -> str:
-    """"host 7% · device queue 86% · collectives 7%": the parts a path has, as shares of its length."""
-    n = p.get("length_ns") or 0
-    return " · ".join(f"{w} {100 * p[f'{k}_ns'] / n:.0f}%" for k, w in KINDS if n and p.get(f"{k}_ns"))
-
 
 def critical_path_section(totals: dict[str, Any] | None) -> str:
     """One table per step: its path's segments, heaviest first."""
@@ -33,7 +24,7 @@ def critical_path_section(totals: dict[str, Any] | None) -> str:
         span = p["end_ns"] - p["start_ns"]
         parts.append(f"<h3>step {p['step']}: path {fmt_ns(p['length_ns'])} of {fmt_ns(span)}</h3>")
         parts.append(note(path_parts(p)))
-        rows = [(t["name"], dict(KINDS).get(t["kind"], t["kind"]), t.get("call_site") or "-", fmt_ns(t["ns"]),
+        rows = [(t["name"], PART_WORDS.get(t["kind"], t["kind"]), t.get("call_site") or "-", fmt_ns(t["ns"]),
                  f"{100 * t.get('share', 0):.1f}%") for t in p.get("top") or []]
         parts.append(table(("slice", "on", "your line", "time on the path", "share"), rows, num=(3, 4)))
     return "".join(parts)

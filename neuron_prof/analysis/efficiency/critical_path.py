@@ -91,6 +91,17 @@ def critical_path(ctx: Context) -> list[StepPath]:
     return ctx.memo("critical_path", build)  # type: ignore[no-any-return]
 
 
+PART_WORDS = {"host": "host", "device": "device queue", "collective": "collectives"}
+"""What a segment's kind is called where people read it."""
+
+
+def path_parts(p: dict[str, Any]) -> str:
+    """"host 7% · device queue 86% · collectives 7%": the parts a path (`StepPath.to_dict`) has, as shares of
+    its length."""
+    n = p.get("length_ns") or 0
+    return " · ".join(f"{w} {100 * p[f'{k}_ns'] / n:.0f}%" for k, w in PART_WORDS.items() if n and p.get(f"{k}_ns"))
+
+
 def on_path(ctx: Context, rows: list[int] | np.ndarray) -> bool:
     """Whether any of slice `rows` is on some step's critical path: it overlaps a path segment of its own track
     (a host op around or inside a path segment, a device slice on it), or, for a probe's slice (compile,
