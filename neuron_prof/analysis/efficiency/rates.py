@@ -45,6 +45,17 @@ class Efficiency:
     def __len__(self) -> int:
         return len(self.flops)
 
+    def columns(self) -> dict[str, np.ndarray]:
+        """``tflops``, ``mfu`` and ``intensity`` per entry as float columns, NaN where `row` leaves the field out
+        (no device time measured, no known peak, no bytes): a table shows those blank, not 0."""
+        f, b, d = self.flops.astype(float), self.bytes.astype(float), self.device_ns.astype(float)
+        timed = (d > 0) & ((f > 0) | (b > 0))
+        safe = np.where(timed, d, 1.0)
+        nan = np.full(len(f), np.nan)
+        return {"tflops": np.where(timed, f / safe / 1e3, nan),
+                "mfu": np.where(timed, self.ideal_ns / safe, nan) if self.peak is not None else nan,
+                "intensity": np.where(b > 0, f / np.where(b > 0, b, 1.0), nan)}
+
     def row(self, i: int) -> dict[str, Any]:
         """Entry `i` as JSON fields (rates only where there is device time; shares only with a known peak)."""
         f, b, d = int(self.flops[i]), int(self.bytes[i]), int(self.device_ns[i])
