@@ -149,7 +149,8 @@ def add_line_efficiency(lines: list[dict[str, Any]], ctx: Context) -> list[dict[
 def efficiency_totals(ctx: Context, explorer_summary: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``efficiency`` object of the totals: the device and its peak (with the table row's source), the
     trace's FLOPs, bytes, rates and MFU over the counted calls' device time, the ops with the most FLOPs and,
-    for a Neuron Explorer profile with a Summary MFU, both MFUs and their difference; and the critical path of the
+    for a Neuron Explorer profile with a Summary MFU, both MFUs and their difference (or, in ``ours_unknown``, why
+    ours is not known: never a 0 for want of counted ops); and the critical path of the
     first steps (`critical_path`: its host, device and collective time and its heaviest slices)."""
     w = row_work(ctx)
     peak = trace_peak(ctx.trace)
@@ -170,7 +171,12 @@ def efficiency_totals(ctx: Context, explorer_summary: dict[str, Any] | None = No
     if isinstance(theirs, (int, float)):
         cmp: dict[str, Any] = {"explorer_mfu_percent": float(theirs)}
         span = sm.get("total_time")
-        if peak is not None and isinstance(span, (int, float)) and span > 0:
+        why = ("no op with recorded shapes to count (capture with record_shapes=True)" if not whole.flops[0]
+               else "the device's peak is not known" if peak is None
+               else "" if isinstance(span, (int, float)) and span > 0 else "the profile has no total_time")
+        if why:
+            cmp["ours_unknown"] = why
+        else:
             # the same definition as the profile's: model FLOPs over peak x the profile's whole time
             ours = 100.0 * float(whole.ideal_ns[0]) / (float(span) * 1e9)
             cmp["ours_mfu_percent"] = round(ours, 4)
