@@ -11,6 +11,7 @@ from neuron_prof.analysis.efficiency.critical_path import PART_WORDS, path_parts
 from neuron_prof.analysis.fmt import fmt_ns
 from neuron_prof.exporters._report_html import empty, note, table
 
+
 def critical_path_section(totals: dict[str, Any] | None) -> str:
     """One table per step: its path's segments, heaviest first."""
     paths = ((totals or {}).get("efficiency") or {}).get("critical_path") or []

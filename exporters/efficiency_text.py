@@ -31,8 +31,8 @@ def _explorer_lines(ex: dict[str, Any]) -> list[str]:
     if "explorer_mfu_percent" not in ex:
         return []
     if "ours_mfu_percent" in ex:
-        return [f"MFU: device profile {ex['explorer_mfu_percent']:.2f}%, ours from shapes "
-                f"{ex['ours_mfu_percent']:.2f}% (difference {ex['difference_points']:+.2f} points)"]
+        return [(f"MFU: device profile {ex['explorer_mfu_percent']:.2f}%, ours from shapes "
+                 f"{ex['ours_mfu_percent']:.2f}% (difference {ex['difference_points']:+.2f} points)")]
     return [f"MFU: device profile {ex['explorer_mfu_percent']:.2f}%; ours not known: {ex.get('ours_unknown', '?')}"]
 
 

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import neuron_prof
-from neuron_prof.cli import main
 from neuron_prof.analysis import Context, Finding, report, sort_findings
 from neuron_prof.analysis.efficiency.critical_path import critical_path, mark_on_path, on_path
+from neuron_prof.cli import main
 from tests._builders import KINETO_BASE
 
 US = 1000
@@ -107,3 +107,33 @@ def test_report_page_shows_the_path_of_the_step(tmp_path: Path) -> None:
     gemm = sec[sec.index("<td>gemm</td>"):]
     assert "device queue" in gemm[:200] and "85.7%" in gemm[:400]
     assert "collectives" not in sec.split("</p>", 2)[1]  # no collective part on this step
+
+
+def _two_syncs(tmp_path: Path) -> Path:
+    """No steps: op A (0-100 µs) launches K1 (100-400) and waits for it (100-400); op B (400-450) launches K2
+    at 420 (450-800) and waits for it (450-800); op C (800-850)."""
+    def x(name: str, cat: str, ts: int, dur: int, tid: int = 1, pid: int = 1, **args: object) -> dict[str, object]:
+        return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+    ev = [x("A", "cpu_op", 0, 100), x("cudaLaunchKernel", "cuda_runtime", 50, 10, correlation=1),
+          x("cudaDeviceSynchronize", "cuda_runtime", 100, 300),
+          x("B", "cpu_op", 400, 50), x("cudaLaunchKernel", "cuda_runtime", 420, 10, correlation=2),
+          x("cudaDeviceSynchronize", "cuda_runtime", 450, 350), x("C", "cpu_op", 800, 50),
+          x("K1", "kernel", 100, 300, tid=7, pid=0, correlation=1, stream=7),
+          x("K2", "kernel", 450, 350, tid=7, pid=0, correlation=2, stream=7)]
+    for i, (ts, kts) in enumerate(((50, 100), (420, 450)), start=1):
+        ev += [{"ph": "s", "cat": "ac2g", "name": "ac2g", "id": i, "pid": 1, "tid": 1, "ts": ts},
+               {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": i, "pid": 0, "tid": 7, "ts": kts, "bp": "e"}]
+    p = tmp_path / "two_syncs.json"
+    p.write_text(json.dumps({"schemaVersion": 1, "baseTimeNanoseconds": KINETO_BASE, "traceEvents": ev}))
+    return p
+
+
+def test_the_path_crosses_host_and_device_at_each_sync(tmp_path: Path) -> None:
+    t = neuron_prof.load(_two_syncs(tmp_path))
+    (p,) = critical_path(Context(t))  # no steps: the whole trace
+    # host to the first launch, K1, host from the first wait's end to the second launch, K2, then C:
+    # 50 + 300 + 20 + 350 + 50 µs, longer than any path that stays on one side
+    assert _names(t, p.segments) == [("host", "A", 50), ("device", "K1", 300), ("host", "B", 20),
+                                     ("device", "K2", 350), ("host", "C", 50)]
+    assert (p.host_ns, p.device_ns) == (120 * US, 650 * US)

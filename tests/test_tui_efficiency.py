@@ -12,7 +12,7 @@ import pytest
 import neuron_prof
 from neuron_prof.analysis import Context
 from neuron_prof.analysis.efficiency.rates import line_efficiency, op_efficiency
-from neuron_prof.analysis.fmt import fmt_rate, fmt_mfu
+from neuron_prof.analysis.fmt import fmt_mfu, fmt_rate
 from neuron_prof.tui.app import NeuronProfApp
 from neuron_prof.tui.widgets.virtual_table import VirtualTable
 from tests._builders import KINETO_BASE
@@ -78,7 +78,7 @@ async def test_at_80x24_the_columns_give_way_and_the_line_pane_keeps_the_mfu() -
         lines = screen_text(app).splitlines()
         # the op names keep their 24 cells: the efficiency columns leave first (the intensity, then the MFU)
         assert all(len(ln) <= 80 for ln in lines) and "self" in lines[1] and "TFLOP/s" not in lines[1]
-        assert dict((c.key, w) for c, w in table(app).shown_columns())["name"] >= 24
+        assert {c.key: w for c, w in table(app).shown_columns()}["name"] >= 24
         await _view(pilot, app, "9")
         text = screen_text(app)
         assert "MFU" not in text.splitlines()[1]

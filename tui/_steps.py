@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-
 from rich.text import Text
 
 from neuron_prof.analysis.efficiency.critical_path import PART_WORDS, path_parts

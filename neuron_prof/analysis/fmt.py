@@ -77,13 +77,13 @@ def fmt_gbps(x: float | None) -> str:
 
 def fmt_rate(v: float) -> str:
     """A rate or ratio with 3 significant digits; "" for NaN (not measured: blank, not 0)."""
-    return "" if v != v else f"{v:.3g}"
+    return "" if math.isnan(v) else f"{v:.3g}"
 
 
 def fmt_mfu(v: float) -> str:
     """A share of peak 0..1 as a percentage with two decimals ("0.35%": MFU is often small); "" for NaN (not
     measured: blank, not 0)."""
-    return "" if v != v else f"{100 * v:.2f}%"
+    return "" if math.isnan(v) else f"{100 * v:.2f}%"
 
 
 def fmt_flops(f: float) -> str:

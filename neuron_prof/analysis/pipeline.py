@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from neuron_prof.analysis.collectives.stragglers import straggler_findings
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.efficiency.critical_path import ON_CRITICAL_PATH, mark_on_path
 from neuron_prof.analysis.efficiency.rates import add_line_efficiency, efficiency_totals
@@ -17,10 +18,9 @@ from neuron_prof.analysis.finding import KINDS, SEVERITIES, Finding
 from neuron_prof.analysis.kinds import Kind, analysis_modules
 from neuron_prof.analysis.overlap import cost_floor, share_overlaps
 from neuron_prof.analysis.partial import partial_totals
-from neuron_prof.analysis.sites.lines import lines_json
 from neuron_prof.analysis.registry import ANALYSES
+from neuron_prof.analysis.sites.lines import lines_json
 from neuron_prof.analysis.steps.breakdown import step_breakdown
-from neuron_prof.analysis.collectives.stragglers import straggler_findings
 from neuron_prof.analysis.totals import compute_totals as _totals
 from neuron_prof.model import Trace
 

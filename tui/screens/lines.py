@@ -16,7 +16,7 @@ from textual.widgets import Static
 
 from neuron_prof.analysis import sites_of, source_context
 from neuron_prof.analysis.efficiency.rates import line_efficiency
-from neuron_prof.analysis.fmt import cut, fmt_bytes, fmt_count, fmt_ns, fmt_rate, fmt_mfu, printable
+from neuron_prof.analysis.fmt import cut, fmt_bytes, fmt_count, fmt_mfu, fmt_ns, fmt_rate, printable
 from neuron_prof.tui._data import RankData, RankTable
 from neuron_prof.tui._lines import calls_of, line_ops, lines_view
 from neuron_prof.tui.screens._drill import DrillScreen

@@ -14,7 +14,7 @@ from textual.widget import Widget
 
 from neuron_prof.analysis import OpTable
 from neuron_prof.analysis.efficiency.rates import op_efficiency
-from neuron_prof.analysis.fmt import fmt_count, fmt_ns, fmt_rate, fmt_mfu, fmt_ts
+from neuron_prof.analysis.fmt import fmt_count, fmt_mfu, fmt_ns, fmt_rate, fmt_ts
 from neuron_prof.model import Trace
 from neuron_prof.tui._data import RankData, RankTable
 from neuron_prof.tui._shape import Table

@@ -171,14 +171,15 @@ def efficiency_totals(ctx: Context, explorer_summary: dict[str, Any] | None = No
     if isinstance(theirs, (int, float)):
         cmp: dict[str, Any] = {"explorer_mfu_percent": float(theirs)}
         span = sm.get("total_time")
+        span = float(span) if isinstance(span, (int, float)) else 0.0
         why = ("no op with recorded shapes to count (capture with record_shapes=True)" if not whole.flops[0]
                else "the device's peak is not known" if peak is None
-               else "" if isinstance(span, (int, float)) and span > 0 else "the profile has no total_time")
+               else "" if span > 0 else "the profile has no total_time")
         if why:
             cmp["ours_unknown"] = why
         else:
             # the same definition as the profile's: model FLOPs over peak x the profile's whole time
-            ours = 100.0 * float(whole.ideal_ns[0]) / (float(span) * 1e9)
+            ours = 100.0 * float(whole.ideal_ns[0]) / (span * 1e9)
             cmp["ours_mfu_percent"] = round(ours, 4)
             cmp["difference_points"] = round(float(theirs) - ours, 4)
         out["explorer"] = cmp
