@@ -68,7 +68,8 @@ def efficiency_section(totals: dict[str, Any] | None, lines: list[dict[str, Any]
     """The section (figure id ``fig-roofline``)."""
     eff = (totals or {}).get("efficiency") or {}
     if not eff.get("counted_calls"):
-        return empty("No op with recorded shapes (capture with record_shapes=True to count FLOPs and bytes).")
+        msg = empty("No op with recorded shapes (capture with record_shapes=True to count FLOPs and bytes).")
+        return (note(" ".join(efficiency_lines(eff))) if eff.get("explorer") else "") + msg
     parts = [note(" ".join(efficiency_lines(eff)))]
     fig = roofline(eff, lines)
     if fig is None:

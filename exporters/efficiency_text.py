@@ -9,10 +9,11 @@ from neuron_prof.analysis.fmt import fmt_bytes, fmt_flops
 
 
 def efficiency_lines(eff: dict[str, Any] | None) -> list[str]:
-    """One or two lines; none when no op of the trace was counted (no shapes recorded)."""
+    """The work line (when some op was counted: shapes recorded), the critical path's shares and the device
+    profile's MFU beside ours."""
     if not eff:
         return []
-    out = _path_lines(eff.get("critical_path") or [])
+    out = _path_lines(eff.get("critical_path") or []) + _explorer_lines(eff.get("explorer") or {})
     if not eff.get("counted_calls"):
         return out
     line = (f"Work: {fmt_flops(eff['flops'])}, {fmt_bytes(eff['bytes'])} moved in {eff['counted_calls']} counted "
@@ -22,11 +23,17 @@ def efficiency_lines(eff: dict[str, Any] | None) -> list[str]:
     if "mfu" in eff and eff.get("peak"):
         line += f"; MFU {100 * eff['mfu']:.2f}% of {eff['peak']['device']}"
     out.insert(0, line)
-    ex = eff.get("explorer") or {}
-    if "ours_mfu_percent" in ex:
-        out.append(f"MFU: device profile {ex['explorer_mfu_percent']:.2f}%, ours from shapes "
-                   f"{ex['ours_mfu_percent']:.2f}% (difference {ex['difference_points']:+.2f} points)")
     return out
+
+
+def _explorer_lines(ex: dict[str, Any]) -> list[str]:
+    """The device profile's Summary MFU beside ours and their difference, or why ours is not known."""
+    if "explorer_mfu_percent" not in ex:
+        return []
+    if "ours_mfu_percent" in ex:
+        return [(f"MFU: device profile {ex['explorer_mfu_percent']:.2f}%, ours from shapes "
+                 f"{ex['ours_mfu_percent']:.2f}% (difference {ex['difference_points']:+.2f} points)")]
+    return [f"MFU: device profile {ex['explorer_mfu_percent']:.2f}%; ours not known: {ex.get('ours_unknown', '?')}"]
 
 
 def _path_lines(paths: list[dict[str, Any]]) -> list[str]:

@@ -4,7 +4,8 @@
     write_html_report(trace, "report.html", findings=analyze(trace))
 
 Sections (each always present; an empty one says why): overview, findings, the lines view (where the time
-goes by line of the user's code), efficiency (a roofline of ops and lines, MFU per line), the per-step breakdown (stacked bars), compile-time waterfall,
+goes by line of the user's code), efficiency (a roofline of ops and lines, MFU per line), the per-step breakdown (stacked bars),
+the critical path of the first steps (its host, device queue and collective segments), compile-time waterfall,
 CPU-fallback hot spots, device utilisation, memory over time, collective bandwidth, device profile (Neuron
 Explorer's metrics and where device time went). plotly.js is
 embedded once, inline; nothing is fetched when the page opens.
@@ -25,6 +26,7 @@ from neuron_prof.errors import ExportError
 from neuron_prof.exporters import _report_data as data
 from neuron_prof.exporters import _report_figures as figs
 from neuron_prof.exporters._report_device import device_profile_section
+from neuron_prof.exporters._report_critical_path import critical_path_section
 from neuron_prof.exporters._report_efficiency import efficiency_section
 from neuron_prof.exporters._report_html import Raw, empty, esc, note, page, plot_div, table
 from neuron_prof.exporters._report_trend import trend_section
@@ -406,6 +408,7 @@ def render_html_report(
         ("lines", "By line", _lines_section(lines)),
         ("efficiency", "Efficiency (roofline)", efficiency_section(totals, lines, figures)),
         ("steps", "Per step", _steps_section(steps, figures)),
+        ("critical-path", "Critical path", critical_path_section(totals)),
         ("compile", "Compile-time waterfall", _compile_section(trace, figures)),
         ("fallback", "CPU-fallback hot spots", _fallback_section(trace, fl, figures)),
         ("utilisation", "Device utilisation", _utilisation_section(trace, figures)),

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from rich.segment import Segment
 
-from neuron_prof.analysis import step_breakdown
+from neuron_prof.analysis import Context, step_breakdown
+from neuron_prof.analysis.efficiency.critical_path import critical_path, path_parts
 from neuron_prof.analysis.fmt import fmt_ns
 from neuron_prof.tui.app import NeuronProfApp
 from neuron_prof.tui.screens.steps import StepsScreen
@@ -88,3 +89,28 @@ async def test_b_without_steps_says_so() -> None:
         await pilot.pause()
         assert not isinstance(app.screen, StepsScreen)
         assert any("No steps in this trace" in str(n.message) for n in app._notifications)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_the_steps_view_shows_the_highlighted_steps_critical_path(size: tuple[int, int]) -> None:
+    trace = demo_like_trace()
+    paths = {p.step: p for p in critical_path(Context(trace))}
+    app = NeuronProfApp([trace])
+    async with app.run_test(size=size) as pilot:
+        await ready(pilot, app)
+        await pilot.press("b")
+        await pilot.pause()
+        # the warm-up step has no path worked out: the panel says which steps have one
+        lines = screen_text(app).splitlines()
+        assert f"critical path: worked out for steps {min(paths)}-{max(paths)}" in lines[2]
+        await pilot.press("down")  # step 1: its path's length, the step's, the shares, the heaviest slice
+        await pilot.pause()
+        lines = screen_text(app).splitlines()
+        assert all(len(ln) <= size[0] for ln in lines)
+        p = paths[1]
+        d = p.to_dict(Context(trace), 3)
+        assert lines[2].strip() == (f"critical path {fmt_ns(p.length_ns)} of {fmt_ns(p.end_ns - p.start_ns)}: "
+                                    + path_parts(d))
+        top = d["top"][0]
+        assert lines[3].strip().startswith(f"heaviest: {top['name']} host {100 * top['share']:.0f}%")
+        assert "10 steps" in lines[0] and any(ln.split()[:1] == ["9"] for ln in lines)  # every step still fits

@@ -39,6 +39,7 @@ from neuron_prof.analysis import (
     sort_findings,
     step_breakdown,
 )
+from neuron_prof.analysis.efficiency.critical_path import critical_path
 from neuron_prof.analysis.fmt import fmt_bytes
 from neuron_prof.model import Trace, TrackKind, split_ranks
 from neuron_prof.tui._lanes import profiled_region
@@ -144,6 +145,11 @@ class RankData:
     def step_parts(self) -> list[dict[str, Any]]:
         """The analysis' per-step breakdown (`summary --json` step_breakdown)."""
         return step_breakdown(self.trace, self.context)
+
+    @cached_property
+    def critical_paths(self) -> list[dict[str, Any]]:
+        """The critical path of the first steps after warm-up (`summary --json` efficiency.critical_path)."""
+        return [p.to_dict(self.context, 3) for p in critical_path(self.context)]
 
     @cached_property
     def steps(self) -> np.ndarray:

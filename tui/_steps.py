@@ -7,8 +7,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from rich.text import Text
 
-from neuron_prof.analysis.fmt import fmt_ns
+from neuron_prof.analysis.efficiency.critical_path import PART_WORDS, path_parts
+from neuron_prof.analysis.fmt import fmt_ns, printable
 
 STEP_PART_STYLE = {"compile": "red", "fallback": "#e6a04e", "sync": "yellow", "collective": "cyan",
                    "host": "blue", "device": "green", "idle": "grey50"}
@@ -67,3 +69,26 @@ def step_bar(parts: Mapping[str, float], width: int, longest_ns: int = 0) -> lis
     dur = sum(float(parts.get(k, 0)) for k in STEP_PART_STYLE)
     n = int(round(dur / longest_ns * width)) if longest_ns > 0 else width
     return bar_runs(parts, max(n, 1 if dur > 0 else 0))
+
+
+def path_text(paths: Sequence[Mapping[str, Any]], step: int) -> Text:
+    """Two lines on step `step`'s critical path: its length and host / device queue / collective shares, then
+    its heaviest slices with their share and line; or which steps have one worked out."""
+    t = Text(no_wrap=True, overflow="ellipsis")
+    p = next((p for p in paths if p["step"] == step and p["length_ns"]), None)
+    if p is None:
+        done = [int(q["step"]) for q in paths if q["length_ns"]]
+        t.append("critical path: " + (f"worked out for steps {done[0]}-{done[-1]} (the first after warm-up)"
+                                      if done else "none (no host op or device work in the steps)"), style="dim")
+        return t
+    t.append("critical path ", style="bold")
+    t.append(f"{fmt_ns(p['length_ns'])} of {fmt_ns(p['end_ns'] - p['start_ns'])}: ")
+    t.append(path_parts(p))
+    t.append("\n")
+    for k, s in enumerate(p.get("top") or []):
+        t.append("  " if k else " heaviest: ", style="dim")
+        t.append(printable(str(s["name"])), style="bold")
+        t.append(f" {PART_WORDS.get(s['kind'], s['kind'])} {100 * s['share']:.0f}%")
+        if s.get("call_site"):
+            t.append(f" at {printable(str(s['call_site']))}", style="dim")
+    return t

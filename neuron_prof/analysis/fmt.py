@@ -75,6 +75,17 @@ def fmt_gbps(x: float | None) -> str:
     return f"{x:.2f} GB/s"
 
 
+def fmt_rate(v: float) -> str:
+    """A rate or ratio with 3 significant digits; "" for NaN (not measured: blank, not 0)."""
+    return "" if math.isnan(v) else f"{v:.3g}"
+
+
+def fmt_mfu(v: float) -> str:
+    """A share of peak 0..1 as a percentage with two decimals ("0.35%": MFU is often small); "" for NaN (not
+    measured: blank, not 0)."""
+    return "" if math.isnan(v) else f"{100 * v:.2f}%"
+
+
 def fmt_flops(f: float) -> str:
     """FLOPs with a decimal unit prefix and 3 significant digits: 1.2e9 -> "1.2 GFLOP"."""
     for unit, div in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):

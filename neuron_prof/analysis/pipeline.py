@@ -10,16 +10,17 @@ from typing import Any
 
 import numpy as np
 
+from neuron_prof.analysis.collectives.stragglers import straggler_findings
 from neuron_prof.analysis.context import Context
+from neuron_prof.analysis.efficiency.critical_path import ON_CRITICAL_PATH, mark_on_path
 from neuron_prof.analysis.efficiency.rates import add_line_efficiency, efficiency_totals
 from neuron_prof.analysis.finding import KINDS, SEVERITIES, Finding
 from neuron_prof.analysis.kinds import Kind, analysis_modules
 from neuron_prof.analysis.overlap import cost_floor, share_overlaps
 from neuron_prof.analysis.partial import partial_totals
-from neuron_prof.analysis.sites.lines import lines_json
 from neuron_prof.analysis.registry import ANALYSES
+from neuron_prof.analysis.sites.lines import lines_json
 from neuron_prof.analysis.steps.breakdown import step_breakdown
-from neuron_prof.analysis.collectives.stragglers import straggler_findings
 from neuron_prof.analysis.totals import compute_totals as _totals
 from neuron_prof.model import Trace
 
@@ -113,8 +114,11 @@ def _with_rank(trace: Trace, f: Finding) -> Finding:
 
 def sort_findings(findings: list[Finding]) -> list[Finding]:
     """Critical findings without a time cost first (a rank that stopped or is missing: the rest of the job is
-    read in their light); then most costly first; equal cost: the more severe first, then by kind and title."""
-    return sorted(findings, key=lambda f: (not (f.severity == "critical" and not f.cost_ns), -f.cost_ns,
+    read in their light); then those whose time lies on a step's critical path (``evidence.on_critical_path``,
+    `efficiency.critical_path.mark_on_path`: the time the step waited on); then most costly first; equal cost:
+    the more severe first, then by kind and title."""
+    return sorted(findings, key=lambda f: (not (f.severity == "critical" and not f.cost_ns),
+                                           not f.evidence.get(ON_CRITICAL_PATH), -f.cost_ns,
                                            -_SEV_RANK.get(f.severity, 0), f.kind, f.title))
 
 
@@ -186,7 +190,8 @@ def report(trace: Trace, *, warmup_steps: int | None = None, context: Context | 
     # efficiency (FLOPs per op, the critical path) is a per-event pass: the report's, never a first screen's or
     # the end of a capture's
     first.totals["efficiency"] = efficiency_totals(ctx, (first.totals.get("neuron_explorer") or {}).get("summary"))
-    return dataclasses.replace(first, lines=add_line_efficiency(lines_json(trace, ctx), ctx), steps=step_breakdown(trace, ctx))
+    return dataclasses.replace(first, findings=sort_findings(mark_on_path(ctx, first.findings)),
+                               lines=add_line_efficiency(lines_json(trace, ctx), ctx), steps=step_breakdown(trace, ctx))
 
 
 def annotate(

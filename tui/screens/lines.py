@@ -1,27 +1,30 @@
 """Lines: where the time goes, per line of the user's code (the analysis' lines view, `summary --json` lines).
 
 One row per line: host time (and the part in the backward of the line's ops), device, compile, fallback,
-sync and collective time, memory allocated. The detail pane shows the line's source in context (when the
+sync and collective time, memory allocated, and the line's achieved TFLOP/s, MFU and FLOP/B (blank where no
+device time was measured). The detail pane shows the line's source in context (when the
 file is found) and what its backward ran; enter lists the line's ops (forward and backward apart)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
 from rich.text import Text
 from textual.widget import Widget
 from textual.widgets import Static
 
 from neuron_prof.analysis import sites_of, source_context
-from neuron_prof.analysis.fmt import cut, fmt_bytes, fmt_count, fmt_ns, printable
+from neuron_prof.analysis.efficiency.rates import line_efficiency
+from neuron_prof.analysis.fmt import cut, fmt_bytes, fmt_count, fmt_mfu, fmt_ns, fmt_rate, printable
 from neuron_prof.tui._data import RankData, RankTable
 from neuron_prof.tui._lines import calls_of, line_ops, lines_view
 from neuron_prof.tui.screens._drill import DrillScreen
 from neuron_prof.tui.screens.base import ViewScreen
-from neuron_prof.tui.screens.ops import CallsScreen
+from neuron_prof.tui.screens.ops import CallsScreen, efficiency_columns
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 
-LINES = RankTable("lines", lambda rank: lines_view(rank.line_table))
+LINES = RankTable("lines", lambda rank: {**lines_view(rank.line_table), **line_efficiency(rank.context).columns()})
 
 
 def _ns(v: object) -> str:
@@ -30,6 +33,7 @@ def _ns(v: object) -> str:
 
 def _bytes(v: object) -> str:
     return fmt_bytes(float(v)) if v else "-"  # type: ignore[arg-type]
+
 
 
 class LinesScreen(ViewScreen):
@@ -55,6 +59,7 @@ class LinesScreen(ViewScreen):
             Column("collective_ns", "coll.", 9, _ns, right=True, drop=7),
             Column("alloc_bytes", "alloc", 9, _bytes, right=True, drop=8),
             Column("backward", "backward of", 22, drop=9),
+            *efficiency_columns(drop=10),
         ]
         self.table = VirtualTable(cols, LINES.of(self.data), filter_key="call_site", id="lines")
         self.table.sort_key = "cost_ns"
@@ -82,6 +87,12 @@ class LinesScreen(ViewScreen):
             out.append(printable(t.label(i)), style="bold")
             out.append("  (source file not found here)" if site else "", style="dim")
         extra = []
+        eff = LINES.of(self.data)
+        if not np.isnan(eff["tflops"][row]):  # the efficiency columns leave narrow screens: here too
+            extra.append(f"{fmt_rate(eff['tflops'][row])} TFLOP/s"
+                         + (f", MFU {fmt_mfu(eff['mfu'][row])}" if not np.isnan(eff["mfu"][row]) else "")
+                         + (f", {fmt_rate(eff['intensity'][row])} FLOP/B" if not np.isnan(eff["intensity"][row])
+                            else ""))
         if t.backward_of[i]:
             extra.append(f"+ backward: {', '.join(t.backward_of[i])}")
         c = t.cols

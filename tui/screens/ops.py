@@ -1,4 +1,5 @@
-"""Ops: host and device ops by self time (filter with `/`); enter lists every call of an op.
+"""Ops: host and device ops by self time (filter with `/`); enter lists every call of an op. A host op with
+counted calls has its achieved TFLOP/s, MFU and FLOP/B (`analysis.efficiency.rates.op_efficiency`).
 
 Both tables show the analysis' op accounting (`neuron_prof.analysis.op_table`), the numbers of `summary`."""
 
@@ -12,7 +13,8 @@ from textual.binding import Binding, BindingType
 from textual.widget import Widget
 
 from neuron_prof.analysis import OpTable
-from neuron_prof.analysis.fmt import fmt_count, fmt_ns, fmt_ts
+from neuron_prof.analysis.efficiency.rates import op_efficiency
+from neuron_prof.analysis.fmt import fmt_count, fmt_mfu, fmt_ns, fmt_rate, fmt_ts
 from neuron_prof.model import Trace
 from neuron_prof.tui._data import RankData, RankTable
 from neuron_prof.tui._shape import Table
@@ -71,8 +73,30 @@ def calls_table(trace: Trace, ops: OpTable, op: int) -> Table:
     }
 
 
+def efficiency_columns(drop: int) -> list[Column]:
+    """Achieved TFLOP/s, share of the device's peak (MFU) and arithmetic intensity (FLOP/B) of a line or an op
+    (`Efficiency.columns`): blank where no device time was measured (or no peak is known), never 0; they leave
+    narrow screens from `drop` + 2 down (the intensity first)."""
+    return [Column("tflops", "TFLOP/s", 10, fmt_rate, right=True, drop=drop),
+            Column("mfu", "MFU", 7, fmt_mfu, right=True, drop=drop + 1),
+            Column("intensity", "FLOP/B", 7, fmt_rate, right=True, drop=drop + 2)]
+
+
+def op_efficiency_view(rank: RankData, ops: Table) -> Table:
+    """`op_view`'s rows with the efficiency columns of their op (`op_efficiency`, host ops by op key; NaN for a
+    device op, an op with no counted call or no device time)."""
+    eff = op_efficiency(rank.context)
+    cols = eff.columns()
+    at = {str(n): i for i, n in enumerate(eff.name.tolist())}
+    idx = np.array([at.get(str(n), -1) if w == "host" else -1 for n, w in zip(ops["name"], ops["where"])],
+                   dtype=np.int64)
+    return {**ops, **{k: np.where(idx >= 0, v[np.maximum(idx, 0)] if len(v) else np.nan, np.nan)
+                      for k, v in cols.items()}}
+
+
 # built first after the overview, before the other views' tables
 OPS = RankTable("ops", lambda rank: op_view(rank.trace, rank.op_accounting), first=True)
+OP_EFFICIENCY = RankTable("op_efficiency", lambda rank: op_efficiency_view(rank, rank.table(OPS)))
 
 
 class OpsScreen(ViewScreen):
@@ -81,7 +105,7 @@ class OpsScreen(ViewScreen):
     VIEW = "ops"
     TITLE = "Ops"
     HELP = "ops"
-    TABLES = (OPS,)
+    TABLES = (OPS, OP_EFFICIENCY)
     LOADING = "the op table"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("right", "pan(8)", "Scroll names", key_display="←→"),
@@ -89,7 +113,8 @@ class OpsScreen(ViewScreen):
     ]
 
     def compose_body(self) -> Iterable[Widget]:
-        # narrow screens drop mean, then calls, then "on": whole columns, never a cut number or header
+        # narrow screens drop the efficiency columns, mean, then calls, then "on": whole columns, never a cut
+        # number or header
         cols = [
             Column("name", "op", 0, min_width=24),
             Column("where", "on", 6, drop=1),
@@ -97,8 +122,9 @@ class OpsScreen(ViewScreen):
             Column("total_ns", "total", 9, fmt_ns, right=True),
             Column("count", "calls", 8, fmt_count, right=True, drop=2),
             Column("avg_ns", "mean", 9, fmt_ns, right=True, drop=3),
+            *efficiency_columns(drop=4),
         ]
-        self.table = VirtualTable(cols, OPS.of(self.data), filter_key="name", id="ops")
+        self.table = VirtualTable(cols, OP_EFFICIENCY.of(self.data), filter_key="name", id="ops")
         self.table.sort_key = "self_ns"
         yield self.table
 

@@ -1,7 +1,9 @@
 """Per step: every profiled step as a stacked bar of its exclusive parts (compile, fallback, sync, collectives,
 host, device, idle), all to one scale, like the report's "Per step" plot (the analysis' step breakdown,
 `summary --json` step_breakdown). Opened from the overview with `b`; `m` switches to each step's parts as shares
-of the bar; enter or t shows the step on the timeline."""
+of the bar; enter or t shows the step on the timeline. Under the legend, the highlighted step's critical path (the
+first steps after warm-up have one: `analysis.efficiency.critical_path`): its host / device queue / collective
+shares and heaviest slices."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from textual.widgets import Static
 
 from neuron_prof.analysis.fmt import fmt_ns
 from neuron_prof.tui._data import RankData
-from neuron_prof.tui._steps import BLOCK, STEP_PART_STYLE, step_bar, steps_table
+from neuron_prof.tui._steps import BLOCK, STEP_PART_STYLE, path_text, step_bar, steps_table
 from neuron_prof.tui.screens._drill import DrillScreen
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 
@@ -62,6 +64,15 @@ class StepsScreen(DrillScreen):
                 legend.append(BLOCK, style=style)
                 legend.append(f" {k}  ")
         yield Static(legend, id="steps-legend")
+        yield Static(self._path(), id="steps-path")
+
+    def _path(self) -> Text:
+        step = int(self.table.value("step")) if self.table.row >= 0 else -1
+        return path_text(self.rank.critical_paths, step)
+
+    def on_virtual_table_row_highlighted(self, event: VirtualTable.RowHighlighted) -> None:
+        """The highlighted step's critical path under the legend."""
+        self.query_one("#steps-path", Static).update(self._path())
 
     def action_scale(self) -> None:
         """m: bars to one scale (the longest step fills the column) or each step's parts as shares of it."""

@@ -13,25 +13,30 @@ host segment inside a collective).
     cp = critical_path(ctx)                # one entry per step (the whole trace when it has no steps)
     cp[0].host_ns, cp[0].device_ns, cp[0].segments
     on_path(ctx, rows)                     # does any of these slice rows overlap a path segment?
+    mark_on_path(ctx, findings)            # evidence.on_critical_path on those whose rows do (ranked first)
 """
 
 from __future__ import annotations
 
 import re
-from collections import defaultdict
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from neuron_prof.analysis.context import Context
+from neuron_prof.analysis.efficiency.longest_path import longest
+from neuron_prof.analysis.finding import Finding
+from neuron_prof.analysis.sites.callsites import sites_of
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.sites.lines import NOT_WORK_CATS
 from neuron_prof.model import Cat, TrackKind
 
+ON_CRITICAL_PATH = "on_critical_path"
+"""The evidence key `mark_on_path` sets."""
 MAX_STEPS = 5
-"""Steps whose path is worked out (the first after warm-up): a graph per step, in Python."""
-MAX_NODES = 200_000
+"""Steps whose path is worked out (the first after warm-up); a trace without steps has one path, its whole."""
 COLLECTIVE_NAME = re.compile(r"(?i)nccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast")
 
 
@@ -52,14 +57,21 @@ class StepPath:
     def length_ns(self) -> int:
         return self.host_ns + self.device_ns + self.collective_ns
 
-    def to_dict(self, trace: Any, top: int = 10) -> dict[str, Any]:
+    def to_dict(self, ctx: Context, top: int = 10) -> dict[str, Any]:
+        """JSON fields: the step, its span, the path's length and host/device/collective time, and its `top`
+        heaviest slices with their kind, time, share of the path and user line (`sites_of`: a device slice's
+        is the line that launched it)."""
         by_row: dict[int, list[Any]] = {}
         for kind, row, s, e in self.segments:
             by_row.setdefault(row, [kind, 0])[1] += e - s
         heavy = sorted(by_row.items(), key=lambda kv: -kv[1][1])[:top]
+        sites = sites_of(ctx).of_rows([r for r, _ in heavy])
+        n = max(self.length_ns, 1)
         return {"step": self.step, "start_ns": self.start_ns, "end_ns": self.end_ns, "length_ns": self.length_ns,
                 "host_ns": self.host_ns, "device_ns": self.device_ns, "collective_ns": self.collective_ns,
-                "top": [{"name": trace.slice_name(r), "kind": k, "ns": ns, "row": r} for r, (k, ns) in heavy]}
+                "top": [{"name": ctx.trace.slice_name(r), "kind": k, "ns": ns, "share": round(ns / n, 4),
+                         "call_site": site.call_site, "row": r}
+                        for (r, (k, ns)), site in zip(heavy, sites, strict=True)]}
 
 
 def critical_path(ctx: Context) -> list[StepPath]:
@@ -79,154 +91,252 @@ def critical_path(ctx: Context) -> list[StepPath]:
     return ctx.memo("critical_path", build)  # type: ignore[no-any-return]
 
 
+PART_WORDS = {"host": "host", "device": "device queue", "collective": "collectives"}
+"""What a segment's kind is called where people read it."""
+
+
+def path_parts(p: Mapping[str, Any]) -> str:
+    """"host 7% · device queue 86% · collectives 7%": the parts a path (`StepPath.to_dict`) has, as shares of
+    its length."""
+    n = p.get("length_ns") or 0
+    return " · ".join(f"{w} {100 * p[f'{k}_ns'] / n:.0f}%" for k, w in PART_WORDS.items() if n and p.get(f"{k}_ns"))
+
+
 def on_path(ctx: Context, rows: list[int] | np.ndarray) -> bool:
     """Whether any of slice `rows` is on some step's critical path: it overlaps a path segment of its own track
     (a host op around or inside a path segment, a device slice on it), or, for a probe's slice (compile,
     fallback, sync, collective tracks: they run inside host ops), a host segment of the path."""
-    sl = ctx.trace.slices
-    rows = np.asarray(rows, dtype=np.int64)
-    rows = rows[(rows >= 0) & (rows < len(sl))]
-    if not len(rows):
-        return False
-    ts, end, track = sl.ts_ns[rows], sl.end_ns[rows], sl.track[rows]
-    own = np.isin(rows, np.r_[ctx.rows(TrackKind.THREAD), ctx.rows(TrackKind.DEVICE)])
-    for p in critical_path(ctx):
-        for kind, row, s, e in p.segments:
-            hit = (ts < e) & (end > s)
-            if np.any(hit & own & (track == sl.track[row])) or (kind != "device" and np.any(hit & ~own)):
+    return ctx.memo("critical_path_index", lambda: _PathIndex(ctx)).hits(rows)  # type: ignore[no-any-return]
+
+
+def mark_on_path(ctx: Context, findings: list[Finding]) -> list[Finding]:
+    """`findings`, each whose evidence ``rows`` lie on a step's critical path (`on_path`) with
+    ``evidence.on_critical_path`` true: `pipeline.sort_findings` ranks them before the rest."""
+    out = []
+    for f in findings:
+        rows = f.evidence.get("rows")
+        ok = isinstance(rows, list) and bool(rows) and all(isinstance(r, int) for r in rows)
+        hit = ok and on_path(ctx, rows if isinstance(rows, list) else [])
+        out.append(replace(f, evidence={**f.evidence, ON_CRITICAL_PATH: True}) if hit else f)
+    return out
+
+
+class _PathIndex:
+    """The segments of every step's path, per track and the non-device ones together, as sorted columns (the
+    segments of one path follow each other in time and do not overlap), so a set of rows is tested at once."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        sl = ctx.trace.slices
+        paths = critical_path(ctx)
+        self.paths = [np.array([(s, e) for k, _, s, e in p.segments if k != "device"], dtype=np.int64).reshape(-1, 2)
+                      for p in paths]
+        self.by_track: dict[int, list[np.ndarray]] = {}
+        for p in paths:
+            for t in {int(sl.track[r]) for _, r, _, _ in p.segments}:
+                se = np.array([(s, e) for _, r, s, e in p.segments if int(sl.track[r]) == t], dtype=np.int64)
+                self.by_track.setdefault(t, []).append(se.reshape(-1, 2))
+        self.own = np.r_[ctx.rows(TrackKind.THREAD), ctx.rows(TrackKind.DEVICE)]
+
+    @staticmethod
+    def _overlap(se: np.ndarray, ts: np.ndarray, end: np.ndarray) -> bool:
+        """Whether some interval [ts, end) overlaps one of the sorted, disjoint segments `se`."""
+        if not len(se) or not len(ts):
+            return False
+        lo = np.searchsorted(se[:, 1], ts, "right")  # the first segment that ends after the row starts
+        return bool(np.any((lo < len(se)) & (se[np.minimum(lo, len(se) - 1), 0] < end)))
+
+    def hits(self, rows: list[int] | np.ndarray) -> bool:
+        sl = self.ctx.trace.slices
+        rows = np.asarray(rows, dtype=np.int64)
+        rows = rows[(rows >= 0) & (rows < len(sl))]
+        if not len(rows):
+            return False
+        ts, end, track = sl.ts_ns[rows], sl.ts_ns[rows] + sl.dur_ns[rows], sl.track[rows]
+        own = np.isin(rows, self.own)
+        if any(self._overlap(se, ts[~own], end[~own]) for se in self.paths):
+            return True
+        for t in np.unique(track[own]).tolist():
+            m = own & (track == t)
+            if any(self._overlap(se, ts[m], end[m]) for se in self.by_track.get(int(t), ())):
                 return True
-    return False
+        return False
 
 
-class _Graph:
-    def __init__(self) -> None:
-        self.out: dict[int, list[tuple[int, int, str, int]]] = defaultdict(list)
-        self.n = 0
-        self.time: list[int] = []
-
-    def node(self, t: int) -> int:
-        self.time.append(t)
-        self.n += 1
-        return self.n - 1
-
-    def edge(self, a: int, b: int, w: int = 0, kind: str = "", row: int = -1) -> None:
-        self.out[a].append((b, w, kind, row))
+KINDS = ("host", "device", "collective")
+"""A path segment's kind, by code."""
 
 
 def _path(ctx: Context, step: int, s: int, e: int) -> StepPath:
+    """The path of window [s, e): its chains (host threads, device queues), launch and sync edges, columnar,
+    then `longest_path.longest`."""
     tr = ctx.trace
     sl = tr.slices
-    end_ns = sl.end_ns  # a property that adds two columns: once, not once per row (1M slices took minutes)
-    g = _Graph()
-    src, sink = g.node(s), g.node(e)
-    host_point: dict[tuple[int, int], int] = {}  # (track, time) -> node
-    sync_ends: list[tuple[int, int]] = []  # (time, node)
+    end_ns = sl.end_ns  # a property that adds two columns: once, not once per row
     from neuron_prof.analysis.device.idle import device_rows  # registers an analysis: import on use
     from neuron_prof.analysis.device.sync import RUNTIME_SYNC_NAMES
 
-    n = host_nesting(ctx)
-    hr = n.rows
-    inwin = (sl.ts_ns[hr] < e) & (end_ns[hr] > s)
-    rows, depth = hr[inwin], n.depth[inwin]
-    work = ~np.isin(sl.cat[rows], tr.name_ids(*NOT_WORK_CATS)) & ~n.transparent[inwin]
-    wait = np.isin(sl.name[rows], tr.name_ids(*RUNTIME_SYNC_NAMES))
-    coll_rows = ctx.rows(TrackKind.COLLECTIVE)
-    coll_rows = coll_rows[(sl.ts_ns[coll_rows] < e) & (end_ns[coll_rows] > s)]
-    cs, ce = sl.ts_ns[coll_rows], end_ns[coll_rows]
-    for t in np.unique(sl.track[rows]).tolist():
-        on = np.flatnonzero(sl.track[rows] == t)
-        r = rows[on]
-        a, b = np.maximum(sl.ts_ns[r], s), np.minimum(end_ns[r], e)
-        pts = np.unique(np.r_[a, b])
-        label = np.full(len(pts) - 1, -1, dtype=np.int64)
-        waiting = np.zeros(len(pts) - 1, dtype=bool)
-        for j in np.argsort(depth[on], kind="stable").tolist():  # innermost last: it wins
-            lo, hi = np.searchsorted(pts, a[j]), np.searchsorted(pts, b[j])
-            if work[on[j]]:
-                label[lo:hi] = r[j]
-            if wait[on[j]]:
-                waiting[lo:hi] = True
-        nodes = [g.node(int(p)) for p in pts.tolist()]
-        host_point.update({(t, int(p)): nd for p, nd in zip(pts.tolist(), nodes)})
-        g.edge(src, nodes[0])
-        g.edge(nodes[-1], sink)
-        for k in range(len(pts) - 1):
-            busy = label[k] >= 0 and not waiting[k]
-            mid = (int(pts[k]) + int(pts[k + 1])) // 2
-            kind = "collective" if len(cs) and np.any((cs <= mid) & (ce > mid)) else "host"
-            g.edge(nodes[k], nodes[k + 1], int(pts[k + 1] - pts[k]) if busy else 0, kind, int(label[k]))
-        for j in np.flatnonzero(wait[on]).tolist():
-            sync_ends.append((int(b[j]), host_point[(t, int(b[j]))]))
+    span = e - s + 1
+    hn = host_nesting(ctx)
+    host = _host_chains(ctx, hn, s, e, span, tr.name_ids(*RUNTIME_SYNC_NAMES))
     dev = ctx.cat_rows(device_rows(ctx), (Cat.ENGINE_BUSY,), keep=False)
     dev = dev[(sl.ts_ns[dev] < e) & (end_ns[dev] > s)]
-    dev_start: dict[int, int] = {}
-    dev_ends: list[tuple[int, int]] = []
-    for t in np.unique(sl.track[dev]).tolist():
-        r = dev[sl.track[dev] == t]
-        r = r[np.argsort(sl.ts_ns[r], kind="stable")]
-        prev = src
-        last_end = -1
-        for row in r.tolist():
-            a, b = max(int(sl.ts_ns[row]), s), min(int(end_ns[row]), e)
-            if b <= last_end:  # nested in the previous slice: its time is the outer one's
-                continue
-            a = max(a, last_end)
-            na, nb = g.node(a), g.node(b)
-            kind = "collective" if COLLECTIVE_NAME.search(tr.slice_name(row)) else "device"
-            g.edge(prev, na)
-            g.edge(na, nb, b - a, kind, row)
-            dev_start[row], prev, last_end = na, nb, b
-            dev_ends.append((b, nb))
-        g.edge(prev, sink)
+    d_time, d_chain, d_w, d_kind, d_row, d_start = _device_chains(ctx, dev, s, e)
+    nh = len(host.time)
+    time = np.r_[host.time, d_time]
+    chain = np.r_[host.chain, d_chain + (int(host.chain.max()) + 1 if nh else 0)]
+    weight = np.r_[host.w, d_w]
+    kind = np.r_[host.kind, d_kind]
+    row = np.r_[host.row, d_row]
+    # launches: the host point where the launching call starts -> the start of the device slice it launched
     fl = tr.flows
-    for a_row, d_row in zip(fl.src.tolist(), fl.dst.tolist()):
-        nd = dev_start.get(d_row)
-        hp = host_point.get((int(sl.track[a_row]), max(int(sl.ts_ns[a_row]), s))) if nd is not None else None
-        if hp is not None:
-            g.edge(hp, nd)
-    if dev_ends and sync_ends:
-        dev_ends.sort()
-        ends = [t for t, _ in dev_ends]
-        for t, nd in sync_ends:  # the device work that ended last before the wait did
-            k = int(np.searchsorted(ends, t, "right")) - 1
-            if k >= 0:
-                g.edge(dev_ends[k][1], nd)
-    return _longest(g, src, sink, StepPath(step=step, start_ns=s, end_ns=e))
-
-
-def _longest(g: _Graph, src: int, sink: int, out: StepPath) -> StepPath:
-    """Longest path src -> sink (Kahn's order; the graph is acyclic: every edge goes forward in time)."""
-    if g.n > MAX_NODES:
+    src, dst = np.zeros(0, np.int64), np.zeros(0, np.int64)
+    ds_rows = d_row[d_start]  # the device slice of each start node
+    order = np.argsort(ds_rows, kind="stable")
+    ds_sorted = ds_rows[order]
+    if len(fl.src) and len(ds_rows) and nh:
+        at = np.searchsorted(ds_sorted, fl.dst)
+        at = np.minimum(at, len(ds_sorted) - 1)
+        hit = ds_sorted[at] == fl.dst
+        a_rows = fl.src[hit]
+        key = host.key_of(sl.track[a_rows], np.maximum(sl.ts_ns[a_rows], s))
+        ok = key >= 0
+        src = key[ok]
+        dst = nh + d_start[order[at[hit]]][ok]
+    # syncs: the device work that ended last before the wait did -> the host point where the wait ends
+    end_nodes = nh + d_start + 1
+    if len(host.wait_ends) and len(end_nodes):
+        eo = np.argsort(time[end_nodes], kind="stable")
+        et = time[end_nodes][eo]
+        k = np.searchsorted(et, time[host.wait_ends], "right") - 1
+        ok = k >= 0
+        src = np.r_[src, end_nodes[eo[k[ok]]]]
+        dst = np.r_[dst, host.wait_ends[ok]]
+    cuts = np.unique(time[host.wait_ends]) if len(host.wait_ends) else np.zeros(0, np.int64)
+    out = StepPath(step=step, start_ns=s, end_ns=e)
+    on = longest(time, chain, weight, src, dst, cuts)
+    if not len(on):
         return out
-    indeg = [0] * g.n
-    for a, es in g.out.items():
-        for b, *_ in es:
-            indeg[b] += 1
-    dist = [-1] * g.n
-    back: list[tuple[int, int, str, int] | None] = [None] * g.n
-    dist[src] = 0
-    todo = [i for i in range(g.n) if indeg[i] == 0]
-    while todo:
-        a = todo.pop()
-        for b, w, kind, row in g.out.get(a, ()):
-            if dist[a] >= 0 and dist[a] + w > dist[b]:
-                dist[b] = dist[a] + w
-                back[b] = (a, w, kind, row)
-            indeg[b] -= 1
-            if indeg[b] == 0:
-                todo.append(b)
-    segs = []
-    cur = sink
-    while back[cur] is not None:
-        a, w, kind, row = back[cur]  # type: ignore[misc]
-        if w > 0:
-            segs.append((kind, row, g.time[a], g.time[cur]))
-            if kind == "host":
-                out.host_ns += w
-            elif kind == "device":
-                out.device_ns += w
-            else:
-                out.collective_ns += w
-        cur = a
-    out.segments = segs[::-1]
+    k_on, w_on = kind[on], (time[on + 1] - time[on])
+    out.host_ns, out.device_ns, out.collective_ns = (int(w_on[k_on == c].sum()) for c in range(3))
+    out.segments = [(KINDS[k], r, a, b) for k, r, a, b in zip(k_on.tolist(), row[on].tolist(), time[on].tolist(),
+                                                               time[on + 1].tolist(), strict=True)]
     return out
+
+
+@dataclass
+class _HostChains:
+    """Host thread points in window, by track then time: the chain edge from each to the next is working time
+    when an op (not a wait, not bookkeeping) runs there."""
+
+    time: np.ndarray
+    chain: np.ndarray
+    w: np.ndarray
+    kind: np.ndarray
+    row: np.ndarray
+    """The innermost working op over the edge from each point (-1: none)."""
+    wait_ends: np.ndarray
+    """Points where a wait for the device ends (sync edges arrive there)."""
+    keys: np.ndarray
+    """(track rank) * span + (time - start) of each point, ascending."""
+    tracks: np.ndarray
+    """Host track ids by rank."""
+    start: int
+    span: int
+
+    def key_of(self, track: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """The point of each (track, time), -1 where there is none."""
+        rank = np.searchsorted(self.tracks, track)
+        rank = np.minimum(rank, max(len(self.tracks) - 1, 0))
+        key = rank * self.span + (np.asarray(t, np.int64) - self.start)
+        at = np.minimum(np.searchsorted(self.keys, key), max(len(self.keys) - 1, 0))
+        ok = (self.tracks[rank] == track) & (self.keys[at] == key) if len(self.keys) else np.zeros(len(key), bool)
+        return np.where(ok, at, -1)
+
+
+def _host_chains(ctx: Context, hn: Any, s: int, e: int, span: int, wait_names: np.ndarray) -> _HostChains:
+    tr = ctx.trace
+    sl = tr.slices
+    hr = hn.rows
+    ts, end = sl.ts_ns[hr], sl.ts_ns[hr] + sl.dur_ns[hr]
+    pos = np.flatnonzero((ts < e) & (end > s))  # positions in hn.rows
+    rows = hr[pos]
+    a, b = np.maximum(ts[pos], s), np.minimum(end[pos], e)
+    tracks, trk = np.unique(sl.track[rows], return_inverse=True)
+    empty = np.zeros(0, np.int64)
+    if not len(rows):
+        return _HostChains(empty, empty, empty, empty, empty, empty, empty, tracks.astype(np.int64), s, span)
+    if len(tracks) * span >= 1 << 62:
+        raise OverflowError("window too long for the point keys")
+    keys = np.sort(np.r_[trk * span + (a - s), trk * span + (b - s)])
+    keys = keys[np.r_[True, keys[1:] != keys[:-1]]]  # np.unique hashes: slower than a sort here
+    chain, time = keys // span, keys % span + s
+    last = np.r_[chain[1:] != chain[:-1], True]
+    # the innermost working op over each point: the op that started last by then, up through its parents
+    # until one still runs and does work (ops nest)
+    work = ~np.isin(sl.cat[hr], tr.name_ids(*NOT_WORK_CATS)) & ~hn.transparent
+    so = np.lexsort((-(b - a), a, trk))
+    skey = (trk * span + (a - s))[so]
+    at = np.searchsorted(skey, keys, "right") - 1
+    cand = np.where(at >= 0, pos[so][np.maximum(at, 0)], -1)
+    cand = np.where((at >= 0) & (sl.track[hr[np.maximum(cand, 0)]] == tracks[chain]), cand, -1)
+    par = hn.parent_pos
+    for _ in range(int(hn.depth.max()) + 2 if len(hn.depth) else 1):
+        ok = cand >= 0
+        c0 = np.maximum(cand, 0)
+        bad = ok & ~((end[c0] > time) & work[c0])
+        if not bad.any():
+            break
+        cand = np.where(bad, par[c0], cand)
+    label = np.where(cand >= 0, hr[np.maximum(cand, 0)], -1)
+    # waits: the points a wait covers
+    wait = np.isin(sl.name[rows], wait_names)
+    wk = trk[wait]
+    ia = np.searchsorted(keys, wk * span + (a[wait] - s))
+    ib = np.searchsorted(keys, wk * span + (b[wait] - s))
+    cover = np.zeros(len(keys) + 1, np.int64)
+    np.add.at(cover, ia, 1)
+    np.add.at(cover, ib, -1)
+    waiting = np.cumsum(cover)[:-1] > 0
+    nxt = np.r_[time[1:], time[-1]]
+    busy = (label >= 0) & ~waiting & ~last
+    w = np.where(busy, nxt - time, 0)
+    # a host edge inside a collective (its probe's slice) is the collective's
+    coll = ctx.rows(TrackKind.COLLECTIVE)
+    coll = coll[(sl.ts_ns[coll] < e) & (sl.ts_ns[coll] + sl.dur_ns[coll] > s)]
+    mid = (time + nxt) // 2
+    inside = (np.searchsorted(np.sort(sl.ts_ns[coll]), mid, "right")
+              - np.searchsorted(np.sort(sl.ts_ns[coll] + sl.dur_ns[coll]), mid, "right")) > 0
+    kind = np.where(inside, 2, 0)
+    return _HostChains(time=time, chain=chain, w=w, kind=kind, row=label, wait_ends=ib, keys=keys,
+                       tracks=tracks.astype(np.int64), start=s, span=span)
+
+
+def _device_chains(ctx: Context, dev: np.ndarray, s: int, e: int) -> tuple[np.ndarray, ...]:
+    """Per device queue, its slices in time order as (start, end) node pairs: a slice nested in the one before
+    adds nothing, one that overlaps it starts where it ends. Returns time, chain, weight, kind, row per node and
+    the start node of each slice."""
+    tr = ctx.trace
+    sl = tr.slices
+    o = np.lexsort((sl.ts_ns[dev], sl.track[dev]))
+    r = dev[o]
+    trk = np.unique(sl.track[r], return_inverse=True)[1]
+    a, b = np.maximum(sl.ts_ns[r], s) - s, np.minimum(sl.ts_ns[r] + sl.dur_ns[r], e) - s
+    span = e - s + 1
+    acc = np.maximum.accumulate(b + trk * span) if len(r) else b
+    first = np.r_[True, trk[1:] != trk[:-1]] if len(r) else np.zeros(0, bool)
+    prev = np.where(first, -1, np.r_[-1, acc[:-1]] - trk * span)
+    keep = b > prev
+    r, trk, b = r[keep], trk[keep], b[keep]
+    a = np.maximum(a[keep], prev[keep])
+    n = len(r)
+    time = np.empty(2 * n, np.int64)
+    time[0::2], time[1::2] = a + s, b + s
+    w = np.zeros(2 * n, np.int64)
+    w[0::2] = b - a
+    names, inv = np.unique(sl.name[r], return_inverse=True)
+    coll = np.array([bool(COLLECTIVE_NAME.search(tr.s(int(i)))) for i in names.tolist()], dtype=bool)
+    kind = np.zeros(2 * n, np.int64)
+    kind[0::2] = np.where(coll[inv], 2, 1) if n else 0
+    row = np.repeat(r, 2)
+    return time, np.repeat(trk, 2), w, kind, row, np.arange(0, 2 * n, 2, dtype=np.int64)

@@ -45,6 +45,17 @@ class Efficiency:
     def __len__(self) -> int:
         return len(self.flops)
 
+    def columns(self) -> dict[str, np.ndarray]:
+        """``tflops``, ``mfu`` and ``intensity`` per entry as float columns, NaN where `row` leaves the field out
+        (no device time measured, no known peak, no bytes): a table shows those blank, not 0."""
+        f, b, d = self.flops.astype(float), self.bytes.astype(float), self.device_ns.astype(float)
+        timed = (d > 0) & ((f > 0) | (b > 0))
+        safe = np.where(timed, d, 1.0)
+        nan = np.full(len(f), np.nan)
+        return {"tflops": np.where(timed, f / safe / 1e3, nan),
+                "mfu": np.where(timed, self.ideal_ns / safe, nan) if self.peak is not None else nan,
+                "intensity": np.where(b > 0, f / np.where(b > 0, b, 1.0), nan)}
+
     def row(self, i: int) -> dict[str, Any]:
         """Entry `i` as JSON fields (rates only where there is device time; shares only with a known peak)."""
         f, b, d = int(self.flops[i]), int(self.bytes[i]), int(self.device_ns[i])
@@ -138,7 +149,8 @@ def add_line_efficiency(lines: list[dict[str, Any]], ctx: Context) -> list[dict[
 def efficiency_totals(ctx: Context, explorer_summary: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``efficiency`` object of the totals: the device and its peak (with the table row's source), the
     trace's FLOPs, bytes, rates and MFU over the counted calls' device time, the ops with the most FLOPs and,
-    for a Neuron Explorer profile with a Summary MFU, both MFUs and their difference; and the critical path of the
+    for a Neuron Explorer profile with a Summary MFU, both MFUs and their difference (or, in ``ours_unknown``, why
+    ours is not known: never a 0 for want of counted ops); and the critical path of the
     first steps (`critical_path`: its host, device and collective time and its heaviest slices)."""
     w = row_work(ctx)
     peak = trace_peak(ctx.trace)
@@ -153,15 +165,21 @@ def efficiency_totals(ctx: Context, explorer_summary: dict[str, Any] | None = No
                    **ops.row(i)} for i in range(min(TOP_OPS, len(ops)))]
     from neuron_prof.analysis.efficiency.critical_path import critical_path
 
-    out["critical_path"] = [p.to_dict(ctx.trace, 5) for p in critical_path(ctx)[:TOP_PATHS]]
+    out["critical_path"] = [p.to_dict(ctx, 5) for p in critical_path(ctx)[:TOP_PATHS]]
     sm = explorer_summary or {}
     theirs = sm.get("mfu_estimated_percent")
     if isinstance(theirs, (int, float)):
         cmp: dict[str, Any] = {"explorer_mfu_percent": float(theirs)}
         span = sm.get("total_time")
-        if peak is not None and isinstance(span, (int, float)) and span > 0:
+        span = float(span) if isinstance(span, (int, float)) else 0.0
+        why = ("no op with recorded shapes to count (capture with record_shapes=True)" if not whole.flops[0]
+               else "the device's peak is not known" if peak is None
+               else "" if span > 0 else "the profile has no total_time")
+        if why:
+            cmp["ours_unknown"] = why
+        else:
             # the same definition as the profile's: model FLOPs over peak x the profile's whole time
-            ours = 100.0 * float(whole.ideal_ns[0]) / (float(span) * 1e9)
+            ours = 100.0 * float(whole.ideal_ns[0]) / (span * 1e9)
             cmp["ours_mfu_percent"] = round(ours, 4)
             cmp["difference_points"] = round(float(theirs) - ours, 4)
         out["explorer"] = cmp
