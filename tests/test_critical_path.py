@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -85,6 +86,10 @@ def test_findings_on_the_path_rank_before_costlier_ones_off_it(tmp_path: Path) -
     t2 = neuron_prof.load(_trace(tmp_path, 20))
     ranked2 = sort_findings(mark_on_path(Context(t2), [_finding(t2, "gemm", 90), _finding(t2, "B", 10)]))
     assert [f.title for f in ranked2] == ["on B", "on gemm"]
+    # an info note on the path does not jump a costlier warning off it
+    note = dataclasses.replace(_finding(t, "gemm", 40), severity="info", title="note on gemm")
+    ranked3 = sort_findings(mark_on_path(ctx, [note, _finding(t, "B", 90)]))
+    assert [f.title for f in ranked3] == ["on B", "note on gemm"]
 
 
 def test_report_marks_and_ranks_by_the_path(tmp_path: Path) -> None:

@@ -114,11 +114,13 @@ def _with_rank(trace: Trace, f: Finding) -> Finding:
 
 def sort_findings(findings: list[Finding]) -> list[Finding]:
     """Critical findings without a time cost first (a rank that stopped or is missing: the rest of the job is
-    read in their light); then those whose time lies on a step's critical path (``evidence.on_critical_path``,
-    `efficiency.critical_path.mark_on_path`: the time the step waited on); then most costly first; equal cost:
-    the more severe first, then by kind and title."""
+    read in their light); then warnings and criticals whose time lies on a step's critical path
+    (``evidence.on_critical_path``, `efficiency.critical_path.mark_on_path`: the time the step waited on; an
+    `info` note never jumps a warning that way); then most costly first; equal cost: the more severe first,
+    then by kind and title."""
     return sorted(findings, key=lambda f: (not (f.severity == "critical" and not f.cost_ns),
-                                           not f.evidence.get(ON_CRITICAL_PATH), -f.cost_ns,
+                                           not (f.evidence.get(ON_CRITICAL_PATH) and f.severity != "info"),
+                                           -f.cost_ns,
                                            -_SEV_RANK.get(f.severity, 0), f.kind, f.title))
 
 
