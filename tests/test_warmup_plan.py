@@ -17,56 +17,19 @@ import ast
 import os
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pytest
 
-from neuron_prof.analysis import Context, compute_totals, report
+from bench.bench_warmup import SCRIPT, fill_cache, first_steady, run
+from neuron_prof.analysis import Context, report
 from neuron_prof.analysis.compare import compiles_after_first_step
 from neuron_prof.cli import main
 from neuron_prof.loaders import load
 
-EXE = str(Path(sys.executable).with_name("neuron-prof"))
 COMPILE_KINDS = ("first_call_compile", "recompile", "shape_churn")
-
-SCRIPT = """\
-import os
-import sys
-
-import torch
-
-if os.environ.get("WARMUP_DIR"):  # the plan, applied in-process before the first step
-    sys.path.insert(0, os.environ["WARMUP_DIR"])
-    import warmup
-
-    warmup.run("neuron")
-torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)).to("neuron")
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-for step in range(12):
-    n = (8, 16, 24, 32)[step % 4]  # a batch size that changes: each new size compiles every op again
-    x = torch.randn(n, 16, device="neuron")
-    y = torch.randint(0, 4, (n,), device="neuron")
-    loss = torch.nn.functional.cross_entropy(model(x), y)
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-"""
-
 
 SCALE = "4"
 """The emulator's compile costs times 4 (about 3.8 s of compiling in the first run): a drop no load can hide."""
-
-
-def _run(d: Path, out: str, **env: str) -> tuple[Path, int, str]:
-    """Run the script under the profiler; (trace, Unix ns when the process was started, stdout)."""
-    e = {k: v for k, v in os.environ.items() if k not in ("TORCH_NEURONX_NEFF_CACHE_DIR", "NEURON_PROF_EMULATE_CACHE_DIR")}
-    t0 = time.time_ns()
-    r = subprocess.run([EXE, "run", "--emulate-neuron", "-q", "--no-pftrace", "-o", out, "train.py"],
-                       capture_output=True, text=True, timeout=600, cwd=d, env={**e, **env})
-    assert r.returncode == 0, r.stdout + r.stderr
-    return d / out, t0, r.stdout
 
 
 @pytest.fixture(scope="module")
@@ -74,34 +37,15 @@ def proof(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     d = tmp_path_factory.mktemp("warmup_plan")
     (d / "train.py").write_text(SCRIPT)
     cache = str(d / "neff_cache")
-    base, t_base, _ = _run(d, "base.json", NEURON_PROF_EMULATE_COMPILE_SCALE=SCALE)  # a first run: cold cache
+    scale = {"NEURON_PROF_EMULATE_COMPILE_SCALE": SCALE}
+    base, t_base, _, _ = run(d, "base.json", **scale)  # a first run: cold cache
     assert main(["plan", str(base), "-o", str(d / "warmup.py")]) == 0
     # the documented cure: the plan, in a process of its own, fills the persistent cache the next run reads
-    fill = subprocess.run([sys.executable, "warmup.py"], capture_output=True, text=True, timeout=600, cwd=d,
-                          env={**os.environ, "NEURON_PROF_EMULATE": "1", "TORCH_NEURONX_NEFF_CACHE_DIR": cache,
-                               "NEURON_PROF_EMULATE_COMPILE_SCALE": SCALE})
-    assert fill.returncode == 0, fill.stdout + fill.stderr
-    cured, t_cured, _ = _run(d, "cured.json", TORCH_NEURONX_NEFF_CACHE_DIR=cache,
-                             NEURON_PROF_EMULATE_COMPILE_SCALE=SCALE)
-    inproc, _, out = _run(d, "inproc.json", WARMUP_DIR=str(d))
+    _, fill = fill_cache(d, cache, **scale)
+    cured, t_cured, _, _ = run(d, "cured.json", TORCH_NEURONX_NEFF_CACHE_DIR=cache, **scale)
+    inproc, _, _, out = run(d, "inproc.json", WARMUP_DIR=str(d))
     return {"dir": d, "base": base, "cured": cured, "inproc": inproc, "t_base": t_base, "t_cured": t_cured,
-            "stdout": out, "fill": fill.stdout, "cache": cache}
-
-
-def first_steady(path: Path, t0: int, step: int | None = None) -> dict[str, float]:
-    """At the end of step `step` (default: the trace's first steady step): seconds from the process start `t0`
-    and from the profile's start, and the compiles (cache misses, their seconds) before it."""
-    from neuron_prof.analysis import compiles
-
-    trace = load(path)
-    ctx = Context(trace)
-    st = ctx.steps
-    k = min(st.warmup, len(st) - 1) if step is None else step
-    end = int(st.end_ns[k])
-    miss = [c for c in compiles(trace, ctx) if c.cache == "miss" and c.ts < end]
-    return {"step": k, "from_process": (end - t0) / 1e9,
-            "from_profile": (end - int(compute_totals(trace)["start_ns"])) / 1e9,
-            "compiles": len(miss), "compile_s": sum(c.dur for c in miss) / 1e9}
+            "stdout": out, "fill": fill, "cache": cache}
 
 
 def test_plan_is_python_listing_every_compiled_signature(proof: dict[str, object]) -> None:
@@ -184,7 +128,7 @@ def test_plan_of_an_asynchronous_run_lists_every_compile(proof: dict[str, object
     each compile is placed on is the capture's matter: in async mode it may pick another call of the same op.)"""
     from neuron_prof.warmup import plan_data
 
-    asynchronous, _, _ = _run(proof["dir"], "async.json", NEURON_LAUNCH_BLOCKING="0")  # type: ignore[arg-type]
+    asynchronous, _, _, _ = run(proof["dir"], "async.json", NEURON_LAUNCH_BLOCKING="0")  # type: ignore[arg-type]
     got, want = plan_data(asynchronous)["eager"], plan_data(proof["base"])["eager"]
     assert sum(e["count"] for e in got) == sum(e["count"] for e in want) > 40
     assert {(e["op"], e["overload"]) for e in got} == {(e["op"], e["overload"]) for e in want}
@@ -193,7 +137,7 @@ def test_plan_of_an_asynchronous_run_lists_every_compile(proof: dict[str, object
 def test_plan_run_alone_without_a_neuron_device_says_so(proof: dict[str, object]) -> None:
     """`python warmup.py` where no neuron device can be loaded (no torch-neuronx, NEURON_PROF_EMULATE unset)."""
     env = {k: v for k, v in os.environ.items() if k != "NEURON_PROF_EMULATE"}
-    r = subprocess.run([sys.executable, "warmup.py"], capture_output=True, text=True, timeout=300,
+    r = subprocess.run([sys.executable, "warmup.py"], check=False, capture_output=True, text=True, timeout=300,
                        cwd=proof["dir"], env=env)  # type: ignore[arg-type]
     assert r.returncode != 0
     assert "no neuron device in this process" in r.stderr and "NEURON_PROF_EMULATE=1" in r.stderr, r.stderr
