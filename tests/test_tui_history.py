@@ -1,8 +1,9 @@
 """The step-time trend where the run history has runs of the same script (issue 36 item 3): the TUI overview's
 history line (Pilot, at 80x24 and 160x48) and the HTML report's trend figure, steady step and findings count.
 
-Three real CPU captures by `profile()` (it records each run in the history) of a loop whose matmul differs (64, 256,
-512): each run its own steady step."""
+Three traces of one script (the demo-like trace at three speeds, the third with shape churn: one finding more),
+each recorded in the history by `neuron-prof summary` as a user's would be: steady steps 20, 40 and 30 ms,
+findings 7, 7 and 8."""
 
 from __future__ import annotations
 
@@ -13,37 +14,35 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import torch
 
-import neuron_prof
 from neuron_prof import history
+from neuron_prof.cli import main
+from neuron_prof.exporters.chrome_json import write_chrome_json
 from neuron_prof.exporters.html_report import render_html_report
 from neuron_prof.loaders import load
 from neuron_prof.tui.app import NeuronProfApp
+from tests._demo_trace import demo_like_trace
 from tests._tui_pilot import first_screen, screen_text
 
 SIZES = [(80, 24), (160, 48)]
 SPARK = "▁▂▃▄▅▆▇█"
 
 
-def _capture(path: Path, n: int) -> None:
-    a = torch.ones(n, n)
-    with neuron_prof.profile(path, quiet=True, pftrace=False) as prof:
-        for _ in range(6):
-            (a @ a).sum()
-            prof.step()
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Path]]:
     d = tmp_path_factory.mktemp("trend")
+    script = d / "train.py"
+    script.write_text("")
     saved = os.environ.get("NEURON_PROF_DATA_DIR")
     os.environ["NEURON_PROF_DATA_DIR"] = str(d / "data")
     paths = []
-    for i, n in enumerate((64, 256, 512)):
-        paths.append(d / f"run{i}.json")
-        _capture(paths[-1], n)
     try:
+        for i, (slow, churn) in enumerate(((1.0, False), (2.0, False), (1.5, True))):
+            trace = demo_like_trace(slow=slow, churn=churn)
+            trace.metadata["argv"] = [str(script), "--epochs", "1"]  # what a capture records of its command line
+            paths.append(d / f"run{i}.json")
+            write_chrome_json(trace, paths[-1])
+            assert main(["summary", str(paths[-1])]) == 0
         yield paths
     finally:
         if saved is None:
@@ -58,6 +57,7 @@ def test_the_trend_is_the_runs_of_the_script(runs: list[Path]) -> None:
     ser = history.trend_series(rows)
     assert ser["steady_ns"] == [r["steady_step_ns"] for r in rows]
     assert ser["findings"] == [sum(r["findings_by_kind"].values()) for r in rows]
+    assert ser["steady_ns"] == [20_000_000, 40_000_000, 30_000_000] and ser["findings"] == [7, 7, 8]
     assert history.trend_of(runs[0].with_name("not-recorded.json")) == []
 
 
