@@ -160,6 +160,12 @@ BENCHES: dict[str, Bench] = {
         lambda n, q: ["--events", str(n or (100_000 if q else 1_000_000)),
                       "--instructions", str(1_000_000 if q else 10_000_000)],
     ),
+    "warmup": Bench(
+        "bench.bench_warmup",
+        "warm-up plan on the emulated device: time to the first steady step cold / plan in-process / plan filling "
+        "the persistent NEFF cache first",
+        _fixed([], ["--rounds", "1"]),
+    ),
     "formats": Bench(
         "bench.check_formats",
         "generated trace -> .pftrace passes pftrace_check; HTA parses it",

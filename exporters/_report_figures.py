@@ -18,6 +18,7 @@ import numpy as np
 
 from neuron_prof.analysis.fmt import cut, fit_site
 from neuron_prof.exporters._report_data import Collectives, Series, Utilisation, Waterfall
+from neuron_prof.history import trend_series
 
 Figure = dict[str, Any]
 MAX_LINES = 16
@@ -315,24 +316,39 @@ def step_breakdown(steps: Sequence[dict[str, Any]], parts: Sequence[str]) -> Fig
 
 
 def step_trend(runs: Sequence[dict[str, Any]]) -> Figure | None:
-    """The steady step time of each recorded run of a script (the run history's rows, oldest first), with
-    its git branch and commit on hover."""
+    """The steady step time of each recorded run of a script (the run history's rows, oldest first) and, on a
+    second axis, how many findings it had; its git branch and commit on hover."""
     runs = [r for r in runs if r.get("steady_step_ns")]
     if not runs:
         return None
-    x = [f"#{r['id']}" for r in runs]
-    hover = [_t(f"{r.get('git_branch') or '-'}@{(r.get('git_commit') or '-')[:8]}") for r in runs]
-    data = [
+    ser = trend_series(runs)
+    where = [_t(w) for w in ser["where"]]
+    data: list[Figure] = [
         {
             "type": "scatter",
             "mode": "lines+markers",
-            "name": "steady step",
-            "x": x,
-            "y": [r["steady_step_ns"] / 1e6 for r in runs],
-            "customdata": hover,
+            "name": "median steady step (ms)",
+            "x": ser["run"],
+            "y": [ns / 1e6 for ns in ser["steady_ns"]],
+            "customdata": where,
             "hovertemplate": "run %{x} (%{customdata}): %{y:.3f} ms<extra></extra>",
-        }
+        },
+        {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": "findings",
+            "x": ser["run"],
+            "y": ser["findings"],
+            "yaxis": "y2",
+            "line": {"dash": "dot", "color": "#7f7f7f"},
+            "marker": {"symbol": "square", "color": "#7f7f7f"},
+            "customdata": where,
+            "hovertemplate": "run %{x} (%{customdata}): %{y} findings<extra></extra>",
+        },
     ]
-    lay = _layout(300, "recorded run (oldest first)", "median steady step (ms)", showlegend=False)
+    lay = _layout(300, "recorded run (oldest first)", "median steady step (ms)")
     lay["xaxis"]["type"] = "category"
+    lay["yaxis2"] = {"title": {"text": "findings"}, "overlaying": "y", "side": "right", "rangemode": "tozero",
+                     "showgrid": False, "zeroline": False}
+    lay["margin"]["r"] = 60
     return _fig(data, lay)

@@ -17,5 +17,6 @@ def trend_section(runs: Sequence[dict[str, Any]], figures: dict[str, Any]) -> st
     figures["fig-trend"] = fig
     return note(
         f"The median steady step of the last {len(runs)} recorded run{'s' if len(runs) != 1 else ''} of this "
-        "script (`neuron-prof history`), oldest first; hover a run for its git branch and commit."
+        "script (`neuron-prof history`), oldest first, and how many findings each had (dotted, right axis); "
+        "hover a run for its git branch and commit."
     ) + plot_div("fig-trend")

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Any, Generic, TypeVar, cast
 
 import numpy as np
@@ -41,6 +42,7 @@ from neuron_prof.analysis import (
 )
 from neuron_prof.analysis.efficiency.critical_path import critical_path
 from neuron_prof.analysis.fmt import fmt_bytes
+from neuron_prof.history import trend_of
 from neuron_prof.model import Trace, TrackKind, split_ranks
 from neuron_prof.tui._lanes import profiled_region
 from neuron_prof.tui._shape import step_times
@@ -155,6 +157,12 @@ class RankData:
     def steps(self) -> np.ndarray:
         """Each profiled step's duration (ns), in time order: the overview's first screen."""
         return step_times(self.trace)
+
+    @cached_property
+    def history(self) -> list[dict[str, Any]]:
+        """The run history's runs of the script this trace ran, oldest first (`history.trend_of`): the
+        overview's step-time trend. Empty for a trace not in the history, or one not from a file."""
+        return trend_of(Path(self.source)) if os.path.isfile(self.source) else []
 
     def table(self, spec: RankTable[T]) -> T:
         """`spec`'s table of this rank, built now if the background has not built it yet."""
@@ -301,7 +309,7 @@ def prepare(
         # the overview is what a user sees first (step times and, on a tall screen, the step mix);
         # the other views' tables are built after it shows
         for rank in new:
-            _ = rank.steps, rank.step_parts
+            _ = rank.steps, rank.step_parts, rank.history
         ranks += new
         timings[f"analyse {i}"] = time.perf_counter() - t
         timings[f"analyse {i} cpu"] = time.thread_time() - cpu

@@ -16,11 +16,14 @@ def command(trace_path: Path, output: Path, warmup_steps: int | None) -> int:
     """Write a warm-up plan: a Python module that compiles every eager (op, dtype, shape) signature and every
     torch.compile graph shape the trace compiled, with bucket helpers for the churned dimensions. Run it in the
     training process before the first step (it prints how long it took); with a persistent compile cache
-    (TORCH_NEURONX_NEFF_CACHE_DIR) it can also run as a separate step before training.
+    (TORCH_NEURONX_NEFF_CACHE_DIR) run it as a separate step before training: the training run then loads
+    every NEFF from the cache and reaches its first steady step sooner.
 
     \b
     neuron-prof plan trace.json -o warmup.py
-    # train.py, before the first step:
+    TORCH_NEURONX_NEFF_CACHE_DIR=cache python warmup.py
+    TORCH_NEURONX_NEFF_CACHE_DIR=cache python train.py
+    # or in train.py, before the first step:
     import warmup; warmup.run("neuron")
     """
     from neuron_prof.errors import ExportError
@@ -35,6 +38,7 @@ def command(trace_path: Path, output: Path, warmup_steps: int | None) -> int:
         raise ExportError(f"{output}: cannot write: {e.strerror or e}") from None
     secs = sum(e["compile_ns"] for e in d["eager"] + d["graphs"]) / 1e9
     click.echo(f"wrote {output}: {len(d['eager'])} eager signatures, {len(d['graphs'])} graph shapes, "
-               f"{len(d['buckets'])} bucketed dimensions ({secs:.2f} s of compiling in {trace_path.name}). Before "
-               f"the first step: import {output.stem}; {output.stem}.run(\"neuron\")")
+               f"{len(d['buckets'])} bucketed dimensions ({secs:.2f} s of compiling in {trace_path.name}). Fill "
+               f"the persistent compile cache before training: TORCH_NEURONX_NEFF_CACHE_DIR=DIR python {output}; or "
+               f"in the training process, before the first step: import {output.stem}; {output.stem}.run(\"neuron\")")
     return 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -13,17 +12,6 @@ def default_output(trace_path: Path) -> Path:
     from neuron_prof.formats import split_suffix
 
     return trace_path.with_name(split_suffix(trace_path)[0] + ".html")
-
-
-def _trend(trace_path: Path) -> list[dict[str, Any]]:
-    """The run history's rows of the script this trace ran (empty without history; never raises)."""
-    from neuron_prof.history import row_of, trend
-
-    try:
-        row = row_of(trace_path)
-        return trend(row.get("script") if row else None)
-    except Exception:  # noqa: BLE001  (an unreadable history: the report goes without its trend)
-        return []
 
 
 @click.command("report")
@@ -55,6 +43,7 @@ def command(trace_path: Path, output: Path | None, warmup_steps: int | None, tit
 
     from neuron_prof.analysis import report
     from neuron_prof.exporters.html_report import write_html_report
+    from neuron_prof.history import trend_of
     from neuron_prof.loaders import load
 
     t = time.perf_counter()
@@ -62,7 +51,7 @@ def command(trace_path: Path, output: Path | None, warmup_steps: int | None, tit
     rep = report(trace, warmup_steps=warmup_steps)
     out = output or default_output(trace_path)
     write_html_report(trace, out, findings=rep.findings, totals=rep.totals, title=title, lines=rep.lines,
-                      steps=rep.steps, trend=_trend(trace_path))
+                      steps=rep.steps, trend=trend_of(trace_path))
     click.echo(
         f"wrote {out} ({out.stat().st_size / 1e6:,.1f} MB, {len(rep.findings)} findings, "
         f"{time.perf_counter() - t:.1f} s); open it in any browser, it works offline."

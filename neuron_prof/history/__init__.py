@@ -17,7 +17,7 @@ from neuron_prof.history.record import ENABLE_ENV, build_row, enabled, git_info,
 from neuron_prof.history.store import BUDGET_ENV, db_path, rows
 
 __all__ = ["BUDGET_ENV", "ENABLE_ENV", "build_row", "db_path", "enabled", "git_info", "record", "resolve_baseline",
-           "row_of", "runs", "trace_of", "trend"]
+           "row_of", "runs", "trace_of", "trend", "trend_of", "trend_series"]
 
 BASELINE_NAMES = ("last", "main")
 
@@ -59,6 +59,27 @@ def trend(script: str | None, limit: int = 20) -> list[dict[str, Any]]:
     if script is None:
         return []
     return [r for r in reversed(runs(script=script, limit=limit * 4)) if r.get("steady_step_ns")][-limit:]
+
+
+def trend_of(trace_path: Path, limit: int = 20) -> list[dict[str, Any]]:
+    """`trend` of the script the trace at `trace_path` ran: what the report and the TUI plot. Empty without a
+    history, when the trace is not in it, or when the history cannot be read (a plot is never worth an error)."""
+    try:
+        row = row_of(trace_path)
+        return trend(row.get("script") if row else None, limit)
+    except Exception:  # noqa: BLE001  (an unreadable history: the report and the TUI go without their trend)
+        return []
+
+
+def trend_series(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """The trend's columns, one item per run (oldest first): "run" ("#12"), "steady_ns", "findings" (how many
+    findings the run had, of every kind), "where" ("branch@commit8")."""
+    return {
+        "run": [f"#{r['id']}" for r in rows],
+        "steady_ns": [int(r["steady_step_ns"] or 0) for r in rows],
+        "findings": [sum((r.get("findings_by_kind") or {}).values()) for r in rows],
+        "where": [f"{r.get('git_branch') or '-'}@{(r.get('git_commit') or '-')[:8]}" for r in rows],
+    }
 
 
 def resolve_baseline(spec: str, trace_path: Path) -> Path:

@@ -3,7 +3,9 @@ shape) signature and torch.compile graph shape the profiled run compiled, with b
 dimensions (the sizes the shape-churn finding chose).
 
     text = neuron_prof.plan("trace.json", "warmup.py")   # or: neuron-prof plan trace.json -o warmup.py
-    # in the training script, before the first step:
+    # the cure: fill the persistent NEFF cache once, in a step of its own; training then starts with it warm
+    TORCH_NEURONX_NEFF_CACHE_DIR=cache python warmup.py && TORCH_NEURONX_NEFF_CACHE_DIR=cache python train.py
+    # or in the training script, before the first step (moves the compiles out of the steps, not out of the run):
     import warmup; warmup.run("neuron")                   # prints how long it took
 
 The plan's data comes from `analysis.compile.warmup` (no torch); running it, from `warmup.replay` (torch).
@@ -22,16 +24,23 @@ from neuron_prof.version import __version__
 _TEMPLATE = '''"""Warm-up plan written by neuron-prof {version} from {source} ({date}).
 
 Compiles, before training, the {n_eager} eager (op, dtype, shape) signatures and {n_graphs} torch.compile graph
-shapes the profiled run compiled ({compile_s:.2f} s of compiling there), so that no training step compiles them:
+shapes the profiled run compiled ({compile_s:.2f} s of compiling there), so that no training step compiles them.
+
+Run it once as a step of its own, before training, to fill the persistent NEFF cache; the training run then
+loads every NEFF from the cache instead of compiling it, and reaches its first steady step sooner:
+
+    TORCH_NEURONX_NEFF_CACHE_DIR=/path/to/cache python warmup.py   # prints how long it took
+    TORCH_NEURONX_NEFF_CACHE_DIR=/path/to/cache python train.py    # the same cache folder
+(on the emulated device, NEURON_PROF_EMULATE=1 too). Or in the training process, before the first step (the
+compiles leave the steps, not the run; without a persistent cache this is the way):
 
     import warmup
-    warmup.run("neuron")   # in the training process, before the first step; prints how long it took
+    warmup.run("neuron")
 
 Graphs are compiled through the callables you pass, by frame id (GRAPHS' "frame"): fn(size) for each size its
 churned dimension took ("sizes"), else fn(*zero tensors of its input shapes):
     warmup.run("neuron", compiled={{"0": lambda n: model_c(torch.zeros(n, 16, device="neuron"))}})
-With a persistent compile cache (TORCH_NEURONX_NEFF_CACHE_DIR), `python warmup.py` run as a separate step before
-training fills it for the training process.
+(`python warmup.py` compiles the eager signatures only: graphs need their callables.)
 """
 
 from __future__ import annotations
@@ -61,9 +70,12 @@ def run(device: Any = "neuron", compiled: dict[str, Callable[..., Any]] | None =
 
 
 if __name__ == "__main__":
+    import os
     import sys
 
     run(sys.argv[1] if len(sys.argv) > 1 else "neuron")
+    print("neuron-prof warm-up: NEFF cache", os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR")
+          or "the runtime's default (TORCH_NEURONX_NEFF_CACHE_DIR unset)", flush=True)
 '''
 
 

@@ -1,6 +1,10 @@
 """Running a warm-up plan: each recorded eager (op, dtype, shape) signature called once on the device with
 tensors of its recorded shapes and dtypes (zeros: valid indices for every op), so its compile happens now and
-not in a training step; graphs through the compiled callables the caller passes. Needs torch."""
+not in a training step; graphs through the compiled callables the caller passes. Needs torch.
+
+In a process of its own (`python warmup.py`, to fill the persistent NEFF cache before training) the device is
+loaded as in the training process: `import torch` autoloads torch_neuronx on an SDK install; the emulated
+device is enabled when NEURON_PROF_EMULATE=1, as `neuron-prof run --emulate-neuron` does."""
 
 from __future__ import annotations
 
@@ -10,6 +14,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+
+from neuron_prof.backends.neuron import DEVICE, find_neuron_module
+from neuron_prof.errors import UsageError
 
 _DTYPES = {
     "float": torch.float32, "double": torch.float64, "c10::Half": torch.float16, "c10::BFloat16": torch.bfloat16,
@@ -104,15 +111,32 @@ def call(entry: dict[str, Any], inputs: _Inputs) -> None:
     op(*args, **kwargs)
 
 
+def ensure_device(device: Any) -> None:
+    """Load the backend of a "neuron" `device` when this process has none yet: the emulated device when
+    NEURON_PROF_EMULATE=1 (`emulator.enable_from_env`), else torch_neuronx (`backends.neuron.find_neuron_module`;
+    `import torch` has usually autoloaded it). Any other device, or one already loaded: nothing to do."""
+    kind = device.type if isinstance(device, torch.device) else str(device).split(":", 1)[0]
+    if kind != DEVICE or torch._C._get_privateuse1_backend_name() == DEVICE:
+        return
+    from neuron_prof.emulator import enable_from_env
+
+    if enable_from_env() is None:
+        find_neuron_module()
+    if torch._C._get_privateuse1_backend_name() != DEVICE:
+        raise UsageError(f"warm-up on {device!r}: no neuron device in this process (install torch-neuronx, or set "
+                         "NEURON_PROF_EMULATE=1 for the emulated device)")
+
+
 def run(eager: Sequence[dict[str, Any]], graphs: Sequence[dict[str, Any]], device: Any = "neuron", *,
         compiled: dict[str, Callable[..., Any]] | None = None, quiet: bool = False) -> dict[str, Any]:
-    """Compile what the plan lists; returns {"seconds", "compiled", "failed": [(entry, error)], "graphs"}.
+    """Compile what the plan lists (the device loaded first when this process has not: `ensure_device`); returns {"seconds", "compiled", "failed": [(entry, error)], "graphs"}.
     A signature that cannot be called again is skipped and listed (the training step still compiles it).
 
     `compiled` maps a graph's frame id (or its name) to a callable that runs it: called with each size its churned
     dimension took (`fn(size)`: build the inputs of that size and call the compiled model), else with zero tensors
     of its recorded input shapes."""
     t0 = time.perf_counter()
+    ensure_device(device)
     failed: list[tuple[str, str]] = []
     done = 0
     inputs = _Inputs(device)

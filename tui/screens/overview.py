@@ -1,9 +1,10 @@
-"""Overview: wall time, device busy share, probe totals, step-time sparkline and the findings by cost."""
+"""Overview: wall time, device busy share, probe totals, step-time sparkline, the step-time trend over the
+recorded runs of the same script (run history) and the findings by cost."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from rich.text import Text
@@ -13,6 +14,7 @@ from textual.widgets import Static
 
 from neuron_prof.analysis import Family, Finding, fit_site, fmt_evidence, info_of, of_family, strip_site
 from neuron_prof.analysis.fmt import fmt_count, fmt_ns, fmt_share, printable
+from neuron_prof.history import trend_series
 from neuron_prof.tui._absent import has_concept
 from neuron_prof.tui._data import RankData, finding_target
 from neuron_prof.tui._steps import STEP_PART_STYLE, bar_runs
@@ -125,6 +127,10 @@ def summary_text(rank: RankData, width: int = 100, height: int = 48) -> Text:
     if mix is not None:
         t.append("\n")
         t.append_text(mix)
+    trend = history_line(rank.history, room)
+    if trend is not None:
+        t.append("\n")
+        t.append_text(trend)
     # the two problems this tool exists for get a line each, whatever else costs more
     for label, kinds, style in HEADLINES:
         top = next((f for f in rank.findings if f.kind in kinds), None)
@@ -151,6 +157,35 @@ def summary_text(rank: RankData, width: int = 100, height: int = 48) -> Text:
         t.append("\n")
         t.append("note ", style="dim yellow")
         t.append(printable(w, newlines=True))
+    return t
+
+
+def history_line(runs: list[dict[str, Any]], room: int) -> Text | None:
+    """The step-time trend of this script's runs in the run history (`neuron-prof history`), oldest first: the
+    median steady step of the oldest and the latest run with a sparkline of every run between, and the same for
+    the findings count. None without history; the sparklines shrink (then go) before the numbers do."""
+    if not runs:
+        return None
+    ser = trend_series(runs)
+    n = len(runs)
+    parts = [("steady", [fmt_ns(ns) for ns in ser["steady_ns"]], ser["steady_ns"], "green"),
+             ("findings", [str(k) for k in ser["findings"]], ser["findings"], "yellow")]
+    head = f"{n} run{'s' if n != 1 else ''}"
+    fixed = len("history ") + len(head) + sum(2 + len(lab) + 1 + len(v[-1]) + (2 + len(v[0]) if n > 1 else 0)
+                                              for lab, v, _, _ in parts)
+    spark = min(n, (room - fixed) // len(parts)) if n > 1 else 0
+    t = Text(no_wrap=True, overflow="ellipsis")
+    t.append("history ", style="dim")
+    t.append(head)
+    for label, texts, values, style in parts:
+        t.append(f"  {label} ", style="dim")
+        if n > 1:
+            t.append(texts[0] + " ")
+            if spark >= 2:
+                t.append(sparkline(np.asarray(values, dtype=np.float64), spark) + " ", style=style)
+            else:
+                t.append("-> ", style="dim")
+        t.append(texts[-1], style="bold")
     return t
 
 
