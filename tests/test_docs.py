@@ -299,6 +299,8 @@ class Shell:
         if len(tokens) >= 2 and tokens[-2] in (">", ">>"):
             redirect, tokens = (tokens[-2], os.path.expandvars(tokens[-1])), tokens[:-2]
         assert "|" not in tokens and "<" not in tokens, f"{cmd.text!r}: pipes are not supported here"
+        while tokens and re.match(r"^[A-Z_][A-Z0-9_]*=", tokens[0]):  # `VAR=value cmd`: the variable is for the job
+            tokens = tokens[1:]
         prog = tokens[0]
         if not (prog == "echo" and tokens[1:] == ["$?"]):
             self.judge()
@@ -365,7 +367,7 @@ class Shell:
             missing = [t for t in args[2:] if not t.startswith("-") and not (REPO / t).exists()]
             assert not missing, f"pytest: no such test files {missing}"
         else:
-            script = REPO / args[0]
+            script = REPO / args[0] if (REPO / args[0]).is_file() else Path(args[0])  # or one a command made
             assert script.is_file(), f"python {args[0]}: no such script"
             source = script.read_text()
             unknown = [t for t in args[1:] if t.startswith("--") and f'"{t}"' not in source]
