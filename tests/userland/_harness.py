@@ -49,6 +49,7 @@ _CLEAN = re.compile(r"#\s*CLEAN\b")
 _XFAIL = re.compile(r"#\s*XFAIL\[(?P<devs>[A-Za-z0-9_, ]*)\]:\s*(?P<text>.+?)\s*$")
 _RANKS = re.compile(r"#\s*RANKS:\s*(?P<n>\d+)")
 _MAX_RSS = re.compile(r"#\s*MAX-RSS-GB:\s*(?P<gb>[\d.]+)")
+_BENCH_ONLY = re.compile(r"#\s*BENCH-ONLY\b:?\s*(?P<why>.*?)\s*$")
 OPERATOR_LINES = re.compile(r"#\s*OPERATOR-LINES\b")
 """A program whose tags need the exact lines of operator statements (`profile(operator_lines=True)`)."""
 _SITE = re.compile(r"^(?P<path>.*?):(?P<line>\d+)$")
@@ -91,6 +92,9 @@ class Program:
     operator_lines: bool = False
     """`# OPERATOR-LINES  reason`: it is profiled with the operator lines option (``run --operator-lines``; a
     program that profiles itself passes ``operator_lines=True`` in its own call)."""
+    bench_only: str = ""
+    """`# BENCH-ONLY: reason`: why the program runs only in `bench accuracy`, not in the test suite ("" if it
+    runs in both)."""
 
     @property
     def name(self) -> str:
@@ -132,6 +136,7 @@ def load_program(path: str | os.PathLike[str]) -> Program:
     clean = False
     ranks = 1
     max_rss: float | None = None
+    bench_only = ""
     for i, line in enumerate(src, 1):
         for m in _TAG.finditer(line):
             devs = _devices(m.group("devs"), ("neuron",))
@@ -148,11 +153,16 @@ def load_program(path: str | os.PathLike[str]) -> Program:
         m = _MAX_RSS.search(line)
         if m:
             max_rss = float(m.group("gb"))
+        m = _BENCH_ONLY.search(line)
+        if m:
+            bench_only = m.group("why")
+            if not bench_only:
+                raise ValueError(f"{p.name}:{i}: `# BENCH-ONLY: reason` needs its reason")
     if clean and any(t.required for t in tags):
         raise ValueError(f"{p.name}: tagged CLEAN and EXPECT at once")
     text = "\n".join(src)
     return Program(p, tags, clean, xfail, ranks, "neuron_prof.profile(" in text, max_rss,
-                   OPERATOR_LINES.search(text) is not None)
+                   OPERATOR_LINES.search(text) is not None, bench_only)
 
 
 def programs(pattern: str = "*.py") -> list[Program]:
