@@ -152,14 +152,19 @@ def _dataloader_inference() -> list[tuple[int, int, int]]:
 
 
 def test_a_dataloader_loop_ends_with_its_last_batch_fetch(tmp_path: Path) -> None:
-    """The last inferred iteration of a loop over a DataLoader ends where the loader's last fetch (the one that
-    finds no batch) ends, not a median step later: what runs right after the loop belongs to no step."""
+    """An inferred iteration of a loop over a DataLoader runs from its batch fetch (a collate_fn's tensors are
+    made in its step) to the next; the last ends at the fetch that finds no batch, not a median step later:
+    what runs right after the loop belongs to no step."""
     trace, marks = _capture(tmp_path, _dataloader_inference, with_stack=True)
     after = marks.pop()
     st = make_steps(trace)
     assert st.source == "inferred: module call" and len(st) == N
     for k, (t0, _t1, t2) in enumerate(marks):
         _in_step(trace, st, _host_rows(trace, t0, t2), k)
+    fetches = _host_rows(trace, 0, after[0], cat="user_annotation")
+    fetches = fetches[np.argsort(trace.slices.ts_ns[fetches])]
+    assert len(fetches) == N + 1  # enumerate(DataLoader)#...__next__: a batch each, then the one that ends the loop
+    assert st.step_index(trace.slices.ts_ns[fetches]).tolist() == [*range(N), -1]
     rows = _host_rows(trace, after[0], after[1])
     assert len(rows) and (st.step_index(trace.slices.ts_ns[rows]) == -1).all()
 
