@@ -26,7 +26,7 @@ def main() -> None:
     for step in range(10):
         labels = rng.choice(5, size=32, p=[0.6, 0.2, 0.1, 0.05, 0.05])
         x = torch.randn(32, 48, device=dev)
-        y = torch.from_numpy(labels).to(dev)
+        y = torch.from_numpy(labels).to(dev)  # ALSO: dtype_demotion
         w = torch.from_numpy(class_weights(labels, 5)).to(dev)  # EXPECT: dtype_demotion
         with torch.autocast(device_type=dev, dtype=torch.bfloat16):
             logits = model(x)

@@ -41,7 +41,7 @@ def main() -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     for step in range(9):
         seq_len, n_pool = curriculum(step)
-        tokens = torch.randint(0, 256, (8, seq_len), device=dev)  # ALSO[neuron,cpu]: shape_churn
+        tokens = torch.randint(0, 256, (8, seq_len), device=dev)  # EXPECT[neuron,cpu]: shape_churn
         labels = torch.randint(0, 2, (8,), device=dev)
         loss = F.cross_entropy(cmodel(tokens, n_pool), labels)  # EXPECT[neuron,cpu]: recompile  # ALSO: first_call_compile
         opt.zero_grad()

@@ -39,7 +39,7 @@ class SentimentModel(nn.Module):
         self.out = nn.Linear(dim, 3)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        h = torch.relu(self.proj(self.emb(input_ids)))
+        h = torch.relu(self.proj(self.emb(input_ids)))  # ALSO: first_call_compile
         mask = attention_mask.unsqueeze(-1).float()
         pooled = (h * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
         return self.out(pooled)
