@@ -45,3 +45,30 @@ def test_bench_only_programs_run_in_bench_accuracy_not_in_the_suite() -> None:
     assert not bench_only & in_suite
     assert in_suite == {p.name for p in every} - bench_only
     assert {p.name for p in s.PROGRAMS} == in_suite
+
+
+COMPILING = """\
+import torch
+model = torch.nn.Linear(4, 2)
+for step in range(3):
+    model(torch.randn(8, 4))
+model.eval()
+model(torch.randn(50, 4))  # EXPECT: first_call_compile
+"""
+
+
+def test_exact_lines_leave_out_the_cold_cache_of_warmup(tmp_path: Path) -> None:
+    """A cold-cache finding confined to warm-up names its costliest compile's line, which no tag may name: it is
+    no exact-line matter; the same finding after warm-up at an untagged line is a wrong line."""
+    path = tmp_path / "compiles.py"
+    path.write_text(COMPILING)
+    prog = h.load_program(path)
+
+    def finding(line: int, after_warmup: bool) -> dict[str, object]:
+        return {"kind": "first_call_compile", "severity": "warning", "call_site": f"compiles.py:{line}",
+                "after_warmup": after_warmup, "evidence": {}}
+
+    warm = h.score(prog, h.Outcome(prog.name, "run-neuron", True, findings=[finding(4, False), finding(6, True)]))
+    assert (warm.found, warm.in_file, warm.exact, warm.alarms) == (1, 1, 1, 1)
+    late = h.score(prog, h.Outcome(prog.name, "run-neuron", True, findings=[finding(4, True), finding(6, True)]))
+    assert (late.found, late.in_file, late.exact, late.alarms) == (1, 2, 1, 2)

@@ -495,6 +495,13 @@ def top_line(prog: Program, out: Outcome) -> str:
     return "-"
 
 
+def _cold_cache(f: dict[str, Any]) -> bool:
+    """A `first_call_compile` finding confined to warm-up (the cold compile cache): no tag names it (README:
+    cold-cache compiles of the first step are not tagged), so its line, the costliest of warm-up's compiles, is
+    left out of the exact-line rate."""
+    return f.get("kind") == "first_call_compile" and f.get("after_warmup") is False
+
+
 def score(prog: Program, out: Outcome) -> Score:
     """Compare one run's findings with the program's tags for that run's device (rules: README.md)."""
     device = out.device
@@ -516,7 +523,7 @@ def score(prog: Program, out: Outcome) -> Score:
                 s.kind(kind)["unexplained"] += 1
             if prog.clean:
                 s.clean_alarms.append(_label(f))
-        if kind in kinds:
+        if kind in kinds and not _cold_cache(f):
             ln = site_line(f.get("call_site") or "", prog)
             if ln is not None:
                 exact = ln in prog.lines_for(device, kind)

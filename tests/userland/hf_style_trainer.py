@@ -116,7 +116,7 @@ class Trainer:
         for epoch in range(self.args.num_train_epochs):
             for step, batch in enumerate(loader):
                 tr_loss = self.training_step(self.model, {"input_ids": batch[0], "labels": batch[1]})
-                optimizer.step()  # ALSO: first_call_compile
+                optimizer.step()
                 optimizer.zero_grad()
                 self.state.global_step += 1
                 self.state.epoch = epoch + (step + 1) / len(loader)

@@ -58,7 +58,7 @@ def fit(module: LitRegressor, train_loader: DataLoader, val_loader: DataLoader, 
             loss = module.training_step(to_device(batch, device), batch_idx)
             opt.zero_grad()
             loss.backward()
-            opt.step()  # ALSO: first_call_compile
+            opt.step()
         sched.step()
         module.eval()
         with torch.no_grad():
