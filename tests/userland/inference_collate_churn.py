@@ -40,8 +40,8 @@ class SentimentModel(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         h = torch.relu(self.proj(self.emb(input_ids)))  # ALSO: first_call_compile
-        mask = attention_mask.unsqueeze(-1).float()
-        pooled = (h * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+        mask = attention_mask.unsqueeze(-1).float()  # ALSO: first_call_compile
+        pooled = (h * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)  # ALSO: first_call_compile
         return self.out(pooled)
 
 
