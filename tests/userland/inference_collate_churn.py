@@ -42,7 +42,7 @@ class SentimentModel(nn.Module):
         h = torch.relu(self.proj(self.emb(input_ids)))  # ALSO: first_call_compile
         mask = attention_mask.unsqueeze(-1).float()  # ALSO: first_call_compile
         pooled = (h * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)  # ALSO: first_call_compile
-        return self.out(pooled)
+        return self.out(pooled)  # ALSO: first_call_compile
 
 
 def main() -> None:
@@ -56,7 +56,7 @@ def main() -> None:
         for batch in loader:  # ALSO: shape_churn
             batch = {k: v.to(dev) for k, v in batch.items()}  # ALSO: shape_churn
             logits = model(**batch)  # ALSO: first_call_compile
-            predictions.append(logits.argmax(dim=-1).cpu())  # EXPECT: sync_point
+            predictions.append(logits.argmax(dim=-1).cpu())  # EXPECT: sync_point  # ALSO: first_call_compile
     preds = torch.cat(predictions)
     print("positive share", (preds == 2).float().mean().item())
 
