@@ -132,6 +132,43 @@ def test_without_stacks_an_inference_loop_has_no_signal(tmp_path: Path) -> None:
     assert len(st) == 0 and st.source == "none"
 
 
+def _dataloader_inference() -> list[tuple[int, int, int]]:
+    """An inference loop over a DataLoader, then results gathered once right after it (a one-off op)."""
+    model, _, _ = _model()
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8 * N, 16)), batch_size=8)
+    marks, preds = [], []
+    with torch.no_grad():
+        for (x,) in loader:
+            t0 = time.time_ns()
+            out = model(x)
+            t1 = time.time_ns()
+            preds.append(out.softmax(-1))  # post-processing
+            time.sleep(0.004)
+            marks.append((t0, t1, time.time_ns()))
+    t_after = time.time_ns()
+    torch.cat(preds).sum()  # after the loop: no iteration's work
+    marks.append((t_after, time.time_ns(), 0))
+    return marks
+
+
+def test_a_dataloader_loop_ends_with_its_last_batch_fetch(tmp_path: Path) -> None:
+    """An inferred iteration of a loop over a DataLoader runs from its batch fetch (a collate_fn's tensors are
+    made in its step) to the next; the last ends at the fetch that finds no batch, not a median step later:
+    what runs right after the loop belongs to no step."""
+    trace, marks = _capture(tmp_path, _dataloader_inference, with_stack=True)
+    after = marks.pop()
+    st = make_steps(trace)
+    assert st.source == "inferred: module call" and len(st) == N
+    for k, (t0, _t1, t2) in enumerate(marks):
+        _in_step(trace, st, _host_rows(trace, t0, t2), k)
+    fetches = _host_rows(trace, 0, after[0], cat="user_annotation")
+    fetches = fetches[np.argsort(trace.slices.ts_ns[fetches])]
+    assert len(fetches) == N + 1  # enumerate(DataLoader)#...__next__: a batch each, then the one that ends the loop
+    assert st.step_index(trace.slices.ts_ns[fetches]).tolist() == [*range(N), -1]
+    rows = _host_rows(trace, after[0], after[1])
+    assert len(rows) and (st.step_index(trace.slices.ts_ns[rows]) == -1).all()
+
+
 # ---- (c) a user annotation per iteration ------------------------------------------------------------
 def _annotated_loop(train: bool) -> list[tuple[int, int]]:
     model, x, y = _model()

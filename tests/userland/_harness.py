@@ -50,6 +50,7 @@ _XFAIL = re.compile(r"#\s*XFAIL\[(?P<devs>[A-Za-z0-9_, ]*)\]:\s*(?P<text>.+?)\s*
 _RANKS = re.compile(r"#\s*RANKS:\s*(?P<n>\d+)")
 _FAILS = re.compile(r"#\s*FAILS:\s*(?P<text>.+?)\s*$")
 _MAX_RSS = re.compile(r"#\s*MAX-RSS-GB:\s*(?P<gb>[\d.]+)")
+_BENCH_ONLY = re.compile(r"#\s*BENCH-ONLY\b:?\s*(?P<why>.*?)\s*$")
 OPERATOR_LINES = re.compile(r"#\s*OPERATOR-LINES\b")
 """A program whose tags need the exact lines of operator statements (`profile(operator_lines=True)`)."""
 _SITE = re.compile(r"^(?P<path>.*?):(?P<line>\d+)$")
@@ -95,6 +96,9 @@ class Program:
     fails: str = ""
     """`# FAILS: text`: the program is meant to fail (a rank that crashes): its run must exit non-zero with
     `text` in its output, and every trace must still load whole."""
+    bench_only: str = ""
+    """`# BENCH-ONLY: reason`: why the program runs only in `bench accuracy`, not in the test suite ("" if it
+    runs in both)."""
 
     @property
     def name(self) -> str:
@@ -137,6 +141,7 @@ def load_program(path: str | os.PathLike[str]) -> Program:
     ranks = 1
     max_rss: float | None = None
     fails = ""
+    bench_only = ""
     for i, line in enumerate(src, 1):
         for m in _TAG.finditer(line):
             devs = _devices(m.group("devs"), ("neuron",))
@@ -156,11 +161,16 @@ def load_program(path: str | os.PathLike[str]) -> Program:
         m = _FAILS.search(line)
         if m:
             fails = m.group("text")
+        m = _BENCH_ONLY.search(line)
+        if m:
+            bench_only = m.group("why")
+            if not bench_only:
+                raise ValueError(f"{p.name}:{i}: `# BENCH-ONLY: reason` needs its reason")
     if clean and any(t.required for t in tags):
         raise ValueError(f"{p.name}: tagged CLEAN and EXPECT at once")
     text = "\n".join(src)
     return Program(p, tags, clean, xfail, ranks, "neuron_prof.profile(" in text, max_rss,
-                   OPERATOR_LINES.search(text) is not None, fails)
+                   OPERATOR_LINES.search(text) is not None, fails, bench_only)
 
 
 def programs(pattern: str = "*.py") -> list[Program]:
@@ -509,6 +519,13 @@ def top_line(prog: Program, out: Outcome) -> str:
     return "-"
 
 
+def _cold_cache(f: dict[str, Any]) -> bool:
+    """A `first_call_compile` finding confined to warm-up (the cold compile cache): no tag names it (README:
+    cold-cache compiles of the first step are not tagged), so its line, the costliest of warm-up's compiles, is
+    left out of the exact-line rate."""
+    return f.get("kind") == "first_call_compile" and f.get("after_warmup") is False
+
+
 def score(prog: Program, out: Outcome) -> Score:
     """Compare one run's findings with the program's tags for that run's device (rules: README.md)."""
     device = out.device
@@ -530,7 +547,7 @@ def score(prog: Program, out: Outcome) -> Score:
                 s.kind(kind)["unexplained"] += 1
             if prog.clean:
                 s.clean_alarms.append(_label(f))
-        if kind in kinds:
+        if kind in kinds and not _cold_cache(f):
             ln = site_line(f.get("call_site") or "", prog)
             if ln is not None:
                 exact = ln in prog.lines_for(device, kind)

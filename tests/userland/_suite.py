@@ -17,7 +17,9 @@ import pytest
 
 from tests.userland import _harness as h
 
-PROGRAMS = h.programs()
+PROGRAMS = [p for p in h.programs() if not p.bench_only]
+"""The programs the suite runs: every one but those tagged `# BENCH-ONLY: reason`, which only `python -m bench
+accuracy` runs (the suite's time budget)."""
 
 
 def _cpu_way(i: int) -> str:

@@ -13,7 +13,9 @@ Signals, most reliable first (each needs two or more iterations, on one host thr
    with ``with_stack``): inference loops have no optimizer. Calls are grouped by the period of their
    names ([Model, Loss] is one iteration). Step k runs from group k's first call to group k+1's, so a
    backward after the forward stays in its step; nothing marks where the last ends, so it lasts the
-   median step (at least to its last call's end, at most to the region end).
+   median step (at least to its last call's end, at most to the region end). A loop over a DataLoader (a
+   batch fetch before each group, after the one before, and one after the last) runs from fetch to fetch,
+   so an iteration's data loading is in its step and the last ends at the fetch that found no batch.
 3. **A user annotation** (``record_function("train_step")``) repeating at top level, grouped the same
    way; the steps are its spans.
 
@@ -167,10 +169,29 @@ def _modules(th: _Thread, sp: _Spans) -> Found | None:
         return None
     start = np.array([calls.ts[a] for a, _, _ in groups], dtype=np.int64)
     last = np.array([calls.end[a : b + 1].max() for a, b, _ in groups], dtype=np.int64)
-    typical = int(np.median(np.diff(start)))
-    tail = max(int(last[-1]), min(int(start[-1]) + typical, th.region_end))
+    fetched = _fetches(th, start, last)
+    if fetched is not None:  # a loop over a DataLoader: each iteration from its batch fetch to the next one
+        start, tail = fetched
+    else:
+        tail = max(int(last[-1]), min(int(start[-1]) + int(np.median(np.diff(start))), th.region_end))
     end = np.r_[start[1:], tail].astype(np.int64)
     return start, end, (start, last), _names(th.trace, calls.name)
+
+
+def _fetches(th: _Thread, first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """(start of each iteration's batch fetch, start of the fetch that ended the loop, the one that found no
+    batch) when the loop is driven by a DataLoader: a fetch on the thread before each iteration's first module
+    call and after the previous one's last, and one after the last; None otherwise."""
+    rows = _rows(th.trace, th.ids["dataloader"], np.array([th.track]))
+    if not len(rows):
+        return None
+    ts = np.sort(th.trace.slices.ts_ns[rows])
+    before = np.searchsorted(ts, first, side="left") - 1  # the last fetch before each iteration's first call
+    after = int(np.searchsorted(ts, last[-1], side="left"))
+    bound = np.r_[np.iinfo(np.int64).min, last[:-1]]
+    if before[0] < 0 or after >= len(ts) or not (ts[before] > bound).all():
+        return None
+    return ts[before].astype(np.int64), int(ts[after])
 
 
 def _enclosing_annotation(th: _Thread, start: np.ndarray, end: np.ndarray,
