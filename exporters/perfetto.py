@@ -37,8 +37,16 @@ import orjson
 from neuron_prof.errors import ExportError
 from neuron_prof.exporters import _pftrace_wire as w
 from neuron_prof.exporters._pftrace_args import ArgsEncoder
-from neuron_prof.exporters._pftrace_layout import (Layout, lanes, plan, process_name, process_order, slice_order,
-                                                   track_name, track_order)
+from neuron_prof.exporters._pftrace_layout import (
+    Layout,
+    lanes,
+    plan,
+    process_name,
+    process_order,
+    slice_order,
+    track_name,
+    track_order,
+)
 from neuron_prof.model import Trace
 from neuron_prof.model.schema import FORMAT_VERSION, META_KEY, TrackKind
 

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.analysis.compare import appeared, compile_keys, fallback_keys, sync_keys
-from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.fmt import fmt_bytes, fmt_ns
+from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.pipeline import Report, report
 from neuron_prof.model import Trace
 

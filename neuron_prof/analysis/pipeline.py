@@ -10,16 +10,16 @@ from typing import Any
 
 import numpy as np
 
+from neuron_prof.analysis.collectives.stragglers import straggler_findings
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.efficiency.rates import add_line_efficiency, efficiency_totals
 from neuron_prof.analysis.finding import KINDS, SEVERITIES, Finding
 from neuron_prof.analysis.kinds import Kind, analysis_modules
 from neuron_prof.analysis.overlap import cost_floor, share_overlaps
 from neuron_prof.analysis.partial import partial_totals
-from neuron_prof.analysis.sites.lines import lines_json
 from neuron_prof.analysis.registry import ANALYSES
+from neuron_prof.analysis.sites.lines import lines_json
 from neuron_prof.analysis.steps.breakdown import step_breakdown
-from neuron_prof.analysis.collectives.stragglers import straggler_findings
 from neuron_prof.analysis.totals import compute_totals as _totals
 from neuron_prof.model import Trace
 
@@ -41,7 +41,7 @@ def _run(trace: Trace, ctx: Context) -> list[Finding]:
     for name, fn in ANALYSES.items():
         try:
             found.extend(fn(trace, ctx))
-        except Exception as e:  # an analysis bug must not hide the other findings
+        except Exception as e:  # noqa: BLE001 - an analysis bug must not hide the other findings
             found.append(
                 Finding(
                     kind=Kind.PROBE_ERROR,

@@ -31,9 +31,9 @@ from neuron_prof.backends.base import CaptureContext
 from neuron_prof.capture import _compile_quiet, _env, _outputs, _runtime
 from neuron_prof.capture._end_progress import EndProgress, wanted
 from neuron_prof.capture._report import CaptureWarning, dedup_errors, report_problems, user_stacklevel
-from neuron_prof.capture._session_metadata import session_metadata
 from neuron_prof.capture._runqueue import PROBE as RUNQUEUE_PROBE
 from neuron_prof.capture._runqueue import RunQueueSampler
+from neuron_prof.capture._session_metadata import session_metadata
 from neuron_prof.capture._signals import SignalGuard, defer_sigint
 from neuron_prof.formats import DEFAULT_OUTPUT
 from neuron_prof.model import Meta, TraceBuilder
@@ -309,8 +309,13 @@ class Session(contextlib.ContextDecorator):
                host_usage=self.host_usage)
 
     def _make_profiler(self, backend_opts: dict[str, Any]) -> Any:
-        from neuron_prof.capture._kineto import (KinetoCollector, cycle_schedule, ends_cycles, make_schedule,
-                                                profiler_kwargs)
+        from neuron_prof.capture._kineto import (
+            KinetoCollector,
+            cycle_schedule,
+            ends_cycles,
+            make_schedule,
+            profiler_kwargs,
+        )
 
         out: list[Any] = []
 

@@ -30,8 +30,16 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from neuron_prof.capture._device_ops import (FIRST_USE, FLOAT64, USED_BEFORE, WATCH, DeviceOp, classify,
-                                             float64_inputs, user_call_name)
+from neuron_prof.capture._device_ops import (
+    FIRST_USE,
+    FLOAT64,
+    USED_BEFORE,
+    WATCH,
+    DeviceOp,
+    classify,
+    float64_inputs,
+    user_call_name,
+)
 from neuron_prof.model.callsite import HIDDEN, MODULE_PREFIX, USER, display_path, file_kind, format_frame
 
 CALL_STACK = "Call stack"

@@ -42,7 +42,7 @@ def _after_return(step: Any) -> Any:
         finally:
             _DEPTH.n = depth
         if depth == 0:
-            for mark in list(_MARKS):
+            for mark in list(_MARKS):  # noqa: PERF101 - a copy: a session may end on another thread meanwhile
                 mark()
         return out
 

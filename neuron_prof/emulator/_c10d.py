@@ -100,7 +100,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         self._rank, self._size = rank, size
         self._gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
 
-    def getBackendName(self) -> str:  # noqa: N802 - the c10d name
+    def getBackendName(self) -> str:  # the c10d name
         return "neuron"
 
     def size(self) -> int:
@@ -140,16 +140,16 @@ class NeuronProcessGroup(dist.ProcessGroup):
     def allgather(self, output_tensors: Any, input_tensors: Any, opts: Any) -> Any:
         return self._run("allgather", 0, 1.0, output_tensors, input_tensors, opts)
 
-    def _allgather_base(self, output: Any, input: Any, opts: Any) -> Any:  # noqa: A002
+    def _allgather_base(self, output: Any, input: Any, opts: Any) -> Any:
         return self._run("_allgather_base", 0, 1.0, output, input, opts)
 
-    def all_gather_single(self, output: Any, input: Any, opts: Any) -> Any:  # noqa: A002
+    def all_gather_single(self, output: Any, input: Any, opts: Any) -> Any:
         return self._run("_allgather_base", 0, 1.0, output, input, opts)
 
-    def reduce_scatter_single(self, output: Any, input: Any, opts: Any) -> Any:  # noqa: A002
+    def reduce_scatter_single(self, output: Any, input: Any, opts: Any) -> Any:
         return self._run("_reduce_scatter_base", 0, 1.0, output, input, opts)
 
-    def all_to_all_single(self, output: Any, input: Any, out_splits: Any, in_splits: Any, opts: Any) -> Any:  # noqa: A002
+    def all_to_all_single(self, output: Any, input: Any, out_splits: Any, in_splits: Any, opts: Any) -> Any:
         return self._run("alltoall_base", 0, 1.0, output, input, out_splits, in_splits, opts)
 
     def allgather_coalesced(self, output_lists: Any, input_list: Any, opts: Any) -> Any:
@@ -164,10 +164,10 @@ class NeuronProcessGroup(dist.ProcessGroup):
     def reduce_scatter(self, output_tensors: Any, input_lists: Any, opts: Any) -> Any:
         return self._run("reduce_scatter", 0, 1.0, output_tensors, input_lists, opts)
 
-    def _reduce_scatter_base(self, output: Any, input: Any, opts: Any) -> Any:  # noqa: A002
+    def _reduce_scatter_base(self, output: Any, input: Any, opts: Any) -> Any:
         return self._run("_reduce_scatter_base", 0, 1.0, output, input, opts)
 
-    def alltoall_base(self, output: Any, input: Any, out_splits: Any, in_splits: Any, opts: Any) -> Any:  # noqa: A002
+    def alltoall_base(self, output: Any, input: Any, out_splits: Any, in_splits: Any, opts: Any) -> Any:
         return self._run("alltoall_base", 0, 1.0, output, input, out_splits, in_splits, opts)
 
     def alltoall(self, output_tensors: Any, input_tensors: Any, opts: Any) -> Any:

@@ -23,10 +23,8 @@ from typing import Any, NamedTuple
 import torch
 from torch._subclasses.fake_tensor import FakeTensorDeviceMismatchError, UnsupportedOperatorException
 
-from neuron_prof.emulator import _state
-from neuron_prof.model.callsite import USER, file_kind
+from neuron_prof.emulator import _operands, _state
 from neuron_prof.emulator._fallback import run_on_host
-from neuron_prof.emulator import _operands
 from neuron_prof.emulator._operands import (
     Unwrapped,
     demote_f64,
@@ -48,6 +46,7 @@ from neuron_prof.emulator._timing import (
     device_duration_ns,
     op_cost,
 )
+from neuron_prof.model.callsite import USER, file_kind
 
 aten = torch.ops.aten
 _TO_COPY = aten._to_copy.default

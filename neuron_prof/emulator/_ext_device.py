@@ -108,7 +108,7 @@ def _conv(*args: Any) -> Any:
     return execute(aten.convolution.default, args, {})
 
 
-def _conv_backward(grad_output: Any, input: Any, weight: Any, stride: Any, padding: Any,  # noqa: A002
+def _conv_backward(grad_output: Any, input: Any, weight: Any, stride: Any, padding: Any,
                    dilation: Any, transposed: bool, output_padding: Any, groups: int, output_mask: Any) -> Any:
     """aten::convolution_backward_overrideable: aten::convolution_backward, which also takes the bias's
     size (the output channels: weight's dim 0, or dim 1 times groups when transposed)."""

@@ -32,8 +32,8 @@ import orjson
 
 from neuron_prof.emulator import _state
 from neuron_prof.emulator._config import DEFAULT_NEFF_CACHE_DIR
-from neuron_prof.emulator.profiling.host_usage import HostSampler
 from neuron_prof.emulator._timing import KIND_NAMES
+from neuron_prof.emulator.profiling.host_usage import HostSampler
 
 INSTANCE_ID = "i-0emulated"
 INSTANCE_TYPE = "trn2.48xlarge"

@@ -21,8 +21,17 @@ from typing import Any, BinaryIO
 import numpy as np
 import orjson
 
-from neuron_prof.model import ArgsStore, Process, StringTable, Trace, Track
-from neuron_prof.model import CounterTable, FlowTable, InstantTable, SliceTable
+from neuron_prof.model import (
+    ArgsStore,
+    CounterTable,
+    FlowTable,
+    InstantTable,
+    Process,
+    SliceTable,
+    StringTable,
+    Trace,
+    Track,
+)
 
 TABLES = {"slices": SliceTable, "instants": InstantTable, "counters": CounterTable, "flows": FlowTable}
 HEAD = "head"
@@ -46,7 +55,7 @@ class ColumnWriter:
         """Append `values` (an array, or bytes for args.bin / strings.bin) to column `name`."""
         f = self._files.get(name)
         if f is None:
-            f = self._files[name] = open(self.folder / name, "wb")  # noqa: SIM115 - closed in close()
+            f = self._files[name] = open(self.folder / name, "wb")  # closed in close()
             self._rows[name] = 0
         if isinstance(values, (bytes, bytearray, memoryview)):
             f.write(values)
@@ -63,7 +72,7 @@ class ColumnWriter:
     def declare(self, name: str, dtype: Any) -> None:
         """Make column `name` exist (empty) with `dtype` even when nothing is appended."""
         if name not in self._files:
-            self._files[name] = open(self.folder / name, "wb")  # noqa: SIM115 - closed in close()
+            self._files[name] = open(self.folder / name, "wb")  # closed in close()
             self._rows[name] = 0
             self._dtypes[name] = np.dtype(dtype).str
 

@@ -15,13 +15,13 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.analysis.compile.buckets import ShapePlan, choose_plan, min_waste_table, plan_shapes
-from neuron_prof.analysis.compile.events import _CID, _Compile, _top_site, compiles
 from neuron_prof.analysis.compile.churn_source import creation_site, frame_creation_site
+from neuron_prof.analysis.compile.events import _CID, _Compile, _top_site, compiles
+from neuron_prof.analysis.compile.shapes import parse_reason, shapes_of, varying_dims
 from neuron_prof.analysis.context import Context, severity_for
 from neuron_prof.analysis.finding import Finding
 from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.registry import register
-from neuron_prof.analysis.compile.shapes import parse_reason, shapes_of, varying_dims
 from neuron_prof.analysis.sites.callsites import Site
 from neuron_prof.model import Trace, TrackKind
 

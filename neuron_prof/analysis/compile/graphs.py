@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.analysis.sites.backward import backward_of
 from neuron_prof.analysis.compile.events import _Compile, compiles, signature_text
 from neuron_prof.analysis.context import Context
-from neuron_prof.analysis.sites.host import host_nesting, host_stack_at
 from neuron_prof.analysis.intervals import union_ns
+from neuron_prof.analysis.sites.backward import backward_of
+from neuron_prof.analysis.sites.host import host_nesting, host_stack_at
 from neuron_prof.model import Trace
 
 REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")

@@ -13,11 +13,11 @@ import numpy as np
 
 from neuron_prof.analysis.context import Context, as_int, severity_for
 from neuron_prof.analysis.finding import Finding
-from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.fmt import fmt_ns
-from neuron_prof.analysis.sites.host import enclosing_ops
+from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.registry import register
 from neuron_prof.analysis.sites.callsites import sites_of
+from neuron_prof.analysis.sites.host import enclosing_ops
 from neuron_prof.model import Arg, Trace, TrackKind
 
 # Known replacements for ops that commonly fall back (names without "aten::" and overload).

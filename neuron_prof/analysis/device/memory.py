@@ -15,8 +15,8 @@ import numpy as np
 
 from neuron_prof.analysis.context import ABSENT, Context
 from neuron_prof.analysis.finding import Finding
-from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.fmt import fmt_bytes
+from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.registry import register
 from neuron_prof.analysis.sites.callsites import sites_of
 from neuron_prof.model import Meta, Trace, TrackKind

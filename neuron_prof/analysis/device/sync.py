@@ -9,12 +9,12 @@ import numpy as np
 
 from neuron_prof.analysis.context import Context, severity_for
 from neuron_prof.analysis.finding import Finding
-from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.fmt import fmt_ns
-from neuron_prof.analysis.sites.host import enclosing_ops
 from neuron_prof.analysis.intervals import covered_before, merge
+from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.registry import register
 from neuron_prof.analysis.sites.callsites import Site, sites_of
+from neuron_prof.analysis.sites.host import enclosing_ops
 from neuron_prof.model import Arg, Trace, TrackKind
 
 RUNTIME_SYNC_NAMES = (

@@ -199,7 +199,7 @@ def _longest(g: _Graph, src: int, sink: int, out: StepPath) -> StepPath:
     if g.n > MAX_NODES:
         return out
     indeg = [0] * g.n
-    for a, es in g.out.items():
+    for es in g.out.values():
         for b, *_ in es:
             indeg[b] += 1
     dist = [-1] * g.n

@@ -32,8 +32,8 @@ import numpy as np
 from neuron_prof.analysis.compile.events import signature_text
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.ops import attribution
-from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.sites.callsites import sites_of
+from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.sites.source import source_line
 from neuron_prof.model import Cat, KinetoCat, Trace, TrackKind
 from neuron_prof.model.callsite import Site
@@ -343,8 +343,8 @@ def _allocations(trace: Trace, ctx: Context) -> tuple[np.ndarray, np.ndarray]:
     the innermost host slice running then, on the thread running a backward op when one is (the thread that
     called ``backward()`` only waits then), else on the thread with the deepest stack (`Sites.stack_at`'s
     rule, vectorised)."""
-    from neuron_prof.analysis.sites.backward import NOT_BACKWARD, backward_of
     from neuron_prof.analysis.device.memory import memory_series  # it registers an analysis: import on use
+    from neuron_prof.analysis.sites.backward import NOT_BACKWARD, backward_of
 
     series = [s for s in memory_series(trace, ctx) if s[0].endswith("allocated")]
     dev = [s for s in series if not s[0].startswith("host")]

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from neuron_prof.backends.probes._common import probe_track, site_args, step_of
 from neuron_prof.backends.probes.probe import Probe
-from neuron_prof.model.callsite import display_path
 from neuron_prof.model import Arg, Cat, TrackKind
+from neuron_prof.model.callsite import display_path
 from neuron_prof.model.schema import EventName
 
 if TYPE_CHECKING:

@@ -14,8 +14,15 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.loaders.explorer import _instructions as _ins
-from neuron_prof.loaders.explorer._device import (DEVICE_TABLES, DeviceProfile, add_active_time, add_bandwidth,
-                                                  add_cc_ops, add_errors, device_profile)
+from neuron_prof.loaders.explorer._device import (
+    DEVICE_TABLES,
+    DeviceProfile,
+    add_active_time,
+    add_bandwidth,
+    add_cc_ops,
+    add_errors,
+    device_profile,
+)
 from neuron_prof.loaders.explorer._events import Executions
 from neuron_prof.loaders.explorer._summary import executions_per_neff, one_row, opcodes, summary
 from neuron_prof.loaders.explorer._tables import Tables, is_explorer_folder

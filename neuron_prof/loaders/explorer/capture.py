@@ -37,10 +37,18 @@ import numpy as np
 import orjson
 
 from neuron_prof.errors import TraceFormatError, TraceLoadError
-from neuron_prof.loaders.json.fill import read_bytes
-from neuron_prof.loaders.explorer.reader import (EXPLORER_KEY, RAW_CAPTURE, UNIX_NS_MIN, RowFilter, add_explorer,
-                                          find_profile, is_explorer_folder, load_explorer)
 from neuron_prof.loaders.explorer.framework_mapping import MappingIndex, mapping_links, read_mapping_file
+from neuron_prof.loaders.explorer.reader import (
+    EXPLORER_KEY,
+    RAW_CAPTURE,
+    UNIX_NS_MIN,
+    RowFilter,
+    add_explorer,
+    find_profile,
+    is_explorer_folder,
+    load_explorer,
+)
+from neuron_prof.loaders.json.fill import read_bytes
 from neuron_prof.loaders.json.reader import parse_kineto_into
 from neuron_prof.model import Cat, KinetoCat, Meta, Trace, TraceBuilder
 

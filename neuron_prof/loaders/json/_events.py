@@ -18,8 +18,17 @@ import numpy as np
 
 from neuron_prof.loaders.json._scan import ScannedChunk, add_scanned
 from neuron_prof.loaders.json._typed import F_GET, I_GET, UNSET, X_GET, TypedChunk
-from neuron_prof.loaders.json._values import (MAX_ABS_US, all_objects, as_str, dump_all, dump_each, floats, join_later,
-                                               norm_id, us_to_ns)
+from neuron_prof.loaders.json._values import (
+    MAX_ABS_US,
+    all_objects,
+    as_str,
+    dump_all,
+    dump_each,
+    floats,
+    join_later,
+    norm_id,
+    us_to_ns,
+)
 from neuron_prof.model import StringTable
 
 _X_KEYS = ("ts", "dur", "pid", "tid", "name", "cat", "args")

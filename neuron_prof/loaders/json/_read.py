@@ -23,10 +23,10 @@ from typing import Any
 import orjson
 
 from neuron_prof.errors import TraceFormatError
-from neuron_prof.loaders.json.fill import Fill
 from neuron_prof.loaders.json._repair import Repairs
 from neuron_prof.loaders.json._scan import Ahead, scan_chunk, scan_enabled
 from neuron_prof.loaders.json._typed import decode_chunk
+from neuron_prof.loaders.json.fill import Fill
 
 CHUNK_BYTES = 4 << 20
 """Target size of one parsed piece: small enough that its dicts die young (the Python path), large enough that

@@ -32,13 +32,12 @@ from neuron_prof.formats import CHROME_JSON, GZIP_MAGIC
 from neuron_prof.loaders.gc_hold import no_gc
 from neuron_prof.loaders.json._convert import Converter, first_warning
 from neuron_prof.loaders.json._parallel import HEAD_BYTES, parse_parallel, workers_wanted
-from neuron_prof.loaders.json.fill import MIN_BYTES as FILL_MIN
-from neuron_prof.loaders.json.fill import Fill, gzip_size, read_bytes
 from neuron_prof.loaders.json._read import JsonEventReader
 from neuron_prof.loaders.json._scan import ingest_path, scan_enabled
+from neuron_prof.loaders.json.fill import MIN_BYTES as FILL_MIN
+from neuron_prof.loaders.json.fill import Fill, gzip_size, read_bytes
 from neuron_prof.loaders.json.restore import restore_own
-from neuron_prof.model import ArgsStore, Trace, TraceBuilder
-from neuron_prof.model import CounterTable, InstantTable, SliceTable
+from neuron_prof.model import ArgsStore, CounterTable, InstantTable, SliceTable, Trace, TraceBuilder
 from neuron_prof.model.schema import META_KEY, Meta
 
 __all__ = ["ingest_path", "load_kineto_json", "parse_kineto_into"]

@@ -55,7 +55,11 @@ class Hooks:
 
     def __init__(self, r: _Reader) -> None:
         from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
-            DebugAnnotation, InternedData, TrackDescriptor, TracePacket)
+            DebugAnnotation,
+            InternedData,
+            TracePacket,
+            TrackDescriptor,
+        )
 
         self.r = r
         self.seqs = r.seqs
