@@ -65,11 +65,12 @@ test-py%: .venv-py%/.installed
 	$(@D)/bin/python -c "import neuron_prof.loaders.json._jscan, neuron_prof.loaders.pftrace._pfscan"
 	touch $@
 
-# ruff then mypy, settings in pyproject.toml (mypy's packages there too); fails on any finding.
+# ruff, then mypy over the package as it installs (scripts/typecheck.py); settings in pyproject.toml; fails on
+# any finding.
 LINT_PATHS := neuron_prof exporters tui tests bench scripts
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(LINT_PATHS)
-	$(PY) -m mypy
+	$(PY) scripts/typecheck.py
 
 # Fails when the last `make test` skipped a test that tests/skips_allowed.txt does not allow.
 check-skips: $(STAMP)

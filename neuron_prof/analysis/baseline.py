@@ -53,7 +53,7 @@ class StepRegression:
         return self.delta_ns > self.bound_ns
 
 
-def step_regression(base: Sequence[float], new: Sequence[float], *, rel: float = STEP_REL,
+def step_regression(base: Sequence[float] | np.ndarray, new: Sequence[float] | np.ndarray, *, rel: float = STEP_REL,
                     mads: float = STEP_MADS) -> StepRegression | None:
     """Compare two runs' steady step times (ns); None when either has fewer than MIN_STEPS steps."""
     b, n = np.asarray(base, dtype=np.float64), np.asarray(new, dtype=np.float64)

@@ -25,7 +25,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from neuron_prof.backends.base import CaptureContext
 from neuron_prof.capture import _compile_quiet, _env, _outputs, _runtime
@@ -160,7 +160,7 @@ class Session(contextlib.ContextDecorator):
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> bool:
+                 tb: TracebackType | None) -> Literal[False]:
         self._depth -= 1
         if self._depth > 0:
             return False
@@ -169,7 +169,7 @@ class Session(contextlib.ContextDecorator):
         elif issubclass(exc_type, KeyboardInterrupt):
             reason = "KeyboardInterrupt"
         elif issubclass(exc_type, SystemExit):
-            reason = f"SystemExit: {exc.code if exc is not None else ''}"
+            reason = f"SystemExit: {exc.code if isinstance(exc, SystemExit) else ''}"
         else:
             reason = f"exception: {exc_type.__name__}: {exc}"
         self.stop(reason)

@@ -51,7 +51,9 @@ def _after_return(step: Any) -> Any:
 
 
 def _subclasses(cls: type) -> list[type]:
-    out, todo = [], [cls]
+    out: list[type] = []
+    todo: list[type] = [cls]
+    sub: type
     while todo:
         for sub in todo.pop().__subclasses__():
             out.append(sub)

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import _create_work_from_future
+from torch._C._distributed_c10d import _create_work_from_future  # type: ignore[attr-defined]  # not in the stub
 
 from neuron_prof.emulator import _state
 from neuron_prof.emulator._operands import device_index, host_of, is_device
@@ -96,7 +96,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
     """Collectives for device "neuron" (and plain CPU tensors), computed by gloo on the host values."""
 
     def __init__(self, store: Any, rank: int, size: int, timeout: timedelta) -> None:
-        super().__init__(rank, size)
+        super().__init__(rank, size)  # type: ignore[call-arg]  # the Python-backend constructor, not in the stub
         self._rank, self._size = rank, size
         self._gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
 
@@ -180,7 +180,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
         return self._run("scatter", 0, 1.0, output_tensors, input_lists, opts)
 
     def barrier(self, opts: Any = None) -> Any:
-        self._gloo.barrier(opts).wait() if opts is not None else self._gloo.barrier().wait()
+        gloo: Any = self._gloo  # the stub's Backend has no barrier; gloo's has
+        gloo.barrier(opts).wait() if opts is not None else gloo.barrier().wait()
         return _done(None)
 
 

@@ -158,7 +158,8 @@ def neff_name(op: str) -> str:
 
 def _npz(path: Path, **arrays: Any) -> None:
     buf = io.BytesIO()
-    np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})
+    # mypy matches the ** to savez's allow_pickle: bool
+    np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})  # type: ignore[arg-type]
     path.write_bytes(buf.getvalue())
 
 

@@ -33,7 +33,8 @@ from neuron_prof.model import (
     Track,
 )
 
-TABLES = {"slices": SliceTable, "instants": InstantTable, "counters": CounterTable, "flows": FlowTable}
+TABLES: dict[str, type[SliceTable | InstantTable | CounterTable | FlowTable]] = {
+    "slices": SliceTable, "instants": InstantTable, "counters": CounterTable, "flows": FlowTable}
 HEAD = "head"
 ARGS = "args.bin"
 STRINGS = "strings.bin"
@@ -66,7 +67,7 @@ class ColumnWriter:
         self._dtypes.setdefault(name, a.dtype.str)
         if a.dtype.str != self._dtypes[name]:
             a = a.astype(self._dtypes[name])
-        f.write(memoryview(a).cast("B"))
+        f.write(a.data.cast("B"))
         self._rows[name] += len(a)
 
     def declare(self, name: str, dtype: Any) -> None:
@@ -160,7 +161,8 @@ def read_trace(folder: Path, head: dict[str, Any] | None = None) -> Trace:
     starts = ends - lens
     strings = StringTable(blob[a:b].decode("utf-8", "surrogatepass")
                           for a, b in zip(starts[1:].tolist(), ends[1:].tolist()))
-    tables = {t: cls(**{c: column(folder, head, f"{t}.{c}") for c in cls.DTYPES}) for t, cls in TABLES.items()}
+    tables: dict[str, Any] = {t: cls(**{c: column(folder, head, f"{t}.{c}") for c in cls.DTYPES})
+                              for t, cls in TABLES.items()}
     return Trace(strings=strings, processes=tuple(Process(**p) for p in head["processes"]),
                  tracks=tuple(Track(**t) for t in head["tracks"]),
                  args=ArgsStore(_blob(folder / ARGS), column(folder, head, "args_off")),  # type: ignore[arg-type]

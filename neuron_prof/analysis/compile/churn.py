@@ -211,8 +211,8 @@ def shape_churn(trace: Trace, ctx: Context) -> list[Finding]:
     eager_found, keys = _eager_churn(trace, ctx, eager)
     # a graph and the eager ops around it that took the same sizes: one cause (the input that varies)
     keys += [(("ratio", *(round(v / f.evidence["values"][0], 6) for v in f.evidence["values"])),) for f in out]
-    found = eager_found + out
-    return [_merge(ctx, [found[i] for i in members]) for members in _connected(keys)]
+    findings = eager_found + out
+    return [_merge(ctx, [findings[i] for i in members]) for members in _connected(keys)]
 
 
 def _eager_churn(trace: Trace, ctx: Context, eager: dict[tuple[str, str, str], list[_Compile]]

@@ -137,7 +137,7 @@ def _region_shapes(trace: Trace, ctx: Context) -> dict[tuple[str, int], list[Any
     ops = n.rows[sl.name[n.rows] == op]
     out: dict[tuple[str, int], list[Any]] = {}
     for k in ops[np.argsort(sl.ts_ns[ops], kind="stable")].tolist():
-        dims = ctx.slice_args(k).get("Input Dims")
+        dims: Any = ctx.slice_args(k).get("Input Dims")
         key = _up_to_region(trace, n.rows, n.parent, k) if isinstance(dims, list) and dims else None
         if key is not None:
             out.setdefault(key, dims)

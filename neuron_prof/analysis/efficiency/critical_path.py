@@ -182,7 +182,7 @@ def _path(ctx: Context, step: int, s: int, e: int) -> StepPath:
     for a_row, d_row in zip(fl.src.tolist(), fl.dst.tolist()):
         nd = dev_start.get(d_row)
         hp = host_point.get((int(sl.track[a_row]), max(int(sl.ts_ns[a_row]), s))) if nd is not None else None
-        if hp is not None:
+        if hp is not None and nd is not None:
             g.edge(hp, nd)
     if dev_ends and sync_ends:
         dev_ends.sort()

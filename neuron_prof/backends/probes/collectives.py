@@ -220,6 +220,7 @@ class CollectivesProbe(Probe):
         track = probe_track(builder, ctx, TrackKind.COLLECTIVE)
         used: set[int] = set()
         kernels = _device_kernels(view)
+        rec: CollectiveRecord | None
         for rec in sorted(self.records, key=lambda r: r.start_ns):
             links = [(kind, _take(kineto[kind], rec, used, view)) for kind in ("c10d", "work")]
             links.append(("device", _take_kernel(kernels, rec, view)))

@@ -152,7 +152,7 @@ def _host_ops(b: TraceBuilder, exec_rows: np.ndarray, ns: np.ndarray) -> list[di
         a = acc.setdefault(b.strings[b.s_name[cur]], [0, 0])
         a[0] += 1
         a[1] += int(v)
-    rows = [{"op": k, "executions": c, "device_ns": ns} for k, (c, ns) in acc.items()]
+    rows: list[dict[str, Any]] = [{"op": k, "executions": c, "device_ns": ns} for k, (c, ns) in acc.items()]
     return sorted(rows, key=lambda r: -r["device_ns"])[:_ins.TOP]
 
 

@@ -86,8 +86,8 @@ def load_folder(folder: Path) -> Trace:
     profile = find_profile(folder)
     if profile.name == PROCESSED_DIR:  # RUN_DIR/parquet: the job's tables, one process's when it is alone
         pids = [d for d in sorted(profile.parent.iterdir()) if d.is_dir() and PID_FOLDER.match(d.name)]
-        tjs = [(d, _trace_json_in(d, d)) for d in pids]
-        tjs = [(d, t) for d, t in tjs if t is not None]
+        found = [(d, _trace_json_in(d, d)) for d in pids]
+        tjs = [(d, t) for d, t in found if t is not None]
         if len(pids) == 1 and len(tjs) == 1:
             return load_capture(profile, tjs[0][1], folder, pid_folder_rows(tjs[0][0]))
     tj = capture_trace_json(profile)

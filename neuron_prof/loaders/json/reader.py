@@ -18,6 +18,7 @@ when it is built, the rest through msgspec/orjson; a large file is read (gunzipp
 
 from __future__ import annotations
 
+import mmap
 import os
 import tempfile
 from collections.abc import Callable
@@ -125,7 +126,7 @@ def _fill(p: Path, size: int) -> Fill | None:
     return Fill(p, size) if size >= FILL_MIN else None
 
 
-def _spill(raw: bytes | bytearray) -> Path | None:
+def _spill(raw: bytes | bytearray | mmap.mmap) -> Path | None:
     """`raw` in a temporary file (None if it cannot be written: the caller parses in memory instead)."""
     fd, name = tempfile.mkstemp(prefix="neuron-prof-", suffix=CHROME_JSON.suffixes[0])
     try:

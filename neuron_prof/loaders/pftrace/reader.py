@@ -390,5 +390,5 @@ class _Reader:
         for m in self.metas:
             if m.get("rank") == section and isinstance(m.get("flows"), dict):
                 return m["flows"]  # type: ignore[no-any-return]
-        fms = [m.get("flows") for m in self.metas if isinstance(m.get("flows"), dict) and m.get("flows")]
+        fms: list[Any] = [m.get("flows") for m in self.metas if isinstance(m.get("flows"), dict) and m.get("flows")]
         return fms[0] if len(fms) == 1 else {}
