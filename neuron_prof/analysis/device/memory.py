@@ -72,14 +72,15 @@ def _read_series(trace: Trace, ctx: Context) -> list[tuple[str, np.ndarray, np.n
 def _codes(dts: Sequence[Any], devs: Sequence[Any]) -> tuple[np.ndarray, list[str]]:
     """A code per event for each distinct (Device Type, Device Id), numbered in the order of their first event,
     and each code's series name. With the types: 1, 1.0 and True are distinct keys."""
+    ids: list[Any]
     keys: list[Any]
     try:  # C loops, no bytecode per event
         ids = list(zip(map(type, dts), dts, map(type, devs), devs, strict=True))
         keys = list(dict.fromkeys(ids))
         names = [_series_name(k[1], k[3]) for k in keys]
     except TypeError:  # a list or dict there (unhashable): keyed by the name it gets
-        named = list(map(_series_name, dts, devs))
-        keys = names = list(dict.fromkeys(named))
+        ids = list(map(_series_name, dts, devs))
+        keys = names = list(dict.fromkeys(ids))
     codes = {k: i for i, k in enumerate(keys)}
     return np.fromiter(map(codes.__getitem__, ids), dtype=np.int64, count=len(ids)), names
 
