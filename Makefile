@@ -67,7 +67,7 @@ test-py%: .venv-py%/.installed
 
 # ruff, then mypy over the package as it installs (scripts/typecheck.py); settings in pyproject.toml; fails on
 # any finding.
-LINT_PATHS := neuron_prof exporters tui tests bench scripts
+LINT_PATHS := neuron_prof exporters tui tests bench scripts setup.py
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(PY) scripts/typecheck.py
