@@ -65,6 +65,13 @@ test-py%: .venv-py%/.installed
 	$(@D)/bin/python -c "import neuron_prof.loaders.json._jscan, neuron_prof.loaders.pftrace._pfscan"
 	touch $@
 
+# ruff, then mypy over the package as it installs (scripts/typecheck.py); settings in pyproject.toml; fails on
+# any finding.
+LINT_PATHS := neuron_prof exporters tui tests bench scripts setup.py
+lint: $(STAMP)
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(PY) scripts/typecheck.py
+
 # Fails when the last `make test` skipped a test that tests/skips_allowed.txt does not allow.
 check-skips: $(STAMP)
 	$(PY) tests/check_skips.py $(REPORTS)/*.xml
@@ -96,4 +103,4 @@ bench: $(STAMP)
 	$(PY) -m bench $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .venv-py3* build *.egg-info .pytest_cache
+	rm -rf $(VENV) .venv-py3* build *.egg-info .pytest_cache .mypy_cache .ruff_cache

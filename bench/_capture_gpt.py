@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     _timed_steps(step, 5, None)  # warm up allocator and kernels
     # One throw-away session so that one-time imports (torch._dynamo for the compile probe, Kineto init)
     # are not charged to the first measured round.
-    with neuron_prof.profile(None, quiet=True) as s:
+    with neuron_prof.profile(None, quiet=True):
         step()
     times: dict[str, list[float]] = {"none": [], "torch.profiler": [], "neuron_prof, no probes": [],
                                      "neuron_prof": []}

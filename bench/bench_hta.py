@@ -89,7 +89,10 @@ def verdict(rows: list[tuple[str, dict[str, Any]]], size: int) -> str:
     # the peaks is an upper bound on the memory the open needs at once.
     n_workers = 0 if first["worker_rss_mb"] == 0 else workers_wanted(size) - 1
     rss = first["rss_mb"] + n_workers * first["worker_rss_mb"]
-    ok = lambda b: "met" if b else "MISSED"
+
+    def ok(b: bool) -> str:
+        return "met" if b else "MISSED"
+
     parts = [
         (
             f"first open {first['wall']:.2f} s wall, {first['cpu'] + first['worker_cpu']:.2f} s CPU "

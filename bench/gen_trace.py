@@ -268,7 +268,7 @@ def events(n: int, seed: int = 0) -> Iterator[str]:
 def write(n: int, path: str | Path, seed: int = 0, rank: int = 0) -> Path:
     """Write a trace of exactly `n` events to `path` (.json or .json.gz) as rank `rank`. Returns the path."""
     path = Path(path)
-    raw = open(path, "wb")  # noqa: SIM115 - wrapped below, closed in finally
+    raw = open(path, "wb")  # wrapped below, closed in finally
     f: io.BufferedIOBase = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6) if path.name.endswith(".gz") else raw  # type: ignore[assignment]
     try:
         f.write(b'{\n  "schemaVersion": 1,\n  "deviceProperties": [\n    {\n      "id": 0, "name": "NVIDIA A100-SXM4-80GB", '

@@ -8,6 +8,7 @@ offending slice to an extra "lane" track with the same name (Perfetto shows same
 
 from __future__ import annotations
 
+from collections.abc import Container, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -71,7 +72,7 @@ def _ok_id(x: object) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and 0 < x <= _I32_MAX
 
 
-def _fresh_ids(start: int, used: set[object]):  # type: ignore[no-untyped-def]
+def _fresh_ids(start: int, used: Container[object]) -> Iterator[int]:
     n = start
     while True:
         if n not in used:

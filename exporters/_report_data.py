@@ -55,7 +55,8 @@ class Waterfall:
 
 def _op_rows(names: list[str], dur_ms: np.ndarray, top: int) -> tuple[list[str], np.ndarray]:
     """Rows of the grouped waterfall: the `top` ops by total compile time, then "N other ops" for the rest."""
-    ops, inv = np.unique(np.array(names, dtype=object), return_inverse=True) if names else ([], np.zeros(0, int))
+    ops, inv = (np.unique(np.array(names, dtype=object), return_inverse=True) if names
+                else (np.zeros(0, object), np.zeros(0, int)))
     total = np.bincount(inv, weights=dur_ms, minlength=len(ops)) if len(names) else np.zeros(0)
     count = np.bincount(inv, minlength=len(ops)) if len(names) else np.zeros(0, int)
     order = np.argsort(-total, kind="stable")

@@ -50,7 +50,7 @@ def roofline(eff: dict[str, Any], lines: list[dict[str, Any]]) -> Figure | None:
     lo, hi = min(xs) / 4, max(xs) * 4
     if peak:
         bw = float(peak["memory_gb_per_s"]) / 1e3  # TB/s: TFLOP/s per FLOP/B
-        for prec, tf in sorted(peak["tflops"].items(), key=lambda kv: -kv[1]):
+        for _prec, tf in sorted(peak["tflops"].items(), key=lambda kv: -kv[1]):
             ridge = tf / bw
             lo, hi = min(lo, ridge / 8), max(hi, ridge * 8)
         grid = [lo * (hi / lo) ** (i / 60) for i in range(61)]

@@ -258,7 +258,7 @@ class _ChromeWriter:
     def _args(self, idx: np.ndarray) -> list[bytes]:
         """`,"args":{...}` for each args index (empty for -1): slices of the store's blob, no re-encoding."""
         store = self.t.args
-        blob, off = store._blob, store._offsets  # noqa: SLF001 - the exporter reads the raw JSON as it is
+        blob, off = store._blob, store._offsets  # the exporter reads the raw JSON as it is
         o = off.tolist()
         return [b',"args":' + blob[o[i]:o[i + 1]] if i >= 0 else b"" for i in idx.tolist()]
 

@@ -32,7 +32,6 @@ def job_json(doc: dict[str, Any]) -> bytes:
 
 def job_text(doc: dict[str, Any], *, source: str = "", width: int | None = None, color: bool = False) -> str:
     """Ranks table, failed sources (one line each), cross-rank findings and the command to open the ranks."""
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 

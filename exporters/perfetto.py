@@ -37,8 +37,16 @@ import orjson
 from neuron_prof.errors import ExportError
 from neuron_prof.exporters import _pftrace_wire as w
 from neuron_prof.exporters._pftrace_args import ArgsEncoder
-from neuron_prof.exporters._pftrace_layout import (Layout, lanes, plan, process_name, process_order, slice_order,
-                                                   track_name, track_order)
+from neuron_prof.exporters._pftrace_layout import (
+    Layout,
+    lanes,
+    plan,
+    process_name,
+    process_order,
+    slice_order,
+    track_name,
+    track_order,
+)
 from neuron_prof.model import Trace
 from neuron_prof.model.schema import FORMAT_VERSION, META_KEY, TrackKind
 
@@ -324,7 +332,7 @@ class _Writer:
                              w.Const(w.E_TYPE + b"\x02", n), uuid]
         out = w.interleave(segs, n)
         self._interned(name, cat)
-        self.f.write(memoryview(out.data))  # no copy of the chunk
+        self.f.write(memoryview(out.data))  # type: ignore[arg-type]  # no copy (numpy types __buffer__ for 3.12+)
 
     def _instants(self, rows: np.ndarray) -> None:
         it, n = self.t.instants, len(rows)
@@ -341,7 +349,7 @@ class _Writer:
         out = w.interleave([pkt_hdr, ts_m, w.Const(seq_flags, n), te_hdr, w.Const(w.E_TYPE + b"\x03", n), name_m,
                             uuid, cat_m, annots], n)
         self._interned(name, cat)
-        self.f.write(memoryview(out.data))  # no copy of the chunk
+        self.f.write(memoryview(out.data))  # type: ignore[arg-type]  # no copy (numpy types __buffer__ for 3.12+)
 
     def _counters(self, rows: np.ndarray) -> None:
         c, n = self.t.counters, len(rows)
@@ -362,7 +370,7 @@ class _Writer:
         pkt_hdr = w.varint_mat(ts_m.lens + len(seq) + te_hdr.lens + te_len, w.T_PACKET)
         out = w.interleave([pkt_hdr, ts_m, w.Const(seq, n), te_hdr, w.Const(w.E_TYPE + b"\x04", n), uuid, imat, dmat],
                            n)
-        self.f.write(memoryview(out.data))  # no copy of the chunk
+        self.f.write(memoryview(out.data))  # type: ignore[arg-type]  # no copy (numpy types __buffer__ for 3.12+)
 
     def _findings(self) -> None:
         """One instant per finding on the root "findings" track: name = title, args = the finding's fields."""

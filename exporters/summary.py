@@ -186,8 +186,6 @@ def summary_text(
     top: int = 10,
 ) -> str:
     """Totals, the ranked findings and the top ops as terminal text."""
-    from rich.console import Console
-    from rich.table import Table
     from rich.text import Text
 
     buf = io.StringIO()

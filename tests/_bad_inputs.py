@@ -7,7 +7,9 @@ import gzip
 import random
 from pathlib import Path
 
-from tests._builders import foreign_trace, kineto_event as _x, kineto_text as _kt
+from tests._builders import foreign_trace
+from tests._builders import kineto_event as _x
+from tests._builders import kineto_text as _kt
 
 HOSTILE = "a\x00b\x1b[31mred\x1b[0m\n[bold]x\x07\u2028y"
 """Control characters, terminal escapes, Rich markup and a line separator in one name."""

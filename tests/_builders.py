@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
     DebugAnnotation,
-    Trace as TraceProto,
     TracePacket,
     TrackEvent,
+)
+from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
+    Trace as TraceProto,
 )
 
 from neuron_prof.analysis import Finding
@@ -118,7 +120,7 @@ def kineto_seed_bytes() -> bytes:
 
 # ---- a .pftrace another tool would write -------------------------------------------------------------------
 FOREIGN_T0 = 1_790_000_000_000_000_000
-B, E, I, C = (TrackEvent.TYPE_SLICE_BEGIN, TrackEvent.TYPE_SLICE_END, TrackEvent.TYPE_INSTANT,
+B, E, I, C = (TrackEvent.TYPE_SLICE_BEGIN, TrackEvent.TYPE_SLICE_END, TrackEvent.TYPE_INSTANT,  # noqa: E741
               TrackEvent.TYPE_COUNTER)
 
 

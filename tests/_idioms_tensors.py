@@ -12,14 +12,13 @@ import torch.nn as nn
 
 from tests._idiom_kit import idiom, mlp, nodev, on, vals
 
-
 # ---------------------------------------------------------------- printing and formatting
 
 
 @idiom
 def format_float_scalar(dev: str) -> Any:
     loss = torch.tensor(1.234567, device=dev)
-    return [f"loss {loss:.4f}", f"{loss:>10.2e}", "{:.3f}".format(loss), f"{loss:.1%}"]
+    return [f"loss {loss:.4f}", f"{loss:>10.2e}", "{:.3f}".format(loss), f"{loss:.1%}"]  # noqa: UP032 - str.format is an idiom of its own
 
 
 @idiom

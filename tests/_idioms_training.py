@@ -3,9 +3,8 @@ torch.compile, DDP (see tests/_idioms.py)."""
 
 from __future__ import annotations
 
-import gc
-
 import copy
+import gc
 import io
 import os
 import pickle
@@ -18,7 +17,6 @@ import torch.nn.functional as F
 
 from tests import _idiom_kit as kit
 from tests._idiom_kit import idiom, mlp, on, vals
-
 
 # ---------------------------------------------------------------- modules, optimizers, training
 

@@ -6,6 +6,8 @@ Expected counts, bytes and times are computed from the workload itself, not from
 
 from __future__ import annotations
 
+from datetime import UTC
+
 import pytest
 import torch
 
@@ -129,12 +131,12 @@ def test_key_ops_match_whole_names_only() -> None:
 
 def test_dynamo_timestamps_in_every_documented_format(monkeypatch: pytest.MonkeyPatch) -> None:
     import time
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     monkeypatch.setenv("TZ", "Asia/Kolkata")  # UTC+05:30: a string read as UTC would be 5.5 h off
     time.tzset()
     try:
-        want = int(datetime(2026, 12, 1, 6, 30, 0, 250000, tzinfo=timezone.utc).timestamp() * 1e6)
+        want = int(datetime(2026, 12, 1, 6, 30, 0, 250000, tzinfo=UTC).timestamp() * 1e6)
         assert timestamp_us("20261201_120000_250000") == want  # local time, the documented string
         assert timestamp_us(want / 1e6) == timestamp_us(want // 1000) == timestamp_us(want) == want
         assert timestamp_us(want * 1000) == timestamp_us(str(want * 1000)) == want
@@ -219,7 +221,7 @@ def test_dynamo_metrics_phases_join_torch_compile(fake: fk.FakeNeuronx) -> None:
                             "torch_neuronx_compile_us": 33})
         time.sleep(0.001)
 
-    import torch._dynamo  # noqa: F401  (imported before the capture: its import is not what we test)
+    import torch._dynamo  # imported before the capture: its import is not what we test
 
     b, _ = profile_with(NeuronBackend(fake.module), work, with_stack=False)
     trace = b.build()

@@ -12,7 +12,6 @@ from pathlib import Path
 import orjson
 
 import neuron_prof
-from neuron_prof.model import TrackKind
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = """

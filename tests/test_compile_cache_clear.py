@@ -11,8 +11,8 @@ from typing import Any
 
 from neuron_prof.analysis import analyze
 from neuron_prof.backends.base import CaptureContext
-from neuron_prof.backends.probes.view import HostView
 from neuron_prof.backends.probes.compile_cache import CompileCacheProbe
+from neuron_prof.backends.probes.view import HostView
 from neuron_prof.model import Arg, Cat, KinetoCat, TraceBuilder, TrackKind
 from neuron_prof.model.schema import EventName
 

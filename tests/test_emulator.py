@@ -19,7 +19,6 @@ import torch
 from neuron_prof import emulator
 from neuron_prof.emulator import EmulatorConfig
 
-
 # The device is registered before the session's first backward (tests/conftest.py); see the marker.
 pytestmark = pytest.mark.emulator_inprocess
 

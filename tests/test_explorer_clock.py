@@ -89,7 +89,7 @@ def test_without_executions_first_ts_places_the_device_profile(tmp_path: Path) -
     secs, ns = divmod(host_first, 1_000_000_000)
     import datetime as dt
 
-    stamp = dt.datetime.fromtimestamp(secs, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S") + f".{ns:09d} +0000 UTC"
+    stamp = dt.datetime.fromtimestamp(secs, dt.UTC).strftime("%Y-%m-%d %H:%M:%S") + f".{ns:09d} +0000 UTC"
     meta = meta.set_column(meta.column_names.index("first_ts"), "first_ts", pa.array([stamp]))
     pq.write_table(meta, folder / "Metadata.parquet")
     tr = load(folder)

@@ -13,8 +13,8 @@ import pytest
 from neuron_prof.analysis import report
 from neuron_prof.cli import main
 from neuron_prof.loaders import load
-from neuron_prof.loaders.explorer.reader import EXPLORER_KEY
 from neuron_prof.loaders.explorer.copies import copy_hosts
+from neuron_prof.loaders.explorer.reader import EXPLORER_KEY
 from neuron_prof.model import TrackKind
 from tests.fakes.explorer_profile import PID, T0, TID, USER_FILE, Written, write_profile
 
@@ -127,8 +127,8 @@ def test_device_time_per_framework_op_source_line_and_host_op(profile) -> None:
 
 def test_a_run_wide_table_is_cut_to_one_process(tmp_path: Path) -> None:
     """``view -d RUN_DIR`` writes every process's system events into one table: a process's rows only."""
-    import pyarrow.parquet as pq
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
     a, b = tmp_path / "a", tmp_path / "b"
     write_profile(a, pid=PID)
@@ -187,8 +187,8 @@ def test_a_copy_to_host_is_a_sync_point_unless_a_probe_saw_it(profile) -> None:
 def test_every_line_that_launched_executions_has_their_device_time(profile) -> None:
     """System profile alone: each nc_exec_running's time goes to the call site of the host op that launched it
     (op -> runtime call -> execution), through the one call-site rule."""
-    from neuron_prof.loaders.explorer.reader import add_explorer
     from neuron_prof.loaders.explorer.capture import HostOps
+    from neuron_prof.loaders.explorer.reader import add_explorer
     from neuron_prof.model import TraceBuilder
     from neuron_prof.model.callsite import EXACT, STACK_LINES
 

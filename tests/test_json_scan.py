@@ -10,7 +10,6 @@ import random
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from neuron_prof.loaders.json import _read as _json_read

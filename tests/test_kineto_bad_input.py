@@ -18,8 +18,10 @@ from neuron_prof.errors import TraceFormatError, TraceLoadError
 from neuron_prof.loaders import load
 from neuron_prof.loaders.json.reader import load_kineto_json
 from neuron_prof.model import Meta, Trace
-
-from tests._builders import KINETO_BASE as BASE, kineto_event as _x, kineto_seed_bytes, kineto_text as _kineto_text
+from tests._builders import KINETO_BASE as BASE
+from tests._builders import kineto_event as _x
+from tests._builders import kineto_seed_bytes
+from tests._builders import kineto_text as _kineto_text
 
 
 def _write(tmp_path: Path, text: str | bytes, name: str = "t.json") -> Path:

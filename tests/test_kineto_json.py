@@ -283,7 +283,6 @@ def test_parallel_parse_gives_the_same_trace(tmp_path: Path, monkeypatch: pytest
     # GIVEN a generated Kineto trace and a copy of it written by our exporter (np_slice hints, own key)
     from bench.gen_trace import write
     from neuron_prof.exporters.chrome_json import write_chrome_json
-
     from tests._builders import assert_same
 
     src = write(20_000, tmp_path / "g.json")

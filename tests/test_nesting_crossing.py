@@ -11,8 +11,8 @@ import pytest
 
 import neuron_prof
 from neuron_prof.analysis.sites.nesting import ROUNDING_NS, nesting
-from neuron_prof.model.order import start_order
 from neuron_prof.model import TraceBuilder
+from neuron_prof.model.order import start_order
 
 
 def test_siblings_overlapping_by_rounding_are_siblings() -> None:

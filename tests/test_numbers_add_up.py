@@ -110,8 +110,8 @@ def test_severity_follows_cost() -> None:
 def test_demo_says_one_profiled_time(capsys: pytest.CaptureFixture[str]) -> None:
     """The demo's header and the summary below it give the same profiled time (the trace's wall time); the
     run's own length, profiler start and trace writing included, is said as such."""
-    from neuron_prof.demo.summary import print_summary
     from neuron_prof.demo._train import DemoResult
+    from neuron_prof.demo.summary import print_summary
     from tests._workload import Workload
 
     trace = Workload(True).build()

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from neuron_prof.cli._open_server import PERFETTO_ORIGIN, PERFETTO_PORT, TraceServer, json_size_estimate
 from neuron_prof.cli import main
 from neuron_prof.cli._open import JSON_WARN_BYTES, choose_file, size_warning
+from neuron_prof.cli._open_server import PERFETTO_ORIGIN, PERFETTO_PORT, TraceServer, json_size_estimate
 
 T = 5.0  # seconds: every socket operation and wait in this file is bounded by this
 

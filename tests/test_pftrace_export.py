@@ -14,7 +14,8 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import DebugAnnotation, Trace as TraceProto, TrackEvent
+from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import DebugAnnotation, TrackEvent
+from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace as TraceProto
 
 from neuron_prof.exporters import _pftrace_wire as w
 from neuron_prof.exporters._pftrace_args import ArgsEncoder

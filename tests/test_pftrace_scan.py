@@ -28,7 +28,7 @@ from tests._merge_ranks import SKEW, rank_with
 from tests.conftest import kineto_traces, pftrace_check, shared_kineto
 
 pytestmark = pytest.mark.skipif(_pftrace_scan._pfscan is None, reason="the compiled scanner is not built")
-B, E, I, C = TrackEvent.TYPE_SLICE_BEGIN, TrackEvent.TYPE_SLICE_END, TrackEvent.TYPE_INSTANT, TrackEvent.TYPE_COUNTER
+B, E, I, C = TrackEvent.TYPE_SLICE_BEGIN, TrackEvent.TYPE_SLICE_END, TrackEvent.TYPE_INSTANT, TrackEvent.TYPE_COUNTER  # noqa: E741
 
 
 def both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Trace, Trace]:
@@ -68,7 +68,7 @@ def test_exported_real_traces_same_either_way(src: Path, tmp_path: Path, monkeyp
     p = write_trace(t, tmp_path / "t.pftrace")
     calls = {"packet": 0, "frag": 0}
     for hook in calls:
-        def counted(self: Any, *a: Any, _f: Any = getattr(_pftrace_scan.Hooks, hook), _k: str = hook) -> Any:
+        def counted(self: Any, *a: Any, _f: Any = getattr(_pftrace_scan.Hooks, hook), _k: str = hook) -> Any:  # noqa: B008
             calls[_k] += 1
             return _f(self, *a)
         monkeypatch.setattr(_pftrace_scan.Hooks, hook, counted)

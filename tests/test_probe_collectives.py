@@ -91,7 +91,7 @@ def test_collective_events_have_correct_bytes(gloo_events: list[dict]) -> None:
     expected = [("all_reduce", 4000, 4000, "float32"), ("all_gather", 80, 160, "float64"),
                 ("broadcast", 56, 56, "int64"), ("all_gather_into_tensor", 12, 24, "float32"),
                 ("barrier", 0, 0, None), ("all_reduce", 20, 20, "float32")]
-    for rank, res in enumerate(gloo_events):
+    for res in gloo_events:
         assert res["ok"] and res["errors"] == []
         ev = res["events"]
         assert [(e["name"], e[Arg.BYTES_IN], e[Arg.BYTES_OUT], e.get(Arg.DTYPE)) for e in ev] == expected

@@ -202,7 +202,6 @@ def _pftrace_seeds() -> list[bytes]:
     import tempfile
 
     from neuron_prof.exporters import write_trace
-
     from tests.conftest import KINETO_DIR
     seeds = [foreign_trace()]
     src = KINETO_DIR / "triton_example_triton_example.json.gz"

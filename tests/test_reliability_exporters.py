@@ -15,8 +15,8 @@ import pytest
 import neuron_prof
 from neuron_prof.capture import CaptureWarning
 from neuron_prof.cli import main
-from tests.conftest import pftrace_check
 from tests._builders import json_complete_count, slice_names, tiny_model, train_step
+from tests.conftest import pftrace_check
 
 ENOSPC = os.strerror(errno.ENOSPC)
 

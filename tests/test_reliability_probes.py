@@ -41,10 +41,10 @@ def every_probe() -> list[Probe]:
     from neuron_prof.backends.probes.compile_cache import CompileCacheProbe
     from neuron_prof.backends.probes.cuda_trace import CudaTraceProbe
     from neuron_prof.backends.probes.device import KinetoDeviceLinkProbe
-    from neuron_prof.backends.probes.runtime_profile import RuntimeProfileProbe
     from neuron_prof.backends.probes.dtype import DtypeProbe
     from neuron_prof.backends.probes.fallback import DeepFallbackProbe, FallbackProbe
     from neuron_prof.backends.probes.memory import KinetoMemoryProbe, MemoryProbe
+    from neuron_prof.backends.probes.runtime_profile import RuntimeProfileProbe
     from neuron_prof.backends.probes.stalls import StallProbe
     from neuron_prof.backends.probes.sync import SyncProbe
 
@@ -136,7 +136,7 @@ def _reference_losses(steps: int) -> list[float]:
 
 
 @pytest.fixture(scope="module")
-def REF() -> list[float]:  # noqa: N802 - reads as the constant it stands for
+def REF() -> list[float]:  # reads as the constant it stands for
     """The unprofiled losses (computed when first needed: a backward at import time would start autograd's
     engine during collection, before the emulated device of other test modules can register)."""
     return _reference_losses(2)

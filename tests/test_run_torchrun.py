@@ -16,8 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from tests._torchrun_job import (DDP_SCRIPT, HANG_S, NEURON_PROF, TORCHRUN, ddp_job_fails, free_port, run_job,
-                                 torchrun, traces)
+from tests._torchrun_job import (
+    DDP_SCRIPT,
+    HANG_S,
+    NEURON_PROF,
+    TORCHRUN,
+    ddp_job_fails,
+    free_port,
+    run_job,
+    torchrun,
+    traces,
+)
 
 pytestmark = pytest.mark.skipif(not (NEURON_PROF.exists() and TORCHRUN.exists()),
                                 reason="needs the neuron-prof and torchrun console scripts beside python")

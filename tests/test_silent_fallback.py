@@ -13,8 +13,8 @@ import subprocess
 import sys
 import textwrap
 
-from neuron_prof.backends.probes.view import HostView
 from neuron_prof.backends.probes.fallback import BOXED, PYTHON, reconstruct
+from neuron_prof.backends.probes.view import HostView
 from neuron_prof.model import Arg, KinetoCat, TraceBuilder
 
 SCRIPT = textwrap.dedent('''

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import neuron_prof
-from neuron_prof.analysis.steps.inference import infer_steps, periodic_groups
 from neuron_prof.analysis.steps.boundaries import make_steps
+from neuron_prof.analysis.steps.inference import infer_steps, periodic_groups
 from neuron_prof.model import Trace, TraceBuilder, TrackKind
 from neuron_prof.model._tables import FlowTable
 from tests.conftest import KINETO_DIR

@@ -18,8 +18,8 @@ from neuron_prof.analysis import report
 from neuron_prof.tui._data import RankTable
 from neuron_prof.tui.app import NeuronProfApp
 from neuron_prof.tui.screens.help import HelpScreen
-from neuron_prof.tui.screens.pending import PendingScreen
 from neuron_prof.tui.screens.ops import OpsScreen
+from neuron_prof.tui.screens.pending import PendingScreen
 from neuron_prof.tui.views import VIEWS
 from neuron_prof.tui.widgets.bars import ViewBar
 from tests._demo_trace import COMPILE_OP, FALLBACK_SITE, demo_like_trace

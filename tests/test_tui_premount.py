@@ -14,12 +14,12 @@ from textual.worker import WorkerState
 
 from neuron_prof.tui.app import NeuronProfApp
 from neuron_prof.tui.screens.base import ViewScreen
+from neuron_prof.tui.views import VIEWS
 from neuron_prof.tui.widgets.bars import ViewBar
 from neuron_prof.tui.widgets.timeline import Timeline
-from neuron_prof.tui.views import VIEWS
 from neuron_prof.tui.widgets.virtual_table import VirtualTable
-from tests._tui_pilot import SIZE, ready, screen_text, table
 from tests._demo_trace import COMPILE_OP, demo_like_trace
+from tests._tui_pilot import SIZE, ready, screen_text, table
 
 
 async def settled(pilot, app: NeuronProfApp) -> None:  # type: ignore[no-untyped-def]

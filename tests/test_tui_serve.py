@@ -42,7 +42,7 @@ async def _read_until(
     while time.monotonic() < deadline:
         try:
             msg = await ws.receive(timeout=max(0.1, deadline - time.monotonic()))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         if msg.type == aiohttp.WSMsgType.BINARY:
             seen += ANSI.sub(b"", msg.data)

@@ -18,10 +18,9 @@ from pathlib import Path
 import pytest
 
 from neuron_prof.tui.app import NeuronProfApp
-from tests.conftest import KINETO_DIR
+from tests._demo_trace import LONG, demo_like_trace
 from tests._tui_pilot import ready
-from tests._demo_trace import demo_like_trace
-from tests._demo_trace import LONG
+from tests.conftest import KINETO_DIR
 
 SNAPSHOTS = Path(__file__).with_name("snapshots") / "tui"
 VIEWS = ("overview", "compile", "ops")

@@ -13,11 +13,11 @@ import pytest
 
 from neuron_prof.model import TraceBuilder
 from neuron_prof.tui.app import NeuronProfApp
-from neuron_prof.tui.views import VIEWS
 from neuron_prof.tui.screens.ops import OPS, CallsScreen
-from tests.conftest import KINETO_DIR
-from tests._tui_pilot import ready, screen_text, shown, table
+from neuron_prof.tui.views import VIEWS
 from tests._demo_trace import FALLBACK_SITE, LONG, MS, T0, demo_like_trace
+from tests._tui_pilot import ready, screen_text, shown, table
+from tests.conftest import KINETO_DIR
 
 SITES = ("train.py:42", "train.py:50", FALLBACK_SITE, "data.py:12")
 SIZES = [(80, 24), (160, 48)]

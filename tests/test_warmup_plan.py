@@ -58,7 +58,7 @@ def test_plan_is_python_listing_every_compiled_signature(proof: dict[str, object
               for c in __import__("neuron_prof.analysis", fromlist=["compiles"]).compiles(base, Context(base))
               if c.cache == "miss" and c.kind == "eager"}
     ns: dict[str, object] = {}
-    exec(compile(src, "warmup.py", "exec"), ns)  # noqa: S102  (the plan we just wrote)
+    exec(compile(src, "warmup.py", "exec"), ns)  # the plan we just wrote
     assert len(ns["EAGER"]) == len(misses) > 0  # type: ignore[arg-type]
     # the churned batch size gets the shape-churn finding's buckets, and the helper pads to them
     (buckets,) = ns["BUCKETS"].values()  # type: ignore[attr-defined]

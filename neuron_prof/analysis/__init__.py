@@ -13,25 +13,23 @@ own module and name that module in its kind's entry in `kinds.Kind` (every findi
 
 from __future__ import annotations
 
+from neuron_prof.analysis.baseline import MEMORY_GROWTH, StepRegression, baseline_violations, step_regression
 from neuron_prof.analysis.collectives.match import RankCollectives, collectives_by_source, match, pick_source
 from neuron_prof.analysis.collectives.rows import collective_rows, message_bytes
 from neuron_prof.analysis.collectives.rows import op_key as collective_key
+from neuron_prof.analysis.collectives.stragglers import LateArrivals, dominant_cause, findings_from, late_arrivals
+from neuron_prof.analysis.compare import diff, diff_reports
 from neuron_prof.analysis.compile.events import CompileGroup, compile_groups, compiles, signature_text
+from neuron_prof.analysis.compile.graphs import GraphCompiles, graph_compiles, graph_of
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.device.fallback import fallback_names, norm_op
-from neuron_prof.analysis.finding import COST_WARNING_SHARE, KINDS, SEVERITIES, Finding
-from neuron_prof.analysis.kinds import Family, ForeignKind, Kind, KindInfo, UnknownKind, in_family, info_of, of_family
-from neuron_prof.analysis.compare import diff, diff_reports
-from neuron_prof.analysis.baseline import MEMORY_GROWTH, StepRegression, baseline_violations, step_regression
-from neuron_prof.analysis.compile.graphs import GraphCompiles, graph_compiles, graph_of
-from neuron_prof.analysis.fmt import fit_site, fmt_bytes, fmt_evidence, fmt_ns, fmt_value, short_site, strip_site
 from neuron_prof.analysis.device.idle import device_label, device_rows
+from neuron_prof.analysis.finding import COST_WARNING_SHARE, KINDS, SEVERITIES, Finding
+from neuron_prof.analysis.fmt import fit_site, fmt_bytes, fmt_evidence, fmt_ns, fmt_value, short_site, strip_site
 from neuron_prof.analysis.intervals import merge as merge_intervals
-from neuron_prof.analysis.sites.lines import LineTable, device_ns_by_host_row, line_table, lines_json
-from neuron_prof.analysis.sites.nesting import Nesting, nesting
-from neuron_prof.analysis.partial import partial_line, partial_totals
+from neuron_prof.analysis.kinds import Family, ForeignKind, Kind, KindInfo, UnknownKind, in_family, info_of, of_family
 from neuron_prof.analysis.ops import OpTable, op_key, op_table
-from neuron_prof.analysis.registry import ANALYSES, register
+from neuron_prof.analysis.partial import partial_line, partial_totals
 from neuron_prof.analysis.pipeline import (
     Report,
     analyze,
@@ -42,12 +40,15 @@ from neuron_prof.analysis.pipeline import (
     report,
     sort_findings,
 )
+from neuron_prof.analysis.registry import ANALYSES, register
 from neuron_prof.analysis.sites.callsites import HostSites, Site, Sites, sites_of
+from neuron_prof.analysis.sites.lines import LineTable, device_ns_by_host_row, line_table, lines_json
+from neuron_prof.analysis.sites.nesting import Nesting, nesting
 from neuron_prof.analysis.sites.source import source_context, source_line
+from neuron_prof.analysis.steps.boundaries import find_steps
 from neuron_prof.analysis.steps.breakdown import PARTS as STEP_PARTS
 from neuron_prof.analysis.steps.breakdown import step_breakdown
-from neuron_prof.analysis.steps.boundaries import find_steps
-from neuron_prof.analysis.collectives.stragglers import LateArrivals, dominant_cause, findings_from, late_arrivals
+
 __all__ = [
     "overview",
     "COST_WARNING_SHARE",

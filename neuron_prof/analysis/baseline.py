@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.analysis.compare import appeared, compile_keys, fallback_keys, sync_keys
-from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.fmt import fmt_bytes, fmt_ns
+from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.pipeline import Report, report
 from neuron_prof.model import Trace
 
@@ -53,7 +53,7 @@ class StepRegression:
         return self.delta_ns > self.bound_ns
 
 
-def step_regression(base: Sequence[float], new: Sequence[float], *, rel: float = STEP_REL,
+def step_regression(base: Sequence[float] | np.ndarray, new: Sequence[float] | np.ndarray, *, rel: float = STEP_REL,
                     mads: float = STEP_MADS) -> StepRegression | None:
     """Compare two runs' steady step times (ns); None when either has fewer than MIN_STEPS steps."""
     b, n = np.asarray(base, dtype=np.float64), np.asarray(new, dtype=np.float64)

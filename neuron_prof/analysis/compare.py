@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.analysis.pipeline import Report, report
 from neuron_prof.analysis.compile.events import compiles
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.ops import op_table
+from neuron_prof.analysis.pipeline import Report, report
 from neuron_prof.model import Trace
 
 _TOTAL_KEYS = (

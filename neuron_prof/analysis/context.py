@@ -46,7 +46,8 @@ def _picker(
     of one document (for ``decode_lines``) and of a JSON array of them; and the getter of each key's value."""
     names = [f"k{i}" for i in range(len(keys))]
     struct = msgspec.defstruct("PickedArgs", [(n, Any, ABSENT) for n in names], rename=dict(zip(names, keys)))
-    return msgspec.json.Decoder(struct), msgspec.json.Decoder(list[struct]), tuple(attrgetter(n) for n in names)
+    many = list[struct]  # type: ignore[valid-type]  # a type made at run time
+    return msgspec.json.Decoder(struct), msgspec.json.Decoder(many), tuple(attrgetter(n) for n in names)
 
 
 def _decode_picked(args: ArgsStore, idx: np.ndarray, one: msgspec.json.Decoder[Any],

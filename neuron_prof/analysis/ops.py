@@ -44,7 +44,6 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.analysis.compile.spans import is_compile_span
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.sites.nesting import Nesting, nesting

@@ -70,7 +70,7 @@ def share_overlaps(trace: Trace, findings: list[Finding]) -> dict[str, Any]:
     ts, dur = trace.slices.ts_ns, trace.slices.dur_ns
     total = float(sum(f.share for f in findings if f.cost_ns))
     rows = [_rows(f, n) for f in findings]
-    overlaps = []
+    overlaps: list[dict[str, Any]] = []
     for i in range(len(findings)):
         if not findings[i].cost_ns or not len(rows[i]):
             continue

@@ -42,7 +42,7 @@ def _run(trace: Trace, ctx: Context) -> list[Finding]:
     for name, fn in ANALYSES.items():
         try:
             found.extend(fn(trace, ctx))
-        except Exception as e:  # an analysis bug must not hide the other findings
+        except Exception as e:  # noqa: BLE001 - an analysis bug must not hide the other findings
             found.append(
                 Finding(
                     kind=Kind.PROBE_ERROR,

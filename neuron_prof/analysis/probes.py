@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections import defaultdict
 
 from neuron_prof.analysis.context import Context
-from neuron_prof.analysis.finding import Finding
-from neuron_prof.analysis.kinds import Kind
-from neuron_prof.analysis.fmt import fmt_ns
-from neuron_prof.analysis.registry import register
 from neuron_prof.analysis.device.runqueue import MATERIAL, region_wait, runqueue, waited_text
+from neuron_prof.analysis.finding import Finding
+from neuron_prof.analysis.fmt import fmt_ns
+from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.ops import attribution
+from neuron_prof.analysis.registry import register
 from neuron_prof.model import Meta, Trace
 
 OVERHEAD_WARNING = 0.20

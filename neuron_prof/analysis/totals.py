@@ -11,13 +11,13 @@ import numpy as np
 
 from neuron_prof.analysis.collectives.rows import collective_rows
 from neuron_prof.analysis.context import Context
-from neuron_prof.analysis.device.profile import explorer_totals
-from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.device.idle import device_label, device_rows
-from neuron_prof.analysis.intervals import intersect_ns, merge, union_ns
-from neuron_prof.analysis.ops import op_table
+from neuron_prof.analysis.device.profile import explorer_totals
 from neuron_prof.analysis.device.runqueue import MATERIAL, region_wait, runqueue
 from neuron_prof.analysis.device.sync import RUNTIME_SYNC_NAMES
+from neuron_prof.analysis.intervals import intersect_ns, merge, union_ns
+from neuron_prof.analysis.ops import op_table
+from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.steps.breakdown import PARTS, step_breakdown
 from neuron_prof.analysis.steps.phases import step_phases
 from neuron_prof.model import Arg, Trace, TrackKind

@@ -174,7 +174,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         if name != _MODULE:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
-        loader = getattr(spec, "loader", None)
+        loader: Any = getattr(spec, "loader", None)
         if spec is None or loader is None or not hasattr(loader, "exec_module"):
             return spec
         then, exec_module = self.then, loader.exec_module

@@ -93,7 +93,7 @@ def _device(t: Any) -> str:
     return "" if d == "cpu" or d.startswith("cpu:") else d
 
 
-def classify(name: str, inputs: list[Any], tensor_type: type) -> list[tuple[str, str, list[int], str]]:
+def classify(name: str, inputs: list[Any], tensor_type: type[Any]) -> list[tuple[str, str, list[int], str]]:
     """(kind, what, shape, device) of what op `name` did with device data, from its recorded inputs."""
     base = name[6:] if name.startswith("aten::") else name
     tensors = [(i, x) for i, x in enumerate(inputs) if type(x) is tensor_type]
@@ -127,7 +127,7 @@ def classify(name: str, inputs: list[Any], tensor_type: type) -> list[tuple[str,
     if base in _PROMOTING:  # float32 (or lower) meeting float64 on the device: a new float64 tensor there
         f64 = [x for _, x in tensors if str(x.dtype) == "torch.float64" and _device(x)]
         if f64 and any(str(x.dtype) in _NARROWER and _device(x) for _, x in tensors):
-            out.append((FLOAT64, "promotion", list(max((x.sizes for _, x in tensors), key=len)), _device(f64[0])))
+            out.append((FLOAT64, "promotion", max((list(x.sizes) for _, x in tensors), key=len), _device(f64[0])))
         return out
     if base in _CONVERSIONS and tensors:
         x = tensors[0][1]
@@ -139,7 +139,7 @@ def classify(name: str, inputs: list[Any], tensor_type: type) -> list[tuple[str,
     return out
 
 
-def float64_inputs(inputs: list[Any], tensor_type: type) -> list[tuple[int, list[int], str]]:
+def float64_inputs(inputs: list[Any], tensor_type: type[Any]) -> list[tuple[int, list[int], str]]:
     """(identity, shape, device) of the float64 device tensors among an op's recorded inputs."""
     return [(int(x.impl_ptr), list(x.sizes), d) for x in inputs
             if type(x) is tensor_type and str(x.dtype) == "torch.float64" and (d := _device(x))]

@@ -22,6 +22,7 @@ op has line 0 (unknown) in its exact stack.
 from __future__ import annotations
 
 import sys
+import types
 import warnings
 from typing import Any
 
@@ -67,7 +68,8 @@ def _at_user_line(show: Any) -> Any:
 
     def showwarning(message: Any, category: Any, filename: str, lineno: int, *args: Any, **kwargs: Any) -> Any:
         if file_kind(filename) == HIDDEN:
-            f = sys._getframe(1)  # inside warnings.warn, under the forwarder: walk up to the user's frame
+            # inside warnings.warn, under the forwarder: walk up to the user's frame
+            f: types.FrameType | None = sys._getframe(1)
             while f is not None and (file_kind(f.f_code.co_filename) == HIDDEN
                                      or f.f_code.co_filename.endswith(("warnings.py", "<frozen warnings>"))):
                 f = f.f_back

@@ -25,15 +25,15 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from neuron_prof.backends.base import CaptureContext
 from neuron_prof.capture import _compile_quiet, _env, _outputs, _runtime
 from neuron_prof.capture._end_progress import EndProgress, wanted
 from neuron_prof.capture._report import CaptureWarning, dedup_errors, report_problems, user_stacklevel
-from neuron_prof.capture._session_metadata import session_metadata
 from neuron_prof.capture._runqueue import PROBE as RUNQUEUE_PROBE
 from neuron_prof.capture._runqueue import RunQueueSampler
+from neuron_prof.capture._session_metadata import session_metadata
 from neuron_prof.capture._signals import SignalGuard, defer_sigint
 from neuron_prof.formats import DEFAULT_OUTPUT
 from neuron_prof.model import Meta, TraceBuilder
@@ -162,7 +162,7 @@ class Session(contextlib.ContextDecorator):
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> bool:
+                 tb: TracebackType | None) -> Literal[False]:
         self._depth -= 1
         if self._depth > 0:
             return False
@@ -171,7 +171,7 @@ class Session(contextlib.ContextDecorator):
         elif issubclass(exc_type, KeyboardInterrupt):
             reason = "KeyboardInterrupt"
         elif issubclass(exc_type, SystemExit):
-            reason = f"SystemExit: {exc.code if exc is not None else ''}"
+            reason = f"SystemExit: {exc.code if isinstance(exc, SystemExit) else ''}"
         else:
             reason = f"exception: {exc_type.__name__}: {exc}"
             self._exit_site = traceback_site(tb).call_site
@@ -312,8 +312,13 @@ class Session(contextlib.ContextDecorator):
                host_usage=self.host_usage)
 
     def _make_profiler(self, backend_opts: dict[str, Any]) -> Any:
-        from neuron_prof.capture._kineto import (KinetoCollector, cycle_schedule, ends_cycles, make_schedule,
-                                                profiler_kwargs)
+        from neuron_prof.capture._kineto import (
+            KinetoCollector,
+            cycle_schedule,
+            ends_cycles,
+            make_schedule,
+            profiler_kwargs,
+        )
 
         out: list[Any] = []
 

@@ -30,8 +30,16 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from neuron_prof.capture._device_ops import (FIRST_USE, FLOAT64, USED_BEFORE, WATCH, DeviceOp, classify,
-                                             float64_inputs, user_call_name)
+from neuron_prof.capture._device_ops import (
+    FIRST_USE,
+    FLOAT64,
+    USED_BEFORE,
+    WATCH,
+    DeviceOp,
+    classify,
+    float64_inputs,
+    user_call_name,
+)
 from neuron_prof.model.callsite import HIDDEN, MODULE_PREFIX, USER, display_path, file_kind, format_frame
 
 CALL_STACK = "Call stack"
@@ -192,7 +200,7 @@ def own_header(path: str, line: int, func: str) -> bool:
         if code.startswith("@"):
             continue
         m = _DEF.match(code)
-        return bool(m) and m.group(1) == func and not (m.group(2) or "").strip()
+        return m is not None and m.group(1) == func and not (m.group(2) or "").strip()
     return False
 
 
@@ -358,7 +366,7 @@ class StackRewriter:
                 keep(e)
                 continue
             args = e.get("args")
-            ts = e.get("ts")
+            ts: Any = e.get("ts")
             # the walk's key: (start ns, name); Kineto writes ts in µs with ns decimals
             key = (base + round(ts * 1000), e.get("name", "")) \
                 if base is not None and type(ts) in (float, int) else None

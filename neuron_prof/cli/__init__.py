@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 import click
 
-from neuron_prof.version import __version__
 from neuron_prof.errors import NeuronProfError, OutOfMemoryError
 from neuron_prof.formats import CHROME_JSON, DEFAULT_OUTPUT, PFTRACE, suffix_list
+from neuron_prof.version import __version__
 
 COMMANDS: dict[str, tuple[str, str]] = {
     # name: (module, one-line help shown in `neuron-prof --help` without importing the module)

@@ -24,8 +24,7 @@ def violations(
     fail_on: str | None = None,
 ) -> list[str]:
     """One readable line per broken limit of Report `rep` (empty when all hold)."""
-    from neuron_prof.analysis import Kind, fallback_names, norm_op
-    from neuron_prof.analysis import strip_site
+    from neuron_prof.analysis import Kind, fallback_names, norm_op, strip_site
 
     t = rep.totals
     out = []

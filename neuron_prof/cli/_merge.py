@@ -125,7 +125,7 @@ def command(traces: tuple[str, ...], output: str, offsets: tuple[str, ...], skew
         click.echo(f"  rank {r}: {o.offset_ns / 1e6:+.3f} ms  [{o.method}, {o.matched} collectives, {unc}]{note}")
     for f in stragglers:
         click.echo(f"{Kind.STRAGGLER.info.label}: {f['title']}")
-    for f in merge.coverage:  # a rank with no trace, a rank that stopped early: said on every merge
-        info = info_of(f.kind)
-        click.echo(f"{info.label if info is not None else f.kind}: {f.title}")
+    for c in merge.coverage:  # a rank with no trace, a rank that stopped early: said on every merge
+        info = info_of(c.kind)
+        click.echo(f"{info.label if info is not None else c.kind}: {c.title}")
     return 0

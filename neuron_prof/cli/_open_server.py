@@ -91,7 +91,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     sys_version = ""
     timeout = 30  # an idle connection (a browser's preconnect) must not pin a thread forever
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: Any) -> None:  # the base class's name
         pass  # the CLI prints one line at the end instead of a log line per request
 
     def _record(self, status: int) -> None:
@@ -177,7 +177,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._refuse(status)
             return
         try:
-            f = open(self.server.file, "rb")  # noqa: SIM115 - closed below; the file may vanish meanwhile
+            f = open(self.server.file, "rb")  # closed below; the file may vanish meanwhile
         except OSError:
             self._refuse(HTTPStatus.NOT_FOUND)
             return

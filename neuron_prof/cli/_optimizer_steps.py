@@ -42,7 +42,7 @@ def _after_return(step: Any) -> Any:
         finally:
             _DEPTH.n = depth
         if depth == 0:
-            for mark in list(_MARKS):
+            for mark in list(_MARKS):  # noqa: PERF101 - a copy: a session may end on another thread meanwhile
                 mark()
         return out
 
@@ -51,7 +51,9 @@ def _after_return(step: Any) -> Any:
 
 
 def _subclasses(cls: type) -> list[type]:
-    out, todo = [], [cls]
+    out: list[type] = []
+    todo: list[type] = [cls]
+    sub: type
     while todo:
         for sub in todo.pop().__subclasses__():
             out.append(sub)

@@ -144,7 +144,7 @@ def _load_extension(cfg: EmulatorConfig) -> Any:
         return None
     try:
         return _ext_build.load()
-    except Exception as e:  # noqa: BLE001 - a compiler or build failure of any kind
+    except Exception as e:  # a compiler or build failure of any kind
         if impl == "extension":
             raise EmulatorError(f"the emulated device's C++ extension could not be built: {e}") from e
         import warnings

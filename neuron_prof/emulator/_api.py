@@ -21,8 +21,8 @@ import orjson
 from torch._C._profiler import _ExperimentalConfig
 
 from neuron_prof.emulator import _state
-from neuron_prof.emulator._runtime_capture import INSTANCE_ID
 from neuron_prof.emulator._dynamo_backend import get_dynamo_metrics, reset_dynamo_metrics
+from neuron_prof.emulator._runtime_capture import INSTANCE_ID
 
 
 def _rt() -> _state.Runtime:

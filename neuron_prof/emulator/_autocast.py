@@ -56,7 +56,8 @@ _FP32 = (
     "rsqrt",
     "erfinv",
 )
-_KEYSET = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)
+# AutocastPrivateUse1 is missing from torch's stub
+_KEYSET = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)  # type: ignore[attr-defined]
 
 
 def _cast(x: Any, frm: tuple[torch.dtype, ...], to: torch.dtype) -> Any:

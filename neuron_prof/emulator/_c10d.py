@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import _create_work_from_future
+from torch._C._distributed_c10d import _create_work_from_future  # type: ignore[attr-defined]  # not in the stub
 
 from neuron_prof.emulator import _state
 from neuron_prof.emulator._operands import device_index, host_of, is_device
@@ -96,11 +96,11 @@ class NeuronProcessGroup(dist.ProcessGroup):
     """Collectives for device "neuron" (and plain CPU tensors), computed by gloo on the host values."""
 
     def __init__(self, store: Any, rank: int, size: int, timeout: timedelta) -> None:
-        super().__init__(rank, size)
+        super().__init__(rank, size)  # type: ignore[call-arg]  # the Python-backend constructor, not in the stub
         self._rank, self._size = rank, size
         self._gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
 
-    def getBackendName(self) -> str:  # noqa: N802 - the c10d name
+    def getBackendName(self) -> str:  # the c10d name
         return "neuron"
 
     def size(self) -> int:
@@ -140,16 +140,16 @@ class NeuronProcessGroup(dist.ProcessGroup):
     def allgather(self, output_tensors: Any, input_tensors: Any, opts: Any) -> Any:
         return self._run("allgather", 0, 1.0, output_tensors, input_tensors, opts)
 
-    def _allgather_base(self, output: Any, input: Any, opts: Any) -> Any:  # noqa: A002
+    def _allgather_base(self, output: Any, input: Any, opts: Any) -> Any:
         return self._run("_allgather_base", 0, 1.0, output, input, opts)
 
-    def all_gather_single(self, output: Any, input: Any, opts: Any) -> Any:  # noqa: A002
+    def all_gather_single(self, output: Any, input: Any, opts: Any) -> Any:
         return self._run("_allgather_base", 0, 1.0, output, input, opts)
 
-    def reduce_scatter_single(self, output: Any, input: Any, opts: Any) -> Any:  # noqa: A002
+    def reduce_scatter_single(self, output: Any, input: Any, opts: Any) -> Any:
         return self._run("_reduce_scatter_base", 0, 1.0, output, input, opts)
 
-    def all_to_all_single(self, output: Any, input: Any, out_splits: Any, in_splits: Any, opts: Any) -> Any:  # noqa: A002
+    def all_to_all_single(self, output: Any, input: Any, out_splits: Any, in_splits: Any, opts: Any) -> Any:
         return self._run("alltoall_base", 0, 1.0, output, input, out_splits, in_splits, opts)
 
     def allgather_coalesced(self, output_lists: Any, input_list: Any, opts: Any) -> Any:
@@ -164,10 +164,10 @@ class NeuronProcessGroup(dist.ProcessGroup):
     def reduce_scatter(self, output_tensors: Any, input_lists: Any, opts: Any) -> Any:
         return self._run("reduce_scatter", 0, 1.0, output_tensors, input_lists, opts)
 
-    def _reduce_scatter_base(self, output: Any, input: Any, opts: Any) -> Any:  # noqa: A002
+    def _reduce_scatter_base(self, output: Any, input: Any, opts: Any) -> Any:
         return self._run("_reduce_scatter_base", 0, 1.0, output, input, opts)
 
-    def alltoall_base(self, output: Any, input: Any, out_splits: Any, in_splits: Any, opts: Any) -> Any:  # noqa: A002
+    def alltoall_base(self, output: Any, input: Any, out_splits: Any, in_splits: Any, opts: Any) -> Any:
         return self._run("alltoall_base", 0, 1.0, output, input, out_splits, in_splits, opts)
 
     def alltoall(self, output_tensors: Any, input_tensors: Any, opts: Any) -> Any:
@@ -180,7 +180,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
         return self._run("scatter", 0, 1.0, output_tensors, input_lists, opts)
 
     def barrier(self, opts: Any = None) -> Any:
-        self._gloo.barrier(opts).wait() if opts is not None else self._gloo.barrier().wait()
+        gloo: Any = self._gloo  # the stub's Backend has no barrier; gloo's has
+        gloo.barrier(opts).wait() if opts is not None else gloo.barrier().wait()
         return _done(None)
 
 

@@ -192,7 +192,7 @@ def _allow_pageable_pin_memory() -> None:
             return self
 
     pin_memory._neuron_pageable = True  # type: ignore[attr-defined]
-    torch.Tensor.pin_memory = pin_memory  # type: ignore[method-assign]
+    torch.Tensor.pin_memory = pin_memory  # type: ignore[method-assign,assignment]
 
 
 def _refuse_device_storage(obj: Any, location: str) -> None:

@@ -17,16 +17,15 @@ from __future__ import annotations
 import functools
 import sys
 import time
+import types
 import warnings
 from typing import Any, NamedTuple
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorDeviceMismatchError, UnsupportedOperatorException
 
-from neuron_prof.emulator import _state
-from neuron_prof.model.callsite import USER, file_kind
+from neuron_prof.emulator import _operands, _state
 from neuron_prof.emulator._fallback import run_on_host
-from neuron_prof.emulator import _operands
 from neuron_prof.emulator._operands import (
     Unwrapped,
     demote_f64,
@@ -48,6 +47,7 @@ from neuron_prof.emulator._timing import (
     device_duration_ns,
     op_cost,
 )
+from neuron_prof.model.callsite import USER, file_kind
 
 aten = torch.ops.aten
 _TO_COPY = aten._to_copy.default
@@ -152,7 +152,8 @@ def _warn_f64(name: str, dev: int) -> None:
 def _user_level() -> int | None:
     """The stacklevel of the first frame of the user's code (a warning is about the user's statement); None
     when the user's code is not on this thread's stack (library frames never name the user's statement)."""
-    f, level = sys._getframe(1), 1
+    f: types.FrameType | None = sys._getframe(1)
+    level = 1
     while f is not None and file_kind(f.f_code.co_filename) != USER:
         f, level = f.f_back, level + 1
     return level if f is not None else None

@@ -17,10 +17,10 @@ import logging
 import sys
 import threading
 import time
-from datetime import datetime
 import types
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import torch
@@ -93,7 +93,7 @@ def _estimate_graph_ns(gm: torch.fx.GraphModule) -> int:
         outs = [v for v in (val if isinstance(val, (list, tuple)) else [val]) if isinstance(v, torch.Tensor)]
         try:
             flops, nbytes, matrix, lowp = op_cost(node.target.__name__.split(".")[0], ins, outs)
-        except Exception:  # a symbolic or exotic meta value: count it as free rather than fail the compile
+        except Exception:  # noqa: BLE001 - a symbolic or exotic meta value: count it as free rather than fail the compile
             continue
         total += device_duration_ns(cfg, flops, nbytes, matrix, lowp, launch_us=0.0)
     return total

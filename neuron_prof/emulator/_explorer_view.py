@@ -240,7 +240,7 @@ def _system(o: _Out, cap: Path, next_id: list[int]) -> list[str]:
 def _iso(ns: int) -> str:
     import datetime
 
-    return datetime.datetime.fromtimestamp(ns / 1e9, datetime.timezone.utc).isoformat()
+    return datetime.datetime.fromtimestamp(ns / 1e9, datetime.UTC).isoformat()
 
 
 def _event(name: str, start: int, end: int, src: str, tid: int, core: int | None, flow: list[str] | None,

@@ -108,7 +108,7 @@ def _conv(*args: Any) -> Any:
     return execute(aten.convolution.default, args, {})
 
 
-def _conv_backward(grad_output: Any, input: Any, weight: Any, stride: Any, padding: Any,  # noqa: A002
+def _conv_backward(grad_output: Any, input: Any, weight: Any, stride: Any, padding: Any,
                    dilation: Any, transposed: bool, output_padding: Any, groups: int, output_mask: Any) -> Any:
     """aten::convolution_backward_overrideable: aten::convolution_backward, which also takes the bias's
     size (the output channels: weight's dim 0, or dim 1 times groups when transposed)."""
@@ -141,7 +141,8 @@ class _DeviceGuard(torch._C._acc.DeviceGuard):
     # The guard's device type, as a C callable: torch calls it from C++ around device ops, and a Python
     # frame there would be one more frame per op and one Dynamo tries to compile when it runs inside a
     # torch.compile'd function (it showed as a compile of a frame named "type_").
-    type_ = itertools.repeat(torch._C._autograd.DeviceType.PrivateUse1).__next__
+    # (torch's stub leaves DeviceType out of what type_ returns)
+    type_ = itertools.repeat(torch._C._autograd.DeviceType.PrivateUse1).__next__  # type: ignore[assignment]
 
 
 class _DeviceContext:

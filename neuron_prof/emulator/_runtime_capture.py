@@ -32,8 +32,8 @@ import orjson
 
 from neuron_prof.emulator import _state
 from neuron_prof.emulator._config import DEFAULT_NEFF_CACHE_DIR
-from neuron_prof.emulator.profiling.host_usage import HostSampler
 from neuron_prof.emulator._timing import KIND_NAMES
+from neuron_prof.emulator.profiling.host_usage import HostSampler
 
 INSTANCE_ID = "i-0emulated"
 INSTANCE_TYPE = "trn2.48xlarge"
@@ -158,7 +158,8 @@ def neff_name(op: str) -> str:
 
 def _npz(path: Path, **arrays: Any) -> None:
     buf = io.BytesIO()
-    np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})
+    # mypy matches the ** to savez's allow_pickle: bool
+    np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})  # type: ignore[arg-type]
     path.write_bytes(buf.getvalue())
 
 

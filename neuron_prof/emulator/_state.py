@@ -9,7 +9,7 @@ from typing import Any
 from neuron_prof.emulator._compile_cache import CompileCache
 from neuron_prof.emulator._config import EmulatorConfig
 from neuron_prof.emulator._groundtruth import GroundTruth
-from neuron_prof.emulator._memory import DeviceMemory
+from neuron_prof.emulator._memory import DeviceMemory, ExtMemory
 from neuron_prof.emulator._timing import Activity, DeviceClock, HardwareClock
 
 
@@ -34,7 +34,7 @@ class Runtime:
         """The runtime's capture while torch.profiler runs with a Neuron config (`_runtime_capture.Capture`)."""
         self.last_capture: Any = None
         """The last capture written (``NeuronProfiler.export_trace`` puts trace.json and the mapping there)."""
-        self.memory = [
+        self.memory: list[DeviceMemory | ExtMemory] = [
             DeviceMemory(i, cfg.memory_capacity_bytes, cfg.reserve_granularity_bytes)
             for i in range(cfg.num_devices)
         ]

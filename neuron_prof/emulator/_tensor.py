@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from neuron_prof.emulator import _state
+from neuron_prof.emulator._memory import DeviceMemory
 
 _DEVICES: list[torch.device] = []
 _execute: Any = None
@@ -64,13 +65,16 @@ class NeuronTensor(torch.Tensor):
         # Fake/functional tensors appear while torch.compile traces: they own no device memory.
         if type(elem) is torch.Tensor and _state.RUNTIME is not None:
             st = elem.untyped_storage()
-            _state.RUNTIME.memory[dev].track(elem, st.data_ptr(), st.nbytes())
+            mem = _state.RUNTIME.memory[dev]
+            assert isinstance(mem, DeviceMemory)  # this device keeps its own books (ExtMemory: the C++ device's)
+            mem.track(elem, st.data_ptr(), st.nbytes())
         return r
 
-    __torch_function__ = torch._C._disabled_torch_function_impl
+    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]  # torch's idiom
 
-    @classmethod
-    def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+    @classmethod  # the signature torch calls (its stub drops `func`)
+    def __torch_dispatch__(  # type: ignore[override]
+            cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         return _execute(func, args, kwargs or {})
 
     def __tensor_flatten__(self) -> tuple[list[str], int]:
@@ -141,7 +145,7 @@ class NeuronTensor(torch.Tensor):
             )
         return self.cpu().numpy()
 
-    def __repr__(self, *, tensor_contents: Any = None) -> str:
+    def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]  # Tensor's, typed
         if type(self._elem) is not torch.Tensor:
             # fake / functional while torch.compile traces (AOTAutograd's structured trace log prints its
             # metadata): there are no values to read, and reading them would fail the compile

@@ -57,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _view(run: Path, fmt: str, output_file: str | None, device: bool, system: bool = True) -> int:
-    from neuron_prof.emulator.profiling.explorer_outputs import summary_json, write_perfetto
     from neuron_prof.emulator._explorer_view import captures, process
+    from neuron_prof.emulator.profiling.explorer_outputs import summary_json, write_perfetto
 
     if not captures(run):
         print(f"{COMMAND}: no runtime capture under {run}", file=sys.stderr)

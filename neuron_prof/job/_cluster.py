@@ -106,7 +106,7 @@ class InProcessRunner:
         for i, a in enumerate(args):
             try:
                 r = TaskResult(fn(*a))
-            except Exception as e:  # one rank's failure is one line of the report
+            except Exception as e:  # noqa: BLE001 - one rank's failure is one line of the report
                 r = TaskResult(error=error_line(e))
             out.append(r)
             if on_done is not None:

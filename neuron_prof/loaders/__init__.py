@@ -18,8 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from neuron_prof.errors import TraceLoadError
-from neuron_prof.formats import (CHROME_JSON, EXPLORER, EXPLORER_PFTRACE, GZIP_MAGIC, PFTRACE, TraceFormat, detect,
-                                 sniff)
+from neuron_prof.formats import CHROME_JSON, EXPLORER, EXPLORER_PFTRACE, GZIP_MAGIC, PFTRACE, TraceFormat, detect, sniff
 from neuron_prof.model import Trace
 
 __all__ = ["json_ingest_path", "load", "reader_for"]

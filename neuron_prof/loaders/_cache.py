@@ -147,7 +147,7 @@ def _write(path: Path, fill: Callable[[Path], None], swallow: bool = True) -> Pa
             _remove(old)
         os.replace(tmp, path)
         return path
-    except Exception as e:  # noqa: BLE001 - the index is an optimisation unless the caller needs it
+    except Exception as e:  # the index is an optimisation unless the caller needs it
         if tmp is not None:
             _remove(tmp)
         if swallow or isinstance(e, OSError):

@@ -21,10 +21,20 @@ from typing import Any, BinaryIO
 import numpy as np
 import orjson
 
-from neuron_prof.model import ArgsStore, Process, StringTable, Trace, Track
-from neuron_prof.model import CounterTable, FlowTable, InstantTable, SliceTable
+from neuron_prof.model import (
+    ArgsStore,
+    CounterTable,
+    FlowTable,
+    InstantTable,
+    Process,
+    SliceTable,
+    StringTable,
+    Trace,
+    Track,
+)
 
-TABLES = {"slices": SliceTable, "instants": InstantTable, "counters": CounterTable, "flows": FlowTable}
+TABLES: dict[str, type[SliceTable | InstantTable | CounterTable | FlowTable]] = {
+    "slices": SliceTable, "instants": InstantTable, "counters": CounterTable, "flows": FlowTable}
 HEAD = "head"
 ARGS = "args.bin"
 STRINGS = "strings.bin"
@@ -46,7 +56,7 @@ class ColumnWriter:
         """Append `values` (an array, or bytes for args.bin / strings.bin) to column `name`."""
         f = self._files.get(name)
         if f is None:
-            f = self._files[name] = open(self.folder / name, "wb")  # noqa: SIM115 - closed in close()
+            f = self._files[name] = open(self.folder / name, "wb")  # closed in close()
             self._rows[name] = 0
         if isinstance(values, (bytes, bytearray, memoryview)):
             f.write(values)
@@ -57,13 +67,13 @@ class ColumnWriter:
         self._dtypes.setdefault(name, a.dtype.str)
         if a.dtype.str != self._dtypes[name]:
             a = a.astype(self._dtypes[name])
-        f.write(memoryview(a).cast("B"))
+        f.write(a.data.cast("B"))
         self._rows[name] += len(a)
 
     def declare(self, name: str, dtype: Any) -> None:
         """Make column `name` exist (empty) with `dtype` even when nothing is appended."""
         if name not in self._files:
-            self._files[name] = open(self.folder / name, "wb")  # noqa: SIM115 - closed in close()
+            self._files[name] = open(self.folder / name, "wb")  # closed in close()
             self._rows[name] = 0
             self._dtypes[name] = np.dtype(dtype).str
 
@@ -151,7 +161,8 @@ def read_trace(folder: Path, head: dict[str, Any] | None = None) -> Trace:
     starts = ends - lens
     strings = StringTable(blob[a:b].decode("utf-8", "surrogatepass")
                           for a, b in zip(starts[1:].tolist(), ends[1:].tolist()))
-    tables = {t: cls(**{c: column(folder, head, f"{t}.{c}") for c in cls.DTYPES}) for t, cls in TABLES.items()}
+    tables: dict[str, Any] = {t: cls(**{c: column(folder, head, f"{t}.{c}") for c in cls.DTYPES})
+                              for t, cls in TABLES.items()}
     return Trace(strings=strings, processes=tuple(Process(**p) for p in head["processes"]),
                  tracks=tuple(Track(**t) for t in head["tracks"]),
                  args=ArgsStore(_blob(folder / ARGS), column(folder, head, "args_off")),  # type: ignore[arg-type]

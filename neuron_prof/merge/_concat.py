@@ -7,8 +7,18 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.model import ArgsStore, Meta, Process, StringTable, Trace, Track
-from neuron_prof.model import CounterTable, FlowTable, InstantTable, SliceTable
+from neuron_prof.model import (
+    ArgsStore,
+    CounterTable,
+    FlowTable,
+    InstantTable,
+    Meta,
+    Process,
+    SliceTable,
+    StringTable,
+    Trace,
+    Track,
+)
 
 PID_STRIDE = 10_000_000
 """Merged pid = rank * PID_STRIDE + original pid (Linux pids stay below 2**22)."""

@@ -122,8 +122,7 @@ class StreamingMerge(Generic[Src]):
 
     def segments(self) -> Iterator[RankSegment]:
         """Pass 2: each rank loaded again, aligned, analysed (when asked) and yielded; fills `findings`."""
-        from neuron_prof.analysis import analyze, sort_findings
-        from neuron_prof.analysis import dominant_cause, findings_from
+        from neuron_prof.analysis import analyze, dominant_cause, findings_from, sort_findings
 
         plan, causes = self.plan, {}
         found: list[Finding] = []

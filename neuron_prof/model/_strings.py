@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 
 class StringTable:
@@ -34,6 +34,9 @@ class StringTable:
 
     def __len__(self) -> int:
         return len(self._strings)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._strings)
 
     def __contains__(self, s: object) -> bool:
         return s in self._ids

@@ -119,6 +119,6 @@ def _check(table: object) -> None:
         _freeze(a)
 
 
-def empty_table(cls: type) -> object:
+def empty_table(cls: type[SliceTable | InstantTable | CounterTable | FlowTable]) -> object:
     """An empty table of class `cls`."""
     return cls(**{k: np.zeros(0, dtype=v) for k, v in cls.DTYPES.items()})

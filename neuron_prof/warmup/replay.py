@@ -153,7 +153,7 @@ def run(eager: Sequence[dict[str, Any]], graphs: Sequence[dict[str, Any]], devic
         if fn is None:
             continue
         shapes = g.get("input_shapes") or []
-        calls = [(s,) for s in g.get("sizes") or []] or [
+        calls: list[tuple[Any, ...]] = [(s,) for s in g.get("sizes") or []] or [
             tuple(inputs.get(s, torch.float32) for s in shapes)]
         for args in calls:
             try:

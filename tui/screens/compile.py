@@ -50,7 +50,7 @@ class CompileScreen(ViewScreen):
         yield Detail(id="detail")
 
     @property
-    def tree(self) -> TreeTable:
+    def tree(self) -> TreeTable:  # type: ignore[override]  # DOMNode.tree: a debug view of the DOM
         assert isinstance(self.table, TreeTable)
         return self.table
 

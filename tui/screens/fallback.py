@@ -66,11 +66,11 @@ def fallback_table(trace: Trace, findings: Sequence[Finding] = (), ctx: Context 
     vals = list(groups.values())
     total = np.array([g["total"] for g in vals], dtype=np.int64)
     chains, names = [], []
-    for site, op in groups:
-        f = found.get((site, op))
+    for at, op in groups:
+        f = found.get((at, op))
         via = [str(x) for x in f.evidence.get("called_as") or ()] if f is not None else []
         chains.append([*via, op])
-        names.append(" ".join([site, op, *via, *sorted(fallback_names(f) if f else {norm_op(op)})]))
+        names.append(" ".join([at, op, *via, *sorted(fallback_names(f) if f else {norm_op(op)})]))
     t: Table = {
         "call_site": objects([k[0] for k in groups]),
         "name": objects([k[1] for k in groups]),

@@ -3,7 +3,7 @@ recorded runs of the same script (run history) and the findings by cost."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -189,14 +189,14 @@ def history_line(runs: list[dict[str, Any]], room: int) -> Text | None:
     return t
 
 
-def step_mix(steps: list[dict[str, object]], bar: int) -> Text | None:
+def step_mix(steps: Sequence[Mapping[str, Any]], bar: int) -> Text | None:
     """One stacked bar of the mean steady step (all steps when none is steady): each exclusive part of the
     step as a run of cells in its colour, then the parts with their times (`b` draws every step's). None
     without steps."""
     if not steps:
         return None
     pick = [s for s in steps if not s.get("warmup")] or steps
-    mean = {k: sum(int(s["parts"][k]) for s in pick) / len(pick)  # type: ignore[index]
+    mean = {k: sum(int(s["parts"][k]) for s in pick) / len(pick)
             for k in STEP_PART_STYLE}
     total = sum(mean.values())
     t = Text()

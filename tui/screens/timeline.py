@@ -183,7 +183,7 @@ class TimelineScreen(ViewScreen):
         if not len(self.matches):
             return
         _, cur = self.timeline.selected()
-        at = np.flatnonzero(self.matches == cur) if cur >= 0 and not inclusive else ()
+        at = np.flatnonzero(self.matches == cur) if cur >= 0 and not inclusive else np.zeros(0, np.int64)
         if len(at):
             k = int(at[0]) + direction
         else:

@@ -107,6 +107,7 @@ class FlamePainter:
         styles: list[Style | None] = [None] * width
         prev_end, alt = -1, False
         arrivals = set(flow_cells)
+        st: Style | None
         for a, b, key in runs(cells):
             if key >= 0:
                 alt = (not alt) if prev_end == a else False

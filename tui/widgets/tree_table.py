@@ -127,7 +127,7 @@ class TreeTable(VirtualTable):
         else:
             self.expand(g)
 
-    def expand(self, group: int) -> None:
+    def expand(self, group: int) -> None:  # type: ignore[override]  # Widget.expand: unread by ScrollView
         """Show the members of `group`, keeping the cursor on the row it was on."""
         if group >= 0 and len(self.members(group)):
             self.expanded.add(group)

@@ -83,7 +83,7 @@ class VirtualTable(ScrollView, can_focus=True):
         self.queries = queries or (lambda q: (q,))
         """The texts a filter query stands for (a row matches when its filter text contains one)."""
         self.data: dict[str, np.ndarray] = {}
-        self.order = np.zeros(0, dtype=np.int64)
+        self.order: np.ndarray = np.zeros(0, dtype=np.int64)
         """Data rows in display order (after sort and filter)."""
         self.cursor = 0
         """Position in `order` of the highlighted row."""

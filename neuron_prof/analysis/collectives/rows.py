@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.analysis.context import Context
-from neuron_prof.analysis.finding import Finding
-from neuron_prof.analysis.kinds import Kind
-from neuron_prof.analysis.fmt import fmt_ns
 from neuron_prof.analysis.device.idle import device_rows
+from neuron_prof.analysis.finding import Finding
+from neuron_prof.analysis.fmt import fmt_ns
 from neuron_prof.analysis.intervals import merge, union_ns
+from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.registry import register
 from neuron_prof.analysis.sites.callsites import sites_of
 from neuron_prof.model import Arg, ProcessKind, Trace, TrackKind

@@ -39,19 +39,19 @@ def _overlap(trace: Trace, rows: np.ndarray, t0: int, t1: int) -> np.ndarray:
 def _cause(trace: Trace, rank: int, t0: int, t1: int) -> dict[str, object]:
     """What `rank` spent [t0, t1] on: a probe event kind, data loading, or its longest host op."""
     procs = {i for i, p in enumerate(trace.processes) if (p.rank or 0) == rank}
-    best: dict[str, object] = {"cause": "host work", "detail": "", "ns": 0}
+    best: dict[str, Any] = {"cause": "host work", "detail": "", "ns": 0}
     for kind, label in _CAUSE_KINDS:
         tids = [i for i, t in enumerate(trace.tracks) if t.kind == kind and t.process in procs]
         rows = np.flatnonzero(np.isin(trace.slices.track, tids))
         if not len(rows):
             continue
         ov = _overlap(trace, rows, t0, t1)
-        if ov.sum() > int(best["ns"]):  # type: ignore[arg-type]
+        if ov.sum() > int(best["ns"]):
             top = int(rows[np.argmax(ov)])
             a = trace.slice_args(top)
             best = {"cause": label, "detail": trace.slice_name(top), "ns": int(ov.sum()),
                     "call_site": a.get("call_site", ""), "module": a.get("module", "")}
-    if int(best["ns"]) > 0.2 * (t1 - t0):  # type: ignore[arg-type]
+    if int(best["ns"]) > 0.2 * (t1 - t0):
         return best
     tids = [i for i, t in enumerate(trace.tracks) if t.kind == TrackKind.THREAD and t.process in procs]
     rows = np.flatnonzero(np.isin(trace.slices.track, tids))

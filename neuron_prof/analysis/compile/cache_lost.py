@@ -20,9 +20,9 @@ from neuron_prof.analysis.compile.events import (
 )
 from neuron_prof.analysis.context import Context, severity_for
 from neuron_prof.analysis.finding import Finding
-from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.fmt import fmt_ns
 from neuron_prof.analysis.intervals import union_ns
+from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.registry import register
 from neuron_prof.model import Arg, Trace, TrackKind
 from neuron_prof.model.schema import EventName

@@ -15,13 +15,13 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.analysis.compile.buckets import ShapePlan, choose_plan, min_waste_table, plan_shapes
-from neuron_prof.analysis.compile.events import _CID, _Compile, _top_site, compiles
 from neuron_prof.analysis.compile.churn_source import creation_site, frame_creation_site
+from neuron_prof.analysis.compile.events import _CID, _Compile, _top_site, compiles
+from neuron_prof.analysis.compile.shapes import parse_reason, shapes_of, varying_dims
 from neuron_prof.analysis.context import Context, severity_for
 from neuron_prof.analysis.finding import Finding
 from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.registry import register
-from neuron_prof.analysis.compile.shapes import parse_reason, shapes_of, varying_dims
 from neuron_prof.analysis.sites.callsites import Site
 from neuron_prof.model import Trace, TrackKind
 
@@ -211,8 +211,8 @@ def shape_churn(trace: Trace, ctx: Context) -> list[Finding]:
     eager_found, keys = _eager_churn(trace, ctx, eager)
     # a graph and the eager ops around it that took the same sizes: one cause (the input that varies)
     keys += [(("ratio", *(round(v / f.evidence["values"][0], 6) for v in f.evidence["values"])),) for f in out]
-    found = eager_found + out
-    return [_merge(ctx, [found[i] for i in members]) for members in _connected(keys)]
+    findings = eager_found + out
+    return [_merge(ctx, [findings[i] for i in members]) for members in _connected(keys)]
 
 
 def _eager_churn(trace: Trace, ctx: Context, eager: dict[tuple[str, str, str], list[_Compile]]

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.analysis.compile.events import _Compile
-from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.compile.shapes import shapes_of
+from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.sites.callsites import NO_STACK, Site, sites_of
 from neuron_prof.model import KinetoCat, TrackKind
 from neuron_prof.model.callsite import USER, file_kind, parse_frame

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.compile.shapes import shapes_of
+from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.fmt import brief_shapes
 from neuron_prof.analysis.sites.callsites import sites_of
 from neuron_prof.analysis.steps.evaluation import EvalPass, evaluation_passes, pass_at

@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.analysis.sites.backward import backward_of
 from neuron_prof.analysis.compile.events import _Compile, compiles, signature_text
 from neuron_prof.analysis.context import Context
-from neuron_prof.analysis.sites.host import host_nesting, host_stack_at
 from neuron_prof.analysis.intervals import union_ns
+from neuron_prof.analysis.sites.backward import backward_of
+from neuron_prof.analysis.sites.host import host_nesting, host_stack_at
 from neuron_prof.model import Trace
 
 REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
@@ -137,7 +137,7 @@ def _region_shapes(trace: Trace, ctx: Context) -> dict[tuple[str, int], list[Any
     ops = n.rows[sl.name[n.rows] == op]
     out: dict[tuple[str, int], list[Any]] = {}
     for k in ops[np.argsort(sl.ts_ns[ops], kind="stable")].tolist():
-        dims = ctx.slice_args(k).get("Input Dims")
+        dims: Any = ctx.slice_args(k).get("Input Dims")
         key = _up_to_region(trace, n.rows, n.parent, k) if isinstance(dims, list) and dims else None
         if key is not None:
             out.setdefault(key, dims)

@@ -19,19 +19,20 @@ from neuron_prof.analysis.compile.events import (
     _top_site,
     classify_compiles,
     compile_groups,
-    in_evaluation,
     compiles,
+    in_evaluation,
     launch_modes,
     signature_text,
 )
+from neuron_prof.analysis.compile.shapes import parse_reason, shapes_of
 from neuron_prof.analysis.context import Context, severity_for
 from neuron_prof.analysis.finding import Finding
-from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.fmt import fmt_ns
 from neuron_prof.analysis.intervals import union_ns
+from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.registry import register
-from neuron_prof.analysis.compile.shapes import parse_reason, shapes_of
 from neuron_prof.model import Trace, TrackKind
+
 
 def _phases(ctx: Context, items: list[_Compile]) -> tuple[list[list[_Compile]], list[_Compile]]:
     """Compiles after warm-up split into phases and the rest: per step, the compiles grouped by the statement
@@ -78,7 +79,6 @@ def first_call_compile(trace: Trace, ctx: Context) -> list[Finding]:
     first = sorted(cc.cold + cc.variants + cc.new_shapes, key=lambda c: c.ts)
     if not first:
         return []
-    st = ctx.steps
     phases, recurring = _phases(ctx, _after_warmup(ctx, first))
     in_phase = {c.row for p in phases for c in p}
     out = [_phase_finding(trace, ctx, p, cc) for p in phases]

@@ -59,7 +59,7 @@ def dtype_demotion(trace: Trace, ctx: Context) -> list[Finding]:
             shapes[key].add(str(a[Arg.SHAPE]))
     for key, rs in groups.items():
         name = key[1]
-        site = where[key].call_site
+        at = where[key].call_site
         src = name.split("->")[0].strip() or "float64"
         dst = name.split("->")[-1].strip() if "->" in name else "float32"
         times = f"{len(rs)} time{'s' if len(rs) != 1 else ''}"
@@ -88,7 +88,7 @@ def dtype_demotion(trace: Trace, ctx: Context) -> list[Finding]:
                 cost_ns=0,
                 share=0.0,
                 count=len(rs),
-                call_site=site,
+                call_site=at,
                 module=where[key].module,
                 advice=advice,
                 evidence={

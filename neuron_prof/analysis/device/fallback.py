@@ -13,11 +13,11 @@ import numpy as np
 
 from neuron_prof.analysis.context import Context, as_int, severity_for
 from neuron_prof.analysis.finding import Finding
-from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.fmt import fmt_ns
-from neuron_prof.analysis.sites.host import enclosing_ops
+from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.registry import register
 from neuron_prof.analysis.sites.callsites import sites_of
+from neuron_prof.analysis.sites.host import enclosing_ops
 from neuron_prof.model import Arg, Trace, TrackKind
 
 # Known replacements for ops that commonly fall back (names without "aten::" and overload).
@@ -107,8 +107,8 @@ def cpu_fallback(trace: Trace, ctx: Context) -> list[Finding]:
         if a.get(Arg.DTYPES) is not None:
             m["dtypes"].add(str(a.get(Arg.DTYPES)))
     out = []
-    for (key, op), rs in groups.items():
-        m = meta[(key, op)]
+    for (where, op), rs in groups.items():
+        m = meta[(where, op)]
         site = m["site"].call_site
         idx = np.asarray(rs, dtype=np.int64)
         ts, dur = sl.ts_ns[idx], sl.dur_ns[idx]
@@ -143,7 +143,7 @@ def cpu_fallback(trace: Trace, ctx: Context) -> list[Finding]:
         ev = {
             "op": op,
             "host_ns": cost,
-            "copy_bytes": copies[(key, op)],
+            "copy_bytes": copies[(where, op)],
             "shapes": sorted(m["shapes"]),
             "dtypes": sorted(m["dtypes"]),
             "called_as": [n for n in m["called_as"] if n != op],

@@ -16,15 +16,15 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.analysis.context import Context
-from neuron_prof.analysis.finding import Finding
-from neuron_prof.analysis.kinds import Kind
-from neuron_prof.analysis.fmt import fmt_ns
 from neuron_prof.analysis.device.gap_host import PROBE_KINDS, gap_host
-from neuron_prof.analysis.sites.host import host_nesting
-from neuron_prof.analysis.intervals import difference, intersect_ns, merge
-from neuron_prof.analysis.registry import register
-from neuron_prof.analysis.steps.phases import compile_rows
 from neuron_prof.analysis.device.runqueue import MATERIAL, runqueue, waited_text
+from neuron_prof.analysis.finding import Finding
+from neuron_prof.analysis.fmt import fmt_ns
+from neuron_prof.analysis.intervals import difference, intersect_ns, merge
+from neuron_prof.analysis.kinds import Kind
+from neuron_prof.analysis.registry import register
+from neuron_prof.analysis.sites.host import host_nesting
+from neuron_prof.analysis.steps.phases import compile_rows
 from neuron_prof.model import KinetoCat, Trace, TrackKind
 
 MIN_GAP_NS = 100_000

@@ -15,8 +15,8 @@ import numpy as np
 
 from neuron_prof.analysis.context import ABSENT, Context
 from neuron_prof.analysis.finding import Finding
-from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.fmt import fmt_bytes
+from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.registry import register
 from neuron_prof.analysis.sites.callsites import sites_of
 from neuron_prof.model import Meta, Trace, TrackKind
@@ -50,7 +50,7 @@ def _read_series(trace: Trace, ctx: Context) -> list[tuple[str, np.ndarray, np.n
     totals, dts, devs = cols
     kept = np.fromiter(map(is_not, totals, repeat(ABSENT)), dtype=bool, count=len(totals))
     if not kept.all():
-        totals, dts, devs = (tuple(compress(c, kept)) for c in (totals, dts, devs))
+        totals, dts, devs = (list(compress(c, kept)) for c in (totals, dts, devs))
         rows = rows[kept]
     code, names = _int_codes(dts, devs) or _codes(dts, devs)
     # series in the order their first event comes, one per name (two keys may get the same name)
@@ -72,6 +72,8 @@ def _read_series(trace: Trace, ctx: Context) -> list[tuple[str, np.ndarray, np.n
 def _codes(dts: Sequence[Any], devs: Sequence[Any]) -> tuple[np.ndarray, list[str]]:
     """A code per event for each distinct (Device Type, Device Id), numbered in the order of their first event,
     and each code's series name. With the types: 1, 1.0 and True are distinct keys."""
+    ids: list[Any]
+    keys: list[Any]
     try:  # C loops, no bytecode per event
         ids = list(zip(map(type, dts), dts, map(type, devs), devs, strict=True))
         keys = list(dict.fromkeys(ids))

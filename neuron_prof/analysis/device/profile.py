@@ -77,7 +77,7 @@ def device_lines(trace: Trace, ctx: Context) -> list[dict[str, Any]]:
         a = acc.setdefault(key, [0, 0])
         a[0] += int(trace.slices.dur_ns[r])
         a[1] += 1
-    out = [{"site": k, "device_ns": ns, "executions": n} for k, (ns, n) in acc.items()]
+    out: list[dict[str, Any]] = [{"site": k, "device_ns": ns, "executions": n} for k, (ns, n) in acc.items()]
     return sorted(out, key=lambda d: -d["device_ns"])[:TOP]
 
 
@@ -98,7 +98,7 @@ def device_error(trace: Trace, ctx: Context) -> list[Finding]:
     for (typ, desc, core), rs in groups.items():
         rs.sort(key=lambda r: int(trace.instants.ts_ns[r]))
         ts = [int(trace.instants.ts_ns[r]) for r in rs]
-        pcores = sorted({ctx.instant_args(r).get("pcore_idx") for r in rs} - {None})
+        pcores = sorted({p for r in rs if (p := ctx.instant_args(r).get("pcore_idx")) is not None})
         where = f"NeuronCore {core}" if core is not None else "the device"
         out.append(Finding(
             kind=Kind.DEVICE_ERROR, severity="critical",

@@ -9,12 +9,12 @@ import numpy as np
 
 from neuron_prof.analysis.context import Context, severity_for
 from neuron_prof.analysis.finding import Finding
-from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.fmt import fmt_ns
-from neuron_prof.analysis.sites.host import enclosing_ops
 from neuron_prof.analysis.intervals import covered_before, merge
+from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.registry import register
 from neuron_prof.analysis.sites.callsites import Site, sites_of
+from neuron_prof.analysis.sites.host import enclosing_ops
 from neuron_prof.model import Arg, Trace, TrackKind
 
 RUNTIME_SYNC_NAMES = (
@@ -80,7 +80,7 @@ def sync_point(trace: Trace, ctx: Context) -> list[Finding]:
             where.setdefault(key, site)
     out = []
     for (key_site, what), rs in groups.items():
-        site = where[(key_site, what)].call_site
+        at = where[(key_site, what)].call_site
         idx = np.asarray(rs, dtype=np.int64)
         ts = sl.ts_ns[idx]
         # time the wait spent compiling is first_call_compile's cost: count it once
@@ -116,7 +116,7 @@ def sync_point(trace: Trace, ctx: Context) -> list[Finding]:
                 cost_ns=cost,
                 share=share,
                 count=len(rs),
-                call_site=site,
+                call_site=at,
                 module=where[(key_site, what)].module,
                 advice=advice,
                 evidence=ev,

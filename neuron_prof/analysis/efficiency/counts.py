@@ -247,8 +247,8 @@ def op_work(name: str, dims: Any, types: Any, concrete: Any = None) -> tuple[int
         r = _conv_flops(b, ts, concrete if isinstance(concrete, list) else [])
         if r is None:
             return None
-        f, out = r
-        return f, in_bytes + _numel(out) * esize, prec
+        f, out_shape = r
+        return f, in_bytes + _numel(out_shape) * esize, prec
     if kind == "attention":
         if len(ts) < 3 or len(ts[0][0]) < 2 or len(ts[1][0]) < 2:
             return None

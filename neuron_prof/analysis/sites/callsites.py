@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.analysis.sites.backward import NOT_BACKWARD, backward_of, node_name
 from neuron_prof.analysis.context import ABSENT, Context
+from neuron_prof.analysis.sites.backward import NOT_BACKWARD, backward_of, node_name
 from neuron_prof.analysis.sites.host import host_nesting, host_stacks_at
 from neuron_prof.model import Arg, KinetoCat, TrackKind
 from neuron_prof.model.callsite import (

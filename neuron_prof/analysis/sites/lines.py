@@ -32,8 +32,8 @@ import numpy as np
 from neuron_prof.analysis.compile.events import signature_text
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.ops import attribution
-from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.sites.callsites import sites_of
+from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.sites.source import source_line
 from neuron_prof.model import Cat, KinetoCat, Trace, TrackKind
 from neuron_prof.model.callsite import Site
@@ -193,9 +193,9 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
     add_vec("host_backward_ns", row_line[wb], self_ns[wb])
     for i in np.flatnonzero(site_bwd).tolist():  # which autograd nodes each line's backward ran
         s = hs.sites[i]
-        cost = int(n.self_ns[hs.site == i].sum())
+        ns = int(n.self_ns[hs.site == i].sum())
         d = nodes.setdefault(int(site_line[i]), {})
-        d[s.backward] = d.get(s.backward, 0) + cost
+        d[s.backward] = d.get(s.backward, 0) + ns
     hrows, dns = device_ns_by_host_row(ctx)
     if len(hrows):
         pos = np.searchsorted(hs.rows, hrows)
@@ -230,12 +230,12 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
     m = len(keys)
     cols = {}
     for c, parts in acc.items():
-        li = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+        at = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
         v = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
-        cols[c] = np.bincount(li, weights=v, minlength=m).astype(np.int64)
+        cols[c] = np.bincount(at, weights=v, minlength=m).astype(np.int64)
     names = list(keys)
     cost = np.maximum(cols["host_ns"], cols["device_ns"])
-    busy = sum(cols[c] for c in _COLS if c != "host_backward_ns")
+    busy = sum((cols[c] for c in _COLS if c != "host_backward_ns"), np.zeros(m, np.int64))
     order = np.lexsort((np.arange(m), -busy, -cost))
     order = order[busy[order] > 0] if m else order
     # host rows per line, in the table's order
@@ -250,7 +250,7 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
     return LineTable(
         call_site=np.array([names[i][0] for i in order], dtype=object),
         function=np.array([names[i][1] for i in order], dtype=object),
-        backward_of=[sorted(nodes.get(int(i), {}), key=lambda k, i=int(i): -nodes[i][k]) for i in order],
+        backward_of=[_by_count(nodes.get(int(i), {})) for i in order],
         signatures=[list(sigs.get(int(i), {})) for i in order],
         cols={c: v[order] for c, v in cols.items()},
         host_rows=host_rows.astype(np.int64),
@@ -261,6 +261,11 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
 
 MAX_IMPROPER = 500
 """Improperly nested host slices whose self time is recomputed (the longest first)."""
+
+
+def _by_count(counts: dict[str, int]) -> list[str]:
+    """The keys of `counts`, largest count first (ties in insertion order)."""
+    return sorted(counts, key=lambda k: -counts[k])
 
 
 def _self_inside_parent(ctx: Context) -> np.ndarray:
@@ -343,8 +348,8 @@ def _allocations(trace: Trace, ctx: Context) -> tuple[np.ndarray, np.ndarray]:
     the innermost host slice running then, on the thread running a backward op when one is (the thread that
     called ``backward()`` only waits then), else on the thread with the deepest stack (`Sites.stack_at`'s
     rule, vectorised)."""
-    from neuron_prof.analysis.sites.backward import NOT_BACKWARD, backward_of
     from neuron_prof.analysis.device.memory import memory_series  # it registers an analysis: import on use
+    from neuron_prof.analysis.sites.backward import NOT_BACKWARD, backward_of
 
     series = [s for s in memory_series(trace, ctx) if s[0].endswith("allocated")]
     dev = [s for s in series if not s[0].startswith("host")]

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from neuron_prof.analysis.steps.inference import infer_steps
 from neuron_prof.analysis.steps.evaluation import eval_overlap_ns, evaluation_passes
+from neuron_prof.analysis.steps.inference import infer_steps
 from neuron_prof.model import Meta, Trace, TrackKind
 
 _STEP_RX = re.compile(r"^ProfilerStep#(\d+)$")

@@ -17,9 +17,9 @@ import numpy as np
 
 from neuron_prof.analysis.collectives.rows import collective_rows
 from neuron_prof.analysis.context import Context
-from neuron_prof.analysis.sites.host import host_nesting
-from neuron_prof.analysis.intervals import covered_before, merge
 from neuron_prof.analysis.device.sync import RUNTIME_SYNC_NAMES
+from neuron_prof.analysis.intervals import covered_before, merge
+from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.steps.phases import compile_rows, step_phases
 from neuron_prof.model import Cat, KinetoCat, Trace, TrackKind
 

@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from neuron_prof.analysis.compile.events import eval_passes
+from neuron_prof.analysis.compile.spans import is_compile_span
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.intervals import covered_before, merge
-from neuron_prof.analysis.compile.spans import is_compile_span
-from neuron_prof.analysis.compile.events import eval_passes
 from neuron_prof.analysis.steps.evaluation import eval_overlap_ns
 from neuron_prof.model import Arg, TrackKind
 

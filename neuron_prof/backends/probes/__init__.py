@@ -15,7 +15,6 @@ def default_probes(kind: str) -> list[Probe]:
     """Fresh default probes for backend `kind` ("cpu", "cuda", "neuron")."""
     from neuron_prof.backends.probes.collectives import CollectivesProbe
     from neuron_prof.backends.probes.compile import CompileProbe
-
     from neuron_prof.backends.probes.memory import KinetoMemoryProbe
 
     probes: list[Probe] = [CompileProbe(), CollectivesProbe(), KinetoMemoryProbe()]

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING
-
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from neuron_prof.model import Arg, TrackKind
 from neuron_prof.model.callsite import Site

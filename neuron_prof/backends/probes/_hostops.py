@@ -11,7 +11,6 @@ import numpy as np
 from neuron_prof.backends._compat import op_key
 from neuron_prof.backends.probes._common import dtype_bytes
 from neuron_prof.backends.probes.view import HostView, ThreadOps
-from neuron_prof.model import KinetoCat
 
 __all__ = ["COPY_OPS", "SYNC_OPS", "ThreadOps", "shapes_dtypes", "tensor_bytes", "top_level_same_key"]
 

@@ -22,8 +22,8 @@ import numpy as np
 from neuron_prof.backends.probes._common import dtype_bytes, probe_track, site_args, step_of
 from neuron_prof.backends.probes._hostops import tensor_bytes
 from neuron_prof.backends.probes.probe import Probe
-from neuron_prof.model.callsite import Site, live_site
 from neuron_prof.model import Arg, Cat, KinetoCat, TrackKind
+from neuron_prof.model.callsite import Site, live_site
 
 if TYPE_CHECKING:
     from neuron_prof.backends.base import CaptureContext
@@ -220,6 +220,7 @@ class CollectivesProbe(Probe):
         track = probe_track(builder, ctx, TrackKind.COLLECTIVE)
         used: set[int] = set()
         kernels = _device_kernels(view)
+        rec: CollectiveRecord | None
         for rec in sorted(self.records, key=lambda r: r.start_ns):
             links = [(kind, _take(kineto[kind], rec, used, view)) for kind in ("c10d", "work")]
             links.append(("device", _take_kernel(kernels, rec, view)))

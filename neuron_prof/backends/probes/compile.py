@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from neuron_prof.backends.probes._common import probe_track, site_args, step_of
 from neuron_prof.backends.probes.probe import Probe
-from neuron_prof.model.callsite import display_path
 from neuron_prof.model import Arg, Cat, TrackKind
+from neuron_prof.model.callsite import display_path
 from neuron_prof.model.schema import EventName
 
 if TYPE_CHECKING:
@@ -64,7 +64,8 @@ class CompileProbe(Probe):
             self._add(builder, ctx, view, track, m)
 
     def _add(self, builder: TraceBuilder, ctx: CaptureContext, view: HostView, track: int, m: Any) -> None:
-        g = lambda k: getattr(m, k, None)  # noqa: E731  (records are dataclasses whose fields move between versions)
+        def g(k: str) -> Any:  # records are dataclasses whose fields move between versions
+            return getattr(m, k, None)
         start_us, dur_us = g("start_time_us"), g("duration_us")
         if start_us is None:
             st = g("start_time")

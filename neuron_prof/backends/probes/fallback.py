@@ -28,8 +28,8 @@ from neuron_prof.backends._compat import op_key, split_fused
 from neuron_prof.backends.probes._common import probe_track, site_args, step_of
 from neuron_prof.backends.probes._hostops import COPY_OPS, SYNC_OPS, shapes_dtypes, tensor_bytes, top_level_same_key
 from neuron_prof.backends.probes.probe import Probe
-from neuron_prof.model.callsite import Site, live_site
 from neuron_prof.model import Arg, Cat, KinetoCat, TrackKind
+from neuron_prof.model.callsite import Site, live_site
 from neuron_prof.model.schema import AUTOGRAD_EVALUATE, is_compile_span
 
 if TYPE_CHECKING:

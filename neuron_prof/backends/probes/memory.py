@@ -86,7 +86,7 @@ class MemoryProbe(Probe):
         for d in range(self._n):
             try:  # a failed or malformed read drops one sample, not the capture (this runs in a thread)
                 got = self._read(d)
-                if got is not None:
+                if got is not None and got[0] is not None:  # no allocated figure: no sample
                     self.samples.append((now, d, int(got[0]), int(got[1]) if len(got) > 1 and got[1] is not None
                                          else None))
             except Exception:  # noqa: BLE001

@@ -115,9 +115,9 @@ def add_system_events(b: TraceBuilder, tables: Tables, warnings: list[str],
     names, name_idx = _codes(t.column("name").fill_null(""))
     row_of = np.full(len(kind), -1, dtype=np.int64)
     if host_row is not None:  # framework events (dispatch and driver) the host trace already holds
-        fw = np.flatnonzero(kind <= 1)
-        if len(fw):
-            row_of[fw] = host_row(tid[fw], names, name_idx[fw], start[fw])
+        fws = np.flatnonzero(kind <= 1)
+        if len(fws):
+            row_of[fws] = host_row(tid[fws], names, name_idx[fws], start[fws])
     keep = row_of < 0  # joined rows are not added again; a framework event the host lacks is added
     row_of[keep] = b.n_slices + np.arange(int(keep.sum()))
     k = np.flatnonzero(keep)

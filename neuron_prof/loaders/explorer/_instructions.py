@@ -48,19 +48,21 @@ def instruction_pass(tables: Tables, exec_start: np.ndarray | None = None,
         return {}
     have = tables.columns("Instruction")
     per_exec = exec_start is not None and len(exec_start) and "start_ts" in have
-    cols = [c for c in ("engine", "opcode", "duration_ns", "raw_framework_id", "stack_frame_ids") if c in have]
+    cols: list[str] = [c for c in ("engine", "opcode", "duration_ns", "raw_framework_id", "stack_frame_ids")
+                       if c in have]
     if per_exec:
         cols.append("start_ts")
     eng: dict[str, list[int]] = {}
     ops: dict[str, int] = {}
     fw: dict[int, list[int]] = {}
     frames: dict[str, int] = {}
-    ex = np.zeros(len(exec_start) if per_exec else 0, dtype=np.int64)
+    by_key: tuple[tuple[str, dict[Any, list[int]]], ...] = (("engine", eng), ("raw_framework_id", fw))
+    ex = np.zeros(len(exec_start) if exec_start is not None and per_exec else 0, dtype=np.int64)
     for batch in tables.batches("Instruction", cols):
         t = pa.Table.from_batches([batch])
         t = t.set_column(t.column_names.index("duration_ns"), "duration_ns",
                          t.column("duration_ns").cast(pa.int64()).fill_null(0))
-        for key, acc in (("engine", eng), ("raw_framework_id", fw)):
+        for key, acc in by_key:
             if key in t.column_names:
                 for r in t.group_by(key).aggregate([("duration_ns", "sum"), ("duration_ns", "count")]).to_pylist():
                     if r[key] is None:
@@ -76,6 +78,7 @@ def instruction_pass(tables: Tables, exec_start: np.ndarray | None = None,
                 if r["stack_frame_ids"]:
                     frames[r["stack_frame_ids"]] = frames.get(r["stack_frame_ids"], 0) + int(r["duration_ns_sum"])
         if per_exec:
+            assert exec_start is not None and exec_end is not None
             st = t.column("start_ts").cast(pa.int64()).fill_null(-1).to_numpy(zero_copy_only=False)
             i = np.searchsorted(exec_start, st, "right") - 1
             ok = (i >= 0) & (st <= exec_end[np.maximum(i, 0)])
@@ -167,11 +170,12 @@ def _stacks(tables: Tables) -> dict[str, str]:
                                                        fr.column("file_location_id").to_pylist())}
     out = {}
     for fid in frame:
-        parts, cur, seen = [], fid, set()
+        parts: list[str] = []
+        cur, seen = fid, set()
         while cur not in (None, "", "0") and cur not in seen and len(parts) < 256:
             seen.add(cur)
-            if frame.get(cur):
-                parts.append(frame[cur])
+            if name := frame.get(cur):
+                parts.append(name)
             cur = parent.get(cur)
         out[str(fid)] = ";".join(parts)
     return out

@@ -14,8 +14,15 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.loaders.explorer import _instructions as _ins
-from neuron_prof.loaders.explorer._device import (DEVICE_TABLES, DeviceProfile, add_active_time, add_bandwidth,
-                                                  add_cc_ops, add_errors, device_profile)
+from neuron_prof.loaders.explorer._device import (
+    DEVICE_TABLES,
+    DeviceProfile,
+    add_active_time,
+    add_bandwidth,
+    add_cc_ops,
+    add_errors,
+    device_profile,
+)
 from neuron_prof.loaders.explorer._events import Executions
 from neuron_prof.loaders.explorer._summary import executions_per_neff, one_row, opcodes, summary
 from neuron_prof.loaders.explorer._tables import Tables, is_explorer_folder
@@ -145,7 +152,7 @@ def _host_ops(b: TraceBuilder, exec_rows: np.ndarray, ns: np.ndarray) -> list[di
         a = acc.setdefault(b.strings[b.s_name[cur]], [0, 0])
         a[0] += 1
         a[1] += int(v)
-    rows = [{"op": k, "executions": c, "device_ns": ns} for k, (c, ns) in acc.items()]
+    rows: list[dict[str, Any]] = [{"op": k, "executions": c, "device_ns": ns} for k, (c, ns) in acc.items()]
     return sorted(rows, key=lambda r: -r["device_ns"])[:_ins.TOP]
 
 

@@ -37,10 +37,18 @@ import numpy as np
 import orjson
 
 from neuron_prof.errors import TraceFormatError, TraceLoadError
-from neuron_prof.loaders.json.fill import read_bytes
-from neuron_prof.loaders.explorer.reader import (EXPLORER_KEY, RAW_CAPTURE, UNIX_NS_MIN, RowFilter, add_explorer,
-                                          find_profile, is_explorer_folder, load_explorer)
 from neuron_prof.loaders.explorer.framework_mapping import MappingIndex, mapping_links, read_mapping_file
+from neuron_prof.loaders.explorer.reader import (
+    EXPLORER_KEY,
+    RAW_CAPTURE,
+    UNIX_NS_MIN,
+    RowFilter,
+    add_explorer,
+    find_profile,
+    is_explorer_folder,
+    load_explorer,
+)
+from neuron_prof.loaders.json.fill import read_bytes
 from neuron_prof.loaders.json.reader import parse_kineto_into
 from neuron_prof.model import Cat, KinetoCat, Meta, Trace, TraceBuilder
 
@@ -78,8 +86,8 @@ def load_folder(folder: Path) -> Trace:
     profile = find_profile(folder)
     if profile.name == PROCESSED_DIR:  # RUN_DIR/parquet: the job's tables, one process's when it is alone
         pids = [d for d in sorted(profile.parent.iterdir()) if d.is_dir() and PID_FOLDER.match(d.name)]
-        tjs = [(d, _trace_json_in(d, d)) for d in pids]
-        tjs = [(d, t) for d, t in tjs if t is not None]
+        found = [(d, _trace_json_in(d, d)) for d in pids]
+        tjs = [(d, t) for d, t in found if t is not None]
         if len(pids) == 1 and len(tjs) == 1:
             return load_capture(profile, tjs[0][1], folder, pid_folder_rows(tjs[0][0]))
     tj = capture_trace_json(profile)

@@ -32,8 +32,8 @@ import numpy as np
 import orjson
 
 from neuron_prof.errors import TraceFormatError, TraceLoadError
-from neuron_prof.loaders.json.fill import read_bytes
 from neuron_prof.loaders.explorer.reader import UNIX_NS_MIN
+from neuron_prof.loaders.json.fill import read_bytes
 from neuron_prof.model import Meta, ProcessKind, Trace, TraceBuilder, TrackKind
 
 __all__ = ["LEGACY_FILE", "RETIRED", "is_explorer_json", "load_explorer_json"]

@@ -188,7 +188,7 @@ def _add_system(b: TraceBuilder, tr: Trace, ops: HostOps | None, own: dict[str, 
     rows = np.where(keep, rows, joined)
     _copy_counters(b, tr, "explorer system", lambda t: t)
     f = tr.flows
-    for src, dst, fid in zip(f.src.tolist(), f.dst.tolist(), f.flow_id.tolist()):
+    for src, dst in zip(f.src.tolist(), f.dst.tolist()):
         if rows[src] >= 0 and rows[dst] >= 0:
             b.add_flow(int(rows[src]), int(rows[dst]), cat="neuron_explorer", name="flow")
     eid = tr.strings.get(EXECUTION)

@@ -5,7 +5,7 @@ clock and the metadata (see `kineto_json`, which reads the file and feeds it).""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -241,7 +241,7 @@ def wanted_ids(ids: list[Any]) -> np.ndarray:
     return np.array([i if type(i) is int and 0 <= i < 2**62 else -1 for i in ids], dtype=np.int64)
 
 
-def _is_int(v: Any) -> bool:
+def _is_int(v: Any) -> TypeGuard[int]:
     return type(v) is int
 
 

@@ -18,8 +18,17 @@ import numpy as np
 
 from neuron_prof.loaders.json._scan import ScannedChunk, add_scanned
 from neuron_prof.loaders.json._typed import F_GET, I_GET, UNSET, X_GET, TypedChunk
-from neuron_prof.loaders.json._values import (MAX_ABS_US, all_objects, as_str, dump_all, dump_each, floats, join_later,
-                                               norm_id, us_to_ns)
+from neuron_prof.loaders.json._values import (
+    MAX_ABS_US,
+    all_objects,
+    as_str,
+    dump_all,
+    dump_each,
+    floats,
+    join_later,
+    norm_id,
+    us_to_ns,
+)
 from neuron_prof.model import StringTable
 
 _X_KEYS = ("ts", "dur", "pid", "tid", "name", "cat", "args")
@@ -143,7 +152,7 @@ class EventColumns:
         return int(self._tracks([pid], [tid])[0])
 
     # ---- args ----------------------------------------------------------------------------------------
-    def _args(self, args: list[Any] | np.ndarray) -> np.ndarray:
+    def _args(self, args: list[Any] | tuple[Any, ...] | np.ndarray) -> np.ndarray:
         """Serialise one chunk's args (or, on the typed path, take the args of these positions of the chunk);
         returns their ArgsStore indices (-1 for none)."""
         if isinstance(args, np.ndarray):
@@ -265,7 +274,7 @@ class EventColumns:
 
     def _add_x(self, xs: list[Any], cols: list[Any] | None = None) -> None:
         typed = cols is not None
-        ts, dur, pid, tid, name, cat, args = cols if typed else self._cols(xs, _X_GET, _X_KEYS)
+        ts, dur, pid, tid, name, cat, args = cols if cols is not None else self._cols(xs, _X_GET, _X_KEYS)
         ts_a, dur_a = floats(ts), floats(dur)
         ok = np.abs(ts_a) <= MAX_ABS_US  # False for NaN
         self.fix_durations(dur_a, ok)
@@ -313,6 +322,7 @@ class EventColumns:
                         self.sids(cat), self._args(list(args))))
 
     def _add_flows(self, evs: list[Any], typed: bool = False) -> None:
+        ids: tuple[Any, ...] | list[Any]
         if typed:
             ts, pid, tid, ids, cat, name, ph = zip(*map(F_GET, evs))
             bp = np.fromiter((e.bp == "e" for e in evs), dtype=bool, count=len(evs))
@@ -350,7 +360,8 @@ class EventColumns:
 
     def _add_counters(self, evs: list[dict[str, Any]]) -> None:
         for e in evs:
-            ts, args = e.get("ts"), e.get("args")
+            ts: Any = e.get("ts")
+            args = e.get("args")
             if type(ts) not in (int, float) or not abs(ts) <= MAX_ABS_US:
                 self.warn["events without a usable ts skipped"] += 1
                 continue
@@ -369,7 +380,7 @@ class EventColumns:
 
     def _add_be(self, evs: list[dict[str, Any]], ph: str) -> None:
         for e in evs:
-            ts = e.get("ts")
+            ts: Any = e.get("ts")
             if type(ts) not in (int, float) or not abs(ts) <= MAX_ABS_US:
                 self.warn["events without a usable ts skipped"] += 1
                 continue
@@ -378,7 +389,7 @@ class EventColumns:
 
     def _add_async(self, evs: list[dict[str, Any]], ph: str) -> None:
         for e in evs:
-            ts = e.get("ts")
+            ts: Any = e.get("ts")
             if type(ts) not in (int, float) or not abs(ts) <= MAX_ABS_US:
                 self.warn["events without a usable ts skipped"] += 1
                 continue

@@ -40,8 +40,8 @@ class SliceIndex:
         """Row of the deepest slice on `track` with start <= t <= end, or -1."""
         out = np.full(len(t), -1, dtype=np.int64)
         for tr, q in _groups(track):
-            lo, hi = self._segments(np.array([tr]))
-            lo, hi = int(lo[0]), int(hi[0])
+            los, his = self._segments(np.array([tr]))
+            lo, hi = int(los[0]), int(his[0])
             if lo == hi:
                 continue
             pos = np.searchsorted(self.ts[lo:hi], t[q], "right") - 1 + lo
@@ -61,8 +61,8 @@ class SliceIndex:
         """Row of the first slice on `track` starting at or after t, or -1."""
         out = np.full(len(t), -1, dtype=np.int64)
         for tr, q in _groups(track):
-            lo, hi = self._segments(np.array([tr]))
-            lo, hi = int(lo[0]), int(hi[0])
+            los, his = self._segments(np.array([tr]))
+            lo, hi = int(los[0]), int(his[0])
             pos = np.searchsorted(self.ts[lo:hi], t[q], "left") + lo
             ok = pos < hi
             out[q[ok]] = self.order[pos[ok]]
@@ -147,9 +147,9 @@ def bind_v1(ph: np.ndarray, key: np.ndarray, track: np.ndarray, t: np.ndarray, b
         src.append(np.array(cs, dtype=np.int64))
         dst.append(np.array(cd, dtype=np.int64))
         fkey.append(np.array(ck, dtype=np.int64))
-    s, d, k = np.concatenate(src), np.concatenate(dst), np.concatenate(fkey)
+    s, d, fk = np.concatenate(src), np.concatenate(dst), np.concatenate(fkey)
     ok = (s >= 0) & (d >= 0)
-    return Flows(s[ok], d[ok], k[ok]), int((~ok).sum())
+    return Flows(s[ok], d[ok], fk[ok]), int((~ok).sum())
 
 
 def bind_v2(v2: list[tuple[int, Any, bool, bool]], ts: np.ndarray) -> Flows:

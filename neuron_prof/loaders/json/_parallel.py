@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from neuron_prof.loaders.json._events import EventColumns
-from neuron_prof.loaders.json._values import norm_id
 from neuron_prof.loaders.json._read import JsonEventReader
 from neuron_prof.loaders.json._scan import scan_enabled
+from neuron_prof.loaders.json._values import norm_id
 from neuron_prof.model import StringTable
 
 MIN_BYTES = 48 << 20

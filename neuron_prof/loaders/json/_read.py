@@ -14,19 +14,20 @@ that falls inside a string or a nested value makes that piece fail to parse, and
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import orjson
 
 from neuron_prof.errors import TraceFormatError
-from neuron_prof.loaders.json.fill import Fill
 from neuron_prof.loaders.json._repair import Repairs
 from neuron_prof.loaders.json._scan import Ahead, scan_chunk, scan_enabled
 from neuron_prof.loaders.json._typed import decode_chunk
+from neuron_prof.loaders.json.fill import Fill
 
 CHUNK_BYTES = 4 << 20
 """Target size of one parsed piece: small enough that its dicts die young (the Python path), large enough that
@@ -45,7 +46,7 @@ THREADS = min(os.cpu_count() or 1, 4)
 class JsonEventReader(Repairs):
     """Splits a Chrome JSON document into parsed chunks of `traceEvents` (see the module docstring)."""
 
-    def __init__(self, raw: bytes | bytearray, path: Path, chunk_bytes: int | None = None,
+    def __init__(self, raw: bytes | bytearray | mmap.mmap, path: Path, chunk_bytes: int | None = None,
                  typed: bool = False, fill: Fill | None = None) -> None:
         super().__init__(raw if fill is None else fill.raw, path)
         self._fill = fill
@@ -77,7 +78,12 @@ class JsonEventReader(Repairs):
     def _all(self) -> int:
         return self._avail(len(self.raw) + 1)
 
-    def _sep(self, start: int, wait: bool = True) -> re.Match[bytes] | None | bool:
+    @overload
+    def _sep(self, start: int, wait: Literal[True] = ...) -> re.Match[bytes] | None: ...
+    @overload
+    def _sep(self, start: int, wait: bool) -> re.Match[bytes] | None | Literal[False]: ...
+
+    def _sep(self, start: int, wait: bool = True) -> re.Match[bytes] | None | Literal[False]:
         """The first separator at or after `start`, as `_SEP.search` on the whole file finds it (None: none).
         While the file is read, waits for more bytes; without `wait`, False when they are not read yet."""
         k = start + (1 << 20)
@@ -202,7 +208,7 @@ class JsonEventReader(Repairs):
         else:
             self._warn_once("top-level keys are damaged; ignored")
 
-    def _array(self, pos: int) -> Iterator[list[Any]]:  # type: ignore[misc]
+    def _array(self, pos: int) -> Generator[list[Any], None, int | None]:
         """Yield chunks from raw[pos:] (just after '['); return the index of the closing ']' or None."""
         while True:
             self._avail(pos + self.chunk_bytes + (1 << 16))
@@ -253,7 +259,7 @@ class JsonEventReader(Repairs):
             return decode_chunk(b"[" + self.raw[lo:hi] + b"]")
         return None if got is False else got
 
-    def _cut(self, pos: int) -> tuple[int, int] | None | bool:
+    def _cut(self, pos: int) -> tuple[int, int] | None | Literal[False]:
         """Where a piece starting at `pos` ends and the next begins, as `_array` cuts (None: the last piece;
         False: not known until more of the file is read)."""
         m = self._sep(pos + self.chunk_bytes, wait=False)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import mmap
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ class Repairs:
     """The document's bytes (`raw`, repaired in place: it becomes a bytearray on the first repair) and what
     was repaired or lost, in words."""
 
-    def __init__(self, raw: bytes | bytearray, path: Path) -> None:
+    def __init__(self, raw: bytes | bytearray | mmap.mmap, path: Path) -> None:
         self.raw = raw
         self.path = path
         self.warnings: list[str] = []

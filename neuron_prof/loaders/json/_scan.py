@@ -15,11 +15,12 @@ returns None: `ingest_path()` says which path runs.
 
 from __future__ import annotations
 
+import mmap
 import os
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import filterfalse
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import msgspec
 import numpy as np
@@ -31,7 +32,7 @@ EventColumns: TypeAlias = Any
 """_events.EventColumns, which imports this module: named loosely here so the two import one way only."""
 
 try:
-    from neuron_prof.loaders.json import _jscan
+    from neuron_prof.loaders.json import _jscan  # type: ignore[attr-defined]  # the C extension: no stub
     _MISSING = ""
 except ImportError as e:  # not built: no C compiler when the package was installed
     _jscan = None
@@ -63,7 +64,7 @@ class ScannedChunk:
     (pid, tid) pairs and flow keys as local ids with their orders of first use per group of events (X,
     flows, instants), and per group the args as the store keeps them."""
 
-    def __init__(self, r: tuple[Any, ...], raw: bytes | bytearray) -> None:
+    def __init__(self, r: tuple[Any, ...], raw: bytes | bytearray | mmap.mmap) -> None:
         (self.n, ph, ts, dur, track, name, cat, has, alen, fkey, bp, hint, blob_x, redo, sparse,
          self.strings, pairs, fkeys, orders, blob_f, blob_i) = r
         self.ph = np.frombuffer(ph, np.uint8)
@@ -137,15 +138,15 @@ class Ahead:
     what was scanned ahead, and the reader goes on as if there were no threads. Pieces of a file still being
     read are scanned ahead once their bytes are there (`cut` returns False until then)."""
 
-    def __init__(self, cut: Callable[[int], tuple[int, int] | None | bool], threads: int) -> None:
+    def __init__(self, cut: Callable[[int], tuple[int, int] | None | Literal[False]], threads: int) -> None:
         self.cut = cut
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="neuron-prof-scan")
         self.depth = 2 * threads
-        self.raw: bytes | bytearray | None = None
+        self.raw: bytes | bytearray | mmap.mmap | None = None
         self.ahead: dict[int, tuple[int, Future[Any]]] = {}
         self.frontier: int | None = None
 
-    def scan(self, raw: bytes | bytearray, lo: int, hi: int, nxt: int) -> Any:
+    def scan(self, raw: bytes | bytearray | mmap.mmap, lo: int, hi: int, nxt: int) -> Any:
         """_jscan.scan(raw, lo, hi), scanned ahead if it was; `nxt`: where the piece after it starts."""
         got = self.ahead.pop(lo, None) if raw is self.raw else None
         if got is not None and got[0] == hi:
@@ -176,7 +177,7 @@ class Ahead:
         self.raw = None
 
 
-def scan_chunk(raw: bytes | bytearray, lo: int, hi: int, ahead: Ahead | None = None,
+def scan_chunk(raw: bytes | bytearray | mmap.mmap, lo: int, hi: int, ahead: Ahead | None = None,
                nxt: int = 0) -> ScannedChunk | None | bool:
     """raw[lo:hi] (array elements) scanned: a ScannedChunk, None (try the msgspec path) or False (a phase
     the fast paths do not read: parse it with orjson). With `ahead`, the next pieces are scanned in threads."""

@@ -65,7 +65,7 @@ class Fill:
         """`size`: the file's size, or for gzip (`gz`) the size its trailer announces (if more comes, it is
         appended at the end; if less, the buffer is cut)."""
         try:
-            self._f = open(path, "rb")  # noqa: SIM115 - closed by the reading thread
+            self._f = open(path, "rb")  # closed by the reading thread
         except OSError as e:
             raise TraceLoadError.from_os_error(path, e) from None
         self.path = path

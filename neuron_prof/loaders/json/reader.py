@@ -18,6 +18,7 @@ when it is built, the rest through msgspec/orjson; a large file is read (gunzipp
 
 from __future__ import annotations
 
+import mmap
 import os
 import tempfile
 from collections.abc import Callable
@@ -32,13 +33,12 @@ from neuron_prof.formats import CHROME_JSON, GZIP_MAGIC
 from neuron_prof.loaders.gc_hold import no_gc
 from neuron_prof.loaders.json._convert import Converter, first_warning
 from neuron_prof.loaders.json._parallel import HEAD_BYTES, parse_parallel, workers_wanted
-from neuron_prof.loaders.json.fill import MIN_BYTES as FILL_MIN
-from neuron_prof.loaders.json.fill import Fill, gzip_size, read_bytes
 from neuron_prof.loaders.json._read import JsonEventReader
 from neuron_prof.loaders.json._scan import ingest_path, scan_enabled
+from neuron_prof.loaders.json.fill import MIN_BYTES as FILL_MIN
+from neuron_prof.loaders.json.fill import Fill, gzip_size, read_bytes
 from neuron_prof.loaders.json.restore import restore_own
-from neuron_prof.model import ArgsStore, Trace, TraceBuilder
-from neuron_prof.model import CounterTable, InstantTable, SliceTable
+from neuron_prof.model import ArgsStore, CounterTable, InstantTable, SliceTable, Trace, TraceBuilder
 from neuron_prof.model.schema import META_KEY, Meta
 
 __all__ = ["ingest_path", "load_kineto_json", "parse_kineto_into"]
@@ -126,7 +126,7 @@ def _fill(p: Path, size: int) -> Fill | None:
     return Fill(p, size) if size >= FILL_MIN else None
 
 
-def _spill(raw: bytes | bytearray) -> Path | None:
+def _spill(raw: bytes | bytearray | mmap.mmap) -> Path | None:
     """`raw` in a temporary file (None if it cannot be written: the caller parses in memory instead)."""
     fd, name = tempfile.mkstemp(prefix="neuron-prof-", suffix=CHROME_JSON.suffixes[0])
     try:

@@ -72,15 +72,15 @@ def restore_own(trace: Trace, own: dict[str, Any], warnings: list[str] | None) -
         if tm.get("synthetic"):
             drop[i] = True
             continue
-        old = trace.tracks[i]
-        kind = _str(tm.get("kind"), old.kind)
+        was = trace.tracks[i]
+        kind = _str(tm.get("kind"), was.kind)
         if kind not in TrackKind.ALL:
-            kind = old.kind
-        orig = tm.get("orig_tid", old.tid)
+            kind = was.kind
+        orig = tm.get("orig_tid", was.tid)
         tmap[i] = len(tracks)
-        tracks.append(Track(process=int(pmap[old.process]), name=_str(tm.get("name"), old.name), kind=kind,
+        tracks.append(Track(process=int(pmap[was.process]), name=_str(tm.get("name"), was.name), kind=kind,
                             tid=None if orig is None else _nid(orig), sort_index=_int_or_none(tm.get("sort_index")),
-                            unit=_str(tm.get("unit"), old.unit)))
+                            unit=_str(tm.get("unit"), was.unit)))
     # A synthetic track that holds slices (someone edited the file) is kept: its rows carry flows.
     if drop.any() and len(trace.slices):
         keep_slices = np.zeros(len(trace.tracks), dtype=bool)
@@ -102,9 +102,9 @@ def restore_own(trace: Trace, own: dict[str, Any], warnings: list[str] | None) -
     synthetic_pids = {_nid(pm.get("pid")) for pm in procs_meta if pm.get("synthetic")}
     if synthetic_pids and not all(used[i] or processes[i].pid not in synthetic_pids for i in range(len(processes))):
         keep = [i for i in range(len(processes)) if used[i] or processes[i].pid not in synthetic_pids]
-        remap = {old: new for new, old in enumerate(keep)}
+        renum = {old: new for new, old in enumerate(keep)}
         processes = [processes[i] for i in keep]
-        tracks = [Track(process=remap[t.process], name=t.name, kind=t.kind, tid=t.tid, sort_index=t.sort_index,
+        tracks = [Track(process=renum[t.process], name=t.name, kind=t.kind, tid=t.tid, sort_index=t.sort_index,
                         unit=t.unit) for t in tracks]
 
     def remap(table: Any) -> Any:

@@ -358,11 +358,11 @@ def _parts(path: Path, warnings: list[str]) -> Iterator[tuple[dict[str, Any] | N
     look = 0
     while True:
         while more and len(buf) < piece_size + look:
-            b = next(blocks, None)
-            if b is None:
+            blk = next(blocks, None)
+            if blk is None:
                 more = False
             else:
-                buf += b
+                buf += blk
         if not more:
             yield parse_range(b"[" + buf, path), None  # the last piece: the array's end and the document's rest
             return

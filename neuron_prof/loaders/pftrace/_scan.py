@@ -25,7 +25,7 @@ _Reader: TypeAlias = Any
 """reader._Reader, which imports this module: named loosely here so the two import one way only."""
 
 try:
-    from neuron_prof.loaders.pftrace import _pfscan
+    from neuron_prof.loaders.pftrace import _pfscan  # type: ignore[attr-defined]  # the C extension: no stub
 except ImportError:  # not built: no C compiler when the package was installed
     _pfscan = None
 
@@ -55,7 +55,11 @@ class Hooks:
 
     def __init__(self, r: _Reader) -> None:
         from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
-            DebugAnnotation, InternedData, TrackDescriptor, TracePacket)
+            DebugAnnotation,
+            InternedData,
+            TracePacket,
+            TrackDescriptor,
+        )
 
         self.r = r
         self.seqs = r.seqs

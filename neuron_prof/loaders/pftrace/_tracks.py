@@ -15,7 +15,7 @@ _LABEL_KIND = {"compile": TrackKind.COMPILE, "CPU fallback": TrackKind.FALLBACK,
 def tracks_from_descriptors(b: TraceBuilder, ds: dict[int, Any]) -> dict[int, int]:
     """Processes, threads and custom tracks of the descriptors (by uuid) into `b`; returns uuid -> track row."""
     umap: dict[int, int] = {}
-    for u, d in ds.items():  # processes first: threads and custom tracks hang below them
+    for d in ds.values():  # processes first: threads and custom tracks hang below them
         if d.HasField("process"):
             b.process(d.process.pid, text(d.process.process_name) or None)
     for u, d in ds.items():

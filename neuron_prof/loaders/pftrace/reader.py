@@ -23,10 +23,10 @@ import numpy as np
 import orjson
 
 from neuron_prof.errors import TraceFormatError, TraceLoadError
+from neuron_prof.loaders.gc_hold import no_gc
 from neuron_prof.loaders.pftrace import _scan as _pftrace_scan
 from neuron_prof.loaders.pftrace._decode import Seq, da_value, fragment, packet_chunks, text
 from neuron_prof.loaders.pftrace._tracks import tracks_from_descriptors
-from neuron_prof.loaders.gc_hold import no_gc
 from neuron_prof.model import ArgsStore, Trace, TraceBuilder, Track, TrackKind
 from neuron_prof.model.schema import FORMAT_VERSION, META_KEY, Meta
 
@@ -390,5 +390,5 @@ class _Reader:
         for m in self.metas:
             if m.get("rank") == section and isinstance(m.get("flows"), dict):
                 return m["flows"]  # type: ignore[no-any-return]
-        fms = [m.get("flows") for m in self.metas if isinstance(m.get("flows"), dict) and m.get("flows")]
+        fms: list[Any] = [m.get("flows") for m in self.metas if isinstance(m.get("flows"), dict) and m.get("flows")]
         return fms[0] if len(fms) == 1 else {}
