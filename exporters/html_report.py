@@ -25,8 +25,8 @@ from neuron_prof.analysis.fmt import cut, fit_site, fmt_share, short_site, strip
 from neuron_prof.errors import ExportError
 from neuron_prof.exporters import _report_data as data
 from neuron_prof.exporters import _report_figures as figs
-from neuron_prof.exporters._report_device import device_profile_section
 from neuron_prof.exporters._report_critical_path import critical_path_section
+from neuron_prof.exporters._report_device import device_profile_section
 from neuron_prof.exporters._report_efficiency import efficiency_section
 from neuron_prof.exporters._report_html import Raw, empty, esc, note, page, plot_div, table
 from neuron_prof.exporters._report_trend import trend_section
