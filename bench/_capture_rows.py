@@ -31,7 +31,8 @@ def workload(device: str, style: str, iters: int) -> tuple[Callable[[], None], C
     if device == "neuron":
         import neuron_prof.emulator as emu
 
-        emu.enable(emu.EmulatorConfig.from_env())  # NEURON_LAUNCH_BLOCKING picks the launch mode
+        # NEURON_LAUNCH_BLOCKING picks the launch mode, NEURON_PROF_EMULATE_HOST_COST what an op costs the host
+        emu.enable(emu.EmulatorConfig.from_env())
     a, b, c, d = (torch.randn(8).to(device) for _ in range(4))
     sync: Callable[[], None] = (lambda: None) if device == "cpu" else getattr(torch, device).synchronize
 
@@ -112,6 +113,7 @@ def measure(device: str, style: str, rounds: int, steps: int, iters: int) -> dic
         for mode in order:
             run(mode)
     return {"device": device, "style": style, "launch": os.environ.get("NEURON_LAUNCH_BLOCKING", ""),
+            "host_cost": os.environ.get("NEURON_PROF_EMULATE_HOST_COST", ""),
             "iters": iters, "ops_per_step": 4 * iters, "rounds": rounds, "steps": steps - 1,
             "per_round_s": per_round, "memory_probe_share": probe_share,
             "load": [load0, os.getloadavg()[0]], "torch": torch.__version__}

@@ -238,8 +238,12 @@ def reconfigure(config: EmulatorConfig) -> None:
         raise EmulatorError("the emulator is not enabled")
     if config.num_devices != rt.cfg.num_devices:
         raise EmulatorError("num_devices cannot change after enable()")
+    if rt.activity.queue is not None:
+        rt.activity.drain()  # launches so far count in the cache they hit
     if config.cache_dir != rt.cfg.cache_dir:
+        old = rt.cache
         rt.cache = CompileCache(config.cache_dir, config.disk_load_ms, rt.gt)
+        rt.cache.pull, rt.cache.on_clear = old.pull, old.on_clear
     rt.cache.disk_load_ms = config.disk_load_ms
     for mem in rt.memory:
         mem.capacity = config.memory_capacity_bytes

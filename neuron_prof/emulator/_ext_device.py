@@ -53,16 +53,19 @@ def _cold(name: str, overload: str, args: tuple[Any, ...], kwargs: dict[str, Any
 
 def _launch_queue(rt: _state.Runtime, ext: Any) -> None:
     """Launch mode: the extension's queue is the device's (`_timing.Activity.queue`); the ops it launched are
-    ground truth executions, as the executor records them."""
+    ground truth executions and NEFF cache hits, as the executor records them."""
     ext.set_queue(rt.cfg.blocking_execution, rt.cfg.max_device_events)
     rt.activity.queue = ext
     gt = rt.gt
 
-    def launched(name: str, host: int, host_end: int, start: int, end: int) -> None:
+    def launched(name: str, host: int, host_end: int, start: int, end: int, entry: int) -> None:
         gt.add("exec", name, host, host_end, 0, start, end)
+        rt.cache.hit(entry)  # each launch looks its NEFF up, as each call of the executor does
 
     rt.activity.on_launch = launched
     gt.pull = rt.activity.drain
+    rt.cache.pull = rt.activity.drain
+    rt.cache.on_clear = ext.clear_warm  # a dropped NEFF compiles again at its next call
 
 
 def _with_device_generator(op: Any, gen: torch.Generator, args: Any, kwargs: dict[str, Any]) -> Any:

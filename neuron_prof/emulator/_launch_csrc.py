@@ -25,10 +25,10 @@ LAUNCH_CPP = r"""
 
 namespace {
 
-struct Warm { int64_t name; int64_t dur; double flops; int64_t nbytes; };
+struct Warm { int64_t name; int64_t dur; double flops; int64_t nbytes; int64_t entry; };
 struct Row {
   int64_t name, stream, kind, start, end, seq, seq_nr, tid, host_ns, host_end; double flops; int64_t nbytes;
-  bool launched;
+  bool launched; int64_t entry;
 };
 
 std::mutex g_q_mu;                 // the device queue: free_at, sequence ids, rows not yet drained
@@ -155,7 +155,7 @@ void launch_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
   size_t n = op.schema().arguments().size();
   uint64_t key = 0;
   bool keyed = g_python_only == 0 && signature_key(op, torch::jit::last(*stack, n), &key);
-  Warm w{-1, 0, 0.0, 0};
+  Warm w{-1, 0, 0.0, 0, -1};
   if (keyed) {
     std::shared_lock<std::shared_mutex> lock(g_warm_mu);
     auto it = g_warm.find(key);
@@ -203,7 +203,8 @@ void launch_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
     int64_t start = std::max(g_free_at, host);
     end = start + w.dur;
     g_free_at = end;
-    g_rows.push_back(Row{w.name, 0, 0, start, end, g_next_seq++, seq_nr, tid, t0, host, w.flops, w.nbytes, true});
+    g_rows.push_back(Row{w.name, 0, 0, start, end, g_next_seq++, seq_nr, tid, t0, host, w.flops, w.nbytes, true,
+                         w.entry});
     if (static_cast<int64_t>(g_rows.size()) > 2 * g_max_rows) {
       int64_t drop = static_cast<int64_t>(g_rows.size()) - g_max_rows;
       g_rows.erase(g_rows.begin(), g_rows.begin() + drop);
@@ -237,8 +238,9 @@ void register_launch(py::object cold_fn, const std::vector<std::string>& ops) {
   g_libs.push_back(std::move(lib));
 }
 
-// The cold call now running on this thread is a plain device op of `name` whose launches take `dur` ns.
-bool mark_warm(const std::string& name, int64_t dur, double flops, int64_t nbytes) {
+// The cold call now running on this thread is a plain device op of `name` whose launches take `dur` ns and
+// hit the NEFF cache entry `entry` (the executor's number for it).
+bool mark_warm(const std::string& name, int64_t dur, double flops, int64_t nbytes, int64_t entry) {
   if (g_pending.empty() || g_pending.back().first == 0 || op_name(*g_pending.back().second) != name) return false;
   int64_t id;
   {
@@ -246,7 +248,7 @@ bool mark_warm(const std::string& name, int64_t dur, double flops, int64_t nbyte
     id = intern(name);
   }
   std::unique_lock<std::shared_mutex> lock(g_warm_mu);
-  g_warm[g_pending.back().first] = Warm{id, dur, flops, nbytes};
+  g_warm[g_pending.back().first] = Warm{id, dur, flops, nbytes, entry};
   return true;
 }
 
@@ -272,7 +274,7 @@ py::tuple queue_submit(const std::string& name, int64_t dur, int64_t stream, int
   g_free_at = end;
   int64_t seq = g_next_seq++;
   g_rows.push_back(Row{intern(name), stream, kind, start, end, seq, seq_nr, tid, host_ns, host_ns, flops, nbytes,
-                       false});
+                       false, -1});
   return py::make_tuple(start, end, seq);
 }
 
@@ -282,7 +284,7 @@ py::tuple queue_state() {
 }
 
 // The rows recorded since the last drain: (name, stream, kind, start, end, seq, seq_nr, tid, host_ns, host_end,
-// flops, nbytes, launched) tuples, and how many the queue dropped (oldest first) since.
+// flops, nbytes, launched, cache entry) tuples, and how many the queue dropped (oldest first) since.
 py::tuple queue_drain() {
   std::vector<Row> rows;
   std::vector<std::string> names;
@@ -297,7 +299,7 @@ py::tuple queue_drain() {
   py::list out;
   for (const auto& r : rows) {
     out.append(py::make_tuple(names[r.name], r.stream, r.kind, r.start, r.end, r.seq, r.seq_nr, r.tid, r.host_ns,
-                              r.host_end, r.flops, r.nbytes, r.launched));
+                              r.host_end, r.flops, r.nbytes, r.launched, r.entry));
   }
   return py::make_tuple(out, dropped);
 }

@@ -112,8 +112,9 @@ class Activity:
         self.queue: Any = None
         """Launch mode (`EmulatorConfig.host_cost`): the device extension, whose queue takes every submission
         and records the ops it launches itself; `pull` moves its rows here."""
-        self.on_launch: Callable[[str, int, int, int, int], None] | None = None
-        """Called for each op the queue launched (name, host start and end, device start and end), as pulled."""
+        self.on_launch: Callable[[str, int, int, int, int, int], None] | None = None
+        """Called for each op the queue launched (name, host start and end, device start and end, NEFF cache
+        entry), as pulled."""
         self.dropped = 0
         self.lock = threading.Lock()
         self.cc: dict[int, tuple[int, int]] = {}
@@ -154,12 +155,12 @@ class Activity:
         rows, dropped = self.queue.queue_drain()
         self.dropped += dropped
         out, work, hook = self.rows, self.work, self.on_launch
-        for name, stream, kind, start, end, seq, seq_nr, tid, host, host_end, flops, nbytes, launched in rows:
+        for name, stream, kind, start, end, seq, seq_nr, tid, host, host_end, flops, nbytes, launched, entry in rows:
             out.append((name, 0, stream, kind, start, end, seq, seq_nr, tid, host))
             if flops >= 0:
                 work[seq] = (flops, nbytes)
             if launched and hook is not None:
-                hook(name, host, host_end, start, end)
+                hook(name, host, host_end, start, end, entry)
         if len(out) > self.max_events + (self.max_events >> 3):
             self._trim()
 
