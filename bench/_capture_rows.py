@@ -98,14 +98,16 @@ def measure(device: str, style: str, rounds: int, steps: int, iters: int) -> dic
             p.stop()
         else:
             s = neuron_prof.profile(None, quiet=True).start()
+            probes = getattr(getattr(s, "_backend", None), "probes", [])
+            mem = [p for p in probes if getattr(p, "name", "") == "memory" and getattr(p, "_thread", None)]
+            o0 = sum(p.overhead_ns for p in mem)
             t0 = time.perf_counter_ns()
             times = _steps(step, sync, steps, s.step)
             wall = time.perf_counter_ns() - t0
-            probes = getattr(getattr(s, "_backend", None), "probes", [])
-            mem = [p for p in probes if getattr(p, "name", "") == "memory" and getattr(p, "_thread", None)]
+            o1 = sum(p.overhead_ns for p in mem)  # the sampler runs on through the session's stop: not a step's
             s.stop()
-            if mem:  # a polling probe ran: its thread's CPU time over the steps' wall time
-                probe_share.append(sum(p.overhead_ns for p in mem) / max(wall, 1))
+            if mem:  # a polling probe ran: its thread's CPU time during the steps over their wall time
+                probe_share.append((o1 - o0) / max(wall, 1))
         per_round[mode].append(statistics.median(times))
 
     for r in range(rounds):

@@ -26,10 +26,9 @@ if TYPE_CHECKING:
     from neuron_prof.model import TraceBuilder
 
 DEFAULT_INTERVAL_MS = 20.0
-"""Between samples by default. A sample costs its thread 80-110 us of CPU while a capture runs (issue 32, the
-emulated device's ``memory_stats()`` read during a profiled tiny-op loop; 5 us outside a capture), which at the
-former 5 ms was 2-3% of the run before `MAX_SHARE` stretched it; 20 ms keeps the counter track's detail well below
-a step on a real device and the cost near 0.5%."""
+"""Between samples by default. A sample costs its thread 60-200 us of CPU while a capture of the emulated device
+runs (its ``memory_stats()`` read; 5 us outside a capture), so 20 ms keeps even the first samples, before
+`MAX_SHARE` can stretch the interval, near 0.5% of the steps (issue 32: a polling probe under 1% of a step)."""
 MAX_SHARE = 0.005
 """The sampler's CPU time at most this share of the time between samples (issue 32: a polling probe costs
 under 1% of a step)."""
