@@ -42,7 +42,7 @@ _OPS: dict[tuple[str, str], Any] = {}
 
 
 def _cold(name: str, overload: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Launch mode: an op the extension did not launch (`_launch_csrc`), by schema name ("aten::mul") and
+    """Launch mode: an op the extension did not launch (`csrc.launch`), by schema name ("aten::mul") and
     overload, taken as the default mode takes every op."""
     op = _OPS.get((name, overload))
     if op is None:

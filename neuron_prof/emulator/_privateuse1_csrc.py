@@ -328,7 +328,7 @@ void install_allocator() { c10::SetAllocator(c10::DeviceType::PrivateUse1, &g_me
 
 void install_hooks() { at::RegisterPrivateUse1HooksInterface(&g_hooks); }
 
-void bind_launch(pybind11::module_& m);  // the launch path (_launch_csrc), further down this unit
+void bind_launch(pybind11::module_& m);  // the launch path (csrc.launch), further down this unit
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("host_alias", &host_alias);
