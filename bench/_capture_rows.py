@@ -31,7 +31,8 @@ def workload(device: str, style: str, iters: int) -> tuple[Callable[[], None], C
     if device == "neuron":
         import neuron_prof.emulator as emu
 
-        emu.enable(emu.EmulatorConfig.from_env())  # NEURON_LAUNCH_BLOCKING picks the launch mode
+        # NEURON_LAUNCH_BLOCKING picks the launch mode, NEURON_PROF_EMULATE_HOST_COST what an op costs the host
+        emu.enable(emu.EmulatorConfig.from_env())
     a, b, c, d = (torch.randn(8).to(device) for _ in range(4))
     sync: Callable[[], None] = (lambda: None) if device == "cpu" else getattr(torch, device).synchronize
 
@@ -97,14 +98,16 @@ def measure(device: str, style: str, rounds: int, steps: int, iters: int) -> dic
             p.stop()
         else:
             s = neuron_prof.profile(None, quiet=True).start()
+            probes = getattr(getattr(s, "_backend", None), "probes", [])
+            mem = [p for p in probes if getattr(p, "name", "") == "memory" and getattr(p, "_thread", None)]
+            o0 = sum(p.overhead_ns for p in mem)
             t0 = time.perf_counter_ns()
             times = _steps(step, sync, steps, s.step)
             wall = time.perf_counter_ns() - t0
-            probes = getattr(getattr(s, "_backend", None), "probes", [])
-            mem = [p for p in probes if getattr(p, "name", "") == "memory" and getattr(p, "_thread", None)]
+            o1 = sum(p.overhead_ns for p in mem)  # the sampler runs on through the session's stop: not a step's
             s.stop()
-            if mem:  # a polling probe ran: its thread's CPU time over the steps' wall time
-                probe_share.append(sum(p.overhead_ns for p in mem) / max(wall, 1))
+            if mem:  # a polling probe ran: its thread's CPU time during the steps over their wall time
+                probe_share.append((o1 - o0) / max(wall, 1))
         per_round[mode].append(statistics.median(times))
 
     for r in range(rounds):
@@ -112,6 +115,7 @@ def measure(device: str, style: str, rounds: int, steps: int, iters: int) -> dic
         for mode in order:
             run(mode)
     return {"device": device, "style": style, "launch": os.environ.get("NEURON_LAUNCH_BLOCKING", ""),
+            "host_cost": os.environ.get("NEURON_PROF_EMULATE_HOST_COST", ""),
             "iters": iters, "ops_per_step": 4 * iters, "rounds": rounds, "steps": steps - 1,
             "per_round_s": per_round, "memory_probe_share": probe_share,
             "load": [load0, os.getloadavg()[0]], "torch": torch.__version__}

@@ -11,8 +11,10 @@ Each row runs in its own process (`bench/_capture_rows.py`: the emulated device 
 within it the three modes alternate, round after round, in a rotated order. A row prints the median step time
 of each mode with the spread of its rounds' medians (min-max), the ratio to torch.profiler (median of the
 rounds' ratios, min-max) and the load average before and after. On CUDA the "predicted" ratio beside the
-measured one is the CPU ops row's: until the emulated device costs what a real launch costs (issue 32 item 2,
-not built), CPU tiny ops are the bench's closest stand-in for a device's microsecond launches.
+measured one is the emulated device's, in launch mode (``NEURON_PROF_EMULATE_HOST_COST=launch``: a warm op costs
+the host a launch, its device time modelled on an asynchronous queue), asynchronous, on the same statements. The
+emulated rows run in launch mode, in both launch modes (``NEURON_LAUNCH_BLOCKING`` 0 and 1), and one row in the
+default Python mode for contrast.
 """
 
 from __future__ import annotations
@@ -25,16 +27,23 @@ import subprocess
 import sys
 from typing import Any
 
+LAUNCH = {"NEURON_PROF_EMULATE_HOST_COST": "launch"}
+ASYNC, BLOCKING = {"NEURON_LAUNCH_BLOCKING": "0"}, {"NEURON_LAUNCH_BLOCKING": "1"}
 ROWS: list[tuple[str, str, str, dict[str, str]]] = [
     ("cpu, operators", "cpu", "ops", {}),
     ("cpu, calls", "cpu", "calls", {}),
-    ("emulated neuron, operators, async launch", "neuron", "ops", {"NEURON_LAUNCH_BLOCKING": "0"}),
-    ("emulated neuron, operators, blocking launch", "neuron", "ops", {"NEURON_LAUNCH_BLOCKING": "1"}),
+    ("emulated neuron, operators, launch cost, async launch", "neuron", "ops", {**LAUNCH, **ASYNC}),
+    ("emulated neuron, operators, launch cost, blocking launch", "neuron", "ops", {**LAUNCH, **BLOCKING}),
+    ("emulated neuron, calls, launch cost, async launch", "neuron", "calls", {**LAUNCH, **ASYNC}),
+    ("emulated neuron, operators, Python cost, async launch", "neuron", "ops", ASYNC),
 ]
 CUDA_ROWS: list[tuple[str, str, str, dict[str, str]]] = [
     ("cuda, operators", "cuda", "ops", {}),
     ("cuda, calls", "cuda", "calls", {}),
 ]
+PREDICTED_BY = {("cuda", "ops"): ROWS[2][0], ("cuda", "calls"): ROWS[4][0]}
+"""The emulated row whose ratio predicts a CUDA row's: the device that costs the host a launch per op, asynchronous
+as a CUDA stream, on the same statements."""
 
 
 def _row(device: str, style: str, env: dict[str, str], a: argparse.Namespace) -> dict[str, Any]:
@@ -55,6 +64,19 @@ def ratio(d: dict[str, Any]) -> tuple[float, float, float]:
     pr = d["per_round_s"]
     rs = [n / b for n, b in zip(pr["neuron_prof"], pr["torch.profiler"])]
     return statistics.median(rs), min(rs), max(rs)
+
+
+def cells(name: str, device: str, style: str, d: dict[str, Any], ratios: dict[str, float]) -> list[str]:
+    """One table row from a row's measurement `d` (`_capture_rows.measure`); its ratio goes into `ratios` (by
+    row name), where a CUDA row finds the ratio its emulated row predicted (`PREDICTED_BY`), measured before it."""
+    pr = d["per_round_s"]
+    med, lo, hi = ratio(d)
+    ratios[name] = med
+    pred = ratios.get(PREDICTED_BY.get((device, style), ""))
+    share = d["memory_probe_share"]
+    return [name, _spread(pr["none"]), _spread(pr["torch.profiler"]), _spread(pr["neuron_prof"]),
+            f"{med:.3f}x ({lo:.3f}-{hi:.3f})", f"{pred:.3f}x" if pred is not None else "",
+            f"{statistics.median(share) * 100:.2f}% CPU" if share else "-", f"{d['load'][0]:.1f}-{d['load'][1]:.1f}"]
 
 
 def _cuda() -> bool:
@@ -87,20 +109,11 @@ def main(argv: list[str] | None = None) -> None:
     for c in ("row", "none", "torch.profiler", "neuron_prof", "vs torch.profiler", "predicted", "memory probe",
               "load"):
         t.add_column(c, justify="left" if c == "row" else "right")
-    cpu_ops: float | None = None
+    ratios: dict[str, float] = {}
     for name, device, style, env in rows:
         d = _row(device, style, env, a)
-        pr = d["per_round_s"]
-        med, lo, hi = ratio(d)
-        if (device, style) == ("cpu", "ops"):
-            cpu_ops = med
-        share = d["memory_probe_share"]
-        t.add_row(name, _spread(pr["none"]), _spread(pr["torch.profiler"]), _spread(pr["neuron_prof"]),
-                  f"{med:.3f}x ({lo:.3f}-{hi:.3f})",
-                  f"{cpu_ops:.3f}x" if device == "cuda" and cpu_ops is not None else "",
-                  f"{statistics.median(share) * 100:.2f}% CPU" if share else "-",
-                  f"{d['load'][0]:.1f}-{d['load'][1]:.1f}")
-        con.print(f"  {name}: {med:.3f}x torch.profiler", style="dim")
+        t.add_row(*cells(name, device, style, d, ratios))
+        con.print(f"  {name}: {ratios[name]:.3f}x torch.profiler", style="dim")
     con.print(t)
     if not _cuda():
         con.print("no GPU here: the CUDA rows (measured and predicted) run where torch.cuda.is_available()")

@@ -22,7 +22,7 @@ def _costly_read(cpu_ns: int):  # type: ignore[no-untyped-def]
 
 
 def test_a_costly_sample_stretches_the_interval_under_one_percent() -> None:
-    probe = MemoryProbe("emu", lambda: 1, _costly_read(2_000_000))  # 2 ms of CPU per read, default 5 ms interval
+    probe = MemoryProbe("emu", lambda: 1, _costly_read(2_000_000))  # 2 ms of CPU per read, default interval
     t0 = time.perf_counter_ns()
     probe.start(CaptureContext(options={}))
     time.sleep(1.5)

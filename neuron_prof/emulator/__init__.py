@@ -10,7 +10,9 @@ NEURON_PROF_EMULATE_CACHE_DIR or TORCH_NEURONX_NEFF_CACHE_DIR (on-disk NEFF cach
 unset, the cache is in memory only, so a demo shows its compiles every run), NEURON_PROF_EMULATE_COMPILE_SCALE
 (multiplies compile costs; 0 disables them), NEURON_PROF_EMULATE_DEVICE_SCALE (multiplies modelled device
 durations), NEURON_PROF_EMULATE_BUILD ("release": a stock release build, NEURON_LAUNCH_BLOCKING=1 by default;
-"dev", the default), NEURON_LAUNCH_BLOCKING ("1": every op synchronous and an empty framework mapping). enable()
+"dev", the default), NEURON_LAUNCH_BLOCKING ("1": every op synchronous and an empty framework mapping),
+NEURON_PROF_EMULATE_HOST_COST ("launch": an op whose signature already ran costs the host a launch, made by the
+C++ extension; "python", the default: every op runs the Python executor; EmulatorConfig.host_cost). enable()
 without a config reads them too. The emulated process gets a stand-in ``neuron-explorer`` on its PATH
 (`neuron_explorer`), which processes the runtime's captures (`_runtime_capture`) into Parquet tables.
 
@@ -160,6 +162,13 @@ def _install(cfg: EmulatorConfig) -> types.ModuleType:
     from neuron_prof.emulator._api import build_module
     from neuron_prof.emulator._device import build_device_module, register
 
+    from dataclasses import replace
+
+    from neuron_prof.emulator._config import HOST_COST_ENV, HOST_COSTS
+
+    host_cost = os.environ.get(HOST_COST_ENV, "").strip().lower()
+    if host_cost in HOST_COSTS:  # a config built in code (EmulatorConfig.fast()) too, as the device's build
+        cfg = replace(cfg, host_cost=host_cost)
     ext = _load_extension(cfg)
     _state.RUNTIME = _state.Runtime(cfg)
     device_module = build_device_module()
@@ -229,8 +238,12 @@ def reconfigure(config: EmulatorConfig) -> None:
         raise EmulatorError("the emulator is not enabled")
     if config.num_devices != rt.cfg.num_devices:
         raise EmulatorError("num_devices cannot change after enable()")
+    if rt.activity.queue is not None:
+        rt.activity.drain()  # launches so far count in the cache they hit
     if config.cache_dir != rt.cfg.cache_dir:
+        old = rt.cache
         rt.cache = CompileCache(config.cache_dir, config.disk_load_ms, rt.gt)
+        rt.cache.pull, rt.cache.on_clear = old.pull, old.on_clear
     rt.cache.disk_load_ms = config.disk_load_ms
     for mem in rt.memory:
         mem.capacity = config.memory_capacity_bytes
@@ -238,6 +251,9 @@ def reconfigure(config: EmulatorConfig) -> None:
     for clock in rt.clocks:
         clock.blocking = config.blocking_execution
     rt.gt.enabled = config.ground_truth
+    if rt.activity.queue is not None:  # launch mode (fixed at enable()): launches take the new cost model
+        rt.activity.queue.clear_warm()
+        rt.activity.queue.set_queue(config.blocking_execution, config.max_device_events)
     rt.gt.resize(config.max_ground_truth_events)
     rt.cfg = config
     _dispatch._INFO.clear()  # op infos cache the fallback decisions

@@ -15,6 +15,7 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,12 @@ class CompileCache:
         self.gt = gt
         self._by_sig: dict[Any, _Entry] = {}
         self._lock = threading.Lock()
+        self._ids: dict[Any, int] = {}
+        self._id_sigs: list[Any] = []
+        self.pull: Callable[[], None] | None = None
+        """Launch mode: counts the hits of the ops the extension launched (`_timing.Activity.drain`)."""
+        self.on_clear: Callable[[], None] | None = None
+        """Launch mode: forgets the extension's warm signatures when the in-memory cache is dropped."""
         self.counters = {
             "CompilationCache.InMemoryHits": 0,
             "CompilationCache.InMemoryMisses": 0,
@@ -81,6 +88,25 @@ class CompileCache:
         e.access_count += 1
         self._count("CompilationCache.InMemoryHits")
         return True
+
+    def entry_id(self, sig: Any) -> int:
+        """A small number for `sig`, by which launch mode reports its launches' hits (`hit`)."""
+        i = self._ids.get(sig)
+        if i is None:
+            i = self._ids[sig] = len(self._id_sigs)
+            self._id_sigs.append(sig)
+        return i
+
+    def hit(self, entry_id: int) -> None:
+        """One launch of the signature numbered `entry_id` looked its NEFF up (as `get` counts a call)."""
+        if 0 <= entry_id < len(self._id_sigs):
+            self.get(self._id_sigs[entry_id])
+
+    def fresh(self) -> CompileCache:
+        """This cache, with the launches not yet counted counted (launch mode)."""
+        if self.pull is not None:
+            self.pull()
+        return self
 
     @staticmethod
     def _digest(sig: Any) -> str:
@@ -147,6 +173,7 @@ class CompileCache:
     # --- the torch_neuronx._C shapes -------------------------------------------------------------------
 
     def entries(self) -> list[dict[str, Any]]:
+        self.fresh()
         with self._lock:
             es = list(self._by_sig.values())
         return [
@@ -160,7 +187,7 @@ class CompileCache:
         ]
 
     def stats(self) -> dict[str, Any]:
-        c = self.tally
+        c = self.fresh().tally
         hits = c["CompilationCache.InMemoryHits"] + c["CompilationCache.PersistentHits"]
         misses = c["CompilationCache.InMemoryMisses"] + c["CompilationCache.PersistentMisses"]
         with self._lock:
@@ -210,15 +237,18 @@ class CompileCache:
 
     def clear(self, memory_only: bool = False) -> None:
         """Drop the in-memory cache (and, unless memory_only, the files of the disk cache)."""
+        self.fresh()
         with self._lock:
             self._by_sig.clear()
+        if self.on_clear is not None:
+            self.on_clear()
         if not memory_only and self.cache_dir is not None:
             for p in self.cache_dir.glob("*.neff"):
                 p.unlink(missing_ok=True)
 
     def metric_data(self, name: str) -> dict[str, Any] | None:
         """Like _C._neuron_metric_data: accumulator, total_samples, samples [{timestamp_ns, value}]"""
-        s = self.samples.get(name)
+        s = self.fresh().samples.get(name)
         if s is None or not s:
             return None
         samples = list(s)

@@ -18,6 +18,9 @@ model"). The emulator keeps that cache in memory (`EmulatorConfig.cache_dir`).""
 BUILD_ENV = "NEURON_PROF_EMULATE_BUILD"
 """``release``: emulate a stock release build of torch-neuronx (`EmulatorConfig.build`); ``dev`` (default)."""
 BUILDS = ("dev", "release")
+HOST_COST_ENV = "NEURON_PROF_EMULATE_HOST_COST"
+"""``launch``: a warm op costs the host what a launch costs (`EmulatorConfig.host_cost`); ``python`` (default)."""
+HOST_COSTS = ("python", "launch")
 
 # Ops the TorchNeuron beta runs on the host: linear algebra with no device kernel, sort/unique-style ops with
 # data-dependent output shapes, and sparse / nested tensor constructors (not in the first release).
@@ -158,6 +161,13 @@ class EmulatorConfig:
     into the user cache: device tensors are plain torch.Tensors), "subclass" (a Python tensor subclass,
     `NeuronTensor`: no compiler needed, four idioms differ, docs/emulator.md), or "auto"
     (the extension when a C++ compiler is found, else the subclass). `from_env`: NEURON_PROF_EMULATE_DEVICE."""
+    host_cost: str = "python"
+    """What an op costs the host: "python" (every op runs the emulator's Python executor: tens of microseconds of
+    host time each) or "launch" (an op whose signature already ran as a plain device op is launched by the C++
+    extension: its host kernel, its result, and one row on the asynchronous device queue with its modelled
+    duration, as a runtime launches a cached NEFF; a few microseconds, no Python). First calls, fallbacks,
+    float64, syncs, copies and graphs take the executor in both. Launch mode needs the extension device (the
+    subclass device runs "python") and is fixed at enable(). `from_env`: NEURON_PROF_EMULATE_HOST_COST."""
     install_torch_neuronx: bool = True
     """Publish the torch_neuronx-shaped module as sys.modules["torch_neuronx"]."""
 
@@ -188,6 +198,9 @@ class EmulatorConfig:
             blocking = True  # release builds default to "1" (torch-neuronx-facts, "Corrections and additions")
         cfg = cls(cache_dir=cache_dir or None, launch_blocking=blocking is not False,
                   blocking_execution=blocking is True, build=build)
+        host_cost = os.environ.get(HOST_COST_ENV, "").strip().lower()
+        if host_cost in HOST_COSTS:
+            cfg = replace(cfg, host_cost=host_cost)
         impl = os.environ.get("NEURON_PROF_EMULATE_DEVICE", "").strip().lower()
         if impl in ("auto", "extension", "subclass"):
             cfg = replace(cfg, device_impl=impl)

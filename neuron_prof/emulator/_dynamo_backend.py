@@ -140,10 +140,15 @@ class _CompiledGraph:
         hide = torch.autograd._profiler_enabled()
         if hide:  # one NEFF on the device: the host profile shows no ops inside it
             torch._C._autograd._enable_record_function(False)
+        queue = rt.activity.queue
+        if queue is not None:  # launch mode: the graph's ops are one launch, its own (the executor counts them)
+            queue.python_only(True)
         try:
             out = self.gm(*args)
             args.clear()
         finally:
+            if queue is not None:
+                queue.python_only(False)
             local.in_graph = outer
             if hide:
                 torch._C._autograd._enable_record_function(True)

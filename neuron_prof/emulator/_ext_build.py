@@ -45,15 +45,21 @@ def build_dir() -> Path:
     other process waiting on the lock) whenever the other built last."""
     import torch
 
-    from neuron_prof.emulator._privateuse1_csrc import CPP
-
     base = os.environ.get("NEURON_PROF_EMULATOR_BUILD_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "neuron-prof", "emulator-device")
-    what = [CPP, " ".join(_FLAGS), compiler() or "", os.path.dirname(os.path.realpath(torch.__file__))]
+    what = [*_sources(), " ".join(_FLAGS), compiler() or "", os.path.dirname(os.path.realpath(torch.__file__))]
     key = hashlib.sha1("\0".join(what).encode()).hexdigest()[:12]
     d = Path(base) / f"{torch.__version__.replace('+', '_')}-{key}"
     d.mkdir(parents=True, exist_ok=True)
     return d
+
+
+def _sources() -> list[str]:
+    """The extension's source: the device (`_privateuse1_csrc`), then its launch path (`csrc.launch`)."""
+    from neuron_prof.emulator.csrc.launch import LAUNCH_CPP
+    from neuron_prof.emulator._privateuse1_csrc import CPP
+
+    return [CPP, LAUNCH_CPP]
 
 
 def is_built() -> bool:
@@ -95,14 +101,12 @@ def load(announce: bool = True) -> Any:
         if mod is None:
             from torch.utils.cpp_extension import load_inline
 
-            from neuron_prof.emulator._privateuse1_csrc import CPP
-
             (d / "lock").unlink(missing_ok=True)  # cpp_extension's, left by a killed build (docstring)
             (d / "built").unlink(missing_ok=True)
             if announce and not (d / f"{NAME}.so").exists():
                 print(f"neuron (emulated): building the device extension once into {d} (30 s to 2 minutes)",
                       file=sys.stderr, flush=True)
-            mod = load_inline(NAME, cpp_sources=[CPP], build_directory=str(d), extra_cflags=_FLAGS,
+            mod = load_inline(NAME, cpp_sources=_sources(), build_directory=str(d), extra_cflags=_FLAGS,
                               verbose=False)
             (d / "built").write_text(_stamp(d / f"{NAME}.so"))
     BUILD_SECONDS = time.perf_counter() - t0

@@ -38,6 +38,36 @@ def _fallback(op: Any, *args: Any, **kwargs: Any) -> Any:
     return execute(op, args, kwargs)
 
 
+_OPS: dict[tuple[str, str], Any] = {}
+
+
+def _cold(name: str, overload: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Launch mode: an op the extension did not launch (`csrc.launch`), by schema name ("aten::mul") and
+    overload, taken as the default mode takes every op."""
+    op = _OPS.get((name, overload))
+    if op is None:
+        ns, _, base = name.partition("::")
+        op = _OPS[(name, overload)] = getattr(getattr(getattr(torch.ops, ns), base), overload or "default")
+    return _fallback(op, *args, **kwargs)
+
+
+def _launch_queue(rt: _state.Runtime, ext: Any) -> None:
+    """Launch mode: the extension's queue is the device's (`_timing.Activity.queue`); the ops it launched are
+    ground truth executions and NEFF cache hits, as the executor records them."""
+    ext.set_queue(rt.cfg.blocking_execution, rt.cfg.max_device_events)
+    rt.activity.queue = ext
+    gt = rt.gt
+
+    def launched(name: str, host: int, host_end: int, start: int, end: int, entry: int) -> None:
+        gt.add("exec", name, host, host_end, 0, start, end)
+        rt.cache.hit(entry)  # each launch looks its NEFF up, as each call of the executor does
+
+    rt.activity.on_launch = launched
+    gt.pull = rt.activity.drain
+    rt.cache.pull = rt.activity.drain
+    rt.cache.on_clear = ext.clear_warm  # a dropped NEFF compiles again at its next call
+
+
 def _with_device_generator(op: Any, gen: torch.Generator, args: Any, kwargs: dict[str, Any]) -> Any:
     """A device generator holds a CPU generator's state (the C++ DeviceGenerator): the host kernel draws from
     a CPU generator carrying it, and the state it leaves goes back to the device generator."""
@@ -171,13 +201,20 @@ def register(module: Any, ext: Any) -> None:
     torch._register_device_module("neuron", module)
     ext.install_hooks()
     torch._C._acc.register_python_privateuseone_device_guard(_DeviceGuard())
+    rt = _state.RUNTIME
+    assert rt is not None
+    launch = rt.cfg.host_cost == "launch"
     glob = torch.library.Library("_", "IMPL")
-    glob.fallback(_fallback, "PrivateUse1")
     glob.fallback(_fallback, "SparsePrivateUse1")  # a host sparse tensor meets a device one: it falls back
     glob.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
     lib = torch.library.Library("aten", "IMPL")
-    for op in _direct_ops():
-        lib.impl(_qualified(op), functools.partial(_fallback, op), "PrivateUse1")
+    if launch:  # the extension's launch path takes these ops first, and hands the executor what it does not
+        ext.register_launch(_cold, [_qualified(op) for op in _direct_ops()])
+        _launch_queue(rt, ext)
+    else:
+        glob.fallback(_fallback, "PrivateUse1")
+        for op in _direct_ops():
+            lib.impl(_qualified(op), functools.partial(_fallback, op), "PrivateUse1")
     lib.impl("_copy_from", _copy_from, "PrivateUse1")
     lib.impl("_local_scalar_dense", _local_scalar_dense, "PrivateUse1")
     lib.impl("convolution_overrideable", _conv, "PrivateUse1")
@@ -189,8 +226,6 @@ def register(module: Any, ext: Any) -> None:
         lib.impl(_qualified(op), kernel, "Meta")
     _print_on_host()
     _LIBS.extend([glob, lib, _c10d.register_device_kernels()])
-    rt = _state.RUNTIME
-    assert rt is not None
     from neuron_prof.emulator._memory import ExtMemory
 
     rt.memory = [ExtMemory(ext, i, rt.cfg.memory_capacity_bytes, rt.cfg.reserve_granularity_bytes)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 KINDS = ("exec", "compile", "fallback", "sync", "copy", "graph", "graph_compile", "collective", "f64")
@@ -33,6 +34,8 @@ class GroundTruth:
         # Bounded: the log is on by default and a long run must not grow without limit (newest kept).
         self._rows: deque[tuple[Any, ...]] = deque(maxlen=max_events)
         self._lock = threading.Lock()
+        self.pull: Callable[[], None] | None = None
+        """Launch mode: brings in the records of the ops the extension launched (`_timing.Activity.drain`)."""
 
     def add(
         self,
@@ -53,6 +56,8 @@ class GroundTruth:
 
     def records(self, kind: str | None = None) -> list[dict[str, Any]]:
         """Every record (or those of one kind) as dicts with the keys of _FIELDS."""
+        if self.pull is not None:
+            self.pull()
         with self._lock:
             rows = list(self._rows)
         return [dict(zip(_FIELDS, r, strict=True)) for r in rows if kind is None or r[0] == kind]

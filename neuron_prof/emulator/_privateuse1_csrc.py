@@ -328,6 +328,8 @@ void install_allocator() { c10::SetAllocator(c10::DeviceType::PrivateUse1, &g_me
 
 void install_hooks() { at::RegisterPrivateUse1HooksInterface(&g_hooks); }
 
+void bind_launch(pybind11::module_& m);  // the launch path (csrc.launch), further down this unit
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("host_alias", &host_alias);
   m.def("device_result", &device_result);
@@ -339,5 +341,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("reset_peak", &reset_peak);
   m.def("reset_accumulated", &reset_accumulated);
   m.def("empty_cache", &empty_cache);
+  bind_launch(m);
 }
 """

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -108,7 +108,13 @@ class Activity:
     def __init__(self, max_events: int) -> None:
         self.max_events = max_events
         self.rows: list[tuple[str, int, int, int, int, int, int, int, int, int]] = []
-        self.next_seq = 1
+        self._next_seq = 1
+        self.queue: Any = None
+        """Launch mode (`EmulatorConfig.host_cost`): the device extension, whose queue takes every submission
+        and records the ops it launches itself; `pull` moves its rows here."""
+        self.on_launch: Callable[[str, int, int, int, int, int], None] | None = None
+        """Called for each op the queue launched (name, host start and end, device start and end, NEFF cache
+        entry), as pulled."""
         self.dropped = 0
         self.lock = threading.Lock()
         self.cc: dict[int, tuple[int, int]] = {}
@@ -129,20 +135,46 @@ class Activity:
         host_ns: int,
     ) -> int:
         """Caller holds self.lock. Returns the nrt_sequence_id given to the event."""
-        seq = self.next_seq
-        self.next_seq = seq + 1
+        seq = self._next_seq
+        self._next_seq = seq + 1
         rows = self.rows
         rows.append((name, device, stream, kind, start, end, seq, seq_nr, th_id, host_ns))
         if len(rows) > self.max_events + (self.max_events >> 3):
             self._trim()
         return seq
 
+    @property
+    def next_seq(self) -> int:
+        """The nrt_sequence_id the next event gets."""
+        return self._next_seq if self.queue is None else int(self.queue.queue_state()[1])
+
+    def pull(self) -> None:
+        """Caller holds self.lock. Launch mode: move the rows the extension's queue recorded into this buffer."""
+        if self.queue is None:
+            return
+        rows, dropped = self.queue.queue_drain()
+        self.dropped += dropped
+        out, work, hook = self.rows, self.work, self.on_launch
+        for name, stream, kind, start, end, seq, seq_nr, tid, host, host_end, flops, nbytes, launched, entry in rows:
+            out.append((name, 0, stream, kind, start, end, seq, seq_nr, tid, host))
+            if flops >= 0:
+                work[seq] = (flops, nbytes)
+            if launched and hook is not None:
+                hook(name, host, host_end, start, end, entry)
+        if len(out) > self.max_events + (self.max_events >> 3):
+            self._trim()
+
+    def drain(self) -> None:
+        """`pull` under the lock (ground truth reads it before it answers)."""
+        with self.lock:
+            self.pull()
+
     def _trim(self) -> None:
         drop = len(self.rows) - self.max_events
         if drop > 0:
             self.dropped += drop
             del self.rows[:drop]
-            first = self.rows[0][6] if self.rows else self.next_seq
+            first = self.rows[0][6] if self.rows else self._next_seq
             self.cc = {k: v for k, v in self.cc.items() if k >= first}
             self.work = {k: v for k, v in self.work.items() if k >= first}
 
@@ -151,6 +183,7 @@ class Activity:
         import numpy as np
 
         with self.lock:
+            self.pull()
             self._trim()
             rows = self.rows
             if clear:
@@ -190,7 +223,7 @@ class DeviceClock:
 
     def __init__(self, index: int, activity: Activity, blocking: bool = False) -> None:
         self.index = index
-        self.free_at_ns = 0
+        self._free_at_ns = 0
         self.activity = activity
         self.blocking = blocking
         """Every submitted op is synchronous: the host waits for it (``NEURON_LAUNCH_BLOCKING=1``)."""
@@ -210,16 +243,28 @@ class DeviceClock:
         compiling), doing `work` (FLOPs, bytes); returns (start_ns, end_ns, nrt_sequence_id)."""
         now = time.time_ns() if host_ns is None else host_ns
         tid = threading.get_native_id()
-        with self.activity.lock:
-            start = max(self.free_at_ns, now, not_before)
-            end = start + dur_ns
-            self.free_at_ns = end
-            seq = self.activity.append(name, self.index, stream, kind, start, end, seq_nr, tid, now)
-            if work is not None:
-                self.activity.work[seq] = work
+        queue = self.activity.queue
+        if queue is not None:  # launch mode: the extension's queue orders these with the ops it launches
+            flops, nbytes = work if work is not None else (-1.0, 0)
+            start, end, seq = queue.queue_submit(name, dur_ns, stream, kind, seq_nr, tid, now, not_before, flops,
+                                                 nbytes)
+        else:
+            with self.activity.lock:
+                start = max(self._free_at_ns, now, not_before)
+                end = start + dur_ns
+                self._free_at_ns = end
+                seq = self.activity.append(name, self.index, stream, kind, start, end, seq_nr, tid, now)
+                if work is not None:
+                    self.activity.work[seq] = work
         if self.blocking:
             self.wait()
         return start, end, seq
+
+    @property
+    def free_at_ns(self) -> int:
+        """The Unix ns when this device's queue drains."""
+        queue = self.activity.queue
+        return self._free_at_ns if queue is None else int(queue.queue_state()[0])
 
     def wait(self) -> int:
         """Block the host until the device has drained its queue; returns the ns the host waited."""

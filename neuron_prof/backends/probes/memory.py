@@ -1,7 +1,7 @@
 """Memory probe: counter tracks per device (allocated, reserved) and the peak, marked with what was running.
 
 Devices whose allocator does not report to the profiler (torch-neuronx) are polled by a sampler thread
-(``memory_interval_ms`` option, default 5 ms, longer when a sample costs more than `MAX_SHARE` of the interval: the
+(``memory_interval_ms`` option, default `DEFAULT_INTERVAL_MS`, longer when a sample costs more than `MAX_SHARE` of the interval: the
 sampler holds the GIL while it reads) through the adapter's `read` callable; nested and flat
 ``memory_stats()`` shapes are both read (`_compat.memory_current`). The peak instant names the innermost
 host op running at the peak sample and its call site.
@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from neuron_prof.backends.probes.view import HostView
     from neuron_prof.model import TraceBuilder
 
+DEFAULT_INTERVAL_MS = 20.0
+"""Between samples by default. A sample costs its thread 60-200 us of CPU while a capture of the emulated device
+runs (its ``memory_stats()`` read; 5 us outside a capture), so 20 ms keeps even the first samples, before
+`MAX_SHARE` can stretch the interval, near 0.5% of the steps (issue 32: a polling probe under 1% of a step)."""
 MAX_SHARE = 0.005
 """The sampler's CPU time at most this share of the time between samples (issue 32: a polling probe costs
 under 1% of a step)."""
@@ -57,7 +61,7 @@ class MemoryProbe(Probe):
         self._n = max(int(self._devices()), 0)
         if not self._n:
             return
-        interval = float(ctx.options.get("memory_interval_ms", 5.0)) / 1e3
+        interval = float(ctx.options.get("memory_interval_ms", DEFAULT_INTERVAL_MS)) / 1e3
         if self._capacity is not None:
             for d in range(self._n):
                 cap = self._capacity(d)

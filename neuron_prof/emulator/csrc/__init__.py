@@ -1,0 +1,1 @@
+"""C++ sources of the emulated device's extension, as Python strings (`_ext_build` compiles them)."""
