@@ -158,13 +158,12 @@ def _load_extension(cfg: EmulatorConfig) -> Any:
 
 def _install(cfg: EmulatorConfig) -> types.ModuleType:
     global _impl
-    from neuron_prof.emulator import _state
-    from neuron_prof.emulator._api import build_module
-    from neuron_prof.emulator._device import build_device_module, register
-
     from dataclasses import replace
 
+    from neuron_prof.emulator import _state
+    from neuron_prof.emulator._api import build_module
     from neuron_prof.emulator._config import HOST_COST_ENV, HOST_COSTS
+    from neuron_prof.emulator._device import build_device_module, register
 
     host_cost = os.environ.get(HOST_COST_ENV, "").strip().lower()
     if host_cost in HOST_COSTS:  # a config built in code (EmulatorConfig.fast()) too, as the device's build

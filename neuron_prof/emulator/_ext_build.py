@@ -56,8 +56,8 @@ def build_dir() -> Path:
 
 def _sources() -> list[str]:
     """The extension's source: the device (`_privateuse1_csrc`), then its launch path (`csrc.launch`)."""
-    from neuron_prof.emulator.csrc.launch import LAUNCH_CPP
     from neuron_prof.emulator._privateuse1_csrc import CPP
+    from neuron_prof.emulator.csrc.launch import LAUNCH_CPP
 
     return [CPP, LAUNCH_CPP]
 
