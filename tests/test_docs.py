@@ -16,6 +16,7 @@ query runs on what the page exported. `neuron-prof ...` in inline code is flag-c
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import shlex
@@ -423,6 +424,11 @@ def test_every_command_on_the_page_runs(page: Page, workspace: Path, monkeypatch
     for k, v in _env(workspace).items():
         monkeypatch.setenv(k, v)
     monkeypatch.chdir(workspace)
+    # `run -m mypkg.train` runs in this process: a `mypkg` another test imported from its own folder (same
+    # pytest worker) must not answer for the workspace's
+    for name in [m for m in sys.modules if m == "mypkg" or m.startswith("mypkg.")]:
+        monkeypatch.delitem(sys.modules, name)
+    importlib.invalidate_caches()
     shell = Shell(capsys)
     for block in page.blocks:
         if block.lang == "console":
