@@ -112,3 +112,58 @@ def test_process_group_facts_in_process(tmp_path: Path, monkeypatch) -> None:  #
     pg = md["process_group"]
     assert pg["backend"] == "gloo" and pg["group_ranks"] == [0] and pg["local_rank"] == "0"
     assert pg["master_port"] == "29999"
+
+
+DDP_JOBS = """
+    import os, sys
+    import torch, torch.distributed as dist, torch.nn as nn, torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    import neuron_prof
+
+
+    def job(port):
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=int(os.environ["RANK"]),
+                                world_size=2)
+        model = DDP(nn.Sequential(nn.Linear(32, 128), nn.GELU(), nn.Linear(128, 10)))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        x, y = torch.randn(16, 32), torch.randint(0, 10, (16,))
+        for _ in range(3):
+            with model.no_sync():
+                F.cross_entropy(model(x), y).backward()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+            opt.zero_grad()
+        dist.destroy_process_group()  # then `model` goes, and its Reducer holds the group
+
+
+    with neuron_prof.profile("trace.json", quiet=True, pftrace=False):
+        for port in sys.argv[1:]:
+            job(int(port))
+            print("job done", flush=True)
+"""
+
+
+def test_ddp_models_freed_after_their_group_do_not_hang_the_job(tmp_path: Path) -> None:
+    """A DDP model that outlives `destroy_process_group()` (freed when its function returns) destroys gloo's
+    group from its C++ Reducer under the GIL, while gloo's thread drops a collective that needs the GIL: under
+    the profiler each such job hung in most tries. The session keeps the destroyed groups and drops them
+    from Python at its end (issue 34): four such jobs in a row end."""
+    script = tmp_path / "jobs.py"
+    script.write_text(textwrap.dedent(DDP_JOBS))
+    ports = [str(_free_port()) for _ in range(4)]
+    procs = []
+    for rank in range(2):
+        env = {**os.environ, "PYTHONPATH": str(REPO), "RANK": str(rank), "WORLD_SIZE": "2", "OMP_NUM_THREADS": "1"}
+        procs.append(subprocess.Popen([sys.executable, str(script), *ports], cwd=tmp_path, env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                      start_new_session=True))
+    try:
+        outs = [p.communicate(timeout=90)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, 9)
+                p.wait()
+    for p, out in zip(procs, outs):
+        assert p.returncode == 0 and out.count("job done") == 4, out
+    assert sorted(p.name for p in tmp_path.glob("trace*")) == ["trace.rank0.json", "trace.rank1.json"]

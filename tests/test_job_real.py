@@ -275,7 +275,8 @@ def test_merge_only_the_ranks_pointed_at(
     assert merged.metadata["ranks"] == [0, LATE, COMPILER]
     assert merged.metadata["aligned_with_ranks"] == list(range(WORLD))
     offsets = merged.metadata["alignment"]["offsets"]
-    assert all(offsets[str(r)]["method"] in ("collectives", "reference") for r in range(WORLD))
+    # ranks of one machine keep its clock (host_clock); the others are aligned on their collectives
+    assert all(offsets[str(r)]["method"] in ("collectives", "host_clock", "reference") for r in range(WORLD))
     assert {p.rank for p in merged.processes if p.rank is not None} == {0, LATE, COMPILER}
     strag = [f for f in merged.findings if f["kind"] == "straggler"]
     assert any(f["rank"] == LATE and f["evidence"]["cause"]["cause"] == "data loading" for f in strag), strag

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from neuron_prof.backends.base import CaptureContext
 from neuron_prof.capture import _compile_quiet, _env, _outputs, _runtime
 from neuron_prof.capture._end_progress import EndProgress, wanted
+from neuron_prof.capture._groups import ProcessGroupKeeper
 from neuron_prof.capture._report import CaptureWarning, dedup_errors, report_problems, user_stacklevel
 from neuron_prof.capture._runqueue import PROBE as RUNQUEUE_PROBE
 from neuron_prof.capture._runqueue import RunQueueSampler
@@ -146,6 +147,7 @@ class Session(contextlib.ContextDecorator):
         self._signals = SignalGuard(self._on_signal)
         self._run_dir: _runtime.RuntimeDir | None = None
         self._runqueue: RunQueueSampler | None = None
+        self._groups = ProcessGroupKeeper()
         self._totals: dict[str, Any] | None = None
         """The trace's totals, computed with its findings when the run history records the session."""
         self._write_report: _outputs.WriteReport | None = None
@@ -224,6 +226,7 @@ class Session(contextlib.ContextDecorator):
         self._runqueue.load()
         self._runqueue.sample()
         self._recording = True
+        self._guard("process groups", "start", self._groups.install)
         self._signals.install()
         atexit.register(self._atexit)
         self._timings["start"] = time.perf_counter_ns() - t0
@@ -269,6 +272,7 @@ class Session(contextlib.ContextDecorator):
             self._recording = False
             pending = self._signals.release_held()
             atexit.unregister(self._atexit)
+            self._guard("process groups", "stop", self._groups.release)
             with _ACTIVE_LOCK:
                 if _ACTIVE is self:
                     _ACTIVE = None

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from neuron_prof.cli._run_exit import ProcessGroupKeeper, print_user_traceback
+from neuron_prof.cli._run_exit import print_user_traceback
 from neuron_prof.errors import UsageError
 from neuron_prof.formats import DEFAULT_OUTPUT, PFTRACE, suffix_list
 
@@ -106,7 +106,6 @@ def command(output: str, backend: str | None, emulate_neuron: bool, module: str 
     path0 = str(Path(argv[0]).resolve().parent) if module is None else os.getcwd()
     sys.path.insert(0, path0)
     keep: list[object] = []
-    groups = ProcessGroupKeeper()
     code = 0
     try:
         with neuron_prof.profile(output, backend=backend, pftrace=not no_pftrace, quiet=quiet,
@@ -114,7 +113,6 @@ def command(output: str, backend: str | None, emulate_neuron: bool, module: str 
                                  profile_dir=profile_dir or device_profile_dir,
                                  operator_lines=operator_lines) as session, \
                 _keep_code(keep), _optimizer_steps(session, window):
-            groups.install()  # torch is imported once the session has started
             if module is None:
                 keep.append(runpy.run_path(argv[0], run_name="__main__"))
             else:
@@ -128,9 +126,7 @@ def command(output: str, backend: str | None, emulate_neuron: bool, module: str 
         sys.argv = saved_argv
         if sys.path and sys.path[0] == path0:
             sys.path.pop(0)
-        # The script's objects go first (its DDP models hold process groups), then its process groups.
         keep.clear()
-        groups.release()
     return code
 
 

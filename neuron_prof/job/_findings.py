@@ -160,12 +160,14 @@ def collective_spread(late: LateArrivals | None, wall_ns: int) -> list[Finding]:
         worst = ks[int(np.argmax(spread[ks]))]
         lasts = Counter(late.ranks[int(last[k])] for k in ks)
         often, times = lasts.most_common(1)[0]
+        rows = np.array([i for i, k in enumerate(late.keys) if k == key])
+        steady = late.systematic(often, rows)  # else the ranks take turns being last: jitter, nothing to fix
         out.append(
             Finding(
                 kind=Kind.COLLECTIVE_SPREAD,
-                severity=_severity(cost / max(wall_ns, 1)),
+                severity=_severity(cost / max(wall_ns, 1)) if steady else "info",
                 title=f"Collective {key}: ranks arrive up to {fmt_ns(spread[worst])} apart, {fmt_ns(cost)} over "
-                f"{len(ks)} call(s); last most often: rank {often} ({times}x)",
+                f"{len(ks)} call(s); last most often: rank {often} ({times}x)" + ("" if steady else ", by turns"),
                 cost_ns=cost,
                 share=min(cost / max(wall_ns, 1), 1.0),
                 count=len(ks),
@@ -175,6 +177,7 @@ def collective_spread(late: LateArrivals | None, wall_ns: int) -> list[Finding]:
                     "worst_spread_ns": int(spread[worst]),
                     "worst_index": worst,
                     "last_rank_counts": {str(r): c for r, c in sorted(lasts.items())},
+                    "systematic": steady,
                 },
                 rank=often,
             )

@@ -4,6 +4,11 @@ For every rank r against the reference rank (the lowest), offset_r = median over
 (end_ref - end_r). The residuals after the shift give the uncertainty. When the collectives do not agree
 (too few, or the residuals are far larger than the collectives themselves, as in sampled traces whose
 collectives do not correspond), clocks that are already Unix time are kept as recorded and the report says so.
+
+Ranks captured on the reference rank's machine share its Unix clock: their offset is 0 ("host_clock"). Their
+collectives' exits need not agree: a collective launched asynchronously (DDP's gradient all-reduce on gloo) is
+recorded where the host issued it, and a late rank's issue ends later; aligning those exits would shift the
+late rank's lateness away.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ class RankOffset:
     offset_ns: int
     """Added to every timestamp of this rank."""
     method: str
-    """"collectives", "user", "recorded" (kept as is) or "reference"."""
+    """"collectives", "user", "recorded" (kept as is), "host_clock" (the reference's machine) or "reference"."""
     matched: int = 0
     uncertainty_ns: int | None = None
     """90th percentile of |residual| after alignment; None when unknown."""
@@ -45,9 +50,11 @@ class Alignment:
                 "offsets": {str(r): vars(o) for r, o in sorted(self.offsets.items())}}
 
 
-def estimate_offsets(per_rank: dict[int, RankCollectives], user: dict[int, int] | None = None) -> Alignment:
-    """Offsets for every rank in `per_rank` (user-given offsets win)."""
-    user = user or {}
+def estimate_offsets(per_rank: dict[int, RankCollectives], user: dict[int, int] | None = None,
+                     hosts: dict[int, str] | None = None) -> Alignment:
+    """Offsets for every rank in `per_rank` (user-given offsets win; `hosts`: rank -> the machine whose Unix clock
+    its times are on, "" when unknown)."""
+    user, hosts = user or {}, hosts or {}
     ranks, mat = match(per_rank)
     ref = ranks[0] if ranks else 0
     out: dict[int, RankOffset] = {ref: RankOffset(ref, int(user.get(ref, 0)), "user" if ref in user else "reference",
@@ -55,6 +62,9 @@ def estimate_offsets(per_rank: dict[int, RankCollectives], user: dict[int, int] 
     for j, r in enumerate(ranks[1:], start=1):
         if r in user:
             out[r] = RankOffset(r, int(user[r]), "user", len(mat), None, "given by the user")
+            continue
+        if hosts.get(r) and hosts.get(r) == hosts.get(ref) and ref not in user:
+            out[r] = RankOffset(r, 0, "host_clock", len(mat), 0, f"on rank {ref}'s machine ({hosts[r]}): one clock")
             continue
         if len(mat) < MIN_MATCHES:
             out[r] = RankOffset(r, 0, "recorded", len(mat), None,

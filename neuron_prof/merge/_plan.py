@@ -58,12 +58,19 @@ def summarize(trace: Trace, index: int, rank: int, skew_ns: int = 0) -> RankInfo
     """Pass 1 for one rank."""
     t = rank_trace(trace, rank, skew_ns)
     md = trace.metadata
-    keep = {k: md[k] for k in (Meta.WALL, Meta.WORLD_SIZE, Meta.STEPS, "capture_exit", Meta.EXIT_SITE) if md.get(k) is not None}
+    keep = {k: md[k] for k in (Meta.WALL, Meta.WORLD_SIZE, Meta.STEPS, "capture_exit", Meta.EXIT_SITE, Meta.HOST_NAME,
+                               Meta.CLOCK) if md.get(k) is not None}
     keep[Meta.SOURCE] = str(md.get(Meta.SOURCE, f"input {index}"))
     ids = find_steps(trace)[0]
     return RankInfo(index=index, rank=rank, skew_ns=skew_ns, n_slices=len(t.slices), time_range=t.time_range(),
                     collectives=collectives_by_source(t), metadata=keep,
                     steps=(len(ids), int(ids[-1]) if len(ids) else None))
+
+
+def host_clock(info: RankInfo) -> str:
+    """The machine whose Unix clock `info`'s times are on ("" when unknown, not Unix, or shifted by a skew)."""
+    md = info.metadata
+    return str(md.get(Meta.HOST_NAME) or "") if md.get(Meta.CLOCK) == "unix" and not info.skew_ns else ""
 
 
 @dataclass
@@ -145,7 +152,7 @@ def plan_merge(infos: list[RankInfo], offsets_ns: dict[int, int] | None = None,
         for source, per in info.collectives.items():
             found.setdefault(source, {}).update(per)
     per_rank = pick_source(found, len(infos))
-    alignment = estimate_offsets(per_rank, offsets_ns)
+    alignment = estimate_offsets(per_rank, offsets_ns, {i.rank: host_clock(i) for i in infos})
     for info in infos:
         alignment.offsets.setdefault(info.rank, RankOffset(
             info.rank, int((offsets_ns or {}).get(info.rank, 0)), "recorded", 0, None,

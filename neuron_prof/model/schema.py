@@ -173,6 +173,7 @@ class Meta:
     SOURCE: Final = "source"  # path the trace was loaded from
     SOURCE_FORMAT: Final = "source_format"  # "kineto_json" | "pftrace" | "capture"
     CLOCK: Final = "clock"  # "unix" | "relative" (no Unix base known)
+    HOST_NAME: Final = "host"  # the capturing machine's name: ranks of one machine share its Unix clock
     RANK: Final = "rank"
     WORLD_SIZE: Final = "world_size"
     BACKEND: Final = "backend"  # adapter that captured it: "cpu" | "cuda" | "neuron" | ...

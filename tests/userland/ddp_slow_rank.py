@@ -1,5 +1,7 @@
 """DDP training on two ranks where rank 1 reads its batches from a slow source: each batch costs it 40 ms of
 waiting (a network filesystem, say) before the step, so rank 0 waits for it at every gradient all-reduce.
+The all-reduce's arrival spread (`collective_spread`) is that wait, and each device idles while its host waits:
+rank 1's in `load_batch`, rank 0's in the all-reduce inside `loss.backward()` (`device_idle`, emulated device).
 # RANKS: 2
 # BENCH-ONLY: a new shape of an already-guarded finding; bench accuracy scores it, the suite keeps its time
 """
@@ -15,7 +17,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 def load_batch(rank: int, dev: str) -> tuple[torch.Tensor, torch.Tensor]:
     if rank == 1:
-        time.sleep(0.04)  # EXPECT[neuron,cpu]: straggler
+        time.sleep(0.04)  # EXPECT[neuron,cpu]: straggler  # ALSO[neuron,cpu]: collective_spread  # ALSO: device_idle
     x = torch.randn(64, 48)
     y = torch.randint(0, 6, (64,))
     return x.to(dev), y.to(dev)
@@ -30,10 +32,10 @@ def main() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     torch.manual_seed(1 + rank)
     for step in range(12):
-        x, y = load_batch(rank, dev)
+        x, y = load_batch(rank, dev)  # ALSO: device_idle
         loss = F.cross_entropy(model(x), y)
         opt.zero_grad()
-        loss.backward()  # ALSO[neuron,cpu]: collective
+        loss.backward()  # ALSO[neuron,cpu]: collective  # ALSO: device_idle
         opt.step()
     dist.destroy_process_group()
 

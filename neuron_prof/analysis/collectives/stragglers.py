@@ -7,6 +7,7 @@ collective matched across ranks, arrival spread = last start - first start; each
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,10 @@ _CAUSE_KINDS = ((TrackKind.COMPILE, "a compile stall"), (TrackKind.FALLBACK, "a 
 _NOT_WORK = ("ProfilerStep", "PyTorch Profiler", "Iteration Start")
 """Spans of the profiler itself or of whole steps: never a straggler's cause."""
 _DATA_WORDS = ("dataloader", "data_loader", "__next__", "collate", "load_batch")
+CHANCE_P = 0.05
+"""A rank is late *systematically* when arriving last at so many of the significant spreads has a chance under
+CHANCE_P if every rank were as likely to be last (one-sided binomial): ranks that take turns being last (a
+loaded machine's scheduling, two busy ranks on shared cores) are jitter, not a straggler to fix."""
 
 
 def _overlap(trace: Trace, rows: np.ndarray, t0: int, t1: int) -> np.ndarray:
@@ -147,6 +152,14 @@ class LateArrivals:
     def late_ranks(self) -> list[int]:
         return [r for r in self.ranks if len(self.late_rows(r))]
 
+    def systematic(self, rank: int, rows: np.ndarray | None = None) -> bool:
+        """Whether `rank` arrives last at the significant spreads (of `rows`, default all) more often than chance
+        would make it (`CHANCE_P`): a straggler, or a collective's spread with a cause to look for."""
+        sig = np.flatnonzero(self.significant) if rows is None else np.asarray(rows)[self.significant[rows]]
+        n = len(sig)
+        last = int((np.argmax(self.start[sig], axis=1) == self.ranks.index(rank)).sum()) if n else 0
+        return last > 0 and chance_of_last(last, n, len(self.ranks)) < CHANCE_P
+
     def windows(self, rank: int) -> list[tuple[int, int, int]]:
         """(previous collective's exit, arrival, spread) of each late arrival of `rank`: where to look for why."""
         j, spread = self.ranks.index(rank), self.spread
@@ -183,20 +196,29 @@ def findings_from(late: LateArrivals, causes: dict[int, dict[str, object]], wall
         waits = {str(rr): int((last[ks] - S[ks, jj]).sum()) for jj, rr in enumerate(ranks) if rr != r}
         share = cost / wall
         detail = f" ({cause['detail']})" if cause.get("detail") else ""
+        steady = late.systematic(r)
+        jitter = "" if steady else f" (of {int(late.significant.sum())}: the ranks take turns, jitter)"
         out.append(Finding(
-            kind=Kind.STRAGGLER, severity="critical" if share > 0.2 else "warning" if share > 0.02 else "info",
-            title=f"rank {r} arrives last at {len(ks)} collective(s), up to {spread[worst] / 1e6:.1f} ms late: "
-                  f"{cause['cause']}{detail}",
+            kind=Kind.STRAGGLER, severity="info" if not steady else "critical" if share > 0.2 else
+            "warning" if share > 0.02 else "info",
+            title=f"rank {r} arrives last at {len(ks)} collective(s){jitter}, up to {spread[worst] / 1e6:.1f} ms "
+                  f"late: {cause['cause']}{detail}",
             cost_ns=cost, share=share, count=len(ks), call_site=str(cause.get("call_site", "") or ""),
             module=str(cause.get("module", "") or ""),
             advice=_advice(str(cause["cause"])),
             evidence={"late_rank": r, "ranks": ranks, "wait_ns_by_rank": waits,
                       "spread_ns": [int(x) for x in spread[ks][:50]],
                       "collectives": [late.keys[int(k)] for k in ks[:50]],
-                      "median_collective_ns": int(np.median(dur[ks])), "cause": cause,
+                      "median_collective_ns": int(np.median(dur[ks])), "cause": cause, "systematic": steady,
                       "worst_start_ns": int(S[worst, j])},
             ts_ns=int(S[worst, j]), rank=r))
     return sorted(out, key=lambda f: -f.cost_ns)
+
+
+def chance_of_last(last: int, n: int, ranks: int) -> float:
+    """The chance that one of `ranks` equally likely ranks is last at `last` or more of `n` collectives."""
+    p = 1.0 / max(ranks, 1)
+    return float(sum(math.comb(n, k) * p**k * (1 - p) ** (n - k) for k in range(last, n + 1)))
 
 
 def dominant_cause(trace: Trace, rank: int, windows: list[tuple[int, int, int]]) -> dict[str, object]:
