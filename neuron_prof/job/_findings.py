@@ -215,8 +215,9 @@ def ranks_to_open(pieces: list[RankPiece], found: list[Finding], args: list[str]
     if len(pieces) < 2:
         return None
     why: dict[int, str] = {}
-    # a rank that stopped early first (where it stopped is the first thing to see), then the most costly
-    for f in sorted(sort_findings(found), key=lambda f: f.kind != Kind.STOPPED_RANK):
+    # a rank that stopped early first (where it stopped is the first thing to see), then the most costly of
+    # the warnings and criticals, then of the notes (ranks taking turns at arriving last are jitter, not a cause)
+    for f in sorted(sort_findings(found), key=lambda f: (f.kind != Kind.STOPPED_RANK, f.severity == "info")):
         if f.rank is not None and f.rank not in why and len(why) < MAX_OPEN - 1:
             why[f.rank] = str(f.kind)
     for f in found:  # name a rank by what it does (a straggler) rather than by the collective it delays
