@@ -19,8 +19,9 @@ $(STAMP): pyproject.toml constraints.txt setup.py $(C_SOURCES)
 demo: $(STAMP)
 	$(VENV)/bin/neuron-prof demo
 
-# Two pytest processes: tests that register the emulated neuron device in-process need a process whose
-# autograd engine has not started yet (see tests/conftest.py). The first spreads its test files over
+# Two pytest processes, side by side: tests that register the emulated neuron device in-process need a process
+# whose autograd engine has not started yet (see tests/conftest.py); it runs beside the other (about a minute of
+# one core, which the other's two workers would otherwise leave idle at the end), its output printed after. The other spreads its test files over
 # TEST_JOBS workers (pytest-xdist, one file per worker at a time: module fixtures are made once), longest
 # files first (tests/file_seconds.txt, ordered by tests/conftest.py; --no-loadscope-reorder keeps that order
 # instead of xdist's, by test count); -rs prints why each skipped test skipped; the JUnit reports in
@@ -28,10 +29,16 @@ demo: $(STAMP)
 REPORTS := build/test-reports
 TEST_JOBS ?= 2
 test: $(STAMP)
-	rm -rf $(REPORTS)
+	rm -rf $(REPORTS) && mkdir -p $(REPORTS)
+	@echo "the emulated device's in-process tests run beside the others; their output: $(REPORTS)/emulator.log"
+	$(PY) -m pytest -q -rs -m emulator_inprocess --junitxml=$(REPORTS)/emulator.xml $(PYTEST_ARGS) \
+		>$(REPORTS)/emulator.log 2>&1 & emu=$$!; \
 	$(PY) -m pytest -q -rs -n $(TEST_JOBS) --dist loadfile --no-loadscope-reorder -m "not emulator_inprocess" \
-		--junitxml=$(REPORTS)/main.xml $(PYTEST_ARGS)
-	$(PY) -m pytest -q -rs -m emulator_inprocess --junitxml=$(REPORTS)/emulator.xml $(PYTEST_ARGS)
+		--junitxml=$(REPORTS)/main.xml $(PYTEST_ARGS); main=$$?; \
+	wait $$emu; emu_rc=$$?; \
+	echo "== the emulated device's in-process tests ($(REPORTS)/emulator.log), exit $$emu_rc"; \
+	cat $(REPORTS)/emulator.log; \
+	[ $$main -eq 0 ] && [ $$emu_rc -eq 0 ]
 
 # The everyday loop, under 3 minutes on 2 cores: `make test` less the tests marked slow (real programs in other
 # processes, multi-process jobs, the browser: tests/conftest.py SLOW_FILES); no reports.
