@@ -81,7 +81,15 @@ def test_run_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (pkg / "job.py").write_text("import sys, torch\ntorch.ones(2, 2).mm(torch.ones(2, 2))\n"
                                 "sys.exit(0 if sys.argv[1:] == ['x'] and __name__ == '__main__' else 9)\n")
     monkeypatch.chdir(tmp_path)
-    assert main(["run", "-q", "-o", "m.json", "-m", "mypkg.job", "x"]) == 0
+    # `run -m` runs in this process: another test's `mypkg` (tests/test_docs.py's, same pytest worker) must not
+    # answer for this one, and this one must not stay for the next
+    for name in [m for m in sys.modules if m == "mypkg" or m.startswith("mypkg.")]:
+        monkeypatch.delitem(sys.modules, name)
+    try:
+        assert main(["run", "-q", "-o", "m.json", "-m", "mypkg.job", "x"]) == 0
+    finally:
+        for name in [m for m in sys.modules if m == "mypkg" or m.startswith("mypkg.")]:
+            del sys.modules[name]
     assert "aten::mm" in slice_names(neuron_prof.load(tmp_path / "m.json"))
 
 

@@ -416,9 +416,15 @@ def _env(ws: Path) -> dict[str, str]:
             "NEURON_PROF_PROGRESS": "0", "GITHUB_STEP_SUMMARY": str(ws / "step_summary.md")}
 
 
+def _forget_mypkg() -> None:
+    for name in [m for m in sys.modules if m == "mypkg" or m.startswith("mypkg.")]:
+        del sys.modules[name]
+    importlib.invalidate_caches()
+
+
 @pytest.mark.parametrize("page", ALL, ids=lambda p: p.name)
 def test_every_command_on_the_page_runs(page: Page, workspace: Path, monkeypatch: pytest.MonkeyPatch,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+                                         capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest) -> None:
     shutil.rmtree(workspace)
     shutil.copytree(workspace.with_suffix(".orig"), workspace, symlinks=True)
     for k, v in _env(workspace).items():
@@ -426,9 +432,8 @@ def test_every_command_on_the_page_runs(page: Page, workspace: Path, monkeypatch
     monkeypatch.chdir(workspace)
     # `run -m mypkg.train` runs in this process: a `mypkg` another test imported from its own folder (same
     # pytest worker) must not answer for the workspace's
-    for name in [m for m in sys.modules if m == "mypkg" or m.startswith("mypkg.")]:
-        monkeypatch.delitem(sys.modules, name)
-    importlib.invalidate_caches()
+    _forget_mypkg()
+    request.addfinalizer(_forget_mypkg)  # nor may the workspace's answer for a later test's
     shell = Shell(capsys)
     for block in page.blocks:
         if block.lang == "console":

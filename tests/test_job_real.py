@@ -201,6 +201,12 @@ def test_job_summary_on_a_separate_dask_cluster(
                     stderr=subprocess.DEVNULL,
                 )
             )
+        # both workers connected before the summary asks the scheduler how many there are (they start in
+        # parallel with it: on a busy machine the summary could see one)
+        from distributed import Client
+
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(2, timeout=60)
         out = subprocess.run(
             [
                 sys.executable,
