@@ -254,8 +254,14 @@ class Detail(VerticalScroll, can_focus=False):
     """A detail pane: labels in bold, trace strings literal. Taller than its room, it shows a scrollbar
     and scrolls with shift+↓/↑ or the wheel (a Static alone would be clipped: its height is the room)."""
 
+    _static: Static | None = None
+    _shown: Text | None = None
+
     def compose(self) -> ComposeResult:
-        yield Static(id="detail-text")
+        # what `show` was given before the pane composed (a view mounted in the background fills its pane from
+        # its own mount, which can come first) is its first text
+        self._static = Static(self._shown or "", id="detail-text")
+        yield self._static
 
     def show(self, rows: list[tuple[str, str]]) -> None:
         t = Text()
@@ -264,9 +270,12 @@ class Detail(VerticalScroll, can_focus=False):
                 t.append("\n")
             t.append(f"{k}: ", style="bold")
             t.append(printable(v, newlines=True))  # stacks and plans span lines
-        self.query_one("#detail-text", Static).update(t)
-        self.scroll_home(animate=False, immediate=True)
+        self._shown = t
+        if self._static is not None:
+            self._static.update(t)
+        if self.is_mounted:
+            self.scroll_home(animate=False, immediate=True)
 
     def text(self) -> str:
         """The shown text (for tests)."""
-        return str(self.query_one("#detail-text", Static).render())
+        return str(self._static.render()) if self._static is not None else str(self._shown or "")
