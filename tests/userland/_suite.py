@@ -28,12 +28,12 @@ def _cpu_way(i: int) -> str:
 
 def _ways(i: int, prog: h.Program) -> tuple[str, ...]:
     """`profile-neuron` for every program (its run also holds the emulator's own log for `test_tags_are_true`);
-    `run-neuron` for every other program and for those whose way of running matters to `run` (they profile
+    `run-neuron` for every fourth program and for those whose way of running matters to `run` (they profile
     themselves, or are multi-rank); a CPU way where the CPU run has something to check (CPU tags or a CLEAN
     program's no-alarm promise). Both capture ways reach findings through the one attribution path; the
     full matrix, every program four ways, is `python -m bench accuracy` (and this keeps the suite inside its
-    10 minutes)."""
-    run = ("run-neuron",) if i % 2 == 1 or prog.profiles_itself or prog.ranks > 1 else ()
+    10 minutes: a run is about 6 s of CPU)."""
+    run = ("run-neuron",) if i % 4 == 1 or prog.profiles_itself or prog.ranks > 1 else ()
     cpu = (_cpu_way(i),) if prog.clean or prog.expected("cpu") else ()
     return ("profile-neuron", *run, *cpu)
 
