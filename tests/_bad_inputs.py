@@ -85,6 +85,8 @@ def bad_inputs() -> dict[str, tuple[str, bytes, str, str]]:
         "invalid_utf8_pftrace": ("t.pftrace", foreign_trace().replace(b"cpu_op", b"\x80pu_op", 1), "ok", ""),
         "pftrace_ts_beyond_int64": ("t.pftrace", _pftrace_beyond_int64(), "ok", "beyond int64"),
         "garbage_unknown_suffix": ("t.bin", random.Random(3).randbytes(512), "error", "not a Perfetto trace"),
+        "script_unknown_suffix": ("t.py", b"import torch\nprint(torch.ones(2) * 2)  # \xc3\xa9\n", "error",
+                                  "not a trace: text that is neither JSON nor a Perfetto protobuf"),
     }
 
 

@@ -18,7 +18,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 from neuron_prof.errors import TraceLoadError
-from neuron_prof.formats import CHROME_JSON, EXPLORER, EXPLORER_PFTRACE, GZIP_MAGIC, PFTRACE, TraceFormat, detect, sniff
+from neuron_prof.formats import (
+    CHROME_JSON,
+    EXPLORER,
+    EXPLORER_PFTRACE,
+    GZIP_MAGIC,
+    PFTRACE,
+    TraceFormat,
+    detect,
+    sniff,
+    suffix_list,
+)
 from neuron_prof.model import Trace
 
 __all__ = ["json_ingest_path", "load", "reader_for"]
@@ -55,7 +65,11 @@ def load(path: str | os.PathLike[str]) -> Trace:
         raise TraceLoadError.from_os_error(p, e) from None
     if not head:
         raise TraceLoadError(p, "empty file")
-    fmt = detect(head, p) or PFTRACE  # no format said: the Perfetto reader says what the file is not
+    fmt = detect(head, p)
+    if fmt is None and _is_text(head):  # a script, a log, a CSV: neither format's reader can say more
+        raise TraceLoadError(p, f"not a trace: text that is neither JSON nor a Perfetto protobuf "
+                                f"(traces are {suffix_list()})")
+    fmt = fmt or PFTRACE  # no format said: the Perfetto reader says what the file is not
     if fmt is EXPLORER_PFTRACE:  # several files make one trace: not cached under one of their names
         return reader_for(fmt)(p)
     from neuron_prof.loaders import _cache
@@ -86,3 +100,15 @@ def reader_for(fmt: TraceFormat) -> Callable[[Path], Trace]:
     module, _, name = fmt.reader.partition(":")
     fn: Callable[[Path], Trace] = getattr(importlib.import_module(module), name)
     return fn
+
+
+def _is_text(head: bytes) -> bool:
+    """Whether a file's first bytes read as text (UTF-8, no NUL, no control bytes but whitespace): a Perfetto
+    trace's packets hold varints and NULs from their first bytes."""
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as e:  # the head may end inside a character
+        if e.start < len(head) - 3:
+            return False
+        text = head[:e.start].decode("utf-8")
+    return all(c.isprintable() or c in "\t\n\r\f\v" for c in text)
