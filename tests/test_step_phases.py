@@ -126,3 +126,23 @@ def test_compile_time_is_never_unexplained_device_idle(traces: tuple[Trace, Trac
     [f] = [f for f in analyze(b.build()) if f.kind == "device_idle"]
     # THEN all of it is explained (compiling), none of it is the finding's cost
     assert f.evidence["explained_ns"] == f.evidence["idle_ns"] == 4 * 60 * ms and f.cost_ns == 0
+
+
+@pytest.mark.parametrize("span", ["compile_fx_inner (dynamo_timed)", "entire_backward_compile", "backend_compile"])
+def test_every_compile_phase_span_is_compile_time(span: str) -> None:
+    """One rule for which host spans are compiling (`model.schema.is_compile_span`): a backward compiled on its
+    first use (`entire_backward_compile`) is compile time for the step phases and device idle as Dynamo's are."""
+    from neuron_prof.analysis import analyze
+    from neuron_prof.model import Cat, KinetoCat, Meta, ProcessKind, TraceBuilder
+
+    ms, t0 = 1_000_000, 1_700_000_000_000_000_000
+    b = TraceBuilder()
+    main = b.thread_track(1, 1, "main")
+    dev = b.track(b.process("neuron:0", "neuron:0", kind=ProcessKind.DEVICE), "neuron:0 compute", TrackKind.DEVICE)
+    for k in range(4):
+        b.add_slice(dev, t0 + k * 100 * ms, 40 * ms, "aten::mm", Cat.DEVICE)
+        b.add_slice(main, t0 + k * 100 * ms + 40 * ms, 60 * ms, span, KinetoCat.CPU_OP)
+    b.add_slice(dev, t0 + 400 * ms, ms, "aten::mm", Cat.DEVICE)
+    b.metadata[Meta.WALL] = [t0, t0 + 401 * ms]
+    [f] = [f for f in analyze(b.build()) if f.kind == "device_idle"]
+    assert f.evidence["explained_ns"] == f.evidence["idle_ns"] == 4 * 60 * ms and f.cost_ns == 0

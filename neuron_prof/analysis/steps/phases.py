@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.analysis.compile.events import eval_passes
-from neuron_prof.analysis.compile.spans import is_compile_span
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.intervals import covered_before, merge
 from neuron_prof.analysis.steps.evaluation import eval_overlap_ns
 from neuron_prof.model import Arg, TrackKind
+from neuron_prof.model.schema import is_compile_span
 
 WARMUP, RECOMPILING, EVALUATION, TRAINING = "warm-up", "recompiling", "evaluation", "training"
 PHASES = (WARMUP, RECOMPILING, EVALUATION, TRAINING)
@@ -73,7 +73,7 @@ class StepPhases:
 def compile_rows(ctx: Context) -> np.ndarray:
     """Rows of host time spent compiling: compile-track slices that were not cache hits (Dynamo frames, a
     backward compiled on first use, NEFF compiles) and torch.compile's own phase spans on the host threads
-    (`compile.spans.is_compile_span`: Inductor's and Triton's work that no compile record spans)."""
+    (`model.schema.is_compile_span`: Inductor's and Triton's work that no compile record spans)."""
 
     def build() -> np.ndarray:
         comp = ctx.rows(TrackKind.COMPILE)
