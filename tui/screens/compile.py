@@ -50,24 +50,24 @@ class CompileScreen(ViewScreen):
         yield Detail(id="detail")
 
     @property
-    def tree(self) -> TreeTable:  # type: ignore[override]  # DOMNode.tree: a debug view of the DOM
+    def tree_table(self) -> TreeTable:
         assert isinstance(self.table, TreeTable)
         return self.table
 
     def on_virtual_table_row_selected(self, event: VirtualTable.RowSelected) -> None:
         """Enter: expand or collapse an op; on a signature row, list its compiles (t on one: the timeline)."""
         event.stop()
-        d = self.tree.data
+        d = self.tree_table.data
         if d["parent"][event.row] >= 0:
             what = f"compiles at {d['where'][event.row]} of "
             data = slices_table(self.rank.trace, d["rows"][event.row])
             self.app.push_screen(CallsScreen(self.rank, data, f"{d['name'][event.row]} {d['signature'][event.row]}", what))
         else:
-            self.tree.toggle(event.row)
+            self.tree_table.toggle(event.row)
 
     def focus_key(self, key: str) -> bool:
         """Highlight the costliest signature at call site `key` (its op expanded), else an op named `key`."""
-        t = self.tree
+        t = self.tree_table
         d = t.data
         hits = [r for r in range(t.n_rows) if d["parent"][r] >= 0 and d["call_site"][r] == key]
         if not hits:

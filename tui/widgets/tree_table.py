@@ -125,9 +125,9 @@ class TreeTable(VirtualTable):
         if g in self.expanded:
             self.collapse(g)
         else:
-            self.expand(g)
+            self.expand_group(g)
 
-    def expand(self, group: int) -> None:  # type: ignore[override]  # Widget.expand: unread by ScrollView
+    def expand_group(self, group: int) -> None:
         """Show the members of `group`, keeping the cursor on the row it was on."""
         if group >= 0 and len(self.members(group)):
             self.expanded.add(group)
@@ -159,7 +159,7 @@ class TreeTable(VirtualTable):
         self.refresh()
 
     def action_expand(self) -> None:
-        self.expand(self.group_of(self.row))
+        self.expand_group(self.group_of(self.row))
 
     def action_collapse(self) -> None:
         self.collapse(self.group_of(self.row))
