@@ -45,3 +45,29 @@ def test_ranks_of_one_machine_keep_its_clock_and_the_late_rank_is_seen() -> None
 def test_ranks_of_two_machines_are_aligned_on_their_collectives() -> None:
     _, align = merge_traces([_rank(0, 0, "node-a"), _rank(1, 40, "node-b")])
     assert align.offsets[1].method == "collectives" and abs(align.offsets[1].offset_ns + 40 * MS) < MS
+
+
+def _booted(t: Trace, host: str, boot: str) -> Trace:
+    t.metadata[Meta.HOST_NAME], t.metadata[Meta.BOOT_ID] = host, boot
+    return t
+
+
+def test_the_kernel_boot_id_decides_one_clock_not_the_host_name() -> None:
+    """Containers are often all `localhost`: two machines of one name are aligned on their collectives, two
+    containers of one kernel (one boot id) under different names keep its one clock."""
+    _, align = merge_traces([_booted(_rank(0, 0, "x"), "localhost", "0a1b2c3d-1111-2222-3333-444455556666"),
+                             _booted(_rank(1, 40, "x"), "localhost", "9f8e7d6c-1111-2222-3333-444455556666")])
+    assert align.offsets[1].method == "collectives" and abs(align.offsets[1].offset_ns + 40 * MS) < MS
+    _, align = merge_traces([_booted(_rank(0, 0, "x"), "pod-a", "0a1b2c3d-1111-2222-3333-444455556666"),
+                             _booted(_rank(1, 40, "x"), "pod-b", "0a1b2c3d-1111-2222-3333-444455556666")])
+    assert (align.offsets[1].method, align.offsets[1].offset_ns) == ("host_clock", 0)
+    assert "kernel boot 0a1b2c3d-1111" in align.offsets[1].note
+
+
+def test_a_capture_records_its_kernels_boot_id() -> None:
+    from pathlib import Path
+
+    from neuron_prof.capture._env import host_metadata
+
+    boot = Path("/proc/sys/kernel/random/boot_id")
+    assert host_metadata().get("boot_id") == (boot.read_text().strip() if boot.exists() else None)

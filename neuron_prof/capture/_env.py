@@ -66,7 +66,19 @@ def host_metadata() -> dict[str, Any]:
         "neuron_prof_version": __version__,
         "argv": list(sys.argv),
     }
+    boot_id = _boot_id()
+    if boot_id:
+        meta["boot_id"] = boot_id
     torch = sys.modules.get("torch")
     if torch is not None:
         meta["torch_version"] = str(getattr(torch, "__version__", "?"))
     return meta
+
+
+def _boot_id() -> str:
+    """This kernel's boot id (Linux), "" elsewhere: the processes that share it share one clock."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""

@@ -59,7 +59,7 @@ def summarize(trace: Trace, index: int, rank: int, skew_ns: int = 0) -> RankInfo
     t = rank_trace(trace, rank, skew_ns)
     md = trace.metadata
     keep = {k: md[k] for k in (Meta.WALL, Meta.WORLD_SIZE, Meta.STEPS, "capture_exit", Meta.EXIT_SITE, Meta.HOST_NAME,
-                               Meta.CLOCK) if md.get(k) is not None}
+                               Meta.BOOT_ID, Meta.CLOCK) if md.get(k) is not None}
     keep[Meta.SOURCE] = str(md.get(Meta.SOURCE, f"input {index}"))
     ids = find_steps(trace)[0]
     return RankInfo(index=index, rank=rank, skew_ns=skew_ns, n_slices=len(t.slices), time_range=t.time_range(),
@@ -68,9 +68,14 @@ def summarize(trace: Trace, index: int, rank: int, skew_ns: int = 0) -> RankInfo
 
 
 def host_clock(info: RankInfo) -> str:
-    """The machine whose Unix clock `info`'s times are on ("" when unknown, not Unix, or shifted by a skew)."""
+    """The machine whose Unix clock `info`'s times are on ("" when unknown, not Unix, or shifted by a skew): its
+    kernel's boot id where the capture recorded one (containers of one machine share it, whatever their host
+    names; machines that share a name do not), else its host name (traces from before the boot id)."""
     md = info.metadata
-    return str(md.get(Meta.HOST_NAME) or "") if md.get(Meta.CLOCK) == "unix" and not info.skew_ns else ""
+    if md.get(Meta.CLOCK) != "unix" or info.skew_ns:
+        return ""
+    boot = str(md.get(Meta.BOOT_ID) or "")
+    return f"kernel boot {boot[:13]}" if boot else str(md.get(Meta.HOST_NAME) or "")
 
 
 @dataclass

@@ -173,7 +173,10 @@ class Meta:
     SOURCE: Final = "source"  # path the trace was loaded from
     SOURCE_FORMAT: Final = "source_format"  # "kineto_json" | "pftrace" | "capture"
     CLOCK: Final = "clock"  # "unix" | "relative" (no Unix base known)
-    HOST_NAME: Final = "host"  # the capturing machine's name: ranks of one machine share its Unix clock
+    HOST_NAME: Final = "host"  # the capturing machine's name
+    BOOT_ID: Final = "boot_id"
+    """The capturing kernel's boot id (Linux `/proc/sys/kernel/random/boot_id`): ranks under one kernel share
+    its Unix clock, containers included, whatever their host names (every container may be `localhost`)."""
     RANK: Final = "rank"
     WORLD_SIZE: Final = "world_size"
     BACKEND: Final = "backend"  # adapter that captured it: "cpu" | "cuda" | "neuron" | ...
