@@ -66,6 +66,18 @@ def test_profiler_overhead_leaves_out_its_share_of_the_wait() -> None:
     assert f.cost_ns == 51 * MS and f.severity == "info" and "waited 99.0 ms for a CPU" in f.title
 
 
+def test_profiler_overhead_the_load_may_explain_is_no_warning() -> None:
+    """Issue 34: a clean program's overhead passed the warning on a busy machine. Only the region's total wait is
+    known, not where it fell: the overhead warns only when it passes the threshold even if all of it fell in the
+    profiler's own time."""
+    f = one(analyze(_trace(samples=True, overhead_ns=360 * MS)), "profiler_overhead")
+    assert 0.20 < f.share < 0.25  # its share of the wait out (66%): 122 ms, 24% of the region...
+    assert f.severity == "info"  # ... but 360 - 330 ms of wait = 6%: the load may be all of it
+    g = one(analyze(_trace(samples=True, overhead_ns=490 * MS)), "profiler_overhead")
+    assert g.severity == "warning"  # 490 - 330 = 160 ms = 32% even if every wait fell in the profiler's time
+    assert one(analyze(_trace(samples=False, overhead_ns=400 * MS)), "profiler_overhead").severity == "warning"
+
+
 def test_summary_says_how_long_the_host_waited_for_a_cpu() -> None:
     rep = report(_trace(samples=True))
     rq = rep.totals["host_runqueue"]

@@ -24,14 +24,14 @@ def main() -> None:
     dist.init_process_group("gloo" if dev == "cpu" else "neuron")
     rank = dist.get_rank()
     torch.manual_seed(0)
-    model = DDP(nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 8)).to(dev))
+    model = DDP(nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 8)).to(dev))  # ALSO[neuron,cpu]: collective
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     torch.manual_seed(1 + rank)
     x = torch.randn(128, 64, device=dev)
     y = torch.randint(0, 8, (128,), device=dev)
     for step in range(12):
         check_batch(x, step, rank)
-        loss = nn.functional.cross_entropy(model(x), y)
+        loss = nn.functional.cross_entropy(model(x), y)  # ALSO[neuron,cpu]: collective
         opt.zero_grad()
         loss.backward()  # ALSO[neuron,cpu]: collective
         opt.step()

@@ -28,12 +28,12 @@ def main() -> None:
     dist.init_process_group("gloo" if dev == "cpu" else "neuron")
     rank = dist.get_rank()
     torch.manual_seed(0)
-    model = DDP(nn.Sequential(nn.Linear(48, 96), nn.ReLU(), nn.Linear(96, 6)).to(dev))
+    model = DDP(nn.Sequential(nn.Linear(48, 96), nn.ReLU(), nn.Linear(96, 6)).to(dev))  # ALSO[neuron,cpu]: collective
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     torch.manual_seed(1 + rank)
     for step in range(12):
         x, y = load_batch(rank, dev)  # ALSO: device_idle
-        loss = F.cross_entropy(model(x), y)
+        loss = F.cross_entropy(model(x), y)  # ALSO[neuron,cpu]: collective
         opt.zero_grad()
         loss.backward()  # ALSO[neuron,cpu]: collective  # ALSO: device_idle
         opt.step()

@@ -10,6 +10,10 @@ nothing. The forward op that created the node carries the user's line, and Kinet
    and its ``Fwd thread id`` is non-zero (forward ops write 0). As Kineto does, among the forward ops with
    that number in the process, the one that started last (before the backward span) is the creator.
 
+A node that no forward op makes (``AccumulateGrad``, a leaf's gradient accumulator, where DDP's reducer hooks
+launch their all-reduces) carries no sequence number in a trace whose other nodes do: its forward is
+`NO_FORWARD`, and `_sites` charges it to the ``backward()`` call that started the pass.
+
 Every host slice nested in a backward span is in that node's backward. Vectorised over the host nesting.
 The user's own code that runs in a backward (a custom `autograd.Function.backward`, a hook) keeps its own
 lines: that is `_sites`' rule, which reads `root` for it.
@@ -36,6 +40,7 @@ _NODE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*Backward\d*$")
 
 NOT_BACKWARD = -1
 UNKNOWN_FORWARD = -2
+NO_FORWARD = -3
 
 
 @dataclass(frozen=True, eq=False)
@@ -44,7 +49,8 @@ class Backward:
 
     forward: np.ndarray
     """The forward op's slice row; NOT_BACKWARD in the forward; UNKNOWN_FORWARD in a backward whose forward
-    op is not in the trace (it ran before the window, or the trace has neither flows nor sequence numbers)."""
+    op is not in the trace (it ran before the window, or the trace has neither flows nor sequence numbers);
+    NO_FORWARD in a node no forward op makes (no sequence number where the others have one: AccumulateGrad)."""
     node: np.ndarray
     """String id of the innermost backward span the slice runs in (its evaluate_function or node span; read it
     with `node_name`); 0 in the forward."""
@@ -74,12 +80,16 @@ def _roots(ctx: Context, rows: np.ndarray) -> np.ndarray:
 
 
 def _by_sequence(ctx: Context, rows: np.ndarray, in_bwd: np.ndarray, todo: np.ndarray) -> dict[int, int]:
-    """Backward span position -> forward row, by autograd sequence number (rule 2 of the module docstring)."""
+    """Backward span position -> forward row, by autograd sequence number (rule 2 of the module docstring);
+    NO_FORWARD for a span without a sequence number in a trace that records them."""
     tr = ctx.trace
     sl = tr.slices
     seq = doc_numbers(ctx.trace, SEQ_KEY)
     if not seq:
         return {}
+    todo_docs = sl.args[rows[todo]]
+    out: dict[int, int] = {int(p): NO_FORWARD for p, d in zip(todo.tolist(), todo_docs.tolist(), strict=True)
+                           if seq.get(int(d), -1) < 0}
     fwd_tid = doc_numbers(ctx.trace, FWD_KEY)
     proc_of_track = np.array([t.process for t in tr.tracks] or [0], dtype=np.int64)
     docs = sl.args[rows]
@@ -90,8 +100,9 @@ def _by_sequence(ctx: Context, rows: np.ndarray, in_bwd: np.ndarray, todo: np.nd
             continue
         r = int(rows[i])
         cand.setdefault((int(proc_of_track[sl.track[r]]), seq[d]), []).append((int(sl.ts_ns[r]), r))
-    out: dict[int, int] = {}
     for p in todo.tolist():
+        if p in out:
+            continue
         r = int(rows[p])
         a = ctx.slice_args(r)
         s = as_int(a.get(SEQ), -1)
@@ -142,7 +153,7 @@ def _build(ctx: Context) -> Backward:
         in_bwd = _inherit(is_root.astype(np.int64), pos_parent, n.depth, 0) > 0
         for k, r in _by_sequence(ctx, rows, in_bwd, roots[todo]).items():
             root_fwd[at[k]] = r
-    forward[roots] = np.where(root_fwd >= 0, root_fwd, UNKNOWN_FORWARD)
+    forward[roots] = np.where((root_fwd >= 0) | (root_fwd == NO_FORWARD), root_fwd, UNKNOWN_FORWARD)
     node[roots] = sl.name[rows[roots]]
     forward = _inherit(forward, pos_parent, n.depth, NOT_BACKWARD)
     node = _inherit(node, pos_parent, n.depth, 0)

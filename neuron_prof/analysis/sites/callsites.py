@@ -15,7 +15,11 @@ from what the trace says about it, in this order:
    (`Site.backward`): its line is the forward line the user wrote, never ``loss.backward()``. When that
    forward op is not in the trace, the site names no line and says why. Code the user wrote that runs in
    the backward (a custom ``autograd.Function.backward``, a hook) keeps its own lines, with its forward's
-   line as `Site.forward_site`.
+   line as `Site.forward_site`. A node no forward op makes (``AccumulateGrad``, where DDP's reducer hooks
+   launch their all-reduces) is charged to the ``backward()`` call that started the pass;
+6. **in time**: a host slice that nothing above places (a library's own thread: gloo's run loop doing DDP's
+   collectives) takes the site of what the host was running when it started on the other threads (`at`):
+   the user's call it serves (``DDP(model)``, ``loss.backward()``). Only in traces whose stacks are exact.
 
 Host slices get their sites in one vectorised pass (`_solve`: rules 2, 3 and 5): over every host slice for
 the lines view (`host_sites`), or over the few rows `of_row` / `of_rows` are asked about and what their sites
@@ -37,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.analysis.context import ABSENT, Context
-from neuron_prof.analysis.sites.backward import NOT_BACKWARD, backward_of, node_name
+from neuron_prof.analysis.sites.backward import NO_FORWARD, NOT_BACKWARD, backward_of, node_name
 from neuron_prof.analysis.sites.host import host_nesting, host_stacks_at
 from neuron_prof.model import Arg, KinetoCat, TrackKind
 from neuron_prof.model.callsite import (
@@ -145,6 +149,8 @@ class Sites:
         """Host sites worked out for some rows only (`_host_of`), before `host_sites` is built."""
         self._asked = [0, 0]
         """Host rows and batches `_host_of` worked out alone so far."""
+        self._in_time_of: dict[int, Site] = {}
+        """Outermost host slice -> its site by rule 6 (`_in_time`)."""
 
     def of_args(self, args: dict[str, Any]) -> Site | None:
         """The Site an event's own args give (None when they say nothing)."""
@@ -184,7 +190,28 @@ class Sites:
         got = site if site is not None else self.none
         if got is NO_STACK:
             got = self.none
+        if got is self.none and self.exact and self._is_host(row):
+            got = self._in_time(row)
         self._rows[row] = got
+        return got
+
+    def _is_host(self, row: int) -> bool:
+        rows = host_nesting(self.ctx).rows
+        i = int(np.searchsorted(rows, row))
+        return i < len(rows) and int(rows[i]) == row
+
+    def _in_time(self, row: int) -> Site:
+        """Rule 6: a host slice nothing places takes what the other threads ran when it started (`at`); the
+        site of its outermost enclosing slice is worked out once for all the slices inside it."""
+        n = host_nesting(self.ctx)
+        i = int(np.searchsorted(n.rows, row))
+        while int(n.parent_pos[i]) >= 0:
+            i = int(n.parent_pos[i])
+        top = int(n.rows[i])
+        got = self._in_time_of.get(top)
+        if got is None:
+            sl = self.ctx.trace.slices
+            got = self._in_time_of[top] = self.at(int(sl.ts_ns[top]), besides=int(sl.track[top]))
         return got
 
     def of_rows(self, rows: Iterable[int]) -> list[Site]:
@@ -195,18 +222,20 @@ class Sites:
         self._host_of(rows + [flows[r] for r in rows if r in flows])
         return [self.of_row(r) for r in rows]
 
-    def stack_at(self, t_ns: int, max_len: int = 12) -> list[int]:
+    def stack_at(self, t_ns: int, max_len: int = 12, besides: int | None = None) -> list[int]:
         """Host slice rows the host was running at `t_ns`, outermost first: the thread running a backward op
-        when one is (the thread that called ``backward()`` only waits for it then), else the deepest stack."""
-        stacks = [c for c in host_stacks_at(self.ctx, t_ns) if c]
+        when one is (the thread that called ``backward()`` only waits for it then), else the deepest stack;
+        on any thread but track `besides`."""
+        track = self.ctx.trace.slices.track
+        stacks = [c for c in host_stacks_at(self.ctx, t_ns) if c and int(track[c[0]]) != besides]
         last = self._host_of([c[-1] for c in stacks])
         bwd = [c for c, s in zip(stacks, last, strict=True) if s is not None and s.backward]
         pick = max(bwd or stacks, key=len, default=[])
         return pick[-max_len:]
 
-    def at(self, t_ns: int) -> Site:
-        """The Site of whatever the host was running at `t_ns` (`stack_at`)."""
-        stack = self.stack_at(t_ns)
+    def at(self, t_ns: int, besides: int | None = None) -> Site:
+        """The Site of whatever the host was running at `t_ns` (`stack_at`; on any thread but track `besides`)."""
+        stack = self.stack_at(t_ns, besides=besides)
         self._host_of(stack)
         for r in reversed(stack):
             s = self.of_row(r)
@@ -335,16 +364,18 @@ class Sites:
             # its own, other than those of the backward span around it (the backward() call): it keeps them
             own_code = site[inb] != site[loc(np.maximum(bw.root[g], 0))]
             use_fwd = (fwd >= 0) & ~own_code
+            # a node no forward op makes (AccumulateGrad, where DDP's hooks all-reduce): the backward() call
             base = np.where(use_fwd, site[fpos], site[inb])
             fsite = np.where(own_code & (fwd >= 0), site[fpos], 0)  # a backward() the user wrote: its forward
-            keys = np.stack([base, bw.node[g], bw.forward_op[g], fwd >= 0, own_code, fsite], axis=1)
+            keys = np.stack([base, bw.node[g], bw.forward_op[g], fwd >= 0, own_code | (fwd == NO_FORWARD), fsite],
+                            axis=1)
             uk, inv = np.unique(keys, axis=0, return_inverse=True)
             new = []
             for b, nd, fo, known, mine, fs in uk.tolist():
                 s = sid.sites[int(b)]
                 node = node_name(ctx.trace.s(int(nd)))
                 if known or mine:
-                    s = dataclasses.replace(s, backward=node, forward_op=ctx.trace.s(int(fo)),
+                    s = dataclasses.replace(s, backward=node, forward_op=ctx.trace.s(int(fo)) if known else "",
                                             forward_site=sid.sites[int(fs)].call_site if fs else "")
                 else:
                     called = f"; backward() called at {s.call_site}" if s.call_site else ""
