@@ -301,9 +301,10 @@ def walk(prof: Any) -> CycleSites:
         for ch in reversed(ev.children):
             if ch.start_tid == tid:
                 todo.append((ch, child))
-            else:  # an op of another thread (autograd's device thread) hung under this event of its forward thread
-                adopted.defer(ev, ch, child)
-        adopted.span(ev, child)
+            elif not adopted.defer(ev, ch, child):  # an op of another thread (autograd's device thread) hung
+                todo.append((ch, child))  # under this event of its forward thread, unless its name is gone
+        if adopted.names:
+            adopted.span(ev, child)
         n += 1
         if not todo:
             todo = adopted.resolve()
@@ -331,13 +332,21 @@ class _Adopted:
         """(thread, name) -> (start ns, end ns, context below) of each such event, in the walk's (time) order."""
         self.deferred: list[tuple[tuple[int, str], Any, _Ctx]] = []
 
-    def defer(self, parent: Any, child: Any, ctx: _Ctx) -> None:
-        key = (parent.start_tid, parent.name)
+    def defer(self, parent: Any, child: Any, ctx: _Ctx) -> bool:
+        """Keep `child` for later; False when `parent`'s name no longer reads (freed code: see `_name`)."""
+        try:
+            key = (parent.start_tid, parent.name)
+        except UnicodeDecodeError:
+            return False
         self.names.add(key)
         self.deferred.append((key, child, ctx))
+        return True
 
     def span(self, ev: Any, ctx: _Ctx) -> None:
-        key = (ev.start_tid, ev.name)
+        try:
+            key = (ev.start_tid, ev.name)
+        except UnicodeDecodeError:
+            return
         if key in self.names:
             self.spans.setdefault(key, []).append((ev.start_time_ns, ev.end_time_ns, ctx))
 
