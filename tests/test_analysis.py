@@ -702,3 +702,25 @@ def test_churn_is_charged_to_the_tensor_the_users_code_made() -> None:
         t += 2 * MS
     f = one(analyze(b.build()), "shape_churn")
     assert f.evidence.get("created_at") == "seqcls.py:40", f.evidence
+
+
+def test_device_idle_while_a_gloo_collective_runs_is_the_collectives_cost() -> None:
+    """A DDP job over gloo (the emulated device's process group): no collective track, the collectives are the
+    `gloo:all_reduce` spans of gloo's thread, which the collective finding counts. The device idle while they run
+    is theirs, not device idle's cost (one rule for what a collective is: `collective_rows`)."""
+    b = TraceBuilder()
+    main = b.thread_track(1, 1, "main")
+    gloo = b.thread_track(1, 2, "pt_gloo_runloop")
+    dp = b.process("neuron:0", "neuron:0", kind=ProcessKind.DEVICE)
+    dev = b.track(dp, "neuron:0 compute", TrackKind.DEVICE)
+    for i in range(10):
+        t = T0 + i * 10 * MS
+        b.add_slice(main, t, 10 * MS - 1000, f"ProfilerStep#{i}", KinetoCat.USER_ANNOTATION)
+        b.add_slice(dev, t, MS, "aten::mm", Cat.DEVICE)
+        b.add_slice(gloo, t + MS, 9 * MS - 1000, "gloo:all_reduce", KinetoCat.USER_ANNOTATION)
+    b.metadata[Meta.WALL] = [T0, T0 + 100 * MS]
+    found = analyze(b.build())
+    assert one(found, "collective").evidence  # the collective finding sees them
+    f = one(found, "device_idle")
+    assert f.evidence["idle_ns"] == 9 * 9 * MS
+    assert f.evidence["explained_ns"] == 9 * (9 * MS - 1000) and f.severity == "info"

@@ -42,3 +42,27 @@ def test_a_c_call_from_a_freed_user_function_is_a_call_of_its_own(tmp_path) -> N
     out = _sites.CycleSites()
     child = _sites._py_event(ev, ef, True, _sites._Ctx(None, False, None, None, False), out)
     assert child.call == 2_000 and child.call_name == ".tolist()"
+
+
+class _FreedEvent:
+    """A recorded event (torch's _ProfilerEvent) whose name was freed."""
+
+    start_tid, start_time_ns, end_time_ns = 1, 5_000, 9_000
+
+    @property
+    def name(self) -> str:
+        raise UnicodeDecodeError("utf-8", b"\xa8", 0, 1, "invalid start byte")
+
+
+def test_an_event_whose_name_is_freed_neither_adopts_another_threads_ops_nor_stops_the_walk() -> None:
+    """The re-parenting of autograd's device-thread ops reads event names: a freed one is skipped, like in
+    `_py_event`, instead of failing the whole walk (the probe 'call sites' failed with UnicodeDecodeError)."""
+    adopted = _sites._Adopted()
+    ctx = _sites._Ctx(None, False, None, None, False)
+    run_backward = SimpleNamespace(start_tid=1, name="<built-in method run_backward>", start_time_ns=0,
+                                   end_time_ns=10_000)
+    op = SimpleNamespace(start_tid=2, name="autograd::engine::evaluate_function: MmBackward0", start_time_ns=6_000)
+    assert adopted.defer(run_backward, op, ctx)
+    adopted.span(_FreedEvent(), ctx)  # does not raise
+    assert not adopted.defer(_FreedEvent(), op, ctx)  # the caller walks the op where it hangs
+    assert [c for c, _ in adopted.resolve()] == [op]

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from neuron_prof.analysis.baseline import MEMORY_GROWTH, StepRegression, baseline_violations, step_regression
 from neuron_prof.analysis.collectives.match import RankCollectives, collectives_by_source, match, pick_source
-from neuron_prof.analysis.collectives.rows import collective_rows, message_bytes
+from neuron_prof.analysis.collectives.rows import message_bytes
 from neuron_prof.analysis.collectives.rows import op_key as collective_key
+from neuron_prof.analysis.collectives.source import collective_rows
 from neuron_prof.analysis.collectives.stragglers import LateArrivals, dominant_cause, findings_from, late_arrivals
 from neuron_prof.analysis.compare import diff, diff_reports
 from neuron_prof.analysis.compile.events import CompileGroup, compile_groups, compiles, signature_text

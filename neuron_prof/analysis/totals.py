@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.analysis.collectives.rows import collective_rows
+from neuron_prof.analysis.collectives.source import collective_rows
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.device.idle import device_label, device_rows
 from neuron_prof.analysis.device.profile import explorer_totals

@@ -22,6 +22,7 @@ cycle, outside the user's steps.
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import sys
@@ -256,6 +257,7 @@ def walk(prof: Any) -> CycleSites:
         return got
 
     n = 0
+    adopted = _Adopted()
     while todo:
         ev, ctx = todo.pop()
         ef = ev.extra_fields
@@ -295,12 +297,71 @@ def walk(prof: Any) -> CycleSites:
             # that were running when the profiler started): this event says nothing; its children still do
             child = ctx
             out.unreadable += 1
+        tid = ev.start_tid
         for ch in reversed(ev.children):
-            todo.append((ch, child))
+            if ch.start_tid == tid:
+                todo.append((ch, child))
+            elif not adopted.defer(ev, ch, child):  # an op of another thread (autograd's device thread) hung
+                todo.append((ch, child))  # under this event of its forward thread, unless its name is gone
+        if adopted.names:
+            adopted.span(ev, child)
         n += 1
+        if not todo:
+            todo = adopted.resolve()
     out.nodes = n
     out.cpu_ns = time.thread_time_ns() - t0
     return out
+
+
+class _Adopted:
+    """Ops of one thread that torch.profiler's tree hangs under an event of another thread, given the context of
+    the right event of that thread.
+
+    An op run by autograd's engine on its device thread names the thread of its forward; the tree builder takes
+    that thread's open event as the op's parent the first time, and then keeps it as the device thread's parent
+    for good: every backward of the profile hangs under its *first* ``run_backward`` call. The right parent is
+    the event of the same name on that thread that was running when the op started (the ``run_backward`` of
+    that backward() call); the adopter's context stays when none was (the op started outside every one)."""
+
+    __slots__ = ("names", "spans", "deferred")
+
+    def __init__(self) -> None:
+        self.names: set[tuple[int, str]] = set()
+        """(thread, name) of the events that adopted another thread's ops."""
+        self.spans: dict[tuple[int, str], list[tuple[int, int, _Ctx]]] = {}
+        """(thread, name) -> (start ns, end ns, context below) of each such event, in the walk's (time) order."""
+        self.deferred: list[tuple[tuple[int, str], Any, _Ctx]] = []
+
+    def defer(self, parent: Any, child: Any, ctx: _Ctx) -> bool:
+        """Keep `child` for later; False when `parent`'s name no longer reads (freed code: see `_name`)."""
+        try:
+            key = (parent.start_tid, parent.name)
+        except UnicodeDecodeError:
+            return False
+        self.names.add(key)
+        self.deferred.append((key, child, ctx))
+        return True
+
+    def span(self, ev: Any, ctx: _Ctx) -> None:
+        try:
+            key = (ev.start_tid, ev.name)
+        except UnicodeDecodeError:
+            return
+        if key in self.names:
+            self.spans.setdefault(key, []).append((ev.start_time_ns, ev.end_time_ns, ctx))
+
+    def resolve(self) -> list[tuple[Any, _Ctx]]:
+        """The deferred ops with their contexts, as the walk's next to-do list (last first); empties the list."""
+        todo: list[tuple[Any, _Ctx]] = []
+        for key, child, ctx in reversed(self.deferred):
+            spans = self.spans.get(key, [])
+            t = child.start_time_ns
+            i = bisect.bisect_right(spans, t, key=lambda s: s[0]) - 1
+            while i >= 0 and spans[i][1] < t:  # an earlier event that ended before the op (nested ones come later)
+                i -= 1
+            todo.append((child, spans[i][2] if i >= 0 else ctx))
+        self.deferred.clear()
+        return todo
 
 
 def trace_autograd_threads() -> None:

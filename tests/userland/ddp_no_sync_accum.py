@@ -21,7 +21,7 @@ def main() -> None:
     rank = dist.get_rank()
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(32, 128), nn.GELU(), nn.Linear(128, 10)).to(dev)
-    model = DDP(net)  # ALSO[neuron,cpu]: collective
+    model = DDP(net)  # ALSO[neuron,cpu]: collective  # ALSO: sync_point
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     torch.manual_seed(100 + rank)
     data = [(torch.randn(16, 32, device=dev), torch.randint(0, 10, (16,), device=dev)) for _ in range(ACCUM)]
@@ -30,7 +30,7 @@ def main() -> None:
         for i, (x, y) in enumerate(data):
             if i < ACCUM - 1:
                 with model.no_sync():
-                    loss = F.cross_entropy(model(x), y) / ACCUM  # ALSO[neuron,cpu]: collective
+                    loss = F.cross_entropy(model(x), y) / ACCUM  # ALSO[neuron,cpu]: collective  # ALSO: sync_point
                     loss.backward()
             else:
                 loss = F.cross_entropy(model(x), y) / ACCUM  # ALSO[neuron,cpu]: collective

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from neuron_prof.analysis.collectives.rows import message_bytes, on_device
+from neuron_prof.analysis.collectives.rows import message_bytes
+from neuron_prof.analysis.collectives.source import on_device
 from neuron_prof.model import Trace, TrackKind
 
 _KERNEL_RE = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)", re.IGNORECASE)

@@ -6,28 +6,27 @@ args "Collective name", "In msg nelems", "dtype"); host ``gloo:*`` annotations.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from typing import Any
 
 import numpy as np
 
+from neuron_prof.analysis.collectives.source import KERNEL, collective_rows
 from neuron_prof.analysis.context import Context
-from neuron_prof.analysis.device.idle import device_rows
+from neuron_prof.analysis.device.rows import device_rows
 from neuron_prof.analysis.finding import Finding
 from neuron_prof.analysis.fmt import fmt_ns
 from neuron_prof.analysis.intervals import merge, union_ns
 from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.registry import register
 from neuron_prof.analysis.sites.callsites import sites_of
-from neuron_prof.model import Arg, ProcessKind, Trace, TrackKind
+from neuron_prof.model import Arg, Trace
 
 WARNING_EXPOSED = 0.15
 CRITICAL_EXPOSED = 0.40
 SLOW_FACTOR = 3.0
 """A call slower than 3x the median of its op and size is an outlier (a late peer or a slow link)."""
 
-_KERNEL = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)", re.IGNORECASE)
 _DTYPE_BYTES = {
     "float": 4,
     "float32": 4,
@@ -55,7 +54,7 @@ def op_key(name: str, args: dict[str, Any]) -> str:
     cn = args.get("Collective name")
     if isinstance(cn, str) and cn:
         return cn.lower().replace("_", "")
-    m = _KERNEL.match(name)
+    m = KERNEL.match(name)
     base = m.group(1) if m else name.split(":")[-1]
     return base.lower().replace("_", "").replace("c10d::", "")
 
@@ -70,30 +69,6 @@ def message_bytes(args: dict[str, Any]) -> int:
     if isinstance(n, (int, float)) and n > 0:
         return int(n) * _DTYPE_BYTES.get(str(args.get("dtype", "")).lower(), 4)
     return 0
-
-
-def on_device(trace: Trace) -> np.ndarray:
-    """Per track: whether its process is a device (a collective track there is the device's own view, e.g.
-    Neuron Explorer's CcOp; on a host process it is where the host made the call)."""
-    return np.array([trace.processes[t.process].kind == ProcessKind.DEVICE for t in trace.tracks], dtype=bool)
-
-
-def collective_rows(trace: Trace, ctx: Context) -> np.ndarray:
-    """The collectives, from one source: the host's collective tracks (where the host made each call), else the
-    device's (Neuron Explorer's CcOp), else NCCL-style device kernels, else gloo host spans. The same
-    all_reduce seen by the host and by the device is counted once."""
-    rows = ctx.rows(TrackKind.COLLECTIVE)
-    if len(rows):
-        host = rows[~on_device(trace)[trace.slices.track[rows]]]
-        return host if len(host) else rows
-    dev = device_rows(ctx)
-    names = [i for i in range(len(trace.strings)) if _KERNEL.match(trace.strings[i])]
-    rows = dev[np.isin(trace.slices.name[dev], np.asarray(names, dtype=np.int32))]
-    if len(rows):
-        return rows
-    gloo = [i for i in range(len(trace.strings)) if trace.strings[i].startswith("gloo:")]
-    host = ctx.rows(TrackKind.THREAD)
-    return host[np.isin(trace.slices.name[host], np.asarray(gloo, dtype=np.int32))]
 
 
 def _exposed(ts: np.ndarray, dur: np.ndarray, cts: np.ndarray, cdur: np.ndarray) -> int:

@@ -15,8 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from neuron_prof.analysis.collectives.source import collective_rows
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.device.gap_host import PROBE_KINDS, gap_host
+from neuron_prof.analysis.device.rows import device_rows
 from neuron_prof.analysis.device.runqueue import MATERIAL, runqueue, waited_text
 from neuron_prof.analysis.finding import Finding
 from neuron_prof.analysis.fmt import fmt_ns
@@ -41,10 +43,6 @@ def device_label(trace: Trace, process: int) -> str:
     return p.labels or p.name
 
 
-def device_rows(ctx: Context) -> np.ndarray:
-    """Rows of device work: slices on device tracks, without the GPU copies of user annotations."""
-    rows = ctx.rows(TrackKind.DEVICE)
-    return ctx.cat_rows(rows, (KinetoCat.GPU_USER_ANNOTATION,), keep=False)
 
 
 def dispatch_rows(ctx: Context) -> np.ndarray:
@@ -116,8 +114,10 @@ def device_idle(trace: Trace, ctx: Context) -> list[Finding]:
         # idle time the host spent in compiles, fallbacks, syncs or collectives is those findings' cost;
         # this finding costs the rest (Python overhead, data loading, ... or nothing recorded)
         # compiles: the compile track and torch.compile's own phase spans (`steps.phases.compile_rows`), so host
-        # time inside Dynamo/Inductor/a NEFF compile is never "not explained"
-        probe = np.unique(np.concatenate([ctx.rows(k) for k in _PROBE_KINDS] + [compile_rows(ctx)]))
+        # time inside Dynamo/Inductor/a NEFF compile is never "not explained"; collectives: the collective
+        # finding's own rows (`collective_rows`: gloo's spans where no collective track was recorded)
+        probe = np.unique(np.concatenate([ctx.rows(k) for k in _PROBE_KINDS]
+                                         + [compile_rows(ctx), collective_rows(trace, ctx)]))
         explained = (
             intersect_ns(sl.ts_ns[probe], sl.dur_ns[probe], gap_lo[big], gap_hi[big]) if len(probe) else 0
         )
