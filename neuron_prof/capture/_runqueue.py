@@ -4,7 +4,8 @@ Linux keeps three cumulative counters per thread in ``/proc/<pid>/task/<tid>/sch
 Documentation/scheduler/sched-stats.rst): time spent on the CPU (ns), time spent waiting on a run queue (ns),
 and the number of timeslices run. A sample is one ``pread`` of that small file through a descriptor opened at
 session start (about 1 µs of CPU; no device sync). Samples are taken at session start, at each step boundary
-and at stop (a step's is its raw read, `at_steps`, parsed at `close()`: no Python call inside the step), stored as ``Meta.RUNQUEUE`` ``[[ts_ns, on_cpu_ns, runqueue_wait_ns], ...]``; ``/proc/loadavg``
+and at stop (a step's is its raw read, `at_steps`, parsed by `flush()`: no Python call inside the step), stored
+as ``Meta.RUNQUEUE`` ``[[ts_ns, on_cpu_ns, runqueue_wait_ns], ...]``; ``/proc/loadavg``
 at start and stop as ``Meta.LOADAVG``. Where the file does not exist (not Linux) nothing is stored; any other
 failure is recorded as a probe error, never raised.
 """
