@@ -238,7 +238,7 @@ class Session(contextlib.ContextDecorator):
         """Mark the end of one training step (and the start of the next); a ProfilerStep#N span in the trace.
 
         The hot path of a capture: with stacks on, torch.profiler records each Python call made here (and each
-        costs its tracer), so beyond torch.profiler's own step() this makes four C calls and no Python call
+        costs its tracer), so beyond torch.profiler's own step() this makes five C calls and no Python call
         (issue 32: the CPU tiny-op step). Bookkeeping that can wait (parsing the run-queue reads) waits for stop.
         """
         if not self._recording:
