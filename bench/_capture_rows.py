@@ -58,16 +58,21 @@ def bare_profiler(device: str) -> Any:
                                   profile_memory=True, schedule=lambda _s: ProfilerAction.RECORD)
 
 
-def _steps(step: Callable[[], None], sync: Callable[[], None], n: int, mark: Callable[[], None] | None) -> list[float]:
-    out = []
+def _steps(step: Callable[[], None], sync: Callable[[], None], n: int,
+           mark: Callable[[], None] | None) -> tuple[list[float], list[float]]:
+    """Each step's wall time and the process's CPU time in it (`time.process_time`: every thread's, the
+    profiler's and its samplers' included; less sensitive than wall time to other processes on the machine)."""
+    out, cpu = [], []
     for _ in range(n):
+        c0 = time.process_time()
         t0 = time.perf_counter()
         step()
         sync()
         if mark is not None:
             mark()
         out.append(time.perf_counter() - t0)
-    return out[1:]  # the first step of a mode follows the previous mode's start or end
+        cpu.append(time.process_time() - c0)
+    return out[1:], cpu[1:]  # the first step of a mode follows the previous mode's start or end
 
 
 def measure(device: str, style: str, rounds: int, steps: int, iters: int) -> dict[str, Any]:
@@ -85,16 +90,17 @@ def measure(device: str, style: str, rounds: int, steps: int, iters: int) -> dic
         step()
         warm.step()
     per_round: dict[str, list[float]] = {m: [] for m in MODES}
+    per_round_cpu: dict[str, list[float]] = {m: [] for m in MODES}
     probe_share: list[float] = []
     load0 = os.getloadavg()[0]
 
     def run(mode: str) -> None:
         if mode == "none":
-            times = _steps(step, sync, steps, None)
+            times, cpu = _steps(step, sync, steps, None)
         elif mode == "torch.profiler":
             p = bare_profiler(device)
             p.start()
-            times = _steps(step, sync, steps, p.step)
+            times, cpu = _steps(step, sync, steps, p.step)
             p.stop()
         else:
             s = neuron_prof.profile(None, quiet=True).start()
@@ -102,13 +108,14 @@ def measure(device: str, style: str, rounds: int, steps: int, iters: int) -> dic
             mem = [p for p in probes if getattr(p, "name", "") == "memory" and getattr(p, "_thread", None)]
             o0 = sum(p.overhead_ns for p in mem)
             t0 = time.perf_counter_ns()
-            times = _steps(step, sync, steps, s.step)
+            times, cpu = _steps(step, sync, steps, s.step)
             wall = time.perf_counter_ns() - t0
             o1 = sum(p.overhead_ns for p in mem)  # the sampler runs on through the session's stop: not a step's
             s.stop()
             if mem:  # a polling probe ran: its thread's CPU time during the steps over their wall time
                 probe_share.append((o1 - o0) / max(wall, 1))
         per_round[mode].append(statistics.median(times))
+        per_round_cpu[mode].append(statistics.median(cpu))
 
     for r in range(rounds):
         order = list(MODES[r % 3:] + MODES[:r % 3])
@@ -117,7 +124,7 @@ def measure(device: str, style: str, rounds: int, steps: int, iters: int) -> dic
     return {"device": device, "style": style, "launch": os.environ.get("NEURON_LAUNCH_BLOCKING", ""),
             "host_cost": os.environ.get("NEURON_PROF_EMULATE_HOST_COST", ""),
             "iters": iters, "ops_per_step": 4 * iters, "rounds": rounds, "steps": steps - 1,
-            "per_round_s": per_round, "memory_probe_share": probe_share,
+            "per_round_s": per_round, "per_round_cpu_s": per_round_cpu, "memory_probe_share": probe_share,
             "load": [load0, os.getloadavg()[0]], "torch": torch.__version__}
 
 

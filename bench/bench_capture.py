@@ -5,15 +5,17 @@ a capture, whole process, against torch.profiler's own stop + export.
 
     python -m bench capture                       # 5 alternating rounds x 7 measured steps of 400 ops per row
     python -m bench capture --rounds 7 --iters 200
+    python -m bench capture --only cpu --rounds 11 --end-iters 0    # the CPU tiny-op rows alone
     python -m bench capture --gpt                 # also the TinyGPT step CPU-time table (bench/_capture_gpt.py)
 
 Each row runs in its own process (`bench/_capture_rows.py`: the emulated device is enabled once per process);
 within it the three modes alternate, round after round, in a rotated order. A row prints the median step time
 of each mode with the spread of its rounds' medians (min-max), the ratio to torch.profiler (median of the
-rounds' ratios, min-max) and the load average before and after. On CUDA the "predicted" ratio beside the
-measured one is the emulated device's, in launch mode (``NEURON_PROF_EMULATE_HOST_COST=launch``: a warm op costs
-the host a launch, its device time modelled on an asynchronous queue), asynchronous, on the same statements. The
-emulated rows run in launch mode, in both launch modes (``NEURON_LAUNCH_BLOCKING`` 0 and 1), and one row in the
+rounds' ratios, min-max), the same ratio in the process's CPU time per step (`time.process_time`: every thread's,
+less sensitive than wall time to other processes on a shared machine) and the load average before and after. On
+CUDA the "predicted" ratio beside the measured one is the emulated device's, in launch mode
+(``NEURON_PROF_EMULATE_HOST_COST=launch``: a warm op costs the host a launch, its device time modelled on an
+asynchronous queue), asynchronous, on the same statements. The emulated rows run in launch mode, in both launch modes (``NEURON_LAUNCH_BLOCKING`` 0 and 1), and one row in the
 default Python mode for contrast.
 """
 
@@ -59,9 +61,10 @@ def _spread(xs: list[float], scale: float = 1e3) -> str:
     return f"{statistics.median(xs) * scale:.3f} ({min(xs) * scale:.3f}-{max(xs) * scale:.3f})"
 
 
-def ratio(d: dict[str, Any]) -> tuple[float, float, float]:
-    """neuron_prof / torch.profiler: the median of the rounds' ratios, their min and max."""
-    pr = d["per_round_s"]
+def ratio(d: dict[str, Any], key: str = "per_round_s") -> tuple[float, float, float]:
+    """neuron_prof / torch.profiler: the median of the rounds' ratios, their min and max (`key`: per_round_s, the
+    step's wall time; per_round_cpu_s, the process's CPU time in it)."""
+    pr = d[key]
     rs = [n / b for n, b in zip(pr["neuron_prof"], pr["torch.profiler"])]
     return statistics.median(rs), min(rs), max(rs)
 
@@ -74,8 +77,10 @@ def cells(name: str, device: str, style: str, d: dict[str, Any], ratios: dict[st
     ratios[name] = med
     pred = ratios.get(PREDICTED_BY.get((device, style), ""))
     share = d["memory_probe_share"]
+    cpu = ratio(d, "per_round_cpu_s") if "per_round_cpu_s" in d else None
     return [name, _spread(pr["none"]), _spread(pr["torch.profiler"]), _spread(pr["neuron_prof"]),
             f"{med:.3f}x ({lo:.3f}-{hi:.3f})", f"{pred:.3f}x" if pred is not None else "",
+            f"{cpu[0]:.3f}x ({cpu[1]:.3f}-{cpu[2]:.3f})" if cpu is not None else "",
             f"{statistics.median(share) * 100:.2f}% CPU" if share else "-", f"{d['load'][0]:.1f}-{d['load'][1]:.1f}"]
 
 
@@ -95,6 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--iters", type=int, default=100, help="iterations of 4 tiny ops per step")
     ap.add_argument("--end-iters", type=int, default=300, help="the end-of-capture script's size (0: skip it)")
     ap.add_argument("--gpt", action="store_true", help="also the TinyGPT step CPU-time table")
+    ap.add_argument("--only", choices=["cpu", "neuron", "cuda"], help="only the rows of this device")
     a, rest = ap.parse_known_args(argv)
 
     from rich.console import Console
@@ -103,11 +109,11 @@ def main(argv: list[str] | None = None) -> None:
     con = Console()
     if not con.is_terminal:
         con = Console(width=200)  # bench/out/capture.txt keeps whole rows
-    rows = ROWS + (CUDA_ROWS if _cuda() else [])
+    rows = [r for r in ROWS + (CUDA_ROWS if _cuda() else []) if a.only in (None, r[1])]
     t = Table(title=f"Step wall time, {4 * a.iters} tiny ops per step, {a.rounds} alternating rounds x "
                     f"{a.steps - 1} steps: median ms (min-max of the rounds' medians)", title_justify="left")
-    for c in ("row", "none", "torch.profiler", "neuron_prof", "vs torch.profiler", "predicted", "memory probe",
-              "load"):
+    for c in ("row", "none", "torch.profiler", "neuron_prof", "vs torch.profiler", "predicted",
+              "CPU time vs torch.profiler", "memory probe", "load"):
         t.add_column(c, justify="left" if c == "row" else "right")
     ratios: dict[str, float] = {}
     for name, device, style, env in rows:

@@ -42,6 +42,10 @@ def test_a_cuda_row_prints_the_ratio_its_emulated_row_predicted(measured: dict[s
     cpu_cells = bench_capture.cells("cpu, operators", "cpu", "ops", measured["cpu"], ratios)
     emu_cells = bench_capture.cells(emu_name, "neuron", "ops", d_emu, ratios)
     assert cpu_cells[5] == "" and emu_cells[5] == ""  # only CUDA rows are predicted
+    # the ratio in CPU time (the process's, per step) beside the wall-time one
+    cpu_time = measured["cpu"]["per_round_cpu_s"]
+    assert all(len(v) == 2 and all(x > 0 for x in v) for v in cpu_time.values())
+    assert cpu_cells[6] == "{:.3f}x ({:.3f}-{:.3f})".format(*bench_capture.ratio(measured["cpu"], "per_round_cpu_s"))
     cuda_cells = bench_capture.cells("cuda, operators", "cuda", "ops", measured["cpu"], ratios)
     assert cuda_cells[4].startswith(f"{bench_capture.ratio(measured['cpu'])[0]:.3f}x (")
     assert cuda_cells[5] == f"{ratios[emu_name]:.3f}x" == f"{bench_capture.ratio(d_emu)[0]:.3f}x"

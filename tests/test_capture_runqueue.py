@@ -68,8 +68,8 @@ def test_a_failing_sample_is_recorded_and_ends_sampling() -> None:
     s.sample()
     import os
 
-    assert s._fd is not None
-    os.close(s._fd)  # the descriptor goes away under the sampler (as a failing read would)
+    assert s.fd is not None
+    os.close(s.fd)  # the descriptor goes away under the sampler (as a failing read would)
     s.sample()
     s.sample()
     assert len(s.samples) == 1 and len(errors) == 1 and isinstance(errors[0], OSError)

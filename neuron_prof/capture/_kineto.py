@@ -36,6 +36,8 @@ def make_schedule(schedule: Callable[[int], Any] | None, wait: int | None, warmu
     """
     import torch.profiler as tp
 
+    if not _RECORD:
+        _RECORD.append(tp.ProfilerAction.RECORD)
     if schedule is not None:
         return schedule
     if any(v is not None for v in (wait, warmup, active, repeat, skip_first)):
@@ -66,9 +68,12 @@ def ends_cycles(schedule: Callable[[int], Any]) -> bool:
 
 
 def _record_always(step: int) -> Any:
-    from torch.profiler import ProfilerAction
+    """RECORD: called by torch.profiler's step(), so one Python call and no import (`make_schedule` set it)."""
+    return _RECORD[0]
 
-    return ProfilerAction.RECORD
+
+_RECORD: list[Any] = []
+"""ProfilerAction.RECORD, once torch.profiler is imported (this module imports no torch at its top)."""
 
 
 def profiler_kwargs(*, record_shapes: bool, with_stack: bool, with_modules: bool, profile_memory: bool,

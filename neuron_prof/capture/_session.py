@@ -142,6 +142,8 @@ class Session(contextlib.ContextDecorator):
         self._step = 0
         self._step_start = 0
         self._timings: dict[str, int] = {}
+        self._in_steps_ns = 0
+        """Time step() held the user's thread (its share of `_timings`' "in_steps", summed at stop)."""
         self._pg_info: dict[str, Any] | None = None
         self._next_checkpoint = 0.0
         self._signals = SignalGuard(self._on_signal)
@@ -233,27 +235,52 @@ class Session(contextlib.ContextDecorator):
         return self
 
     def step(self) -> None:
-        """Mark the end of one training step (and the start of the next); a ProfilerStep#N span in the trace."""
+        """Mark the end of one training step (and the start of the next); a ProfilerStep#N span in the trace.
+
+        The hot path of a capture: with stacks on, torch.profiler records each Python call made here (and each
+        costs its tracer), so beyond torch.profiler's own step() this makes five C calls and no Python call
+        (issue 32: the CPU tiny-op step). Bookkeeping that can wait (parsing the run-queue reads) waits for stop.
+        """
         if not self._recording:
             return
-        with self._signals.deferred():  # a SIGTERM inside torch.profiler's step() is handled after it
+        sig = self._signals
+        nested = sig.deferring
+        sig.deferring = True  # a SIGTERM inside torch.profiler's step() is handled after it (SignalGuard.deferred)
+        try:
             now = time.time_ns()
-            if self._runqueue is not None:
-                self._runqueue.sample()
+            rq = self._runqueue
+            if rq is not None and rq.fd is not None:
+                try:
+                    rq.at_steps.append((now, os.pread(rq.fd, 64, 0)))
+                except OSError as e:
+                    self._record_error(RUNQUEUE_PROBE, e)
+                    rq.close()
             self.context.steps.append((self._step, self._step_start, now))
             self._step += 1
             self._step_start = now
-            if self._prof is not None:
-                t0 = time.perf_counter_ns()
-                _compile_quiet.new_cycle()
+            prof = self._prof
+            if prof is not None:
                 if self._ends_cycles:
-                    with warnings.catch_warnings():  # ~9 µs: only where a cycle may end
-                        # torch warns that each cycle's events are cleared; we keep every cycle (on_trace_ready).
-                        warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
-                        self._guard("torch.profiler", "step", self._prof.step)
-                else:
-                    self._guard("torch.profiler", "step", self._prof.step)
-                self._timings["in_steps"] = self._timings.get("in_steps", 0) + time.perf_counter_ns() - t0
+                    self._step_cycle(prof)
+                else:  # every step in one cycle (the default): torch's step() neither stops nor warns
+                    try:
+                        prof.step()
+                    except Exception as e:  # noqa: BLE001  (never raised into the user's program)
+                        self._record_error("torch.profiler", e, "step")
+                self._in_steps_ns += time.time_ns() - now
+        finally:
+            if not nested:
+                sig.deferring = False
+                if sig.pending is not None:
+                    sig.deliver_pending()
+
+    def _step_cycle(self, prof: Any) -> None:
+        """torch.profiler's step() under a schedule, where a cycle may end (its tracer stops, or restarts)."""
+        _compile_quiet.new_cycle()
+        with warnings.catch_warnings():  # ~9 µs: only where a cycle may end
+            # torch warns that each cycle's events are cleared; we keep every cycle (on_trace_ready).
+            warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
+            self._guard("torch.profiler", "step", prof.step)
 
     def stop(self, reason: str = "ok") -> Trace | None:
         """Stop recording, build the Trace, write the files. Returns the Trace (or None).
@@ -362,7 +389,6 @@ class Session(contextlib.ContextDecorator):
         if self._runqueue is not None:
             self._runqueue.sample()
             self._runqueue.load()
-            self._runqueue.close()
         c = self._collector
         conv_in_loop = c.export_ns + c.parse_ns if c is not None else 0
         if c is not None:
@@ -378,6 +404,8 @@ class Session(contextlib.ContextDecorator):
         if self._quiet is not None:
             self._guard("compile quiet", "stop", self._quiet.remove)
             self._quiet = None
+        if self._runqueue is not None:
+            self._runqueue.close()  # parses the steps' reads: after the tracer stopped, which would record it
         t1 = time.perf_counter_ns()
         conv_at_stop = (c.export_ns + c.parse_ns if c is not None else 0) - conv_in_loop
         # stop() runs on_trace_ready (our conversion) for the last cycle: that is after the region, not in it.
@@ -461,6 +489,10 @@ class Session(contextlib.ContextDecorator):
             self._pg_info = None
 
     def _metadata(self, reason: str, end_ns: int) -> dict[str, Any]:
+        if self._prof is not None and self._step:
+            self._timings["in_steps"] = max(0, self._in_steps_ns)  # wall clock: a step across a clock jump
+        if self._runqueue is not None:
+            self._runqueue.flush()
         return session_metadata(self.context, self._collector, self._timings, self._backend, self._pg_info,
                                 self._runqueue, reason, end_ns)
 

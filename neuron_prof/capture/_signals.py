@@ -50,8 +50,10 @@ class SignalGuard:
         self._previous: dict[int, Any] = {}
         self._busy = False
         self._held = False
-        self._deferring = False
-        self._pending: int | None = None
+        self.deferring = False
+        """Inside a block a save must not interrupt: a signal waits in `pending` for `deliver_pending()`. Set and
+        cleared by `deferred()`, or by a caller's own code on a hot path (Session.step: no Python call)."""
+        self.pending: int | None = None
         self._pid = os.getpid()
         self._watchdog: _Watchdog | None = None
 
@@ -87,7 +89,7 @@ class SignalGuard:
 
     def release_held(self) -> int | None:
         """Put the previous handlers back; the signal that arrived while holding, for the caller to raise."""
-        pending, self._pending, self._held = self._pending, None, False
+        pending, self.pending, self._held = self.pending, None, False
         self.restore()
         return pending
 
@@ -96,17 +98,25 @@ class SignalGuard:
         """Run a block that a save must not interrupt (torch.profiler's step(): a stop inside it fails with
         "Expected record to be set" and the trace comes out empty); a signal arriving in it is handled when
         the block ends, as if it had arrived then."""
-        if self._held or self._deferring:
+        if self._held or self.deferring:
             yield
             return
-        self._deferring = True
+        self.deferring = True
         try:
             yield
         finally:
-            self._deferring = False
-            pending, self._pending = self._pending, None
-            if pending is not None and self.owns(pending):
-                self._handle(pending, None)
+            self.deferring = False
+            if self.pending is not None:
+                self.deliver_pending()
+
+    def deliver_pending(self) -> None:
+        """Handle the signal that arrived while `deferring`, as if it arrived now (unless a save holds it, or a
+        deferred block still runs)."""
+        if self._held or self.deferring:
+            return
+        pending, self.pending = self.pending, None
+        if pending is not None and self.owns(pending):
+            self._handle(pending, None)
 
     def owns(self, signum: int) -> bool:
         """Whether this guard's handler is still the one Python runs for `signum`."""
@@ -118,8 +128,8 @@ class SignalGuard:
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self._watchdog is not None:
             self._watchdog.started.set()  # the handler runs: the watchdog stands down
-        if self._held or self._deferring:
-            self._pending = signum
+        if self._held or self.deferring:
+            self.pending = signum
             return
         if self._busy:  # a second SIGTERM while writing: let the first finish
             return
