@@ -25,7 +25,8 @@ PROGRAM = textwrap.dedent("""\
     import torch
     import transformers  # inside the capture: ~2M Python calls, none of them an op
 
-    cfg = transformers.GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=1000, n_positions=64)
+    cfg = transformers.GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=1000, n_positions=64,
+                                  bos_token_id=0, eos_token_id=0)
     torch.manual_seed(0)
     model = transformers.GPT2LMHeadModel(cfg).to("neuron")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)

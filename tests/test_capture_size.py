@@ -12,7 +12,6 @@ import sys
 import textwrap
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 

@@ -71,15 +71,15 @@ def _sample_steps(trace: Trace, keeps: tuple[np.ndarray, np.ndarray, np.ndarray]
     steps = sorted((int(s), int(a), int(b)) for s, a, b in (trace.metadata.get(Meta.STEPS) or []))
     if len(steps) < 2:
         return 0
-    tables = (trace.slices, trace.instants, trace.counters)
     starts = np.array([a for _, a, _ in steps], np.int64)
     ends = np.array([b for _, _, b in steps], np.int64)
     which = []  # per table: the step each live event starts in (-1: none)
-    for t, k in zip(tables, keeps, strict=True):
-        pos = np.searchsorted(starts, t.ts_ns, side="right") - 1
-        inside = (pos >= 0) & (t.ts_ns < ends[np.maximum(pos, 0)]) & k
+    per_step = np.zeros(len(steps), np.int64)
+    for ts, k in zip(_starts(trace), keeps, strict=True):
+        pos = np.searchsorted(starts, ts, side="right") - 1
+        inside = (pos >= 0) & (ts < ends[np.maximum(pos, 0)]) & k
         which.append(np.where(inside, pos, -1))
-    per_step = sum(np.bincount(w[w >= 0], minlength=len(steps)) for w in which)
+        per_step += np.bincount(pos[inside], minlength=len(steps))
     for every in range(2, len(steps) + 1):
         dropped = np.arange(len(steps)) % every != 0
         if int(per_step[dropped].sum()) >= over or every == len(steps):
@@ -97,20 +97,25 @@ def _sample_steps(trace: Trace, keeps: tuple[np.ndarray, np.ndarray, np.ndarray]
 def _cut_tail(trace: Trace, keeps: tuple[np.ndarray, np.ndarray, np.ndarray], over: int,
               out: dict[str, Any]) -> int:
     """Drop the latest `over` events still kept (the trace ends early). Returns how many went."""
-    tables = (trace.slices, trace.instants, trace.counters)
-    ts = np.concatenate([t.ts_ns[k] for t, k in zip(tables, keeps, strict=True)])
+    starts = _starts(trace)
+    ts = np.concatenate([t[k] for t, k in zip(starts, keeps, strict=True)])
     if not len(ts):
         return 0
     over = min(over, len(ts))
     cut = int(np.partition(ts, len(ts) - over)[len(ts) - over])  # drop events starting at or after this
     gone = 0
-    for t, k in zip(tables, keeps, strict=True):
-        hit = k & (t.ts_ns >= cut)
+    for t, k in zip(starts, keeps, strict=True):
+        hit = k & (t >= cut)
         k[hit] = False
         gone += int(hit.sum())
     out["ends_early_ns"] = cut
     out["events_cut_at_end"] = gone
     return gone
+
+
+def _starts(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Start times of the slices, instants and counter samples."""
+    return trace.slices.ts_ns, trace.instants.ts_ns, trace.counters.ts_ns
 
 
 def _select(trace: Trace, keep_s: np.ndarray, keep_i: np.ndarray, keep_c: np.ndarray) -> Trace:
