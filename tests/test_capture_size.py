@@ -45,6 +45,7 @@ PROGRAM = textwrap.dedent("""\
         for i in range(steps):
             y = torch.relu(lin(x))  # LINE: forward
             w = words(50)  # LINE: words
+            n = len(w)  # LINE: builtin
             y.sum().backward()  # LINE: backward
             opt.step()  # LINE: step
             opt.zero_grad()
@@ -108,6 +109,10 @@ def test_the_import_is_one_slice_at_its_line_and_the_trace_far_smaller(captures:
     (imp,) = imports
     assert "_find_and_load" in pruned.slice_name(imp) and pruned.slices.dur_ns[imp] > 0
     assert not [r for r in _python_rows(pruned) if pruned.slice_name(r).startswith("<built-in method upper")]
+    # a builtin that launched no op is not kept, even called from the user's line
+    assert not [r for r in _python_rows(pruned)
+                if pruned.slice_args(r).get("call_site") == f"capsize_prog.py:{lines['builtin']}"]
+    assert [r for r in _python_rows(full) if full.slice_args(r).get("call_site") == f"capsize_prog.py:{lines['builtin']}"]
     info = pruned.metadata[Meta.CAPTURE_REDUCED]["python"]
     assert info["dropped"] > 40_000 and info["python_slices"] >= info["dropped"] + len(_python_rows(pruned))
     assert Meta.CAPTURE_REDUCED not in full.metadata
