@@ -181,6 +181,12 @@ OPT_IN: dict[str, Bench] = {
         "(~15 min, removed after; only when named)",
         _fixed([], ["--gb", "1"]),
     ),
+    "capture-size": Bench(
+        "bench.bench_capture_size",
+        "a Hugging Face GPT-2 run captured (import transformers inside): events, MB, seconds with every Python "
+        "call kept / by default / under --max-events (the full capture takes minutes; only when named)",
+        _fixed([], ["--modes", "default,max-events"]),
+    ),
 }
 """Benchmarks run only when named (too long or too big for the suite)."""
 

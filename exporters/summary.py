@@ -16,6 +16,7 @@ import orjson
 
 from neuron_prof.analysis import Finding, Report, partial_line
 from neuron_prof.analysis.fmt import clip, fit_site, fmt_ns, fmt_share, printable, short_site, strip_site
+from neuron_prof.analysis.reduced import reduced_line
 from neuron_prof.exporters.efficiency_text import efficiency_lines
 
 SITE_W = 26
@@ -64,6 +65,9 @@ def totals_lines(t: dict[str, Any]) -> list[str]:
         # a crashed script's trace ends where the script did: its numbers cover the run until then
         lines.append(f"The profiled code did not finish: {ended} (the trace covers the run until then)")
     lines.append(f"Wall time {fmt_ns(t['wall_ns'])}")
+    reduced = reduced_line(t.get("capture_reduced"))
+    if reduced:
+        lines.append(reduced)
     st = t.get("steps") or {}
     if st.get("count"):
         lines += _steps_lines(st)

@@ -37,6 +37,7 @@ TOTAL_KEYS = {
     "events",
     "rank",
     "capture_exit",
+    "capture_reduced",
     "steps",
     "host_busy_ns",
     "device_busy_ns",

@@ -20,7 +20,7 @@ from neuron_prof.analysis.ops import op_table
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.steps.breakdown import PARTS, step_breakdown
 from neuron_prof.analysis.steps.phases import step_phases
-from neuron_prof.model import Arg, Trace, TrackKind
+from neuron_prof.model import Arg, Meta, Trace, TrackKind
 
 TOP_N = 15
 
@@ -92,6 +92,7 @@ def compute_totals(trace: Trace, ctx: Context) -> dict[str, Any]:
         },
         "rank": trace.rank,
         "capture_exit": trace.metadata.get("capture_exit"),
+        "capture_reduced": trace.metadata.get(Meta.CAPTURE_REDUCED),
         "steps": {**ctx.steps.summary(), **step_phases(ctx).summary(ctx.steps.dur_ns)},
         "host_busy_ns": int((host_e - host_s).sum()),
         "device_busy_ns": dev_busy,

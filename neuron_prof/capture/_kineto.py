@@ -116,8 +116,13 @@ class KinetoCollector:
     def __init__(self, builder: TraceBuilder, source: str, on_error: Callable[[str, BaseException], None],
                  tmpdir: str | None = None, on_cycle: Callable[[], None] | None = None,
                  with_stack: bool = False, device_ops: list[Any] | None = None,
-                 export: Callable[[Any], str | os.PathLike[str] | None] | None = None) -> None:
+                 export: Callable[[Any], str | os.PathLike[str] | None] | None = None, prune: bool = True) -> None:
+        from neuron_prof.capture._prune import PruneStats
+
         self.builder = builder
+        self.prune = prune
+        """Fold each cycle's op-free Python work (`_prune`); False keeps every call the Python tracer recorded."""
+        self.pruned = PruneStats()
         self.export = export
         """The backend's own export of a cycle (a device profile's NeuronProfiler): the JSON file it wrote,
         read instead of a second export (Kineto saves a result once); None or a failure: ours."""
@@ -151,6 +156,12 @@ class KinetoCollector:
             self.phase("finding exact call sites")
             sites = self._sites(prof)
             trace, rewriter = self._export(prof, sites)
+            if self.prune:
+                from neuron_prof.capture._prune import prune_python
+
+                self.phase("folding Python work that launched no op")
+                trace, st = prune_python(trace, self.user_files)
+                self.pruned.add(st)
             from neuron_prof.capture._append import append_trace
 
             append_trace(self.builder, trace)

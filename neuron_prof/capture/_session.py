@@ -84,6 +84,11 @@ class Session(contextlib.ContextDecorator):
         host_usage: with the runtime's capture, also its ProfileMode CPU_UTIL and HOST_MEMORY (host CPU per core
             and host memory in use, sampled by the runtime: counter tracks from Explorer's CpuUsage and
             HostMemUsage tables). Off by default.
+        full_python_trace: keep every Python call torch.profiler's tracer recorded. Off (the default): Python work
+            that launched no op is one slice per call at its line, builtins without an op are dropped
+            (`capture._prune`); the frames leading to ops keep their exact lines.
+        max_events: keep the written trace under this many events: the deepest Python frames go first, then
+            steps are sampled (`capture._cap`); what went is in the metadata (``capture_reduced``) and `summary`.
         **options: options for the backend's probes (e.g. probes=["compile"], deep_fallback=True).
     """
 
@@ -95,7 +100,8 @@ class Session(contextlib.ContextDecorator):
                  checkpoint: bool = True, profiler_kwargs: dict[str, Any] | None = None,
                  system_profile: bool = True, device_profile: bool | int | tuple[int, int | None] | str |
                  os.PathLike[str] = False, profile_dir: str | os.PathLike[str] | None = None,
-                 host_usage: bool = False, **options: Any) -> None:
+                 host_usage: bool = False, full_python_trace: bool = False, max_events: int | None = None,
+                 **options: Any) -> None:
         self.output = Path(output) if output is not None else None
         self.backend_name = backend
         self.pftrace = pftrace
@@ -108,6 +114,8 @@ class Session(contextlib.ContextDecorator):
         self.system_profile = system_profile
         self.device_profile = device_profile
         self.host_usage = host_usage
+        self.full_python_trace = full_python_trace
+        self.max_events = max_events
         self.profile_dir = Path(profile_dir) if profile_dir is not None else None
         self._schedule_args = (schedule, wait, warmup, active, repeat, skip_first)
         self._flags = {"record_shapes": record_shapes, "with_stack": with_stack, "with_modules": with_modules,
@@ -363,7 +371,8 @@ class Session(contextlib.ContextDecorator):
             self._collector = KinetoCollector(self._builder, source, self._record_error, tmpdir, self._on_cycle,
                                               with_stack=bool(kw.get("with_stack")),
                                               device_ops=self.context.device_ops,
-                                              export=getattr(self._backend, "export_trace", None))
+                                              export=getattr(self._backend, "export_trace", None),
+                                              prune=not self.full_python_trace)
             kw["schedule"] = make_schedule(*self._schedule_args)
             cuts = getattr(self._backend, "cycle_boundaries", None)
             if cuts is not None and self._schedule_args == (None,) * 6:
@@ -433,6 +442,8 @@ class Session(contextlib.ContextDecorator):
         except Exception as e:  # noqa: BLE001
             self._record_error("build", e)
             self.trace = None
+        if self.trace is not None and self.max_events is not None:
+            self._guard("max_events", "cap", self._cap)
         self._timings["build"] = time.perf_counter_ns() - t3
         if self.trace is not None:
             # Findings go into trace.json/.pftrace so every viewer shows them (a failing analysis is recorded).
@@ -449,6 +460,16 @@ class Session(contextlib.ContextDecorator):
             if self._write_report.written and ctx.rank in (None, 0):
                 progress.phase("recording the run history")
                 self._record_history(self._write_report.written[0])
+
+    def _cap(self) -> None:
+        from neuron_prof.capture._cap import cap_events
+
+        assert self.trace is not None and self.max_events is not None
+        trace, dropped = cap_events(self.trace, self.max_events)
+        if dropped:
+            md = dict(trace.metadata)
+            md[Meta.CAPTURE_REDUCED] = {**(md.get(Meta.CAPTURE_REDUCED) or {}), **dropped}
+            self.trace = trace.replace(metadata=md)
 
     def _record_history(self, path: Path) -> None:
         """One row in the run history (`neuron_prof.history`); a failure is reported with the others."""

@@ -46,4 +46,6 @@ def session_metadata(ctx: CaptureContext, collector: Any, timings: dict[str, int
         md[Meta.RUNQUEUE] = [list(x) for x in rq.samples]
         md[Meta.LOADAVG] = [list(x) for x in rq.loadavg]
     md["profiler_cycles"] = c.cycles if c is not None else 0
+    if c is not None and c.prune:
+        md[Meta.CAPTURE_REDUCED] = {"python": c.pruned.as_dict()}
     return md

@@ -70,11 +70,17 @@ def _enable_emulator(forced: bool) -> bool:
 @click.option("--operator-lines", is_flag=True, default=False,
               help="Exact lines for operator statements too (a * b, x[i]): a Python call per operator, up to "
                    "~1.5x torch.profiler's step time on microsecond ops.")
+@click.option("--full-python-trace", is_flag=True, default=False,
+              help="Keep every Python call the profiler's tracer recorded (default: Python work that launched no "
+                   "op, an import say, is one slice per call at its line; builtins without an op are dropped).")
+@click.option("--max-events", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Keep the trace under N events: the deepest Python frames go first, then steps are sampled; "
+                   "summary says what went.")
 @click.argument("script_and_args", nargs=-1, type=click.UNPROCESSED)
 def command(output: str, backend: str | None, emulate_neuron: bool, module: str | None, no_pftrace: bool,
             quiet: bool, device_profile: bool, device_profile_steps: str | None, profile_dir: str | None,
             device_profile_dir: str | None, no_system_profile: bool, host_usage: bool, operator_lines: bool,
-            script_and_args: tuple[str, ...]) -> int:
+            full_python_trace: bool, max_events: int | None, script_and_args: tuple[str, ...]) -> int:
     """Profile a Python script with no code change.
 
     \b
@@ -111,7 +117,8 @@ def command(output: str, backend: str | None, emulate_neuron: bool, module: str 
         with neuron_prof.profile(output, backend=backend, pftrace=not no_pftrace, quiet=quiet,
                                  system_profile=not no_system_profile, device_profile=window, host_usage=host_usage,
                                  profile_dir=profile_dir or device_profile_dir,
-                                 operator_lines=operator_lines) as session, \
+                                 operator_lines=operator_lines, full_python_trace=full_python_trace,
+                                 max_events=max_events) as session, \
                 _keep_code(keep), _optimizer_steps(session, window):
             if module is None:
                 keep.append(runpy.run_path(argv[0], run_name="__main__"))

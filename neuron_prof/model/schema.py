@@ -194,6 +194,11 @@ class Meta:
     start, each step boundary and stop (the time it ran, and the time it was runnable but waited for a CPU that
     other processes held; kernel docs Documentation/scheduler/sched-stats.rst)."""
     LOADAVG: Final = "host_loadavg"  # [[ts_ns, 1-minute load average], ...] at start and stop (/proc/loadavg)
+    CAPTURE_REDUCED: Final = "capture_reduced"
+    """What a capture left out to stay small: {"python": {"python_slices", "dropped", "merged"}} (op-free Python
+    work folded, `capture._prune`), and under ``profile(max_events=N)`` "max_events", "events_before",
+    "python_frames_deeper_than"/"python_frames_dropped", "steps_sampled" {"every", "kept", "steps_dropped",
+    "events_dropped"}, "ends_early_ns"/"events_cut_at_end" (`capture._cap`)."""
     EXIT_SITE: Final = "capture_exit_site"
     """"path:LINE" of the user's line where the exception that ended the profiled block was raised (the innermost
     user frame of its traceback); absent when the block ended otherwise."""

@@ -1,0 +1,30 @@
+"""What a capture left out to stay small (`Meta.CAPTURE_REDUCED`), in the one line `summary` prints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def reduced_line(info: dict[str, Any] | None) -> str | None:
+    """"Capture kept small: ..." naming what went and how to keep it; None when nothing was left out."""
+    if not isinstance(info, dict):
+        return None
+    parts = []
+    py = info.get("python") or {}
+    if py.get("dropped") or py.get("merged"):
+        parts.append(f"{int(py.get('dropped', 0)) + int(py.get('merged', 0)):,} of {int(py.get('python_slices', 0)):,} "
+                     "Python calls inside work that launched no op folded into their outermost call "
+                     "(--full-python-trace keeps them)")
+    if info.get("max_events"):
+        cap = [f"under --max-events {int(info['max_events']):,} (from {int(info.get('events_before', 0)):,} events)"]
+        if info.get("python_frames_dropped"):
+            cap.append(f"{int(info['python_frames_dropped']):,} Python frames deeper than "
+                       f"{int(info.get('python_frames_deeper_than', 0))} dropped")
+        st = info.get("steps_sampled") or {}
+        if st:
+            cap.append(f"1 step in {int(st.get('every', 0))} kept ({int(st.get('steps_dropped', 0))} steps, "
+                       f"{int(st.get('events_dropped', 0)):,} events dropped)")
+        if info.get("events_cut_at_end"):
+            cap.append(f"the last {int(info['events_cut_at_end']):,} events cut (the trace ends early)")
+        parts.append(": ".join([cap[0], ", ".join(cap[1:])]) if len(cap) > 1 else cap[0])
+    return "Capture kept small: " + "; ".join(parts) if parts else None
