@@ -34,6 +34,10 @@ def as_int(v: Any, default: int = 0) -> int:
     return default
 
 
+PICK_CHUNK = 1 << 16
+"""Documents `Context.pick_columns` copies and decodes at a time: its transient memory stays bounded however
+many rows it is asked for (a big trace's op args hold call stacks of ~1 kB)."""
+
 ABSENT = msgspec.UNSET
 """`Context.pick_args`' value for a key a document does not have (a JSON null is None)."""
 
@@ -152,20 +156,20 @@ class Context:
         """The values of `keys` in each args document of `args_idx` (ArgsStore indices, -1: no args), one
         list per key: ``args(i)[k]`` at the index's position, or ABSENT where the document has no key k.
 
-        One decode for all of them that reads only these keys: for a column of rows, many times faster than
+        Decoded `PICK_CHUNK` documents at a time, reading only these keys: for a column of rows, many times faster than
         `args` per row (a Kineto op's args hold shapes, strides and ids besides its call stack).
         """
         idx = np.asarray(args_idx, dtype=np.int64)
         have = np.flatnonzero(idx >= 0)
         if not len(have):
             return tuple([ABSENT] * len(idx) for _ in keys)
-        one, array, gets = _picker(tuple(keys))
-        try:
-            docs = _decode_picked(self.trace.args, idx[have], one, array)
-            cols = [list(map(get, docs)) for get in gets]
-        except (msgspec.DecodeError, msgspec.ValidationError):  # a document that is no JSON object
-            dicts = [self.args(int(i)) for i in idx[have].tolist()]
-            cols = [[a.get(k, ABSENT) for a in dicts] for k in keys]
+        cols: list[list[Any]] = [[] for _ in keys]
+        store = self.trace.args
+        for k0 in range(0, len(have), PICK_CHUNK):
+            for col, part in zip(cols, self._pick_chunk(idx[have[k0:k0 + PICK_CHUNK]], keys), strict=True):
+                col.extend(part)
+            if len(have) >= 1 << 12:  # a column of rows, not a few: its pages need not stay resident
+                store.drop_pages()
         if len(have) == len(idx):
             return tuple(cols)
         pos = have.tolist()
@@ -176,6 +180,16 @@ class Context:
                 full[j] = v
             out.append(full)
         return tuple(out)
+
+    def _pick_chunk(self, idx: np.ndarray, keys: tuple[str, ...]) -> list[list[Any]]:
+        """`pick_columns` of indices that are all >= 0, one decode."""
+        one, array, gets = _picker(tuple(keys))
+        try:
+            docs = _decode_picked(self.trace.args, idx, one, array)
+            return [list(map(get, docs)) for get in gets]
+        except (msgspec.DecodeError, msgspec.ValidationError):  # a document that is no JSON object
+            dicts = [self.args(int(i)) for i in idx.tolist()]
+            return [[a.get(k, ABSENT) for a in dicts] for k in keys]
 
     def slice_args(self, row: int) -> dict[str, Any]:
         return self.args(int(self.trace.slices.args[row]))

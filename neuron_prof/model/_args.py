@@ -6,6 +6,7 @@ JSON bytes plus 8 bytes of offset, and a dict is only built when someone asks fo
 
 from __future__ import annotations
 
+import mmap
 from typing import Any
 
 import numpy as np
@@ -90,6 +91,13 @@ class ArgsStore:
         a = starts[np.r_[0, cut]].tolist()
         z = ends[np.r_[cut - 1, len(idx) - 1]].tolist()
         return b"\n".join([blob[x:y] for x, y in zip(a, z, strict=True)])
+
+    def drop_pages(self) -> None:
+        """Hand the pages read so far of a memory-mapped blob (the column cache's) back to the kernel: they stay
+        in the page cache and come back on the next read, but a pass over every document no longer keeps the
+        whole file in this process's resident memory. Nothing for a blob in memory."""
+        if isinstance(self._blob, mmap.mmap) and len(self._blob):
+            self._blob.madvise(mmap.MADV_DONTNEED)
 
     @property
     def nbytes(self) -> int:
