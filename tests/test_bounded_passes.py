@@ -95,3 +95,12 @@ def test_drop_pages_hands_back_what_a_pass_read(tmp_path: Path) -> None:
     assert int(trace.slices.ts_ns.sum()) == int(np.arange(60_000).sum() * 1_000)  # read again: the same values
     in_memory = _trace(10)
     in_memory.drop_pages()  # nothing mapped: nothing to do
+
+
+def test_args_read_row_by_row_keep_a_bounded_cache(mapped: Trace, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(context_mod, "ARGS_CACHED", 5)
+    ctx = Context(mapped)
+    idx = mapped.slices.args[:40].tolist()
+    first = [ctx.args(int(i)) for i in idx]
+    assert 0 < len(ctx._args_cache) <= 5
+    assert [ctx.args(int(i)) for i in idx] == first == [mapped.args.get(int(i)) for i in idx]

@@ -38,6 +38,10 @@ PICK_CHUNK = 1 << 16
 """Documents `Context.pick_columns` copies and decodes at a time: its transient memory stays bounded however
 many rows it is asked for (a big trace's op args hold call stacks of ~1 kB)."""
 
+ARGS_CACHED = 1 << 16
+"""Distinct args documents `Context.args` keeps parsed (then it starts again): repeats are the common case, and
+a row-by-row loop over a big trace's documents must not keep them all."""
+
 ABSENT = msgspec.UNSET
 """`Context.pick_args`' value for a key a document does not have (a JSON null is None)."""
 
@@ -144,6 +148,8 @@ class Context:
         d = self._args_cache.get(raw)
         if d is None:
             d = self.trace.args.get(int(args_idx))
+            if len(self._args_cache) >= ARGS_CACHED:  # a loop over millions of distinct documents (a big trace)
+                self._args_cache.clear()
             self._args_cache[raw] = d
         return d
 
