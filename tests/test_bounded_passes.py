@@ -49,14 +49,24 @@ def _rss_file_kb() -> int:
 
 
 def test_pick_columns_in_windows_gives_what_one_decode_gives(mapped: Trace, monkeypatch: pytest.MonkeyPatch) -> None:
-    idx = np.r_[mapped.slices.args[::-1], mapped.slices.args[:50], -1].astype(np.int64)
-    whole = Context(mapped).pick_columns(idx, KEYS)
-    monkeypatch.setattr(context_mod, "PICK_CHUNK", 97)  # ~60 windows, the last one short
-    ctx = Context(mapped)
-    windowed = ctx.pick_columns(idx, KEYS)
-    assert windowed == whole
-    for k, col in zip(KEYS, windowed, strict=True):
-        assert col == [ctx.args(int(i)).get(k, ABSENT) for i in idx.tolist()]
+    ascending = mapped.slices.args[::3].astype(np.int64)
+    for idx in (np.r_[mapped.slices.args[::-1], mapped.slices.args[:50], -1].astype(np.int64), ascending):
+        whole = Context(mapped).pick_columns(idx, KEYS)
+        with monkeypatch.context() as m:
+            m.setattr(context_mod, "PICK_CHUNK", 97)  # ~60 windows, the last one short
+            m.setattr(context_mod, "PICK_SPAN", 5_000)  # ascending rows: also cut every 5 kB of the blob
+            ctx = Context(mapped)
+            windowed = ctx.pick_columns(idx, KEYS)
+        assert windowed == whole
+        for k, col in zip(KEYS, windowed, strict=True):
+            assert col == [ctx.args(int(i)).get(k, ABSENT) for i in idx.tolist()]
+    have = ascending[ascending >= 0]
+    assert context_mod._windows(mapped.args, have) == [(0, len(have))]
+    monkeypatch.setattr(context_mod, "PICK_SPAN", 5_000)
+    spans = context_mod._windows(mapped.args, have)
+    _, off = mapped.args.buffers
+    assert spans[0][0] == 0 and spans[-1][1] == len(have) and len(spans) > 20
+    assert all(a < z and off[have[z - 1]] - off[have[a]] < 5_000 for a, z in spans)
 
 
 def test_doc_numbers_in_windows_give_each_documents_first_hit(mapped: Trace,

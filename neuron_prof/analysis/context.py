@@ -38,6 +38,8 @@ PICK_CHUNK = 1 << 16
 """Documents `Context.pick_columns` copies and decodes at a time: its transient memory stays bounded however
 many rows it is asked for (a big trace's op args hold call stacks of ~1 kB)."""
 
+PICK_SPAN = 1 << 25
+"""...and bytes of the args blob its documents may span (`_windows`)."""
 ARGS_CACHED = 1 << 16
 """Distinct args documents `Context.args` keeps parsed (then it starts again): repeats are the common case, and
 a row-by-row loop over a big trace's documents must not keep them all."""
@@ -69,6 +71,19 @@ def _decode_picked(args: ArgsStore, idx: np.ndarray, one: msgspec.json.Decoder[A
             if len(docs) == len(idx):
                 return docs  # type: ignore[no-any-return]
     return array.decode(args.json_array(idx))  # type: ignore[no-any-return]
+
+
+def _windows(store: ArgsStore, idx: np.ndarray) -> list[tuple[int, int]]:
+    """[a, z) ranges of `idx` (ArgsStore indices, no -1) decoded at a time: `PICK_CHUNK` documents at most and,
+    when `idx` ascends, documents within `PICK_SPAN` bytes of the blob (sparse rows of a memory-mapped blob
+    would bring most of its pages in for one chunk)."""
+    n = len(idx)
+    cuts = set(range(0, n, PICK_CHUNK))
+    if n > 1 and bool((np.diff(idx) >= 0).all()):
+        pos = store.buffers[1][idx]
+        cuts.update(np.searchsorted(pos, np.arange(int(pos[0]), int(pos[-1]) + 1, PICK_SPAN)).tolist())
+    edges = sorted(c for c in cuts if 0 <= c < n)
+    return list(zip(edges, [*edges[1:], n], strict=True))
 
 
 def severity_for(share: float, floor: str = "info") -> str:
@@ -171,8 +186,8 @@ class Context:
             return tuple([ABSENT] * len(idx) for _ in keys)
         cols: list[list[Any]] = [[] for _ in keys]
         store = self.trace.args
-        for k0 in range(0, len(have), PICK_CHUNK):
-            for col, part in zip(cols, self._pick_chunk(idx[have[k0:k0 + PICK_CHUNK]], keys), strict=True):
+        for a, z in _windows(store, idx[have]):
+            for col, part in zip(cols, self._pick_chunk(idx[have[a:z]], keys), strict=True):
                 col.extend(part)
             if len(have) >= 1 << 12:  # a column of rows, not a few: its pages need not stay resident
                 store.drop_pages()
