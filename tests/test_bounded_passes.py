@@ -60,6 +60,9 @@ def test_pick_columns_in_windows_gives_what_one_decode_gives(mapped: Trace, monk
         assert windowed == whole
         for k, col in zip(KEYS, windowed, strict=True):
             assert col == [ctx.args(int(i)).get(k, ABSENT) for i in idx.tolist()]
+    with monkeypatch.context() as m:
+        m.setattr(context_mod, "PICK_CHUNK", 97)
+        assert list(Context(mapped).iter_pick_args(idx, KEYS)) == Context(mapped).pick_args(idx, KEYS)
     have = ascending[ascending >= 0]
     assert context_mod._windows(mapped.args, have) == [(0, len(have))]
     monkeypatch.setattr(context_mod, "PICK_SPAN", 5_000)

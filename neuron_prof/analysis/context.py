@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache, cached_property
 from operator import attrgetter
 from typing import Any
@@ -172,6 +172,12 @@ class Context:
         """The values of `keys` in each args document of `args_idx` (ArgsStore indices, -1: no args), one
         tuple per index: ``args(i)[k]``, or ABSENT where the document has no key k (`pick_columns`, by row)."""
         return list(zip(*self.pick_columns(args_idx, keys), strict=True))
+
+    def iter_pick_args(self, args_idx: np.ndarray, keys: tuple[str, ...]) -> Iterator[tuple[Any, ...]]:
+        """`pick_args`, one window of `PICK_CHUNK` indices decoded at a time: a loop over a big trace's rows
+        holds one window's values, not every row's."""
+        for k0 in range(0, len(args_idx), PICK_CHUNK):
+            yield from zip(*self.pick_columns(args_idx[k0:k0 + PICK_CHUNK], keys), strict=True)
 
     def pick_columns(self, args_idx: np.ndarray, keys: tuple[str, ...]) -> tuple[list[Any], ...]:
         """The values of `keys` in each args document of `args_idx` (ArgsStore indices, -1: no args), one
