@@ -117,3 +117,43 @@ def test_args_read_row_by_row_keep_a_bounded_cache(mapped: Trace, monkeypatch: p
     first = [ctx.args(int(i)) for i in idx]
     assert 0 < len(ctx._args_cache) <= 5
     assert [ctx.args(int(i)) for i in idx] == first == [mapped.args.get(int(i)) for i in idx]
+
+
+def test_find_all_in_windows_finds_what_one_scan_finds(mapped: Trace) -> None:
+    from neuron_prof.model import ArgsStore
+
+    texts = (b'"Call stack"', b'"pad"', b"xx")  # "xx" repeats back to back: occurrences do not overlap
+    blob, off = mapped.args.buffers
+    data = bytes(blob)
+
+    def scan(text: bytes) -> list[int]:
+        out, at = [], data.find(text)
+        while at >= 0:
+            out.append(at)
+            at = data.find(text, at + len(text))
+        return out
+
+    want = np.array([p for t in texts for p in scan(t)], dtype=np.int64)
+    assert len(want) > 1000
+    for window in (1 << 25, 4099, 5, 1):  # windows that cut texts in two
+        assert np.array_equal(mapped.args.find_all(texts, window), want)
+        assert np.array_equal(ArgsStore(data, off).find_all(texts, window), want)  # a blob in memory
+    assert len(mapped.args.find_all((), 7)) == 0 and len(ArgsStore.empty().find_all(texts)) == 0
+
+
+def test_args_read_row_by_row_do_not_keep_a_mapped_blob_resident(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "cols"
+    folder.mkdir()
+    coldir.write_trace(folder, _trace(60_000), "key")
+    grew = {}
+    for every in (1 << 30, 64):
+        trace = coldir.read_trace(folder)
+        monkeypatch.setattr(context_mod, "ARGS_READS_HELD", every)
+        ctx = Context(trace)
+        before = _rss_file_kb()
+        for i in trace.slices.args[::7].tolist():
+            ctx.args(int(i))
+        grew[every] = _rss_file_kb() - before
+        trace.drop_pages()
+    assert grew[1 << 30] > 2_000 and grew[64] < grew[1 << 30] / 4, grew

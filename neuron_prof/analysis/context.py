@@ -44,6 +44,10 @@ ARGS_CACHED = 1 << 16
 """Distinct args documents `Context.args` keeps parsed (then it starts again): repeats are the common case, and
 a row-by-row loop over a big trace's documents must not keep them all."""
 
+ARGS_READS_HELD = 1 << 12
+"""Documents `Context.args` reads between two `ArgsStore.drop_pages` (each read of a mapped blob brings in a
+folio of up to 2 MB: 4096 sparse reads can map most of a big blob)."""
+
 ABSENT = msgspec.UNSET
 """`Context.pick_args`' value for a key a document does not have (a JSON null is None)."""
 
@@ -100,6 +104,7 @@ class Context:
         self.trace = trace
         self._warmup_steps = warmup_steps
         self._args_cache: dict[bytes, dict[str, Any]] = {}
+        self._reads = 0
         self._memo: dict[str, Any] = {}
 
     def memo(self, key: str, fn: Callable[[], Any]) -> Any:
@@ -160,6 +165,9 @@ class Context:
         if args_idx < 0:
             return {}
         raw = self.trace.args.raw(int(args_idx))
+        self._reads += 1
+        if not self._reads % ARGS_READS_HELD:  # rows read one by one over a mapped blob: hand its pages back
+            self.trace.args.drop_pages()
         d = self._args_cache.get(raw)
         if d is None:
             d = self.trace.args.get(int(args_idx))
