@@ -43,27 +43,48 @@ class OutOfMemoryError(NeuronProfError):
     @classmethod
     def from_memory_error(cls, inputs: list[str]) -> OutOfMemoryError:
         """The one-line error for a MemoryError met while working on the files `inputs` (those that exist)."""
-        import os
         import resource
 
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        limit = ""
-        for what, rl in (("address space", resource.RLIMIT_AS), ("data", resource.RLIMIT_DATA)):
-            soft, _ = resource.getrlimit(rl)
-            if soft != resource.RLIM_INFINITY:
-                limit += f", {what} limited to {_gb(soft)}"
-        sizes = []
-        for a in inputs:
-            try:
-                if os.path.isfile(a):
-                    sizes.append(f"{a} is {_gb(os.path.getsize(a))}")
-            except OSError:
-                pass
-        what = f" ({'; '.join(sizes)})" if sizes else ""
-        return cls(f"out of memory{what}: peak {_gb(peak)} in use{limit}. Way out: NEURON_PROF_STREAM=1 reads a "
-                   "JSON trace in pieces into the column cache (disk about its size, ~/.cache/neuron-prof or "
-                   "$NEURON_PROF_CACHE_DIR) and every command then reads it memory-mapped; or capture less "
-                   "(fewer steps, no with_stack)")
+        return cls(f"out of memory{_sizes(inputs)}: peak {_gb(peak)} in use{_limits()}. {_WAY_OUT}")
+
+    @classmethod
+    def before_load(cls, path: str, need: int) -> OutOfMemoryError:
+        """The one-line error for a trace that loading in memory would take more than the process's memory
+        limits leave (said before the load starts: an allocation failing inside a C parser can crash it)."""
+        return cls(f"out of memory{_sizes([path])}: loading it in memory needs about {_gb(need)}{_limits()}. "
+                   f"{_WAY_OUT}")
+
+
+_WAY_OUT = ("Way out: NEURON_PROF_STREAM=1 reads a JSON trace in pieces into the column cache (disk about its size, "
+            "~/.cache/neuron-prof or $NEURON_PROF_CACHE_DIR) and every command then reads it memory-mapped; or "
+            "capture less (fewer steps, no with_stack)")
+
+
+def _limits() -> str:
+    """", address space limited to X, data limited to Y" for the limits this process has ("" for none)."""
+    import resource
+
+    out = ""
+    for what, rl in (("address space", resource.RLIMIT_AS), ("data", resource.RLIMIT_DATA)):
+        soft, _ = resource.getrlimit(rl)
+        if soft != resource.RLIM_INFINITY:
+            out += f", {what} limited to {_gb(soft)}"
+    return out
+
+
+def _sizes(inputs: list[str]) -> str:
+    """" (a is 1.2 GB; b is 3 MB)" for the files of `inputs` that exist ("" for none)."""
+    import os
+
+    sizes = []
+    for a in inputs:
+        try:
+            if os.path.isfile(a):
+                sizes.append(f"{a} is {_gb(os.path.getsize(a))}")
+        except OSError:
+            pass
+    return f" ({'; '.join(sizes)})" if sizes else ""
 
 
 def _gb(n: int) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache, cached_property
 from operator import attrgetter
 from typing import Any
@@ -34,6 +34,20 @@ def as_int(v: Any, default: int = 0) -> int:
     return default
 
 
+PICK_CHUNK = 1 << 16
+"""Documents `Context.pick_columns` copies and decodes at a time: its transient memory stays bounded however
+many rows it is asked for (a big trace's op args hold call stacks of ~1 kB)."""
+
+PICK_SPAN = 1 << 25
+"""...and bytes of the args blob its documents may span (`_windows`)."""
+ARGS_CACHED = 1 << 16
+"""Distinct args documents `Context.args` keeps parsed (then it starts again): repeats are the common case, and
+a row-by-row loop over a big trace's documents must not keep them all."""
+
+ARGS_READS_HELD = 1 << 12
+"""Documents `Context.args` reads between two `ArgsStore.drop_pages` (each read of a mapped blob brings in a
+folio of up to 2 MB: 4096 sparse reads can map most of a big blob)."""
+
 ABSENT = msgspec.UNSET
 """`Context.pick_args`' value for a key a document does not have (a JSON null is None)."""
 
@@ -63,6 +77,19 @@ def _decode_picked(args: ArgsStore, idx: np.ndarray, one: msgspec.json.Decoder[A
     return array.decode(args.json_array(idx))  # type: ignore[no-any-return]
 
 
+def _windows(store: ArgsStore, idx: np.ndarray) -> list[tuple[int, int]]:
+    """[a, z) ranges of `idx` (ArgsStore indices, no -1) decoded at a time: `PICK_CHUNK` documents at most and,
+    when `idx` ascends, documents within `PICK_SPAN` bytes of the blob (sparse rows of a memory-mapped blob
+    would bring most of its pages in for one chunk)."""
+    n = len(idx)
+    cuts = set(range(0, n, PICK_CHUNK))
+    if n > 1 and bool((np.diff(idx) >= 0).all()):
+        pos = store.buffers[1][idx]
+        cuts.update(np.searchsorted(pos, np.arange(int(pos[0]), int(pos[-1]) + 1, PICK_SPAN)).tolist())
+    edges = sorted(c for c in cuts if 0 <= c < n)
+    return list(zip(edges, [*edges[1:], n], strict=True))
+
+
 def severity_for(share: float, floor: str = "info") -> str:
     """Severity from the share of wall time a problem costs, never below `floor`."""
     sev = "critical" if share >= CRITICAL_SHARE else "warning" if share >= WARNING_SHARE else "info"
@@ -77,6 +104,7 @@ class Context:
         self.trace = trace
         self._warmup_steps = warmup_steps
         self._args_cache: dict[bytes, dict[str, Any]] = {}
+        self._reads = 0
         self._memo: dict[str, Any] = {}
 
     def memo(self, key: str, fn: Callable[[], Any]) -> Any:
@@ -137,9 +165,14 @@ class Context:
         if args_idx < 0:
             return {}
         raw = self.trace.args.raw(int(args_idx))
+        self._reads += 1
+        if not self._reads % ARGS_READS_HELD:  # rows read one by one over a mapped blob: hand its pages back
+            self.trace.args.drop_pages()
         d = self._args_cache.get(raw)
         if d is None:
             d = self.trace.args.get(int(args_idx))
+            if len(self._args_cache) >= ARGS_CACHED:  # a loop over millions of distinct documents (a big trace)
+                self._args_cache.clear()
             self._args_cache[raw] = d
         return d
 
@@ -148,24 +181,30 @@ class Context:
         tuple per index: ``args(i)[k]``, or ABSENT where the document has no key k (`pick_columns`, by row)."""
         return list(zip(*self.pick_columns(args_idx, keys), strict=True))
 
+    def iter_pick_args(self, args_idx: np.ndarray, keys: tuple[str, ...]) -> Iterator[tuple[Any, ...]]:
+        """`pick_args`, one window of `PICK_CHUNK` indices decoded at a time: a loop over a big trace's rows
+        holds one window's values, not every row's."""
+        for k0 in range(0, len(args_idx), PICK_CHUNK):
+            yield from zip(*self.pick_columns(args_idx[k0:k0 + PICK_CHUNK], keys), strict=True)
+
     def pick_columns(self, args_idx: np.ndarray, keys: tuple[str, ...]) -> tuple[list[Any], ...]:
         """The values of `keys` in each args document of `args_idx` (ArgsStore indices, -1: no args), one
         list per key: ``args(i)[k]`` at the index's position, or ABSENT where the document has no key k.
 
-        One decode for all of them that reads only these keys: for a column of rows, many times faster than
+        Decoded `PICK_CHUNK` documents at a time, reading only these keys: for a column of rows, many times faster than
         `args` per row (a Kineto op's args hold shapes, strides and ids besides its call stack).
         """
         idx = np.asarray(args_idx, dtype=np.int64)
         have = np.flatnonzero(idx >= 0)
         if not len(have):
             return tuple([ABSENT] * len(idx) for _ in keys)
-        one, array, gets = _picker(tuple(keys))
-        try:
-            docs = _decode_picked(self.trace.args, idx[have], one, array)
-            cols = [list(map(get, docs)) for get in gets]
-        except (msgspec.DecodeError, msgspec.ValidationError):  # a document that is no JSON object
-            dicts = [self.args(int(i)) for i in idx[have].tolist()]
-            cols = [[a.get(k, ABSENT) for a in dicts] for k in keys]
+        cols: list[list[Any]] = [[] for _ in keys]
+        store = self.trace.args
+        for a, z in _windows(store, idx[have]):
+            for col, part in zip(cols, self._pick_chunk(idx[have[a:z]], keys), strict=True):
+                col.extend(part)
+            if len(have) >= 1 << 12:  # a column of rows, not a few: its pages need not stay resident
+                store.drop_pages()
         if len(have) == len(idx):
             return tuple(cols)
         pos = have.tolist()
@@ -176,6 +215,16 @@ class Context:
                 full[j] = v
             out.append(full)
         return tuple(out)
+
+    def _pick_chunk(self, idx: np.ndarray, keys: tuple[str, ...]) -> list[list[Any]]:
+        """`pick_columns` of indices that are all >= 0, one decode."""
+        one, array, gets = _picker(tuple(keys))
+        try:
+            docs = _decode_picked(self.trace.args, idx, one, array)
+            return [list(map(get, docs)) for get in gets]
+        except (msgspec.DecodeError, msgspec.ValidationError):  # a document that is no JSON object
+            dicts = [self.args(int(i)) for i in idx.tolist()]
+            return [[a.get(k, ABSENT) for a in dicts] for k in keys]
 
     def slice_args(self, row: int) -> dict[str, Any]:
         return self.args(int(self.trace.slices.args[row]))

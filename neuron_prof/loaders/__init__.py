@@ -88,6 +88,7 @@ def load(path: str | os.PathLike[str]) -> Trace:
 
         if stream.stream_wanted(p):  # bigger than memory allows: read in pieces into memory-mapped columns
             return _cache.stream_into(p, lambda folder, key: stream.ingest(p, folder, key))
+        stream.check_room(p)  # told to load it in memory under a limit it cannot fit: one line, before the parse
     trace = reader_for(fmt)(p)
     _cache.save_cached(p, trace)
     return trace

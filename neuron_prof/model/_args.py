@@ -6,6 +6,9 @@ JSON bytes plus 8 bytes of offset, and a dict is only built when someone asks fo
 
 from __future__ import annotations
 
+import mmap
+from array import array
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -90,6 +93,31 @@ class ArgsStore:
         a = starts[np.r_[0, cut]].tolist()
         z = ends[np.r_[cut - 1, len(idx) - 1]].tolist()
         return b"\n".join([blob[x:y] for x, y in zip(a, z, strict=True)])
+
+    def find_all(self, texts: Iterable[bytes], window: int = 1 << 25) -> np.ndarray:
+        """Where each of `texts` occurs in the blob (int64 byte positions, ascending per text; a text's
+        occurrences do not overlap), read `window` bytes at a time: a memory-mapped blob's pages are handed back
+        after each window (`drop_pages`), and the positions are packed, not a Python int each."""
+        texts = [t for t in texts if t]
+        blob, n = self._blob, len(self._blob)
+        found: list[array[int]] = [array("q") for _ in texts]
+        for a in range(0, n, window):
+            z = min(a + window, n)
+            for text, hits in zip(texts, found, strict=True):
+                lo = max(a, hits[-1] + len(text)) if hits else a  # past the last one found (it may cross a)
+                at = blob.find(text, lo, min(z + len(text) - 1, n))  # one that starts in [a, z)
+                while at >= 0:
+                    hits.append(at)
+                    at = blob.find(text, at + len(text), min(z + len(text) - 1, n))
+            self.drop_pages()
+        return np.concatenate([np.frombuffer(h, dtype=np.int64) for h in found]) if found else np.zeros(0, np.int64)
+
+    def drop_pages(self) -> None:
+        """Hand the pages read so far of a memory-mapped blob (the column cache's) back to the kernel: they stay
+        in the page cache and come back on the next read, but a pass over every document no longer keeps the
+        whole file in this process's resident memory. Nothing for a blob in memory."""
+        if isinstance(self._blob, mmap.mmap) and len(self._blob):
+            self._blob.madvise(mmap.MADV_DONTNEED)
 
     @property
     def nbytes(self) -> int:

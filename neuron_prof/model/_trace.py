@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import mmap
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,6 +133,17 @@ class Trace:
     def rank(self) -> int | None:
         r = self.metadata.get("rank")
         return int(r) if isinstance(r, int) else None
+
+    def drop_pages(self) -> None:
+        """Hand the pages read so far of memory-mapped columns and args (a trace opened from the column cache)
+        back to the kernel: they stay in the page cache and come back on the next read, but a pass over every
+        row no longer keeps the whole cache in this process's resident memory. Nothing for columns in memory."""
+        for tab in (self.slices, self.instants, self.counters, self.flows):
+            for f in dataclasses.fields(tab):
+                base = getattr(getattr(tab, f.name), "base", None)
+                if isinstance(base, mmap.mmap) and len(base):
+                    base.madvise(mmap.MADV_DONTNEED)
+        self.args.drop_pages()
 
     def replace(self, **changes: Any) -> Trace:
         """A new Trace with some fields replaced (columns are shared, never copied)."""

@@ -25,7 +25,7 @@ from neuron_prof.model import KinetoCat
 
 SHAPE_KEYS = ("Input Dims", "Input type", "Concrete Inputs")
 """The Kineto args a count reads."""
-_STEP = 1 << 18
+_STEP = 1 << 16
 """Ops whose args are decoded at a time."""
 
 

@@ -116,18 +116,6 @@ def _hashable(vals: tuple[Any, ...]) -> Any:
     return key
 
 
-def _key_hits(blob: bytes) -> list[int]:
-    """Where the keys `of_args` looks for (call stack, call site, why unknown) appear in the args blob: the
-    documents that may give a site. A superset (the text may sit inside a value): each is then read exactly."""
-    hits: list[int] = []
-    for key in _SITE_KEY_TEXTS:
-        find, at = blob.find, blob.find(key)
-        while at >= 0:
-            hits.append(at)
-            at = find(key, at + len(key))
-    return hits
-
-
 def _str_list(v: Any) -> tuple[str, ...]:
     return tuple(str(x) for x in v) if isinstance(v, (list, tuple)) else ()
 
@@ -318,17 +306,19 @@ class Sites:
         own = np.zeros(m, dtype=np.int64)
         strong = np.zeros(m, dtype=bool)
         if every:  # only the documents whose text names a key `of_args` reads
-            blob, off = ctx.trace.args.buffers
-            hits = _key_hits(blob) if blob else []
-            docs = np.unique(np.searchsorted(off, np.asarray(hits, dtype=np.int64), side="right") - 1)
-            sel = np.flatnonzero(np.isin(sl.args[rows], docs)) if hits and m else np.zeros(0, dtype=np.int64)
+            off = ctx.trace.args.buffers[1]
+            # where the keys `of_args` looks for appear: the documents that may give a site (a superset: the
+            # text may sit inside a value; each is then read exactly); packed, a window of the blob at a time
+            hits = ctx.trace.args.find_all(_SITE_KEY_TEXTS)
+            docs = np.unique(np.searchsorted(off, hits, side="right") - 1)
+            sel = np.flatnonzero(np.isin(sl.args[rows], docs)) if len(hits) and m else np.zeros(0, dtype=np.int64)
         else:
             sel = np.flatnonzero(sl.args[rows] >= 0)
         if len(sel):
             # only the keys `of_args` reads; the same values give the same Site (a stack repeats for every
             # call of an op from one line), so each distinct set is read once: (site id, strong) per set
             seen: dict[Any, tuple[int, bool] | None] = {}
-            for i, vals in zip(sel.tolist(), ctx.pick_args(sl.args[rows[sel]], _OF_ARGS), strict=True):
+            for i, vals in zip(sel.tolist(), ctx.iter_pick_args(sl.args[rows[sel]], _OF_ARGS), strict=True):
                 key = _hashable(vals)
                 if key is not None and key in seen:
                     got = seen[key]

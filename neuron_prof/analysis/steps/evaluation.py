@@ -29,21 +29,46 @@ SEQ_KEY = re.compile(rb'"Sequence number"\s*:\s*(-?\d+)')
 FWD_KEY = re.compile(rb'"Fwd thread id"\s*:\s*(-?\d+)')
 
 
+SCAN_WINDOW = 1 << 25
+"""Bytes of the args blob `doc_number_arrays` scans at a time (its Python match objects stay bounded)."""
+
+
+def doc_number_arrays(trace: Trace, pattern: re.Pattern[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """(args document indices, ascending; the integer `pattern` captures in each, its first hit) over the whole
+    args blob, scanned in windows that end at document boundaries (a big trace's blob is a memory-mapped file)."""
+    blob, off = trace.args.buffers
+    docs: list[np.ndarray] = []
+    vals: list[np.ndarray] = []
+    n = len(off) - 1
+    d0 = 0
+    while blob and d0 < n:
+        d1 = min(int(np.searchsorted(off, int(off[d0]) + SCAN_WINDOW, side="left")), n)
+        d1 = max(d1, d0 + 1)
+        hits = [(m.start(), int(m.group(1))) for m in pattern.finditer(blob, int(off[d0]), int(off[d1]))]
+        if hits:
+            pos, val = np.array(hits, dtype=np.int64).T
+            doc = np.searchsorted(off, pos, side="right") - 1
+            doc, first = np.unique(doc, return_index=True)  # positions ascend: the first hit of each document
+            docs.append(doc)
+            vals.append(val[first])
+        d0 = d1
+        trace.args.drop_pages()  # the window's pages: read once, not held
+    if not docs:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(docs), np.concatenate(vals)
+
+
 def doc_numbers(trace: Trace, pattern: re.Pattern[bytes]) -> dict[int, int]:
     """Args document index -> the integer `pattern` captures in it (first hit), over the whole args blob."""
-    blob, off = trace.args.buffers
-    out: dict[int, int] = {}
-    if not blob:
-        return out
-    pos, val = [], []
-    for m in pattern.finditer(blob):
-        pos.append(m.start())
-        val.append(int(m.group(1)))
-    if pos:
-        doc = np.searchsorted(off, np.asarray(pos, dtype=np.int64), side="right") - 1
-        for d, v in zip(doc.tolist()[::-1], val[::-1]):  # the first hit of each document wins
-            out[d] = v
-    return out
+    docs, vals = doc_number_arrays(trace, pattern)
+    return dict(zip(docs.tolist(), vals.tolist(), strict=True))
+
+
+def value_at(docs: np.ndarray, vals: np.ndarray, want: np.ndarray, default: int) -> np.ndarray:
+    """Per document index of `want`: its value in (`docs`, `vals`) of `doc_number_arrays`, else `default`."""
+    i = np.minimum(np.searchsorted(docs, want), max(len(docs) - 1, 0))
+    hit = docs[i] == want if len(docs) else np.zeros(len(want), dtype=bool)
+    return np.where(hit, vals[i] if len(docs) else 0, default)
 
 
 @dataclass(frozen=True)
@@ -66,10 +91,10 @@ def evaluation_passes(trace: Trace) -> list[EvalPass]:
     mods = host[np.isin(sl.name[host], mod_ids)] if mod_ids else host[:0]
     if not len(mods):
         return []
-    seq = doc_numbers(trace, SEQ_KEY)
-    fwd = doc_numbers(trace, FWD_KEY)
+    seq_docs, seq = doc_number_arrays(trace, SEQ_KEY)
+    fwd_docs, fwd = doc_number_arrays(trace, FWD_KEY)
     cpu = trace.strings.get(KinetoCat.CPU_OP)
-    graph_docs = np.fromiter((d for d, s in seq.items() if s >= 0 and fwd.get(d, 0) <= 0), dtype=np.int64)
+    graph_docs = seq_docs[(seq >= 0) & (value_at(fwd_docs, fwd, seq_docs, 0) <= 0)]
     ops = host[(sl.cat[host] == cpu) & np.isin(sl.args[host], graph_docs)] if cpu is not None else host[:0]
     calls: list[tuple[int, int, int, bool, int, int]] = []  # (start, end, name, builds a graph, row, track)
     for t in np.unique(sl.track[mods]).tolist():

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from neuron_prof.errors import TraceFormatError
+from neuron_prof.errors import OutOfMemoryError, TraceFormatError
 from neuron_prof.formats import GZIP_MAGIC
 from neuron_prof.loaders.coldir import ARGS, ColumnWriter, trace_head, write_strings
 from neuron_prof.loaders.gc_hold import no_gc
@@ -76,11 +76,20 @@ def memory_room() -> int:
                     room.append(int(line.split()[1]) * 1024)
     except (OSError, ValueError, IndexError):
         pass
+    limited = limit_room()
+    if limited is not None:
+        room.append(limited)
+    return min(room) if room else 1 << 62
+
+
+def limit_room() -> int | None:
+    """Bytes this process's address-space and data limits leave it (None: no limit)."""
+    room = []
     for limit, field in ((resource.RLIMIT_AS, b"VmSize:"), (resource.RLIMIT_DATA, b"VmData:")):
         soft, _ = resource.getrlimit(limit)
         if soft != resource.RLIM_INFINITY:
             room.append(max(0, soft - _status_bytes(field)))
-    return min(room) if room else 1 << 62
+    return min(room) if room else None
 
 
 def _status_bytes(field: bytes) -> int:
@@ -106,6 +115,21 @@ def stream_wanted(path: Path) -> bool:
     except OSError:
         return False
     return need > memory_room() / 2
+
+
+def check_room(path: Path) -> None:
+    """Raise OutOfMemoryError (one line) when loading `path` (Chrome JSON) in memory would need more than this
+    process's memory limits leave: said before the parse, where an allocation failing inside the compiled
+    scanner's orjson calls could end the process with SIGSEGV instead of a MemoryError."""
+    room = limit_room()
+    if room is None:
+        return
+    try:
+        need = int(json_bytes(path) * NEED_PER_BYTE)
+    except OSError:
+        return  # the reader says what is wrong with the file
+    if need > room:
+        raise OutOfMemoryError.before_load(str(path), need)
 
 
 def ingest(path: Path, folder: Path, key: str) -> None:
