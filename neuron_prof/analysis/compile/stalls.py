@@ -53,7 +53,7 @@ def _phases(ctx: Context, items: list[_Compile]) -> tuple[list[list[_Compile]], 
     items = [c for c in items if c.row not in in_eval]
     if not items:
         return list(evals.values()), []
-    pos = np.searchsorted(st.start_ns, np.array([c.ts for c in items], dtype=np.int64), side="right")
+    pos = st.iteration_at(np.array([c.ts for c in items], dtype=np.int64)) + 1
     by_step: dict[int, list[_Compile]] = defaultdict(list)
     for c, k in zip(items, pos.tolist(), strict=True):
         by_step[int(k)].append(c)
