@@ -118,3 +118,12 @@ def test_the_first_iterations_tail_after_its_update_is_warm_up() -> None:
     assert fc and sum(f.count for f in fc) == 2
     assert all(f.after_warmup is False and f.evidence["cold"]["after_warmup"] == 0 for f in fc), \
         [(f.title, f.after_warmup, f.evidence["cold"]) for f in fc]
+
+
+def test_the_run_finding_names_the_statement_that_compiled_most() -> None:
+    """One cold optimizer update (line 46) as costly as each of a forward's new shapes (line 43, every step):
+    the finding is at line 43, which compiled most in all (dataloader_collate_churn.py named opt.step's line)."""
+    t = _trace([(0, "aten::_foreach_add_", "aten::_foreach_add_a", [[500, 24], [2, 24]], "train.py:46")]
+               + [(k, "aten::mm", f"aten::mm_{k}", [[16 - k, 2], [2, 24]], "train.py:43") for k in range(5)])
+    (fc,) = [f for f in analyze(t) if f.kind == "first_call_compile"]
+    assert fc.call_site == "train.py:43", fc.call_site
