@@ -158,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             miss = ", ".join(f"{k}:{ln}" for k, ln in s.misses)
             extra = f"; false alarms: {', '.join(s.unexplained)}" if s.unexplained else ""
+            extra += f"; off the tagged lines: {', '.join(s.off_line)}" if s.off_line else ""
             clean = f"; CLEAN but raised {', '.join(s.clean_alarms)}" if s.clean_alarms else ""
             failed = ""
             if not out.ok:

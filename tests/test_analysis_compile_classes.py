@@ -89,3 +89,41 @@ def test_an_op_first_run_after_the_loop_is_the_cold_cache_not_a_phase() -> None:
     ])
     fc = [f for f in analyze(t) if f.kind == "first_call_compile"]
     assert len(fc) == 1 and fc[0].count == 4 and "mid-run" not in fc[0].title
+
+
+def test_the_first_iterations_tail_after_its_update_is_warm_up() -> None:
+    """Steps inferred from optimizer steps run from update to update, so the next step's window holds the
+    first iteration's tail (`torch.mode(logits.argmax(-1))` after `opt.step()`): its first compile there is
+    the cold cache of warm-up, not a first call after it (gru_tagger.py raised a warning at opt.step's line)."""
+    b = TraceBuilder()
+    p = b.process(1, "python")
+    host = b.thread_track(1, 1, "main")
+    comp = b.track(p, "compile", TrackKind.COMPILE)
+
+    def op(t: int, name: str, site: str, compile_ms: int = 0) -> None:
+        b.add_slice(host, t, (compile_ms + 1) * MS, name, "cpu_op", {"Input Dims": [[8, 4]]})
+        if compile_ms:
+            b.add_slice(comp, t, compile_ms * MS, name, "neuron_prof.compile",
+                        {Arg.COMPILE_KIND: "eager", Arg.SIGNATURE: f"{name}_x", Arg.SHAPES: [[8, 4]],
+                         Arg.CALL_SITE: site})
+
+    for k in range(6):
+        t = k * STEP
+        b.add_slice(host, t, MS, "Optimizer.zero_grad#Adam.zero_grad", "user_annotation")
+        op(t + 2 * MS, "aten::mm", "train.py:29", 50 if k == 0 else 0)
+        b.add_slice(host, t + 60 * MS, 5 * MS, "Optimizer.step#Adam.step", "user_annotation")
+        op(t + 70 * MS, "aten::argmax", "train.py:33", 20 if k == 0 else 0)  # the first one: in step 1's window
+    found = analyze(b.build())
+    fc = [f for f in found if f.kind == "first_call_compile"]
+    assert fc and sum(f.count for f in fc) == 2
+    assert all(f.after_warmup is False and f.evidence["cold"]["after_warmup"] == 0 for f in fc), \
+        [(f.title, f.after_warmup, f.evidence["cold"]) for f in fc]
+
+
+def test_the_run_finding_names_the_statement_that_compiled_most() -> None:
+    """One cold optimizer update (line 46) as costly as each of a forward's new shapes (line 43, every step):
+    the finding is at line 43, which compiled most in all (dataloader_collate_churn.py named opt.step's line)."""
+    t = _trace([(0, "aten::_foreach_add_", "aten::_foreach_add_a", [[500, 24], [2, 24]], "train.py:46")]
+               + [(k, "aten::mm", f"aten::mm_{k}", [[16 - k, 2], [2, 24]], "train.py:43") for k in range(5)])
+    (fc,) = [f for f in analyze(t) if f.kind == "first_call_compile"]
+    assert fc.call_site == "train.py:43", fc.call_site

@@ -52,6 +52,17 @@ def test_a_rank_late_at_every_collective_is_a_straggler() -> None:
     assert _severities(set(), set(range(STEPS))) == {1: "warning"}
 
 
+def test_jitter_names_no_line_and_a_straggler_its_line() -> None:
+    """Ranks taking turns have no line to fix: the finding names none (what the rank did stays in its
+    evidence); a rank late at every collective is at the line that made it late. (ddp_slow_rank.py on the CPU:
+    rank 0, last once by 1.9 ms, was a straggler "at" the model's call.)"""
+    even = {k for k in range(STEPS) if k % 2 == 0}
+    turns = straggler_findings(merge_traces([_rank(0, even), _rank(1, set(range(STEPS)) - even)])[0])
+    assert turns and all(f.call_site == "" and f.evidence["cause"]["call_site"] == "train.py:38" for f in turns)
+    (one,) = straggler_findings(merge_traces([_rank(0, set()), _rank(1, set(range(STEPS)))])[0])
+    assert one.call_site == "train.py:38"
+
+
 def _late(last: list[int]) -> LateArrivals:
     """Matched all-reduces of 2 ranks; at call k the rank last[k] arrives 5 ms after the other."""
     start = np.zeros((len(last), 2), dtype=np.int64)

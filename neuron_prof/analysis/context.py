@@ -242,11 +242,12 @@ class Context:
         return make_steps(self.trace, self._warmup_steps)
 
     def step_split(self, ts: np.ndarray, cost: np.ndarray) -> dict[str, Any]:
-        """Evidence on how a cost spreads over warm-up and steady steps (empty without steps)."""
+        """Evidence on how a cost spreads over warm-up and steady steps (empty without steps); an iteration's
+        tail after its update counts in its own step (`Steps.iteration_index`)."""
         st = self.steps
         if not len(st):
             return {}
-        k = st.step_index(ts)
+        k = st.iteration_index(ts)
         cost = np.asarray(cost, dtype=np.float64)
         warm = (k >= 0) & (k < st.warmup)
         steady = k >= st.warmup

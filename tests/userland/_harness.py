@@ -486,6 +486,8 @@ class Score:
     """Findings of a tagged kind whose call_site names a line of the program."""
     exact: int = 0
     """... of which the line is tagged (EXPECT or ALSO) for that kind."""
+    off_line: list[str] = field(default_factory=list)
+    """The others (in_file but not exact): "kind@line", so a low exact-line rate can be read per program."""
     clean: bool = False
     clean_alarms: list[str] = field(default_factory=list)
     kinds: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -553,6 +555,8 @@ def score(prog: Program, out: Outcome) -> Score:
                 exact = ln in prog.lines_for(device, kind)
                 s.in_file += 1
                 s.exact += exact
+                if not exact:
+                    s.off_line.append(f"{kind}@{ln}")
                 s.kind(kind)["in_file"] += 1
                 s.kind(kind)["exact"] += exact
     return s

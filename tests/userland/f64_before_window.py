@@ -15,7 +15,7 @@ torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)).to(dev)
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 x = torch.randn(64, 16, device=dev)
-y = torch.randint(0, 4, (64,), device=dev)
+y = torch.randint(0, 4, (64,), device=dev)  # ALSO: dtype_demotion
 loss_sum = torch.zeros((), dtype=torch.float64, device=dev)  # ALSO: dtype_demotion
 
 with neuron_prof.profile(os.environ.get("TRACE_OUT", "trace.json"), operator_lines=True):

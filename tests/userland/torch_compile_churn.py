@@ -24,7 +24,7 @@ cmodel = torch.compile(model, backend=backend, dynamic=False)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 for step, bs in enumerate([8, 12, 8, 20, 12]):
     x = torch.randn(bs, 16, device=dev)  # EXPECT[neuron,cpu]: shape_churn
-    out = cmodel(x)  # EXPECT[neuron,cpu]: recompile
+    out = cmodel(x)  # EXPECT[neuron,cpu]: recompile  # ALSO[neuron]: first_call_compile
     loss = out.pow(2).mean()
     opt.zero_grad()
     loss.backward()

@@ -203,8 +203,11 @@ def findings_from(late: LateArrivals, causes: dict[int, dict[str, object]], wall
             "warning" if share > 0.02 else "info",
             title=f"rank {r} arrives last at {len(ks)} collective(s){jitter}, up to {spread[worst] / 1e6:.1f} ms "
                   f"late: {cause['cause']}{detail}",
-            cost_ns=cost, share=share, count=len(ks), call_site=str(cause.get("call_site", "") or ""),
-            module=str(cause.get("module", "") or ""),
+            # jitter has no line to fix: what the rank did stays in evidence.cause, but the finding names
+            # no line (the exact-line rule: a finding's site is where its problem is)
+            cost_ns=cost, share=share, count=len(ks),
+            call_site=str(cause.get("call_site", "") or "") if steady else "",
+            module=str(cause.get("module", "") or "") if steady else "",
             advice=_advice(str(cause["cause"])),
             evidence={"late_rank": r, "ranks": ranks, "wait_ns_by_rank": waits,
                       "spread_ns": [int(x) for x in spread[ks][:50]],

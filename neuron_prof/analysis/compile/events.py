@@ -203,7 +203,7 @@ def classify_compiles(trace: Trace, ctx: Context) -> CompileClasses:
         # optimizer's loop); a shape new in a later step is churn. Without steps, every first compile is cold.
         # Position: how many steps have started by then (0 before the first: setup code).
         st = ctx.steps
-        pos = np.searchsorted(st.start_ns, np.array([c.ts for c in first], dtype=np.int64), side="right") \
+        pos = st.iteration_at(np.array([c.ts for c in first], dtype=np.int64)) + 1 \
             if len(st) else np.zeros(len(first), dtype=np.int64)
         first_pos: dict[tuple[str, str, str], int] = {}
         shapes_seen: dict[tuple[str, str, str], set[str]] = defaultdict(set)
@@ -258,15 +258,16 @@ def in_evaluation(ctx: Context, c: _Compile) -> EvalPass | None:
 
 
 def _after_warmup(ctx: Context, items: list[_Compile]) -> list[_Compile]:
-    """The compiles once warm-up is over: in a steady step, between two, or after the last (an evaluation
-    after training), and those of an evaluation pass after the first step (its own phase, whatever step's
-    window it falls in); none with fewer than two steps."""
+    """The compiles once warm-up is over: in a steady step's iteration, between two, or after the last (an
+    evaluation after training), and those of an evaluation pass after the first step (its own phase, whatever
+    step's window it falls in); none with fewer than two steps. The tail of the last warm-up iteration (after
+    its update) is warm-up, though the next step's window holds it (`Steps.iteration_at`)."""
     st = ctx.steps
     if len(st) < 2 or not items:
         return []
-    pos = np.searchsorted(st.start_ns, np.array([c.ts for c in items], dtype=np.int64), side="right")
-    return [c for c, k in zip(items, pos.tolist(), strict=True)
-            if k - 1 >= st.warmup or in_evaluation(ctx, c) is not None]
+    k = st.iteration_at(np.array([c.ts for c in items], dtype=np.int64))
+    return [c for c, i in zip(items, k.tolist(), strict=True)
+            if i >= st.warmup or in_evaluation(ctx, c) is not None]
 
 
 def _in_steady(ctx: Context, items: list[_Compile]) -> list[_Compile]:
@@ -275,5 +276,5 @@ def _in_steady(ctx: Context, items: list[_Compile]) -> list[_Compile]:
     st = ctx.steps
     if len(st) < 2 or not items:
         return []
-    k = st.step_index(np.array([c.ts for c in items], dtype=np.int64))
+    k = st.iteration_index(np.array([c.ts for c in items], dtype=np.int64))
     return [c for c, i in zip(items, k, strict=True) if i >= st.warmup]

@@ -53,7 +53,7 @@ def _phases(ctx: Context, items: list[_Compile]) -> tuple[list[list[_Compile]], 
     items = [c for c in items if c.row not in in_eval]
     if not items:
         return list(evals.values()), []
-    pos = np.searchsorted(st.start_ns, np.array([c.ts for c in items], dtype=np.int64), side="right")
+    pos = st.iteration_at(np.array([c.ts for c in items], dtype=np.int64)) + 1
     by_step: dict[int, list[_Compile]] = defaultdict(list)
     for c, k in zip(items, pos.tolist(), strict=True):
         by_step[int(k)].append(c)
@@ -161,8 +161,12 @@ def _run_finding(trace: Trace, ctx: Context, first: list[_Compile], cc: CompileC
     new_rows = {c.row for c in new}
     charged = sum(c.dur for c in steady if c.row not in new_rows)
     sev = severity_for(ctx.share(charged)) if charged and len(st) > st.warmup else "info"
+    # its line: the statement that compiled most in all (`_top_site`), not the one costliest compile's (a cold
+    # optimizer update outweighing each of a forward's many new shapes)
+    site = _top_site(first) or top.call_site
+    module = next((g.module for g in groups if g.call_site == site), top.module)
     return Finding(kind=Kind.FIRST_CALL_COMPILE, severity=sev, title=title, cost_ns=cost, share=ctx.share(cost),
-                   count=len(first), call_site=top.call_site, module=top.module, advice=advice,
+                   count=len(first), call_site=site, module=module, advice=advice,
                    evidence=_evidence(trace, ctx, first, cc), ts_ns=int(ts.min()))
 
 

@@ -40,6 +40,9 @@ class Steps:
     call", "inferred: user annotation" or "none"."""
     markers: tuple[str, ...] = ()
     """Names of the spans the steps were taken from (empty for "marked")."""
+    work_start_ns: np.ndarray | None = None
+    """Where each step's own iteration starts when its window begins earlier, with the tail of the iteration
+    before (steps inferred from optimizer steps: `Inferred.work_ns`); None: at the window's start."""
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -60,6 +63,24 @@ class Steps:
         k = np.searchsorted(self.start_ns, ts_ns, side="right") - 1
         ok = (k >= 0) & (ts_ns < self.end_ns[np.maximum(k, 0)])
         return np.asarray(np.where(ok, k, -1), dtype=np.int64)
+
+    def iteration_at(self, ts_ns: np.ndarray) -> np.ndarray:
+        """Index of the last step begun at or before each timestamp (-1 before the first): the step whose
+        window holds it, or the last before it. A timestamp in a step's window before that step's own
+        iteration began belongs to the step before: the tail of that iteration after its update (metrics,
+        logging), which an optimizer step's window holds (`work_start_ns`)."""
+        ts_ns = np.asarray(ts_ns, dtype=np.int64)
+        k = np.searchsorted(self.start_ns, ts_ns, side="right") - 1
+        if self.work_start_ns is None or not len(self):
+            return np.asarray(k, dtype=np.int64)
+        tail = (k > 0) & (ts_ns < self.work_start_ns[np.maximum(k, 0)])
+        return np.asarray(np.where(tail, k - 1, k), dtype=np.int64)
+
+    def iteration_index(self, ts_ns: np.ndarray) -> np.ndarray:
+        """`step_index` by iteration: -1 outside every step's window, else `iteration_at` (the tail of an
+        iteration after its update, in the next step's window, belongs to its own step)."""
+        ts_ns = np.asarray(ts_ns, dtype=np.int64)
+        return np.asarray(np.where(self.step_index(ts_ns) >= 0, self.iteration_at(ts_ns), -1), dtype=np.int64)
 
     def summary(self) -> dict[str, object]:
         """JSON-ready description (used in totals)."""
@@ -86,6 +107,7 @@ class FoundSteps:
     end_ns: np.ndarray
     source: str
     markers: tuple[str, ...] = ()
+    work_start_ns: np.ndarray | None = None
 
 
 def find_steps(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -113,7 +135,7 @@ def locate_steps(trace: Trace) -> FoundSteps:
     if inferred is not None:
         n = len(inferred.start_ns)
         return FoundSteps(np.arange(n, dtype=np.int64), inferred.start_ns, inferred.end_ns, inferred.source,
-                          inferred.markers)
+                          inferred.markers, inferred.work_ns)
     z = np.zeros(0, dtype=np.int64)
     return profiler or FoundSteps(z, z, z, "none")
 
@@ -162,4 +184,5 @@ def make_steps(trace: Trace, warmup_steps: int | None = None) -> Steps:
         w = 1 if dur[0] > SLOW_FACTOR * dur[1] else 0
     else:
         w = 0
-    return Steps(ids=ids, start_ns=start, end_ns=end, warmup=w, source=found.source, markers=found.markers)
+    return Steps(ids=ids, start_ns=start, end_ns=end, warmup=w, source=found.source, markers=found.markers,
+                 work_start_ns=found.work_start_ns)

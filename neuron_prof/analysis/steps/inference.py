@@ -65,6 +65,10 @@ class Inferred:
     """"inferred: optimizer step", "inferred: module call" or "inferred: user annotation"."""
     markers: tuple[str, ...]
     """Names of the spans the steps were found from."""
+    work_ns: np.ndarray | None = None
+    """Where each iteration's own work starts (its first forward, zero_grad or batch fetch), at or after its
+    step's start: before it, an optimizer step's window holds the tail of the iteration before (its metrics
+    and logging after the update); None when the window is the iteration."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -111,7 +115,8 @@ def infer_steps(trace: Trace) -> Inferred | None:
         if found is None:
             continue
         start, end, cores, names = found
-        return _enclosing_annotation(th, start, end, cores) or Inferred(start, end, f"inferred: {kind}", names)
+        return _enclosing_annotation(th, start, end, cores) or Inferred(start, end, f"inferred: {kind}", names,
+                                                                       cores[0])
     return _annotations_alone(trace, ids, host)
 
 
