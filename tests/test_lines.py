@@ -122,9 +122,10 @@ def test_summary_json_lines_on_a_real_capture(capture: Path, capsys: pytest.Capt
     assert qr["source"] == "q, _ = torch.linalg.qr(h)  # LINE: qr"
     assert "LinalgQrBackward0" in qr["backward_of"] and 0 < qr["host_backward_ns"] < qr["host_ns"]
     backward = lines.get(f"job.py:{_line('backward')}", {"host_ns": 0, "backward_of": []})
-    assert backward["backward_of"] == []
-    # the backward() line keeps only its own work: every backward op is charged to its forward line (a
+    # the backward() line keeps its own work and the backward steps no forward op makes (the leaves'
+    # AccumulateGrad, where DDP's hooks all-reduce): every other backward op is charged to its forward line (a
     # structural check; comparing the two lines' times depends on the machine's load)
+    assert all(n.endswith("AccumulateGrad") for n in backward["backward_of"]), backward["backward_of"]
     trace = neuron_prof.load(capture)
     t = line_table(trace, Context(trace))
     at = {str(c): i for i, c in enumerate(t.call_site)}
