@@ -31,6 +31,7 @@ HEAVY = textwrap.dedent("""\
 
 PROGRAM = textwrap.dedent("""\
     import sys
+    import time
     import torch
 
     def words(n):
@@ -47,6 +48,7 @@ PROGRAM = textwrap.dedent("""\
             y = torch.relu(lin(x))  # LINE: forward
             w = words(50)  # LINE: words
             n = len(w)  # LINE: builtin
+            time.sleep(0.002)  # LINE: sleep
             y.sum().backward()  # LINE: backward
             opt.step()  # LINE: step
             opt.zero_grad()
@@ -119,6 +121,9 @@ def test_the_import_is_one_slice_at_its_line_and_the_trace_far_smaller(captures:
     # a builtin that launched no op is not kept, even called from the user's line
     assert not [r for r in _python_rows(pruned) if _at(pruned, r, lines["builtin"])]
     assert [r for r in _python_rows(full) if _at(full, r, lines["builtin"])]
+    # unless it took long enough for a finding to name it (a sleep: a straggler's cause, a gap's)
+    slept = [r for r in _python_rows(pruned) if _at(pruned, r, lines["sleep"])]
+    assert len(slept) == STEPS and all(pruned.slices.dur_ns[r] >= 2_000_000 for r in slept)
     info = pruned.metadata[Meta.CAPTURE_REDUCED]["python"]
     assert info["dropped"] > 40_000 and info["python_slices"] >= info["dropped"] + len(_python_rows(pruned))
     assert Meta.CAPTURE_REDUCED not in full.metadata

@@ -12,7 +12,9 @@ joins the session's builder (columnar, numpy over the slice columns of the host 
   in its args says how many);
 * the user's own frames inside that work, called straight from the user's code, stay down to `user_depth`
   levels below it (what a user's ``preprocess()`` called);
-* builtins (``<built-in method ...>``) that launched no op are dropped.
+* builtins (``<built-in method ...>``) that launched no op are dropped, unless they took `KEEP_BUILTIN_NS`
+  or more (a sleep, a blocking read, a lock wait, a tokenizer's native call): host time a finding may name
+  (a straggler's cause, a gap's) stays at its own line.
 
 An op's exact stack is its ``Call stack`` argument (written by `_sites` from the event tree, not from these
 slices), so every op keeps its line. Host time inside a dropped call counts as self time of the call kept
@@ -34,6 +36,8 @@ USER_DEPTH = 2
 RUN_CALLS = "python_calls"
 """Slice arg of a kept op-free call that stands for a run of calls: how many it stands for."""
 _BUILTIN = "<built-in "
+KEEP_BUILTIN_NS = 100_000
+"""A builtin that launched no op is kept when it took at least this long (100 us)."""
 
 
 @dataclass
@@ -82,7 +86,7 @@ def prune_python(trace: Trace, user_files: set[str] | None = None, user_depth: i
     free = is_py & ~has_op & ~is_module  # op-free Python work
     parent_free = np.zeros(len(rows), bool)
     parent_free[par >= 0] = free[par[par >= 0]]
-    root = free & ~parent_free & ~is_builtin
+    root = free & ~parent_free & (~is_builtin | (sl.dur_ns[rows] >= KEEP_BUILTIN_NS))
     levels = _levels(nest.depth)
     keep = ~free | root
     rel = np.where(root, 0, -1)  # levels below the root, for user frames called straight from kept user frames
