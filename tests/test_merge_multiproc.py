@@ -76,7 +76,11 @@ def test_merge_real_job(tmp_path: Path, capsys: pytest.CaptureFixture[str], back
     cause = top["evidence"]["cause"]
     if backend == "neuron":  # the delayed rank compiled aten::mm for a new shape before each collective
         assert cause["cause"] == "a compile stall" and "mm" in cause["detail"], cause
-        assert "_dist_worker.py" in top["call_site"], top
+        # the compile's line: the finding's own when the rank is last more often than chance (systematic); a
+        # loaded machine can make it last at 5 of 6 only, which 2 ranks' binomial test calls jitter (info), and
+        # jitter names no line but keeps what the late rank did in its cause
+        assert "_dist_worker.py" in str(cause.get("call_site")), cause
+        assert top["call_site"] == (cause["call_site"] if top["evidence"]["systematic"] else ""), top
     else:
         assert cause["cause"] == "data loading" and cause["detail"] == "load_batch"
     # every other rank waited ~30-40 ms per step for the delayed one
