@@ -6,6 +6,7 @@ up to the steady step; when every step compiles the summary names no steady step
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from neuron_prof.analysis import Context
 from neuron_prof.analysis.steps.breakdown import PARTS, step_breakdown
 from neuron_prof.analysis.steps.phases import RECOMPILING, TRAINING, WARMUP, step_phases
 from neuron_prof.analysis.totals import compute_totals
-from neuron_prof.model import Trace, TrackKind
+from neuron_prof.model import KinetoCat, Trace, TrackKind
 
 RECOMPILE_AT = 6
 """The step whose new batch size makes Dynamo compile the frame again."""
@@ -101,9 +102,7 @@ def test_when_every_step_compiles_no_step_is_called_steady(traces: tuple[Trace, 
 def test_compile_time_is_never_unexplained_device_idle(traces: tuple[Trace, Trace]) -> None:
     """Host time in torch.compile's own phase spans is compile time for device idle too, with or without a
     compile-track record over it (Inductor's and Triton's work that Dynamo's records do not span)."""
-    from neuron_prof.analysis import analyze
     from neuron_prof.analysis.steps.phases import compile_rows
-    from neuron_prof.model import Cat, KinetoCat, Meta, ProcessKind, TraceBuilder
 
     t = traces[0]
     ctx = Context(t)
@@ -113,36 +112,35 @@ def test_compile_time_is_never_unexplained_device_idle(traces: tuple[Trace, Trac
     assert any(t.slice_name(int(r)).endswith("(dynamo_timed)") for r in rows)  # the real capture has them
 
     # GIVEN a device idle 60 ms of each 100 ms step while the host is inside a compile span (no compile record)
-    ms, t0 = 1_000_000, 1_700_000_000_000_000_000
+    f = _idle_under("compile_fx_inner (dynamo_timed)", KinetoCat.USER_ANNOTATION)
+    # THEN all of it is explained (compiling), none of it is the finding's cost
+    assert f.evidence["explained_ns"] == f.evidence["idle_ns"] == 4 * 60 * MS and f.cost_ns == 0
+
+
+MS = 1_000_000
+
+
+def _idle_under(span: str, cat: str) -> Any:
+    """The device_idle finding of a device idle 60 ms of each 100 ms step while the host is inside `span`."""
+    from neuron_prof.analysis import analyze
+    from neuron_prof.model import Cat, Meta, ProcessKind, TraceBuilder
+
+    t0 = 1_700_000_000_000_000_000
     b = TraceBuilder()
     main = b.thread_track(1, 1, "main")
     dev = b.track(b.process("neuron:0", "neuron:0", kind=ProcessKind.DEVICE), "neuron:0 compute", TrackKind.DEVICE)
     for k in range(4):
-        b.add_slice(dev, t0 + k * 100 * ms, 40 * ms, "aten::mm", Cat.DEVICE)
-        b.add_slice(main, t0 + k * 100 * ms + 40 * ms, 60 * ms, "compile_fx_inner (dynamo_timed)",
-                    KinetoCat.USER_ANNOTATION)
-    b.add_slice(dev, t0 + 400 * ms, ms, "aten::mm", Cat.DEVICE)
-    b.metadata[Meta.WALL] = [t0, t0 + 401 * ms]
+        b.add_slice(dev, t0 + k * 100 * MS, 40 * MS, "aten::mm", Cat.DEVICE)
+        b.add_slice(main, t0 + k * 100 * MS + 40 * MS, 60 * MS, span, cat)
+    b.add_slice(dev, t0 + 400 * MS, MS, "aten::mm", Cat.DEVICE)
+    b.metadata[Meta.WALL] = [t0, t0 + 401 * MS]
     [f] = [f for f in analyze(b.build()) if f.kind == "device_idle"]
-    # THEN all of it is explained (compiling), none of it is the finding's cost
-    assert f.evidence["explained_ns"] == f.evidence["idle_ns"] == 4 * 60 * ms and f.cost_ns == 0
+    return f
 
 
 @pytest.mark.parametrize("span", ["compile_fx_inner (dynamo_timed)", "entire_backward_compile", "backend_compile"])
 def test_every_compile_phase_span_is_compile_time(span: str) -> None:
     """One rule for which host spans are compiling (`model.schema.is_compile_span`): a backward compiled on its
     first use (`entire_backward_compile`) is compile time for the step phases and device idle as Dynamo's are."""
-    from neuron_prof.analysis import analyze
-    from neuron_prof.model import Cat, KinetoCat, Meta, ProcessKind, TraceBuilder
-
-    ms, t0 = 1_000_000, 1_700_000_000_000_000_000
-    b = TraceBuilder()
-    main = b.thread_track(1, 1, "main")
-    dev = b.track(b.process("neuron:0", "neuron:0", kind=ProcessKind.DEVICE), "neuron:0 compute", TrackKind.DEVICE)
-    for k in range(4):
-        b.add_slice(dev, t0 + k * 100 * ms, 40 * ms, "aten::mm", Cat.DEVICE)
-        b.add_slice(main, t0 + k * 100 * ms + 40 * ms, 60 * ms, span, KinetoCat.CPU_OP)
-    b.add_slice(dev, t0 + 400 * ms, ms, "aten::mm", Cat.DEVICE)
-    b.metadata[Meta.WALL] = [t0, t0 + 401 * ms]
-    [f] = [f for f in analyze(b.build()) if f.kind == "device_idle"]
-    assert f.evidence["explained_ns"] == f.evidence["idle_ns"] == 4 * 60 * ms and f.cost_ns == 0
+    f = _idle_under(span, KinetoCat.CPU_OP)
+    assert f.evidence["explained_ns"] == f.evidence["idle_ns"] == 4 * 60 * MS and f.cost_ns == 0
