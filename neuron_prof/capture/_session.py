@@ -85,8 +85,8 @@ class Session(contextlib.ContextDecorator):
             and host memory in use, sampled by the runtime: counter tracks from Explorer's CpuUsage and
             HostMemUsage tables). Off by default.
         full_python_trace: keep every Python call torch.profiler's tracer recorded. Off (the default): Python work
-            that launched no op is one slice per call at its line, builtins without an op are dropped
-            (`capture._prune`); the frames leading to ops keep their exact lines.
+            that launched no op is one slice per call at its line, builtins without an op are dropped unless they
+            took 100 us or more (`capture._prune`); the frames leading to ops keep their exact lines.
         max_events: keep the written trace under this many events: the deepest Python frames go first, then
             steps are sampled (`capture._cap`); what went is in the metadata (``capture_reduced``) and `summary`.
         **options: options for the backend's probes (e.g. probes=["compile"], deep_fallback=True).

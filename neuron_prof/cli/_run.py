@@ -72,7 +72,8 @@ def _enable_emulator(forced: bool) -> bool:
                    "~1.5x torch.profiler's step time on microsecond ops.")
 @click.option("--full-python-trace", is_flag=True, default=False,
               help="Keep every Python call the profiler's tracer recorded (default: Python work that launched no "
-                   "op, an import say, is one slice per call at its line; builtins without an op are dropped).")
+                   "op, an import say, is one slice per call at its line; builtins without an op are dropped "
+                   "unless they took 100 us or more).")
 @click.option("--max-events", type=click.IntRange(min=1), default=None, metavar="N",
               help="Keep the trace under N events: the deepest Python frames go first, then steps are sampled; "
                    "summary says what went.")
