@@ -40,7 +40,7 @@ def profile(output: Any = DEFAULT_OUTPUT, **kwargs: Any) -> Any:
             output unless pftrace=False. None keeps the Trace in memory only (`session.trace`).
         **kwargs: see `Session`: backend, schedule / wait, warmup, active, repeat, record_shapes,
             with_stack, with_modules, profile_memory, operator_lines, pftrace, quiet, hint, profiler_kwargs,
-            full_python_trace, max_events, and probe
+            full_python_trace, max_events, steps, and probe
             options.
 
     Returns:

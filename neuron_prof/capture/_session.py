@@ -28,7 +28,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from neuron_prof.backends.base import CaptureContext
-from neuron_prof.capture import _compile_quiet, _env, _outputs, _runtime
+from neuron_prof.capture import _compile_quiet, _env, _outputs, _runtime, _steps
 from neuron_prof.capture._end_progress import EndProgress, wanted
 from neuron_prof.capture._groups import ProcessGroupKeeper
 from neuron_prof.capture._report import CaptureWarning, dedup_errors, report_problems, user_stacklevel
@@ -89,6 +89,10 @@ class Session(contextlib.ContextDecorator):
             took 100 us or more (`capture._prune`); the frames leading to ops keep their exact lines.
         max_events: keep the written trace under this many events: the deepest Python frames go first, then
             steps are sampled (`capture._cap`); what went is in the metadata (``capture_reduced``) and `summary`.
+        steps: record only these steps in full (torch.profiler's tracer is off in the others, so the capture stays
+            bounded): N = the first N steps (warm-up and first compiles included), (A, B) or range(A, B) = steps
+            A to B-1, (A, None) = from step A on (`capture._steps`). The trace's ``steps`` keep the recorded ones;
+            ``capture_reduced`` and `summary` say which and how many were not recorded. Not with a schedule.
         **options: options for the backend's probes (e.g. probes=["compile"], deep_fallback=True).
     """
 
@@ -101,7 +105,7 @@ class Session(contextlib.ContextDecorator):
                  system_profile: bool = True, device_profile: bool | int | tuple[int, int | None] | str |
                  os.PathLike[str] = False, profile_dir: str | os.PathLike[str] | None = None,
                  host_usage: bool = False, full_python_trace: bool = False, max_events: int | None = None,
-                 **options: Any) -> None:
+                 steps: _steps.StepsArg = None, **options: Any) -> None:
         self.output = Path(output) if output is not None else None
         self.backend_name = backend
         self.pftrace = pftrace
@@ -116,6 +120,9 @@ class Session(contextlib.ContextDecorator):
         self.host_usage = host_usage
         self.full_python_trace = full_python_trace
         self.max_events = max_events
+        self.steps = _steps.window(steps)  # a ValueError for a malformed window, before anything starts
+        if self.steps is not None and (schedule, wait, warmup, active, repeat, skip_first) != (None,) * 6:
+            raise ValueError("profile(): give steps= or a schedule (schedule/wait/warmup/active), not both")
         self.profile_dir = Path(profile_dir) if profile_dir is not None else None
         self._schedule_args = (schedule, wait, warmup, active, repeat, skip_first)
         self._flags = {"record_shapes": record_shapes, "with_stack": with_stack, "with_modules": with_modules,
@@ -375,7 +382,9 @@ class Session(contextlib.ContextDecorator):
                                               prune=not self.full_python_trace)
             kw["schedule"] = make_schedule(*self._schedule_args)
             cuts = getattr(self._backend, "cycle_boundaries", None)
-            if cuts is not None and self._schedule_args == (None,) * 6:
+            if self.steps is not None:
+                kw["schedule"] = _steps.schedule(self.steps)
+            elif cuts is not None and self._schedule_args == (None,) * 6:
                 kw["schedule"] = cycle_schedule(cuts())  # the device profile's window is a cycle of its own
             kw["on_trace_ready"] = self._collector
             self._ends_cycles = ends_cycles(kw["schedule"])
@@ -514,8 +523,12 @@ class Session(contextlib.ContextDecorator):
             self._timings["in_steps"] = max(0, self._in_steps_ns)  # wall clock: a step across a clock jump
         if self._runqueue is not None:
             self._runqueue.flush()
-        return session_metadata(self.context, self._collector, self._timings, self._backend, self._pg_info,
-                                self._runqueue, reason, end_ns)
+        md = session_metadata(self.context, self._collector, self._timings, self._backend, self._pg_info,
+                              self._runqueue, reason, end_ns)
+        if self.steps is not None:
+            md[Meta.STEPS], info = _steps.keep_recorded(md[Meta.STEPS], self.steps)
+            md[Meta.CAPTURE_REDUCED] = {**(md.get(Meta.CAPTURE_REDUCED) or {}), _steps.KEY: info}
+        return md
 
     def _set_metadata(self, builder: TraceBuilder, reason: str) -> None:
         ctx = self.context

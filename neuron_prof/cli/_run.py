@@ -77,11 +77,15 @@ def _enable_emulator(forced: bool) -> bool:
 @click.option("--max-events", type=click.IntRange(min=1), default=None, metavar="N",
               help="Keep the trace under N events: the deepest Python frames go first, then steps are sampled; "
                    "summary says what went.")
+@click.option("--steps", "steps", default=None, metavar="N|A:B",
+              help="Record only these steps in full: N = the first N, A:B = steps A to B-1, A: = from step A on "
+                   "(a step = an optimizer.step() call); summary says which steps were not recorded.")
 @click.argument("script_and_args", nargs=-1, type=click.UNPROCESSED)
 def command(output: str, backend: str | None, emulate_neuron: bool, module: str | None, no_pftrace: bool,
             quiet: bool, device_profile: bool, device_profile_steps: str | None, profile_dir: str | None,
             device_profile_dir: str | None, no_system_profile: bool, host_usage: bool, operator_lines: bool,
-            full_python_trace: bool, max_events: int | None, script_and_args: tuple[str, ...]) -> int:
+            full_python_trace: bool, max_events: int | None, steps: str | None,
+            script_and_args: tuple[str, ...]) -> int:
     """Profile a Python script with no code change.
 
     \b
@@ -106,6 +110,14 @@ def command(output: str, backend: str | None, emulate_neuron: bool, module: str 
         argv = [module, *script_and_args]
     window = _window(device_profile, device_profile_steps, device_profile_dir)
     _enable_emulator(emulate_neuron)
+    try:
+        session = neuron_prof.profile(output, backend=backend, pftrace=not no_pftrace, quiet=quiet,
+                                      system_profile=not no_system_profile, device_profile=window,
+                                      host_usage=host_usage, profile_dir=profile_dir or device_profile_dir,
+                                      operator_lines=operator_lines, full_python_trace=full_python_trace,
+                                      max_events=max_events, steps=steps)
+    except ValueError as e:  # a malformed --steps, said before the script runs
+        raise UsageError(f"--{e}") from None
 
     saved_argv = sys.argv[:]
     sys.argv = argv
@@ -115,12 +127,7 @@ def command(output: str, backend: str | None, emulate_neuron: bool, module: str 
     keep: list[object] = []
     code = 0
     try:
-        with neuron_prof.profile(output, backend=backend, pftrace=not no_pftrace, quiet=quiet,
-                                 system_profile=not no_system_profile, device_profile=window, host_usage=host_usage,
-                                 profile_dir=profile_dir or device_profile_dir,
-                                 operator_lines=operator_lines, full_python_trace=full_python_trace,
-                                 max_events=max_events) as session, \
-                _keep_code(keep), _optimizer_steps(session, window):
+        with session, _keep_code(keep), _optimizer_steps(session, window, steps is not None):
             if module is None:
                 keep.append(runpy.run_path(argv[0], run_name="__main__"))
             else:
@@ -152,11 +159,12 @@ def _window(flag: bool, steps: str | None, old_dir: str | None) -> bool | int | 
 
 
 @contextlib.contextmanager
-def _optimizer_steps(session: object, window: object) -> Iterator[None]:
-    """With a device-profile window, each ``optimizer.step()`` of the script ends a step (``session.step()``)
-    when it returns (`_optimizer_steps.optimizer_steps`): a script run unchanged marks no steps, and the window
-    counts them."""
-    if window is False or window == 0 or (isinstance(window, tuple) and window[0] == 0 and window[1] is None):
+def _optimizer_steps(session: object, window: object, steps: bool = False) -> Iterator[None]:
+    """With a device-profile window or --steps, each ``optimizer.step()`` of the script ends a step
+    (``session.step()``) when it returns (`_optimizer_steps.optimizer_steps`): a script run unchanged marks no
+    steps, and the window counts them."""
+    if not steps and (window is False or window == 0 or
+                      (isinstance(window, tuple) and window[0] == 0 and window[1] is None)):
         yield
         return
     from neuron_prof.cli._optimizer_steps import optimizer_steps
