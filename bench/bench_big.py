@@ -21,6 +21,7 @@ from pathlib import Path
 
 from bench import _machine, big_ranks
 from bench.gen_trace import write
+from neuron_prof.loaders.json.stream import MEMORY_LIMIT_ENV
 
 BYTES_PER_EVENT = 286
 """What gen_trace writes per event (measured: 114.3 MB for 400k events)."""
@@ -48,13 +49,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tui", action="store_true", help="also time the TUI's first screen from the cache")
     ap.add_argument("--ranks", type=int, default=1, help="a job of this many rank files of --gb GB each (default 1)")
     ap.add_argument("--workers", type=int, default=2, help="with --ranks: Dask worker processes (default 2)")
+    ap.add_argument("--memory-limit", type=float, default=None, metavar="MB",
+                    help="with --ranks: NEURON_PROF_MEMORY_LIMIT of each worker (default: its share of the machine)")
     ap.add_argument("--dir", default="/tmp", help="where the files and the cache are written (default /tmp)")
     a = ap.parse_args(argv)
     n = int(a.gb * 1e9 / BYTES_PER_EVENT)
     folder = Path(tempfile.mkdtemp(prefix="neuron-prof-big-", dir=a.dir))
     try:
         if a.ranks > 1:
-            return _job(a.ranks, a.gb, n, a.workers, folder)
+            return _job(a.ranks, a.gb, n, a.workers, folder, a.memory_limit)
         path = folder / ("trace.json.gz" if a.gz else "trace.json")
         print(f"load average before: {_machine.load()}", flush=True)
         t0 = time.perf_counter()
@@ -85,8 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _job(ranks: int, gb: float, n: int, workers: int, folder: Path) -> int:
-    """--ranks: the job of `ranks` generated files in `folder` (its `ranks/` and `cache/`), summarised on Dask."""
+def _job(ranks: int, gb: float, n: int, workers: int, folder: Path, limit_mb: float | None) -> int:
+    """--ranks: the job of `ranks` generated files in `folder` (its `ranks/` and `cache/`), summarised on Dask,
+    each worker's NEURON_PROF_MEMORY_LIMIT `limit_mb` (None: the share DaskRunner gives it)."""
     print(f"load average before: {_machine.load()}", flush=True)
     t0 = time.perf_counter()
     (folder / "ranks").mkdir()
@@ -95,7 +99,11 @@ def _job(ranks: int, gb: float, n: int, workers: int, folder: Path) -> int:
     size = sum(p.stat().st_size for p in paths)
     print(f"generated {ranks} ranks of {n:,} events, {size / 1e9:.2f} GB in all in {time.perf_counter() - t0:.0f} s "
           f"(slow rank {slow})", flush=True)
-    res = big_ranks.summarise(folder / "ranks", workers, {"NEURON_PROF_CACHE_DIR": str(folder / "cache")})
+    env = {"NEURON_PROF_CACHE_DIR": str(folder / "cache")}
+    if limit_mb:
+        env[MEMORY_LIMIT_ENV] = str(int(limit_mb * 2**20))
+    print(f"workers' memory budget (NEURON_PROF_MEMORY_LIMIT): {f'{limit_mb:,.0f} MB' if limit_mb else 'their share'}")
+    res = big_ranks.summarise(folder / "ranks", workers, env)
     cache = sum(f.stat().st_size for f in (folder / "cache").rglob("*") if f.is_file())
     print(f"column cache {cache / 1e9:.2f} GB")
     rc = big_ranks.report(res, ranks, gb, n, slow, workers)
