@@ -4,6 +4,8 @@ Generates a Kineto JSON of about --gb GB in /tmp (streamed by `bench.gen_trace.w
 its first open (streamed into the column cache; NEURON_PROF_STREAM=1 so the streamed path runs whatever this
 machine's RAM), then `neuron-prof summary` and `check` from the memory-mapped cache (and with --tui the TUI's
 first screen), each in its own process with its peak RSS, and removes the file and the cache. Targets: 20 GB in <= 3 min, <= 2 GB.
+With --ranks R (R > 1), a job instead: R rank files of --gb GB each, `summary DIR` on a Dask LocalCluster of
+--workers processes, the peak RSS of each worker and of the client (bench.big_ranks). Target: <= 2 GB per worker.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import _machine
+from bench import _machine, big_ranks
 from bench.gen_trace import write
+from neuron_prof.loaders.json.stream import MEMORY_LIMIT_ENV
 
 BYTES_PER_EVENT = 286
 """What gen_trace writes per event (measured: 114.3 MB for 400k events)."""
@@ -44,10 +47,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gb", type=float, default=20.0, help="size of the generated JSON (default 20)")
     ap.add_argument("--gz", action="store_true", help="a .json.gz instead (its gunzipped size is --gb)")
     ap.add_argument("--tui", action="store_true", help="also time the TUI's first screen from the cache")
+    ap.add_argument("--ranks", type=int, default=1, help="a job of this many rank files of --gb GB each (default 1)")
+    ap.add_argument("--workers", type=int, default=2, help="with --ranks: Dask worker processes (default 2)")
+    ap.add_argument("--memory-limit", type=float, default=None, metavar="MB",
+                    help="with --ranks: NEURON_PROF_MEMORY_LIMIT of each worker (default: its share of the machine)")
+    ap.add_argument("--dir", default="/tmp", help="where the files and the cache are written (default /tmp)")
     a = ap.parse_args(argv)
     n = int(a.gb * 1e9 / BYTES_PER_EVENT)
-    folder = Path(tempfile.mkdtemp(prefix="neuron-prof-big-", dir="/tmp"))
+    folder = Path(tempfile.mkdtemp(prefix="neuron-prof-big-", dir=a.dir))
     try:
+        if a.ranks > 1:
+            return _job(a.ranks, a.gb, n, a.workers, folder, a.memory_limit)
         path = folder / ("trace.json.gz" if a.gz else "trace.json")
         print(f"load average before: {_machine.load()}", flush=True)
         t0 = time.perf_counter()
@@ -76,6 +86,29 @@ def main(argv: list[str] | None = None) -> int:
         return max(r[3] for r in rows)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _job(ranks: int, gb: float, n: int, workers: int, folder: Path, limit_mb: float | None) -> int:
+    """--ranks: the job of `ranks` generated files in `folder` (its `ranks/` and `cache/`), summarised on Dask,
+    each worker's NEURON_PROF_MEMORY_LIMIT `limit_mb` (None: the share DaskRunner gives it)."""
+    print(f"load average before: {_machine.load()}", flush=True)
+    t0 = time.perf_counter()
+    (folder / "ranks").mkdir()
+    slow = ranks // 2 + 1
+    paths = big_ranks.write_ranks(n, ranks, folder / "ranks", slow)
+    size = sum(p.stat().st_size for p in paths)
+    print(f"generated {ranks} ranks of {n:,} events, {size / 1e9:.2f} GB in all in {time.perf_counter() - t0:.0f} s "
+          f"(slow rank {slow})", flush=True)
+    env = {"NEURON_PROF_CACHE_DIR": str(folder / "cache")}
+    if limit_mb:
+        env[MEMORY_LIMIT_ENV] = str(int(limit_mb * 2**20))
+    print(f"workers' memory budget (NEURON_PROF_MEMORY_LIMIT): {f'{limit_mb:,.0f} MB' if limit_mb else 'their share'}")
+    res = big_ranks.summarise(folder / "ranks", workers, env)
+    cache = sum(f.stat().st_size for f in (folder / "cache").rglob("*") if f.is_file())
+    print(f"column cache {cache / 1e9:.2f} GB")
+    rc = big_ranks.report(res, ranks, gb, n, slow, workers)
+    print(f"load average after: {_machine.load()}")
+    return rc
 
 
 if __name__ == "__main__":

@@ -112,8 +112,9 @@ def _metadata_events() -> list[str]:
 class _Gen:
     """State of the simulated job: clocks of the host threads and streams, ids."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, slow: float = 1.0) -> None:
         self.rng = random.Random(seed)
+        self.slow = slow  # host work of each call lasts this many times longer (a slow rank)
         self.t = T0_NS + 50_000  # host clock (relative ns)
         self.gpu_t = self.t
         self.nccl_t = self.t
@@ -138,7 +139,7 @@ class _Gen:
         tid = TID_BWD if backward else TID_MAIN
         t = self.t
         launch = 4_000 + r.randrange(3_000)
-        dur = 30_000 + r.randrange(40_000)
+        dur = int((30_000 + r.randrange(40_000)) * self.slow)
         self.pyid += 1
         ev: list[str] = []
         ev.append(_x("python_function", f"nn.Module: {mod}_{k % 24}", PID, tid, t, dur,
@@ -225,9 +226,10 @@ class _Gen:
         return ev
 
 
-def events(n: int, seed: int = 0) -> Iterator[str]:
-    """Exactly `n` traceEvents entries as Kineto-formatted JSON text (no separators)."""
-    g = _Gen(seed)
+def events(n: int, seed: int = 0, slow: float = 1.0) -> Iterator[str]:
+    """Exactly `n` traceEvents entries as Kineto-formatted JSON text (no separators); `slow` stretches the host
+    work of every call (a slow rank's steps)."""
+    g = _Gen(seed, slow)
     count = 0
     for e in _metadata_events():
         if count == n:
@@ -265,8 +267,10 @@ def events(n: int, seed: int = 0) -> Iterator[str]:
         count += 1
 
 
-def write(n: int, path: str | Path, seed: int = 0, rank: int = 0) -> Path:
-    """Write a trace of exactly `n` events to `path` (.json or .json.gz) as rank `rank`. Returns the path."""
+def write(n: int, path: str | Path, seed: int = 0, rank: int = 0, world_size: int | None = None,
+          slow: float = 1.0) -> Path:
+    """Write a trace of exactly `n` events to `path` (.json or .json.gz) as rank `rank` of `world_size` (default:
+    at least 8), its host work `slow` times longer. Returns the path."""
     path = Path(path)
     raw = open(path, "wb")  # wrapped below, closed in finally
     f: io.BufferedIOBase = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6) if path.name.endswith(".gz") else raw  # type: ignore[assignment]
@@ -276,13 +280,13 @@ def write(n: int, path: str | Path, seed: int = 0, rank: int = 0) -> Path:
                 b'"maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048,\n      "regsPerBlock": 65536, '
                 b'"warpSize": 32,\n      "sharedMemPerBlock": 49152, "numSms": 108\n    }\n  ],\n'
                 b'  "distributedInfo": {"backend": "nccl", "rank": ' + str(rank).encode()
-                + b', "world_size": ' + str(max(8, rank + 1)).encode() + b', "pg_count": 1, '
+                + b', "world_size": ' + str(world_size or max(8, rank + 1)).encode() + b', "pg_count": 1, '
                 b'"pg_config": [], "nccl_version": "2.21.5"},\n'
                 b'  "record_shapes": 1,\n  "with_stack": 1,\n  "displayTimeUnit": "ms",\n'
                 b'  "baseTimeNanoseconds": ' + str(BASE_NS).encode() + b',\n  "traceEvents": [\n')
         buf: list[str] = []
         first = True
-        for e in events(n, seed):
+        for e in events(n, seed, slow):
             if not first:
                 buf.append(",\n")
             first = False

@@ -1,6 +1,6 @@
 """The LocalCluster a job summary starts (issue 24 item 4): its workers run without Dask's
-MALLOC_TRIM_THRESHOLD_ (it made a rank's load cost 35-40% more CPU there: every large array a fresh mmap) and
-without the statistical profiler, they are forked (not spawned) when the caller has no thread of its own, and
+MALLOC_TRIM_THRESHOLD_ (it made a rank's load cost 35-40% more CPU there: every large array a fresh mmap),
+without the statistical profiler and with their share of the machine's memory as their loads' budget, they are forked (not spawned) when the caller has no thread of its own, and
 the summary they compute is the one computed in one process."""
 
 from __future__ import annotations
@@ -12,9 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from distributed.system import MEMORY_LIMIT
 
 from neuron_prof.exporters import write_trace
 from neuron_prof.job import DaskRunner, InProcessRunner, job_summary
+from neuron_prof.loaders.json.stream import MEMORY_LIMIT_ENV
 from tests._job_ranks import ddp_rank
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,6 +38,7 @@ def _ranks(folder: Path) -> list[str]:
 @pytest.mark.slow
 def test_local_cluster_workers_and_their_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    monkeypatch.delenv(MEMORY_LIMIT_ENV, raising=False)
     paths = _ranks(tmp_path)
     one = job_summary(paths, InProcessRunner(), args=[str(tmp_path)]).to_dict()
     with DaskRunner(workers=2) as run:
@@ -44,10 +47,13 @@ def test_local_cluster_workers_and_their_summary(tmp_path: Path, monkeypatch: py
         import dask.config
 
         prof = run.map(dask.config.get, [("distributed.worker.profile.enabled",)] * 2)
+        budget = run.map(os.getenv, [(MEMORY_LIMIT_ENV,)] * 2)
         many = job_summary(paths, run, args=[str(tmp_path)]).to_dict()
     assert [r.error for r in env + prof] == [None] * 4
     assert [r.value for r in env] == [None, None]
     assert [r.value for r in prof] == [False, False]
+    # each worker sizes its loads against its share of the machine, not the whole machine's free memory
+    assert [r.value for r in budget] == [str(MEMORY_LIMIT // 2)] * 2
     assert "MALLOC_TRIM_THRESHOLD_" not in os.environ  # the nanny's environment update left no trace here
     assert _same(many) == _same(one)
     assert [r["status"] for r in one["ranks"]] == ["ok"] * 4 and one["findings"]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from neuron_prof.errors import NeuronProfError, UsageError
+from neuron_prof.loaders.json.stream import MEMORY_LIMIT_ENV, memory_limit
 
 _QUIET = (
     "distributed",
@@ -68,6 +69,16 @@ def start_method() -> str:
         return str(chosen)
     alone = threading.active_count() == 1
     return "fork" if alone and sys.platform.startswith("linux") else "spawn"
+
+
+def worker_memory(workers: int) -> int:
+    """The memory each of `workers` local worker processes may take, as the loader sees it (NEURON_PROF_MEMORY_LIMIT):
+    the user's own NEURON_PROF_MEMORY_LIMIT, else an equal share of this machine's (Dask's own per-worker memory limit).
+    Without it each worker sized its loads against the whole machine's free memory, as if alone: 16 workers
+    each loading a 1 GB rank whole (2.9 GB peak each, measured on 2) would need 46 GB of a 24 GB machine."""
+    from distributed.system import MEMORY_LIMIT
+
+    return memory_limit() or MEMORY_LIMIT // max(1, workers)
 
 
 @dataclass(frozen=True)
@@ -176,7 +187,7 @@ class DaskRunner:
                         processes=True,
                         dashboard_address=None,
                         silence_logs=logging.CRITICAL,
-                        env={"NEURON_PROF_JSON_WORKERS": "1"},
+                        env={"NEURON_PROF_JSON_WORKERS": "1", MEMORY_LIMIT_ENV: str(worker_memory(self.workers))},
                     )
                 self._client = Client(self._cluster)
         except BaseException:

@@ -39,7 +39,7 @@ from neuron_prof.loaders.json.restore import restore_own
 from neuron_prof.model import TraceBuilder
 from neuron_prof.model.schema import META_KEY, Meta
 
-__all__ = ["PIECE_BYTES", "ingest", "json_bytes", "memory_room", "stream_wanted"]
+__all__ = ["MEMORY_LIMIT_ENV", "PIECE_BYTES", "ingest", "json_bytes", "memory_limit", "memory_room", "stream_wanted"]
 
 PIECE_BYTES = 64 << 20
 """JSON parsed at a time (its parse needs a few times this); NEURON_PROF_STREAM_PIECE_MB changes it."""
@@ -65,9 +65,24 @@ def json_bytes(path: Path) -> int:
     return gzip_size(path, size) or size * GZ_RATIO_GUESS
 
 
+MEMORY_LIMIT_ENV = "NEURON_PROF_MEMORY_LIMIT"
+"""Bytes this process may take in all (its RSS included): a budget the loader keeps to, as it keeps to an address-space
+limit, without the kernel enforcing it. A job's local Dask workers get their share of the machine this way."""
+
+
+def memory_limit() -> int | None:
+    """NEURON_PROF_MEMORY_LIMIT in bytes (1e9 and 2000000000 alike); None when unset, zero or not a number."""
+    try:
+        budget = int(float(os.environ.get(MEMORY_LIMIT_ENV, "0")))
+    except ValueError:
+        return None
+    return budget if budget > 0 else None
+
+
 def memory_room() -> int:
-    """Bytes this process may still take: the least of the memory available and what its address-space and data
-    limits leave (memory-mapped files count in the first, not in the second)."""
+    """Bytes this process may still take: the least of the memory available, what its address-space and data
+    limits leave (memory-mapped files count in the first, not in the second) and what NEURON_PROF_MEMORY_LIMIT
+    leaves above its resident set."""
     room = []
     try:
         with open("/proc/meminfo", "rb") as f:
@@ -76,6 +91,9 @@ def memory_room() -> int:
                     room.append(int(line.split()[1]) * 1024)
     except (OSError, ValueError, IndexError):
         pass
+    budget = memory_limit()
+    if budget is not None:
+        room.append(max(0, budget - _status_bytes(b"VmRSS:")))
     limited = limit_room()
     if limited is not None:
         room.append(limited)
