@@ -133,16 +133,31 @@ class LateArrivals:
     start: np.ndarray
     """(n_matched, n_ranks) start of each collective on each rank."""
     end: np.ndarray
+    waited: np.ndarray | None = None
+    """(n_matched, n_ranks) host run-queue wait of each rank between its previous collective's exit and its
+    arrival (`with_host_waits`); None when the ranks' traces hold no run-queue samples."""
 
     @property
     def spread(self) -> np.ndarray:
         return self.start.max(axis=1) - self.start.min(axis=1)
 
     @property
+    def host_wait(self) -> np.ndarray:
+        """Of each spread, what the last rank's run-queue wait explains: the last rank waited that much longer for
+        a CPU on the way to the collective than the rank that waited least (0 without samples)."""
+        if self.waited is None:
+            return np.zeros(len(self.keys), dtype=np.int64)
+        last = np.argmax(self.start, axis=1)
+        mine = self.waited[np.arange(len(last)), last]
+        return np.clip(np.minimum(mine - self.waited.min(axis=1), self.spread), 0, None)
+
+    @property
     def significant(self) -> np.ndarray:
-        """Spreads that count: over MIN_SPREAD_NS and over half of what is left of the collective."""
+        """Spreads that count: what the last rank's host run-queue wait leaves of the spread (a busy machine that
+        did not schedule the rank is no straggler) is over MIN_SPREAD_NS and over half of what is left of the
+        collective."""
         last = self.start.max(axis=1)
-        return self.spread > np.maximum(MIN_SPREAD_NS, 0.5 * (self.end.max(axis=1) - last))
+        return self.spread - self.host_wait > np.maximum(MIN_SPREAD_NS, 0.5 * (self.end.max(axis=1) - last))
 
     def late_rows(self, rank: int) -> np.ndarray:
         """Matched collectives where `rank` arrived last by a significant spread."""
@@ -213,6 +228,7 @@ def findings_from(late: LateArrivals, causes: dict[int, dict[str, object]], wall
                       "spread_ns": [int(x) for x in spread[ks][:50]],
                       "collectives": [late.keys[int(k)] for k in ks[:50]],
                       "median_collective_ns": int(np.median(dur[ks])), "cause": cause, "systematic": steady,
+                      "host_wait_ns": int(late.host_wait[ks].sum()),
                       "worst_start_ns": int(S[worst, j])},
             ts_ns=int(S[worst, j]), rank=r))
     return sorted(out, key=lambda f: -f.cost_ns)
