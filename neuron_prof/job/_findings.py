@@ -200,7 +200,7 @@ def steady_only(late: LateArrivals | None, steady_start_ns: int | None) -> LateA
         keys=[k for k, m in zip(late.keys, keep) if m],
         start=late.start[keep],
         end=late.end[keep],
-        waited=late.waited[keep] if late.waited is not None else None,
+        explained=late.explained[keep] if late.explained is not None else None,
     )
 
 

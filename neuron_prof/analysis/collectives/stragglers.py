@@ -133,9 +133,9 @@ class LateArrivals:
     start: np.ndarray
     """(n_matched, n_ranks) start of each collective on each rank."""
     end: np.ndarray
-    waited: np.ndarray | None = None
-    """(n_matched, n_ranks) host run-queue wait of each rank between its previous collective's exit and its
-    arrival (`with_host_waits`); None when the ranks' traces hold no run-queue samples."""
+    explained: np.ndarray | None = None
+    """(n_matched,) of each spread, what the last rank's host run-queue wait explains (`with_host_waits`); None
+    when the ranks' traces hold no run-queue samples."""
 
     @property
     def spread(self) -> np.ndarray:
@@ -143,21 +143,18 @@ class LateArrivals:
 
     @property
     def host_wait(self) -> np.ndarray:
-        """Of each spread, what the last rank's run-queue wait explains: the last rank waited that much longer for
-        a CPU on the way to the collective than the rank that waited least (0 without samples)."""
-        if self.waited is None:
-            return np.zeros(len(self.keys), dtype=np.int64)
-        last = np.argmax(self.start, axis=1)
-        mine = self.waited[np.arange(len(last)), last]
-        return np.clip(np.minimum(mine - self.waited.min(axis=1), self.spread), 0, None)
+        """Of each spread, what the last rank's extra run-queue wait explains (0 without samples)."""
+        return np.zeros(len(self.keys), dtype=np.int64) if self.explained is None else self.explained
+
+    def _over(self, spread: np.ndarray) -> np.ndarray:
+        """Spreads over MIN_SPREAD_NS and over half of what is left of the collective after the last arrival."""
+        return spread > np.maximum(MIN_SPREAD_NS, 0.5 * (self.end.max(axis=1) - self.start.max(axis=1)))
 
     @property
     def significant(self) -> np.ndarray:
         """Spreads that count: what the last rank's host run-queue wait leaves of the spread (a busy machine that
-        did not schedule the rank is no straggler) is over MIN_SPREAD_NS and over half of what is left of the
-        collective."""
-        last = self.start.max(axis=1)
-        return self.spread - self.host_wait > np.maximum(MIN_SPREAD_NS, 0.5 * (self.end.max(axis=1) - last))
+        did not schedule the rank is no straggler) is significant (`_over`)."""
+        return self._over(self.spread - self.host_wait)
 
     def late_rows(self, rank: int) -> np.ndarray:
         """Matched collectives where `rank` arrived last by a significant spread."""
@@ -169,8 +166,11 @@ class LateArrivals:
 
     def systematic(self, rank: int, rows: np.ndarray | None = None) -> bool:
         """Whether `rank` arrives last at the significant spreads (of `rows`, default all) more often than chance
-        would make it (`CHANCE_P`): a straggler, or a collective's spread with a cause to look for."""
-        sig = np.flatnonzero(self.significant) if rows is None else np.asarray(rows)[self.significant[rows]]
+        would make it (`CHANCE_P`): a straggler, or a collective's spread with a cause to look for. Counted over
+        the spreads significant before the host's run-queue wait is taken out: a rank last where the wait explains
+        it still took its turn (else explaining one rank's late arrivals would make the other's look steady)."""
+        raw = self._over(self.spread)
+        sig = np.flatnonzero(raw) if rows is None else np.asarray(rows)[raw[rows]]
         n = len(sig)
         last = int((np.argmax(self.start[sig], axis=1) == self.ranks.index(rank)).sum()) if n else 0
         return last > 0 and chance_of_last(last, n, len(self.ranks)) < CHANCE_P
