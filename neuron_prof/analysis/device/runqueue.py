@@ -5,7 +5,8 @@ Capture stores the thread's cumulative Linux schedstat counters at start, each s
 (``Meta.LOADAVG``). Between two samples only the total wait is known, not where it fell: a stretch of time gets
 the interval's wait in proportion to its share of the interval's wall time (wait spread evenly). A busy machine
 stretches every host stretch of the program this way; the analyses that charge host time to the program
-(device_idle, profiler_overhead) take this wait out of their cost.
+(device_idle, profiler_overhead) take this wait out of their cost, and a job's late arrivals at collectives leave
+out what the late rank's extra wait can explain (`collectives.host_wait`).
 """
 
 from __future__ import annotations
