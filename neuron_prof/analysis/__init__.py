@@ -14,6 +14,7 @@ own module and name that module in its kind's entry in `kinds.Kind` (every findi
 from __future__ import annotations
 
 from neuron_prof.analysis.baseline import MEMORY_GROWTH, StepRegression, baseline_violations, step_regression
+from neuron_prof.analysis.collectives.host_wait import with_host_waits
 from neuron_prof.analysis.collectives.match import RankCollectives, collectives_by_source, match, pick_source
 from neuron_prof.analysis.collectives.rows import message_bytes
 from neuron_prof.analysis.collectives.rows import op_key as collective_key
@@ -25,6 +26,7 @@ from neuron_prof.analysis.compile.graphs import GraphCompiles, graph_compiles, g
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.device.fallback import fallback_names, norm_op
 from neuron_prof.analysis.device.idle import device_label, device_rows
+from neuron_prof.analysis.device.runqueue import RunQueue, runqueue
 from neuron_prof.analysis.finding import COST_WARNING_SHARE, KINDS, SEVERITIES, Finding
 from neuron_prof.analysis.fmt import fit_site, fmt_bytes, fmt_evidence, fmt_ns, fmt_value, short_site, strip_site
 from neuron_prof.analysis.intervals import merge as merge_intervals
@@ -95,6 +97,7 @@ __all__ = [
     "info_of",
     "of_family",
     "LateArrivals",
+    "RunQueue",
     "SEVERITIES",
     "CompileGroup",
     "GraphCompiles",
@@ -130,5 +133,7 @@ __all__ = [
     "signature_text",
     "sites_of",
     "sort_findings",
+    "runqueue",
+    "with_host_waits",
 ]
 

@@ -200,6 +200,7 @@ def steady_only(late: LateArrivals | None, steady_start_ns: int | None) -> LateA
         keys=[k for k, m in zip(late.keys, keep) if m],
         start=late.start[keep],
         end=late.end[keep],
+        explained=late.explained[keep] if late.explained is not None else None,
     )
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.analysis import SEVERITIES, Context, Kind, compile_groups, dominant_cause, report
+from neuron_prof.analysis import SEVERITIES, Context, Kind, RunQueue, compile_groups, dominant_cause, report, runqueue
 from neuron_prof.job._remote import load_any
 from neuron_prof.merge import RankInfo, rank_of, rank_trace, summarize
 
@@ -49,6 +49,8 @@ class RankPiece:
     """Its collectives, time range and slice count (`neuron_prof.merge.summarize`)."""
     steady_start_ns: int | None = None
     """Start of its first steady step (its own clock); None without steady steps."""
+    runqueue: RunQueue | None = None
+    """Its host run-queue samples (its own clock; a few per step at most), None when capture took none."""
 
     def nbytes(self) -> int:
         """Size of the piece as it travels from a worker (pickled)."""
@@ -129,6 +131,7 @@ def rank_piece(source: str, index: int = 0, warmup_steps: int | None = None) -> 
         findings=top,
         info=info,
         steady_start_ns=int(steps.start_ns[steps.warmup]) if len(steady) else None,
+        runqueue=runqueue(ctx),
     )
 
 

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from neuron_prof.analysis import Finding, Kind, sort_findings
+from neuron_prof.analysis import Finding, Kind, sort_findings, with_host_waits
 from neuron_prof.job._cluster import TaskResult
 from neuron_prof.job._findings import (
     collective_spread,
@@ -113,6 +113,9 @@ def job_summary(
         alignment = plan.alignment.to_dict()
         starts = [p.steady_start_ns + plan.shift_ns(p.rank) for p in pieces if p.steady_start_ns is not None]
         late = steady_only(plan.late, max(starts) if len(starts) == len(pieces) else None)
+        # a rank the OS did not schedule arrives late for no reason of its own: its run-queue wait is taken out
+        late = with_host_waits(late, {p.rank: p.runqueue.shifted(plan.shift_ns(p.rank))
+                                      for p in pieces if p.runqueue is not None})
         wall = int(np.median([p.row["wall_ns"] for p in pieces]))
         late_ranks = late.late_ranks() if late is not None else []
         by_rank = {p.rank: p for p in pieces}

@@ -133,16 +133,28 @@ class LateArrivals:
     start: np.ndarray
     """(n_matched, n_ranks) start of each collective on each rank."""
     end: np.ndarray
+    explained: np.ndarray | None = None
+    """(n_matched,) of each spread, what the last rank's host run-queue wait explains (`with_host_waits`); None
+    when the ranks' traces hold no run-queue samples."""
 
     @property
     def spread(self) -> np.ndarray:
         return self.start.max(axis=1) - self.start.min(axis=1)
 
     @property
+    def host_wait(self) -> np.ndarray:
+        """Of each spread, what the last rank's extra run-queue wait explains (0 without samples)."""
+        return np.zeros(len(self.keys), dtype=np.int64) if self.explained is None else self.explained
+
+    def _over(self, spread: np.ndarray) -> np.ndarray:
+        """Spreads over MIN_SPREAD_NS and over half of what is left of the collective after the last arrival."""
+        return spread > np.maximum(MIN_SPREAD_NS, 0.5 * (self.end.max(axis=1) - self.start.max(axis=1)))
+
+    @property
     def significant(self) -> np.ndarray:
-        """Spreads that count: over MIN_SPREAD_NS and over half of what is left of the collective."""
-        last = self.start.max(axis=1)
-        return self.spread > np.maximum(MIN_SPREAD_NS, 0.5 * (self.end.max(axis=1) - last))
+        """Spreads that count: what the last rank's host run-queue wait leaves of the spread (a busy machine that
+        did not schedule the rank is no straggler) is significant (`_over`)."""
+        return self._over(self.spread - self.host_wait)
 
     def late_rows(self, rank: int) -> np.ndarray:
         """Matched collectives where `rank` arrived last by a significant spread."""
@@ -154,8 +166,11 @@ class LateArrivals:
 
     def systematic(self, rank: int, rows: np.ndarray | None = None) -> bool:
         """Whether `rank` arrives last at the significant spreads (of `rows`, default all) more often than chance
-        would make it (`CHANCE_P`): a straggler, or a collective's spread with a cause to look for."""
-        sig = np.flatnonzero(self.significant) if rows is None else np.asarray(rows)[self.significant[rows]]
+        would make it (`CHANCE_P`): a straggler, or a collective's spread with a cause to look for. Counted over
+        the spreads significant before the host's run-queue wait is taken out: a rank last where the wait explains
+        it still took its turn (else explaining one rank's late arrivals would make the other's look steady)."""
+        raw = self._over(self.spread)
+        sig = np.flatnonzero(raw) if rows is None else np.asarray(rows)[raw[rows]]
         n = len(sig)
         last = int((np.argmax(self.start[sig], axis=1) == self.ranks.index(rank)).sum()) if n else 0
         return last > 0 and chance_of_last(last, n, len(self.ranks)) < CHANCE_P
@@ -213,6 +228,7 @@ def findings_from(late: LateArrivals, causes: dict[int, dict[str, object]], wall
                       "spread_ns": [int(x) for x in spread[ks][:50]],
                       "collectives": [late.keys[int(k)] for k in ks[:50]],
                       "median_collective_ns": int(np.median(dur[ks])), "cause": cause, "systematic": steady,
+                      "host_wait_ns": int(late.host_wait[ks].sum()),
                       "worst_start_ns": int(S[worst, j])},
             ts_ns=int(S[worst, j]), rank=r))
     return sorted(out, key=lambda f: -f.cost_ns)

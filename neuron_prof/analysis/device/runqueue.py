@@ -5,7 +5,8 @@ Capture stores the thread's cumulative Linux schedstat counters at start, each s
 (``Meta.LOADAVG``). Between two samples only the total wait is known, not where it fell: a stretch of time gets
 the interval's wait in proportion to its share of the interval's wall time (wait spread evenly). A busy machine
 stretches every host stretch of the program this way; the analyses that charge host time to the program
-(device_idle, profiler_overhead) take this wait out of their cost.
+(device_idle, profiler_overhead) take this wait out of their cost, and a job's late arrivals at collectives leave
+out what the late rank's extra wait can explain (`collectives.host_wait`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,18 @@ class RunQueue:
         inside = np.diff(cov)
         ok = span > 0
         return int((wait[ok] * (inside[ok] / span[ok])).sum())
+
+    def at(self, ts_ns: np.ndarray) -> np.ndarray:
+        """The wait up to each of `ts_ns` since the first sample (as `within` spreads it: evenly over each sample
+        interval, never more than the interval): ``at(hi) - at(lo)`` is the wait inside [lo, hi)."""
+        span = np.diff(self.ts_ns)
+        wait = np.minimum(np.maximum(np.diff(self.wait_ns), 0), span)
+        cum = np.concatenate([[0], np.cumsum(wait)]).astype(np.float64)
+        return np.interp(np.asarray(ts_ns, dtype=np.float64), self.ts_ns.astype(np.float64), cum)
+
+    def shifted(self, shift_ns: int) -> RunQueue:
+        """The same samples on a clock `shift_ns` ahead (a rank's samples on a job's aligned clock)."""
+        return RunQueue(self.ts_ns + shift_ns, self.wait_ns, self.loadavg)
 
     def load_text(self) -> str:
         """ "load average 1.9→4.2" (what is known of it)."""
