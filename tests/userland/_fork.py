@@ -1,0 +1,119 @@
+"""Start a run of a user program (the `profile()` way's driver, _drive.py, or `neuron-prof run` through the CLI's
+`main()`; or any script that imports torch, as a test's job ranks) in a process forked from one that has
+imported torch already.
+
+Every run of a program is a process of its own, as a user's is, but the ~2 s of CPU each would spend importing
+torch and `torch._inductor` (which torch.profiler imports when it starts) is paid once, by a
+`multiprocessing` fork server that preloads them; nothing else is imported there (not neuron_prof, not the
+emulator), so the run enables the emulator, profiles and ends as a fresh process does: a user's own process
+would import torch before the profiler starts in both ways. The child gets its own
+session (so the harness kills it with everything it started), its own environment, working folder and argv,
+and its stdout and stderr in the log file; it runs the interpreter's exit handlers before it ends.
+
+`Forked` has the few methods of `subprocess.Popen` the harness uses (poll, returncode, pid, kill, wait).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import threading
+from pathlib import Path
+
+PRELOAD = ["torch", "torch._inductor"]
+CLI = "neuron-prof"
+"""argv[0] of a run of the CLI (`Forked([CLI, "run", ...], ...)`)."""
+_lock = threading.Lock()
+_ctx: multiprocessing.context.ForkServerContext | None = None
+
+
+def _context(omp_threads: str) -> multiprocessing.context.ForkServerContext:
+    """The fork server, started once with OMP_NUM_THREADS as the runs set it (OpenMP reads it when torch's
+    library loads, which is in the server)."""
+    global _ctx
+    with _lock:
+        if _ctx is None:
+            ctx = multiprocessing.get_context("forkserver")
+            ctx.set_forkserver_preload(PRELOAD)
+            saved = os.environ.get("OMP_NUM_THREADS")
+            os.environ["OMP_NUM_THREADS"] = omp_threads
+            try:
+                from multiprocessing import forkserver
+
+                forkserver.ensure_running()
+            finally:
+                if saved is None:
+                    os.environ.pop("OMP_NUM_THREADS", None)
+                else:
+                    os.environ["OMP_NUM_THREADS"] = saved
+            _ctx = ctx
+        return _ctx
+
+
+def _child(argv: list[str], env: dict[str, str], cwd: str, log: str) -> None:
+    """In the forked process: a session, the environment, folder, argv and output of a fresh run; then the
+    script argv[0] as `python SCRIPT ARGS...` runs it, or `neuron_prof.cli.main()` when argv[0] is CLI."""
+    import atexit
+    import traceback
+
+    os.setsid()
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    for stream in (sys.stdout, sys.stderr):
+        stream.reconfigure(write_through=True)  # type: ignore[union-attr]  # PYTHONUNBUFFERED's effect
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    sys.argv = list(argv)
+    code = 0
+    try:
+        if argv[0] == CLI:
+            from neuron_prof.cli import main
+
+            code = main(argv[1:])
+        else:
+            import runpy
+
+            sys.path.insert(0, str(Path(argv[0]).parent))  # as `python SCRIPT` puts the script's folder first
+            runpy.run_path(argv[0], run_name="__main__")
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException:  # noqa: BLE001  (what the interpreter does with an uncaught exception)
+        traceback.print_exc()
+        code = 1
+    finally:
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
+
+
+class Forked:
+    """One run in a process forked from the server (the `subprocess.Popen` methods the harness
+    uses)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> None:
+        ctx = _context(env.get("OMP_NUM_THREADS", "1"))
+        self._p = ctx.Process(target=_child, args=(argv, env, str(cwd), str(log)), daemon=False)
+        self._p.start()
+
+    @property
+    def pid(self) -> int:
+        return int(self._p.pid or 0)
+
+    @property
+    def returncode(self) -> int | None:
+        return self._p.exitcode
+
+    def poll(self) -> int | None:
+        return self._p.exitcode
+
+    def kill(self) -> None:
+        self._p.kill()
+
+    def wait(self) -> int | None:
+        self._p.join()
+        return self._p.exitcode
