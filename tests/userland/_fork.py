@@ -8,7 +8,7 @@ torch and `torch._inductor` (which torch.profiler imports when it starts) is pai
 emulator), so the run enables the emulator, profiles and ends as a fresh process does: a user's own process
 would import torch before the profiler starts in both ways. The child gets its own
 session (so the harness kills it with everything it started), its own environment, working folder and argv,
-and its stdout and stderr in the log file; it runs the interpreter's exit handlers before it ends.
+and its stdout and stderr in the log file (or two); it runs the interpreter's exit handlers before it ends.
 
 `Forked` has the few methods of `subprocess.Popen` the harness uses (poll, returncode, pid, kill, wait).
 """
@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import subprocess
 import sys
+import tempfile
 import threading
+import time
 from pathlib import Path
 
 PRELOAD = ["torch", "torch._inductor"]
@@ -51,17 +54,18 @@ def _context(omp_threads: str) -> multiprocessing.context.ForkServerContext:
         return _ctx
 
 
-def _child(argv: list[str], env: dict[str, str], cwd: str, log: str) -> None:
+def _child(argv: list[str], env: dict[str, str], cwd: str, log: str, err: str | None = None) -> None:
     """In the forked process: a session, the environment, folder, argv and output of a fresh run; then the
     script argv[0] as `python SCRIPT ARGS...` runs it, or `neuron_prof.cli.main()` when argv[0] is CLI."""
     import atexit
     import traceback
 
     os.setsid()
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
+    for path, fds in (((log, (1, 2)),) if err is None else ((log, (1,)), (err, (2,)))):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        for to in fds:
+            os.dup2(fd, to)
+        os.close(fd)
     for stream in (sys.stdout, sys.stderr):
         stream.reconfigure(write_through=True)  # type: ignore[union-attr]  # PYTHONUNBUFFERED's effect
     os.chdir(cwd)
@@ -91,13 +95,20 @@ def _child(argv: list[str], env: dict[str, str], cwd: str, log: str) -> None:
     os._exit(code)
 
 
+# The frame of _child sits under the user's program on every stack the profiler records: filed under
+# multiprocessing's own module (the frames above it are that module's), it is library code to the profiler, as a
+# fresh process's start (the interpreter, runpy, the CLI's click) is, and no part of the user's stacks or files.
+_child.__code__ = _child.__code__.replace(co_filename=multiprocessing.process.__file__)
+
+
 class Forked:
     """One run in a process forked from the server (the `subprocess.Popen` methods the harness
     uses)."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, log: Path, err: Path | None = None) -> None:
         ctx = _context(env.get("OMP_NUM_THREADS", "1"))
-        self._p = ctx.Process(target=_child, args=(argv, env, str(cwd), str(log)), daemon=False)
+        self._p = ctx.Process(target=_child, args=(argv, env, str(cwd), str(log), None if err is None else str(err)),
+                              daemon=False)
         self._p.start()
 
     @property
@@ -117,3 +128,26 @@ class Forked:
     def wait(self) -> int | None:
         self._p.join()
         return self._p.exitcode
+
+
+def run(argv: list[str], *, cwd: str | os.PathLike[str], timeout: float, env: dict[str, str] | None = None
+        ) -> subprocess.CompletedProcess[str]:
+    """`subprocess.run(argv, capture_output=True, text=True)` of a forked run (argv[0]: a script, or CLI for
+    `neuron-prof ARGS...` through `main()`); killed with its session past `timeout` (subprocess.TimeoutExpired)."""
+    env = dict(os.environ if env is None else env)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    with tempfile.TemporaryDirectory(prefix="forked-") as d:
+        out, err = Path(d) / "stdout", Path(d) / "stderr"
+        p = Forked(argv, env, Path(cwd), out, err)
+        deadline = time.monotonic() + timeout
+        while p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, 9)
+            except OSError:
+                p.kill()
+            p.wait()
+            raise subprocess.TimeoutExpired(argv, timeout)
+        return subprocess.CompletedProcess(argv, int(p.returncode or 0), out.read_text(errors="replace"),
+                                           err.read_text(errors="replace"))
