@@ -20,7 +20,7 @@ import pytest
 
 from neuron_prof import load
 from neuron_prof.cli import main
-from tests.userland._fork import Forked
+from tests.userland import _fork as forked
 
 WORLD, LATE, COMPILER = 8, 3, 5
 WORKER = r"""
@@ -73,17 +73,9 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "OMP_NUM_THREADS": "1",
     }
     # each rank a process forked from one that imported torch already (the suite's time: ~2 s of CPU less a rank)
-    procs = [Forked([str(script), str(tmp / "run" / "trace.json"), str(port)], {**env, "RANK": str(r)}, tmp,
-                    tmp / f"rank{r}.log") for r in range(WORLD)]
-    deadline = time.monotonic() + 300
-    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    for p in procs:
-        if p.poll() is None:
-            p.kill()
-        p.wait()
-    logs = [(tmp / f"rank{r}.log").read_text(errors="replace") for r in range(WORLD)]
-    assert all(p.returncode == 0 for p in procs), "\n".join(logs)
+    procs = forked.run_many([([str(script), str(tmp / "run" / "trace.json"), str(port)], {**env, "RANK": str(r)})
+                             for r in range(WORLD)], cwd=tmp, timeout=300, merge=True)
+    assert all(p.returncode == 0 for p in procs), "\n".join(p.stdout for p in procs)
     return tmp / "run"
 
 

@@ -134,20 +134,34 @@ def run(argv: list[str], *, cwd: str | os.PathLike[str], timeout: float, env: di
         ) -> subprocess.CompletedProcess[str]:
     """`subprocess.run(argv, capture_output=True, text=True)` of a forked run (argv[0]: a script, or CLI for
     `neuron-prof ARGS...` through `main()`); killed with its session past `timeout` (subprocess.TimeoutExpired)."""
-    env = dict(os.environ if env is None else env)
-    env.setdefault("OMP_NUM_THREADS", "1")
+    return run_many([(argv, env)], cwd=cwd, timeout=timeout)[0]
+
+
+def run_many(runs: list[tuple[list[str], dict[str, str] | None]], *, cwd: str | os.PathLike[str], timeout: float,
+             merge: bool = False) -> list[subprocess.CompletedProcess[str]]:
+    """`run` of each (argv, env) at once (a job's ranks), waiting for all; past `timeout` every one still running
+    is killed with its session (subprocess.TimeoutExpired). `merge`: stderr into stdout, as
+    `stderr=subprocess.STDOUT` does."""
     with tempfile.TemporaryDirectory(prefix="forked-") as d:
-        out, err = Path(d) / "stdout", Path(d) / "stderr"
-        p = Forked(argv, env, Path(cwd), out, err)
+        procs = []
+        for i, (argv, env) in enumerate(runs):
+            env = dict(os.environ if env is None else env)
+            env.setdefault("OMP_NUM_THREADS", "1")
+            out, err = Path(d) / f"{i}.stdout", Path(d) / f"{i}.stderr"
+            procs.append((argv, Forked(argv, env, Path(cwd), out, None if merge else err), out, err))
         deadline = time.monotonic() + timeout
-        while p.poll() is None and time.monotonic() < deadline:
+        while any(p.poll() is None for _, p, _, _ in procs) and time.monotonic() < deadline:
             time.sleep(0.05)
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, 9)
-            except OSError:
-                p.kill()
+        late = [argv for argv, p, _, _ in procs if p.poll() is None]
+        for _, p, _, _ in procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, 9)
+                except OSError:
+                    p.kill()
             p.wait()
-            raise subprocess.TimeoutExpired(argv, timeout)
-        return subprocess.CompletedProcess(argv, int(p.returncode or 0), out.read_text(errors="replace"),
-                                           err.read_text(errors="replace"))
+        if late:
+            raise subprocess.TimeoutExpired(late[0], timeout)
+        return [subprocess.CompletedProcess(argv, int(p.returncode or 0), out.read_text(errors="replace"),
+                                            err.read_text(errors="replace") if err.exists() else "")
+                for argv, p, out, err in procs]

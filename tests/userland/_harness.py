@@ -6,7 +6,7 @@ use it.
 
     from tests.userland import _harness as h
     prog = h.load_program(h.PROGRAMS_DIR / "module_loop_ranking.py")
-    out = h.run_program(prog, "run-neuron", workdir)       # a subprocess; out.findings = summary --json
+    out = h.run_program(prog, "run-neuron", workdir)       # its own process; out.findings: summary --json's
     score = h.score(prog, out)                                 # recall, alarms, exact lines
 """
 
