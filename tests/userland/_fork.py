@@ -10,7 +10,12 @@ would import torch before the profiler starts in both ways. The child gets its o
 session (so the harness kills it with everything it started), its own environment, working folder and argv,
 and its stdout and stderr in the log file (or two); it runs the interpreter's exit handlers before it ends.
 
-`Forked` has the few methods of `subprocess.Popen` the harness uses (poll, returncode, pid, kill, wait).
+The child ends with `os._exit` once its exit handlers ran, without the interpreter's finalization (its garbage
+collection, module teardown): a test of how a process ends (a hang at exit, a rank's teardown) must start its
+processes from scratch.
+
+`Forked` has the few methods of `subprocess.Popen` the harness uses (poll, returncode, pid, kill, wait); `run` and
+`run_many` give `subprocess.run`'s result.
 """
 
 from __future__ import annotations
