@@ -72,7 +72,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "PYTHONPATH": str(Path(__file__).parents[1]),
         "OMP_NUM_THREADS": "1",
     }
-    # each rank a process forked from one that imported torch already (the suite's time: ~2 s of CPU less a rank)
+    # each rank a process forked from one that imported torch already (the suite's time: ~1 s of CPU less a rank)
     procs = forked.run_many([([str(script), str(tmp / "run" / "trace.json"), str(port)], {**env, "RANK": str(r)})
                              for r in range(WORLD)], cwd=tmp, timeout=300, merge=True)
     assert all(p.returncode == 0 for p in procs), "\n".join(p.stdout for p in procs)

@@ -30,7 +30,7 @@ def _run_job(tmp: Path, world: int, delayed: int, steps: int = 6, backend: str =
     out = tmp / "run" / "trace.json"
     env = {**os.environ, "WORLD_SIZE": str(world), "PYTHONPATH": str(Path(__file__).parents[1]),
            "OMP_NUM_THREADS": "1", "DIST_BACKEND": backend}
-    # each rank a process forked from one that imported torch already (the suite's time: ~2 s of CPU less a rank)
+    # each rank a process forked from one that imported torch already (the suite's time: ~1 s of CPU less a rank)
     procs = forked.run_many([([str(WORKER), str(out), str(port), str(delayed), str(steps)], {**env, "RANK": str(r)})
                              for r in range(world)], cwd=tmp, timeout=240, merge=True)
     logs = [p.stdout for p in procs]

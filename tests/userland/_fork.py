@@ -2,11 +2,13 @@
 `main()`; or any script that imports torch, as a test's job ranks) in a process forked from one that has
 imported torch already.
 
-Every run of a program is a process of its own, as a user's is, but the ~2 s of CPU each would spend importing
-torch and `torch._inductor` (which torch.profiler imports when it starts) is paid once, by a
-`multiprocessing` fork server that preloads them; nothing else is imported there (not neuron_prof, not the
-emulator), so the run enables the emulator, profiles and ends as a fresh process does: a user's own process
-would import torch before the profiler starts in both ways. The child gets its own
+Every run of a program is a process of its own, as a user's is, but the ~1 s of CPU each would spend importing
+torch is paid once, by a `multiprocessing` fork server that preloads it; nothing else is imported there (not
+neuron_prof, not the emulator), so the run enables the emulator, profiles and ends as a fresh process does: a
+user's own process imports torch before the profiler starts in both ways. Not `torch._inductor` (another
+~0.9 s, which torch.profiler imports as it starts): with it already imported the profiler starts at once after
+`trace_autograd_threads()`, before autograd's device thread has its Python thread state, and under load a custom
+Function's backward lost its lines (custom_autograd_backward.py, 2 runs in 8 at 4 at once). The child gets its own
 session (so the harness kills it with everything it started), its own environment, working folder and argv,
 and its stdout and stderr in the log file (or two); it runs the interpreter's exit handlers before it ends.
 
@@ -29,7 +31,7 @@ import threading
 import time
 from pathlib import Path
 
-PRELOAD = ["torch", "torch._inductor"]
+PRELOAD = ["torch"]
 CLI = "neuron-prof"
 """argv[0] of a run of the CLI (`Forked([CLI, "run", ...], ...)`)."""
 _lock = threading.Lock()

@@ -344,7 +344,7 @@ def run_program(prog: Program, way: str, workdir: str | os.PathLike[str], *, tim
                 truth: bool = False, max_rss_bytes: int = MAX_RSS_BYTES, fork: bool = False) -> Outcome:
     """Run `prog` one way in a fresh folder under `workdir`; then `neuron-prof summary --json`'s document per
     trace (`summary`) and, for a job, the job's.
-    `fork`: the run's process is forked from one that imported torch already (_fork.py: the test suite's ~2 s
+    `fork`: the run's process is forked from one that imported torch already (_fork.py: the test suite's ~1 s
     of CPU less per process), not started from scratch as a user's is (`bench accuracy`'s way)."""
     if way not in WAYS:
         raise ValueError(f"unknown way {way!r} (ways: {', '.join(WAYS)})")

@@ -23,7 +23,7 @@ accuracy` runs (the suite's time budget)."""
 
 
 FORK = os.environ.get("USERLAND_FORK", "1") != "0"
-"""Each run's process is forked from one that imported torch already (_fork.py), ~2 s of CPU less per process
+"""Each run's process is forked from one that imported torch already (_fork.py), ~1 s of CPU less per process
 than starting from scratch (USERLAND_FORK=0, as `bench accuracy` runs them)."""
 
 
@@ -37,7 +37,7 @@ def _ways(i: int, prog: h.Program) -> tuple[str, ...]:
     themselves, or are multi-rank); a CPU way where the CPU run has something to check (CPU tags or a CLEAN
     program's no-alarm promise). Both capture ways reach findings through the one attribution path; the
     full matrix, every program four ways, is `python -m bench accuracy` (and this keeps the suite inside its
-    10 minutes: a run is about 2 to 4 s of CPU, forked, FORK)."""
+    10 minutes: a run is about 3 to 5 s of CPU, forked, FORK)."""
     run = ("run-neuron",) if i % 4 == 1 or prog.profiles_itself or prog.ranks > 1 else ()
     cpu = (_cpu_way(i),) if prog.clean or prog.expected("cpu") else ()
     return ("profile-neuron", *run, *cpu)
