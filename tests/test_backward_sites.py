@@ -20,6 +20,7 @@ from neuron_prof.analysis import Context, analyze, sites_of
 from neuron_prof.model import Trace
 from tests.conftest import shared_kineto
 from tests.test_sites_first_pass import lazy_matches_full
+from tests.userland import _fork as forked
 
 NEURON_PROF = str(Path(sys.executable).with_name("neuron-prof"))
 PROGRAM = Path(__file__).parent / "userland" / "qr_backward_fallback.py"
@@ -53,8 +54,8 @@ def _capture(tmp_path: Path, src: str, *opts: str) -> Trace:
     script = tmp_path / "job.py"
     script.write_text(src)
     out = tmp_path / "t.json"
-    r = subprocess.run([NEURON_PROF, "run", "-q", "-o", str(out), *opts, str(script)], capture_output=True,
-                       text=True, timeout=300, cwd=tmp_path)
+    # `neuron-prof run` through main() in a process forked from one that imported torch already (the suite's time)
+    r = forked.run([forked.CLI, "run", "-q", "-o", str(out), *opts, str(script)], cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     return neuron_prof.load(out)
 
@@ -147,8 +148,8 @@ def test_fallback_in_backward_names_the_forward_line(tmp_path: Path) -> None:
     """The issue's program on the emulated device: linalg_solve_triangular falls back in LinalgQrBackward0;
     the finding names the line of torch.linalg.qr and says it happened in its backward."""
     out = tmp_path / "t.json"
-    r = subprocess.run([NEURON_PROF, "run", "--emulate-neuron", "-q", "-o", str(out), str(PROGRAM)],
-                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    r = forked.run([forked.CLI, "run", "--emulate-neuron", "-q", "-o", str(out), str(PROGRAM)], cwd=tmp_path,
+                   timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     src = PROGRAM.read_text().splitlines()
     qr_line = next(i for i, ln in enumerate(src, 1) if "torch.linalg.qr(" in ln)

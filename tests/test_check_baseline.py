@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,8 +16,7 @@ import pytest
 
 from neuron_prof.analysis import step_regression
 from neuron_prof.cli import main
-
-EXE = str(Path(sys.executable).with_name("neuron-prof"))
+from tests.userland import _fork as forked
 
 V1 = """\
 import torch
@@ -48,8 +46,9 @@ def _git(d: Path, *args: str) -> None:
 
 
 def _run(d: Path, out: str) -> Path:
-    r = subprocess.run([EXE, "run", "--emulate-neuron", "-q", "-o", out, "--no-pftrace", "train.py"],
-                       capture_output=True, text=True, timeout=600, cwd=d)
+    # `neuron-prof run` through main() in a process forked from one that imported torch already (the suite's time)
+    r = forked.run([forked.CLI, "run", "--emulate-neuron", "-q", "-o", out, "--no-pftrace", "train.py"], cwd=d,
+                   timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "run history" not in r.stderr, r.stderr  # recorded without a problem
     return d / out

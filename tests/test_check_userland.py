@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from neuron_prof.cli import main
+from tests.userland import _fork as forked
 from tests.userland import _harness as h
 
 USERLAND = Path(__file__).parent / "userland"
@@ -41,8 +42,9 @@ print("done")
 
 
 def _run(script: Path, out: Path) -> Path:
-    r = subprocess.run([EXE, "run", "--emulate-neuron", "-q", "-o", str(out), str(script)], capture_output=True,
-                       text=True, timeout=600, cwd=out.parent)
+    # `neuron-prof run` through main() in a process forked from one that imported torch already (the suite's time)
+    r = forked.run([forked.CLI, "run", "--emulate-neuron", "-q", "-o", str(out), str(script)], cwd=out.parent,
+                   timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     return out
 

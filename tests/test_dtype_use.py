@@ -5,9 +5,9 @@ finding, which names where it is first used (`evidence.first_use`)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
+
+from tests.userland import _fork as forked
 
 SCRIPT = textwrap.dedent('''
     import json, sys
@@ -36,7 +36,8 @@ def _run(tmp_path, where: str) -> tuple[list[dict], dict[str, int]]:
     script.write_text(SCRIPT)
     lines = {tag: i for i, s in enumerate(SCRIPT.splitlines(), 1) for tag in ("BEFORE", "INSIDE", "USE", "LATER")
              if f"# {tag}" in s}
-    out = subprocess.run([sys.executable, str(script), where], capture_output=True, text=True, timeout=240)
+    # in a process of its own, forked from one that imported torch already (the suite's time)
+    out = forked.run([str(script), where], cwd=tmp_path, timeout=240)
     got = next((ln for ln in out.stdout.splitlines() if ln.startswith("RESULT")), None)
     assert got is not None, out.stdout + out.stderr
     return json.loads(got[len("RESULT "):]), lines

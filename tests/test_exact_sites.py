@@ -19,6 +19,7 @@ import torch
 import neuron_prof
 from neuron_prof.analysis import Context, analyze, sites_of
 from neuron_prof.model import KinetoCat, TrackKind
+from tests.userland import _fork as forked
 
 NEURON_PROF = str(Path(sys.executable).with_name("neuron-prof"))
 
@@ -28,12 +29,15 @@ def tagged(src: str) -> dict[str, int]:
     return {ln.split("# LINE:")[1].strip(): i for i, ln in enumerate(src.splitlines(), 1) if "# LINE:" in ln}
 
 
-def run_script(tmp_path: Path, src: str, *opts: str) -> neuron_prof.Trace:
+def run_script(tmp_path: Path, src: str, *opts: str, fork: bool = True) -> neuron_prof.Trace:
+    """`neuron-prof run` of `src` in a process of its own: forked from one that imported torch already (the
+    suite's time), or, `fork=False`, a child of this one from scratch (its memory in RUSAGE_CHILDREN)."""
     script = tmp_path / "job.py"
     script.write_text(src)
     out = tmp_path / "t.json"
-    r = subprocess.run([NEURON_PROF, "run", "-q", "-o", str(out), *opts, str(script)], capture_output=True,
-                       text=True, timeout=300, cwd=tmp_path)
+    args = ["run", "-q", "-o", str(out), *opts, str(script)]
+    r = (forked.run([forked.CLI, *args], cwd=tmp_path, timeout=300) if fork else
+         subprocess.run([NEURON_PROF, *args], capture_output=True, text=True, timeout=300, cwd=tmp_path))
     assert r.returncode == 0, r.stderr[-3000:]
     return neuron_prof.load(out)
 
@@ -199,7 +203,7 @@ TINY = textwrap.dedent("""\
 def test_a_tiny_model_on_the_emulated_device_writes_a_small_trace(tmp_path: Path) -> None:
     """Issue 14: library frames made a 10-step tiny model write GBs; now under 20 MB and 2 GB of RAM."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    t = run_script(tmp_path, TINY, "--emulate-neuron")
+    t = run_script(tmp_path, TINY, "--emulate-neuron", fork=False)
     peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     size = os.path.getsize(tmp_path / "t.json") + os.path.getsize(tmp_path / "t.pftrace")
     assert size < 20e6, size

@@ -13,8 +13,6 @@ from __future__ import annotations
 import html
 import os
 import re
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -32,6 +30,7 @@ from neuron_prof.model import Trace, TrackKind
 from neuron_prof.tui.app import NeuronProfApp
 from tests._tui_pilot import SIZE, ready, screen_text
 from tests.conftest import REPO
+from tests.userland import _fork as forked
 
 N_MM, N_SORT = 7, 5
 
@@ -59,21 +58,21 @@ CPU = f"""
 
 
 def _capture(script: Path, body: str, argv: list[str]) -> None:
-    """Write `body` to `script`, then run `argv` (which names it) in a subprocess."""
+    """Write `body` to `script`, then run `argv` (which names it: the script, or forked.CLI's command) in a process
+    of its own, forked from one that imported torch already (the suite's time)."""
     script.write_text(textwrap.dedent(body))
     env = {**os.environ, "PYTHONPATH": str(REPO), "NEURON_PROF_EMULATE_COMPILE_SCALE": "0"}
-    res = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env, cwd=script.parent)
+    res = forked.run(argv, env=env, timeout=300, cwd=script.parent)
     assert res.returncode == 0, res.stderr[-3000:]
 
 
 @pytest.fixture(scope="module")
 def captures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("ops")
-    exe = str(Path(sys.executable).with_name("neuron-prof"))
     out = {"emulated": tmp / "emulated.json", "cpu": tmp / "cpu.json"}
     emu, cpu = tmp / "emulated.py", tmp / "cpu.py"
-    _capture(emu, EMULATED, [exe, "run", "-q", "--emulate-neuron", "-o", str(out["emulated"]), str(emu)])
-    _capture(cpu, CPU, [sys.executable, str(cpu), str(out["cpu"])])
+    _capture(emu, EMULATED, [forked.CLI, "run", "-q", "--emulate-neuron", "-o", str(out["emulated"]), str(emu)])
+    _capture(cpu, CPU, [str(cpu), str(out["cpu"])])
     return out
 
 

@@ -43,22 +43,33 @@ def test_ddp_job_under_torchrun(tmp_path: Path) -> None:
     assert not fail, fail
 
 
+@pytest.fixture(scope="module")
+def module_form(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int | None, str]:
+    """The DDP job on 3 ranks in the module form, `python -m torch.distributed.run ... neuron-prof run`, with
+    each rank's .pftrace beside its JSON: (its traces' folder, exit code, output). One job for the launch form's
+    test and the .pftrace's."""
+    d = tmp_path_factory.mktemp("module_form")
+    script = d / "train_ddp.py"
+    script.write_text(DDP_SCRIPT)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "3", "--master-addr", "127.0.0.1",
+           "--master-port", str(free_port()), "--no-python", str(NEURON_PROF), "run", "-q",
+           "-o", str(d / "m" / "trace.json"), str(script)]
+    rc, out = run_job(cmd, d)
+    return d / "m", rc, out
+
+
 @pytest.mark.slow
-def test_other_launch_forms_and_the_exit_code(tmp_path: Path) -> None:
+def test_other_launch_forms_and_the_exit_code(tmp_path: Path, module_form: tuple[Path, int | None, str]) -> None:
     """`python -m torch.distributed.run ... neuron-prof run` and a launcher script that calls `neuron-prof run`
     work too; a script's exit code reaches torchrun."""
+    folder, rc, out = module_form
+    assert rc == 0, out[-3000:]
+    assert sorted(traces(folder)) == [0, 1, 2]
     script = tmp_path / "train_ddp.py"
     script.write_text(DDP_SCRIPT)
     launcher = tmp_path / "launch.sh"
     launcher.write_text(f'#!/bin/sh\nexec "{NEURON_PROF}" run -q --no-pftrace -o "$OUT/trace.json" "{script}" "$@"\n')
     launcher.chmod(0o755)
-    port = str(free_port())
-    module_form = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4", "--master-addr",
-                   "127.0.0.1", "--master-port", port, "--no-python", str(NEURON_PROF), "run", "-q", "--no-pftrace",
-                   "-o", str(tmp_path / "m" / "trace.json"), str(script)]
-    rc, out = run_job(module_form, tmp_path)
-    assert rc == 0, out[-3000:]
-    assert sorted(traces(tmp_path / "m")) == [0, 1, 2, 3]
     # the launcher form, with a script that exits 3: the ranks keep it (torchrun reports the failure)
     rc, out = run_job(torchrun("--no-python", str(launcher), "3", nproc=2), tmp_path,
                        env={**os.environ, "OUT": str(tmp_path / "l")})
@@ -114,7 +125,7 @@ def test_sigterm_ends_a_rank_blocked_in_a_collective(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_every_ranks_pftrace_loads_whole(tmp_path: Path) -> None:
+def test_every_ranks_pftrace_loads_whole(module_form: tuple[Path, int | None, str]) -> None:
     """Issue 34: the .pftrace each rank writes beside its JSON loads without a damage warning and holds the
     same events (a rank's .pftrace once read as "damaged JSON at byte ...": the loader sniffed its first
     packet's length byte as "{"); DDP's gloo all-reduces are collectives with their sizes."""
@@ -123,16 +134,13 @@ def test_every_ranks_pftrace_loads_whole(tmp_path: Path) -> None:
     import neuron_prof
     from neuron_prof.model import TrackKind
 
-    script = tmp_path / "train_ddp.py"
-    script.write_text(DDP_SCRIPT)
-    rc, out = run_job(torchrun("--no-python", str(NEURON_PROF), "run", "-q", "-o", str(tmp_path / "o" / "trace.json"),
-                               str(script), nproc=3), tmp_path)
+    folder, rc, out = module_form
     assert rc == 0, out[-3000:]
     for r in range(3):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            pf = neuron_prof.load(tmp_path / "o" / f"trace.rank{r}.pftrace")
-        js = neuron_prof.load(tmp_path / "o" / f"trace.rank{r}.json")
+            pf = neuron_prof.load(folder / f"trace.rank{r}.pftrace")
+        js = neuron_prof.load(folder / f"trace.rank{r}.json")
         assert "partial" not in pf.metadata and pf.metadata["source_format"] == "pftrace"
         assert len(pf.slices) == len(js.slices) > 0, r
         # DDP's reducer all-reduces the 676 float32 gradients under gloo, which writes no record_param_comms:

@@ -9,8 +9,6 @@ from SCRIPT and from the raw compile and fallback slices of the trace, not from 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -22,6 +20,7 @@ from neuron_prof.loaders import load
 from neuron_prof.model import Trace, TraceBuilder, TrackKind
 from neuron_prof.tui.app import NeuronProfApp
 from tests._tui_pilot import ready, screen_text, shown, table
+from tests.userland import _fork as forked
 
 SCRIPT = """\
 import torch
@@ -61,9 +60,9 @@ def capture(tmp_path_factory: pytest.TempPathFactory) -> Capture:
     script.parent.mkdir(parents=True)
     script.write_text(SCRIPT)
     # `x @ w`'s compiles at their line: operator statements need --operator-lines
-    cmd = [sys.executable, "-m", "neuron_prof", "run", "--emulate-neuron", "--operator-lines", "-q", "-o", "t.json",
-           FILE]
-    res = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=300)
+    # through main() in a process forked from one that imported torch already (the suite's time)
+    cmd = [forked.CLI, "run", "--emulate-neuron", "--operator-lines", "-q", "-o", "t.json", FILE]
+    res = forked.run(cmd, cwd=root, timeout=300)
     out = root / "t.json"
     assert res.returncode == 0 and out.exists(), res.stdout[-2000:] + res.stderr[-2000:]
     return out, load(out)

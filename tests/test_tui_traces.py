@@ -77,13 +77,11 @@ async def test_two_real_ranks_side_by_side() -> None:
 @pytest.fixture(scope="module")
 def demo_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`neuron-prof demo`'s trace, made by the real command in its own process (the emulated device
-    registers itself process-wide)."""
-    import subprocess
-    import sys
+    registers itself process-wide), forked from one that imported torch already (the suite's time)."""
+    from tests.userland import _fork as forked
 
     out = tmp_path_factory.mktemp("demo") / "trace.json"
-    res = subprocess.run([sys.executable, "-m", "neuron_prof", "demo", "-o", str(out), "--steps", "6", "-q"],
-                         capture_output=True, text=True, timeout=300)
+    res = forked.run([forked.CLI, "demo", "-o", str(out), "--steps", "6", "-q"], cwd=out.parent, timeout=300)
     assert res.returncode == 0 and out.exists(), res.stdout[-2000:] + res.stderr[-2000:]
     return out
 

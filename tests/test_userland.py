@@ -1,6 +1,7 @@
 """User programs (tests/userland) against their tags: every expected finding at its exact line (issue 14).
 
-Each program runs as a real subprocess on the emulated neuron device through `neuron_prof.profile()` (here)
+Each program runs in a process of its own (forked from one that imported torch already, tests/userland/_fork.py)
+on the emulated neuron device through `neuron_prof.profile()` (here)
 and through `neuron-prof run` (tests/test_userland_run.py, which also has half the programs' CPU runs), and,
 when its CPU run has something to check (CPU tags, CLEAN), on the CPU through one of the two (alternating,
 so both are covered). A file's runs start when its first test asks for one, two at a time (USERLAND_JOBS),

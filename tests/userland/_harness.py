@@ -6,7 +6,7 @@ use it.
 
     from tests.userland import _harness as h
     prog = h.load_program(h.PROGRAMS_DIR / "module_loop_ranking.py")
-    out = h.run_program(prog, "run-neuron", workdir)       # a subprocess; out.findings = summary --json
+    out = h.run_program(prog, "run-neuron", workdir)       # its own process; out.findings: summary --json's
     score = h.score(prog, out)                                 # recall, alarms, exact lines
 """
 
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ._drive import DATA_DEPENDENT
+from ._fork import CLI, Forked
 
 PROGRAMS_DIR = Path(__file__).resolve().parent
 REPO = PROGRAMS_DIR.parents[1]
@@ -282,7 +283,11 @@ def _session_rss(sid: int) -> int:
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
-def _kill(procs: list[tuple[int | None, subprocess.Popen[bytes], Path]]) -> None:
+Proc = subprocess.Popen[bytes] | Forked
+"""A run's process: started from scratch, or forked (_fork.py)."""
+
+
+def _kill(procs: list[tuple[int | None, Proc, Path]]) -> None:
     for _, p, _ in procs:
         if p.poll() is None:
             try:
@@ -293,7 +298,7 @@ def _kill(procs: list[tuple[int | None, subprocess.Popen[bytes], Path]]) -> None
         p.wait()
 
 
-def _wait(procs: list[tuple[int | None, subprocess.Popen[bytes], Path]], t0: float, timeout: float,
+def _wait(procs: list[tuple[int | None, Proc, Path]], t0: float, timeout: float,
           max_rss_bytes: int) -> str:
     """Wait for every process; kill them all past `timeout` or when one's session holds more than
     `max_rss_bytes` resident (the machine is shared). Returns why they were killed, "" if they ended."""
@@ -324,9 +329,23 @@ MAX_RSS_BYTES = int(float(os.environ.get("USERLAND_MAX_RSS_GB", "2")) * 2**30)
 """A run holding more than this is killed (and fails): issue 14's limit for a tiny model is 2 GB."""
 
 
+def summary(trace: Path) -> tuple[dict[str, Any], list[str]]:
+    """`neuron-prof summary TRACE --json`'s document and the load's warnings (what it prints on stderr), computed
+    here as the command does (load, report, summary_json) without a process of its own."""
+    from neuron_prof.analysis import report
+    from neuron_prof.exporters.summary import summary_json
+    from neuron_prof.loaders import load
+
+    t = load(trace)
+    return json.loads(summary_json(report(t))), [str(w) for w in t.metadata.get("load_warnings") or []]
+
+
 def run_program(prog: Program, way: str, workdir: str | os.PathLike[str], *, timeout: float = 300,
-                truth: bool = False, max_rss_bytes: int = MAX_RSS_BYTES) -> Outcome:
-    """Run `prog` one way in a fresh folder under `workdir`; then `neuron-prof summary --json` per trace."""
+                truth: bool = False, max_rss_bytes: int = MAX_RSS_BYTES, fork: bool = False) -> Outcome:
+    """Run `prog` one way in a fresh folder under `workdir`; then `neuron-prof summary --json`'s document per
+    trace (`summary`) and, for a job, the job's.
+    `fork`: the run's process is forked from one that imported torch already (_fork.py: the test suite's ~1 s
+    of CPU less per process), not started from scratch as a user's is (`bench accuracy`'s way)."""
     if way not in WAYS:
         raise ValueError(f"unknown way {way!r} (ways: {', '.join(WAYS)})")
     device = way.split("-", 1)[1]
@@ -342,7 +361,7 @@ def run_program(prog: Program, way: str, workdir: str | os.PathLike[str], *, tim
     if prog.max_rss_gb is not None and max_rss_bytes:
         max_rss_bytes = max(max_rss_bytes, int(prog.max_rss_gb * 2**30))
     t0 = time.perf_counter()
-    procs: list[tuple[int | None, subprocess.Popen[bytes], Path]] = []
+    procs: list[tuple[int | None, Proc, Path]] = []
     envs = [(None, env)] if prog.ranks <= 1 else []
     if prog.ranks > 1:
         port = str(_free_port())
@@ -350,6 +369,11 @@ def run_program(prog: Program, way: str, workdir: str | os.PathLike[str], *, tim
                      "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}) for r in range(prog.ranks)]
     for r, e in envs:
         log = wd / ("output.txt" if r is None else f"output.rank{r}.txt")
+        if fork:  # forked from a process that imported torch (_fork.py): the driver, or the CLI's main()
+            log.write_bytes(b"")
+            argv = [CLI, *cmd[len(_neuron_prof()):]] if way.startswith("run") else cmd[1:]
+            procs.append((r, Forked(argv, e, wd, log), log))
+            continue
         with log.open("wb") as fh:  # each process (and its children) in a session of its own: killed as one
             procs.append((r, subprocess.Popen(cmd, cwd=wd, env=e, stdout=fh, stderr=subprocess.STDOUT,
                                               start_new_session=True), log))
@@ -375,18 +399,16 @@ def run_program(prog: Program, way: str, workdir: str | os.PathLike[str], *, tim
             res.error = f"{prog.name} ({way}): no trace at {trace}\n{output}"
             res.seconds = time.perf_counter() - t0
             return res
-        s = subprocess.run([*_neuron_prof(), "summary", str(trace), "--json"], capture_output=True, text=True,
-                           timeout=timeout, env=env, cwd=wd)
-        if s.returncode != 0:
-            res.error = (f"{prog.name} ({way}): summary of {trace.name} failed (exit {s.returncode})\n"
-                         f"{_tail(s.stderr)}")
+        try:
+            doc, warnings = summary(trace)
+        except Exception as e:  # noqa: BLE001  (the run's failure, said with the program's name)
+            res.error = f"{prog.name} ({way}): summary of {trace.name} failed: {type(e).__name__}: {e}"
             res.seconds = time.perf_counter() - t0
             return res
-        if "damaged" in s.stderr:
-            res.error = f"{prog.name} ({way}): {trace.name} is damaged\n{_tail(s.stderr)}"
+        if any("damaged" in w for w in warnings):
+            res.error = f"{prog.name} ({way}): {trace.name} is damaged\n" + "\n".join(warnings[:5])
             res.seconds = time.perf_counter() - t0
             return res
-        doc = json.loads(s.stdout)
         if not res.lines:
             res.lines = list(doc.get("lines") or [])
         for f in doc["findings"]:

@@ -22,6 +22,11 @@ PROGRAMS = [p for p in h.programs() if not p.bench_only]
 accuracy` runs (the suite's time budget)."""
 
 
+FORK = os.environ.get("USERLAND_FORK", "1") != "0"
+"""Each run's process is forked from one that imported torch already (_fork.py), ~1 s of CPU less per process
+than starting from scratch (USERLAND_FORK=0, as `bench accuracy` runs them)."""
+
+
 def _cpu_way(i: int) -> str:
     return "run-cpu" if i % 2 == 0 else "profile-cpu"
 
@@ -32,7 +37,7 @@ def _ways(i: int, prog: h.Program) -> tuple[str, ...]:
     themselves, or are multi-rank); a CPU way where the CPU run has something to check (CPU tags or a CLEAN
     program's no-alarm promise). Both capture ways reach findings through the one attribution path; the
     full matrix, every program four ways, is `python -m bench accuracy` (and this keeps the suite inside its
-    10 minutes: a run is about 6 s of CPU)."""
+    10 minutes: a run is about 3 to 5 s of CPU, forked, FORK)."""
     run = ("run-neuron",) if i % 4 == 1 or prog.profiles_itself or prog.ranks > 1 else ()
     cpu = (_cpu_way(i),) if prog.clean or prog.expected("cpu") else ()
     return ("profile-neuron", *run, *cpu)
@@ -76,7 +81,7 @@ class Runs:
             key = (prog.name, way)
             if key not in self.futures:
                 self.futures[key] = self.pool.submit(h.run_program, prog, way, workdir, timeout=240,
-                                                     truth=way == "profile-neuron")
+                                                     truth=way == "profile-neuron", fork=FORK)
 
     def result(self, prog: h.Program, way: str) -> h.Outcome:
         return self.futures[(prog.name, way)].result()
