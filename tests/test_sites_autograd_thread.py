@@ -13,7 +13,8 @@ import inspect
 import pytest
 import torch
 
-from neuron_prof.capture._sites import trace_autograd_threads, walk
+from neuron_prof.capture._autograd_threads import trace_autograd_threads
+from neuron_prof.capture._sites import walk
 
 pytestmark = pytest.mark.emulator_inprocess
 

@@ -227,7 +227,7 @@ class Session(contextlib.ContextDecorator):
             if self._guard("compile quiet", "start", quiet.install):
                 self._quiet = quiet
             if self._backend is not None and self._backend.name != "cpu":
-                from neuron_prof.capture._sites import trace_autograd_threads
+                from neuron_prof.capture._autograd_threads import trace_autograd_threads
 
                 self._guard("autograd threads", "start", trace_autograd_threads)
         ctx.start_ns = time.time_ns()

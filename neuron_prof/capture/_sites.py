@@ -364,22 +364,6 @@ class _Adopted:
         return todo
 
 
-def trace_autograd_threads() -> None:
-    """Start autograd's device threads before torch.profiler starts, so its Python tracer sees them.
-
-    A backward on a device runs on the autograd engine's thread for that device, which the engine starts at
-    the first backward; torch.profiler's Python tracer registers the threads alive when it starts, so a custom
-    ``torch.autograd.Function.backward`` the user wrote would run without Python frames and its ops would name
-    no line of it. One backward on the CPU starts every device's thread (``Engine::start_device_threads``).
-    Only for a device backend: on the CPU backward runs on the caller's thread, and a program that forks
-    children running backward (fork-based multiprocessing on the CPU) must not find the threads started.
-    """
-    import torch
-
-    with torch.enable_grad():
-        torch.ones(1, requires_grad=True).sum().backward()
-
-
 def base_ns(path: str) -> int | None:
     """``baseTimeNanoseconds`` of a Kineto JSON file, read from its head or tail (Kineto writes its
     top-level keys around ``traceEvents``); None when absent."""

@@ -3,12 +3,12 @@
 imported torch already.
 
 Every run of a program is a process of its own, as a user's is, but the ~1 s of CPU each would spend importing
-torch is paid once, by a `multiprocessing` fork server that preloads it; nothing else is imported there (not
-neuron_prof, not the emulator), so the run enables the emulator, profiles and ends as a fresh process does: a
-user's own process imports torch before the profiler starts in both ways. Not `torch._inductor` (another
-~0.9 s, which torch.profiler imports as it starts): with it already imported the profiler starts at once after
-`trace_autograd_threads()`, before autograd's device thread has its Python thread state, and under load a custom
-Function's backward lost its lines (custom_autograd_backward.py, 2 runs in 8 at 4 at once). The child gets its own
+torch and `torch._inductor` (which torch.profiler imports as it starts, ~0.9 s more) is paid once, by a
+`multiprocessing` fork server that preloads them; nothing else is imported there (not neuron_prof, not the
+emulator), so the run enables the emulator, profiles and ends as a fresh process does; a `torch.compile` user's
+process has Inductor imported before the profiler starts too. (That order once lost a custom Function's backward
+lines, 3 runs in 16 of custom_autograd_backward.py at 4 at once: the capture did not wait for autograd's device
+thread to have its Python thread state; `capture/_autograd_threads.py` waits now, 28 of 28.) The child gets its own
 session (so the harness kills it with everything it started), its own environment, working folder and argv,
 and its stdout and stderr in the log file (or two); it runs the interpreter's exit handlers before it ends.
 
@@ -31,7 +31,7 @@ import threading
 import time
 from pathlib import Path
 
-PRELOAD = ["torch"]
+PRELOAD = ["torch", "torch._inductor"]
 CLI = "neuron-prof"
 """argv[0] of a run of the CLI (`Forked([CLI, "run", ...], ...)`)."""
 _lock = threading.Lock()
