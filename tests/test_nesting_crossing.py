@@ -138,3 +138,40 @@ def test_host_stack_at_a_time_leaves_out_a_slice_ended_by_then() -> None:
     assert names(30) == [["outer", "b"]]
     assert names(35) == [["outer"]]  # b ends at 35: done
     assert names(100) == []
+
+
+def test_row_numbers_are_int32_under_2_31_rows_and_int64_above() -> None:
+    """`row_dtype` chooses int32 for row numbers of a table up to ROWS_INT32 rows and int64 beyond it."""
+    from neuron_prof.model.order import ROWS_INT32, row_dtype
+
+    assert ROWS_INT32 == 2**31 - 1
+    assert row_dtype(0) is np.int32 and row_dtype(ROWS_INT32) is np.int32
+    assert row_dtype(ROWS_INT32 + 1) is np.int64 and row_dtype(2**40) is np.int64
+
+
+def test_nesting_and_host_stacks_are_the_same_in_int64(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trace over the int32 limit (the limit lowered here, not a 2^31-row trace) nests in int64, with the same
+    parents, depths, positions and self times, and the same host stacks."""
+    from neuron_prof.analysis import Context
+    from neuron_prof.analysis.sites.host import host_nesting, host_stacks_at
+    from neuron_prof.model import TrackKind, order
+
+    rng = np.random.default_rng(5)
+    b = TraceBuilder()
+    tracks = [b.thread_track(1, k + 1) for k in range(3)]
+    for s, d, k in zip(rng.integers(0, 500, 400).tolist(), rng.integers(0, 80, 400).tolist(),
+                       rng.integers(0, 3, 400).tolist(), strict=True):
+        b.add_slice(tracks[k], s, d, "x")
+    tr = b.build()
+    small = host_nesting(Context(tr))
+    stacks = [host_stacks_at(Context(tr), t) for t in range(0, 600, 37)]
+    monkeypatch.setattr(order, "ROWS_INT32", len(tr.slices) - 1)
+    big_ctx = Context(tr)
+    big = host_nesting(big_ctx)
+    assert small.rows.dtype == np.int32 and big.rows.dtype == np.int64
+    assert big_ctx.rows(TrackKind.THREAD).dtype == np.int64
+    for f in ("rows", "depth", "parent", "parent_pos"):
+        assert getattr(big, f).dtype == np.int64, f
+        assert getattr(big, f).tolist() == getattr(small, f).tolist(), f
+    assert big.self_ns.tolist() == small.self_ns.tolist()
+    assert [host_stacks_at(Context(tr), t) for t in range(0, 600, 37)] == stacks

@@ -12,7 +12,8 @@ import msgspec
 import numpy as np
 
 from neuron_prof.analysis.steps.boundaries import Steps, make_steps
-from neuron_prof.model import Arg, ArgsStore, Meta, Trace, TrackKind
+from neuron_prof.model import Arg, ArgsStore, Meta, Trace
+from neuron_prof.model.order import row_dtype
 
 WARNING_SHARE = 0.02
 """A finding costing this share of the profiled wall time is a warning..."""
@@ -132,22 +133,11 @@ class Context:
         return float(min(max(ns / self.wall_ns, 0.0), 1.0)) if self.wall_ns > 0 else 0.0
 
     # ---- tracks and rows ------------------------------------------------------------------------
-    @cached_property
-    def _slice_kind(self) -> np.ndarray:
-        codes = np.array(
-            [
-                TrackKind.ALL.index(t.kind) if t.kind in TrackKind.ALL else len(TrackKind.ALL)
-                for t in self.trace.tracks
-            ]
-            or [0],
-            dtype=np.int16,
-        )
-        return codes[self.trace.slices.track] if len(self.trace.slices) else np.zeros(0, dtype=np.int16)
-
     def rows(self, *kinds: str) -> np.ndarray:
-        """Slice rows on tracks of these kinds, in table order (computed once per kind set)."""
-        codes = [TrackKind.ALL.index(k) for k in kinds]
-        return self.memo(f"rows:{','.join(kinds)}", lambda: np.flatnonzero(np.isin(self._slice_kind, codes)))  # type: ignore[no-any-return]
+        """Slice rows on tracks of these kinds, in table order (computed once per kind set), in `row_dtype`."""
+        dt = row_dtype(len(self.trace.slices))
+        return self.memo(f"rows:{','.join(kinds)}",  # type: ignore[no-any-return]
+                         lambda: (self.trace.slices_on(*kinds) if kinds else np.zeros(0, np.int64)).astype(dt, copy=False))
 
     def cat_rows(self, rows: np.ndarray, cats: Iterable[str], keep: bool = True) -> np.ndarray:
         """The rows of `rows` whose category is (keep=True) or is not (keep=False) in `cats`."""

@@ -125,7 +125,7 @@ def _nearest_kept(parent: np.ndarray, skip: np.ndarray) -> np.ndarray:
     """For each node, itself when not skipped, else its nearest ancestor that is not (-1: none); by
     pointer jumping, so a chain of 100 Python frames costs 7 passes, not 100."""
     n = len(parent)
-    g = np.where(skip, parent, np.arange(n))
+    g = np.where(skip, parent, np.arange(n, dtype=parent.dtype))
     while True:
         valid = g >= 0
         hop = np.zeros(n, dtype=bool)
@@ -267,7 +267,8 @@ def _side(trace: Trace, nest: Nesting, op_cat: np.ndarray, where: str) -> dict[s
     end = sl.ts_ns[rows] + sl.dur_ns[rows]
     a = np.maximum(anc, 0)
     redispatch = ~skip & (anc >= 0) & (key[a] == key) & (end <= end[a])
-    root = np.where(redispatch, anc, np.arange(n))
+    root = np.where(redispatch, anc, np.arange(n, dtype=par.dtype))
+    del kept, end, a, anc, has  # whole-column temporaries of a big trace: gone before the next ones
     while True:
         nxt = root[root]
         if np.array_equal(nxt, root):
@@ -282,6 +283,7 @@ def _side(trace: Trace, nest: Nesting, op_cat: np.ndarray, where: str) -> dict[s
         wrapper = np.zeros(n, dtype=bool)
     own_self = np.where(wrapper, 0, nest.self_ns)
     call_self = np.bincount(root[member], weights=own_self[member], minlength=n).astype(np.int64)
+    del root, member, own_self, skip, redispatch
     ci = np.flatnonzero(call)
     dur = sl.dur_ns[rows[ci]]
     k = key[ci]
@@ -303,7 +305,7 @@ def _side(trace: Trace, nest: Nesting, op_cat: np.ndarray, where: str) -> dict[s
         "total_ns": per_op(dur),
         "self_ns": per_op(call_self[ci]),
         "longest": rows[ci[first]].astype(np.int64),
-        "call_row": rows[ci].astype(np.int64),
+        "call_row": rows[ci],  # `row_dtype`, as the nesting's rows
         "call_self_ns": call_self[ci],
         "counts": counts,
     }

@@ -1,4 +1,5 @@
-"""The one sort of slices both the loaders (binding flows) and analysis (nesting) need."""
+"""The one sort of slices both the loaders (binding flows) and analysis (nesting) need, and the integer type of
+row numbers."""
 
 from __future__ import annotations
 
@@ -19,3 +20,14 @@ def start_order(ts: np.ndarray, dur: np.ndarray, track: np.ndarray) -> np.ndarra
         run = np.cumsum(np.r_[True, ~tie])[idx]
         o[idx] = o[idx][np.lexsort((-dur[o[idx]], run))]
     return o  # type: ignore[no-any-return]
+
+
+ROWS_INT32 = 2**31 - 1
+"""Most rows a table may have for its row numbers and positions to be held as int32 (half the memory of int64:
+a 70M-event trace's per-row arrays); a bigger trace keeps them int64 (`row_dtype`)."""
+
+
+def row_dtype(n: int) -> type[np.signedinteger]:
+    """The integer type for row numbers and positions (and -1 for none) into a table of `n` rows: int32 while
+    `n` <= ROWS_INT32, else int64."""
+    return np.int32 if n <= ROWS_INT32 else np.int64

@@ -136,7 +136,8 @@ class _PathIndex:
             for t in {int(sl.track[r]) for _, r, _, _ in p.segments}:
                 se = np.array([(s, e) for _, r, s, e in p.segments if int(sl.track[r]) == t], dtype=np.int64)
                 self.by_track.setdefault(t, []).append(se.reshape(-1, 2))
-        self.own = np.r_[ctx.rows(TrackKind.THREAD), ctx.rows(TrackKind.DEVICE)]
+        kinds = (TrackKind.THREAD, TrackKind.DEVICE)  # per track, not per row: a big trace's rows are many
+        self.own_track = np.array([t.kind in kinds for t in ctx.trace.tracks] or [False], dtype=bool)
 
     @staticmethod
     def _overlap(se: np.ndarray, ts: np.ndarray, end: np.ndarray) -> bool:
@@ -153,7 +154,7 @@ class _PathIndex:
         if not len(rows):
             return False
         ts, end, track = sl.ts_ns[rows], sl.ts_ns[rows] + sl.dur_ns[rows], sl.track[rows]
-        own = np.isin(rows, self.own)
+        own = self.own_track[track]  # on a host thread or a device queue
         if any(self._overlap(se, ts[~own], end[~own]) for se in self.paths):
             return True
         for t in np.unique(track[own]).tolist():

@@ -123,8 +123,11 @@ def op_efficiency(ctx: Context) -> OpEfficiency:
         w = row_work(ctx)
         peak = trace_peak(tr)
         ideal = _ideal_ns(w, peak)
-        keys = np.array([op_key(tr.slice_name(int(r))) for r in w.rows.tolist()], dtype=object)
+        # op keys per distinct name, then per row by index: no Python object per call
+        ids, at = np.unique(tr.slices.name[w.rows], return_inverse=True)
+        keys = np.array([op_key(tr.s(int(i))) for i in ids.tolist()], dtype=object)
         uk, inv = np.unique(keys, return_inverse=True) if len(keys) else (keys, np.zeros(0, np.int64))
+        inv = inv[at] if len(keys) else inv
 
         def per_op(v: np.ndarray) -> np.ndarray:
             return np.bincount(inv, weights=v, minlength=len(uk))

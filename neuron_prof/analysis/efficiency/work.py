@@ -87,14 +87,14 @@ def _build(ctx: Context) -> RowWork:
 def _ancestor_marked(parent_pos: np.ndarray, mark: np.ndarray) -> np.ndarray:
     """Per node: some strict ancestor is marked. Pointer doubling: after round k, `hit` covers the ancestors
     up to 2**k levels up and `up` is the ancestor 2**k levels up (-1: past the root)."""
-    up = parent_pos.astype(np.int64)
+    up = parent_pos.copy()
     hit = np.zeros(len(up), dtype=bool)
     has = up >= 0
     hit[has] = mark[up[has]]
     while has.any():
         i = np.flatnonzero(has)
         hit[i] |= hit[up[i]]
-        nxt = np.full(len(up), -1, dtype=np.int64)
+        nxt = np.full(len(up), -1, dtype=up.dtype)
         nxt[i] = up[up[i]]
         up = nxt
         has = up >= 0

@@ -120,15 +120,14 @@ def _build(ctx: Context) -> Backward:
     n = host_nesting(ctx)
     rows = n.rows
     m = len(rows)
-    forward = np.full(m, NOT_BACKWARD, dtype=np.int64)
-    node = np.zeros(m, dtype=np.int64)
-    fop = np.zeros(m, dtype=np.int64)
+    dt = rows.dtype  # rows and positions: `row_dtype`; string ids: the name column's
+    forward = np.full(m, NOT_BACKWARD, dtype=dt)
+    node = np.zeros(m, dtype=sl.name.dtype)
+    fop = np.zeros(m, dtype=sl.name.dtype)
     roots = _roots(ctx, rows)
     if not len(roots):
-        return Backward(forward, node, fop, np.full(m, -1, dtype=np.int64))
-    pos_parent = np.full(m, -1, dtype=np.int64)
-    has = n.parent >= 0
-    pos_parent[has] = np.searchsorted(rows, n.parent[has])
+        return Backward(forward, node, fop, np.full(m, -1, dtype=dt))
+    pos_parent = n.parent_pos  # rows ascend: a parent's position in them
     # each root's forward row: a fwdbwd flow to it, else one to the root just inside/around it, else by seq nr
     root_fwd = np.full(len(roots), NOT_BACKWARD, dtype=np.int64)
     fl = tr.flows
@@ -150,7 +149,7 @@ def _build(ctx: Context) -> Backward:
                 root_fwd[k] = root_fwd[kq]
     todo = np.flatnonzero(root_fwd < 0)
     if len(todo):
-        in_bwd = _inherit(is_root.astype(np.int64), pos_parent, n.depth, 0) > 0
+        in_bwd = _inherit(is_root.astype(np.int8), pos_parent, n.depth, 0) > 0
         for k, r in _by_sequence(ctx, rows, in_bwd, roots[todo]).items():
             root_fwd[at[k]] = r
     forward[roots] = np.where((root_fwd >= 0) | (root_fwd == NO_FORWARD), root_fwd, UNKNOWN_FORWARD)
@@ -158,7 +157,7 @@ def _build(ctx: Context) -> Backward:
     forward = _inherit(forward, pos_parent, n.depth, NOT_BACKWARD)
     node = _inherit(node, pos_parent, n.depth, 0)
     outer = roots[(pos_parent[roots] < 0) | ~is_root[np.maximum(pos_parent[roots], 0)]]
-    root = np.full(m, -1, dtype=np.int64)
+    root = np.full(m, -1, dtype=dt)
     root[outer] = outer
     root = _inherit(root, pos_parent, n.depth, -1)
     fwd_rows = np.unique(forward[forward >= 0])

@@ -303,7 +303,7 @@ class Sites:
         def loc(p: np.ndarray) -> np.ndarray:  # host positions (in `pos`) -> indices into `pos`
             return p if every else np.searchsorted(pos, p)
 
-        own = np.zeros(m, dtype=np.int64)
+        own = np.zeros(m, dtype=np.int32)  # site ids: fewer than the host rows, under 2^31 (`row_dtype`)
         strong = np.zeros(m, dtype=bool)
         if every:  # only the documents whose text names a key `of_args` reads
             off = ctx.trace.args.buffers[1]
@@ -333,7 +333,7 @@ class Sites:
             self._frames_as_sites(rows, own, strong, sid)
         # rule 3: the nearest enclosing slice with a site (level by level down the nesting)
         depth, parent = n.depth[pos], n.parent_pos[pos]
-        pos_parent = np.full(m, -1, dtype=np.int64)
+        pos_parent = np.full(m, -1, dtype=parent.dtype)
         has = parent >= 0
         pos_parent[has] = loc(parent[has])
         inh = np.where(strong, own, -1)

@@ -14,24 +14,20 @@ def host_nesting(ctx: Context) -> Nesting:
     return ctx.memo("host_nesting", lambda: nesting(ctx.trace, ctx.rows(TrackKind.THREAD)))  # type: ignore[no-any-return]
 
 
-def _sorted_host(ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    def build() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        n = host_nesting(ctx)
-        sl = ctx.trace.slices
-        o = np.argsort(sl.ts_ns[n.rows], kind="stable")
-        rows = n.rows[o]
-        return rows, sl.ts_ns[rows], sl.end_ns[rows], n.depth[o]
-
-    return ctx.memo("sorted_host", build)  # type: ignore[no-any-return]
-
-
 def _per_track(ctx: Context) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per host track: (rows sorted by start, their starts)."""
+    """Per host track: (rows sorted by start, their starts); the rows in `row_dtype` (as `host_nesting`'s)."""
 
     def build() -> list[tuple[np.ndarray, np.ndarray]]:
-        rows, ts, _, _ = _sorted_host(ctx)
-        tracks = ctx.trace.slices.track[rows]
-        return [(rows[tracks == t], ts[tracks == t]) for t in np.unique(tracks)]
+        rows = host_nesting(ctx).rows
+        sl = ctx.trace.slices
+        tracks = sl.track[rows]
+        out = []
+        for t in np.unique(tracks):
+            mine = rows[tracks == t]
+            ts = sl.ts_ns[mine]
+            o = np.argsort(ts, kind="stable")
+            out.append((mine[o], ts[o]))
+        return out
 
     return ctx.memo("host_per_track", build)  # type: ignore[no-any-return]
 

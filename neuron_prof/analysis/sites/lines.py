@@ -147,7 +147,7 @@ def device_ns_by_host_row(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
         dst, src = dst[first], src[first]
         ns = n.self_ns[np.searchsorted(n.rows, dst)]
         u, inv = np.unique(src, return_inverse=True)
-        return u, np.bincount(inv, weights=ns, minlength=len(u)).astype(np.int64)
+        return u.astype(host.dtype), np.bincount(inv, weights=ns, minlength=len(u)).astype(np.int64)
 
     return ctx.memo("device_ns_by_host_row", build)  # type: ignore[no-any-return]
 
@@ -170,7 +170,7 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
             i = keys[k] = len(keys)
         return i
 
-    site_line = np.array([line_of(s) for s in hs.sites] or [0], dtype=np.int64)
+    site_line = np.array([line_of(s) for s in hs.sites] or [0], dtype=np.int32)  # line ids: under 2^31
     site_bwd = np.array([bool(s.backward) for s in hs.sites] or [False])
     row_line = site_line[hs.site] if len(hs.rows) else np.zeros(0, np.int64)
     row_bwd = site_bwd[hs.site] if len(hs.rows) else np.zeros(0, bool)
@@ -179,12 +179,13 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
     py = np.isin(sl.cat[hs.rows], trace.name_ids(KinetoCat.PYTHON))
     no_line = np.array([not (s.call_site or s.function) for s in hs.sites] or [True])[hs.site]
     work &= ~(py & no_line)
-    acc: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {c: [] for c in _COLS}
+    acc: dict[str, list[np.ndarray]] = {c: [] for c in _COLS}
     nodes: dict[int, dict[str, int]] = {}
     sigs: dict[int, dict[str, None]] = {}
 
-    def add_vec(col: str, lines: np.ndarray, v: np.ndarray) -> None:
-        acc[col].append((np.asarray(lines, dtype=np.int64), np.asarray(v, dtype=np.int64)))
+    def add_vec(col: str, lines: np.ndarray, v: np.ndarray) -> None:  # summed per line now: no row-long parts kept
+        if len(lines):
+            acc[col].append(np.bincount(lines, weights=np.asarray(v, dtype=np.int64)).astype(np.int64))
 
     self_ns = _self_outside_backward(ctx, row_bwd, _self_inside_parent(ctx))
     w = np.flatnonzero(work)
@@ -230,9 +231,9 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
     m = len(keys)
     cols = {}
     for c, parts in acc.items():
-        at = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
-        v = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
-        cols[c] = np.bincount(at, weights=v, minlength=m).astype(np.int64)
+        cols[c] = np.zeros(m, np.int64)
+        for p in parts:
+            cols[c][:len(p)] += p
     names = list(keys)
     cost = np.maximum(cols["host_ns"], cols["device_ns"])
     busy = sum((cols[c] for c in _COLS if c != "host_backward_ns"), np.zeros(m, np.int64))
@@ -253,7 +254,7 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
         backward_of=[_by_count(nodes.get(int(i), {})) for i in order],
         signatures=[list(sigs.get(int(i), {})) for i in order],
         cols={c: v[order] for c, v in cols.items()},
-        host_rows=host_rows.astype(np.int64),
+        host_rows=host_rows,  # `row_dtype`, as the nesting's rows
         host_start=start.astype(np.int64),
         host_self_ns=host_self.astype(np.int64),
     )
@@ -283,8 +284,7 @@ def _self_inside_parent(ctx: Context) -> np.ndarray:
     if not len(rows):
         return out
     has = n.parent >= 0
-    pos_parent = np.full(len(rows), -1, dtype=np.int64)
-    pos_parent[has] = np.searchsorted(rows, n.parent[has])
+    pos_parent = n.parent_pos
     ts, end = sl.ts_ns[rows], sl.end_ns[rows]
     bad = np.flatnonzero(has & (end > end[np.maximum(pos_parent, 0)]))
     if not len(bad):
@@ -327,7 +327,7 @@ def _self_outside_backward(ctx: Context, row_bwd: np.ndarray, self_ns: np.ndarra
         cov = covered_before(s, e, sl.end_ns[n.rows]) - covered_before(s, e, sl.ts_ns[n.rows])
         cov = np.where(other & ~row_bwd, cov, 0)
         has = (n.parent >= 0) & other
-        pos = np.searchsorted(n.rows, n.parent[has])
+        pos = n.parent_pos[has]
         child = np.bincount(pos, weights=cov[has], minlength=len(n.rows)).astype(np.int64)
         out -= np.clip(cov - child, 0, None)
     return np.maximum(out, 0)
@@ -365,9 +365,7 @@ def _allocations(trace: Trace, ctx: Context) -> tuple[np.ndarray, np.ndarray]:
     n = host_nesting(ctx)
     sl = trace.slices
     rows = n.rows
-    pos_parent = np.full(len(rows), -1, dtype=np.int64)
-    has = n.parent >= 0
-    pos_parent[has] = np.searchsorted(rows, n.parent[has])
+    pos_parent = n.parent_pos
     end = sl.end_ns[rows]
     start = sl.ts_ns[rows]
     bwd = backward_of(ctx).forward != NOT_BACKWARD

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from neuron_prof.model import Trace
-from neuron_prof.model.order import start_order
+from neuron_prof.model.order import row_dtype, start_order
 
 ROUNDING_NS = 2
 """Slack for timestamps rounded to ns (µs with three decimals, start and duration each rounded): a child that
@@ -48,15 +48,19 @@ class Nesting:
 
 
 def nesting(trace: Trace, rows: np.ndarray) -> Nesting:
-    """Depth, parent and self time of slice rows `rows` (nesting is computed within each track)."""
-    rows = np.asarray(rows, dtype=np.int64)
+    """Depth, parent and self time of slice rows `rows` (nesting is computed within each track); rows, depths,
+    parents and positions in `row_dtype` (int32 for a table under 2^31 rows)."""
     sl = trace.slices
+    dt = row_dtype(len(sl))
+    rows = np.asarray(rows, dtype=dt)
     ts, dur, track = sl.ts_ns[rows], sl.dur_ns[rows], sl.track[rows]
     order = start_order(ts, dur, track)
     ts_o, dur_o, tr_o = ts[order], dur[order], track[order]
     end_o = ts_o + dur_o
     n = len(order)
-    parent_o = _parents(ts_o, end_o, tr_o)
+    del ts, dur, track
+    parent_o = _parents(ts_o, end_o, tr_o).astype(dt, copy=False)
+    del ts_o, end_o, tr_o
     depth_o = _depths(parent_o)
     # self time: my duration minus my direct children's
     child_sum = np.bincount(parent_o[parent_o >= 0], weights=dur_o[parent_o >= 0], minlength=n)
@@ -68,10 +72,11 @@ def nesting(trace: Trace, rows: np.ndarray) -> Nesting:
             sel = np.flatnonzero(transparent & (depth_o == level) & (parent_o >= 0))
             np.add.at(self_o, parent_o[sel], self_o[sel])
             self_o[sel] = 0
-    inv = np.empty(n, dtype=np.int64)
-    inv[order] = np.arange(n)
-    parent_pos = np.where(parent_o >= 0, order[np.maximum(parent_o, 0)], -1)[inv]
-    parent_rows = np.where(parent_pos >= 0, rows[np.maximum(parent_pos, 0)], -1)
+    inv = np.empty(n, dtype=dt)
+    inv[order] = np.arange(n, dtype=dt)
+    order = order.astype(dt, copy=False)
+    parent_pos = np.where(parent_o >= 0, order[np.maximum(parent_o, 0)], dt(-1))[inv]
+    parent_rows = np.where(parent_pos >= 0, rows[np.maximum(parent_pos, 0)], dt(-1))
     return Nesting(rows=rows, depth=depth_o[inv], parent=parent_rows, parent_pos=parent_pos, self_ns=self_o[inv],
                    transparent=transparent[inv])
 
@@ -120,7 +125,7 @@ def _top_level(end: np.ndarray, need: np.ndarray, first: np.ndarray) -> np.ndarr
 
 def _depths(parent: np.ndarray) -> np.ndarray:
     """1 + the number of ancestors, following `parent` (positions, -1 for none)."""
-    depth = np.ones(len(parent), dtype=np.int64)
+    depth = np.ones(len(parent), dtype=parent.dtype)
     up = parent.copy()
     live = np.flatnonzero(up >= 0)
     while len(live):

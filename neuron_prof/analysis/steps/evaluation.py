@@ -96,7 +96,8 @@ def evaluation_passes(trace: Trace) -> list[EvalPass]:
     cpu = trace.strings.get(KinetoCat.CPU_OP)
     graph_docs = seq_docs[(seq >= 0) & (value_at(fwd_docs, fwd, seq_docs, 0) <= 0)]
     ops = host[(sl.cat[host] == cpu) & np.isin(sl.args[host], graph_docs)] if cpu is not None else host[:0]
-    calls: list[tuple[int, int, int, bool, int, int]] = []  # (start, end, name, builds a graph, row, track)
+    # the outer module calls, columnar (no Python object per call): start, end, name, builds a graph, row, track
+    parts: list[tuple[np.ndarray, ...]] = []
     for t in np.unique(sl.track[mods]).tolist():
         m = mods[sl.track[mods] == t]
         m = m[np.argsort(sl.ts_ns[m], kind="stable")]
@@ -105,22 +106,23 @@ def evaluation_passes(trace: Trace) -> list[EvalPass]:
         m, ms, me = m[outer], ms[outer], me[outer]
         ots = np.sort(sl.ts_ns[ops[sl.track[ops] == t]])
         graph = np.searchsorted(ots, me, side="right") - np.searchsorted(ots, ms, side="left") > 0
-        calls += zip(ms.tolist(), me.tolist(), sl.name[m].tolist(), graph.tolist(), m.tolist(), [t] * len(m),
-                     strict=True)
+        parts.append((ms, me, sl.name[m].astype(np.int64), graph, m.astype(np.int64), np.full(len(m), t, np.int64)))
+    cs, ce, cn, cg, cr, ct = (np.concatenate(c) for c in zip(*parts, strict=True))
     # trained on the same thread: module spans on another thread (a backward thread's) are no evaluation
-    trained = {(c[5], c[2]) for c in calls if c[3]}
-    calls = sorted(c for c in calls if (c[5], c[2]) in trained)
+    pair = ct * (int(cn.max(initial=0)) + 1) + cn
+    keep = np.isin(pair, pair[cg])
+    cs, ce, cn, cg, cr, ct = cs[keep], ce[keep], cn[keep], cg[keep], cr[keep], ct[keep]
+    o = np.lexsort((ct, cr, cg, cn, ce, cs))  # in time order (then as the tuples compare)
+    cs, cg, cr = cs[o], cg[o], cr[o]
     out: list[EvalPass] = []
-    run: list[tuple[int, int, int, bool, int, int]] = []
     last = int(sl.end_ns[host].max())
-    for c in [*calls, None]:
-        if c is not None and not c[3]:
-            run.append(c)
-            continue
-        if run:  # the pass lasts until training resumes: its loop's own lines after the last call are in it
-            site = str(trace.slice_args(run[0][4]).get("call_site") or "")
-            out.append(EvalPass(run[0][0], c[0] - 1 if c is not None else last, site, len(run)))
-            run = []
+    first = np.flatnonzero(~cg & np.r_[True, cg[:-1]])  # where a run of calls that build no graph begins
+    ends = np.flatnonzero(cg)
+    for a in first.tolist():  # the pass lasts until training resumes: its loop's own lines after the last call
+        k = int(np.searchsorted(ends, a))
+        z = int(ends[k]) if k < len(ends) else len(cg)
+        site = str(trace.slice_args(int(cr[a])).get("call_site") or "")
+        out.append(EvalPass(int(cs[a]), int(cs[z]) - 1 if z < len(cg) else last, site, z - a))
     return out
 
 

@@ -17,42 +17,54 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.model.order import start_order
+from neuron_prof.model.order import row_dtype, start_order
 
 _WALK_BACK = 256
 """Slices stepped over, per unmatched endpoint, looking for an enclosing one (bounded: never hangs)."""
 
 
 class SliceIndex:
-    """Slices sorted by (track, start, longest first) for 'which slice is open at t' queries."""
+    """Slices sorted by (track, start, longest first) for 'which slice is open at t' queries. Holds the order
+    (`row_dtype`: int32 under 2^31 rows) and where each track's run begins; the start and end times of a track
+    are read from the columns when it is asked about (a big trace's columns are memory-mapped: a sorted copy
+    of them would be 16 B a slice held through the binding)."""
 
     def __init__(self, ts: np.ndarray, dur: np.ndarray, track: np.ndarray) -> None:
-        self.order = start_order(ts, dur, track)
-        self.ts = ts[self.order]
-        self.end = (ts + dur)[self.order]
-        self.track = track[self.order]
+        self.order = start_order(ts, dur, track).astype(row_dtype(len(ts)), copy=False)
+        self._ts, self._dur = ts, dur
+        tk = track[self.order]
+        first = np.flatnonzero(np.r_[True, tk[1:] != tk[:-1]]) if len(tk) else np.zeros(0, np.int64)
+        self.tracks = tk[first]
+        self.lo = first
+        self.hi = np.r_[first[1:], len(tk)].astype(np.int64)
         self.n_rows = len(ts)
 
-    def _segments(self, track: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return np.searchsorted(self.track, track, "left"), np.searchsorted(self.track, track, "right")
+    def _segment(self, tr: Any) -> tuple[int, int, np.ndarray, np.ndarray]:
+        """[lo, hi) of track `tr` in the order, and its slices' starts and ends in that order."""
+        k = int(np.searchsorted(self.tracks, tr))
+        if k >= len(self.tracks) or self.tracks[k] != tr:
+            return 0, 0, np.zeros(0, np.int64), np.zeros(0, np.int64)
+        lo, hi = int(self.lo[k]), int(self.hi[k])
+        rows = self.order[lo:hi]
+        ts = self._ts[rows]
+        return lo, hi, ts, ts + self._dur[rows]
 
     def enclosing(self, track: np.ndarray, t: np.ndarray) -> np.ndarray:
         """Row of the deepest slice on `track` with start <= t <= end, or -1."""
         out = np.full(len(t), -1, dtype=np.int64)
         for tr, q in _groups(track):
-            los, his = self._segments(np.array([tr]))
-            lo, hi = int(los[0]), int(his[0])
+            lo, hi, ts, end = self._segment(tr)
             if lo == hi:
                 continue
-            pos = np.searchsorted(self.ts[lo:hi], t[q], "right") - 1 + lo
-            ok = (pos >= lo) & (self.end[np.maximum(pos, lo)] >= t[q])
-            out[q[ok]] = self.order[pos[ok]]
-            for k in np.flatnonzero(~ok & (pos >= lo)):
+            pos = np.searchsorted(ts, t[q], "right") - 1  # within the track's run
+            ok = (pos >= 0) & (end[np.maximum(pos, 0)] >= t[q])
+            out[q[ok]] = self.order[lo + pos[ok]]
+            for k in np.flatnonzero(~ok & (pos >= 0)):
                 tq, c = t[q[k]], int(pos[k]) - 1
-                stop = max(lo, c - _WALK_BACK)
+                stop = max(0, c - _WALK_BACK)
                 while c >= stop:
-                    if self.end[c] >= tq:
-                        out[q[k]] = self.order[c]
+                    if end[c] >= tq:
+                        out[q[k]] = self.order[lo + c]
                         break
                     c -= 1
         return out
@@ -61,11 +73,10 @@ class SliceIndex:
         """Row of the first slice on `track` starting at or after t, or -1."""
         out = np.full(len(t), -1, dtype=np.int64)
         for tr, q in _groups(track):
-            los, his = self._segments(np.array([tr]))
-            lo, hi = int(los[0]), int(his[0])
-            pos = np.searchsorted(self.ts[lo:hi], t[q], "left") + lo
-            ok = pos < hi
-            out[q[ok]] = self.order[pos[ok]]
+            lo, hi, ts, _ = self._segment(tr)
+            pos = np.searchsorted(ts, t[q], "left")
+            ok = pos < hi - lo
+            out[q[ok]] = self.order[lo + pos[ok]]
         return out
 
     def hint_ok(self, hint: np.ndarray, track: np.ndarray, t: np.ndarray, ts: np.ndarray, dur: np.ndarray,
