@@ -40,9 +40,13 @@ MAX_STEPS = 5
 COLLECTIVE_NAME = re.compile(r"(?i)nccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast")
 
 
+_NO_SEGMENTS = np.zeros(0, dtype=np.int64)
+
+
 @dataclass
 class StepPath:
-    """The critical path of one step."""
+    """The critical path of one step; its segments as columns (a path without steps runs over the whole trace:
+    one entry per slice on it would be a Python object per event)."""
 
     step: int
     start_ns: int
@@ -50,28 +54,42 @@ class StepPath:
     host_ns: int = 0
     device_ns: int = 0
     collective_ns: int = 0
-    segments: list[tuple[str, int, int, int]] = field(default_factory=list)
-    """(kind, slice row, start ns, end ns) in time order; kind "host", "device" or "collective"."""
+    seg_kind: np.ndarray = field(default_factory=lambda: _NO_SEGMENTS)
+    """Each segment's kind code (`KINDS`), in time order."""
+    seg_row: np.ndarray = field(default_factory=lambda: _NO_SEGMENTS)
+    """Each segment's slice row."""
+    seg_start: np.ndarray = field(default_factory=lambda: _NO_SEGMENTS)
+    seg_end: np.ndarray = field(default_factory=lambda: _NO_SEGMENTS)
 
     @property
     def length_ns(self) -> int:
         return self.host_ns + self.device_ns + self.collective_ns
 
+    @property
+    def segments(self) -> list[tuple[str, int, int, int]]:
+        """(kind, slice row, start ns, end ns) in time order; kind "host", "device" or "collective" (a list:
+        for reading a short path, not for a whole trace's)."""
+        return [(KINDS[k], r, a, b) for k, r, a, b in zip(self.seg_kind.tolist(), self.seg_row.tolist(),
+                                                          self.seg_start.tolist(), self.seg_end.tolist(), strict=True)]
+
     def to_dict(self, ctx: Context, top: int = 10) -> dict[str, Any]:
         """JSON fields: the step, its span, the path's length and host/device/collective time, and its `top`
         heaviest slices with their kind, time, share of the path and user line (`sites_of`: a device slice's
         is the line that launched it)."""
-        by_row: dict[int, list[Any]] = {}
-        for kind, row, s, e in self.segments:
-            by_row.setdefault(row, [kind, 0])[1] += e - s
-        heavy = sorted(by_row.items(), key=lambda kv: -kv[1][1])[:top]
-        sites = sites_of(ctx).of_rows([r for r, _ in heavy])
+        heavy: list[tuple[int, str, int]] = []
+        if len(self.seg_row):
+            rows, first, inv = np.unique(self.seg_row, return_index=True, return_inverse=True)
+            ns = np.bincount(inv, weights=self.seg_end - self.seg_start, minlength=len(rows))
+            by_first = np.argsort(first, kind="stable")  # rows in the order the path first meets them
+            pick = by_first[np.argsort(-ns[by_first], kind="stable")[:top]]
+            heavy = [(int(rows[i]), KINDS[int(self.seg_kind[first[i]])], int(ns[i])) for i in pick.tolist()]
+        sites = sites_of(ctx).of_rows([r for r, _, _ in heavy])
         n = max(self.length_ns, 1)
         return {"step": self.step, "start_ns": self.start_ns, "end_ns": self.end_ns, "length_ns": self.length_ns,
                 "host_ns": self.host_ns, "device_ns": self.device_ns, "collective_ns": self.collective_ns,
                 "top": [{"name": ctx.trace.slice_name(r), "kind": k, "ns": ns, "share": round(ns / n, 4),
                          "call_site": site.call_site, "row": r}
-                        for (r, (k, ns)), site in zip(heavy, sites, strict=True)]}
+                        for (r, k, ns), site in zip(heavy, sites, strict=True)]}
 
 
 def critical_path(ctx: Context) -> list[StepPath]:
@@ -129,13 +147,14 @@ class _PathIndex:
         self.ctx = ctx
         sl = ctx.trace.slices
         paths = critical_path(ctx)
-        self.paths = [np.array([(s, e) for k, _, s, e in p.segments if k != "device"], dtype=np.int64).reshape(-1, 2)
-                      for p in paths]
+        device = KINDS.index("device")
+        self.paths = [np.column_stack((p.seg_start, p.seg_end))[p.seg_kind != device] for p in paths]
         self.by_track: dict[int, list[np.ndarray]] = {}
         for p in paths:
-            for t in {int(sl.track[r]) for _, r, _, _ in p.segments}:
-                se = np.array([(s, e) for _, r, s, e in p.segments if int(sl.track[r]) == t], dtype=np.int64)
-                self.by_track.setdefault(t, []).append(se.reshape(-1, 2))
+            track = sl.track[p.seg_row]
+            se = np.column_stack((p.seg_start, p.seg_end))
+            for t in np.unique(track).tolist():
+                self.by_track.setdefault(int(t), []).append(se[track == t])
         kinds = (TrackKind.THREAD, TrackKind.DEVICE)  # per track, not per row: a big trace's rows are many
         self.own_track = np.array([t.kind in kinds for t in ctx.trace.tracks] or [False], dtype=bool)
 
@@ -220,8 +239,8 @@ def _path(ctx: Context, step: int, s: int, e: int) -> StepPath:
         return out
     k_on, w_on = kind[on], (time[on + 1] - time[on])
     out.host_ns, out.device_ns, out.collective_ns = (int(w_on[k_on == c].sum()) for c in range(3))
-    out.segments = [(KINDS[k], r, a, b) for k, r, a, b in zip(k_on.tolist(), row[on].tolist(), time[on].tolist(),
-                                                               time[on + 1].tolist(), strict=True)]
+    out.seg_kind, out.seg_row = k_on.astype(np.int8), row[on].astype(np.int64)
+    out.seg_start, out.seg_end = time[on].astype(np.int64), time[on + 1].astype(np.int64)
     return out
 
 
