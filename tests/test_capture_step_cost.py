@@ -70,7 +70,9 @@ def test_step_records_no_python_call_beyond_torch_profilers_own() -> None:
         per_step[kind] = (sum(c_many.values()) - sum(c_few.values())) / (many - few)
         if kind == "neuron_prof":
             grown = {n: (c_many[n] - c_few[n]) / (many - few) for n in c_many if c_many[n] > c_few[n]}
-            ours = {n for n in grown if "neuron_prof/" in n}
+            # per step: at least once in every two steps (a frame of ours recorded once per capture, such as the
+            # SIGTERM watcher's `_run` waiting on its thread when the tracer started, is no per-step cost)
+            ours = {n for n, per in grown.items() if "neuron_prof/" in n and per >= 0.5}
             # the user's call of step() and the schedule torch's step() asks: no other Python of ours per step
             assert {re.sub(r"\(\d+\)", "", n) for n in ours} == {"neuron_prof/capture/_session.py: step",
                                                                 "neuron_prof/capture/_kineto.py: _record_always"}
