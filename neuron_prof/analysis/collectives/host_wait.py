@@ -39,11 +39,10 @@ def with_host_waits(late: LateArrivals | None, waits: dict[int, RunQueue]) -> La
         iv = np.searchsorted(rq.ts_ns, late.start[mine, j], side="right") - 1
         inside = (iv >= 0) & (iv < len(rq.ts_ns) - 1)
         for i in np.unique(iv[inside]):
-            lo, hi = rq.ts_ns[i], rq.ts_ns[i + 1]
-            own = float(rq.at(np.array([hi]))[0] - rq.at(np.array([lo]))[0])
-            others = min(float(waits[o].at(np.array([hi]))[0] - waits[o].at(np.array([lo]))[0])
-                         for o in late.ranks if o != r)
+            lo, hi = rq.ts_ns[i : i + 1], rq.ts_ns[i + 1 : i + 2]  # the interval, as `RunQueue.within`'s window
+            own = rq.within(lo, hi)
+            others = min(waits[o].within(lo, hi) for o in late.ranks if o != r)
             ks = mine[inside & (iv == i)]
-            share = min(1.0, max(own - others, 0.0) / float(spread[ks].sum()))
+            share = min(1.0, max(own - others, 0) / float(spread[ks].sum()))
             explained[ks] = spread[ks] * share
     return replace(late, explained=explained.astype(np.int64))

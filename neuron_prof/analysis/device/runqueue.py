@@ -49,14 +49,6 @@ class RunQueue:
         ok = span > 0
         return int((wait[ok] * (inside[ok] / span[ok])).sum())
 
-    def at(self, ts_ns: np.ndarray) -> np.ndarray:
-        """The wait up to each of `ts_ns` since the first sample (as `within` spreads it: evenly over each sample
-        interval, never more than the interval): ``at(hi) - at(lo)`` is the wait inside [lo, hi)."""
-        span = np.diff(self.ts_ns)
-        wait = np.minimum(np.maximum(np.diff(self.wait_ns), 0), span)
-        cum = np.concatenate([[0], np.cumsum(wait)]).astype(np.float64)
-        return np.interp(np.asarray(ts_ns, dtype=np.float64), self.ts_ns.astype(np.float64), cum)
-
     def shifted(self, shift_ns: int) -> RunQueue:
         """The same samples on a clock `shift_ns` ahead (a rank's samples on a job's aligned clock)."""
         return RunQueue(self.ts_ns + shift_ns, self.wait_ns, self.loadavg)
