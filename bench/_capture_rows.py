@@ -7,16 +7,25 @@ The workload is a real device's regime: many microsecond ops per step, 4 per ite
 - d``, or the same as calls, ``torch.sub(torch.relu(torch.add(torch.mul(a, b), c)), d)``) on tiny tensors.
 A step's time is its wall-clock time in the loop (what the user feels), ending with a device synchronize where
 there is a device. The three modes (no profiler; bare torch.profiler with the options neuron-prof gives it;
-``neuron_prof.profile()`` with its defaults) alternate within each round, in an order rotated each round, so
-that the machine's load hits them alike.
+``neuron_prof.profile()`` with its defaults) alternate within each round, in an order rotated each round and
+reversed every other three rounds (each mode follows each other mode about equally often), so that the machine's
+load hits them alike. A stopped session's garbage is collected before the next mode starts: measured on this
+machine, a mode that followed a stopped torch.profiler session ran 5-20% slower than one that followed a
+neuron_prof session, and the plain rotation put neuron_prof after torch.profiler in two rounds of three.
+
+``--fresh`` measures one session per process instead (the user's regime: one capture in a new process), each
+round starting the three modes' processes in the rotated order; `fresh_row` runs it.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -75,6 +84,12 @@ def _steps(step: Callable[[], None], sync: Callable[[], None], n: int,
     return out[1:], cpu[1:]  # the first step of a mode follows the previous mode's start or end
 
 
+def order(r: int) -> list[str]:
+    """Round `r`'s order of the modes: rotated each round, reversed every other three rounds."""
+    rot = list(MODES[r % 3:] + MODES[:r % 3])
+    return rot[::-1] if (r // 3) % 2 else rot
+
+
 def measure(device: str, style: str, rounds: int, steps: int, iters: int) -> dict[str, Any]:
     """Per-round medians of each mode's step time, the memory probe's CPU share, and the load average."""
     import torch
@@ -118,9 +133,9 @@ def measure(device: str, style: str, rounds: int, steps: int, iters: int) -> dic
         per_round_cpu[mode].append(statistics.median(cpu))
 
     for r in range(rounds):
-        order = list(MODES[r % 3:] + MODES[:r % 3])
-        for mode in order:
+        for mode in order(r):
             run(mode)
+            gc.collect()  # outside the steps: the stopped session's garbage, not the next mode's cost
     return {"device": device, "style": style, "launch": os.environ.get("NEURON_LAUNCH_BLOCKING", ""),
             "host_cost": os.environ.get("NEURON_PROF_EMULATE_HOST_COST", ""),
             "iters": iters, "ops_per_step": 4 * iters, "rounds": rounds, "steps": steps - 1,
@@ -128,15 +143,65 @@ def measure(device: str, style: str, rounds: int, steps: int, iters: int) -> dic
             "load": [load0, os.getloadavg()[0]], "torch": torch.__version__}
 
 
+def one_session(device: str, style: str, mode: str, steps: int, iters: int) -> dict[str, Any]:
+    """One mode's step times in this process, its only session (after 3 unprofiled steps: the first calls'
+    one-time costs)."""
+    import torch
+
+    torch.set_num_threads(1)
+    step, sync = workload(device, style, iters)
+    for _ in range(3):
+        step()
+    sync()
+    if mode == "none":
+        times, cpu = _steps(step, sync, steps, None)
+    elif mode == "torch.profiler":
+        p = bare_profiler(device)
+        p.start()
+        times, cpu = _steps(step, sync, steps, p.step)
+        p.stop()
+    else:
+        import neuron_prof
+
+        s = neuron_prof.profile(None, quiet=True).start()
+        times, cpu = _steps(step, sync, steps, s.step)
+        s.stop()
+    return {"mode": mode, "s": statistics.median(times), "cpu_s": statistics.median(cpu)}
+
+
+def fresh_row(device: str, style: str, env: dict[str, str], rounds: int, steps: int, iters: int) -> dict[str, Any]:
+    """`measure`'s result with each session in a new process of its own (`--fresh`), the modes alternating."""
+    per_round: dict[str, list[float]] = {m: [] for m in MODES}
+    per_round_cpu: dict[str, list[float]] = {m: [] for m in MODES}
+    load0 = os.getloadavg()[0]
+    for r in range(rounds):
+        for mode in order(r):
+            cmd = [sys.executable, "-m", "bench._capture_rows", "--device", device, "--style", style, "--fresh",
+                   mode, "--steps", str(steps), "--iters", str(iters)]
+            out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env}, timeout=600)
+            if out.returncode != 0:
+                raise RuntimeError(f"{' '.join(cmd)}: {out.stderr[-2000:]}")
+            d = json.loads(out.stdout.strip().splitlines()[-1])
+            per_round[mode].append(d["s"])
+            per_round_cpu[mode].append(d["cpu_s"])
+    return {"device": device, "style": style, "iters": iters, "ops_per_step": 4 * iters, "rounds": rounds,
+            "steps": steps - 1, "per_round_s": per_round, "per_round_cpu_s": per_round_cpu,
+            "memory_probe_share": [], "load": [load0, os.getloadavg()[0]], "fresh": True}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--fresh", choices=MODES, help="one session of this mode, this process's only one")
     ap.add_argument("--style", choices=["ops", "calls"], default="ops")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--iters", type=int, default=100, help="iterations of 4 ops per step")
     a = ap.parse_args(argv)
-    print(json.dumps(measure(a.device, a.style, a.rounds, a.steps, a.iters)))
+    if a.fresh:
+        print(json.dumps(one_session(a.device, a.style, a.fresh, a.steps, a.iters)))
+    else:
+        print(json.dumps(measure(a.device, a.style, a.rounds, a.steps, a.iters)))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,11 @@ a capture, whole process, against torch.profiler's own stop + export.
     python -m bench capture --rounds 7 --iters 200
     python -m bench capture --only cpu --rounds 11 --end-iters 0    # the CPU tiny-op rows alone
     python -m bench capture --gpt                 # also the TinyGPT step CPU-time table (bench/_capture_gpt.py)
+    python -m bench capture --fresh all           # every row also with one session per process
+
+Rows marked "a process per session" start a new process for each session (the user's regime: one capture in a
+new process), the modes' processes alternating round after round; the other rows alternate the modes' sessions
+in one process (`bench/_capture_rows.py` says how the order is balanced).
 
 Each row runs in its own process (`bench/_capture_rows.py`: the emulated device is enabled once per process);
 within it the three modes alternate, round after round, in a rotated order. A row prints the median step time
@@ -57,6 +62,12 @@ def _row(device: str, style: str, env: dict[str, str], a: argparse.Namespace) ->
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def _fresh(device: str, style: str, env: dict[str, str], a: argparse.Namespace) -> dict[str, Any]:
+    from bench._capture_rows import fresh_row
+
+    return fresh_row(device, style, env, a.rounds, a.steps, a.iters)
+
+
 def _spread(xs: list[float], scale: float = 1e3) -> str:
     return f"{statistics.median(xs) * scale:.3f} ({min(xs) * scale:.3f}-{max(xs) * scale:.3f})"
 
@@ -101,6 +112,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--end-iters", type=int, default=300, help="the end-of-capture script's size (0: skip it)")
     ap.add_argument("--gpt", action="store_true", help="also the TinyGPT step CPU-time table")
     ap.add_argument("--only", choices=["cpu", "neuron", "cuda"], help="only the rows of this device")
+    ap.add_argument("--fresh", choices=["none", "cpu", "all"], default="cpu",
+                    help="which devices' rows are measured again with one session per process")
     a, rest = ap.parse_known_args(argv)
 
     from rich.console import Console
@@ -120,6 +133,11 @@ def main(argv: list[str] | None = None) -> None:
         d = _row(device, style, env, a)
         t.add_row(*cells(name, device, style, d, ratios))
         con.print(f"  {name}: {ratios[name]:.3f}x torch.profiler", style="dim")
+    for name, device, style, env in rows:
+        if a.fresh == "all" or a.fresh == device:
+            fname = f"{name}, a process per session"
+            t.add_row(*cells(fname, device, style, _fresh(device, style, env, a), ratios))
+            con.print(f"  {fname}: {ratios[fname]:.3f}x torch.profiler", style="dim")
     con.print(t)
     if not _cuda():
         con.print("no GPU here: the CUDA rows (measured and predicted) run where torch.cuda.is_available()")
