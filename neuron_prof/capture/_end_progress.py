@@ -46,6 +46,16 @@ def wanted(quiet: bool) -> bool:
         return False
 
 
+def prepare() -> None:
+    """Import rich now (about 80 ms), at a session's start, where a bar may be wanted at its end: imported at the end,
+    the bar's first draw waits for the import while the end's first phases run. Never raises."""
+    try:
+        import rich.console
+        import rich.progress  # noqa: F401
+    except Exception:  # noqa: BLE001
+        pass
+
+
 class EndProgress:
     """The bar of one session's end; a no-op when not `enabled`. Never raises into the session."""
 
@@ -75,12 +85,14 @@ class EndProgress:
                 self._update()
 
     def _show_after(self, delay_s: float) -> None:
+        try:  # already imported by `prepare` at the session's start; if not, while the delay runs
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+        except Exception:  # noqa: BLE001  (no rich: no bar, the save goes on)
+            return
         if self._done.wait(delay_s):
             return
         try:
-            from rich.console import Console
-            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
             with self._lock:
                 if self._done.is_set():
                     return

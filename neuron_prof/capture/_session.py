@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from neuron_prof.backends.base import CaptureContext
 from neuron_prof.capture import _compile_quiet, _env, _outputs, _runtime, _steps
-from neuron_prof.capture._end_progress import EndProgress, wanted
+from neuron_prof.capture._end_progress import EndProgress, prepare, wanted
 from neuron_prof.capture._groups import ProcessGroupKeeper
 from neuron_prof.capture._report import CaptureWarning, dedup_errors, report_problems, user_stacklevel
 from neuron_prof.capture._runqueue import PROBE as RUNQUEUE_PROBE
@@ -214,6 +214,8 @@ class Session(contextlib.ContextDecorator):
         t0 = time.perf_counter_ns()
         self._builder = TraceBuilder()
         _env.quiet_kineto()  # before torch.profiler first starts Kineto in this process
+        if wanted(self.quiet):
+            prepare()  # the end's bar then draws from its first phases on, not after importing rich
         backend_opts = self._open_backend()
         prof = self._make_profiler(backend_opts)
         self._guard("backend", "start", lambda: self._backend.start(ctx) if self._backend is not None else None)
