@@ -187,6 +187,12 @@ OPT_IN: dict[str, Bench] = {
         "call kept / by default / under --max-events (the full capture takes minutes; only when named)",
         _fixed([], ["--modes", "default,max-events"]),
     ),
+    "gpu": Bench(
+        "bench.gpu_check",
+        "the prepared script for a lent GPU: a tiny GPT with planted syncs and recompiles, none / torch.profiler / "
+        "neuron_prof in new processes: step time, end of capture, findings at their lines (--device neuron: dry run)",
+        _fixed([], ["--device", "neuron", "--pairs", "1"]),
+    ),
 }
 """Benchmarks run only when named (too long or too big for the suite)."""
 

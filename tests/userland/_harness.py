@@ -35,7 +35,7 @@ DRIVER = PROGRAMS_DIR / "_drive.py"
 COMPILE_SCALE = "0.5"
 """NEURON_PROF_EMULATE_COMPILE_SCALE for the runs, unless set in the environment."""
 
-DEVICES = ("neuron", "cpu")
+DEVICES = ("neuron", "cpu", "cuda")
 WAYS = ("run-neuron", "profile-neuron", "run-cpu", "profile-cpu")
 SEVERE = ("warning", "critical")
 LOAD_DEPENDENT = ("device_idle", "profiler_overhead")
