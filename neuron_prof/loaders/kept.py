@@ -27,7 +27,8 @@ from neuron_prof.version import __version__
 OVERVIEW = "overview"
 """The analysis' overview (totals and findings, `neuron_prof.analysis.overview`) and the per-step breakdown,
 as `Report.to_dict` (no lines): the TUI's first screen."""
-_PREFIX = "kept."
+PREFIX = "kept."
+"""Documents are `<index folder>/kept.<name>`."""
 _OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
 
@@ -62,7 +63,7 @@ def _where(src: Path, name: str) -> tuple[Path, bytes] | None:
             return None
     except Exception:  # noqa: BLE001 - no index, a damaged one: nothing kept
         return None
-    return folder / f"{_PREFIX}{name}", f"{key}:{code_version()}\n".encode()
+    return folder / f"{PREFIX}{name}", f"{key}:{code_version()}\n".encode()
 
 
 def read_json(src: str | os.PathLike[str], name: str) -> dict[str, Any] | None:
