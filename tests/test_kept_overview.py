@@ -5,6 +5,7 @@ prints from the kept report, byte for byte what a fresh computation prints; a ch
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -43,12 +44,29 @@ class Passes:
         monkeypatch.setattr(tui_data, "analyse", counted)
 
 
-async def _open(path: Path) -> tuple[NeuronProfApp, str]:
+async def _open(path: Path, held: bool = False) -> tuple[NeuronProfApp, str]:
+    """Open `path` at 80x24 and read the first screen; `held`: every other view's table is held back in the
+    background meanwhile (`NeuronProfApp.before_table`), and a key is handled on the first screen."""
     app = NeuronProfApp([path])
-    async with app.run_test(size=(80, 24)) as pilot:
-        await first_screen(pilot, app)
-        text = screen_text(app)
-        await pilot.press("q")
+    gate = threading.Event()
+
+    def hold(name: str) -> None:
+        gate.wait(30)
+
+    if held:
+        app.before_table = hold
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await first_screen(pilot, app)
+            text = screen_text(app)
+            if held:
+                assert app.warmed_at is None and not app.is_ready("ops")  # the tables are still held
+                table = app.screen.table  # type: ignore[attr-defined]
+                await pilot.press("down")
+                assert table.cursor == 1
+            await pilot.press("q")
+    finally:
+        gate.set()
     return app, text
 
 
@@ -72,7 +90,7 @@ async def test_second_open_draws_the_first_screen_from_the_kept_overview(
     doc["totals"]["wall_ns"] = first.totals["wall_ns"] + 1
     doc["findings"].insert(0, {**doc["findings"][0], "title": MARK, "cost_ns": 10 ** 15, "share": 1.0})
     assert kept.write_json(trace_file, kept.OVERVIEW, doc)
-    app, text = await _open(trace_file)
+    app, text = await _open(trace_file, held=True)
     # THEN no first pass ran: the first screen shows the kept document, steps and all
     assert passes.n == 1
     rank = app.data.rank
