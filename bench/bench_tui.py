@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import resource
 import statistics
 import sys
@@ -138,6 +139,8 @@ async def run(source: Any, keys: list[tuple[str, str]], repeat: int, during_warm
     out: dict[str, Any] = {}
     t0, cpu0 = time.perf_counter(), _cpu()
     app = NeuronProfApp([source])
+    started: list[tuple[float, str]] = []  # (when, table) each background table began: where a lag fell
+    app.before_table = lambda name: started.append((time.perf_counter(), name))  # type: ignore[func-returns-value]
     async with app.run_test(size=(160, 48)) as pilot:
         # awaited, not polled: a poll wakes the event loop, which takes the GIL from the loader's thread every
         # time (on 2 busy cores each hand-over can wait for the scheduler)
@@ -148,6 +151,7 @@ async def run(source: Any, keys: list[tuple[str, str]], repeat: int, during_warm
             await asyncio.sleep(0.005)
         out["first_screen_s"] = app.shown_at - t0
         out["first_screen_cpu_s"] = _cpu() - cpu0
+        out["first_screen_rss_mb"] = _rss_mb()
         await pilot.pause()
         warm = next((w for w in app.workers if w.name == "warm"), None)
         # keys handled while the other views' tables are built in the background (their thread and the event
@@ -164,6 +168,9 @@ async def run(source: Any, keys: list[tuple[str, str]], repeat: int, during_warm
             s = time.perf_counter()
             await asyncio.sleep(0.005)
             out["lag_ms"].append(1e3 * (time.perf_counter() - s - 0.005))
+            if out["lag_ms"][-1] > 100:
+                out.setdefault("long_lags", []).append(
+                    (out["lag_ms"][-1], next((n for t, n in reversed(started) if t <= s), "?")))
             await asyncio.sleep(0.1)
         if warm is not None:
             await warm.wait()
@@ -222,6 +229,14 @@ async def run(source: Any, keys: list[tuple[str, str]], repeat: int, during_warm
         await pilot.press("q")
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
+
+
+def _rss_mb() -> float:
+    """This process's resident memory now (MB; 0 where /proc is not there)."""
+    try:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        return 0.0
 
 
 def _cpu() -> float:
@@ -299,6 +314,9 @@ def main(argv: list[str] | None = None) -> int:
         lag = r["lag_ms"]
         print(f"{len(d)} keys during the background build: action + full repaint median {np.median(d):.1f} ms, "
               f"max {max(d):.1f} ms; event loop lag median {np.median(lag):.1f} ms, max {max(lag):.1f} ms")
+        if r.get("long_lags"):
+            print("  lags over 100 ms, with the table being built: "
+                  + ", ".join(f"{ms:.0f} ms ({name})" for ms, name in r["long_lags"]))
     head = f"{'key':<28}{'press - baseline':>18}{'action + full repaint':>24}{'raw press':>12}"
     print(f"{head}   (target <= 100 ms)")
     for name, press, work, raw in r["keys"]:
@@ -306,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         rw = "" if np.isnan(raw) else f"{raw:.1f} ms"
         print(f"{name:<28}{press:>15.1f} ms{w:>24}{rw:>12}")
     print("switch rows: the action column is the event loop's CPU time in the press less the unbound key's")
-    print(f"peak RSS: {r['peak_rss_mb']:.0f} MB")
+    print(f"RSS at the first screen: {r['first_screen_rss_mb']:.0f} MB; peak RSS: {r['peak_rss_mb']:.0f} MB")
     return 0
 
 
