@@ -258,9 +258,10 @@ def _rank(trace: Trace, source: str, cross: Sequence[Finding] = (), path: Path |
     ctx = Context(trace)
     doc = kept.read_json(path, kept.OVERVIEW) if path is not None else None
     steps: list[dict[str, Any]] | None = None
+    warnings: list[str] = []
     if doc is not None:
         first = Report.from_dict(doc)
-        totals, found, warnings, steps = first.totals, first.findings, [], first.steps
+        totals, found, steps = first.totals, first.findings, first.steps
     else:
         totals, found, warnings = analyse(trace, ctx)
     whole = not warnings
