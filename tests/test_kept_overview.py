@@ -133,7 +133,8 @@ def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     return rc, capsys.readouterr().out
 
 
-@pytest.mark.parametrize("args", [("summary", "--json"), ("summary",), ("check",)], ids=" ".join)
+@pytest.mark.parametrize("args", [("summary", "--json"), ("summary",), ("summary", "--markdown"), ("check",)],
+                         ids=" ".join)
 def test_summary_and_check_from_the_kept_report_are_byte_identical(
         trace_file: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
         args: tuple[str, ...]) -> None:
