@@ -16,7 +16,7 @@ from neuron_prof.analysis import Context, Report, overview, step_breakdown
 from neuron_prof.cli import main
 from neuron_prof.loaders import _cache, kept, load
 from neuron_prof.tui.app import NeuronProfApp
-from tests._tui_pilot import first_screen, screen_text
+from tests._tui_pilot import first_screen, ready, screen_text
 
 EVENTS = 12_000
 """Enough events for a file above the cache's MIN_SIZE (an index, so something to keep beside)."""
@@ -161,3 +161,24 @@ def test_summary_keeps_the_overview_the_tui_would_compute(trace_file: Path,
     # another warm-up is another report, and not the TUI's overview
     _run(capsys, "summary", "--json", "--warmup-steps", "0", str(trace_file))
     assert kept.read_json(trace_file, kept.report_name(0)) is not None
+
+
+async def test_the_views_draw_the_same_from_the_kept_overview(trace_file: Path) -> None:
+    async def views() -> list[str]:
+        app = NeuronProfApp([trace_file])
+        texts = []
+        async with app.run_test(size=(80, 24)) as pilot:
+            await ready(pilot, app)
+            # the views that read the overview's totals, findings and steps: the overview, its step bars, ranks
+            for key in ("b", "8"):
+                texts.append(screen_text(app))
+                await pilot.press(key)
+                await pilot.pause()
+            texts.append(screen_text(app))
+            await pilot.press("q")
+        assert not app.data.failed
+        return texts
+
+    fresh = await views()  # the first pass, kept
+    assert kept.read_json(trace_file, kept.OVERVIEW) is not None
+    assert await views() == fresh
