@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import resource
 import statistics
 import sys
@@ -140,7 +139,13 @@ async def run(source: Any, keys: list[tuple[str, str]], repeat: int, during_warm
     t0, cpu0 = time.perf_counter(), _cpu()
     app = NeuronProfApp([source])
     started: list[tuple[float, str]] = []  # (when, table) each background table began: where a lag fell
-    app.before_table = lambda name: started.append((time.perf_counter(), name))  # type: ignore[func-returns-value]
+    anon: list[tuple[str, float]] = []  # (table, anonymous RSS in MB as it began)
+
+    def before(name: str) -> None:
+        started.append((time.perf_counter(), name))
+        anon.append((name, _rss_mb("RssAnon")))
+
+    app.before_table = before
     async with app.run_test(size=(160, 48)) as pilot:
         # awaited, not polled: a poll wakes the event loop, which takes the GIL from the loader's thread every
         # time (on 2 busy cores each hand-over can wait for the scheduler)
@@ -183,6 +188,7 @@ async def run(source: Any, keys: list[tuple[str, str]], repeat: int, during_warm
         await pilot.pause()
         out["premount_s"] = None if app.premounted_at is None else app.premounted_at - app.shown_at
         out["timings"] = dict(app.data.timings)
+        out["anon_mb"] = [*anon, ("(all built)", _rss_mb("RssAnon"))]
         base, base_cpu = [], []
         for _ in range(repeat):
             s, cpu = time.perf_counter(), time.thread_time()
@@ -231,12 +237,16 @@ async def run(source: Any, keys: list[tuple[str, str]], repeat: int, during_warm
     return out
 
 
-def _rss_mb() -> float:
-    """This process's resident memory now (MB; 0 where /proc is not there)."""
+def _rss_mb(field: str = "VmRSS") -> float:
+    """This process's resident memory now, or one of its parts (`RssAnon`: not the mapped files' pages), in
+    MB from /proc/self/status (0 where there is none)."""
     try:
-        return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
     except OSError:
-        return 0.0
+        pass
+    return 0.0
 
 
 def _cpu() -> float:
@@ -324,6 +334,11 @@ def main(argv: list[str] | None = None) -> int:
         rw = "" if np.isnan(raw) else f"{raw:.1f} ms"
         print(f"{name:<28}{press:>15.1f} ms{w:>24}{rw:>12}")
     print("switch rows: the action column is the event loop's CPU time in the press less the unbound key's")
+    if len(r["anon_mb"]) > 1:
+        a = r["anon_mb"]
+        print("anonymous RSS each background table added: "
+              + "  ".join(f"{n} {a[i + 1][1] - v:+.0f} MB" for i, (n, v) in enumerate(a[:-1]))
+              + f"  (at the end {a[-1][1]:.0f} MB)")
     print(f"RSS at the first screen: {r['first_screen_rss_mb']:.0f} MB; peak RSS: {r['peak_rss_mb']:.0f} MB")
     return 0
 
