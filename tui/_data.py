@@ -2,6 +2,8 @@
 
 `prepare(sources, progress)` runs in the App's worker: the load and the first pass, which is what the
 overview shows (the analysis' totals and findings, `neuron_prof.analysis.overview`, exactly `summary`'s).
+The first pass over a trace file is kept beside its column cache (`neuron_prof.loaders.kept`, also written by
+`summary` and `check`): a later open of the unchanged file draws the overview from it without the first pass.
 Every other view's tables come after the overview is on screen (`TuiData.warm`, in a thread); a view whose
 tables are not there yet is not ready (`TuiData.is_ready`) and the app says so until they are. `prepare`
 accepts paths (loaded with `neuron_prof.loaders.load`) or ready Traces, so tests and benchmarks can hand in
