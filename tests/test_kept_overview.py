@@ -182,3 +182,21 @@ async def test_the_views_draw_the_same_from_the_kept_overview(trace_file: Path) 
     fresh = await views()  # the first pass, kept
     assert kept.read_json(trace_file, kept.OVERVIEW) is not None
     assert await views() == fresh
+
+
+def test_the_html_report_from_the_kept_report_is_byte_identical(
+        trace_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import neuron_prof.analysis as analysis
+
+    def page(k: int) -> bytes:
+        assert main(["report", str(trace_file), "-o", str(tmp_path / f"{k}.html")]) == 0
+        return (tmp_path / f"{k}.html").read_bytes()
+
+    fresh = page(0)  # computed and kept
+    assert kept.read_json(trace_file, kept.report_name(None)) is not None
+
+    def no_report(*a: object, **k: object) -> None:
+        raise AssertionError("the report was computed again")
+
+    monkeypatch.setattr(analysis, "report", no_report)
+    assert page(1) == fresh
