@@ -1,6 +1,6 @@
-"""The report `summary` and `check` print for one trace file: kept beside its column cache once computed.
+"""The report `summary`, `check` and `report` use for one trace file: kept beside its column cache once computed.
 
-A second `summary` or `check` of the same unchanged file reads the kept report (`neuron_prof.loaders.kept`)
+A second `summary`, `check` or `report` of the same unchanged file reads the kept report (`neuron_prof.loaders.kept`)
 instead of running the analyses again: the same document, byte for byte. Computing it also keeps the overview
 (its totals and findings before the critical path marks them, and the per-step breakdown), the TUI's first
 screen, so a TUI opened after `summary` starts from it.
