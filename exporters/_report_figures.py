@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.analysis.fmt import cut, fit_site
-from neuron_prof.exporters._report_data import Collectives, Series, Utilisation, Waterfall
+from neuron_prof.exporters._report_data import Collectives, Series, Utilisation, Waterfall, downsample_minmax
 from neuron_prof.history import trend_series
 
 Figure = dict[str, Any]
@@ -252,17 +252,23 @@ def memory(series: Sequence[Series], span_ms: float | None = None) -> Figure | N
 
 
 def collective_bandwidth(c: Collectives, span_ms: float | None = None) -> Figure | None:
-    """One point per collective: bandwidth (or duration, when sizes are unknown) over time, per op."""
+    """One point per collective: bandwidth (or duration, when sizes are unknown) over time, per op.
+
+    Resolution: at most MAX_POINTS points, shared evenly by the ops; an op with more collectives than its
+    share is cut in time-ordered buckets and each bucket shows its lowest and highest collective (the slowest
+    and fastest survive, `downsample_minmax`)."""
     n = len(c.op)
     if not n:
         return None
     have_bw = bool(np.isfinite(c.gbps).any())
     y_all = c.gbps if have_bw else c.dur_ms
-    keep = np.arange(n) if n <= MAX_POINTS else np.linspace(0, n - 1, MAX_POINTS).astype(np.int64)
     ops = np.array(c.op, dtype=object)
+    names = sorted(set(c.op))
+    share = max(2, MAX_POINTS // len(names))
     data = []
-    for k, op in enumerate(sorted(set(ops[keep].tolist()))):
-        idx = keep[ops[keep] == op]
+    for k, op in enumerate(names):
+        idx = np.flatnonzero(ops == op)
+        idx = idx[downsample_minmax(np.nan_to_num(y_all[idx], nan=-1.0), share)]
         data.append(
             {
                 "type": "scatter",

@@ -2,6 +2,8 @@
 
 `prepare(sources, progress)` runs in the App's worker: the load and the first pass, which is what the
 overview shows (the analysis' totals and findings, `neuron_prof.analysis.overview`, exactly `summary`'s).
+The first pass over a trace file is kept beside its column cache (`neuron_prof.loaders.kept`, also written by
+`summary` and `check`): a later open of the unchanged file draws the overview from it without the first pass.
 Every other view's tables come after the overview is on screen (`TuiData.warm`, in a thread); a view whose
 tables are not there yet is not ready (`TuiData.is_ready`) and the app says so until they are. `prepare`
 accepts paths (loaded with `neuron_prof.loaders.load`) or ready Traces, so tests and benchmarks can hand in
@@ -31,6 +33,7 @@ from neuron_prof.analysis import (
     Finding,
     LineTable,
     OpTable,
+    Report,
     cross_rank_findings,
     info_of,
     line_table,
@@ -43,6 +46,7 @@ from neuron_prof.analysis import (
 from neuron_prof.analysis.efficiency.critical_path import critical_path
 from neuron_prof.analysis.fmt import fmt_bytes
 from neuron_prof.history import trend_of
+from neuron_prof.loaders import kept
 from neuron_prof.model import Trace, TrackKind, split_ranks
 from neuron_prof.tui._lanes import profiled_region
 from neuron_prof.tui._shape import step_times
@@ -250,23 +254,31 @@ class TuiData:
             built(spec.name)
 
 
-def _rank(trace: Trace, source: str, cross: Sequence[Finding] = ()) -> RankData:
+def _rank(trace: Trace, source: str, cross: Sequence[Finding] = (), path: Path | None = None) -> RankData:
+    """One rank's first screen: the overview kept for trace file `path` (`neuron_prof.loaders.kept`) when
+    there is one, else the first pass (`analyse`), kept for the next open."""
     ctx = Context(trace)
-    totals, found, warnings = analyse(trace, ctx)
+    doc = kept.read_json(path, kept.OVERVIEW) if path is not None else None
+    steps: list[dict[str, Any]] | None = None
+    warnings: list[str] = []
+    if doc is not None:
+        first = Report.from_dict(doc)
+        totals, found, steps = first.totals, first.findings, first.steps
+    else:
+        totals, found, warnings = analyse(trace, ctx)
+    whole = not warnings
     if cross:
         found = sort_findings([*found, *cross])
     warnings = [*map(str, trace.metadata.get("load_warnings") or []), *warnings]
     span = profiled_region(trace)
-    return RankData(
-        trace=trace,
-        source=source,
-        findings=found,
-        warnings=warnings,
-        totals=totals,
-        origin=span[0],
-        span=span,
-        context=ctx,
-    )
+    rank = RankData(trace=trace, source=source, findings=found, warnings=warnings, totals=totals, origin=span[0],
+                    span=span, context=ctx)
+    if steps is not None:
+        rank.step_parts = steps
+    elif path is not None and whole:
+        # kept only when the analysis ran whole (a failure is said on this screen, and tried again next time)
+        kept.write_json(path, kept.OVERVIEW, Report(totals, found, steps=rank.step_parts).to_dict())
+    return rank
 
 
 def _size(path: str | os.PathLike[str]) -> str:
@@ -305,7 +317,7 @@ def prepare(
             del trace
             new = [_rank(part, source, [f for f in cross if f.rank == r]) for r, part in parts.items()]
         else:
-            new = [_rank(trace, source)]
+            new = [_rank(trace, source, path=None if isinstance(src, Trace) else Path(src))]
         # the overview is what a user sees first (step times and, on a tall screen, the step mix);
         # the other views' tables are built after it shows
         for rank in new:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,6 +164,12 @@ class Report:
             "step_breakdown": self.steps,
         }
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Report:
+        """A Report back from its `to_dict` document (a kept one: `neuron_prof.loaders.kept`)."""
+        return cls(totals=d["totals"], findings=[Finding.from_dict(f) for f in d["findings"]],
+                   lines=d.get("lines") or [], steps=d.get("step_breakdown") or [])
+
 
 def compute_totals(trace: Trace, *, warmup_steps: int | None = None) -> dict[str, Any]:
     """The totals object alone (see Report)."""
@@ -186,10 +193,14 @@ def overview(trace: Trace, ctx: Context) -> Report:
     return Report(totals=totals, findings=findings)
 
 
-def report(trace: Trace, *, warmup_steps: int | None = None, context: Context | None = None) -> Report:
-    """Totals and findings computed over one shared context (pass `context` to share it further)."""
+def report(trace: Trace, *, warmup_steps: int | None = None, context: Context | None = None,
+           on_overview: Callable[[Report], None] | None = None) -> Report:
+    """Totals and findings computed over one shared context (pass `context` to share it further).
+    `on_overview(first)` sees the overview (`overview`) before the rest is added to it (the CLI keeps it)."""
     ctx = context or Context(trace, warmup_steps)
     first = overview(trace, ctx)
+    if on_overview is not None:
+        on_overview(first)
     # efficiency (FLOPs per op, the critical path) is a per-event pass: the report's, never a first screen's or
     # the end of a capture's
     first.totals["efficiency"] = efficiency_totals(ctx, (first.totals.get("neuron_explorer") or {}).get("summary"))

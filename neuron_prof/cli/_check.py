@@ -195,7 +195,8 @@ def command(
     neuron-prof check trace.json --baseline main.json   # only what the baseline did not have
     neuron-prof check trace.json --baseline last        # against the previous run of the same script
     """
-    from neuron_prof.analysis import partial_line, report
+    from neuron_prof.analysis import partial_line
+    from neuron_prof.cli._reports import trace_report
     from neuron_prof.errors import UsageError
     from neuron_prof.history import resolve_baseline
     from neuron_prof.loaders import load
@@ -207,7 +208,7 @@ def command(
         raise UsageError("--max-memory-growth compares with a baseline: give --baseline BASE")
     base_path = resolve_baseline(baseline, trace_path) if baseline is not None else None
     trace = load(trace_path)
-    rep = report(trace, warmup_steps=warmup_steps)
+    rep = trace_report(trace, trace_path, warmup_steps)
     partial = rep.totals.get("partial")
     if partial:
         click.echo(f"neuron-prof check: {trace_path}: {partial_line(partial)}")

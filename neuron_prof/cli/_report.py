@@ -41,14 +41,14 @@ def command(trace_path: Path, output: Path | None, warmup_steps: int | None, tit
     """
     import time
 
-    from neuron_prof.analysis import report
+    from neuron_prof.cli._reports import trace_report
     from neuron_prof.exporters.html_report import write_html_report
     from neuron_prof.history import trend_of
     from neuron_prof.loaders import load
 
     t = time.perf_counter()
     trace = load(trace_path)
-    rep = report(trace, warmup_steps=warmup_steps)
+    rep = trace_report(trace, trace_path, warmup_steps)
     out = output or default_output(trace_path)
     write_html_report(trace, out, findings=rep.findings, totals=rep.totals, title=title, lines=rep.lines,
                       steps=rep.steps, trend=trend_of(trace_path))

@@ -60,7 +60,7 @@ def command(
         return _write(data, output)
     if scheduler is not None or workers is not None:
         raise UsageError("--scheduler and --workers are for a job (several traces, a folder or a glob)")
-    from neuron_prof.analysis import report
+    from neuron_prof.cli._reports import trace_report
     from neuron_prof.exporters.summary import summary_json, summary_markdown, summary_text
     from neuron_prof.loaders import load
 
@@ -71,7 +71,7 @@ def command(
         click.echo(f"neuron-prof: warning: {trace_path}: {w}", err=True)
     if len(warnings) > 5:
         click.echo(f"neuron-prof: warning: {trace_path}: ... and {len(warnings) - 5} more", err=True)
-    rep = report(trace, warmup_steps=warmup_steps)
+    rep = trace_report(trace, trace_path, warmup_steps)
     from neuron_prof.history import record
 
     why = record(trace, trace_path, "summary", totals=rep.totals, findings=rep.findings)
