@@ -45,9 +45,10 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.analysis.context import Context
+from neuron_prof.analysis.device.rows import device_work_nesting
 from neuron_prof.analysis.sites.host import host_nesting
-from neuron_prof.analysis.sites.nesting import Nesting, nesting
-from neuron_prof.model import Cat, KinetoCat, Trace
+from neuron_prof.analysis.sites.nesting import Nesting
+from neuron_prof.model import KinetoCat, Trace
 from neuron_prof.model.callsite import MODULE_PREFIX, USER, file_kind, parse_frame, user_files_of
 from neuron_prof.model.schema import is_compile_span
 
@@ -312,8 +313,6 @@ def _side(trace: Trace, nest: Nesting, op_cat: np.ndarray, where: str) -> dict[s
 
 
 def _build(trace: Trace, ctx: Context) -> OpTable:
-    from neuron_prof.analysis.device.idle import device_rows  # _idle registers an analysis: import on use
-
     sl = trace.slices
     host = host_nesting(ctx)
     cats = sl.cat[host.rows]
@@ -321,7 +320,7 @@ def _build(trace: Trace, ctx: Context) -> OpTable:
         host_op = np.isin(cats, trace.name_ids(*HOST_OP_CATS))
     else:
         host_op = np.ones(len(host.rows), dtype=bool)
-    dev = nesting(trace, ctx.cat_rows(device_rows(ctx), (Cat.ENGINE_BUSY,), keep=False))
+    dev = device_work_nesting(ctx)
     parts = [
         p
         for p in (

@@ -31,11 +31,12 @@ import numpy as np
 
 from neuron_prof.analysis.compile.events import signature_text
 from neuron_prof.analysis.context import Context
+from neuron_prof.analysis.device.rows import device_work_nesting
 from neuron_prof.analysis.ops import attribution
 from neuron_prof.analysis.sites.callsites import sites_of
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.sites.source import source_line
-from neuron_prof.model import Cat, KinetoCat, Trace, TrackKind
+from neuron_prof.model import KinetoCat, Trace, TrackKind
 from neuron_prof.model.callsite import Site
 
 NOT_WORK_CATS = (KinetoCat.USER_ANNOTATION, KinetoCat.PROFILER_SPAN, KinetoCat.GPU_USER_ANNOTATION)
@@ -129,15 +130,11 @@ def device_ns_by_host_row(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
     place the lines view and the step breakdown read device time per host op from."""
 
     def build() -> tuple[np.ndarray, np.ndarray]:
-        from neuron_prof.analysis.device.idle import device_rows  # _idle registers an analysis: import on use
-        from neuron_prof.analysis.sites.nesting import nesting
-
         tr = ctx.trace
-        dev = ctx.cat_rows(device_rows(ctx), (Cat.ENGINE_BUSY,), keep=False)
         fl = tr.flows
-        if not len(dev) or not len(fl):
+        n = device_work_nesting(ctx)
+        if not len(n.rows) or not len(fl):
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        n = nesting(tr, dev)
         m = np.isin(fl.dst, n.rows)
         dst, src = fl.dst[m], fl.src[m]
         host = host_nesting(ctx).rows
