@@ -4,7 +4,6 @@ the summary is the same, the arrays are mapped (not in the process's memory), a 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -12,6 +12,7 @@ Found with pointer jumping over "the previous slice that could hold me" (numpy; 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -89,7 +90,7 @@ def _parents(ts: np.ndarray, end: np.ndarray, track: np.ndarray) -> np.ndarray:
     skipped that way ends before the candidate does, or by the candidate's start, so it cannot hold this one
     either."""
     n = len(ts)
-    idt = np.int32 if n < 2**31 else np.int64  # positions: half the memory of a big trace's host rows
+    idt: type[np.signedinteger[Any]] = np.int32 if n < 2**31 else np.int64  # positions: half the memory
     cand = np.arange(-1, n - 1, dtype=idt)
     need = np.maximum(end - ROUNDING_NS, ts + 1)  # j holds i when end[j] >= need[i]
     if n:
