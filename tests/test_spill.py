@@ -4,6 +4,7 @@ the summary is the same, the arrays are mapped (not in the process's memory), a 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -55,3 +56,15 @@ def test_a_small_trace_keeps_its_arrays_in_memory(traces: tuple[Trace, Trace]) -
     held, mapped = traces
     assert len(mapped.slices) < spill.SPILL_ROWS
     assert not spill._mapped(host_nesting(Context(mapped)).rows)
+
+
+def test_a_folder_it_cannot_write_keeps_the_arrays_in_memory(traces: tuple[Trace, Trace],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    held, mapped = traces
+    monkeypatch.setattr(spill, "SPILL_ROWS", 0)
+    monkeypatch.setattr(spill, "SPILL_BYTES", 0)
+    ctx = Context(mapped)
+    ctx._spill.folder = Path("/nonexistent/neuron-prof-spill")  # as a read-only or vanished cache folder
+    rows = host_nesting(ctx).rows
+    assert len(rows) and not spill._mapped(rows)
+    np.testing.assert_array_equal(rows, host_nesting(Context(held)).rows)

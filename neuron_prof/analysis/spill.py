@@ -89,10 +89,13 @@ class Spill:
         if not a.nbytes or a.nbytes < SPILL_BYTES or a.dtype.kind not in "biuf" or a.ndim != 1 or _mapped(a):
             return a
         assert self.folder is not None
-        with tempfile.TemporaryFile(dir=self.folder, prefix="spill-") as f:  # unlinked: gone with the map
-            np.ascontiguousarray(a).tofile(f)
-            f.flush()
-            m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            with tempfile.TemporaryFile(dir=self.folder, prefix="spill-") as f:  # unlinked: gone with the map
+                np.ascontiguousarray(a).tofile(f)
+                f.flush()
+                m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except OSError:  # a read-only cache folder, a full disk: the array stays in memory
+            return a
         self._maps.append(m)
         return np.frombuffer(m, dtype=a.dtype, count=len(a))
 
