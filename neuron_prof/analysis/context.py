@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from neuron_prof.analysis.spill import Spill
 from neuron_prof.analysis.steps.boundaries import Steps, make_steps
 from neuron_prof.model import Arg, ArgsStore, Meta, Trace
 from neuron_prof.model.order import row_dtype
@@ -107,12 +108,22 @@ class Context:
         self._args_cache: dict[bytes, dict[str, Any]] = {}
         self._reads = 0
         self._memo: dict[str, Any] = {}
+        self._spill = Spill(trace)
 
     def memo(self, key: str, fn: Callable[[], Any]) -> Any:
-        """`fn()` computed once per context (analyses share parsed probe events this way)."""
+        """`fn()` computed once per context (analyses share parsed probe events this way); for a big trace
+        from the column cache, its big arrays moved to mapped files (`spill`)."""
         if key not in self._memo:
-            self._memo[key] = fn()
+            self._memo[key] = self._spill(fn())
+            if self._spill.folder is not None:  # a pass over every row just ended: its pages need not stay
+                self.drop_pages()
         return self._memo[key]
+
+    def drop_pages(self) -> None:
+        """Hand back the resident pages of the trace's mapped columns and of the shared arrays (`Trace.drop_pages`,
+        `Spill.drop_pages`)."""
+        self.trace.drop_pages()
+        self._spill.drop_pages()
 
     # ---- time ---------------------------------------------------------------------------------
     @cached_property

@@ -45,9 +45,10 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.analysis.context import Context
+from neuron_prof.analysis.device.rows import device_work_nesting
 from neuron_prof.analysis.sites.host import host_nesting
-from neuron_prof.analysis.sites.nesting import Nesting, nesting
-from neuron_prof.model import Cat, KinetoCat, Trace
+from neuron_prof.analysis.sites.nesting import Nesting
+from neuron_prof.model import KinetoCat, Trace
 from neuron_prof.model.callsite import MODULE_PREFIX, USER, file_kind, parse_frame, user_files_of
 from neuron_prof.model.schema import is_compile_span
 
@@ -159,10 +160,21 @@ def _by_key_longest_first(k: np.ndarray, dur: np.ndarray) -> np.ndarray:
 
 def _key_index(trace: Trace, names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(key index per row, key strings): op_key applied once per distinct name id, not per row."""
-    ids, inv = _unique_ids(names)
+    ids, inv = _unique_ids(names) if not len(names) or int(names.min()) < 0 else (_ids_in(names), None)
     keys = np.array([op_key(trace.s(int(i))) for i in ids], dtype=object)
     uniq, kinv = np.unique(keys, return_inverse=True)
-    return kinv[inv].astype(np.int64), uniq
+    if inv is not None:
+        return kinv[inv].astype(np.int64), uniq
+    lut = np.zeros(int(ids[-1]) + 1 if len(ids) else 1, dtype=np.int32)  # key index by name id: no per-row int64
+    lut[ids] = kinv
+    return lut[names], uniq
+
+
+def _ids_in(v: np.ndarray) -> np.ndarray:
+    """The distinct values of `v` (small non-negative ints: string ids), ascending, by marking them."""
+    seen = np.zeros(int(v.max()) + 1, dtype=bool)
+    seen[v] = True
+    return np.flatnonzero(seen).astype(v.dtype)
 
 
 EXECUTION_NAMES = ("nc_exec_running",)
@@ -264,11 +276,16 @@ def _side(trace: Trace, nest: Nesting, op_cat: np.ndarray, where: str) -> dict[s
     anc = np.where(has, kept[np.maximum(par, 0)], -1)
     # a re-dispatch: its nearest enclosing op (same track: nesting is per track) has the same key and holds it
     # whole (same-name runtime calls that overlap without nesting, as on MTIA, are calls of their own)
-    end = sl.ts_ns[rows] + sl.dur_ns[rows]
-    a = np.maximum(anc, 0)
-    redispatch = ~skip & (anc >= 0) & (key[a] == key) & (end <= end[a])
-    root = np.where(redispatch, anc, np.arange(n, dtype=par.dtype))
-    del kept, end, a, anc, has  # whole-column temporaries of a big trace: gone before the next ones
+    del kept, has
+    cand = np.flatnonzero(~skip & (anc >= 0))  # the ends compared only where the keys match: few rows
+    cand = cand[key[anc[cand]] == key[cand]]
+    up = anc[cand]
+    cand = cand[sl.ts_ns[rows[cand]] + sl.dur_ns[rows[cand]] <= sl.ts_ns[rows[up]] + sl.dur_ns[rows[up]]]
+    redispatch = np.zeros(n, dtype=bool)
+    redispatch[cand] = True
+    root = np.arange(n, dtype=par.dtype)
+    root[cand] = anc[cand]
+    del anc, cand, up  # whole-column temporaries of a big trace: gone before the next ones
     while True:
         nxt = root[root]
         if np.array_equal(nxt, root):
@@ -277,12 +294,17 @@ def _side(trace: Trace, nest: Nesting, op_cat: np.ndarray, where: str) -> dict[s
     member = ~nest.transparent & ~np.isin(sl.cat[rows], trace.name_ids(KinetoCat.PROFILER_SPAN))
     call = member & ~redispatch
     if where == "host":
-        uniq_names, inv = _unique_ids(sl.name[rows])
-        wrapper = _wrapper_names(trace, uniq_names)[inv]
+        host_names = sl.name[rows]
+        uniq_names = _ids_in(host_names) if n and int(host_names.min()) >= 0 else np.unique(host_names)
+        is_wrapper_name = np.zeros(int(uniq_names[-1]) + 1 if len(uniq_names) else 1, dtype=bool)
+        is_wrapper_name[uniq_names] = _wrapper_names(trace, uniq_names)  # by name id, not per row
+        wrapper = is_wrapper_name[np.maximum(host_names, 0)] & (host_names >= 0)
+        del host_names
     else:
         wrapper = np.zeros(n, dtype=bool)
-    own_self = np.where(wrapper, 0, nest.self_ns)
-    call_self = np.bincount(root[member], weights=own_self[member], minlength=n).astype(np.int64)
+    own_self = nest.self_ns[member]
+    own_self[wrapper[member]] = 0
+    call_self_all = np.bincount(root[member], weights=own_self, minlength=n)
     del root, member, own_self, skip, redispatch
     ci = np.flatnonzero(call)
     dur = sl.dur_ns[rows[ci]]
@@ -290,6 +312,8 @@ def _side(trace: Trace, nest: Nesting, op_cat: np.ndarray, where: str) -> dict[s
     # group by key, longest call first within a key
     o = _by_key_longest_first(k, dur)
     ci, dur, k = ci[o], dur[o], k[o]
+    call_self = call_self_all[ci].astype(np.int64)  # only the calls' (the whole column in float64 dropped)
+    del call_self_all, o
     uk, first, counts = np.unique(k, return_index=True, return_counts=True)
     is_wrapper = np.bincount(k, weights=wrapper[ci], minlength=len(key_names))[uk] > 0
     is_op = (np.bincount(k, weights=op_cat[ci], minlength=len(key_names))[uk] > 0) & ~is_wrapper
@@ -303,17 +327,15 @@ def _side(trace: Trace, nest: Nesting, op_cat: np.ndarray, where: str) -> dict[s
         "is_wrapper": is_wrapper,
         "calls": counts.astype(np.int64),
         "total_ns": per_op(dur),
-        "self_ns": per_op(call_self[ci]),
+        "self_ns": per_op(call_self),
         "longest": rows[ci[first]].astype(np.int64),
         "call_row": rows[ci],  # `row_dtype`, as the nesting's rows
-        "call_self_ns": call_self[ci],
+        "call_self_ns": call_self,
         "counts": counts,
     }
 
 
 def _build(trace: Trace, ctx: Context) -> OpTable:
-    from neuron_prof.analysis.device.idle import device_rows  # _idle registers an analysis: import on use
-
     sl = trace.slices
     host = host_nesting(ctx)
     cats = sl.cat[host.rows]
@@ -321,7 +343,7 @@ def _build(trace: Trace, ctx: Context) -> OpTable:
         host_op = np.isin(cats, trace.name_ids(*HOST_OP_CATS))
     else:
         host_op = np.ones(len(host.rows), dtype=bool)
-    dev = nesting(trace, ctx.cat_rows(device_rows(ctx), (Cat.ENGINE_BUSY,), keep=False))
+    dev = device_work_nesting(ctx)
     parts = [
         p
         for p in (
@@ -333,8 +355,8 @@ def _build(trace: Trace, ctx: Context) -> OpTable:
     cols = ("name", "where", "is_op", "is_wrapper", "calls", "total_ns", "self_ns", "longest", "counts")
     if parts:
         c = {k: np.concatenate([p[k] for p in parts]) for k in cols}
-        call_row = np.concatenate([p["call_row"] for p in parts])
-        call_self = np.concatenate([p["call_self_ns"] for p in parts])
+        call_row = np.concatenate([p.pop("call_row") for p in parts])  # popped: one copy of the calls at a time
+        call_self = np.concatenate([p.pop("call_self_ns") for p in parts])
     else:
         c = {k: np.zeros(0, dtype=object if k in ("name", "where") else np.int64) for k in cols}
         c["is_op"] = c["is_op"].astype(bool)
@@ -347,7 +369,10 @@ def _build(trace: Trace, ctx: Context) -> OpTable:
     starts = np.r_[0, np.cumsum(c["counts"])][:-1]
     cnt = c["counts"][order]
     start = np.r_[0, np.cumsum(cnt)].astype(np.int64)
-    take = np.repeat(starts[order] - start[:-1], cnt) + np.arange(start[-1])
+    take = np.repeat(starts[order] - start[:-1], cnt)
+    take += np.arange(start[-1])
+    call_row, call_self = call_row[take], call_self[take]
+    del take
     return OpTable(
         name=c["name"][order],
         where=c["where"][order],
@@ -358,8 +383,8 @@ def _build(trace: Trace, ctx: Context) -> OpTable:
         self_ns=c["self_ns"][order],
         longest=c["longest"][order],
         start=start,
-        call_row=call_row[take],
-        call_self_ns=call_self[take],
+        call_row=call_row,
+        call_self_ns=call_self,
     )
 
 

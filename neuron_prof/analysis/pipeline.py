@@ -43,7 +43,7 @@ def _run(trace: Trace, ctx: Context) -> list[Finding]:
     for name, fn in ANALYSES.items():
         try:
             found.extend(fn(trace, ctx))
-            trace.drop_pages()  # a cached trace's columns stay mapped, not resident, between analyses
+            ctx.drop_pages()  # a cached trace's columns stay mapped, not resident, between analyses
         except Exception as e:  # noqa: BLE001 - an analysis bug must not hide the other findings
             found.append(
                 Finding(
@@ -204,7 +204,7 @@ def report(trace: Trace, *, warmup_steps: int | None = None, context: Context | 
     # efficiency (FLOPs per op, the critical path) is a per-event pass: the report's, never a first screen's or
     # the end of a capture's
     first.totals["efficiency"] = efficiency_totals(ctx, (first.totals.get("neuron_explorer") or {}).get("summary"))
-    trace.drop_pages()
+    ctx.drop_pages()
     return dataclasses.replace(first, findings=sort_findings(mark_on_path(ctx, first.findings)),
                                lines=add_line_efficiency(lines_json(trace, ctx), ctx), steps=step_breakdown(trace, ctx))
 

@@ -74,7 +74,7 @@ class Efficiency:
 def _ideal_ns(w: RowWork, peak: Peak | None) -> np.ndarray:
     if peak is None or not len(w):
         return np.zeros(len(w))
-    rate = np.array([peak.of(str(p)) for p in w.precision.tolist()], dtype=float)
+    rate = np.array([peak.of(p) for p in w.precisions], dtype=float)[w.precision]  # per precision, not call
     return w.flops / rate * 1e9
 
 

@@ -37,11 +37,13 @@ class RowWork:
     flops: np.ndarray
     bytes: np.ndarray
     precision: np.ndarray
-    """Peak-table precision of the call ("fp32", "bf16", ...; object array)."""
+    """Peak-table precision of the call: its index in `precisions` (int16: no Python object per call)."""
     outer: np.ndarray
     """bool: no counted call encloses this one (sum these, not all, for a line or the trace)."""
     device_ns: np.ndarray
     """Device time of the work launched inside the call."""
+    precisions: tuple[str, ...] = ()
+    """The precisions `precision` indexes ("fp32", "bf16", ...)."""
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -58,30 +60,36 @@ def _build(ctx: Context) -> RowWork:
     n = host_nesting(ctx)
     rows = n.rows
     cpu = np.isin(sl.cat[rows], tr.name_ids(KinetoCat.CPU_OP))
-    ids, inv = np.unique(sl.name[rows], return_inverse=True)
-    known = np.array([kind_of(tr.s(int(i))) is not None for i in ids.tolist()], dtype=bool)
-    cand = np.flatnonzero(cpu & known[inv] if len(ids) else cpu)
+    name = sl.name[rows]
+    ids = np.unique(name)
+    known = np.zeros(int(ids.max(initial=0)) + 1, dtype=bool)  # by name id: no per-row index held
+    known[ids] = [kind_of(tr.s(int(i))) is not None for i in ids.tolist()]
+    cand = np.flatnonzero(cpu & known[name] if len(ids) else cpu)
+    del name, cpu
     flops = np.zeros(len(cand), dtype=np.int64)
     nbytes = np.zeros(len(cand), dtype=np.int64)
-    prec = np.full(len(cand), "", dtype=object)
+    prec = np.zeros(len(cand), dtype=np.int16)
+    codes: dict[str, int] = {}
     ok = np.zeros(len(cand), dtype=bool)
-    names = [tr.s(int(i)) for i in ids.tolist()]
+    names = {i: tr.s(i) for i in ids.tolist()}
     for k0 in range(0, len(cand), _STEP):  # a bounded number of decoded args at a time (big traces)
         part = cand[k0:k0 + _STEP]
         dims, types, conc = ctx.pick_columns(sl.args[rows[part]], SHAPE_KEYS)
-        for j, (nid, d, t, c) in enumerate(zip(inv[part].tolist(), dims, types, conc, strict=True), start=k0):
+        for j, (nid, d, t, c) in enumerate(zip(sl.name[rows[part]].tolist(), dims, types, conc, strict=True),
+                                           start=k0):
             if d is ABSENT:
                 continue
             w = op_work(names[nid], d, t, None if c is ABSENT else c)
             if w is not None:
-                flops[j], nbytes[j], prec[j] = w
+                flops[j], nbytes[j], p = w
+                prec[j] = codes.setdefault(p, len(codes))
                 ok[j] = True
     cand, flops, nbytes, prec = cand[ok], flops[ok], nbytes[ok], prec[ok]
     mark = np.zeros(len(rows), dtype=bool)
     mark[cand] = True
     outer = ~_ancestor_marked(n.parent_pos, mark)[cand]
     return RowWork(rows=rows[cand], flops=flops, bytes=nbytes, precision=prec, outer=outer,
-                   device_ns=_device_inside(ctx, rows[cand]))
+                   device_ns=_device_inside(ctx, rows[cand]), precisions=tuple(codes))
 
 
 def _ancestor_marked(parent_pos: np.ndarray, mark: np.ndarray) -> np.ndarray:

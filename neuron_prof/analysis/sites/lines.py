@@ -31,11 +31,12 @@ import numpy as np
 
 from neuron_prof.analysis.compile.events import signature_text
 from neuron_prof.analysis.context import Context
+from neuron_prof.analysis.device.rows import device_work_nesting
 from neuron_prof.analysis.ops import attribution
 from neuron_prof.analysis.sites.callsites import sites_of
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.sites.source import source_line
-from neuron_prof.model import Cat, KinetoCat, Trace, TrackKind
+from neuron_prof.model import KinetoCat, Trace, TrackKind
 from neuron_prof.model.callsite import Site
 
 NOT_WORK_CATS = (KinetoCat.USER_ANNOTATION, KinetoCat.PROFILER_SPAN, KinetoCat.GPU_USER_ANNOTATION)
@@ -129,15 +130,11 @@ def device_ns_by_host_row(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
     place the lines view and the step breakdown read device time per host op from."""
 
     def build() -> tuple[np.ndarray, np.ndarray]:
-        from neuron_prof.analysis.device.idle import device_rows  # _idle registers an analysis: import on use
-        from neuron_prof.analysis.sites.nesting import nesting
-
         tr = ctx.trace
-        dev = ctx.cat_rows(device_rows(ctx), (Cat.ENGINE_BUSY,), keep=False)
         fl = tr.flows
-        if not len(dev) or not len(fl):
+        n = device_work_nesting(ctx)
+        if not len(n.rows) or not len(fl):
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        n = nesting(tr, dev)
         m = np.isin(fl.dst, n.rows)
         dst, src = fl.dst[m], fl.src[m]
         host = host_nesting(ctx).rows
@@ -224,6 +221,7 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
                     d2[_signature(ctx, r)] = None
         add_vec(col, np.asarray(lis, dtype=np.int64), sl.dur_ns[probe])
         add_vec(cnt, np.asarray(lis, dtype=np.int64), np.ones(len(probe), dtype=np.int64))
+    ctx.drop_pages()  # the columns and shared arrays read so far: not held through the rest
     apos, abytes = _allocations(trace, ctx)
     if len(apos):
         hit = apos >= 0
@@ -366,25 +364,34 @@ def _allocations(trace: Trace, ctx: Context) -> tuple[np.ndarray, np.ndarray]:
     sl = trace.slices
     rows = n.rows
     pos_parent = n.parent_pos
-    end = sl.end_ns[rows]
-    start = sl.ts_ns[rows]
-    bwd = backward_of(ctx).forward != NOT_BACKWARD
+    fwd = backward_of(ctx).forward
+
+    def end_at(p: np.ndarray) -> np.ndarray:  # read at the few positions asked: no column over every host row
+        r = rows[p]
+        return sl.ts_ns[r] + sl.dur_ns[r]
+
     best = np.full(len(t), -1, dtype=np.int64)
     score = np.full(len(t), -1, dtype=np.int64)
     tracks = sl.track[rows]
     for tr in np.unique(tracks).tolist():
         idx = np.flatnonzero(tracks == tr)
-        idx = idx[np.argsort(start[idx], kind="stable")]
-        k = np.searchsorted(start[idx], t, side="right") - 1
+        start = sl.ts_ns[rows[idx]]
+        o = np.argsort(start, kind="stable")
+        idx, start = idx[o], start[o]
+        del o
+        k = np.searchsorted(start, t, side="right") - 1
+        del start
         pos = np.where(k >= 0, idx[np.maximum(k, 0)], -1)
+        del idx
         # up from the last slice started until one still runs
         for _ in range(int(n.depth.max(initial=1)) + 1):
-            done = (pos < 0) | (end[np.maximum(pos, 0)] > t)
+            done = (pos < 0) | (end_at(np.maximum(pos, 0)) > t)
             if done.all():
                 break
             pos = np.where(done, pos, pos_parent[np.maximum(pos, 0)])
-        ok = (pos >= 0) & (end[np.maximum(pos, 0)] > t)
-        sc = np.where(ok, bwd[np.maximum(pos, 0)] * (1 << 20) + n.depth[np.maximum(pos, 0)], -1)
+        at = np.maximum(pos, 0)
+        ok = (pos >= 0) & (end_at(at) > t)
+        sc = np.where(ok, (fwd[at] != NOT_BACKWARD) * (1 << 20) + n.depth[at], -1)
         better = sc > score
         best[better], score[better] = pos[better], sc[better]
     return best, grow

@@ -12,6 +12,7 @@ Found with pointer jumping over "the previous slice that could hold me" (numpy; 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -53,19 +54,19 @@ def nesting(trace: Trace, rows: np.ndarray) -> Nesting:
     sl = trace.slices
     dt = row_dtype(len(sl))
     rows = np.asarray(rows, dtype=dt)
-    ts, dur, track = sl.ts_ns[rows], sl.dur_ns[rows], sl.track[rows]
-    order = start_order(ts, dur, track)
-    ts_o, dur_o, tr_o = ts[order], dur[order], track[order]
+    order = start_order(sl.ts_ns[rows], sl.dur_ns[rows], sl.track[rows])
+    rows_o = rows[order]  # the columns read again in start order: no copy in table order held beside them
+    ts_o, dur_o, tr_o = sl.ts_ns[rows_o], sl.dur_ns[rows_o], sl.track[rows_o]
     end_o = ts_o + dur_o
     n = len(order)
-    del ts, dur, track
     parent_o = _parents(ts_o, end_o, tr_o).astype(dt, copy=False)
     del ts_o, end_o, tr_o
     depth_o = _depths(parent_o)
     # self time: my duration minus my direct children's
     child_sum = np.bincount(parent_o[parent_o >= 0], weights=dur_o[parent_o >= 0], minlength=n)
     self_o = np.maximum(dur_o - child_sum.astype(np.int64), 0)
-    names_o = trace.slices.name[rows][order]
+    names_o = trace.slices.name[rows_o]
+    del rows_o
     transparent = np.isin(names_o, trace.name_ids(*TRANSPARENT_SPANS))
     if transparent.any():  # deepest first, so a chain of them ends in the first real op above
         for level in range(int(depth_o.max()), 1, -1):
@@ -89,13 +90,14 @@ def _parents(ts: np.ndarray, end: np.ndarray, track: np.ndarray) -> np.ndarray:
     skipped that way ends before the candidate does, or by the candidate's start, so it cannot hold this one
     either."""
     n = len(ts)
-    cand = np.arange(n, dtype=np.int64) - 1
+    idt: type[np.signedinteger[Any]] = np.int32 if n < 2**31 else np.int64  # positions: half the memory
+    cand = np.arange(-1, n - 1, dtype=idt)
     need = np.maximum(end - ROUNDING_NS, ts + 1)  # j holds i when end[j] >= need[i]
     if n:
         first = np.r_[True, track[1:] != track[:-1]]
         cand[first] = -1  # the first slice of each track
         cand[_top_level(end, need, first)] = -1
-    active = np.flatnonzero(cand >= 0)
+    active = np.flatnonzero(cand >= 0).astype(idt)
     need_a = need[active]  # carried along with `active`
     while len(active):
         miss = end[cand[active]] < need_a
@@ -112,15 +114,23 @@ def _top_level(end: np.ndarray, need: np.ndarray, first: np.ndarray) -> np.ndarr
     its parent is none, known without a walk. A run of top-level kernels would otherwise walk back one
     sibling a pass. Found by a running maximum of the end per track, packed with the track's number into one
     integer (all False when the two do not fit in 63 bits)."""
-    seg = np.cumsum(first) - 1
     base = int(end.min())
-    rel = end - base
-    bits = int(rel.max()).bit_length()
-    if int(seg[-1]).bit_length() + bits > 62:
+    bits = (int(end.max()) - base).bit_length()
+    if (int(first.sum()) - 1).bit_length() + bits > 62:
         return np.zeros(len(end), dtype=bool)
-    run = np.maximum.accumulate((seg << bits) | rel)  # per track: the latest end so far (tracks come in order)
-    before = np.r_[0, run[:-1] & ((1 << bits) - 1)] + base
-    return ~first & (before < need)
+    run = np.cumsum(first, dtype=np.int64)  # one int64 column reused in place: a big trace's host rows
+    run -= 1
+    run <<= bits
+    run += end  # may wrap past 2^63: the next line brings it back (int64 arithmetic is modular)
+    run -= base  # (track << bits) | (end - base), end - base fitting in `bits`
+    np.maximum.accumulate(run, out=run)  # per track: the latest end so far (tracks come in order)
+    run &= (1 << bits) - 1
+    run += base
+    out = np.empty(len(end), dtype=bool)
+    out[0] = False
+    np.less(run[:-1], need[1:], out=out[1:])  # the latest end before each slice
+    out &= ~first
+    return out
 
 
 def _depths(parent: np.ndarray) -> np.ndarray:

@@ -1,0 +1,70 @@
+"""The arrays analyses share, moved to mapped files for a big trace from the column cache (issue 35 item 1):
+the summary is the same, the arrays are mapped (not in the process's memory), a trace in memory keeps its own."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.gen_trace import write
+from neuron_prof.analysis import spill
+from neuron_prof.analysis.context import Context
+from neuron_prof.analysis.device.rows import device_work_nesting
+from neuron_prof.analysis.ops import op_table
+from neuron_prof.analysis.pipeline import report
+from neuron_prof.analysis.sites.host import host_nesting
+from neuron_prof.loaders import load
+from neuron_prof.loaders.coldir import read_trace, write_trace
+from neuron_prof.model import Trace
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory: pytest.TempPathFactory) -> tuple[Trace, Trace]:
+    """(in memory, from a column folder) of one generated trace."""
+    tmp = tmp_path_factory.mktemp("spill")
+    held = load(write(30_000, tmp / "t.json"))
+    (tmp / "cols").mkdir()
+    write_trace(tmp / "cols", held, "k")
+    return held, read_trace(tmp / "cols")
+
+
+def _doc(trace: Trace, ctx: Context) -> str:
+    return json.dumps(report(trace, context=ctx).to_dict(), sort_keys=True, default=str)
+
+
+def test_spilled_arrays_give_the_same_summary(traces: tuple[Trace, Trace], monkeypatch: pytest.MonkeyPatch) -> None:
+    held, mapped = traces
+    monkeypatch.setattr(spill, "SPILL_ROWS", 0)
+    monkeypatch.setattr(spill, "SPILL_BYTES", 0)
+    plain = Context(held)
+    ctx = Context(mapped)
+    assert _doc(mapped, ctx) == _doc(held, plain)
+    # the shared arrays lie in mapped files, read-only; the in-memory trace's do not
+    nest, ops = host_nesting(ctx), op_table(mapped, ctx)
+    for a in (nest.rows, nest.parent, nest.self_ns, ops.call_row, ops.call_self_ns, device_work_nesting(ctx).rows):
+        assert len(a) and spill._mapped(a) and not a.flags.writeable
+    assert not spill._mapped(host_nesting(plain).rows)
+    np.testing.assert_array_equal(nest.parent, host_nesting(plain).parent)
+    ctx.drop_pages()  # pages handed back: the values come back from the files
+    np.testing.assert_array_equal(op_table(mapped, ctx).call_row, op_table(held, plain).call_row)
+
+
+def test_a_small_trace_keeps_its_arrays_in_memory(traces: tuple[Trace, Trace]) -> None:
+    held, mapped = traces
+    assert len(mapped.slices) < spill.SPILL_ROWS
+    assert not spill._mapped(host_nesting(Context(mapped)).rows)
+
+
+def test_a_folder_it_cannot_write_keeps_the_arrays_in_memory(traces: tuple[Trace, Trace],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    held, mapped = traces
+    monkeypatch.setattr(spill, "SPILL_ROWS", 0)
+    monkeypatch.setattr(spill, "SPILL_BYTES", 0)
+    ctx = Context(mapped)
+    ctx._spill.folder = Path("/nonexistent/neuron-prof-spill")  # as a read-only or vanished cache folder
+    rows = host_nesting(ctx).rows
+    assert len(rows) and not spill._mapped(rows)
+    np.testing.assert_array_equal(rows, host_nesting(Context(held)).rows)
