@@ -60,8 +60,7 @@ def _load(p: Path) -> Trace:
         whole = _pftrace_scan.whole_packets(data)
         if 0 < whole < len(data):
             # whole packets, then a cut (a job killed while writing): read the packets, say the rest is lost
-            r.lost.append(f"file ends inside a packet at byte {len(data):,} (truncated: was the job killed "
-                          f"while writing?); read the {whole:,} bytes of whole packets before it")
+            r.lost.append(truncated(len(data), whole))
             r.warnings.extend(r.lost)
             data = data[:whole]
         r.bytes_read = len(data)
@@ -101,6 +100,12 @@ def _damaged(e: BaseException) -> str:
 
 
 WRAPPED = "timestamps beyond int64 were read as negative times (uint64 wrap-around)"
+
+
+def truncated(size: int, whole: int) -> str:
+    """The load warning of a file of `size` bytes whose whole packets end at byte `whole`."""
+    return (f"file ends inside a packet at byte {size:,} (truncated: was the job killed while writing?); "
+            f"read the {whole:,} bytes of whole packets before it")
 
 
 def signed_times(ts: np.ndarray) -> tuple[np.ndarray, bool]:
