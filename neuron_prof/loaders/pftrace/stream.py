@@ -41,7 +41,7 @@ __all__ = ["PER_BYTE", "check_room", "ingest", "stream_wanted"]
 
 PER_BYTE = 4.0
 """Memory the in-memory load needs per byte of .pftrace (measured: 3.5x the file)."""
-_ROWS = 1 << 21
+_ROWS = 1 << 20
 """Events made table rows at a time."""
 _B, _E, _I, _C = 1, 2, 3, 4
 _EV = {"e_ts": np.uint64, "e_uuid": np.uint64, "e_typ": np.int8, "e_name": np.int32, "e_cat": np.int32,
@@ -125,13 +125,12 @@ class _Ingest:
         for name, dt in _EV.items():
             w.declare(name, dt)
             w.flush(name)
-        col = {name: w.mapped(name) for name in _EV}
         umap, skip = r.track_map()
         declared = np.array(sorted(umap), np.uint64)
         unknown, wrapped = [np.zeros(0, np.uint64)], False
         for k in range(0, n, _ROWS):
-            unknown.append(unknown_uuids(np.asarray(col["e_uuid"][k:k + _ROWS]), declared, skip))
-            wrapped = wrapped or bool((np.asarray(col["e_ts"][k:k + _ROWS]) >> np.uint64(63)).any())
+            unknown.append(unknown_uuids(self._read("e_uuid", k, k + _ROWS), declared, skip))
+            wrapped = wrapped or bool((self._read("e_ts", k, k + _ROWS) >> np.uint64(63)).any())
         keys, vals = r.add_unknown(umap, np.unique(np.concatenate(unknown)))
         if wrapped:
             r.warnings.append(WRAPPED)
@@ -143,9 +142,9 @@ class _Ingest:
                 w.declare(f"{t}.{c}", dt)
         w.declare("e_tr", np.int32)
         ev_ts = np.zeros(len(fev), np.int64)
-        ev_row = self._rows(col, keys, vals, fev, ev_ts)
+        ev_row = self._rows(keys, vals, fev, ev_ts)
         if ev_row is None:  # ENDs not right after their BEGINs: paired by the walk over them all
-            ev_row = self._pair_walk(col, fev)
+            ev_row = self._pair_walk(fev)
         r.flow_ev, r.flow_id, r.flow_sec = fev, fid, fsec
         r.flows(ev_ts, ev_row)
         b = r.b
@@ -154,12 +153,11 @@ class _Ingest:
         r.finish_meta()
         trace = b.build()
         write_strings(w, trace.strings.as_list())
-        del col
         for name in (*_EV, "e_tr"):
             w.drop(name)
         w.close(trace_head(trace, key))
 
-    def _rows(self, col: dict[str, np.ndarray], keys: np.ndarray, vals: np.ndarray, fev: np.ndarray,
+    def _rows(self, keys: np.ndarray, vals: np.ndarray, fev: np.ndarray,
               ev_ts: np.ndarray) -> np.ndarray | None:
         """Instants, counters and (when every END follows its BEGIN on the same track) slices appended; each
         flow endpoint's event time into `ev_ts`; returns each endpoint's slice row (None: slices not made)."""
@@ -170,10 +168,10 @@ class _Ingest:
         for k in range(0, n, _ROWS):
             z = min(n, k + _ROWS)
             m, z1 = z - k, min(n, z + 1)  # one event past the step: the END of a BEGIN at its end
-            ts = np.asarray(col["e_ts"][k:z1]).view(np.int64)
-            typ = np.asarray(col["e_typ"][k:z1])
-            tr = track_rows(np.asarray(col["e_uuid"][k:z1]), keys, vals)
-            name, cat, args = (np.asarray(col[c][k:z]) for c in ("e_name", "e_cat", "e_args"))
+            ts = self._read("e_ts", k, z1).view(np.int64)
+            typ = self._read("e_typ", k, z1)
+            tr = track_rows(self._read("e_uuid", k, z1), keys, vals)
+            name, cat, args = (self._read(c, k, z) for c in ("e_name", "e_cat", "e_args"))
             w.append("e_tr", tr[:m], np.int32)
             t = typ[:m]
             lo, hi = np.searchsorted(fev, (k, z))
@@ -199,12 +197,12 @@ class _Ingest:
             self._append("instants", ts_ns=ts[ins], track=tr[ins], name=name[ins], cat=cat[ins], args=args[ins])
             cnt = np.flatnonzero(t == _C)
             keep = tr[cnt] >= 0
-            value = np.asarray(col["e_value"][counters:counters + len(cnt)])
+            value = self._read("e_value", counters, counters + len(cnt))
             counters += len(cnt)
             self._append("counters", ts_ns=ts[cnt][keep], track=tr[cnt][keep], value=value[keep])
         return ev_row if pairs and n_b == n_e else None
 
-    def _pair_walk(self, col: dict[str, np.ndarray], fev: np.ndarray) -> np.ndarray:
+    def _pair_walk(self, fev: np.ndarray) -> np.ndarray:
         """Slices of a file whose ENDs do not follow their BEGINs, by the in-memory load's walk (its memory
         grows with the BEGIN/END events); returns each flow endpoint's slice row."""
         w = self.w
@@ -213,6 +211,7 @@ class _Ingest:
             w.declare(f"slices.{c}", TABLES["slices"].DTYPES[c])
         w.declare("e_tr", np.int32)
         w.flush("e_tr")
+        col = {name: w.mapped(name) for name in _EV}
         ts, tr, typ = col["e_ts"].view(np.int64), w.mapped("e_tr"), col["e_typ"]
         bi, end = self.r._pair_walk(ts, tr, typ)
         keep = tr[bi] >= 0
@@ -225,6 +224,15 @@ class _Ingest:
             return np.full(len(fev), -1, np.int64)
         pos = np.minimum(np.searchsorted(bi, fev), len(bi) - 1)
         return np.where(bi[pos] == fev, pos, -1)
+
+    def _read(self, name: str, start: int, stop: int) -> np.ndarray:
+        """Rows [start, stop) of raw column `name` (flushed), read into memory: not mapped, so the pages read
+        stay in the page cache, out of this process's resident set."""
+        dtype = np.dtype(_EV[name])
+        stop = min(stop, self.w.rows(name))
+        if stop <= start:
+            return np.zeros(0, dtype)
+        return np.fromfile(self.w.folder / name, dtype, count=stop - start, offset=start * dtype.itemsize)
 
     def _append(self, table: str, **cols: np.ndarray) -> None:
         dtypes = TABLES[table].DTYPES
