@@ -2,17 +2,19 @@
 
     if stream_wanted(path): ingest(path, folder, key)     # then neuron_prof.loaders.coldir.read_trace(folder)
 
-A .pftrace is a sequence of length-delimited TracePackets: the file is cut into pieces of about PIECE_BYTES
+A .pftrace is a sequence of length-delimited TracePackets: the file is cut into pieces of about 64 MB
 (NEURON_PROF_STREAM_PIECE_MB, as for JSON) at packet boundaries, and the compiled walk (`_scan.Walk`) turns
 each piece into raw event columns appended to files. What a packet needs from those before it stays in the
 reader across pieces, exactly as in one read: each sequence's interned names, categories and annotation names
 by trusted_packet_sequence_id (a packet with SEQ_INCREMENTAL_STATE_CLEARED or incremental_state_cleared starts
 its sequence afresh, wherever the cut), the track descriptors and neuron-prof's metadata blocks. Tracks are
-known only once the file is read (the metadata instant comes last), so the events are then made the Trace's
-tables a bounded number of rows at a time: track rows, BEGIN/END pairs (an END right after its BEGIN, as
-neuron-prof writes them), instants, counters. Held in memory: the interning tables, flow endpoints (40 B each)
-and, for a file whose ENDs do not follow their BEGINs, the pairing walk over its BEGIN/END events.
-The Trace is the one `load_pftrace` gives (the same columns, ids, args and metadata).
+known only once the file is read (a descriptor or the metadata instant may follow the events), so the raw
+columns are then read back a bounded number of rows at a time (read, not mapped: the pages stay out of the
+resident set) and made the Trace's tables: track rows, BEGIN/END pairs (an END right after its BEGIN, as
+neuron-prof writes them), instants, counters. Held in memory: the interning tables, the flow endpoints (40 B
+each, and about twice that while they are paired) and, for a file whose ENDs do not follow their BEGINs, the
+pairing walk over its BEGIN/END events. The Trace is the one `load_pftrace` gives (the same columns, ids, args
+and metadata).
 """
 
 from __future__ import annotations
