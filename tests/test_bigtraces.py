@@ -148,7 +148,7 @@ def test_a_pftrace_bigger_than_the_memory_limit_is_read_in_pieces(big_pftrace: P
     line = held.stderr.strip()
     assert "\n" not in line and line.startswith("neuron-prof: error: out of memory"), line
     assert f"{big_pftrace} is 32 MB" in line and "loading it in memory needs about 0.1 GB" in line, line
-    assert "NEURON_PROF_STREAM=1 reads a JSON or .pftrace trace in pieces" in line
+    assert "NEURON_PROF_STREAM=1 reads a JSON or Perfetto trace in pieces" in line
     # left to choose, the loader sees the cap and streams it into the column cache: the same summary
     got = _run(["summary", "--json", str(big_pftrace)], env, HELD_LIMIT)
     assert got.returncode == 0, got.stderr
