@@ -56,8 +56,8 @@ class OutOfMemoryError(NeuronProfError):
                    f"{_WAY_OUT}")
 
 
-_WAY_OUT = ("Way out: NEURON_PROF_STREAM=1 reads a JSON trace in pieces into the column cache (disk about its size, "
-            "~/.cache/neuron-prof or $NEURON_PROF_CACHE_DIR) and every command then reads it memory-mapped; or "
+_WAY_OUT = ("Way out: NEURON_PROF_STREAM=1 reads a JSON or Perfetto trace in pieces into the column cache (disk "
+            "about its size, ~/.cache/neuron-prof or $NEURON_PROF_CACHE_DIR) and every command then reads it memory-mapped; or "
             "capture less (neuron-prof run --max-events N or --steps A:B; profile(max_events=..., steps=...))")
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from neuron_prof.loaders.pftrace import _scan as _pf_scan
+
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 260 << 20
 """Data limit of the streamed runs."""
@@ -131,3 +133,33 @@ def test_a_piece_never_ends_inside_a_string(tmp_path: Path, monkeypatch: pytest.
     got = coldir.read_trace(folder)
     assert len(got.slices) == 12_000 and not got.metadata.get("load_warnings")
     _same_events(load_kineto_json(path), got)
+
+
+@pytest.fixture(scope="module")
+def big_pftrace(big: Path) -> Path:
+    """The big trace as our exporter writes it (about 32 MB of packets for 400k events)."""
+    path = big.with_suffix(".pftrace")
+    done = _run(["export", "--format", "pftrace", "-o", str(path), str(big)], {"NEURON_PROF_CACHE": "0"}, None)
+    assert done.returncode == 0, done.stderr
+    return path
+
+
+@pytest.mark.skipif(not _pf_scan.ENABLED, reason="a .pftrace is read in pieces by the compiled walk only")
+def test_a_pftrace_bigger_than_the_memory_limit_is_read_in_pieces(big_pftrace: Path, tmp_path: Path) -> None:
+    env = {"NEURON_PROF_CACHE_DIR": str(tmp_path / "cache"), "NEURON_PROF_STREAM_PIECE_MB": "4"}
+    free = _run(["summary", "--json", str(big_pftrace)], {"NEURON_PROF_CACHE": "0", "NEURON_PROF_STREAM": "0"}, None)
+    assert free.returncode == 0, free.stderr
+    # in memory under the cap: one line before the parse (`pftrace.stream.check_room`)
+    held = _run(["summary", str(big_pftrace)], {**env, "NEURON_PROF_STREAM": "0"}, HELD_LIMIT)
+    assert held.returncode == 2, (held.returncode, held.stderr)
+    line = held.stderr.strip()
+    assert "\n" not in line and line.startswith("neuron-prof: error: out of memory"), line
+    assert f"{big_pftrace} is 32 MB" in line and "loading it in memory needs about 0.1 GB" in line, line
+    assert "NEURON_PROF_STREAM=1 reads a JSON or Perfetto trace in pieces" in line
+    # left to choose, the loader sees the cap and streams it into the column cache: the same summary
+    got = _run(["summary", "--json", str(big_pftrace)], env, HELD_LIMIT)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout == free.stdout
+    assert list((tmp_path / "cache").glob("*.nprof/slices.ts_ns"))
+    checked = _run(["check", str(big_pftrace)], env, HELD_LIMIT)  # from the memory-mapped columns
+    assert checked.returncode == 0, checked.stderr

@@ -6,8 +6,9 @@ processed Neuron Explorer profile folder (Parquet tables), with its capture's to
 Neuron Explorer's Perfetto output (system_profile.pftrace and device_profile_model_<id>.pftrace: one trace),
 and Neuron Explorer's legacy JSON export (system_profile.json: partial and no longer maintained from Neuron 2.34,
 said in the load warnings).
-Every reader returns a finished Trace or raises TraceLoadError. A Chrome JSON trace too big to load in memory
-(`neuron_prof.loaders.json.stream`) is read in pieces into the column cache and opened memory-mapped.
+Every reader returns a finished Trace or raises TraceLoadError. A Chrome JSON or .pftrace trace too big to load in
+memory (`neuron_prof.loaders.json.stream`, `neuron_prof.loaders.pftrace.stream`) is read in pieces into the column
+cache and opened memory-mapped.
 """
 
 from __future__ import annotations
@@ -89,6 +90,12 @@ def load(path: str | os.PathLike[str]) -> Trace:
         if stream.stream_wanted(p):  # bigger than memory allows: read in pieces into memory-mapped columns
             return _cache.stream_into(p, lambda folder, key: stream.ingest(p, folder, key))
         stream.check_room(p)  # told to load it in memory under a limit it cannot fit: one line, before the parse
+    if fmt is PFTRACE:
+        from neuron_prof.loaders.pftrace import stream as pf_stream
+
+        if pf_stream.stream_wanted(p):
+            return _cache.stream_into(p, lambda folder, key: pf_stream.ingest(p, folder, key))
+        pf_stream.check_room(p)
     trace = reader_for(fmt)(p)
     _cache.save_cached(p, trace)
     return trace

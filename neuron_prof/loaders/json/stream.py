@@ -122,28 +122,35 @@ def _status_bytes(field: bytes) -> int:
     return 0
 
 
-def stream_wanted(path: Path) -> bool:
-    """Whether `path` (Chrome JSON) should be streamed: NEURON_PROF_STREAM=1/0 says so, else when loading it
-    in memory would need more than half the room left (`memory_room`)."""
+def stream_wanted(path: Path, per_byte: float | None = None) -> bool:
+    """Whether `path` should be streamed: NEURON_PROF_STREAM=1/0 says so, else when loading it in memory would
+    need more than half the room left (`memory_room`): Chrome JSON, or `per_byte` times the file's size."""
     env = os.environ.get("NEURON_PROF_STREAM")
     if env is not None:
         return env not in ("0", "false", "no")
     try:
-        need = json_bytes(path) * NEED_PER_BYTE
+        need = _need(path, per_byte)
     except OSError:
         return False
     return need > memory_room() / 2
 
 
-def check_room(path: Path) -> None:
-    """Raise OutOfMemoryError (one line) when loading `path` (Chrome JSON) in memory would need more than this
-    process's memory limits leave: said before the parse, where an allocation failing inside the compiled
-    scanner's orjson calls could end the process with SIGSEGV instead of a MemoryError."""
+def _need(path: Path, per_byte: float | None) -> int:
+    """Memory the in-memory load of `path` needs: Chrome JSON by its text, else `per_byte` times its size."""
+    if per_byte is None:
+        return int(json_bytes(path) * NEED_PER_BYTE)
+    return int(path.stat().st_size * per_byte)
+
+
+def check_room(path: Path, per_byte: float | None = None) -> None:
+    """Raise OutOfMemoryError (one line) when loading `path` in memory (Chrome JSON, or `per_byte` times its
+    size) would need more than this process's memory limits leave: said before the parse, where an allocation
+    failing inside a compiled scanner's calls could end the process with SIGSEGV instead of a MemoryError."""
     room = limit_room()
     if room is None:
         return
     try:
-        need = int(json_bytes(path) * NEED_PER_BYTE)
+        need = _need(path, per_byte)
     except OSError:
         return  # the reader says what is wrong with the file
     if need > room:

@@ -85,14 +85,29 @@ class Hooks:
         return self.r.packet(self._packet.FromString(raw))
 
 
+_DTYPES = (np.uint64, np.uint64, np.int8, np.int32, np.int32, np.int64, np.float64, np.int64, np.uint64, np.int64)
+
+
+class Walk:
+    """The compiled walk over one file, piece by piece (whole packets each): what a packet needs from those
+    before it (each sequence's interned data and its clearing, descriptors, metadata) stays in the reader."""
+
+    def __init__(self, r: _Reader) -> None:
+        self.hooks = Hooks(r)
+        self.oneof = _oneof_bitmap()
+
+    def piece(self, data: bytes | memoryview) -> list[Any]:
+        """The event columns of `data`'s packets (event, args and flow indices count from this piece's start):
+        ts, uuid, type, name, cat, args, counter values, flow event, flow id, section as arrays, then the args'
+        JSON objects back to back (bytes) and where each ends (int64)."""
+        cols = _pfscan.scan(data, self.oneof, self.hooks)
+        out: list[Any] = [np.frombuffer(c, dt) for c, dt in zip(cols, _DTYPES, strict=False)]
+        return [*out, cols[10], np.frombuffer(cols[11], np.int64)]
+
+
 def scan(r: _Reader, data: bytes) -> None:
     """Walk the packets of `data` (whole packets only) into the reader's columns."""
-    cols = _pfscan.scan(data, _oneof_bitmap(), Hooks(r))
-    r.ts, r.uuid = np.frombuffer(cols[0], np.uint64), np.frombuffer(cols[1], np.uint64)
-    r.typ, r.name, r.cat = np.frombuffer(cols[2], np.int8), np.frombuffer(cols[3], np.int32), np.frombuffer(
-        cols[4], np.int32)
-    r.args, r.value = np.frombuffer(cols[5], np.int64), np.frombuffer(cols[6], np.float64)
-    r.flow_ev, r.flow_id, r.flow_sec = (np.frombuffer(cols[7], np.int64), np.frombuffer(cols[8], np.uint64),
-                                        np.frombuffer(cols[9], np.int64))
-    r.arg_store = ArgsStore(cols[10], np.concatenate([np.zeros(1, np.int64), np.frombuffer(cols[11], np.int64)]))
+    (r.ts, r.uuid, r.typ, r.name, r.cat, r.args, r.value, r.flow_ev, r.flow_id, r.flow_sec, blob,
+     ends) = Walk(r).piece(data)
+    r.arg_store = ArgsStore(blob, np.concatenate([np.zeros(1, np.int64), ends]))
     r.n_events = len(r.ts)

@@ -26,6 +26,7 @@ from neuron_prof.errors import TraceFormatError, TraceLoadError
 from neuron_prof.loaders.gc_hold import no_gc
 from neuron_prof.loaders.pftrace import _scan as _pftrace_scan
 from neuron_prof.loaders.pftrace._decode import Seq, da_value, fragment, packet_chunks, text
+from neuron_prof.loaders.pftrace._flows import flow_columns
 from neuron_prof.loaders.pftrace._tracks import tracks_from_descriptors
 from neuron_prof.model import ArgsStore, Trace, TraceBuilder, Track, TrackKind
 from neuron_prof.model.schema import FORMAT_VERSION, META_KEY, Meta
@@ -59,8 +60,7 @@ def _load(p: Path) -> Trace:
         whole = _pftrace_scan.whole_packets(data)
         if 0 < whole < len(data):
             # whole packets, then a cut (a job killed while writing): read the packets, say the rest is lost
-            r.lost.append(f"file ends inside a packet at byte {len(data):,} (truncated: was the job killed "
-                          f"while writing?); read the {whole:,} bytes of whole packets before it")
+            r.lost.append(truncated(len(data), whole))
             r.warnings.extend(r.lost)
             data = data[:whole]
         r.bytes_read = len(data)
@@ -97,6 +97,34 @@ def _columns(b: TraceBuilder, **cols: np.ndarray) -> None:
 
 def _damaged(e: BaseException) -> str:
     return " ".join(f"damaged Perfetto trace ({type(e).__name__}: {e})".split())[:200]
+
+
+WRAPPED = "timestamps beyond int64 were read as negative times (uint64 wrap-around)"
+
+
+def truncated(size: int, whole: int) -> str:
+    """The load warning of a file of `size` bytes whose whole packets end at byte `whole`."""
+    return (f"file ends inside a packet at byte {size:,} (truncated: was the job killed while writing?); "
+            f"read the {whole:,} bytes of whole packets before it")
+
+
+def signed_times(ts: np.ndarray) -> tuple[np.ndarray, bool]:
+    """uint64 timestamps as int64, and whether any was past int64. The wire type is uint64, so a negative time
+    written by a writer that wraps (or a hostile file) arrives as 2**64 - t: wrapped back, not failing the file."""
+    return ts.view(np.int64), bool(len(ts) and (ts >> np.uint64(63)).any())
+
+
+def unknown_uuids(uu: np.ndarray, declared: np.ndarray, skip: np.ndarray) -> np.ndarray:
+    """The sorted distinct uuids of `uu` neither declared nor skipped."""
+    return np.unique(uu[~np.isin(uu, declared) & ~np.isin(uu, skip)])
+
+
+def track_rows(uu: np.ndarray, keys: np.ndarray, vals: np.ndarray) -> np.ndarray:
+    """The track row of each uuid of `uu` (-1: none) by the sorted `keys` and their rows `vals`."""
+    if not len(keys):
+        return np.full(len(uu), -1, np.int64)
+    pos = np.minimum(np.searchsorted(keys, uu), len(keys) - 1)
+    return np.where(keys[pos] == uu, vals[pos], -1)
 
 
 class _Reader:
@@ -244,29 +272,34 @@ class _Reader:
         return umap
 
     # ---- events -> tables ----------------------------------------------------------------------------------
-    def build(self) -> Trace:
-        b = self.b
-        umap = self._tracks_from_meta() if self.metas else tracks_from_descriptors(b, self.descriptors)
+    def track_map(self) -> tuple[dict[int, int], np.ndarray]:
+        """uuid -> track row of every declared track (from our metadata, else the descriptors: tracks are made
+        here), and the uuids of tracks never shown (our findings track) as a sorted array."""
+        umap = self._tracks_from_meta() if self.metas else tracks_from_descriptors(self.b, self.descriptors)
         skip = {int(m.get("findings_uuid") or 0) for m in self.metas} - {0}
-        ts = np.asarray(self.ts, np.uint64)
-        if len(ts) and (ts >> np.uint64(63)).any():
-            # A timestamp past int64: the wire type is uint64, so a negative time written by a writer that
-            # wraps (or a hostile file) arrives as 2**64 - t. Wrap it back rather than fail the whole file.
-            self.warnings.append("timestamps beyond int64 were read as negative times (uint64 wrap-around)")
-        ts = ts.view(np.int64)
-        uu = np.asarray(self.uuid, np.uint64)
-        typ = np.asarray(self.typ, np.int8)
-        # events on tracks nobody declared go to one "unknown" track each
-        skip_a = np.array(sorted(skip), np.uint64)
-        unk = ~np.isin(uu, np.array(sorted(umap), np.uint64)) & ~np.isin(uu, skip_a)
-        if unk.any():
+        return umap, np.array(sorted(skip), np.uint64)
+
+    def add_unknown(self, umap: dict[int, int], unknown: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One "unknown" track for each of the sorted uuids `unknown` (events on tracks nobody declared); returns
+        the lookup arrays of `track_rows` (sorted uuids, their track rows)."""
+        if len(unknown):
+            b = self.b
             proc = b.process("perfetto", "Perfetto")
-            for u in np.unique(uu[unk]).tolist():
+            for u in unknown.tolist():
                 umap[int(u)] = b.track(proc, f"track {u}", TrackKind.OTHER)
         keys = np.array(sorted(umap), np.uint64)
-        vals = np.array([umap[int(k)] for k in keys.tolist()], np.int64)
-        pos = np.minimum(np.searchsorted(keys, uu), max(len(keys) - 1, 0))
-        tr = np.where(keys[pos] == uu, vals[pos], -1) if len(keys) else np.full(len(uu), -1, np.int64)
+        return keys, np.array([umap[int(k)] for k in keys.tolist()], np.int64)
+
+    def build(self) -> Trace:
+        b = self.b
+        umap, skip = self.track_map()
+        ts, wrapped = signed_times(np.asarray(self.ts, np.uint64))
+        if wrapped:
+            self.warnings.append(WRAPPED)
+        uu = np.asarray(self.uuid, np.uint64)
+        typ = np.asarray(self.typ, np.int8)
+        keys, vals = self.add_unknown(umap, unknown_uuids(uu, np.array(sorted(umap), np.uint64), skip))
+        tr = track_rows(uu, keys, vals)
         name = np.asarray(self.name, np.int32)
         cat = np.asarray(self.cat, np.int32)
         args = np.asarray(self.args, np.int64)
@@ -276,7 +309,21 @@ class _Reader:
         cnt = np.flatnonzero(typ == _C)
         keep = tr[cnt] >= 0
         _columns(b, c_ts=ts[cnt][keep], c_track=tr[cnt][keep], c_value=np.asarray(self.value, np.float64)[keep])
-        self._flows(ts, slice_of_event)
+        ev = np.asarray(self.flow_ev, np.int64)
+        self.flows(ts[ev], slice_of_event[ev])
+        self.finish_meta()
+        trace = b.build()
+        return trace if self.arg_store is None else dataclasses.replace(trace, args=self.arg_store)
+
+    def flows(self, ev_ts: np.ndarray, ev_row: np.ndarray) -> None:
+        """The flow columns from the endpoints read, given each endpoint's event time and slice row."""
+        if len(self.flow_id):
+            flow_columns(self.b, self.metas, np.asarray(self.flow_ev, np.int64), np.asarray(self.flow_id, np.uint64),
+                         np.asarray(self.flow_sec, np.int64), ev_ts, ev_row)
+
+    def finish_meta(self) -> None:
+        """trace.metadata and findings from every metadata block, the source, and what the read lost or warned."""
+        b = self.b
         for m in self.metas:
             b.metadata.update(m.get("metadata") or {})
             b.findings.extend(m.get("findings") or [])
@@ -287,8 +334,6 @@ class _Reader:
             b.metadata[Meta.PARTIAL] = {"truncated": True, "problems": list(self.lost), "bytes_read": self.bytes_read}
         if self.warnings:
             b.metadata[Meta.WARNINGS] = list(b.metadata.get(Meta.WARNINGS) or []) + self.warnings
-        trace = b.build()
-        return trace if self.arg_store is None else dataclasses.replace(trace, args=self.arg_store)
 
     def _slices(self, ts: np.ndarray, tr: np.ndarray, typ: np.ndarray, name: np.ndarray, cat: np.ndarray,
                 args: np.ndarray) -> np.ndarray:
@@ -343,52 +388,3 @@ class _Reader:
         bi = np.asarray(begins, np.int64)
         o2 = np.argsort(bi, kind="stable")
         return bi[o2], np.asarray(ends, np.int64)[o2]
-
-    def _flows(self, ts: np.ndarray, slice_of_event: np.ndarray) -> None:
-        """Pair flow endpoints by id: consecutive endpoints in (ts, file order) make one arrow each."""
-        if not len(self.flow_id):
-            return
-        ev = np.asarray(self.flow_ev, np.int64)
-        fid = np.asarray(self.flow_id, np.uint64)
-        row = slice_of_event[ev]
-        keep = row >= 0  # endpoints on instants have no slice to link
-        sec = np.asarray(self.flow_sec, np.int64)[keep]
-        ev, fid, row = ev[keep], fid[keep], row[keep]
-        o = np.lexsort((ev, ts[ev], fid))
-        fid, row, sec = fid[o], row[o], sec[o]
-        same = fid[1:] == fid[:-1]
-        src, dst, ids, sec = row[:-1][same], row[1:][same], fid[:-1][same], sec[:-1][same]
-        later = np.array([int(x) & ((1 << 64) - 1) for m in self.metas for x in (m.get("flows") or {}).get(
-            "src_later") or []], np.uint64)
-        if len(later):
-            _, counts = np.unique(fid, return_counts=True)
-            two = np.isin(ids, np.unique(fid)[counts == 2])
-            swap = two & np.isin(ids, later)
-            src, dst = np.where(swap, dst, src), np.where(swap, src, dst)
-        b = self.b
-        cat = np.zeros(len(ids), np.int64)
-        name = np.zeros(len(ids), np.int64)
-        model_id = ids.view(np.int64).copy()
-        for section in np.unique(sec).tolist():
-            fm = self._flow_meta(section)
-            combos = fm.get("combos") or []
-            if not combos:
-                continue
-            k = sec == section
-            c = ((ids[k] >> np.uint64(40)) & np.uint64(0xFF)).astype(np.int64)
-            pairs = [(b.strings.intern(x), b.strings.intern(y)) for x, y in combos] + [(0, 0)]
-            c = np.minimum(c, len(combos))
-            cat[k] = np.array([p[0] for p in pairs], np.int64)[c]
-            name[k] = np.array([p[1] for p in pairs], np.int64)[c]
-            xor = np.uint64(int(fm.get("xor") or 0))
-            model_id[k] = ((ids[k] & ~np.uint64(0xFF << 40)) ^ xor).view(np.int64)
-        _columns(b, f_src=src, f_dst=dst, f_id=model_id, f_cat=cat, f_name=name)
-
-    def _flow_meta(self, section: int) -> dict[str, Any]:
-        """The flow id scheme of one file section: the metadata written with that rank's sequences (files of
-        several ranks, merged or concatenated, have one each), else the file's only one."""
-        for m in self.metas:
-            if m.get("rank") == section and isinstance(m.get("flows"), dict):
-                return m["flows"]  # type: ignore[no-any-return]
-        fms: list[Any] = [m.get("flows") for m in self.metas if isinstance(m.get("flows"), dict) and m.get("flows")]
-        return fms[0] if len(fms) == 1 else {}

@@ -1,0 +1,56 @@
+"""Flow arrows of a .pftrace: endpoints paired by id, ids decoded with the scheme of the file section that wrote them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from neuron_prof.model import TraceBuilder
+
+
+def flow_columns(b: TraceBuilder, metas: list[dict[str, Any]], ev: np.ndarray, fid: np.ndarray, sec: np.ndarray,
+                 ev_ts: np.ndarray, ev_row: np.ndarray) -> None:
+    """Pair flow endpoints by id into the builder's flow columns: consecutive endpoints in (ts, file order) make
+    one arrow each. Per endpoint: `ev` its event's index in the file, `fid` the flow id, `sec` the file section
+    (writer's rank), `ev_ts` its event's time and `ev_row` the slice row of that event (-1: not a slice)."""
+    keep = ev_row >= 0  # endpoints on instants have no slice to link
+    ev, fid, row, sec, t = ev[keep], fid[keep], ev_row[keep], sec[keep], ev_ts[keep]
+    o = np.lexsort((ev, t, fid))
+    fid, row, sec = fid[o], row[o], sec[o]
+    same = fid[1:] == fid[:-1]
+    src, dst, ids, sec = row[:-1][same], row[1:][same], fid[:-1][same], sec[:-1][same]
+    later = np.array([int(x) & ((1 << 64) - 1) for m in metas for x in (m.get("flows") or {}).get(
+        "src_later") or []], np.uint64)
+    if len(later):
+        _, counts = np.unique(fid, return_counts=True)
+        two = np.isin(ids, np.unique(fid)[counts == 2])
+        swap = two & np.isin(ids, later)
+        src, dst = np.where(swap, dst, src), np.where(swap, src, dst)
+    cat = np.zeros(len(ids), np.int64)
+    name = np.zeros(len(ids), np.int64)
+    model_id = ids.view(np.int64).copy()
+    for section in np.unique(sec).tolist():
+        fm = _flow_meta(metas, section)
+        combos = fm.get("combos") or []
+        if not combos:
+            continue
+        k = sec == section
+        c = ((ids[k] >> np.uint64(40)) & np.uint64(0xFF)).astype(np.int64)
+        pairs = [(b.strings.intern(x), b.strings.intern(y)) for x, y in combos] + [(0, 0)]
+        c = np.minimum(c, len(combos))
+        cat[k] = np.array([p[0] for p in pairs], np.int64)[c]
+        name[k] = np.array([p[1] for p in pairs], np.int64)[c]
+        xor = np.uint64(int(fm.get("xor") or 0))
+        model_id[k] = ((ids[k] & ~np.uint64(0xFF << 40)) ^ xor).view(np.int64)
+    b.f_src, b.f_dst, b.f_id, b.f_cat, b.f_name = src, dst, model_id, cat, name  # type: ignore[assignment]
+
+
+def _flow_meta(metas: list[dict[str, Any]], section: int) -> dict[str, Any]:
+    """The flow id scheme of one file section: the metadata written with that rank's sequences (files of
+    several ranks, merged or concatenated, have one each), else the file's only one."""
+    for m in metas:
+        if m.get("rank") == section and isinstance(m.get("flows"), dict):
+            return m["flows"]  # type: ignore[no-any-return]
+    fms: list[Any] = [m.get("flows") for m in metas if isinstance(m.get("flows"), dict) and m.get("flows")]
+    return fms[0] if len(fms) == 1 else {}
