@@ -88,7 +88,9 @@ class ColumnWriter:
             self._files[name].flush()
 
     def mapped(self, name: str) -> np.ndarray:
-        """Column `name` as written so far, memory-mapped (flush it first)."""
+        """Column `name` as written so far, memory-mapped (flushed first: rows still in the file's buffer, all of a
+        small trace's, would make the map longer than the file)."""
+        self.flush(name)
         n, dtype = self._rows[name], self._dtypes[name]
         return np.memmap(self.folder / name, dtype=dtype, mode="r", shape=(n,)) if n else np.zeros(0, dtype)
 
