@@ -83,7 +83,13 @@ def findings(device: str, trace: str) -> dict[str, Any]:
     s = h.score(prog, out)
     return {"expected": [f"{k}@{ln}" for k, ln, _ in s.expected], "found": s.found, "misses": s.misses,
             "alarms": s.alarms, "unexplained": s.unexplained, "exact": s.exact, "in_file": s.in_file,
-            "off_line": s.off_line, "events": (doc.get("trace") or {}).get("events")}
+            "off_line": s.off_line, "events": _events(trace)}
+
+
+def _events(trace: str) -> int:
+    from neuron_prof.loaders import load
+
+    return int(load(Path(trace)).n_events)
 
 
 def _spread(xs: list[float], scale: float = 1e3, fmt: str = ".2f") -> str:
