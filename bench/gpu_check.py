@@ -101,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cuda", choices=["cuda", "neuron", "cpu"])
     ap.add_argument("--pairs", type=int, default=3, help="rounds of the three modes (each a new process)")
     ap.add_argument("--modes", default=",".join(MODES), help="a comma list of none, torch, neuron_prof")
+    ap.add_argument("--budget-s", type=float, default=420.0,
+                    help="start no round that would end past this many seconds (the device lends 10 min a call)")
     ap.add_argument("--out", default=os.environ.get("OUT", ""), help="folder for gpu_check.json (default: $OUT)")
     a = ap.parse_args(argv)
     from rich.console import Console
@@ -119,18 +121,29 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--modes needs neuron_prof (the findings are read from its trace)")
     load0 = os.getloadavg()[0]
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+    t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="neuron-prof-gpu-") as tmp:
         for r in range(a.pairs):
+            r0 = time.monotonic()
             for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
                 folder = Path(tmp) / f"r{r}"
                 folder.mkdir(exist_ok=True)
-                runs[mode].append(run_once(a.device, mode, folder))
-                con.print(f"  round {r} {mode}: steady {steady(runs[mode][-1]) * 1e3:.2f} ms, end "
-                          f"{runs[mode][-1]['end_s']:.2f} s", style="dim")
+                d = run_once(a.device, mode, folder)
+                if mode == "neuron_prof" and runs[mode]:  # the last one is scored; torch.profiler's: GBs, unread
+                    Path(runs[mode][-1]["trace"]).unlink(missing_ok=True)
+                elif mode == "torch" and d["trace"]:
+                    Path(d["trace"]).unlink()
+                runs[mode].append(d)
+                con.print(f"  round {r} {mode}: steady {steady(d) * 1e3:.2f} ms, end {d['end_s']:.2f} s", style="dim")
+            took = time.monotonic() - r0
+            if r + 1 < a.pairs and time.monotonic() - t0 + took > a.budget_s:
+                con.print(f"  stopping after {r + 1} rounds: another ({took:.0f} s) would end past --budget-s "
+                          f"{a.budget_s:.0f}")
+                break
         scored = findings(a.device, runs["neuron_prof"][-1]["trace"])
     ratios = [n / t for n, t in zip((steady(d) for d in runs["neuron_prof"]),
                                     (steady(d) for d in runs.get("torch", [])))]
-    t = Table(title=f"bench gpu on {card(a.device)}: {a.pairs} rounds, each mode a new process, rotated order "
+    t = Table(title=f"bench gpu on {card(a.device)}: {len(runs['neuron_prof'])} rounds, each mode a new process, rotated order "
                     f"(median (min-max) of the rounds)", title_justify="left")
     for c in ("mode", "eager steady step ms", "compiled steps s", "end of capture s", "vs torch.profiler"):
         t.add_column(c, justify="left" if c == "mode" else "right")
