@@ -17,7 +17,6 @@ from __future__ import annotations
 import gc
 import os
 import resource
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -25,25 +24,21 @@ from typing import Any
 import numpy as np
 import orjson
 
-from neuron_prof.errors import OutOfMemoryError, TraceFormatError
+from neuron_prof.errors import OutOfMemoryError
 from neuron_prof.formats import GZIP_MAGIC
 from neuron_prof.loaders.coldir import ARGS, ColumnWriter, trace_head, write_strings
 from neuron_prof.loaders.gc_hold import no_gc
 from neuron_prof.loaders.json._convert import Converter, V1Ends, clock_of, wanted_ids
 from neuron_prof.loaders.json._events import EventColumns
-from neuron_prof.loaders.json._parallel import _SEP, HEAD_BYTES, parse_range
-from neuron_prof.loaders.json._read import JsonEventReader
+from neuron_prof.loaders.json._pieces import PIECE_BYTES, parsed_pieces
 from neuron_prof.loaders.json._values import us_to_ns
-from neuron_prof.loaders.json.fill import gunzip_steps, gzip_size
+from neuron_prof.loaders.json.fill import gzip_size
 from neuron_prof.loaders.json.restore import restore_own
 from neuron_prof.model import TraceBuilder
 from neuron_prof.model.schema import META_KEY, Meta
 
 __all__ = ["MEMORY_LIMIT_ENV", "PIECE_BYTES", "ingest", "json_bytes", "memory_limit", "memory_room", "stream_wanted"]
 
-PIECE_BYTES = 64 << 20
-"""JSON parsed at a time (its parse needs a few times this); NEURON_PROF_STREAM_PIECE_MB changes it."""
-_BLOCK = 8 << 20
 _STEP = 8 << 20
 """Rows converted µs -> ns at a time."""
 NEED_PER_BYTE = 2.0
@@ -153,13 +148,17 @@ def check_room(path: Path) -> None:
 def ingest(path: Path, folder: Path, key: str) -> None:
     """Read the Chrome JSON trace `path` into the column folder `folder` (`neuron_prof.loaders.coldir`)."""
     with no_gc():
-        _Ingest(path, folder).run(key)
+        ing = _Ingest(path, folder)
+        try:
+            ing.run(key)
+        finally:
+            ing.w.stop(quiet=True)  # after close(), nothing is left to stop
 
 
 class _Ingest:
     def __init__(self, path: Path, folder: Path) -> None:
         self.path = path
-        self.w = ColumnWriter(folder)
+        self.w = ColumnWriter(folder, background=True)
         self.folder = folder
         self.builder = TraceBuilder()
         self.conv = Converter(self.builder, str(path))
@@ -173,7 +172,7 @@ class _Ingest:
 
     def run(self, key: str) -> None:
         prefix = suffix = None
-        for part, head in _parts(self.path, self.warnings):
+        for part, head in parsed_pieces(self.path, self.warnings):
             if part is None:
                 prefix = head
                 continue
@@ -187,7 +186,8 @@ class _Ingest:
             suffix = part["suffix"]
             del part
             self._drain()
-            gc.collect()  # the GC is off while a piece is parsed: a piece's reader and scan threads form cycles
+            gc.collect(0)  # the GC is off while a piece is parsed: a piece's reader and scan threads form cycles
+            # (all of them young: what earlier pieces left is older and need not be walked again)
             _trim()
         top = _top(prefix, suffix)
         conv = self.conv
@@ -228,14 +228,21 @@ class _Ingest:
     def _codes(self, keys: list[tuple[Any, Any, Any]]) -> np.ndarray:
         """Flow keys (cat, name, id) as int64: (index of (cat, name)) << 42 | id, or 2**62 + index of the key.
         A dict of millions of key tuples would hold GBs; these are 8 bytes each, on disk."""
-        out = np.empty(len(keys), dtype=np.int64)
-        pairs, odd = self.pairs, self.odd
-        for j, (c, n, i) in enumerate(keys):
-            p = pairs.setdefault((c, n), len(pairs))
-            if type(i) is int and 0 <= i < _ID_SPAN and p < _PAIR_SPAN:
-                out[j] = (p << 42) | i
-            else:
-                out[j] = _ODD | odd.setdefault((c, n, i), len(odd))
+        if not keys:
+            return np.zeros(0, np.int64)
+        cats, names, ids = zip(*keys)
+        pairs = self.pairs
+        cn = list(zip(cats, names))
+        for k in dict.fromkeys(cn):  # a handful of (cat, name)
+            pairs.setdefault(k, len(pairs))
+        p = np.fromiter(map(pairs.__getitem__, cn), np.int64, len(cn))
+        i = _ints(ids)
+        normal = (i >= 0) & (i < _ID_SPAN) & (p < _PAIR_SPAN)
+        out = (p << 42) | np.where(normal, i, 0)
+        if not normal.all():
+            odd = self.odd
+            for j in np.flatnonzero(~normal).tolist():
+                out[j] = _ODD | odd.setdefault(keys[j], len(odd))
         return out
 
     def _v1(self) -> V1Ends | None:
@@ -328,6 +335,16 @@ _DTYPES: dict[str, Any] = {"s_ts_us": np.float64, "s_dur_us": np.float64, "i_ts_
                            "f_ts": np.float64, "f_bp": np.bool_, "f_hint": np.int64}
 
 
+def _ints(ids: tuple[Any, ...]) -> np.ndarray:
+    """Flow ids as int64, -1 for those that are no int of 64 bits (a string, None, a float, a bool...)."""
+    if set(map(type, ids)) == {int}:
+        try:
+            return np.array(ids, dtype=np.int64)
+        except OverflowError:
+            pass
+    return np.array([i if type(i) is int and -2**63 <= i < 2**63 else -1 for i in ids], dtype=np.int64)
+
+
 def _trim() -> None:
     """Hand the freed pages of the last piece's parse back to the system (glibc keeps them otherwise: the
     few objects a piece leaves alive, its flow keys, pin the heap around them and RSS grows piece by piece)."""
@@ -360,64 +377,3 @@ def _top(prefix: bytes | None, suffix: bytes | None) -> dict[str, Any]:
         return {}
     top.pop("traceEvents", None)
     return top
-
-
-def _blocks(path: Path, warnings: list[str]) -> Iterator[bytes]:
-    with open(path, "rb") as f:
-        gz = f.read(2) == GZIP_MAGIC
-        f.seek(0)
-        if gz:
-            yield from gunzip_steps(f, path, warnings)
-            return
-        while block := f.read(_BLOCK):
-            yield block
-
-
-def piece_bytes() -> int:
-    try:
-        return max(1 << 20, int(float(os.environ["NEURON_PROF_STREAM_PIECE_MB"]) * (1 << 20)))
-    except (KeyError, ValueError):
-        return PIECE_BYTES
-
-
-def _parts(path: Path, warnings: list[str]) -> Iterator[tuple[dict[str, Any] | None, bytes | None]]:
-    """(None, the top-level object's text before traceEvents' '[', None for the array form) first, then each
-    piece parsed: (part, None)."""
-    piece_size = piece_bytes()
-    blocks = _blocks(path, warnings)
-    buf = bytearray()
-    for b in blocks:
-        buf += b
-        if len(buf) >= HEAD_BYTES:
-            break
-    frame = JsonEventReader(bytes(buf[:HEAD_BYTES]), path)._frame_in(min(len(buf), HEAD_BYTES) - 1)
-    if not isinstance(frame, tuple):
-        raise TraceFormatError(path, "traceEvents does not open within the first 8 MB: too big to read in pieces")
-    start, obj_start = frame
-    yield None, (bytes(buf[obj_start:start - 1]) if obj_start is not None else None)
-    del buf[:start]
-    more = True
-    look = 0
-    while True:
-        while more and len(buf) < piece_size + look:
-            blk = next(blocks, None)
-            if blk is None:
-                more = False
-            else:
-                buf += blk
-        if not more:
-            yield parse_range(b"[" + buf, path), None  # the last piece: the array's end and the document's rest
-            return
-        m = _SEP.search(buf, piece_size * 3 // 4 + look)
-        if m is None:
-            look += piece_size // 4
-            continue
-        piece = b"[" + buf[:m.start() + 1] + b"]"
-        part = parse_range(piece, path)
-        if part["warnings"] and look < 16 * piece_size:
-            look = m.end() - piece_size * 3 // 4  # a cut inside a string: cut at a later separator
-            continue
-        del piece
-        del buf[:m.end() - 1]
-        look = 0
-        yield part, None
