@@ -104,7 +104,8 @@ class ColumnWriter:
             self._files[name].flush()
 
     def mapped(self, name: str) -> np.ndarray:
-        """Column `name` as written so far, memory-mapped (flush it first)."""
+        """Column `name` as written so far, memory-mapped (what is still buffered is written first)."""
+        self.flush(name)
         n, dtype = self._rows[name], self._dtypes[name]
         return np.memmap(self.folder / name, dtype=dtype, mode="r", shape=(n,)) if n else np.zeros(0, dtype)
 

@@ -45,9 +45,6 @@ NEED_PER_BYTE = 2.0
 """Memory the in-memory load needs per byte of JSON (measured: 1.6-1.7x the file)."""
 GZ_RATIO_GUESS = 10
 """A .json.gz whose trailer cannot tell its size (over 4 GB) is taken as this many times bigger."""
-_US = {"slices.ts_ns": ("s_ts_us", True), "slices.dur_ns": ("s_dur_us", False),
-       "instants.ts_ns": ("i_ts_us", True), "counters.ts_ns": ("c_ts_us", True)}
-"""Final ns column: (the µs column it is made from, whether the clock's base is added)."""
 
 
 def json_bytes(path: Path) -> int:
@@ -164,6 +161,11 @@ class _Ingest:
         self.conv = Converter(self.builder, str(path))
         self.firsts: dict[str, np.ndarray] = {}
         """The first slice's and the first instant's µs (what sets the clock without a base)."""
+        self.guess = 0
+        """The base (ns) the times are converted with as they come: baseTimeNanoseconds when the text before
+        traceEvents holds it (Kineto's does), else 0; `_rebase` moves them when the document says otherwise."""
+        self.args_end = 0
+        """Bytes of args written so far (the args_off column is written as they come)."""
         self.warnings: list[str] = []
         self.pairs: dict[tuple[Any, Any], int] = {}
         """(cat, name) of flow keys -> index (a handful: ac2g, fwdbwd, ...)."""
@@ -175,6 +177,8 @@ class _Ingest:
         for part, head in parsed_pieces(self.path, self.warnings):
             if part is None:
                 prefix = head
+                self.guess = clock_of(_top(prefix, b"}"), [])[0]
+                self.w.append("args_off", np.zeros(1, np.int64))
                 continue
             f, keys = part["f"], part["keys"]
             part["f"] = []  # flow endpoints go to files here, their keys as numbers (`_codes`)
@@ -194,8 +198,11 @@ class _Ingest:
         base, clock = clock_of(top, list(self.firsts.values()))
         conv._pair()
         self._drain()
-        self._to_ns(base)
         w = self.w
+        for name in _NS:
+            w.declare(name, np.int64)
+        if base != self.guess:
+            self._rebase(base)
         for name in ("slices.track", "slices.name", "slices.cat", "slices.args", "instants.track",
                      "instants.name", "instants.cat", "instants.args", "counters.track", "counters.value"):
             w.declare(name, _DTYPES[name])
@@ -281,54 +288,58 @@ class _Ingest:
             for cols in parts:
                 if len(cols[0]):
                     self.firsts.setdefault(names[0], cols[0][:1])
+                w.append(names[0], us_to_ns(cols[0], self.guess))
+                if names is _S:
+                    w.append(names[1], us_to_ns(cols[1], 0))
                 for name, a in zip(names, cols, strict=True):
-                    w.append(name, a, _DTYPES[name])
+                    if name in _DTYPES:
+                        w.append(name, a, _DTYPES[name])
             parts.clear()
         if ev._c_ts:
-            w.append("c_ts_us", np.array(ev._c_ts, np.float64))
+            w.append("counters.ts_ns", us_to_ns(np.array(ev._c_ts, np.float64), self.guess))
             w.append("counters.track", np.array(ev._c_track, np.int32))
             w.append("counters.value", np.array(ev._c_val, np.float64))
             ev._c_ts, ev._c_track, ev._c_val = [], [], []
         for b in ev._blobs:
             w.append(ARGS, b)
         for n in ev._lens:
-            w.append("args_len", n, np.int64)
+            if len(n):
+                off = np.cumsum(n, dtype=np.int64)
+                off += self.args_end
+                self.args_end = int(off[-1])
+                w.append("args_off", off)
         ev._blobs.clear()
         ev._lens.clear()
 
-    def _to_ns(self, base: int) -> None:
-        """µs columns into ns columns (and args lengths into offsets), a bounded step at a time."""
+    def _rebase(self, base: int) -> None:
+        """The times written with `guess` as the base moved to `base` (baseTimeNanoseconds came after
+        traceEvents), a bounded step at a time: us_to_ns adds the base last, so this is exact."""
         w = self.w
-        for dst, (src, add_base) in _US.items():
-            w.declare(dst, np.int64)
-            w.declare(src, np.float64)
-            w.flush(src)
-            us = w.mapped(src)
-            for k in range(0, len(us), _STEP):
-                w.append(dst, us_to_ns(np.asarray(us[k:k + _STEP]), base if add_base else 0))
-            del us
-            w.drop(src)
-        w.append("args_off", np.zeros(1, np.int64))
-        w.declare("args_len", np.int64)
-        w.declare(ARGS, np.uint8)
-        w.flush("args_len")
-        lens, total = w.mapped("args_len"), 0
-        for k in range(0, len(lens), _STEP):
-            off = np.cumsum(lens[k:k + _STEP], dtype=np.int64) + total
-            w.append("args_off", off)
-            total = int(off[-1]) if len(off) else total
-        del lens
-        w.drop("args_len")
+        for name in _BASED:
+            w.flush(name)
+            n = w.rows(name)
+            if not n:
+                continue
+            col = np.memmap(self.folder / name, dtype=np.int64, mode="r+", shape=(n,))
+            for k in range(0, n, _STEP):
+                part = col[k:k + _STEP]
+                part -= np.int64(self.guess)
+                part += np.int64(base)
+            col.flush()
+            del col
 
 
 _F = ("f_ph", "f_code", "f_track", "f_ts", "f_bp", "f_hint")
 _ID_SPAN = 1 << 42
 _PAIR_SPAN = 1 << 20
 _ODD = 1 << 62
-_S = ("s_ts_us", "s_dur_us", "slices.track", "slices.name", "slices.cat", "slices.args")
-_I = ("i_ts_us", "instants.track", "instants.name", "instants.cat", "instants.args")
-_DTYPES: dict[str, Any] = {"s_ts_us": np.float64, "s_dur_us": np.float64, "i_ts_us": np.float64,
-                           "slices.track": np.int32, "slices.name": np.int32, "slices.cat": np.int32,
+_S = ("slices.ts_ns", "slices.dur_ns", "slices.track", "slices.name", "slices.cat", "slices.args")
+_I = ("instants.ts_ns", "instants.track", "instants.name", "instants.cat", "instants.args")
+_NS = ("slices.ts_ns", "slices.dur_ns", "instants.ts_ns", "counters.ts_ns")
+"""The ns columns, written as the pieces come."""
+_BASED = ("slices.ts_ns", "instants.ts_ns", "counters.ts_ns")
+"""Those with the base added: what `_rebase` moves."""
+_DTYPES: dict[str, Any] = {"slices.track": np.int32, "slices.name": np.int32, "slices.cat": np.int32,
                            "slices.args": np.int64, "instants.track": np.int32, "instants.name": np.int32,
                            "instants.cat": np.int32, "instants.args": np.int64, "counters.track": np.int32,
                            "counters.value": np.float64, "f_ph": np.int8, "f_code": np.int64, "f_track": np.int32,
