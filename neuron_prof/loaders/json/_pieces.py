@@ -11,7 +11,8 @@ a cut that lands inside a string (the piece parses with warnings) is moved to a 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -48,6 +49,18 @@ class _Source:
         """gzip: the text from `wlo` on, gunzipped but not yet cut into pieces."""
         self.wlo = 0
 
+    def ahead(self, lo: int, n: int) -> Callable[[], tuple[bytearray, bool]] | None:
+        """`read(lo, n)` started in a thread while the caller parses the piece before (a plain file only: a
+        gzip stream is read in order); call the result for it. None: read it when needed."""
+        if self.blocks is not None:
+            return None
+        pool = ThreadPoolExecutor(1, thread_name_prefix="neuron-prof-read")
+        try:
+            got = pool.submit(self.read, lo, n)
+        finally:
+            pool.shutdown(wait=False)
+        return got.result
+
     def read(self, lo: int, n: int) -> tuple[bytearray, bool]:
         """('[' + the `n` bytes of text at offset `lo` (fewer at the end), whether the text ends there). `lo`
         never goes back. A plain file is read straight into the buffer (the parse may repair it in place: a
@@ -55,11 +68,10 @@ class _Source:
         if self.blocks is None:
             buf = bytearray(1 + n)
             buf[0] = _OPEN
-            self.f.seek(lo)
             got = 0
             with memoryview(buf) as view:
                 while got < n:
-                    r = self.f.readinto(view[1 + got:])
+                    r = os.preadv(self.f.fileno(), [view[1 + got:]], lo + got)  # no file position: see `ahead`
                     if not r:
                         break
                     got += r
@@ -101,8 +113,11 @@ def _pieces(src: _Source, lo: int, path: Path) -> Iterator[tuple[dict[str, Any],
     size = piece_bytes()
     back = min(CUT_BACK, size // 4)
     look = 0
+    nxt: tuple[int, Callable[[], tuple[bytearray, bool]] | None] | None = None
     while True:
-        piece, end = src.read(lo, size + look)
+        got = nxt[1] if nxt is not None and nxt[0] == lo and not look else None
+        nxt = None
+        piece, end = got() if got is not None else src.read(lo, size + look)
         if end:
             yield parse_range(piece, path), None  # the last piece: the array's end and the document's rest
             return
@@ -112,11 +127,13 @@ def _pieces(src: _Source, lo: int, path: Path) -> Iterator[tuple[dict[str, Any],
             continue
         del piece[m.start() + 1:]
         piece.append(_CLOSE)
+        after = lo + m.end() - 2  # piece[i] is the text at lo + i - 1
+        nxt = (after, src.ahead(after, size))  # the next piece is read while this one is parsed (2 in memory)
         part = parse_range(piece, path)
         if part["warnings"] and look < 16 * size:
             look = m.end() - 1 - (1 + size - back)  # a cut inside a string: cut at a later separator
             continue
         del piece
-        lo += m.end() - 2  # piece[i] is the text at lo + i - 1
+        lo = after
         look = 0
         yield part, None
