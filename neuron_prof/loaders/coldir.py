@@ -1,7 +1,8 @@
 """A Trace as a folder of raw columns, read back memory-mapped: the layout of the on-disk column cache.
 
     write_trace(folder, trace, key)      # an in-memory Trace into `folder`
-    w = ColumnWriter(folder)             # or column by column, piece by piece (streamed ingest)
+    w = ColumnWriter(folder)             # or column by column, piece by piece (streamed ingest; with
+                                         # background=True a thread writes while the caller goes on)
     w.append("slices.ts_ns", array); ...; w.close(head)
     trace = read_trace(folder)           # columns are read-only np.memmap, args a mmap: pages come on demand
 

@@ -11,7 +11,9 @@ a cut that lands inside a string (the piece parses with warnings) is moved to a 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+import queue
+import threading
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -44,10 +46,15 @@ class _Source:
         self.f = f
         gz = f.read(2) == GZIP_MAGIC
         f.seek(0)
-        self.blocks = gunzip_steps(f, path, warnings) if gz else None
+        self.blocks = _ahead(gunzip_steps(f, path, warnings)) if gz else None
         self.window = bytearray()
         """gzip: the text from `wlo` on, gunzipped but not yet cut into pieces."""
         self.wlo = 0
+
+    def close(self) -> None:
+        """Stop the gunzipping thread (before the file closes)."""
+        if isinstance(self.blocks, Generator):
+            self.blocks.close()
 
     def ahead(self, lo: int, n: int) -> Callable[[], tuple[bytearray, bool]] | None:
         """`read(lo, n)` started in a thread while the caller parses the piece before (a plain file only: a
@@ -93,19 +100,61 @@ class _Source:
         return buf, k < n
 
 
+def _ahead(blocks: Iterator[bytes], depth: int = 16) -> Iterator[bytes]:
+    """`blocks` made by a thread (gunzipped: zlib gives the GIL back), at most `depth` of them ahead."""
+    q: queue.Queue[tuple[bytes | None, BaseException | None]] = queue.Queue(depth)
+    stop = threading.Event()
+
+    def put(item: tuple[bytes | None, BaseException | None]) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False  # the reader is gone
+
+    def run() -> None:
+        try:
+            for b in blocks:
+                if not put((b, None)):
+                    return
+            put((None, None))
+        except (TraceFormatError, OSError, ValueError, MemoryError) as e:  # raised in the reader
+            put((None, e))
+
+    t = threading.Thread(target=run, name="neuron-prof-gunzip", daemon=True)
+    t.start()
+    try:
+        while True:
+            b, err = q.get()
+            if err is not None:
+                raise err
+            if b is None:
+                return
+            yield b
+    finally:
+        stop.set()
+        t.join()
+
+
 def parsed_pieces(path: Path, warnings: list[str]) -> Iterator[tuple[dict[str, Any] | None, bytes | None]]:
     """(None, the top-level object's text before traceEvents' '[', None for the array form) first, then each
     piece parsed: (part, None)."""
     with open(path, "rb") as f:
         src = _Source(f, path, warnings)
-        head = src.read(0, HEAD_BYTES)[0][1:]
-        frame = JsonEventReader(bytes(head), path)._frame_in(len(head) - 1)
-        if not isinstance(frame, tuple):
-            raise TraceFormatError(path, "traceEvents does not open within the first 8 MB: too big to read in pieces")
-        start, obj_start = frame
-        yield None, (bytes(head[obj_start:start - 1]) if obj_start is not None else None)
-        del head
-        yield from _pieces(src, start, path)
+        try:
+            head = src.read(0, HEAD_BYTES)[0][1:]
+            frame = JsonEventReader(bytes(head), path)._frame_in(len(head) - 1)
+            if not isinstance(frame, tuple):
+                raise TraceFormatError(path, "traceEvents does not open within the first 8 MB: too big to read in "
+                                             "pieces")
+            start, obj_start = frame
+            yield None, (bytes(head[obj_start:start - 1]) if obj_start is not None else None)
+            del head
+            yield from _pieces(src, start, path)
+        finally:
+            src.close()
 
 
 def _pieces(src: _Source, lo: int, path: Path) -> Iterator[tuple[dict[str, Any], None]]:

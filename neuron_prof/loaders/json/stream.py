@@ -2,11 +2,13 @@
 
     if stream_wanted(path): ingest(path, folder, key)     # then neuron_prof.loaders.coldir.read_trace(folder)
 
-The file (gunzipped on the fly for `.json.gz`) is cut into pieces of about PIECE_BYTES between two events;
-each piece is parsed as the parallel path parses a range (`_parallel.parse_range`), merged into one
-Converter (tracks, strings, flow endpoints) and its columns appended to files at once, so neither the file
-nor its columns are ever held whole. Times are kept as µs until the end (baseTimeNanoseconds may follow
-traceEvents), then converted to ns column by column in bounded steps. What stays in memory grows with the
+The file (gunzipped on the fly for `.json.gz`) is cut into pieces of about PIECE_BYTES between two events
+(`_pieces`: a plain file's next piece is read in a thread while one is parsed); each piece is parsed as the
+parallel path parses a range (`_parallel.parse_range`), merged into one Converter (tracks, strings, flow
+endpoints) and its columns handed at once to a thread that appends them to files, so neither the file nor its
+columns are ever held whole. Times become ns as they come, with baseTimeNanoseconds when the text before
+traceEvents holds it (else 0); one that follows traceEvents moves them at the end, in bounded steps (exact:
+the base is added last). What stays in memory grows with the
 number of flow endpoints, B/E and async events (paired at the end, as on the other paths), not with slices.
 The Trace holds the events, names and args the in-memory path gives (string and args ids may be numbered in
 another order); a damaged file keeps its load warnings but not `metadata["partial"]`.
