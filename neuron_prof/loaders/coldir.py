@@ -138,7 +138,7 @@ class _Background:
     written: the caller parses the next piece meanwhile (a write gives the GIL back). What fails there (a full
     disk) is raised in the caller at its next call."""
 
-    MAX_PENDING = 128 << 20
+    MAX_PENDING = 64 << 20
 
     def __init__(self) -> None:
         self._todo: deque[tuple[BinaryIO, Any] | None] = deque()

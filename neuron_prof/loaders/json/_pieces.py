@@ -100,7 +100,7 @@ class _Source:
         return buf, k < n
 
 
-def _ahead(blocks: Iterator[bytes], depth: int = 16) -> Iterator[bytes]:
+def _ahead(blocks: Iterator[bytes], depth: int = 4) -> Iterator[bytes]:
     """`blocks` made by a thread (gunzipped: zlib gives the GIL back), at most `depth` of them ahead."""
     q: queue.Queue[tuple[bytes | None, BaseException | None]] = queue.Queue(depth)
     stop = threading.Event()
