@@ -7,6 +7,7 @@ file into the column cache and give the summary an unlimited in-memory run gives
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
@@ -180,3 +181,45 @@ def test_every_real_trace_streamed_gives_the_in_memory_summary(kineto_trace: Pat
         assert main(["summary", "--json", str(kineto_trace)]) == 0
         docs.append(capsys.readouterr().out)
     assert docs[0] == docs[1]
+
+
+def test_a_small_trace_streamed_holds_what_the_in_memory_load_holds(tmp_path: Path) -> None:
+    """One piece, without flows: its columns smaller than a write buffer are mapped all the same."""
+    from neuron_prof.loaders import coldir
+    from neuron_prof.loaders.json import stream
+    from neuron_prof.loaders.json.reader import load_kineto_json
+
+    events = [{"ph": "X", "name": f"op{k % 3}", "cat": "cpu_op", "pid": 1, "tid": 2, "ts": 10.5 + k, "dur": 0.5,
+               "args": {"k": k}} for k in range(50)]
+    events += [{"ph": "i", "name": "mark", "pid": 1, "tid": 2, "ts": 12, "s": "t"},
+               {"ph": "C", "name": "mem", "pid": 1, "ts": 13, "args": {"bytes": 7}}]
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps({"traceEvents": events, "baseTimeNanoseconds": 1_000_000}))
+    folder = tmp_path / "cols"
+    folder.mkdir()
+    stream.ingest(path, folder, "key")
+    got = coldir.read_trace(folder)
+    assert len(got.slices) == 50 and len(got.instants) == 1 and len(got.counters) == 1
+    _same_events(load_kineto_json(path), got)
+    assert got.counters.ts_ns.tolist() == load_kineto_json(path).counters.ts_ns.tolist() == [1_013_000]
+
+
+def test_columns_written_by_a_thread_are_the_columns_given(tmp_path: Path) -> None:
+    """More than the thread may hold unwritten (it waits), read back between appends and after close."""
+    import numpy as np
+
+    from neuron_prof.loaders import coldir
+
+    w = coldir.ColumnWriter(tmp_path, background=True)
+    parts = [np.arange(k, k + (3 << 20), dtype=np.int64) for k in range(0, 24 << 20, 3 << 20)]  # 8 x 24 MB
+    for a in parts[:4]:
+        w.append("c", a)
+        w.append("b", a[:5].tobytes())
+    assert np.array_equal(w.mapped("c"), np.concatenate(parts[:4]))
+    for a in parts[4:]:
+        w.append("c", a)
+    w.close({})
+    cols = coldir.read_head(tmp_path)["columns"]
+    assert cols["c"][1] == 24 << 20 and cols["b"][1] == 4 * 40
+    assert np.array_equal(np.fromfile(tmp_path / "c", np.int64), np.concatenate(parts))
+    assert (tmp_path / "b").read_bytes() == b"".join(a[:5].tobytes() for a in parts[:4])

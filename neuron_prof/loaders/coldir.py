@@ -1,7 +1,8 @@
 """A Trace as a folder of raw columns, read back memory-mapped: the layout of the on-disk column cache.
 
     write_trace(folder, trace, key)      # an in-memory Trace into `folder`
-    w = ColumnWriter(folder)             # or column by column, piece by piece (streamed ingest)
+    w = ColumnWriter(folder)             # or column by column, piece by piece (streamed ingest; with
+                                         # background=True a thread writes while the caller goes on)
     w.append("slices.ts_ns", array); ...; w.close(head)
     trace = read_trace(folder)           # columns are read-only np.memmap, args a mmap: pages come on demand
 
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import mmap
 import os
+import threading
+from collections import deque
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -46,11 +49,13 @@ _NUMERIC = "biuf"
 class ColumnWriter:
     """Appends columns to files in `folder`; `close(head)` writes head (with the columns' shapes) last."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, background: bool = False) -> None:
         self.folder = folder
         self._files: dict[str, BinaryIO] = {}
         self._dtypes: dict[str, str] = {}
         self._rows: dict[str, int] = {}
+        self._bg = _Background() if background else None
+        """With `background`, the writes go to the files in a thread while the caller goes on (see _Background)."""
 
     def append(self, name: str, values: np.ndarray | bytes, dtype: Any = None) -> None:
         """Append `values` (an array, or bytes for args.bin / strings.bin) to column `name`."""
@@ -59,7 +64,7 @@ class ColumnWriter:
             f = self._files[name] = open(self.folder / name, "wb")  # closed in close()
             self._rows[name] = 0
         if isinstance(values, (bytes, bytearray, memoryview)):
-            f.write(values)
+            self._write(f, values)
             self._rows[name] += len(values)
             self._dtypes.setdefault(name, "u1")
             return
@@ -67,8 +72,19 @@ class ColumnWriter:
         self._dtypes.setdefault(name, a.dtype.str)
         if a.dtype.str != self._dtypes[name]:
             a = a.astype(self._dtypes[name])
-        f.write(a.data.cast("B"))
+        self._write(f, a.data.cast("B"))
         self._rows[name] += len(a)
+
+    def _write(self, f: BinaryIO, data: bytes | bytearray | memoryview) -> None:
+        if self._bg is None:
+            f.write(data)
+        else:
+            self._bg.put(f, data)
+
+    def sync(self) -> None:
+        """Wait for the writes handed to the thread (raising what failed there)."""
+        if self._bg is not None:
+            self._bg.wait()
 
     def declare(self, name: str, dtype: Any) -> None:
         """Make column `name` exist (empty) with `dtype` even when nothing is appended."""
@@ -84,6 +100,7 @@ class ColumnWriter:
         return self._rows.get(name, 0)
 
     def flush(self, name: str) -> None:
+        self.sync()
         if name in self._files:
             self._files[name].flush()
 
@@ -96,15 +113,88 @@ class ColumnWriter:
 
     def drop(self, name: str) -> None:
         """Close and delete column `name` (a temporary one)."""
+        self.sync()
         self._files.pop(name).close()
         del self._rows[name], self._dtypes[name]
         (self.folder / name).unlink()
 
     def close(self, head: dict[str, Any]) -> None:
+        self.stop()
         for f in self._files.values():
             f.close()
         head = {**head, "columns": {n: [self._dtypes[n], self._rows[n]] for n in self._files}}
         (self.folder / HEAD).write_bytes(orjson.dumps(head, default=str, option=_OPTS))
+
+
+    def stop(self, quiet: bool = False) -> None:
+        """End the writing thread, if any, once its writes are done (raising what failed there unless `quiet`:
+        after a failure of the caller's own)."""
+        bg, self._bg = self._bg, None
+        if bg is not None:
+            bg.stop(quiet)
+
+
+class _Background:
+    """Writes (file, bytes) in one thread, in the order given, holding at most MAX_PENDING bytes not yet
+    written: the caller parses the next piece meanwhile (a write gives the GIL back). What fails there (a full
+    disk) is raised in the caller at its next call."""
+
+    MAX_PENDING = 64 << 20
+
+    def __init__(self) -> None:
+        self._todo: deque[tuple[BinaryIO, Any] | None] = deque()
+        self._pending = 0
+        self._error: BaseException | None = None
+        self._cv = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="neuron-prof-columns", daemon=True)
+        self._thread.start()
+
+    def put(self, f: BinaryIO, data: bytes | bytearray | memoryview) -> None:
+        n = len(data) if not isinstance(data, memoryview) else data.nbytes
+        with self._cv:
+            while self._pending > self.MAX_PENDING and self._error is None:
+                self._cv.wait()
+            self._raise()
+            self._todo.append((f, data))
+            self._pending += n
+            self._cv.notify_all()
+
+    def wait(self) -> None:
+        with self._cv:
+            while (self._todo or self._pending) and self._error is None:
+                self._cv.wait()
+            self._raise()
+
+    def stop(self, quiet: bool) -> None:
+        with self._cv:
+            self._todo.append(None)
+            self._cv.notify_all()
+        self._thread.join()
+        if not quiet:
+            self._raise()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._todo:
+                    self._cv.wait()
+                job = self._todo.popleft()
+            if job is None:
+                return
+            f, data = job
+            n = len(data) if not isinstance(data, memoryview) else data.nbytes
+            try:
+                if self._error is None:
+                    f.write(data)
+            except (OSError, ValueError, MemoryError) as e:  # raised in the caller
+                self._error = e
+            with self._cv:
+                self._pending -= n
+                self._cv.notify_all()
 
 
 def trace_head(trace: Trace, key: str) -> dict[str, Any]:

@@ -427,7 +427,7 @@ class EventColumns:
         return {"s": cat(self._s, 6), "i": cat(self._i, 5),
                 "c": (np.array(self._c_ts, np.float64), np.array(self._c_track, np.int32),
                       np.array(self._c_val, np.float64)),
-                "blob": b"".join(self._blobs), "lens": np.concatenate(self._lens) if self._lens else np.zeros(0, np.int64),
+                "blobs": self._blobs, "lens": np.concatenate(self._lens) if self._lens else np.zeros(0, np.int64),
                 "n_args": self._n_args, "n_slices": self.n_slices, "f": f, "keys": keys, "v2": self.v2,
                 "be": self.begin_end, "as": self.asyncs, "warn": dict(self.warn), "entries": self.entries,
                 "n_meta": self.n_meta, "strings": self.strings.as_list()}
@@ -450,7 +450,7 @@ class EventColumns:
         self._c_ts.extend(c_ts.tolist())
         self._c_track.extend(cmap[c_tr].tolist())
         self._c_val.extend(c_val.tolist())
-        self._blobs.append(st["blob"])
+        self._blobs += st["blobs"]  # not joined: the streamed load writes them as they are
         self._lens.append(st["lens"])
         self._n_args += st["n_args"]
         self.n_slices += st["n_slices"]

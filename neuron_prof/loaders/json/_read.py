@@ -63,6 +63,8 @@ class JsonEventReader(Repairs):
         self.suffix: bytes | None = None
         """What follows that ']' (the rest of the top-level object)."""
         self._ahead: Ahead | None = None
+        self._array_form = False
+        """Whether the document is the bare array of events (no top-level object around it)."""
 
     # ---- a file still being read ------------------------------------------------------------------
     def _avail(self, k: int) -> int:
@@ -171,6 +173,7 @@ class JsonEventReader(Repairs):
                 yield frame[k:k + 50_000]
             return
         start, obj_start = frame
+        self._array_form = obj_start is None
         if self.typed and THREADS > 1 and len(self.raw) - start > 4 * self.chunk_bytes and scan_enabled():
             self._ahead = Ahead(self._cut, THREADS)
         try:
@@ -259,16 +262,32 @@ class JsonEventReader(Repairs):
             return decode_chunk(b"[" + self.raw[lo:hi] + b"]")
         return None if got is False else got
 
-    def _cut(self, pos: int) -> tuple[int, int] | None | Literal[False]:
-        """Where a piece starting at `pos` ends and the next begins, as `_array` cuts (None: the last piece;
-        False: not known until more of the file is read)."""
+    def _cut(self, pos: int) -> tuple[int, int | None] | None | Literal[False]:
+        """Where a piece starting at `pos` ends and the next begins, as `_array` cuts (None: the last piece,
+        unless `_close` knows where it ends: then (its end, None); False: not known until more is read)."""
         m = self._sep(pos + self.chunk_bytes, wait=False)
-        return m if m is None or m is False else (m.start() + 1, m.end() - 1)
+        if m is None:
+            close = self._close(pos)
+            return None if close is None else (close, None)
+        return m if m is False else (m.start() + 1, m.end() - 1)
+
+    def _close(self, pos: int) -> int | None:
+        """The index of the array's closing ']' when the document is the bare array, read whole, and ends with
+        it (a streamed piece is), so that its last piece goes the fast way too; None otherwise."""
+        if not (self.typed and self._array_form) or self._fill is not None:
+            return None
+        end = self._last_byte(len(self.raw))
+        return end if end > pos and self.raw[end] == ord("]") else None
 
     def _last(self, pos: int) -> tuple[list[Any], int | None, int | None]:
         """The final piece: raw[pos:] holds the last events, ']' and the rest of the document.
         Returns (events, index of ']' or None, where to resume after damage or None)."""
         n = self._all()
+        close = self._close(pos)
+        if close is not None:
+            fast = self._fast(pos, close, close)
+            if fast is not None:
+                return fast, close, None
         self._open_end = None
         events, bad, _, msg = self._parse(pos, n, "open")
         if isinstance(events, list):  # array form (the document ends with the array), or repaired

@@ -134,11 +134,12 @@ class ScannedChunk:
 class Ahead:
     """Scans the next pieces in threads while the caller turns the current one into columns (the scan runs
     without the GIL). The pieces are cut exactly as the reader cuts them (`cut(pos)` -> (hi, next piece's
-    start) or None for the last piece); a piece the reader takes otherwise (widened after damage) drops
-    what was scanned ahead, and the reader goes on as if there were no threads. Pieces of a file still being
-    read are scanned ahead once their bytes are there (`cut` returns False until then)."""
+    start; None after the last) or None for a last piece it cannot cut); a piece the reader takes otherwise
+    (widened after damage) drops what was scanned ahead, and the reader goes on as if there were no threads.
+    Pieces of a file still being read are scanned ahead once their bytes are there (`cut` returns False until
+    then)."""
 
-    def __init__(self, cut: Callable[[int], tuple[int, int] | None | Literal[False]], threads: int) -> None:
+    def __init__(self, cut: Callable[[int], tuple[int, int | None] | None | Literal[False]], threads: int) -> None:
         self.cut = cut
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="neuron-prof-scan")
         self.depth = 2 * threads

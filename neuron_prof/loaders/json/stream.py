@@ -2,11 +2,13 @@
 
     if stream_wanted(path): ingest(path, folder, key)     # then neuron_prof.loaders.coldir.read_trace(folder)
 
-The file (gunzipped on the fly for `.json.gz`) is cut into pieces of about PIECE_BYTES between two events;
-each piece is parsed as the parallel path parses a range (`_parallel.parse_range`), merged into one
-Converter (tracks, strings, flow endpoints) and its columns appended to files at once, so neither the file
-nor its columns are ever held whole. Times are kept as µs until the end (baseTimeNanoseconds may follow
-traceEvents), then converted to ns column by column in bounded steps. What stays in memory grows with the
+The file (gunzipped on the fly for `.json.gz`) is cut into pieces of about PIECE_BYTES between two events
+(`_pieces`: a plain file's next piece is read in a thread while one is parsed); each piece is parsed as the
+parallel path parses a range (`_parallel.parse_range`), merged into one Converter (tracks, strings, flow
+endpoints) and its columns handed at once to a thread that appends them to files, so neither the file nor its
+columns are ever held whole. Times become ns as they come, with baseTimeNanoseconds when the text before
+traceEvents holds it (else 0); one that follows traceEvents moves them at the end, in bounded steps (exact:
+the base is added last). What stays in memory grows with the
 number of flow endpoints, B/E and async events (paired at the end, as on the other paths), not with slices.
 The Trace holds the events, names and args the in-memory path gives (string and args ids may be numbered in
 another order); a damaged file keeps its load warnings but not `metadata["partial"]`.
@@ -17,7 +19,6 @@ from __future__ import annotations
 import gc
 import os
 import resource
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -25,34 +26,27 @@ from typing import Any
 import numpy as np
 import orjson
 
-from neuron_prof.errors import OutOfMemoryError, TraceFormatError
+from neuron_prof.errors import OutOfMemoryError
 from neuron_prof.formats import GZIP_MAGIC
 from neuron_prof.loaders.coldir import ARGS, ColumnWriter, trace_head, write_strings
 from neuron_prof.loaders.gc_hold import no_gc
 from neuron_prof.loaders.json._convert import Converter, V1Ends, clock_of, wanted_ids
 from neuron_prof.loaders.json._events import EventColumns
-from neuron_prof.loaders.json._parallel import _SEP, HEAD_BYTES, parse_range
-from neuron_prof.loaders.json._read import JsonEventReader
+from neuron_prof.loaders.json._pieces import PIECE_BYTES, parsed_pieces
 from neuron_prof.loaders.json._values import us_to_ns
-from neuron_prof.loaders.json.fill import gunzip_steps, gzip_size
+from neuron_prof.loaders.json.fill import gzip_size
 from neuron_prof.loaders.json.restore import restore_own
 from neuron_prof.model import TraceBuilder
 from neuron_prof.model.schema import META_KEY, Meta
 
 __all__ = ["MEMORY_LIMIT_ENV", "PIECE_BYTES", "ingest", "json_bytes", "memory_limit", "memory_room", "stream_wanted"]
 
-PIECE_BYTES = 64 << 20
-"""JSON parsed at a time (its parse needs a few times this); NEURON_PROF_STREAM_PIECE_MB changes it."""
-_BLOCK = 8 << 20
 _STEP = 8 << 20
 """Rows converted µs -> ns at a time."""
 NEED_PER_BYTE = 2.0
 """Memory the in-memory load needs per byte of JSON (measured: 1.6-1.7x the file)."""
 GZ_RATIO_GUESS = 10
 """A .json.gz whose trailer cannot tell its size (over 4 GB) is taken as this many times bigger."""
-_US = {"slices.ts_ns": ("s_ts_us", True), "slices.dur_ns": ("s_dur_us", False),
-       "instants.ts_ns": ("i_ts_us", True), "counters.ts_ns": ("c_ts_us", True)}
-"""Final ns column: (the µs column it is made from, whether the clock's base is added)."""
 
 
 def json_bytes(path: Path) -> int:
@@ -160,18 +154,27 @@ def check_room(path: Path, per_byte: float | None = None) -> None:
 def ingest(path: Path, folder: Path, key: str) -> None:
     """Read the Chrome JSON trace `path` into the column folder `folder` (`neuron_prof.loaders.coldir`)."""
     with no_gc():
-        _Ingest(path, folder).run(key)
+        ing = _Ingest(path, folder)
+        try:
+            ing.run(key)
+        finally:
+            ing.w.stop(quiet=True)  # after close(), nothing is left to stop
 
 
 class _Ingest:
     def __init__(self, path: Path, folder: Path) -> None:
         self.path = path
-        self.w = ColumnWriter(folder)
+        self.w = ColumnWriter(folder, background=True)
         self.folder = folder
         self.builder = TraceBuilder()
         self.conv = Converter(self.builder, str(path))
         self.firsts: dict[str, np.ndarray] = {}
         """The first slice's and the first instant's µs (what sets the clock without a base)."""
+        self.guess = 0
+        """The base (ns) the times are converted with as they come: baseTimeNanoseconds when the text before
+        traceEvents holds it (Kineto's does), else 0; `_rebase` moves them when the document says otherwise."""
+        self.args_end = 0
+        """Bytes of args written so far (the args_off column is written as they come)."""
         self.warnings: list[str] = []
         self.pairs: dict[tuple[Any, Any], int] = {}
         """(cat, name) of flow keys -> index (a handful: ac2g, fwdbwd, ...)."""
@@ -180,9 +183,11 @@ class _Ingest:
 
     def run(self, key: str) -> None:
         prefix = suffix = None
-        for part, head in _parts(self.path, self.warnings):
+        for part, head in parsed_pieces(self.path, self.warnings):
             if part is None:
                 prefix = head
+                self.guess = clock_of(_top(prefix, b"}"), [])[0]
+                self.w.append("args_off", np.zeros(1, np.int64))
                 continue
             f, keys = part["f"], part["keys"]
             part["f"] = []  # flow endpoints go to files here, their keys as numbers (`_codes`)
@@ -194,15 +199,19 @@ class _Ingest:
             suffix = part["suffix"]
             del part
             self._drain()
-            gc.collect()  # the GC is off while a piece is parsed: a piece's reader and scan threads form cycles
+            gc.collect(0)  # the GC is off while a piece is parsed: a piece's reader and scan threads form cycles
+            # (all of them young: what earlier pieces left is older and need not be walked again)
             _trim()
         top = _top(prefix, suffix)
         conv = self.conv
         base, clock = clock_of(top, list(self.firsts.values()))
         conv._pair()
         self._drain()
-        self._to_ns(base)
         w = self.w
+        for name in _NS:
+            w.declare(name, np.int64)
+        if base != self.guess:
+            self._rebase(base)
         for name in ("slices.track", "slices.name", "slices.cat", "slices.args", "instants.track",
                      "instants.name", "instants.cat", "instants.args", "counters.track", "counters.value"):
             w.declare(name, _DTYPES[name])
@@ -235,14 +244,21 @@ class _Ingest:
     def _codes(self, keys: list[tuple[Any, Any, Any]]) -> np.ndarray:
         """Flow keys (cat, name, id) as int64: (index of (cat, name)) << 42 | id, or 2**62 + index of the key.
         A dict of millions of key tuples would hold GBs; these are 8 bytes each, on disk."""
-        out = np.empty(len(keys), dtype=np.int64)
-        pairs, odd = self.pairs, self.odd
-        for j, (c, n, i) in enumerate(keys):
-            p = pairs.setdefault((c, n), len(pairs))
-            if type(i) is int and 0 <= i < _ID_SPAN and p < _PAIR_SPAN:
-                out[j] = (p << 42) | i
-            else:
-                out[j] = _ODD | odd.setdefault((c, n, i), len(odd))
+        if not keys:
+            return np.zeros(0, np.int64)
+        cats, names, ids = zip(*keys)
+        pairs = self.pairs
+        cn = list(zip(cats, names))
+        for k in dict.fromkeys(cn):  # a handful of (cat, name)
+            pairs.setdefault(k, len(pairs))
+        p = np.fromiter(map(pairs.__getitem__, cn), np.int64, len(cn))
+        i = _ints(ids)
+        normal = (i >= 0) & (i < _ID_SPAN) & (p < _PAIR_SPAN)
+        out = (p << 42) | np.where(normal, i, 0)
+        if not normal.all():
+            odd = self.odd
+            for j in np.flatnonzero(~normal).tolist():
+                out[j] = _ODD | odd.setdefault(keys[j], len(odd))
         return out
 
     def _v1(self) -> V1Ends | None:
@@ -281,58 +297,72 @@ class _Ingest:
             for cols in parts:
                 if len(cols[0]):
                     self.firsts.setdefault(names[0], cols[0][:1])
+                w.append(names[0], us_to_ns(cols[0], self.guess))
+                if names is _S:
+                    w.append(names[1], us_to_ns(cols[1], 0))
                 for name, a in zip(names, cols, strict=True):
-                    w.append(name, a, _DTYPES[name])
+                    if name in _DTYPES:
+                        w.append(name, a, _DTYPES[name])
             parts.clear()
         if ev._c_ts:
-            w.append("c_ts_us", np.array(ev._c_ts, np.float64))
+            w.append("counters.ts_ns", us_to_ns(np.array(ev._c_ts, np.float64), self.guess))
             w.append("counters.track", np.array(ev._c_track, np.int32))
             w.append("counters.value", np.array(ev._c_val, np.float64))
             ev._c_ts, ev._c_track, ev._c_val = [], [], []
         for b in ev._blobs:
             w.append(ARGS, b)
         for n in ev._lens:
-            w.append("args_len", n, np.int64)
+            if len(n):
+                off = np.cumsum(n, dtype=np.int64)
+                off += self.args_end
+                self.args_end = int(off[-1])
+                w.append("args_off", off)
         ev._blobs.clear()
         ev._lens.clear()
 
-    def _to_ns(self, base: int) -> None:
-        """µs columns into ns columns (and args lengths into offsets), a bounded step at a time."""
+    def _rebase(self, base: int) -> None:
+        """The times written with `guess` as the base moved to `base` (baseTimeNanoseconds came after
+        traceEvents), a bounded step at a time: us_to_ns adds the base last, so this is exact."""
         w = self.w
-        for dst, (src, add_base) in _US.items():
-            w.declare(dst, np.int64)
-            w.declare(src, np.float64)
-            w.flush(src)
-            us = w.mapped(src)
-            for k in range(0, len(us), _STEP):
-                w.append(dst, us_to_ns(np.asarray(us[k:k + _STEP]), base if add_base else 0))
-            del us
-            w.drop(src)
-        w.append("args_off", np.zeros(1, np.int64))
-        w.declare("args_len", np.int64)
-        w.declare(ARGS, np.uint8)
-        w.flush("args_len")
-        lens, total = w.mapped("args_len"), 0
-        for k in range(0, len(lens), _STEP):
-            off = np.cumsum(lens[k:k + _STEP], dtype=np.int64) + total
-            w.append("args_off", off)
-            total = int(off[-1]) if len(off) else total
-        del lens
-        w.drop("args_len")
+        for name in _BASED:
+            w.flush(name)
+            n = w.rows(name)
+            if not n:
+                continue
+            col = np.memmap(self.folder / name, dtype=np.int64, mode="r+", shape=(n,))
+            for k in range(0, n, _STEP):
+                part = col[k:k + _STEP]
+                part -= np.int64(self.guess)
+                part += np.int64(base)
+            col.flush()
+            del col
 
 
 _F = ("f_ph", "f_code", "f_track", "f_ts", "f_bp", "f_hint")
 _ID_SPAN = 1 << 42
 _PAIR_SPAN = 1 << 20
 _ODD = 1 << 62
-_S = ("s_ts_us", "s_dur_us", "slices.track", "slices.name", "slices.cat", "slices.args")
-_I = ("i_ts_us", "instants.track", "instants.name", "instants.cat", "instants.args")
-_DTYPES: dict[str, Any] = {"s_ts_us": np.float64, "s_dur_us": np.float64, "i_ts_us": np.float64,
-                           "slices.track": np.int32, "slices.name": np.int32, "slices.cat": np.int32,
+_S = ("slices.ts_ns", "slices.dur_ns", "slices.track", "slices.name", "slices.cat", "slices.args")
+_I = ("instants.ts_ns", "instants.track", "instants.name", "instants.cat", "instants.args")
+_NS = ("slices.ts_ns", "slices.dur_ns", "instants.ts_ns", "counters.ts_ns")
+"""The ns columns, written as the pieces come."""
+_BASED = ("slices.ts_ns", "instants.ts_ns", "counters.ts_ns")
+"""Those with the base added: what `_rebase` moves."""
+_DTYPES: dict[str, Any] = {"slices.track": np.int32, "slices.name": np.int32, "slices.cat": np.int32,
                            "slices.args": np.int64, "instants.track": np.int32, "instants.name": np.int32,
                            "instants.cat": np.int32, "instants.args": np.int64, "counters.track": np.int32,
                            "counters.value": np.float64, "f_ph": np.int8, "f_code": np.int64, "f_track": np.int32,
                            "f_ts": np.float64, "f_bp": np.bool_, "f_hint": np.int64}
+
+
+def _ints(ids: tuple[Any, ...]) -> np.ndarray:
+    """Flow ids as int64, -1 for those that are no int of 64 bits (a string, None, a float, a bool...)."""
+    if set(map(type, ids)) == {int}:
+        try:
+            return np.array(ids, dtype=np.int64)
+        except OverflowError:
+            pass
+    return np.array([i if type(i) is int and -2**63 <= i < 2**63 else -1 for i in ids], dtype=np.int64)
 
 
 def _trim() -> None:
@@ -367,64 +397,3 @@ def _top(prefix: bytes | None, suffix: bytes | None) -> dict[str, Any]:
         return {}
     top.pop("traceEvents", None)
     return top
-
-
-def _blocks(path: Path, warnings: list[str]) -> Iterator[bytes]:
-    with open(path, "rb") as f:
-        gz = f.read(2) == GZIP_MAGIC
-        f.seek(0)
-        if gz:
-            yield from gunzip_steps(f, path, warnings)
-            return
-        while block := f.read(_BLOCK):
-            yield block
-
-
-def piece_bytes() -> int:
-    try:
-        return max(1 << 20, int(float(os.environ["NEURON_PROF_STREAM_PIECE_MB"]) * (1 << 20)))
-    except (KeyError, ValueError):
-        return PIECE_BYTES
-
-
-def _parts(path: Path, warnings: list[str]) -> Iterator[tuple[dict[str, Any] | None, bytes | None]]:
-    """(None, the top-level object's text before traceEvents' '[', None for the array form) first, then each
-    piece parsed: (part, None)."""
-    piece_size = piece_bytes()
-    blocks = _blocks(path, warnings)
-    buf = bytearray()
-    for b in blocks:
-        buf += b
-        if len(buf) >= HEAD_BYTES:
-            break
-    frame = JsonEventReader(bytes(buf[:HEAD_BYTES]), path)._frame_in(min(len(buf), HEAD_BYTES) - 1)
-    if not isinstance(frame, tuple):
-        raise TraceFormatError(path, "traceEvents does not open within the first 8 MB: too big to read in pieces")
-    start, obj_start = frame
-    yield None, (bytes(buf[obj_start:start - 1]) if obj_start is not None else None)
-    del buf[:start]
-    more = True
-    look = 0
-    while True:
-        while more and len(buf) < piece_size + look:
-            blk = next(blocks, None)
-            if blk is None:
-                more = False
-            else:
-                buf += blk
-        if not more:
-            yield parse_range(b"[" + buf, path), None  # the last piece: the array's end and the document's rest
-            return
-        m = _SEP.search(buf, piece_size * 3 // 4 + look)
-        if m is None:
-            look += piece_size // 4
-            continue
-        piece = b"[" + buf[:m.start() + 1] + b"]"
-        part = parse_range(piece, path)
-        if part["warnings"] and look < 16 * piece_size:
-            look = m.end() - piece_size * 3 // 4  # a cut inside a string: cut at a later separator
-            continue
-        del piece
-        del buf[:m.end() - 1]
-        look = 0
-        yield part, None
