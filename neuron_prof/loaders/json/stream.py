@@ -32,14 +32,15 @@ from neuron_prof.loaders.coldir import ARGS, ColumnWriter, trace_head, write_str
 from neuron_prof.loaders.gc_hold import no_gc
 from neuron_prof.loaders.json._convert import Converter, V1Ends, clock_of, wanted_ids
 from neuron_prof.loaders.json._events import EventColumns
-from neuron_prof.loaders.json._pieces import PIECE_BYTES, parsed_pieces
+from neuron_prof.loaders.json._pieces import PIECE_BYTES, parsed_pieces, piece_bytes
 from neuron_prof.loaders.json._values import us_to_ns
 from neuron_prof.loaders.json.fill import gzip_size
 from neuron_prof.loaders.json.restore import restore_own
 from neuron_prof.model import TraceBuilder
 from neuron_prof.model.schema import META_KEY, Meta
 
-__all__ = ["MEMORY_LIMIT_ENV", "PIECE_BYTES", "ingest", "json_bytes", "memory_limit", "memory_room", "stream_wanted"]
+__all__ = ["MEMORY_LIMIT_ENV", "PIECE_BYTES", "ingest", "json_bytes", "memory_limit", "memory_room", "piece_bytes",
+           "stream_wanted"]
 
 _STEP = 8 << 20
 """Rows converted µs -> ns at a time."""
