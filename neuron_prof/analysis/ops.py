@@ -306,14 +306,17 @@ def _side(trace: Trace, nest: Nesting, op_cat: np.ndarray, where: str) -> dict[s
     own_self[wrapper[member]] = 0
     call_self_all = np.bincount(root[member], weights=own_self, minlength=n)
     del root, member, own_self, skip, redispatch
-    ci = np.flatnonzero(call)
+    ci = np.flatnonzero(call).astype(par.dtype, copy=False)  # positions: `row_dtype`, half of int64
+    del call
+    call_self = call_self_all[ci].astype(np.int64)  # only the calls' (the whole column in float64 dropped)
+    del call_self_all
     dur = sl.dur_ns[rows[ci]]
     k = key[ci]
+    del key
     # group by key, longest call first within a key
     o = _by_key_longest_first(k, dur)
-    ci, dur, k = ci[o], dur[o], k[o]
-    call_self = call_self_all[ci].astype(np.int64)  # only the calls' (the whole column in float64 dropped)
-    del call_self_all, o
+    ci, dur, k, call_self = ci[o], dur[o], k[o], call_self[o]
+    del o
     uk, first, counts = np.unique(k, return_index=True, return_counts=True)
     is_wrapper = np.bincount(k, weights=wrapper[ci], minlength=len(key_names))[uk] > 0
     is_op = (np.bincount(k, weights=op_cat[ci], minlength=len(key_names))[uk] > 0) & ~is_wrapper

@@ -174,8 +174,9 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
     work = ~np.isin(sl.cat[hs.rows], trace.name_ids(*NOT_WORK_CATS)) & ~n.transparent
     # a Python frame no user line called (a library thread's run loop) is waiting, not work of a line
     py = np.isin(sl.cat[hs.rows], trace.name_ids(KinetoCat.PYTHON))
-    no_line = np.array([not (s.call_site or s.function) for s in hs.sites] or [True])[hs.site]
-    work &= ~(py & no_line)
+    py &= np.array([not (s.call_site or s.function) for s in hs.sites] or [True])[hs.site]  # and no line
+    work &= ~py
+    del py
     acc: dict[str, list[np.ndarray]] = {c: [] for c in _COLS}
     nodes: dict[int, dict[str, int]] = {}
     sigs: dict[int, dict[str, None]] = {}
@@ -185,7 +186,8 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
             acc[col].append(np.bincount(lines, weights=np.asarray(v, dtype=np.int64)).astype(np.int64))
 
     self_ns = _self_outside_backward(ctx, row_bwd, _self_inside_parent(ctx))
-    w = np.flatnonzero(work)
+    w = np.flatnonzero(work).astype(n.rows.dtype, copy=False)  # positions: `row_dtype`
+    del work
     add_vec("host_ns", row_line[w], self_ns[w])
     wb = w[row_bwd[w]]
     add_vec("host_backward_ns", row_line[wb], self_ns[wb])
@@ -374,11 +376,13 @@ def _allocations(trace: Trace, ctx: Context) -> tuple[np.ndarray, np.ndarray]:
     score = np.full(len(t), -1, dtype=np.int64)
     tracks = sl.track[rows]
     for tr in np.unique(tracks).tolist():
-        idx = np.flatnonzero(tracks == tr)
+        idx = np.flatnonzero(tracks == tr).astype(rows.dtype, copy=False)  # positions: `row_dtype`
         start = sl.ts_ns[rows[idx]]
         o = np.argsort(start, kind="stable")
-        idx, start = idx[o], start[o]
+        idx = idx[o]
         del o
+        start.sort(kind="stable")  # the same values as start[o], sorted in place
+        ctx.drop_pages()  # the columns read for this track: not held through its walk
         k = np.searchsorted(start, t, side="right") - 1
         del start
         pos = np.where(k >= 0, idx[np.maximum(k, 0)], -1)
