@@ -285,8 +285,10 @@ def _self_inside_parent(ctx: Context) -> np.ndarray:
         return out
     has = n.parent >= 0
     pos_parent = n.parent_pos
-    ts, end = sl.ts_ns[rows], sl.end_ns[rows]
+    ts, end = sl.ts_ns[rows], sl.end_at(rows)
     bad = np.flatnonzero(has & (end > end[np.maximum(pos_parent, 0)]))
+    del has
+    ctx.drop_pages()  # the columns read over every host row: not held through the rest
     if not len(bad):
         return out
     bad = bad[np.argsort(-(end[bad] - ts[bad]), kind="stable")][:MAX_IMPROPER]
@@ -324,7 +326,7 @@ def _self_outside_backward(ctx: Context, row_bwd: np.ndarray, self_ns: np.ndarra
         on = b[sl.track[b] == tr]
         s, e = merge(sl.ts_ns[on], sl.dur_ns[on])
         other = sl.track[n.rows] != tr
-        cov = covered_before(s, e, sl.end_ns[n.rows]) - covered_before(s, e, sl.ts_ns[n.rows])
+        cov = covered_before(s, e, sl.end_at(n.rows)) - covered_before(s, e, sl.ts_ns[n.rows])
         cov = np.where(other & ~row_bwd, cov, 0)
         has = (n.parent >= 0) & other
         pos = n.parent_pos[has]

@@ -158,7 +158,7 @@ def _profiler_steps(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     start = np.full(len(uniq), np.iinfo(np.int64).max, dtype=np.int64)
     end = np.full(len(uniq), np.iinfo(np.int64).min, dtype=np.int64)
     np.minimum.at(start, inv, trace.slices.ts_ns[rows])
-    np.maximum.at(end, inv, trace.slices.end_ns[rows])
+    np.maximum.at(end, inv, trace.slices.end_at(rows))
     o = np.argsort(start, kind="stable")
     return uniq[o], start[o], end[o]
 
