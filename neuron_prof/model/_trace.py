@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import mmap
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from neuron_prof.model._args import ArgsStore
+from neuron_prof.model._args import ArgsStore, drop_mapped
 from neuron_prof.model._strings import StringTable
 from neuron_prof.model._tables import CounterTable, FlowTable, InstantTable, SliceTable
 from neuron_prof.model.schema import TrackKind
@@ -140,9 +139,7 @@ class Trace:
         row no longer keeps the whole cache in this process's resident memory. Nothing for columns in memory."""
         for tab in (self.slices, self.instants, self.counters, self.flows):
             for f in dataclasses.fields(tab):
-                base = getattr(getattr(tab, f.name), "base", None)
-                if isinstance(base, mmap.mmap) and len(base):
-                    base.madvise(mmap.MADV_DONTNEED)
+                drop_mapped(getattr(tab, f.name))
         self.args.drop_pages()
 
     def replace(self, **changes: Any) -> Trace:
