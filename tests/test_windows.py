@@ -68,12 +68,44 @@ def test_nesting_in_small_windows_is_the_nesting_in_one(size: int, monkeypatch: 
         monkeypatch.undo()
 
 
-def test_summary_in_small_windows_is_the_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    trace = load(write(20_000, tmp_path / "t.json"))
+@pytest.mark.parametrize("name", ["generated", "call_stack_backward_thread.json",
+                                  "critical_path_alexnet_trace.json.gz"])
+def test_summary_in_small_windows_is_the_summary(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A generated trace (an autograd thread, evaluation-free training) and real ones (a backward thread's
+    ops, spans that cross)."""
+    if name == "generated":
+        trace = load(write(20_000, tmp_path / "t.json"))
+    elif (KINETO / name).exists():
+        trace = load(KINETO / name)
+    else:
+        pytest.skip("../shared/traces absent")
 
     def doc() -> str:
         return json.dumps(report(trace, context=Context(trace)).to_dict(), sort_keys=True, default=str)
 
     whole = doc()
-    monkeypatch.setattr(windows, "ROW_WINDOW", 997)
+    monkeypatch.setattr(windows, "ROW_WINDOW", 97)
     assert doc() == whole
+
+
+@pytest.mark.parametrize("size", [1, 7])
+def test_lines_self_time_in_small_windows(size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lines' self time: spans that outlive their parent (recomputed from what starts inside them) and the
+    backward's time on another thread (taken from the slices it overlaps, less their children's share)."""
+    from neuron_prof.analysis.sites import lines
+
+    for seed in (1, 2):
+        trace = _tangle(seed)
+        back = np.random.default_rng(seed).random(len(trace.slices)) < 0.3  # rows said to run a backward
+
+        def self_times(trace: Trace = trace, back: np.ndarray = back) -> tuple[list[int], list[int]]:
+            ctx = Context(trace)
+            inside = lines._self_inside_parent(ctx)
+            return inside.tolist(), lines._self_outside_backward(ctx, back, inside).tolist()
+
+        whole = self_times()
+        n = nesting(trace, np.arange(len(trace.slices)))
+        assert whole[0] != n.self_ns.tolist() and whole[1] != whole[0]  # both rules change something here
+        monkeypatch.setattr(windows, "ROW_WINDOW", size)
+        assert self_times() == whole
+        monkeypatch.undo()

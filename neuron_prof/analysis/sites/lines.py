@@ -36,6 +36,7 @@ from neuron_prof.analysis.ops import attribution
 from neuron_prof.analysis.sites.callsites import sites_of
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.sites.source import source_line
+from neuron_prof.analysis.windows import row_windows
 from neuron_prof.model import KinetoCat, Trace, TrackKind
 from neuron_prof.model.callsite import Site
 
@@ -283,29 +284,43 @@ def _self_inside_parent(ctx: Context) -> np.ndarray:
     rows = n.rows
     if not len(rows):
         return out
-    has = n.parent >= 0
-    pos_parent = n.parent_pos
-    ts, end = sl.ts_ns[rows], sl.end_at(rows)
-    bad = np.flatnonzero(has & (end > end[np.maximum(pos_parent, 0)]))
-    del has
-    ctx.drop_pages()  # the columns read over every host row: not held through the rest
+    found = []
+    for a, z in row_windows(ctx.trace, len(rows)):  # a window of host rows at a time: no column over all
+        pp = n.parent_pos[a:z]
+        longer = sl.end_at(rows[a:z]) > sl.end_at(rows[np.maximum(pp, 0)])
+        found.append(np.flatnonzero((pp >= 0) & longer) + a)
+    bad = np.concatenate(found)
     if not len(bad):
         return out
-    bad = bad[np.argsort(-(end[bad] - ts[bad]), kind="stable")][:MAX_IMPROPER]
+    rb = rows[bad]
+    bad = bad[np.argsort(sl.ts_ns[rb] - sl.end_at(rb), kind="stable")][:MAX_IMPROPER]  # the longest first
     tracks = sl.track[rows]
+
+    def ts(p: np.ndarray | int) -> np.ndarray:  # host positions -> starts, ends: read where asked
+        return sl.ts_ns[rows[p]]
+
+    def end(p: np.ndarray | int) -> np.ndarray:
+        return sl.end_at(rows[p])
+
     by_track: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for q in bad.tolist():
         tr = int(tracks[q])
         if tr not in by_track:
-            on = np.flatnonzero(tracks == tr)
-            on = on[np.argsort(ts[on], kind="stable")]
-            by_track[tr] = (on, ts[on])
+            on = np.flatnonzero(tracks == tr).astype(rows.dtype, copy=False)
+            starts = ts(on)
+            o = np.argsort(starts, kind="stable")
+            on = on[o]
+            starts.sort(kind="stable")  # the same values as starts[o]
+            by_track[tr] = (on, starts)
+            del o
         on, starts = by_track[tr]
-        lo, hi = np.searchsorted(starts, ts[q], "left"), np.searchsorted(starts, end[q], "right")
+        tq, eq = int(ts(q)), int(end(q))
+        lo, hi = np.searchsorted(starts, tq, "left"), np.searchsorted(starts, eq, "right")
         inside = on[lo:hi]
         inside = inside[inside != q]
-        s, e = merge(ts[inside], np.minimum(end[inside], end[q]) - ts[inside])
-        out[q] = max(int(end[q] - ts[q]) - int((e - s).sum()), 0)
+        ti = ts(inside)
+        s, e = merge(ti, np.minimum(end(inside), eq) - ti)
+        out[q] = max(eq - tq - int((e - s).sum()), 0)
     return out
 
 
@@ -325,13 +340,25 @@ def _self_outside_backward(ctx: Context, row_bwd: np.ndarray, self_ns: np.ndarra
     for tr in tracks.tolist():  # backward time on each autograd thread, outside the slices of that thread
         on = b[sl.track[b] == tr]
         s, e = merge(sl.ts_ns[on], sl.dur_ns[on])
-        other = sl.track[n.rows] != tr
-        cov = covered_before(s, e, sl.end_at(n.rows)) - covered_before(s, e, sl.ts_ns[n.rows])
-        cov = np.where(other & ~row_bwd, cov, 0)
-        has = (n.parent >= 0) & other
-        pos = n.parent_pos[has]
-        child = np.bincount(pos, weights=cov[has], minlength=len(n.rows)).astype(np.int64)
-        out -= np.clip(cov - child, 0, None)
+
+        def cover(a: int, z: int, s: np.ndarray = s, e: np.ndarray = e,
+                  tr: int = tr) -> tuple[np.ndarray, np.ndarray]:
+            """Host rows [a, z): the backward time of thread `tr` inside each (0 for the backward's own rows),
+            and which are on another thread."""
+            r = n.rows[a:z]
+            other = sl.track[r] != tr
+            cov = covered_before(s, e, sl.end_at(r)) - covered_before(s, e, sl.ts_ns[r])
+            return np.where(other & ~row_bwd[a:z], cov, 0), other
+
+        child = np.zeros(len(n.rows), dtype=np.int64)  # what each row's children on other threads cover
+        for a, z in row_windows(ctx.trace, len(n.rows)):  # a window of host rows at a time: no column over all
+            cov, other = cover(a, z)
+            pp = n.parent_pos[a:z]
+            has = (pp >= 0) & other
+            np.add.at(child, pp[has], cov[has])
+        for a, z in row_windows(ctx.trace, len(n.rows)):
+            out[a:z] -= np.clip(cover(a, z)[0] - child[a:z], 0, None)
+        del child
     return np.maximum(out, 0)
 
 

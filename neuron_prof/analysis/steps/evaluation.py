@@ -103,6 +103,7 @@ def evaluation_passes(trace: Trace) -> list[EvalPass]:
     fwd_docs, fwd = doc_number_arrays(trace, FWD_KEY)
     cpu = trace.strings.get(KinetoCat.CPU_OP)
     graph_docs = seq_docs[(seq >= 0) & (value_at(fwd_docs, fwd, seq_docs, 0) <= 0)]  # ascending
+    del seq_docs, seq, fwd_docs, fwd  # a document's worth each: not held through the calls' scan
     ops_ts, ops_track = _graph_ops(trace, threads, cpu, graph_docs)
     # the outer module calls, columnar (no Python object per call): start, end, name, builds a graph, row, track
     parts: list[tuple[np.ndarray, ...]] = []
