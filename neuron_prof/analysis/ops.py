@@ -359,6 +359,7 @@ def _build(trace: Trace, ctx: Context) -> OpTable:
         host_op = np.isin(cats, trace.name_ids(*HOST_OP_CATS))
     else:
         host_op = np.ones(len(host.rows), dtype=bool)
+    del cats
     dev = device_work_nesting(ctx)
     parts = [
         p

@@ -203,6 +203,8 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
         add_vec("device_ns", row_line[pos], dns)
         b = row_bwd[pos]
         add_vec("device_backward_ns", row_line[pos][b], dns[b])
+        del pos, b
+    del row_bwd
     for kind, col, cnt in ((TrackKind.COMPILE, "compile_ns", "compiles"), (TrackKind.FALLBACK, "fallback_ns",
                            "fallbacks"), (TrackKind.SYNC, "sync_ns", "syncs"),
                            (TrackKind.COLLECTIVE, "collective_ns", "collectives")):
@@ -241,14 +243,21 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
     order = np.lexsort((np.arange(m), -busy, -cost))
     order = order[busy[order] > 0] if m else order
     # host rows per line, in the table's order
-    rank = np.full(max(m, 1), -1, dtype=np.int64)
+    rank = np.full(max(m, 1), -1, dtype=np.int32)  # line ids: under 2^31
     rank[order] = np.arange(len(order))
-    rl = rank[row_line[w]] if len(w) else np.zeros(0, np.int64)
+    rl = rank[row_line[w]] if len(w) else np.zeros(0, np.int32)
+    del row_line
     keep = rl >= 0
-    o = np.argsort(rl[keep], kind="stable")
-    host_rows = hs.rows[w][keep][o]
-    host_self = self_ns[w][keep][o]
-    start = np.searchsorted(rl[keep][o], np.arange(len(order) + 1))
+    w, rl = w[keep], rl[keep]
+    del keep
+    o = np.argsort(rl, kind="stable")
+    w = w[o]
+    rl.sort(kind="stable")  # the same values as rl[o]
+    del o
+    host_rows = hs.rows[w]
+    host_self = self_ns[w]
+    del w, self_ns
+    start = np.searchsorted(rl, np.arange(len(order) + 1))
     return LineTable(
         call_site=np.array([names[i][0] for i in order], dtype=object),
         function=np.array([names[i][1] for i in order], dtype=object),
