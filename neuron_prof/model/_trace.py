@@ -13,6 +13,8 @@ from neuron_prof.model._strings import StringTable
 from neuron_prof.model._tables import CounterTable, FlowTable, InstantTable, SliceTable
 from neuron_prof.model.schema import TrackKind
 
+_WINDOW = 1 << 20
+"""Slices `Trace.time_range` reads at a time."""
 
 @dataclass(frozen=True)
 class Process:
@@ -108,13 +110,16 @@ class Trace:
     def time_range(self) -> tuple[int, int]:
         """(first start, last end) over all events; (0, 0) for an empty trace."""
         starts, ends = [], []
-        if len(self.slices):
-            starts.append(int(self.slices.ts_ns.min()))
-            ends.append(int((self.slices.ts_ns + self.slices.dur_ns).max()))
+        sl = self.slices
+        if len(sl):
+            starts.append(int(sl.ts_ns.min()))
+            ends.append(max(int((sl.ts_ns[a:a + _WINDOW] + sl.dur_ns[a:a + _WINDOW]).max())
+                            for a in range(0, len(sl), _WINDOW)))  # no end column over every slice
         for tab in (self.instants, self.counters):
             if len(tab):
                 starts.append(int(tab.ts_ns.min()))
                 ends.append(int(tab.ts_ns.max()))
+        self.drop_pages()  # a pass over every event: its pages need not stay resident
         if not starts:
             return (0, 0)
         return (min(starts), max(ends))
