@@ -90,7 +90,11 @@ class Trace:
 
     def slices_on(self, *kinds: str) -> np.ndarray:
         """Row indices of the slices on tracks of these kinds, in table order."""
-        return np.flatnonzero(np.isin(self.slices.track, self.track_ids(*kinds)))
+        ids, track = self.track_ids(*kinds), self.slices.track
+        rows = np.concatenate([np.flatnonzero(np.isin(track[a:a + _WINDOW], ids)) + a
+                               for a in range(0, len(track), _WINDOW)] or [np.zeros(0, np.int64)])
+        self.drop_pages()  # a pass over every slice, a window at a time: its pages need not stay resident
+        return rows
 
     def instants_on(self, *kinds: str) -> np.ndarray:
         return np.flatnonzero(np.isin(self.instants.track, self.track_ids(*kinds)))
