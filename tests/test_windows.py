@@ -16,6 +16,7 @@ from neuron_prof.analysis import windows
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.pipeline import report
 from neuron_prof.analysis.sites.nesting import TRANSPARENT_SPANS, Nesting, nesting
+from neuron_prof.analysis.sites.self_time import self_inside_parent, self_outside_backward
 from neuron_prof.loaders import load
 from neuron_prof.model import Trace, TraceBuilder
 
@@ -93,16 +94,14 @@ def test_summary_in_small_windows_is_the_summary(name: str, tmp_path: Path, monk
 def test_lines_self_time_in_small_windows(size: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """The lines' self time: spans that outlive their parent (recomputed from what starts inside them) and the
     backward's time on another thread (taken from the slices it overlaps, less their children's share)."""
-    from neuron_prof.analysis.sites import lines
-
     for seed in (1, 2):
         trace = _tangle(seed)
         back = np.random.default_rng(seed).random(len(trace.slices)) < 0.3  # rows said to run a backward
 
         def self_times(trace: Trace = trace, back: np.ndarray = back) -> tuple[list[int], list[int]]:
             ctx = Context(trace)
-            inside = lines._self_inside_parent(ctx)
-            return inside.tolist(), lines._self_outside_backward(ctx, back, inside).tolist()
+            inside = self_inside_parent(ctx)
+            return inside.tolist(), self_outside_backward(ctx, back, inside).tolist()
 
         whole = self_times()
         n = nesting(trace, np.arange(len(trace.slices)))
