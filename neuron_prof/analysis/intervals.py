@@ -6,22 +6,29 @@ import numpy as np
 
 
 def merge(ts: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Union of [ts, ts+dur) intervals as sorted, disjoint (start, end) arrays."""
+    """Union of [ts, ts+dur) intervals as sorted, disjoint (start, end) arrays. Two arrays of the inputs' length
+    at a time beside them (a big trace's host rows): starts and ends in start order, the running end in place."""
     ts = np.asarray(ts, dtype=np.int64)
     if len(ts) == 0:
         z = np.zeros(0, dtype=np.int64)
         return z, z
-    end = ts + np.asarray(dur, dtype=np.int64)
+    dur = np.asarray(dur, dtype=np.int64)
     o = np.argsort(ts, kind="stable")
-    s, e = ts[o], end[o]
-    run_end = np.maximum.accumulate(e)
+    s, e = ts[o], dur[o]
+    del o
+    e += s
+    if int(dur.min()) < 0:  # an interval may end before it starts: each block's end is its own intervals' max
+        run_end = np.maximum.accumulate(e)
+        new = np.r_[True, s[1:] > run_end[:-1]]
+        del run_end
+        block = np.cumsum(new) - 1
+        ends = np.zeros(int(block[-1]) + 1, dtype=np.int64)
+        np.maximum.at(ends, block, e)
+        return s[new], ends
+    np.maximum.accumulate(e, out=e)  # the running end: at a block's last interval, the block's end
     # a new block starts where an interval begins after everything before it has ended
-    new = np.r_[True, s[1:] > run_end[:-1]]
-    starts = s[new]
-    block = np.cumsum(new) - 1
-    ends = np.zeros(len(starts), dtype=np.int64)
-    np.maximum.at(ends, block, e)
-    return starts, ends
+    first = np.flatnonzero(s[1:] > e[:-1]) + 1
+    return s[np.r_[0, first]], e[np.r_[first - 1, len(e) - 1]]
 
 
 def union_ns(ts: np.ndarray, dur: np.ndarray) -> int:

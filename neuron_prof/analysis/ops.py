@@ -154,8 +154,17 @@ def _by_key_longest_first(k: np.ndarray, dur: np.ndarray) -> np.ndarray:
     db, ib = int(dur.max()).bit_length(), (n - 1).bit_length()
     if int(k.max()).bit_length() + db + ib > 63:
         return np.lexsort((np.arange(n), -dur, k))
-    packed = (k.astype(np.int64) << (db + ib)) | ((((1 << db) - 1) - dur.astype(np.int64)) << ib) | np.arange(n)
-    return np.sort(packed) & ((1 << ib) - 1)
+    packed = k.astype(np.int64)  # built and sorted in place: one int64 per call beside one temporary
+    packed <<= db + ib
+    low = dur.astype(np.int64)
+    np.subtract((1 << db) - 1, low, out=low)
+    low <<= ib
+    packed |= low
+    del low
+    packed |= np.arange(n, dtype=np.int64)
+    packed.sort()
+    packed &= (1 << ib) - 1
+    return packed
 
 
 def _key_index(trace: Trace, names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -269,6 +278,7 @@ def _side(trace: Trace, nest: Nesting, op_cat: np.ndarray, where: str) -> dict[s
         return None
     names = _launched_names(trace, rows) if where == "device" else sl.name[rows]
     key, key_names = _key_index(trace, names)
+    del names
     skip = nest.transparent | np.isin(sl.cat[rows], trace.name_ids(KinetoCat.PYTHON))
     par = nest.parent_pos
     has = par >= 0
@@ -306,14 +316,20 @@ def _side(trace: Trace, nest: Nesting, op_cat: np.ndarray, where: str) -> dict[s
     own_self[wrapper[member]] = 0
     call_self_all = np.bincount(root[member], weights=own_self, minlength=n)
     del root, member, own_self, skip, redispatch
-    ci = np.flatnonzero(call)
+    ci = np.flatnonzero(call).astype(par.dtype, copy=False)  # positions: `row_dtype`, half of int64
+    del call
+    call_self = call_self_all[ci].astype(np.int64)  # only the calls' (the whole column in float64 dropped)
+    del call_self_all
     dur = sl.dur_ns[rows[ci]]
     k = key[ci]
+    del key
     # group by key, longest call first within a key
     o = _by_key_longest_first(k, dur)
-    ci, dur, k = ci[o], dur[o], k[o]
-    call_self = call_self_all[ci].astype(np.int64)  # only the calls' (the whole column in float64 dropped)
-    del call_self_all, o
+    ci = ci[o]  # one at a time: one new array beside the old ones, not four
+    dur = dur[o]
+    k = k[o]
+    call_self = call_self[o]
+    del o
     uk, first, counts = np.unique(k, return_index=True, return_counts=True)
     is_wrapper = np.bincount(k, weights=wrapper[ci], minlength=len(key_names))[uk] > 0
     is_op = (np.bincount(k, weights=op_cat[ci], minlength=len(key_names))[uk] > 0) & ~is_wrapper
@@ -343,6 +359,7 @@ def _build(trace: Trace, ctx: Context) -> OpTable:
         host_op = np.isin(cats, trace.name_ids(*HOST_OP_CATS))
     else:
         host_op = np.ones(len(host.rows), dtype=bool)
+    del cats
     dev = device_work_nesting(ctx)
     parts = [
         p

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-import mmap
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from neuron_prof.model._args import ArgsStore
+from neuron_prof.model._args import ArgsStore, drop_mapped
 from neuron_prof.model._strings import StringTable
 from neuron_prof.model._tables import CounterTable, FlowTable, InstantTable, SliceTable
 from neuron_prof.model.schema import TrackKind
 
+_WINDOW = 1 << 20
+"""Slices `Trace.time_range` reads at a time."""
 
 @dataclass(frozen=True)
 class Process:
@@ -89,7 +90,11 @@ class Trace:
 
     def slices_on(self, *kinds: str) -> np.ndarray:
         """Row indices of the slices on tracks of these kinds, in table order."""
-        return np.flatnonzero(np.isin(self.slices.track, self.track_ids(*kinds)))
+        ids, track = self.track_ids(*kinds), self.slices.track
+        rows = np.concatenate([np.flatnonzero(np.isin(track[a:a + _WINDOW], ids)) + a
+                               for a in range(0, len(track), _WINDOW)] or [np.zeros(0, np.int64)])
+        self.drop_pages()  # a pass over every slice, a window at a time: its pages need not stay resident
+        return rows
 
     def instants_on(self, *kinds: str) -> np.ndarray:
         return np.flatnonzero(np.isin(self.instants.track, self.track_ids(*kinds)))
@@ -109,13 +114,16 @@ class Trace:
     def time_range(self) -> tuple[int, int]:
         """(first start, last end) over all events; (0, 0) for an empty trace."""
         starts, ends = [], []
-        if len(self.slices):
-            starts.append(int(self.slices.ts_ns.min()))
-            ends.append(int((self.slices.ts_ns + self.slices.dur_ns).max()))
+        sl = self.slices
+        if len(sl):
+            starts.append(int(sl.ts_ns.min()))
+            ends.append(max(int((sl.ts_ns[a:a + _WINDOW] + sl.dur_ns[a:a + _WINDOW]).max())
+                            for a in range(0, len(sl), _WINDOW)))  # no end column over every slice
         for tab in (self.instants, self.counters):
             if len(tab):
                 starts.append(int(tab.ts_ns.min()))
                 ends.append(int(tab.ts_ns.max()))
+        self.drop_pages()  # a pass over every event: its pages need not stay resident
         if not starts:
             return (0, 0)
         return (min(starts), max(ends))
@@ -140,9 +148,7 @@ class Trace:
         row no longer keeps the whole cache in this process's resident memory. Nothing for columns in memory."""
         for tab in (self.slices, self.instants, self.counters, self.flows):
             for f in dataclasses.fields(tab):
-                base = getattr(getattr(tab, f.name), "base", None)
-                if isinstance(base, mmap.mmap) and len(base):
-                    base.madvise(mmap.MADV_DONTNEED)
+                drop_mapped(getattr(tab, f.name))
         self.args.drop_pages()
 
     def replace(self, **changes: Any) -> Trace:

@@ -71,10 +71,10 @@ def message_bytes(args: dict[str, Any]) -> int:
     return 0
 
 
-def _exposed(ts: np.ndarray, dur: np.ndarray, cts: np.ndarray, cdur: np.ndarray) -> int:
-    """Time of the collectives not overlapped by compute (union(all) - union(compute))."""
-    s_all, e_all = merge(np.r_[ts, cts], np.r_[dur, cdur])
-    s_c, e_c = merge(cts, cdur)
+def _exposed(ts: np.ndarray, dur: np.ndarray, s_c: np.ndarray, e_c: np.ndarray) -> int:
+    """Time of the collectives not overlapped by compute (union(all) - union(compute)); compute given as its
+    union (`merge`: sorted disjoint starts and ends), merged once for every op, not once per op."""
+    s_all, e_all = merge(np.r_[ts, s_c], np.r_[dur, e_c - s_c])  # the same union as of every compute slice
     return int((e_all - s_all).sum() - (e_c - s_c).sum())
 
 
@@ -96,6 +96,7 @@ def collective(trace: Trace, ctx: Context) -> list[Finding]:
         if isinstance(a.get(Arg.BUSBW), (int, float)):
             busbw[key].append(float(a[Arg.BUSBW]))
     out = []
+    s_c, e_c = merge(sl.ts_ns[compute], sl.dur_ns[compute])
     for op, items in groups.items():
         idx = np.array([r for r, _ in items], dtype=np.int64)
         nbytes = np.array([b for _, b in items], dtype=np.int64)
@@ -103,7 +104,7 @@ def collective(trace: Trace, ctx: Context) -> list[Finding]:
         total = int(dur.sum())
         # overlapping calls (several threads or streams) count once
         exposed = (
-            _exposed(ts, dur, sl.ts_ns[compute], sl.dur_ns[compute]) if len(compute) else union_ns(ts, dur)
+            _exposed(ts, dur, s_c, e_c) if len(compute) else union_ns(ts, dur)
         )
         # slow outliers per message size
         slow: list[dict[str, Any]] = []

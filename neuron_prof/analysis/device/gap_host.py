@@ -74,7 +74,7 @@ def _host_rows(ctx: Context, cats: tuple[str, ...]) -> tuple[np.ndarray, np.ndar
         rows = ctx.cat_rows(ctx.rows(TrackKind.THREAD), cats)
         sl = ctx.trace.slices
         rows = rows[np.argsort(sl.ts_ns[rows], kind="stable")]
-        return rows, sl.ts_ns[rows], sl.end_ns[rows]
+        return rows, sl.ts_ns[rows], sl.end_at(rows)
 
     return ctx.memo(f"gap_host:{','.join(cats)}", build)  # type: ignore[no-any-return]
 

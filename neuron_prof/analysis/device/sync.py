@@ -133,4 +133,4 @@ def _covered(ctx: Context, kind: str, rows: np.ndarray) -> np.ndarray:
     if not len(other) or not len(rows):
         return np.zeros(len(rows), dtype=np.int64)
     s, e = merge(sl.ts_ns[other], sl.dur_ns[other])
-    return covered_before(s, e, sl.end_ns[rows]) - covered_before(s, e, sl.ts_ns[rows])
+    return covered_before(s, e, sl.end_at(rows)) - covered_before(s, e, sl.ts_ns[rows])

@@ -192,7 +192,6 @@ def _path(ctx: Context, step: int, s: int, e: int) -> StepPath:
     then `longest_path.longest`."""
     tr = ctx.trace
     sl = tr.slices
-    end_ns = sl.end_ns  # a property that adds two columns: once, not once per row
     from neuron_prof.analysis.device.idle import device_rows  # registers an analysis: import on use
     from neuron_prof.analysis.device.sync import RUNTIME_SYNC_NAMES
 
@@ -200,7 +199,7 @@ def _path(ctx: Context, step: int, s: int, e: int) -> StepPath:
     hn = host_nesting(ctx)
     host = _host_chains(ctx, hn, s, e, span, tr.name_ids(*RUNTIME_SYNC_NAMES))
     dev = ctx.cat_rows(device_rows(ctx), (Cat.ENGINE_BUSY,), keep=False)
-    dev = dev[(sl.ts_ns[dev] < e) & (end_ns[dev] > s)]
+    dev = dev[(sl.ts_ns[dev] < e) & (sl.end_at(dev) > s)]  # ends where asked: no column over every slice
     d_time, d_chain, d_w, d_kind, d_row, d_start = _device_chains(ctx, dev, s, e)
     nh = len(host.time)
     time = np.r_[host.time, d_time]

@@ -118,7 +118,6 @@ def _device_inside(ctx: Context, rows: np.ndarray) -> np.ndarray:
         return out
     sl = ctx.trace.slices
     htrack, rtrack = sl.track[hrows], sl.track[rows]
-    end = sl.end_ns  # a derived column: computed once, not once per track
     for t in np.unique(rtrack).tolist():
         on = htrack == t
         if not on.any():
@@ -128,6 +127,6 @@ def _device_inside(ctx: Context, rows: np.ndarray) -> np.ndarray:
         ts, cum = ts[o], np.r_[0, np.cumsum(dns[on][o])]
         mine = np.flatnonzero(rtrack == t)
         lo = np.searchsorted(ts, sl.ts_ns[rows[mine]], "left")
-        hi = np.searchsorted(ts, end[rows[mine]], "right")
+        hi = np.searchsorted(ts, sl.end_at(rows[mine]), "right")  # ends where asked, not of every slice
         out[mine] = cum[hi] - cum[lo]
     return out

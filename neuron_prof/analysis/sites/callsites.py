@@ -288,7 +288,7 @@ class Sites:
     def _build_host(self) -> HostSites:
         rows = host_nesting(self.ctx).rows
         sid = _Interner(self.none)
-        site = self._solve(np.arange(len(rows)), sid)
+        site = self._solve(np.arange(len(rows), dtype=rows.dtype), sid)
         return HostSites(rows=rows, site=site, sites=sid.sites)
 
     def _solve(self, pos: np.ndarray, sid: _Interner) -> np.ndarray:
@@ -297,8 +297,8 @@ class Sites:
         sl = ctx.trace.slices
         n = host_nesting(ctx)
         m = len(pos)
-        rows = n.rows[pos]
         every = m == len(n.rows)
+        rows = n.rows if every else n.rows[pos]  # all of them: the shared arrays read in place, not copied
 
         def loc(p: np.ndarray) -> np.ndarray:  # host positions (in `pos`) -> indices into `pos`
             return p if every else np.searchsorted(pos, p)
@@ -332,10 +332,13 @@ class Sites:
         if not self.exact:  # torch.profiler's Python frames ("train.py(12): forward"): the function, no line
             self._frames_as_sites(rows, own, strong, sid)
         # rule 3: the nearest enclosing slice with a site (level by level down the nesting)
-        depth, parent = n.depth[pos], n.parent_pos[pos]
-        pos_parent = np.full(m, -1, dtype=parent.dtype)
-        has = parent >= 0
-        pos_parent[has] = loc(parent[has])
+        if every:  # positions are host positions: the nesting's own parent positions
+            depth, pos_parent = n.depth, n.parent_pos
+        else:
+            depth, parent = n.depth[pos], n.parent_pos[pos]
+            pos_parent = np.full(m, -1, dtype=parent.dtype)
+            has = parent >= 0
+            pos_parent[has] = loc(parent[has])
         inh = np.where(strong, own, -1)
         for level in range(2, int(depth.max(initial=1)) + 1):
             here = np.flatnonzero((depth == level) & (inh < 0) & (pos_parent >= 0))
@@ -344,7 +347,7 @@ class Sites:
         site = np.where(inh >= 0, inh, own)
         # rule 5: backward -> the forward op's site, marked with the autograd node
         bw = backward_of(ctx)
-        inb = np.flatnonzero(bw.forward[pos] != NOT_BACKWARD)
+        inb = np.flatnonzero((bw.forward if every else bw.forward[pos]) != NOT_BACKWARD)
         if len(inb):
             g = pos[inb]  # host positions
             fwd = bw.forward[g]

@@ -35,6 +35,7 @@ from neuron_prof.analysis.device.rows import device_work_nesting
 from neuron_prof.analysis.ops import attribution
 from neuron_prof.analysis.sites.callsites import sites_of
 from neuron_prof.analysis.sites.host import host_nesting
+from neuron_prof.analysis.sites.self_time import self_inside_parent, self_outside_backward
 from neuron_prof.analysis.sites.source import source_line
 from neuron_prof.model import KinetoCat, Trace, TrackKind
 from neuron_prof.model.callsite import Site
@@ -174,8 +175,9 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
     work = ~np.isin(sl.cat[hs.rows], trace.name_ids(*NOT_WORK_CATS)) & ~n.transparent
     # a Python frame no user line called (a library thread's run loop) is waiting, not work of a line
     py = np.isin(sl.cat[hs.rows], trace.name_ids(KinetoCat.PYTHON))
-    no_line = np.array([not (s.call_site or s.function) for s in hs.sites] or [True])[hs.site]
-    work &= ~(py & no_line)
+    py &= np.array([not (s.call_site or s.function) for s in hs.sites] or [True])[hs.site]  # and no line
+    work &= ~py
+    del py
     acc: dict[str, list[np.ndarray]] = {c: [] for c in _COLS}
     nodes: dict[int, dict[str, int]] = {}
     sigs: dict[int, dict[str, None]] = {}
@@ -184,8 +186,9 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
         if len(lines):
             acc[col].append(np.bincount(lines, weights=np.asarray(v, dtype=np.int64)).astype(np.int64))
 
-    self_ns = _self_outside_backward(ctx, row_bwd, _self_inside_parent(ctx))
-    w = np.flatnonzero(work)
+    self_ns = self_outside_backward(ctx, row_bwd, self_inside_parent(ctx))
+    w = np.flatnonzero(work).astype(n.rows.dtype, copy=False)  # positions: `row_dtype`
+    del work
     add_vec("host_ns", row_line[w], self_ns[w])
     wb = w[row_bwd[w]]
     add_vec("host_backward_ns", row_line[wb], self_ns[wb])
@@ -200,6 +203,8 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
         add_vec("device_ns", row_line[pos], dns)
         b = row_bwd[pos]
         add_vec("device_backward_ns", row_line[pos][b], dns[b])
+        del pos, b
+    del row_bwd
     for kind, col, cnt in ((TrackKind.COMPILE, "compile_ns", "compiles"), (TrackKind.FALLBACK, "fallback_ns",
                            "fallbacks"), (TrackKind.SYNC, "sync_ns", "syncs"),
                            (TrackKind.COLLECTIVE, "collective_ns", "collectives")):
@@ -238,14 +243,21 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
     order = np.lexsort((np.arange(m), -busy, -cost))
     order = order[busy[order] > 0] if m else order
     # host rows per line, in the table's order
-    rank = np.full(max(m, 1), -1, dtype=np.int64)
+    rank = np.full(max(m, 1), -1, dtype=np.int32)  # line ids: under 2^31
     rank[order] = np.arange(len(order))
-    rl = rank[row_line[w]] if len(w) else np.zeros(0, np.int64)
+    rl = rank[row_line[w]] if len(w) else np.zeros(0, np.int32)
+    del row_line
     keep = rl >= 0
-    o = np.argsort(rl[keep], kind="stable")
-    host_rows = hs.rows[w][keep][o]
-    host_self = self_ns[w][keep][o]
-    start = np.searchsorted(rl[keep][o], np.arange(len(order) + 1))
+    w, rl = w[keep], rl[keep]
+    del keep
+    o = np.argsort(rl, kind="stable")
+    w = w[o]
+    rl.sort(kind="stable")  # the same values as rl[o]
+    del o
+    host_rows = hs.rows[w]
+    host_self = self_ns[w]
+    del w, self_ns
+    start = np.searchsorted(rl, np.arange(len(order) + 1))
     return LineTable(
         call_site=np.array([names[i][0] for i in order], dtype=object),
         function=np.array([names[i][1] for i in order], dtype=object),
@@ -258,77 +270,9 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
     )
 
 
-MAX_IMPROPER = 500
-"""Improperly nested host slices whose self time is recomputed (the longest first)."""
-
-
 def _by_count(counts: dict[str, int]) -> list[str]:
     """The keys of `counts`, largest count first (ties in insertion order)."""
     return sorted(counts, key=lambda k: -counts[k])
-
-
-def _self_inside_parent(ctx: Context) -> np.ndarray:
-    """Host self time per host row, with the slices that outlive the slice they started in counted right: a
-    Python frame opened inside one ProfilerStep and closed after the last (`train()` around a profiler's steps)
-    is not nested in them, and nesting (which assumes proper nesting) would give it their time as its own.
-    Such a slice's self time is its duration less the time the slices of its thread that start inside it
-    cover (for a properly nested slice, exactly its children's)."""
-    from neuron_prof.analysis.intervals import merge
-
-    n = host_nesting(ctx)
-    sl = ctx.trace.slices
-    out = n.self_ns.copy()
-    rows = n.rows
-    if not len(rows):
-        return out
-    has = n.parent >= 0
-    pos_parent = n.parent_pos
-    ts, end = sl.ts_ns[rows], sl.end_ns[rows]
-    bad = np.flatnonzero(has & (end > end[np.maximum(pos_parent, 0)]))
-    if not len(bad):
-        return out
-    bad = bad[np.argsort(-(end[bad] - ts[bad]), kind="stable")][:MAX_IMPROPER]
-    tracks = sl.track[rows]
-    by_track: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for q in bad.tolist():
-        tr = int(tracks[q])
-        if tr not in by_track:
-            on = np.flatnonzero(tracks == tr)
-            on = on[np.argsort(ts[on], kind="stable")]
-            by_track[tr] = (on, ts[on])
-        on, starts = by_track[tr]
-        lo, hi = np.searchsorted(starts, ts[q], "left"), np.searchsorted(starts, end[q], "right")
-        inside = on[lo:hi]
-        inside = inside[inside != q]
-        s, e = merge(ts[inside], np.minimum(end[inside], end[q]) - ts[inside])
-        out[q] = max(int(end[q] - ts[q]) - int((e - s).sum()), 0)
-    return out
-
-
-def _self_outside_backward(ctx: Context, row_bwd: np.ndarray, self_ns: np.ndarray) -> np.ndarray:
-    """Host self time per host row, less, for slices of the forward, the time the backward ran on another
-    thread meanwhile: the thread that called ``backward()`` waits for autograd's thread then, and that time
-    is the backward ops' (charged to their forward lines), not the ``backward()`` line's as well."""
-    from neuron_prof.analysis.intervals import covered_before, merge
-
-    n = host_nesting(ctx)
-    sl = ctx.trace.slices
-    out = self_ns.copy()
-    if not row_bwd.any() or not len(n.rows):
-        return out
-    b = n.rows[row_bwd]
-    tracks = np.unique(sl.track[b])
-    for tr in tracks.tolist():  # backward time on each autograd thread, outside the slices of that thread
-        on = b[sl.track[b] == tr]
-        s, e = merge(sl.ts_ns[on], sl.dur_ns[on])
-        other = sl.track[n.rows] != tr
-        cov = covered_before(s, e, sl.end_ns[n.rows]) - covered_before(s, e, sl.ts_ns[n.rows])
-        cov = np.where(other & ~row_bwd, cov, 0)
-        has = (n.parent >= 0) & other
-        pos = n.parent_pos[has]
-        child = np.bincount(pos, weights=cov[has], minlength=len(n.rows)).astype(np.int64)
-        out -= np.clip(cov - child, 0, None)
-    return np.maximum(out, 0)
 
 
 def _signature(ctx: Context, row: int) -> str:
@@ -374,11 +318,13 @@ def _allocations(trace: Trace, ctx: Context) -> tuple[np.ndarray, np.ndarray]:
     score = np.full(len(t), -1, dtype=np.int64)
     tracks = sl.track[rows]
     for tr in np.unique(tracks).tolist():
-        idx = np.flatnonzero(tracks == tr)
+        idx = np.flatnonzero(tracks == tr).astype(rows.dtype, copy=False)  # positions: `row_dtype`
         start = sl.ts_ns[rows[idx]]
         o = np.argsort(start, kind="stable")
-        idx, start = idx[o], start[o]
+        idx = idx[o]
         del o
+        start.sort(kind="stable")  # the same values as start[o], sorted in place
+        ctx.drop_pages()  # the columns read for this track: not held through its walk
         k = np.searchsorted(start, t, side="right") - 1
         del start
         pos = np.where(k >= 0, idx[np.maximum(k, 0)], -1)

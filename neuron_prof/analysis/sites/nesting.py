@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from neuron_prof.analysis.windows import row_windows
 from neuron_prof.model import Trace
 from neuron_prof.model.order import row_dtype, start_order
 
@@ -50,36 +51,77 @@ class Nesting:
 
 def nesting(trace: Trace, rows: np.ndarray) -> Nesting:
     """Depth, parent and self time of slice rows `rows` (nesting is computed within each track); rows, depths,
-    parents and positions in `row_dtype` (int32 for a table under 2^31 rows)."""
+    parents and positions in `row_dtype` (int32 for a table under 2^31 rows).
+
+    Computed a window of `ROW_WINDOW` rows in start order at a time (`row_windows`): a window carries the open
+    slices of the one before (the last slice and its ancestors, the only ones that can hold a later slice of the
+    track: `_parents`), so no temporary spans every row beyond the results and the start order."""
     sl = trace.slices
     dt = row_dtype(len(sl))
     rows = np.asarray(rows, dtype=dt)
-    order = start_order(sl.ts_ns[rows], sl.dur_ns[rows], sl.track[rows])
-    rows_o = rows[order]  # the columns read again in start order: no copy in table order held beside them
-    ts_o, dur_o, tr_o = sl.ts_ns[rows_o], sl.dur_ns[rows_o], sl.track[rows_o]
-    end_o = ts_o + dur_o
-    n = len(order)
-    parent_o = _parents(ts_o, end_o, tr_o).astype(dt, copy=False)
-    del ts_o, end_o, tr_o
-    depth_o = _depths(parent_o)
-    # self time: my duration minus my direct children's
-    child_sum = np.bincount(parent_o[parent_o >= 0], weights=dur_o[parent_o >= 0], minlength=n)
-    self_o = np.maximum(dur_o - child_sum.astype(np.int64), 0)
-    names_o = trace.slices.name[rows_o]
-    del rows_o
-    transparent = np.isin(names_o, trace.name_ids(*TRANSPARENT_SPANS))
-    if transparent.any():  # deepest first, so a chain of them ends in the first real op above
-        for level in range(int(depth_o.max()), 1, -1):
-            sel = np.flatnonzero(transparent & (depth_o == level) & (parent_o >= 0))
-            np.add.at(self_o, parent_o[sel], self_o[sel])
-            self_o[sel] = 0
-    inv = np.empty(n, dtype=dt)
-    inv[order] = np.arange(n, dtype=dt)
-    order = order.astype(dt, copy=False)
-    parent_pos = np.where(parent_o >= 0, order[np.maximum(parent_o, 0)], dt(-1))[inv]
-    parent_rows = np.where(parent_pos >= 0, rows[np.maximum(parent_pos, 0)], dt(-1))
-    return Nesting(rows=rows, depth=depth_o[inv], parent=parent_rows, parent_pos=parent_pos, self_ns=self_o[inv],
-                   transparent=transparent[inv])
+    n = len(rows)
+    order = _start_order(trace, rows)
+    depth = np.empty(n, dtype=dt)
+    parent_pos = np.empty(n, dtype=dt)
+    self_ns = np.empty(n, dtype=np.int64)
+    transparent = np.empty(n, dtype=bool)
+    see_through = trace.name_ids(*TRANSPARENT_SPANS)
+    # the open slices carried into the next window: positions in `rows`, starts, ends, track
+    st_pos, st_ts, st_end, st_track = np.zeros(0, dt), np.zeros(0, np.int64), np.zeros(0, np.int64), -1
+    for a, z in row_windows(trace, n):
+        pos = order[a:z]
+        r = rows[pos]
+        ts, dur, tr = sl.ts_ns[r], sl.dur_ns[r], sl.track[r]
+        k = len(st_pos) if int(tr[0]) == st_track else 0  # the carried slices hold only slices of their track
+        ts_w, end_w = np.concatenate((st_ts[:k], ts)), np.concatenate((st_end[:k], ts + dur))
+        tr_w = np.concatenate((np.full(k, st_track, dtype=tr.dtype), tr))
+        par = _parents(ts_w, end_w, tr_w)  # positions in the window, the carried slices first
+        dep = _depths(par)
+        pos_w = np.concatenate((st_pos[:k], pos))
+        up = par[k:]
+        has = up >= 0
+        ppos = np.where(has, pos_w[np.maximum(up, 0)], dt(-1)).astype(dt, copy=False)
+        parent_pos[pos] = ppos
+        depth[pos] = dep[k:]
+        self_ns[pos] = dur
+        transparent[pos] = np.isin(sl.name[r], see_through)
+        np.subtract.at(self_ns, ppos[has], dur[has])  # my duration minus my direct children's
+        chain = [len(par) - 1]  # the last slice and its ancestors, outermost first
+        while par[chain[-1]] >= 0:
+            chain.append(int(par[chain[-1]]))
+        chain.reverse()
+        st_pos, st_ts, st_end, st_track = pos_w[chain], ts_w[chain], end_w[chain], int(tr_w[-1])
+    del order
+    np.maximum(self_ns, 0, out=self_ns)
+    see = np.flatnonzero(transparent)
+    if len(see):  # deepest first, so a chain of them ends in the first real op above
+        see = see[parent_pos[see] >= 0]
+        for level in range(int(depth[see].max(initial=1)), 1, -1):
+            sel = see[depth[see] == level]
+            np.add.at(self_ns, parent_pos[sel], self_ns[sel])
+            self_ns[sel] = 0
+    parent = np.empty(n, dtype=dt)
+    for a, z in row_windows(trace, n):
+        pp = parent_pos[a:z]
+        parent[a:z] = np.where(pp >= 0, rows[np.maximum(pp, 0)], dt(-1))
+    return Nesting(rows=rows, depth=depth, parent=parent, parent_pos=parent_pos, self_ns=self_ns,
+                   transparent=transparent)
+
+
+def _start_order(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Positions in `rows` in start order (`start_order`: by track, start, longer first), in `rows`' dtype;
+    sorted one track at a time, so the sort's temporaries span one track's rows, not all."""
+    sl = trace.slices
+    tr = sl.track[rows]
+    by_track = np.argsort(tr, kind="stable").astype(rows.dtype, copy=False)  # each track's rows in table order
+    cuts = np.flatnonzero(np.diff(tr[by_track])) + 1
+    del tr
+    for a, z in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(rows)].tolist(), strict=True):
+        p = by_track[a:z]
+        r = rows[p]
+        by_track[a:z] = p[start_order(sl.ts_ns[r], sl.dur_ns[r], np.zeros(len(r), np.int8))]
+        trace.drop_pages()
+    return by_track
 
 
 def _parents(ts: np.ndarray, end: np.ndarray, track: np.ndarray) -> np.ndarray:

@@ -21,6 +21,7 @@ import numpy as np
 
 from neuron_prof.analysis.steps.evaluation import eval_overlap_ns, evaluation_passes
 from neuron_prof.analysis.steps.inference import infer_steps
+from neuron_prof.analysis.windows import row_windows
 from neuron_prof.model import Meta, Trace, TrackKind
 
 _STEP_RX = re.compile(r"^ProfilerStep#(\d+)$")
@@ -148,9 +149,11 @@ def _profiler_steps(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     z = np.zeros(0, dtype=np.int64)
     if not step_of_sid:
         return z, z, z
-    host = np.isin(trace.slices.track, trace.track_ids(TrackKind.THREAD))
+    threads = trace.track_ids(TrackKind.THREAD)
     sids = np.fromiter(step_of_sid, dtype=np.int32)
-    rows = np.flatnonzero(host & np.isin(trace.slices.name, sids))
+    sl = trace.slices
+    rows = np.concatenate([np.flatnonzero(np.isin(sl.track[a:b], threads) & np.isin(sl.name[a:b], sids)) + a
+                           for a, b in row_windows(trace, len(sl))] or [z])  # a window of rows at a time
     if not len(rows):
         return z, z, z
     num = np.array([step_of_sid[int(n)] for n in trace.slices.name[rows]], dtype=np.int64)
@@ -158,7 +161,7 @@ def _profiler_steps(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     start = np.full(len(uniq), np.iinfo(np.int64).max, dtype=np.int64)
     end = np.full(len(uniq), np.iinfo(np.int64).min, dtype=np.int64)
     np.minimum.at(start, inv, trace.slices.ts_ns[rows])
-    np.maximum.at(end, inv, trace.slices.end_ns[rows])
+    np.maximum.at(end, inv, trace.slices.end_at(rows))
     o = np.argsort(start, kind="stable")
     return uniq[o], start[o], end[o]
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from neuron_prof.analysis.windows import row_windows
 from neuron_prof.model import KinetoCat, Trace, TrackKind
 
 MODULE_SPAN = "nn.Module: "
@@ -84,18 +85,26 @@ class EvalPass:
 def evaluation_passes(trace: Trace) -> list[EvalPass]:
     """The evaluation passes of the trace, in time order (module docstring)."""
     sl = trace.slices
-    host = np.flatnonzero(np.isin(sl.track, trace.track_ids(TrackKind.THREAD)))
-    if not len(host):
-        return []
+    threads = trace.track_ids(TrackKind.THREAD)
     mod_ids = [i for i in range(len(trace.strings)) if trace.strings[i].startswith(MODULE_SPAN)]
-    mods = host[np.isin(sl.name[host], mod_ids)] if mod_ids else host[:0]
+    if not len(threads) or not mod_ids:
+        return []
+    parts_m: list[np.ndarray] = []
+    last = np.iinfo(np.int64).min  # the last host end (set: a module span is a host row)
+    for a, z in row_windows(trace, len(sl)):  # host rows found a window at a time: no column over every row
+        host = np.isin(sl.track[a:z], threads)
+        if host.any():
+            parts_m.append(np.flatnonzero(host & np.isin(sl.name[a:z], mod_ids)) + a)
+            last = max(last, int((sl.ts_ns[a:z][host] + sl.dur_ns[a:z][host]).max()))
+    mods = np.concatenate(parts_m) if parts_m else np.zeros(0, np.int64)
     if not len(mods):
         return []
     seq_docs, seq = doc_number_arrays(trace, SEQ_KEY)
     fwd_docs, fwd = doc_number_arrays(trace, FWD_KEY)
     cpu = trace.strings.get(KinetoCat.CPU_OP)
-    graph_docs = seq_docs[(seq >= 0) & (value_at(fwd_docs, fwd, seq_docs, 0) <= 0)]
-    ops = host[(sl.cat[host] == cpu) & np.isin(sl.args[host], graph_docs)] if cpu is not None else host[:0]
+    graph_docs = seq_docs[(seq >= 0) & (value_at(fwd_docs, fwd, seq_docs, 0) <= 0)]  # ascending
+    del seq_docs, seq, fwd_docs, fwd  # a document's worth each: not held through the calls' scan
+    ops_ts, ops_track = _graph_ops(trace, threads, cpu, graph_docs)
     # the outer module calls, columnar (no Python object per call): start, end, name, builds a graph, row, track
     parts: list[tuple[np.ndarray, ...]] = []
     for t in np.unique(sl.track[mods]).tolist():
@@ -104,7 +113,7 @@ def evaluation_passes(trace: Trace) -> list[EvalPass]:
         ms, me = sl.ts_ns[m], sl.ts_ns[m] + sl.dur_ns[m]  # columns read once per track, never per row
         outer = me > np.concatenate(([-1], np.maximum.accumulate(me)[:-1]))  # not inside an earlier span
         m, ms, me = m[outer], ms[outer], me[outer]
-        ots = np.sort(sl.ts_ns[ops[sl.track[ops] == t]])
+        ots = np.sort(ops_ts[ops_track == t])
         graph = np.searchsorted(ots, me, side="right") - np.searchsorted(ots, ms, side="left") > 0
         parts.append((ms, me, sl.name[m].astype(np.int64), graph, m.astype(np.int64), np.full(len(m), t, np.int64)))
     cs, ce, cn, cg, cr, ct = (np.concatenate(c) for c in zip(*parts, strict=True))
@@ -115,7 +124,6 @@ def evaluation_passes(trace: Trace) -> list[EvalPass]:
     o = np.lexsort((ct, cr, cg, cn, ce, cs))  # in time order (then as the tuples compare)
     cs, cg, cr = cs[o], cg[o], cr[o]
     out: list[EvalPass] = []
-    last = int(sl.end_ns[host].max())
     first = np.flatnonzero(~cg & np.r_[True, cg[:-1]])  # where a run of calls that build no graph begins
     ends = np.flatnonzero(cg)
     for a in first.tolist():  # the pass lasts until training resumes: its loop's own lines after the last call
@@ -124,6 +132,24 @@ def evaluation_passes(trace: Trace) -> list[EvalPass]:
         site = str(trace.slice_args(int(cr[a])).get("call_site") or "")
         out.append(EvalPass(int(cs[a]), int(cs[z]) - 1 if z < len(cg) else last, site, z - a))
     return out
+
+
+def _graph_ops(trace: Trace, threads: np.ndarray, cpu: int | None,
+               graph_docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(start, track) of the host ops that build autograd's graph (a CPU op whose args document is one of
+    `graph_docs`, ascending), read a window of rows at a time."""
+    sl = trace.slices
+    ts: list[np.ndarray] = []
+    tracks: list[np.ndarray] = []
+    if cpu is None or not len(graph_docs):
+        return np.zeros(0, np.int64), np.zeros(0, np.int32)
+    for a, z in row_windows(trace, len(sl)):
+        doc = sl.args[a:z]
+        i = np.minimum(np.searchsorted(graph_docs, doc), len(graph_docs) - 1)
+        m = (graph_docs[i] == doc) & (sl.cat[a:z] == cpu) & np.isin(sl.track[a:z], threads)
+        ts.append(sl.ts_ns[a:z][m])
+        tracks.append(sl.track[a:z][m])
+    return np.concatenate(ts), np.concatenate(tracks)
 
 
 def eval_overlap_ns(passes: list[EvalPass], start: np.ndarray, end: np.ndarray) -> np.ndarray:

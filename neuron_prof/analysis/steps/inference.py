@@ -84,7 +84,7 @@ class _Spans:
         sl = trace.slices
         o = np.lexsort((-sl.dur_ns[rows], sl.ts_ns[rows]))
         r = rows[o]
-        return cls(sl.ts_ns[r], sl.end_ns[r], sl.name[r])
+        return cls(sl.ts_ns[r], sl.end_at(r), sl.name[r])
 
     def take(self, mask: np.ndarray) -> _Spans:
         return _Spans(self.ts[mask], self.end[mask], self.name[mask])
