@@ -84,6 +84,32 @@ def _steps(step: Callable[[], None], sync: Callable[[], None], n: int,
     return out[1:], cpu[1:]  # the first step of a mode follows the previous mode's start or end
 
 
+def session_steps(device: str, mode: str, step: Callable[[], None], sync: Callable[[], None],
+                  steps: int) -> tuple[list[float], list[float], float | None]:
+    """One session of `mode` over `steps` steps: each step's wall and CPU time (`_steps`), and for neuron_prof the
+    memory sampler's CPU time during the steps over their wall time (None when no polling probe ran)."""
+    if mode == "none":
+        return (*_steps(step, sync, steps, None), None)
+    if mode == "torch.profiler":
+        p = bare_profiler(device)
+        p.start()
+        times, cpu = _steps(step, sync, steps, p.step)
+        p.stop()
+        return times, cpu, None
+    import neuron_prof
+
+    s = neuron_prof.profile(None, quiet=True).start()
+    probes = getattr(getattr(s, "_backend", None), "probes", [])
+    mem = [p for p in probes if getattr(p, "name", "") == "memory" and getattr(p, "_thread", None)]
+    o0 = sum(p.overhead_ns for p in mem)
+    t0 = time.perf_counter_ns()
+    times, cpu = _steps(step, sync, steps, s.step)
+    wall = time.perf_counter_ns() - t0
+    o1 = sum(p.overhead_ns for p in mem)  # the sampler runs on through the session's stop: not a step's
+    s.stop()
+    return times, cpu, ((o1 - o0) / max(wall, 1) if mem else None)
+
+
 def order(r: int) -> list[str]:
     """Round `r`'s order of the modes: rotated each round, reversed every other three rounds."""
     rot = list(MODES[r % 3:] + MODES[:r % 3])
@@ -110,25 +136,9 @@ def measure(device: str, style: str, rounds: int, steps: int, iters: int) -> dic
     load0 = os.getloadavg()[0]
 
     def run(mode: str) -> None:
-        if mode == "none":
-            times, cpu = _steps(step, sync, steps, None)
-        elif mode == "torch.profiler":
-            p = bare_profiler(device)
-            p.start()
-            times, cpu = _steps(step, sync, steps, p.step)
-            p.stop()
-        else:
-            s = neuron_prof.profile(None, quiet=True).start()
-            probes = getattr(getattr(s, "_backend", None), "probes", [])
-            mem = [p for p in probes if getattr(p, "name", "") == "memory" and getattr(p, "_thread", None)]
-            o0 = sum(p.overhead_ns for p in mem)
-            t0 = time.perf_counter_ns()
-            times, cpu = _steps(step, sync, steps, s.step)
-            wall = time.perf_counter_ns() - t0
-            o1 = sum(p.overhead_ns for p in mem)  # the sampler runs on through the session's stop: not a step's
-            s.stop()
-            if mem:  # a polling probe ran: its thread's CPU time during the steps over their wall time
-                probe_share.append((o1 - o0) / max(wall, 1))
+        times, cpu, share = session_steps(device, mode, step, sync, steps)
+        if share is not None:
+            probe_share.append(share)
         per_round[mode].append(statistics.median(times))
         per_round_cpu[mode].append(statistics.median(cpu))
 
@@ -153,19 +163,7 @@ def one_session(device: str, style: str, mode: str, steps: int, iters: int) -> d
     for _ in range(3):
         step()
     sync()
-    if mode == "none":
-        times, cpu = _steps(step, sync, steps, None)
-    elif mode == "torch.profiler":
-        p = bare_profiler(device)
-        p.start()
-        times, cpu = _steps(step, sync, steps, p.step)
-        p.stop()
-    else:
-        import neuron_prof
-
-        s = neuron_prof.profile(None, quiet=True).start()
-        times, cpu = _steps(step, sync, steps, s.step)
-        s.stop()
+    times, cpu, _ = session_steps(device, mode, step, sync, steps)
     return {"mode": mode, "s": statistics.median(times), "cpu_s": statistics.median(cpu)}
 
 
