@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import neuron_prof.cli._reports as reports
 import neuron_prof.tui._data as tui_data
 from bench.gen_trace import write
 from neuron_prof.analysis import Context, Report, overview, step_breakdown
@@ -128,6 +129,10 @@ def test_no_cache_keeps_nothing(trace_file: Path, monkeypatch: pytest.MonkeyPatc
     assert kept.read_json(trace_file, kept.OVERVIEW) is None
 
 
+def _no_report(*a: object, **k: object) -> None:
+    raise AssertionError("the report was computed again")
+
+
 def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     rc = main(list(args))
     return rc, capsys.readouterr().out
@@ -140,13 +145,8 @@ def test_summary_and_check_from_the_kept_report_are_byte_identical(
         args: tuple[str, ...]) -> None:
     fresh = _run(capsys, *args, str(trace_file))  # computed, then kept
     assert kept.read_json(trace_file, kept.report_name(None)) is not None
-    import neuron_prof.analysis as analysis
-
-    def no_report(*a: object, **k: object) -> None:
-        raise AssertionError("the report was computed again")
-
     with monkeypatch.context() as m:
-        m.setattr(analysis, "report", no_report)
+        m.setattr(reports, "report", _no_report)  # the name the CLI calls (patching analysis.report did nothing)
         again = _run(capsys, *args, str(trace_file))
     assert again == fresh
     # and a fresh computation without any cache prints the same
@@ -186,8 +186,6 @@ async def test_the_views_draw_the_same_from_the_kept_overview(trace_file: Path) 
 
 def test_the_html_report_from_the_kept_report_is_byte_identical(
         trace_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import neuron_prof.analysis as analysis
-
     def page(k: int) -> bytes:
         assert main(["report", str(trace_file), "-o", str(tmp_path / f"{k}.html")]) == 0
         return (tmp_path / f"{k}.html").read_bytes()
@@ -195,8 +193,30 @@ def test_the_html_report_from_the_kept_report_is_byte_identical(
     fresh = page(0)  # computed and kept
     assert kept.read_json(trace_file, kept.report_name(None)) is not None
 
-    def no_report(*a: object, **k: object) -> None:
-        raise AssertionError("the report was computed again")
-
-    monkeypatch.setattr(analysis, "report", no_report)
+    monkeypatch.setattr(reports, "report", _no_report)
     assert page(1) == fresh
+
+
+def test_a_report_in_which_an_analysis_failed_is_not_kept(trace_file: Path, capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """An analysis that raised (out of memory, say) is said in the summary, and the next summary computes again:
+    a kept report would repeat the failure on every later open."""
+    import neuron_prof.analysis.pipeline as pipeline
+
+    pipeline._load()
+    name = next(iter(pipeline.ANALYSES))
+
+    def out_of_memory(*a: object, **k: object) -> list:
+        raise MemoryError("no room")
+
+    with monkeypatch.context() as m:
+        m.setitem(pipeline.ANALYSES, name, out_of_memory)
+        rank = tui_data._rank(load(trace_file), str(trace_file), path=trace_file)  # the TUI's first screen
+        assert any(pipeline.analysis_failed(f) for f in rank.findings)
+        assert kept.read_json(trace_file, kept.OVERVIEW) is None
+        _, text = _run(capsys, "summary", "--json", str(trace_file))
+    assert f"Analysis {name} failed: MemoryError" in text
+    assert kept.read_json(trace_file, kept.report_name(None)) is None
+    assert kept.read_json(trace_file, kept.OVERVIEW) is None
+    _, again = _run(capsys, "summary", "--json", str(trace_file))
+    assert "failed: MemoryError" not in again and kept.read_json(trace_file, kept.report_name(None)) is not None

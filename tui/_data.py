@@ -266,7 +266,7 @@ def _rank(trace: Trace, source: str, cross: Sequence[Finding] = (), path: Path |
         totals, found, steps = first.totals, first.findings, first.steps
     else:
         totals, found, warnings = analyse(trace, ctx)
-    whole = not warnings
+    whole = not warnings and Report(totals, found).whole
     if cross:
         found = sort_findings([*found, *cross])
     warnings = [*map(str, trace.metadata.get("load_warnings") or []), *warnings]
@@ -276,7 +276,7 @@ def _rank(trace: Trace, source: str, cross: Sequence[Finding] = (), path: Path |
     if steps is not None:
         rank.step_parts = steps
     elif path is not None and whole:
-        # kept only when the analysis ran whole (a failure is said on this screen, and tried again next time)
+        # kept only when every analysis ran (a failure is said on this screen, and tried again next time)
         kept.write_json(path, kept.OVERVIEW, Report(totals, found, steps=rank.step_parts).to_dict())
     return rank
 

@@ -37,6 +37,16 @@ def _load() -> None:
         importlib.import_module(f"neuron_prof.analysis.{m}")
 
 
+FAILED_ANALYSIS = "analysis:"
+"""The `probe` evidence of the finding that stands for an analysis that raised (`_run`): "analysis:<name>"."""
+
+
+def analysis_failed(f: Finding) -> bool:
+    """Whether `f` says an analysis raised instead of giving its findings (a bug, or out of memory)."""
+    probe = (f.evidence or {}).get("probe")
+    return isinstance(probe, str) and probe.startswith(FAILED_ANALYSIS)
+
+
 def _run(trace: Trace, ctx: Context) -> list[Finding]:
     _load()
     found: list[Finding] = []
@@ -54,7 +64,7 @@ def _run(trace: Trace, ctx: Context) -> list[Finding]:
                     share=0.0,
                     count=1,
                     advice="Report this with the trace if you can share it.",
-                    evidence={"probe": f"analysis:{name}", "traceback": traceback.format_exc(limit=6)},
+                    evidence={"probe": f"{FAILED_ANALYSIS}{name}", "traceback": traceback.format_exc(limit=6)},
                 )
             )
     return sort_findings(cost_floor(trace, [_after_warmup(trace, ctx, _with_rank(trace, _in_backward(f)))
@@ -163,6 +173,11 @@ class Report:
             "lines": self.lines,
             "step_breakdown": self.steps,
         }
+
+    @property
+    def whole(self) -> bool:
+        """Every analysis ran (no `analysis_failed` finding): a report worth keeping for the next open."""
+        return not any(analysis_failed(f) for f in self.findings)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Report:

@@ -29,6 +29,8 @@ def trace_report(trace: Trace, path: Path, warmup_steps: int | None) -> Report:
         first.update(rep.to_dict(), totals=dict(rep.totals))
 
     rep = report(trace, warmup_steps=warmup_steps, on_overview=keep_overview)
+    if not rep.whole:  # an analysis raised (out of memory, say): computed again next time, not kept
+        return rep
     if kept.write_json(path, name, rep.to_dict()) and warmup_steps is None:  # the TUI's warm-up: the default
         kept.write_json(path, kept.OVERVIEW, {**first, "step_breakdown": rep.steps})
     return rep
