@@ -12,13 +12,12 @@ import pytest
 
 import neuron_prof
 from bench.gen_trace import write
-from neuron_prof.analysis import windows
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.pipeline import report
 from neuron_prof.analysis.sites.nesting import TRANSPARENT_SPANS, Nesting, nesting
 from neuron_prof.analysis.sites.self_time import self_inside_parent, self_outside_backward
 from neuron_prof.loaders import load
-from neuron_prof.model import Trace, TraceBuilder
+from neuron_prof.model import Trace, TraceBuilder, windows
 
 KINETO = Path(__file__).resolve().parents[2] / "shared" / "traces" / "kineto"
 
@@ -85,8 +84,8 @@ def test_summary_in_small_windows_is_the_summary(name: str, tmp_path: Path, monk
         return json.dumps(report(trace, context=Context(trace)).to_dict(), sort_keys=True, default=str)
 
     whole = doc()
-    monkeypatch.setattr(windows, "ROW_WINDOW", 97)
-    monkeypatch.setattr("neuron_prof.model._trace._WINDOW", 89)  # the model's own scans (time range, rows on tracks)
+    monkeypatch.setattr(windows, "ROW_WINDOW", 97)  # the analyses' passes and the model's own scans (time range,
+    # rows on tracks) alike
     assert doc() == whole
 
 

@@ -22,9 +22,10 @@ from neuron_prof.model._strings import StringTable
 from neuron_prof.model._tables import CounterTable, FlowTable, InstantTable, SliceTable
 from neuron_prof.model._trace import Process, Trace, Track
 from neuron_prof.model.schema import Arg, Cat, KinetoCat, Meta, ProcessKind, TrackKind
+from neuron_prof.model.windows import ROW_WINDOW, row_windows
 
 __all__ = [
-    "Arg", "ArgsBuilder", "ArgsStore", "Cat", "CounterTable", "FlowTable", "InstantTable", "KinetoCat", "Meta",
+    "ROW_WINDOW", "Arg", "ArgsBuilder", "ArgsStore", "Cat", "CounterTable", "FlowTable", "InstantTable", "KinetoCat", "Meta",
     "Process", "ProcessKind", "SliceTable", "StringTable", "Trace", "TraceBuilder", "Track", "TrackKind",
-    "dumps_args", "select_processes", "split_ranks",
+    "dumps_args", "row_windows", "select_processes", "split_ranks",
 ]

@@ -12,9 +12,8 @@ from neuron_prof.model._args import ArgsStore, drop_mapped
 from neuron_prof.model._strings import StringTable
 from neuron_prof.model._tables import CounterTable, FlowTable, InstantTable, SliceTable
 from neuron_prof.model.schema import TrackKind
+from neuron_prof.model.windows import row_windows
 
-_WINDOW = 1 << 20
-"""Slices `Trace.time_range` reads at a time."""
 
 @dataclass(frozen=True)
 class Process:
@@ -91,10 +90,8 @@ class Trace:
     def slices_on(self, *kinds: str) -> np.ndarray:
         """Row indices of the slices on tracks of these kinds, in table order."""
         ids, track = self.track_ids(*kinds), self.slices.track
-        rows = np.concatenate([np.flatnonzero(np.isin(track[a:a + _WINDOW], ids)) + a
-                               for a in range(0, len(track), _WINDOW)] or [np.zeros(0, np.int64)])
-        self.drop_pages()  # a pass over every slice, a window at a time: its pages need not stay resident
-        return rows
+        return np.concatenate([np.flatnonzero(np.isin(track[a:z], ids)) + a  # a window at a time, pages handed back
+                               for a, z in row_windows(self, len(track))] or [np.zeros(0, np.int64)])
 
     def instants_on(self, *kinds: str) -> np.ndarray:
         return np.flatnonzero(np.isin(self.instants.track, self.track_ids(*kinds)))
@@ -117,8 +114,8 @@ class Trace:
         sl = self.slices
         if len(sl):
             starts.append(int(sl.ts_ns.min()))
-            ends.append(max(int((sl.ts_ns[a:a + _WINDOW] + sl.dur_ns[a:a + _WINDOW]).max())
-                            for a in range(0, len(sl), _WINDOW)))  # no end column over every slice
+            ends.append(max(int((sl.ts_ns[a:z] + sl.dur_ns[a:z]).max())
+                            for a, z in row_windows(self, len(sl))))  # no end column over every slice
         for tab in (self.instants, self.counters):
             if len(tab):
                 starts.append(int(tab.ts_ns.min()))

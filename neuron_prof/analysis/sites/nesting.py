@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.analysis.windows import row_windows
 from neuron_prof.model import Trace
 from neuron_prof.model.order import row_dtype, start_order
+from neuron_prof.model.windows import row_windows
 
 ROUNDING_NS = 2
 """Slack for timestamps rounded to ns (µs with three decimals, start and duration each rounded): a child that

@@ -9,7 +9,7 @@ import numpy as np
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.intervals import covered_before, merge
 from neuron_prof.analysis.sites.host import host_nesting
-from neuron_prof.analysis.windows import row_windows
+from neuron_prof.model.windows import row_windows
 
 MAX_IMPROPER = 500
 """Improperly nested host slices whose self time is recomputed (the longest first)."""

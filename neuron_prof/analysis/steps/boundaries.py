@@ -21,8 +21,8 @@ import numpy as np
 
 from neuron_prof.analysis.steps.evaluation import eval_overlap_ns, evaluation_passes
 from neuron_prof.analysis.steps.inference import infer_steps
-from neuron_prof.analysis.windows import row_windows
 from neuron_prof.model import Meta, Trace, TrackKind
+from neuron_prof.model.windows import row_windows
 
 _STEP_RX = re.compile(r"^ProfilerStep#(\d+)$")
 

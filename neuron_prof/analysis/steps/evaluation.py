@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from neuron_prof.analysis.windows import row_windows
 from neuron_prof.model import KinetoCat, Trace, TrackKind
+from neuron_prof.model.windows import row_windows
 
 MODULE_SPAN = "nn.Module: "
 SEQ_KEY = re.compile(rb'"Sequence number"\s*:\s*(-?\d+)')

@@ -10,14 +10,19 @@ result and whatever state it carries (a running maximum, a stack of open slices)
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Protocol
 
-from neuron_prof.model import Trace
+
+class HasPages(Protocol):
+    """What a window hands its pages back through: a `Trace` (its own scans use these windows too)."""
+
+    def drop_pages(self) -> None: ...
 
 ROW_WINDOW = 1 << 20
 """Rows a windowed pass reads at a time."""
 
 
-def row_windows(trace: Trace, n: int) -> Iterator[tuple[int, int]]:
+def row_windows(trace: HasPages, n: int) -> Iterator[tuple[int, int]]:
     """[a, z) windows of range(n), `ROW_WINDOW` rows each (the last one shorter); after each window the pages of
     the trace's mapped columns go back to the kernel (nothing for columns in memory)."""
     size = ROW_WINDOW  # read at each call: a test cuts a small trace into many windows
