@@ -91,3 +91,14 @@ def test_pick_columns_reads_documents_that_are_not_objects_end_to_end() -> None:
     assert trace.args.json_runs(idx) is None
     for k, col in zip(KEYS, ctx.pick_columns(idx, KEYS), strict=True):
         assert col == [ctx.args(int(i)).get(k, ABSENT) for i in idx.tolist()]
+
+
+def test_raw_columns_are_each_values_json_text() -> None:
+    """`pick_columns(raw=True)`: the JSON text of each value (decoding it gives the value), ABSENT kept."""
+    import msgspec
+
+    ctx, idx = _ctx()
+    order = idx[np.array([3, 0, 4, 1, 0, 2])]
+    for col, raw in zip(ctx.pick_columns(order, KEYS), ctx.pick_columns(order, KEYS, raw=True), strict=True):
+        assert all(isinstance(r, bytes) or r is ABSENT for r in raw)
+        assert [r if r is ABSENT else msgspec.json.decode(r) for r in raw] == col

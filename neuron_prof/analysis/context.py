@@ -56,12 +56,14 @@ ABSENT = msgspec.UNSET
 
 @cache
 def _picker(
-    keys: tuple[str, ...],
+    keys: tuple[str, ...], raw: bool = False,
 ) -> tuple[msgspec.json.Decoder[Any], msgspec.json.Decoder[Any], tuple[Callable[[Any], Any], ...]]:
     """Decoders of args documents that keep only `keys` (msgspec skips the others without building them):
-    of one document (for ``decode_lines``) and of a JSON array of them; and the getter of each key's value."""
+    of one document (for ``decode_lines``) and of a JSON array of them; and the getter of each key's value
+    (`raw`: the value's JSON text, a ``msgspec.Raw``, not decoded)."""
     names = [f"k{i}" for i in range(len(keys))]
-    struct = msgspec.defstruct("PickedArgs", [(n, Any, ABSENT) for n in names], rename=dict(zip(names, keys)))
+    kind = msgspec.Raw if raw else Any
+    struct = msgspec.defstruct("PickedArgs", [(n, kind, ABSENT) for n in names], rename=dict(zip(names, keys)))
     many = list[struct]  # type: ignore[valid-type]  # a type made at run time
     return msgspec.json.Decoder(struct), msgspec.json.Decoder(many), tuple(attrgetter(n) for n in names)
 
@@ -188,9 +190,10 @@ class Context:
         for k0 in range(0, len(args_idx), PICK_CHUNK):
             yield from zip(*self.pick_columns(args_idx[k0:k0 + PICK_CHUNK], keys), strict=True)
 
-    def pick_columns(self, args_idx: np.ndarray, keys: tuple[str, ...]) -> tuple[list[Any], ...]:
+    def pick_columns(self, args_idx: np.ndarray, keys: tuple[str, ...], raw: bool = False) -> tuple[list[Any], ...]:
         """The values of `keys` in each args document of `args_idx` (ArgsStore indices, -1: no args), one
         list per key: ``args(i)[k]`` at the index's position, or ABSENT where the document has no key k.
+        `raw`: each value's JSON text (bytes) instead, for a caller that decodes only its distinct values.
 
         Decoded `PICK_CHUNK` documents at a time, reading only these keys: for a column of rows, many times faster than
         `args` per row (a Kineto op's args hold shapes, strides and ids besides its call stack).
@@ -202,7 +205,7 @@ class Context:
         cols: list[list[Any]] = [[] for _ in keys]
         store = self.trace.args
         for a, z in _windows(store, idx[have]):
-            for col, part in zip(cols, self._pick_chunk(idx[have[a:z]], keys), strict=True):
+            for col, part in zip(cols, self._pick_chunk(idx[have[a:z]], keys, raw), strict=True):
                 col.extend(part)
             if len(have) >= 1 << 12:  # a column of rows, not a few: its pages need not stay resident
                 store.drop_pages()
@@ -217,14 +220,18 @@ class Context:
             out.append(full)
         return tuple(out)
 
-    def _pick_chunk(self, idx: np.ndarray, keys: tuple[str, ...]) -> list[list[Any]]:
+    def _pick_chunk(self, idx: np.ndarray, keys: tuple[str, ...], raw: bool = False) -> list[list[Any]]:
         """`pick_columns` of indices that are all >= 0, one decode."""
-        one, array, gets = _picker(tuple(keys))
+        one, array, gets = _picker(tuple(keys), raw)
         try:
             docs = _decode_picked(self.trace.args, idx, one, array)
+            if raw:
+                return [[ABSENT if v is ABSENT else bytes(v) for v in map(get, docs)] for get in gets]
             return [list(map(get, docs)) for get in gets]
         except (msgspec.DecodeError, msgspec.ValidationError):  # a document that is no JSON object
             dicts = [self.args(int(i)) for i in idx.tolist()]
+            if raw:
+                return [[ABSENT if k not in a else msgspec.json.encode(a[k]) for a in dicts] for k in keys]
             return [[a.get(k, ABSENT) for a in dicts] for k in keys]
 
     def slice_args(self, row: int) -> dict[str, Any]:

@@ -14,7 +14,9 @@ launch flows, `device_ns_by_host_row`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+import msgspec
 import numpy as np
 
 from neuron_prof.analysis.context import ABSENT, Context
@@ -27,6 +29,10 @@ SHAPE_KEYS = ("Input Dims", "Input type", "Concrete Inputs")
 """The Kineto args a count reads."""
 _STEP = 1 << 16
 """Ops whose args are decoded at a time."""
+COUNTS_HELD = 1 << 16
+"""Distinct (op, shapes, types, concrete inputs) whose count `row_work` keeps (then it starts again): a trace's
+steps repeat the same calls, so each distinct call is counted once, not each row."""
+_MISS = object()
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,14 +78,20 @@ def _build(ctx: Context) -> RowWork:
     codes: dict[str, int] = {}
     ok = np.zeros(len(cand), dtype=bool)
     names = {i: tr.s(i) for i in ids.tolist()}
-    for k0 in range(0, len(cand), _STEP):  # a bounded number of decoded args at a time (big traces)
+    seen: dict[tuple[int, Any, Any, Any], tuple[int, int, str] | None] = {}
+    for k0 in range(0, len(cand), _STEP):  # a bounded number of args at a time (big traces)
         part = cand[k0:k0 + _STEP]
-        dims, types, conc = ctx.pick_columns(sl.args[rows[part]], SHAPE_KEYS)
-        for j, (nid, d, t, c) in enumerate(zip(sl.name[rows[part]].tolist(), dims, types, conc, strict=True),
-                                           start=k0):
+        texts = ctx.pick_columns(sl.args[rows[part]], SHAPE_KEYS, raw=True)
+        for j, (nid, d, t, c) in enumerate(zip(sl.name[rows[part]].tolist(), *texts, strict=True), start=k0):
             if d is ABSENT:
                 continue
-            w = op_work(names[nid], d, t, None if c is ABSENT else c)
+            key = (nid, d, t, c)
+            w = seen.get(key, _MISS)
+            if w is _MISS:
+                w = op_work(names[nid], _decode(d), _decode(t), None if c is ABSENT else _decode(c))
+                if len(seen) >= COUNTS_HELD:
+                    seen.clear()
+                seen[key] = w
             if w is not None:
                 flops[j], nbytes[j], p = w
                 prec[j] = codes.setdefault(p, len(codes))
@@ -90,6 +102,16 @@ def _build(ctx: Context) -> RowWork:
     outer = ~_ancestor_marked(n.parent_pos, mark)[cand]
     return RowWork(rows=rows[cand], flops=flops, bytes=nbytes, precision=prec, outer=outer,
                    device_ns=_device_inside(ctx, rows[cand]), precisions=tuple(codes))
+
+
+def _decode(text: Any) -> Any:
+    """A picked value's JSON text decoded (ABSENT stays ABSENT; text that is no JSON counts as absent)."""
+    if text is ABSENT:
+        return ABSENT
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return ABSENT
 
 
 def _ancestor_marked(parent_pos: np.ndarray, mark: np.ndarray) -> np.ndarray:
