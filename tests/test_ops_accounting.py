@@ -6,6 +6,7 @@ Real captures through every surface (summary, diff, report, TUI, drill-in) are i
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from neuron_prof.analysis import op_key, op_table
 from neuron_prof.model import KinetoCat, ProcessKind, Trace, TraceBuilder, TrackKind
@@ -131,18 +132,27 @@ def test_table_order_and_offsets() -> None:
         assert sorted(self_ns.tolist(), reverse=True) == sorted(truth[n], reverse=True) == self_ns.tolist()
 
 
-def test_the_packed_sorts_are_numpys() -> None:
-    """The op table's sorts without a comparison sort give numpy's results: `_unique_ids` is
-    ``np.unique(..., return_inverse=True)``, the calls' order (key, longest first, then table order) is
-    ``np.lexsort``'s, durations too long to pack included."""
-    from neuron_prof.analysis.ops import _by_key_longest_first, _unique_ids
+@pytest.mark.parametrize("window", [None, 7])
+def test_calls_come_longest_first_then_in_table_order(window: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each op's calls: longest first, equal durations in table order, with durations small enough to pack with
+    the key and row in one integer and too long to (1e17 ns), and with the rows read a few at a time."""
+    from neuron_prof.model import windows
 
+    if window:
+        monkeypatch.setattr(windows, "ROW_WINDOW", window)
     rng = np.random.default_rng(3)
-    for _ in range(200):
-        n = int(rng.integers(0, 200))
-        k = rng.integers(0, int(rng.integers(1, 50)), n).astype(np.int64)
-        d = rng.integers(0, 10 ** int(rng.integers(1, 19)), n, dtype=np.int64)
-        assert np.array_equal(_by_key_longest_first(k, d), np.lexsort((np.arange(n), -d, k)))
-        v = rng.integers(0, 100, n).astype(np.int32)
-        (a, inv), (want, want_inv) = _unique_ids(v), np.unique(v, return_inverse=True)
-        assert np.array_equal(a, want) and a.dtype == want.dtype and np.array_equal(inv, want_inv)
+    for big in (False, True, False, True):
+        b = TraceBuilder()
+        t = b.thread_track(1, 1)
+        ts, want = 0, {}
+        for r in range(int(rng.integers(1, 60))):
+            d = int(rng.integers(1, 10**17 if big else 50))
+            name = f"aten::op{int(rng.integers(0, 6))}"
+            b.add_slice(t, ts, d, name, cat="cpu_op")
+            want.setdefault(name, []).append((-d, r))
+            ts += d
+        tab = op_table(b.build())
+        for name, calls in want.items():
+            rows, self_ns = tab.call_rows(tab.find(name))
+            assert rows.tolist() == [r for _, r in sorted(calls)]
+            assert self_ns.tolist() == [-d for d, _ in sorted(calls)]

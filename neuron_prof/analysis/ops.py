@@ -46,11 +46,12 @@ import numpy as np
 
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.device.rows import device_work_nesting
+from neuron_prof.analysis.op_calls import SideCalls, side_calls, side_names
 from neuron_prof.analysis.sites.host import host_nesting
-from neuron_prof.analysis.sites.nesting import Nesting
 from neuron_prof.model import KinetoCat, Trace
 from neuron_prof.model.callsite import MODULE_PREFIX, USER, file_kind, parse_frame, user_files_of
 from neuron_prof.model.schema import is_compile_span
+from neuron_prof.model.windows import row_windows
 
 HOST_OP_CATS = (KinetoCat.CPU_OP, KinetoCat.CUDA_RUNTIME, KinetoCat.CUDA_DRIVER)
 """Categories of host slices that are ops (when the trace has cpu_op slices at all)."""
@@ -122,70 +123,6 @@ class OpTable:
         return out
 
 
-def _nearest_kept(parent: np.ndarray, skip: np.ndarray) -> np.ndarray:
-    """For each node, itself when not skipped, else its nearest ancestor that is not (-1: none); by
-    pointer jumping, so a chain of 100 Python frames costs 7 passes, not 100."""
-    n = len(parent)
-    g = np.where(skip, parent, np.arange(n, dtype=parent.dtype))
-    while True:
-        valid = g >= 0
-        hop = np.zeros(n, dtype=bool)
-        hop[valid] = skip[g[valid]]
-        if not hop.any():
-            return g
-        g[hop] = g[g[hop]]
-
-
-def _unique_ids(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(v, return_inverse=True)`` of string ids (small non-negative ints), by marking them: no sort."""
-    if not len(v) or int(v.min()) < 0:
-        return np.unique(v, return_inverse=True)  # type: ignore[no-any-return]
-    seen = np.zeros(int(v.max()) + 1, dtype=bool)
-    seen[v] = True
-    return np.flatnonzero(seen).astype(v.dtype), (np.cumsum(seen) - 1)[v]
-
-
-def _by_key_longest_first(k: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """``np.lexsort((np.arange(len(k)), -dur, k))``: by key, then longest first, then in order; one sort of
-    a packed (key, duration, position) integer when the three fit in 63 bits."""
-    n = len(k)
-    if not n or int(k.min()) < 0 or int(dur.min()) < 0:
-        return np.lexsort((np.arange(n), -dur, k))
-    db, ib = int(dur.max()).bit_length(), (n - 1).bit_length()
-    if int(k.max()).bit_length() + db + ib > 63:
-        return np.lexsort((np.arange(n), -dur, k))
-    packed = k.astype(np.int64)  # built and sorted in place: one int64 per call beside one temporary
-    packed <<= db + ib
-    low = dur.astype(np.int64)
-    np.subtract((1 << db) - 1, low, out=low)
-    low <<= ib
-    packed |= low
-    del low
-    packed |= np.arange(n, dtype=np.int64)
-    packed.sort()
-    packed &= (1 << ib) - 1
-    return packed
-
-
-def _key_index(trace: Trace, names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(key index per row, key strings): op_key applied once per distinct name id, not per row."""
-    ids, inv = _unique_ids(names) if not len(names) or int(names.min()) < 0 else (_ids_in(names), None)
-    keys = np.array([op_key(trace.s(int(i))) for i in ids], dtype=object)
-    uniq, kinv = np.unique(keys, return_inverse=True)
-    if inv is not None:
-        return kinv[inv].astype(np.int64), uniq
-    lut = np.zeros(int(ids[-1]) + 1 if len(ids) else 1, dtype=np.int32)  # key index by name id: no per-row int64
-    lut[ids] = kinv
-    return lut[names], uniq
-
-
-def _ids_in(v: np.ndarray) -> np.ndarray:
-    """The distinct values of `v` (small non-negative ints: string ids), ascending, by marking them."""
-    seen = np.zeros(int(v.max()) + 1, dtype=bool)
-    seen[v] = True
-    return np.flatnonzero(seen).astype(v.dtype)
-
-
 EXECUTION_NAMES = ("nc_exec_running",)
 """Device slices that name no op: a NEFF execution on a NeuronCore (Neuron Explorer's hardware event)."""
 
@@ -241,17 +178,18 @@ def attribution(ctx: Context) -> Attribution:
     return ctx.memo("attribution", build)  # type: ignore[no-any-return]
 
 
-def _launched_names(trace: Trace, rows: np.ndarray) -> np.ndarray:
-    """Name ids of device `rows`, an execution (`EXECUTION_NAMES`) named after the cpu_op that launched it
-    (`launching_ops`), so device time is counted per op as on CUDA, where kernels carry the op's work."""
-    names = trace.slices.name[rows].copy()
-    m = np.flatnonzero(np.isin(names, trace.name_ids(*EXECUTION_NAMES)))
+def _launched(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(positions in device `rows`, name ids): the executions (`EXECUTION_NAMES`) among `rows`, named after the
+    cpu_op that launched them (`launching_ops`), so device time is counted per op as on CUDA, where kernels carry
+    the op's work; found a window of rows at a time."""
+    ids = trace.name_ids(*EXECUTION_NAMES)
+    m = np.concatenate([np.flatnonzero(np.isin(trace.slices.name[rows[a:z]], ids)) + a
+                        for a, z in row_windows(trace, len(rows))] or [np.zeros(0, np.int64)])
     if not len(m):
-        return names
+        return m, trace.slices.name[:0]
     op = launching_ops(trace, rows[m])
     ok = op >= 0
-    names[m[ok]] = trace.slices.name[op[ok]]
-    return names
+    return m[ok], trace.slices.name[op[ok]]
 
 
 def _wrapper_names(trace: Trace, name_ids: np.ndarray) -> np.ndarray:
@@ -269,133 +207,55 @@ def _wrapper_names(trace: Trace, name_ids: np.ndarray) -> np.ndarray:
     return out
 
 
-def _side(trace: Trace, nest: Nesting, op_cat: np.ndarray, where: str) -> dict[str, np.ndarray] | None:
-    """Calls grouped by key for one side (host or device). `op_cat`: per nesting row, counts as an op."""
+def _sides(trace: Trace, ctx: Context) -> list[tuple[str, SideCalls]]:
+    """The host and device calls (`op_calls.side_calls`), of the sides with rows."""
     sl = trace.slices
-    rows = nest.rows  # ascending (host and device rows come in table order)
-    n = len(rows)
-    if not n:
-        return None
-    names = _launched_names(trace, rows) if where == "device" else sl.name[rows]
-    key, key_names = _key_index(trace, names)
-    del names
-    skip = nest.transparent | np.isin(sl.cat[rows], trace.name_ids(KinetoCat.PYTHON))
-    par = nest.parent_pos
-    has = par >= 0
-    kept = _nearest_kept(par, skip)
-    anc = np.where(has, kept[np.maximum(par, 0)], -1)
-    # a re-dispatch: its nearest enclosing op (same track: nesting is per track) has the same key and holds it
-    # whole (same-name runtime calls that overlap without nesting, as on MTIA, are calls of their own)
-    del kept, has
-    cand = np.flatnonzero(~skip & (anc >= 0))  # the ends compared only where the keys match: few rows
-    cand = cand[key[anc[cand]] == key[cand]]
-    up = anc[cand]
-    cand = cand[sl.ts_ns[rows[cand]] + sl.dur_ns[rows[cand]] <= sl.ts_ns[rows[up]] + sl.dur_ns[rows[up]]]
-    redispatch = np.zeros(n, dtype=bool)
-    redispatch[cand] = True
-    root = np.arange(n, dtype=par.dtype)
-    root[cand] = anc[cand]
-    del anc, cand, up  # whole-column temporaries of a big trace: gone before the next ones
-    while True:
-        nxt = root[root]
-        if np.array_equal(nxt, root):
-            break
-        root = nxt
-    member = ~nest.transparent & ~np.isin(sl.cat[rows], trace.name_ids(KinetoCat.PROFILER_SPAN))
-    call = member & ~redispatch
-    if where == "host":
-        host_names = sl.name[rows]
-        uniq_names = _ids_in(host_names) if n and int(host_names.min()) >= 0 else np.unique(host_names)
-        is_wrapper_name = np.zeros(int(uniq_names[-1]) + 1 if len(uniq_names) else 1, dtype=bool)
-        is_wrapper_name[uniq_names] = _wrapper_names(trace, uniq_names)  # by name id, not per row
-        wrapper = is_wrapper_name[np.maximum(host_names, 0)] & (host_names >= 0)
-        del host_names
-    else:
-        wrapper = np.zeros(n, dtype=bool)
-    own_self = nest.self_ns[member]
-    own_self[wrapper[member]] = 0
-    call_self_all = np.bincount(root[member], weights=own_self, minlength=n)
-    del root, member, own_self, skip, redispatch
-    ci = np.flatnonzero(call).astype(par.dtype, copy=False)  # positions: `row_dtype`, half of int64
-    del call
-    call_self = call_self_all[ci].astype(np.int64)  # only the calls' (the whole column in float64 dropped)
-    del call_self_all
-    dur = sl.dur_ns[rows[ci]]
-    k = key[ci]
-    del key
-    # group by key, longest call first within a key
-    o = _by_key_longest_first(k, dur)
-    ci = ci[o]  # one at a time: one new array beside the old ones, not four
-    dur = dur[o]
-    k = k[o]
-    call_self = call_self[o]
-    del o
-    uk, first, counts = np.unique(k, return_index=True, return_counts=True)
-    is_wrapper = np.bincount(k, weights=wrapper[ci], minlength=len(key_names))[uk] > 0
-    is_op = (np.bincount(k, weights=op_cat[ci], minlength=len(key_names))[uk] > 0) & ~is_wrapper
-    def per_op(v: np.ndarray) -> np.ndarray:
-        return np.add.reduceat(v, first).astype(np.int64) if len(ci) else np.zeros(0, np.int64)
-
-    return {
-        "name": key_names[uk],
-        "where": np.full(len(uk), where, dtype=object),
-        "is_op": is_op,
-        "is_wrapper": is_wrapper,
-        "calls": counts.astype(np.int64),
-        "total_ns": per_op(dur),
-        "self_ns": per_op(call_self),
-        "longest": rows[ci[first]].astype(np.int64),
-        "call_row": rows[ci],  # `row_dtype`, as the nesting's rows
-        "call_self_ns": call_self,
-        "counts": counts,
-    }
+    host = host_nesting(ctx)
+    cpu = trace.name_ids(KinetoCat.CPU_OP)
+    has_ops = any(np.isin(sl.cat[host.rows[a:z]], cpu).any() for a, z in row_windows(trace, len(host.rows)))
+    python, span = trace.name_ids(KinetoCat.PYTHON), trace.name_ids(KinetoCat.PROFILER_SPAN)
+    none = np.zeros(0, np.int64)
+    hn = side_names(trace, host.rows, none, sl.name[:0], op_key, lambda ids: _wrapper_names(trace, ids))
+    out = [("host", side_calls(trace, host, hn, trace.name_ids(*HOST_OP_CATS) if has_ops else None, python, span))]
+    del hn
+    dev = device_work_nesting(ctx)
+    dn = side_names(trace, dev.rows, *_launched(trace, dev.rows), op_key, None)
+    out.append(("device", side_calls(trace, dev, dn, None, python, span)))
+    return [(w, s) for w, s in out if s is not None]
 
 
 def _build(trace: Trace, ctx: Context) -> OpTable:
-    sl = trace.slices
-    host = host_nesting(ctx)
-    cats = sl.cat[host.rows]
-    if np.isin(cats, trace.name_ids(KinetoCat.CPU_OP)).any():
-        host_op = np.isin(cats, trace.name_ids(*HOST_OP_CATS))
+    where_sides = _sides(trace, ctx)
+    sides = [p for _, p in where_sides]
+    cols = ("name", "is_op", "is_wrapper", "calls", "total_ns", "self_ns", "longest")
+    if sides:
+        c = {k: np.concatenate([getattr(p, k) for p in sides]) for k in cols}
+        c["where"] = np.concatenate([np.full(len(p), w, dtype=object) for w, p in where_sides])
     else:
-        host_op = np.ones(len(host.rows), dtype=bool)
-    del cats
-    dev = device_work_nesting(ctx)
-    parts = [
-        p
-        for p in (
-            _side(trace, host, host_op, "host"),
-            _side(trace, dev, np.ones(len(dev.rows), dtype=bool), "device"),
-        )
-        if p is not None
-    ]
-    cols = ("name", "where", "is_op", "is_wrapper", "calls", "total_ns", "self_ns", "longest", "counts")
-    if parts:
-        c = {k: np.concatenate([p[k] for p in parts]) for k in cols}
-        call_row = np.concatenate([p.pop("call_row") for p in parts])  # popped: one copy of the calls at a time
-        call_self = np.concatenate([p.pop("call_self_ns") for p in parts])
-    else:
-        c = {k: np.zeros(0, dtype=object if k in ("name", "where") else np.int64) for k in cols}
+        c = {k: np.zeros(0, dtype=object if k in ("name", "where") else np.int64) for k in (*cols, "where")}
         c["is_op"] = c["is_op"].astype(bool)
         c["is_wrapper"] = c["is_wrapper"].astype(bool)
-        call_row = call_self = np.zeros(0, dtype=np.int64)
     # most self time first (wrappers after everything they contain; then host before device, then by name),
-    # carrying each op's calls along
+    # each op's calls written at their place (no copy of the calls in another order)
     order = np.lexsort((c["name"].astype(str), c["where"].astype(str) == "device", -c["self_ns"],
                         c["is_wrapper"].astype(bool)))
-    starts = np.r_[0, np.cumsum(c["counts"])][:-1]
-    cnt = c["counts"][order]
+    cnt = c["calls"][order]
     start = np.r_[0, np.cumsum(cnt)].astype(np.int64)
-    take = np.repeat(starts[order] - start[:-1], cnt)
-    take += np.arange(start[-1])
-    call_row, call_self = call_row[take], call_self[take]
-    del take
+    entry_start = np.empty(len(order), np.int64)
+    entry_start[order] = start[:-1]
+    total = int(start[-1])
+    call_row = np.empty(total, dtype=sides[0].rows.dtype if sides else np.int64)  # `row_dtype`, as the nesting's
+    call_self = np.empty(total, dtype=np.int64)
+    at = 0
+    for p in sides:
+        p.fill(entry_start[at:at + len(p)], call_row, call_self)
+        at += len(p)
     return OpTable(
         name=c["name"][order],
         where=c["where"][order],
         is_op=c["is_op"][order].astype(bool),
         is_wrapper=c["is_wrapper"][order].astype(bool),
-        calls=c["calls"][order],
+        calls=c["calls"][order].astype(np.int64),
         total_ns=c["total_ns"][order],
         self_ns=c["self_ns"][order],
         longest=c["longest"][order],

@@ -14,8 +14,9 @@ def host_nesting(ctx: Context) -> Nesting:
     return ctx.memo("host_nesting", lambda: nesting(ctx.trace, ctx.rows(TrackKind.THREAD)))  # type: ignore[no-any-return]
 
 
-def _per_track(ctx: Context) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per host track: (rows sorted by start, their starts); the rows in `row_dtype` (as `host_nesting`'s)."""
+def host_tracks(ctx: Context) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per host track (ascending track id): (its rows sorted by start, stable; their starts); the rows in
+    `row_dtype` (as `host_nesting`'s). Computed once per context."""
 
     def build() -> list[tuple[np.ndarray, np.ndarray]]:
         rows = host_nesting(ctx).rows
@@ -49,7 +50,7 @@ def host_stacks_at(ctx: Context, t: int) -> list[list[int]]:
     skip = set(ctx.trace.name_ids(*TRANSPARENT_SPANS).tolist())
     names = ctx.trace.slices.name
     out: list[list[int]] = []
-    for rows, ts in _per_track(ctx):
+    for rows, ts in host_tracks(ctx):
         k = int(np.searchsorted(ts, t, side="right")) - 1
         r = int(rows[k]) if k >= 0 else -1
         while r >= 0 and int(ts_ns[r]) + int(dur_ns[r]) <= t:

@@ -33,12 +33,13 @@ from neuron_prof.analysis.compile.events import signature_text
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.device.rows import device_work_nesting
 from neuron_prof.analysis.ops import attribution
-from neuron_prof.analysis.sites.callsites import sites_of
-from neuron_prof.analysis.sites.host import host_nesting
+from neuron_prof.analysis.sites.callsites import HostSites, sites_of
+from neuron_prof.analysis.sites.host import host_nesting, host_tracks
 from neuron_prof.analysis.sites.self_time import self_inside_parent, self_outside_backward
 from neuron_prof.analysis.sites.source import source_line
 from neuron_prof.model import KinetoCat, Trace, TrackKind
 from neuron_prof.model.callsite import Site
+from neuron_prof.model.windows import row_windows
 
 NOT_WORK_CATS = (KinetoCat.USER_ANNOTATION, KinetoCat.PROFILER_SPAN, KinetoCat.GPU_USER_ANNOTATION)
 """Host slices that mark a region (steps, record_function, the capture) rather than do work of a line."""
@@ -136,11 +137,8 @@ def device_ns_by_host_row(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
         n = device_work_nesting(ctx)
         if not len(n.rows) or not len(fl):
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        m = np.isin(fl.dst, n.rows)
-        dst, src = fl.dst[m], fl.src[m]
         host = host_nesting(ctx).rows
-        ok = np.isin(src, host)
-        dst, src = dst[ok], src[ok]
+        dst, src = _linked(tr, n.rows, host)
         _, first = np.unique(dst, return_index=True)  # one launch per device slice
         dst, src = dst[first], src[first]
         ns = n.self_ns[np.searchsorted(n.rows, dst)]
@@ -148,6 +146,27 @@ def device_ns_by_host_row(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
         return u.astype(host.dtype), np.bincount(inv, weights=ns, minlength=len(u)).astype(np.int64)
 
     return ctx.memo("device_ns_by_host_row", build)  # type: ignore[no-any-return]
+
+
+def _linked(trace: Trace, dst_rows: np.ndarray, src_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(dst, src) of the flows from one of `src_rows` to one of `dst_rows` (both ascending), in flow order; the
+    flows read a window at a time (`row_windows`), tested by binary search: no temporary over every flow."""
+    fl = trace.flows
+    dsts, srcs = [fl.dst[:0]], [fl.src[:0]]
+    for a, z in row_windows(trace, len(fl)):
+        d, s = fl.dst[a:z], fl.src[a:z]
+        ok = _among(d, dst_rows) & _among(s, src_rows)
+        dsts.append(d[ok])
+        srcs.append(s[ok])
+    return np.concatenate(dsts), np.concatenate(srcs)
+
+
+def _among(v: np.ndarray, sorted_rows: np.ndarray) -> np.ndarray:
+    """``np.isin(v, sorted_rows)`` for an ascending `sorted_rows`, by binary search."""
+    if not len(sorted_rows):
+        return np.zeros(len(v), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_rows, v), len(sorted_rows) - 1)
+    return sorted_rows[at] == v  # type: ignore[no-any-return]
 
 
 def _key(s: Site) -> tuple[str, str]:
@@ -192,11 +211,11 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
     add_vec("host_ns", row_line[w], self_ns[w])
     wb = w[row_bwd[w]]
     add_vec("host_backward_ns", row_line[wb], self_ns[wb])
+    site_ns = _self_ns_by_site(ctx, hs) if site_bwd.any() else np.zeros(0, np.int64)
     for i in np.flatnonzero(site_bwd).tolist():  # which autograd nodes each line's backward ran
         s = hs.sites[i]
-        ns = int(n.self_ns[hs.site == i].sum())
         d = nodes.setdefault(int(site_line[i]), {})
-        d[s.backward] = d.get(s.backward, 0) + ns
+        d[s.backward] = d.get(s.backward, 0) + int(site_ns[i])
     hrows, dns = device_ns_by_host_row(ctx)
     if len(hrows):
         pos = np.searchsorted(hs.rows, hrows)
@@ -270,6 +289,15 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
     )
 
 
+def _self_ns_by_site(ctx: Context, hs: HostSites) -> np.ndarray:
+    """The nesting's self time summed per site id of `hs`, a window of host rows at a time (`row_windows`)."""
+    self_ns = host_nesting(ctx).self_ns
+    out = np.zeros(len(hs.sites), np.int64)
+    for a, z in row_windows(ctx.trace, len(hs.rows)):  # each window's sums are exact in float64 (under 2^53 ns)
+        out += np.bincount(hs.site[a:z], weights=self_ns[a:z], minlength=len(out)).astype(np.int64)
+    return out
+
+
 def _by_count(counts: dict[str, int]) -> list[str]:
     """The keys of `counts`, largest count first (ties in insertion order)."""
     return sorted(counts, key=lambda k: -counts[k])
@@ -316,19 +344,11 @@ def _allocations(trace: Trace, ctx: Context) -> tuple[np.ndarray, np.ndarray]:
 
     best = np.full(len(t), -1, dtype=np.int64)
     score = np.full(len(t), -1, dtype=np.int64)
-    tracks = sl.track[rows]
-    for tr in np.unique(tracks).tolist():
-        idx = np.flatnonzero(tracks == tr).astype(rows.dtype, copy=False)  # positions: `row_dtype`
-        start = sl.ts_ns[rows[idx]]
-        o = np.argsort(start, kind="stable")
-        idx = idx[o]
-        del o
-        start.sort(kind="stable")  # the same values as start[o], sorted in place
-        ctx.drop_pages()  # the columns read for this track: not held through its walk
+    for trows, start in host_tracks(ctx):  # each track's rows by start, shared: no per-track sort here
         k = np.searchsorted(start, t, side="right") - 1
-        del start
-        pos = np.where(k >= 0, idx[np.maximum(k, 0)], -1)
-        del idx
+        pos = np.where(k >= 0, np.searchsorted(rows, trows[np.maximum(k, 0)]), -1)  # host positions
+        del k
+        ctx.drop_pages()  # the track's starts read for this search: not held through its walk
         # up from the last slice started until one still runs
         for _ in range(int(n.depth.max(initial=1)) + 1):
             done = (pos < 0) | (end_at(np.maximum(pos, 0)) > t)
