@@ -24,6 +24,7 @@ from neuron_prof.analysis.efficiency.counts import kind_of, op_work
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.sites.lines import device_ns_by_host_row
 from neuron_prof.model import KinetoCat
+from neuron_prof.model.windows import row_windows
 
 SHAPE_KEYS = ("Input Dims", "Input type", "Concrete Inputs")
 """The Kineto args a count reads."""
@@ -32,7 +33,6 @@ _STEP = 1 << 16
 COUNTS_HELD = 1 << 16
 """Distinct (op, shapes, types, concrete inputs) whose count `row_work` keeps (then it starts again): a trace's
 steps repeat the same calls, so each distinct call is counted once, not each row."""
-_MISS = object()
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,43 +65,59 @@ def _build(ctx: Context) -> RowWork:
     sl = tr.slices
     n = host_nesting(ctx)
     rows = n.rows
-    cpu = np.isin(sl.cat[rows], tr.name_ids(KinetoCat.CPU_OP))
-    name = sl.name[rows]
-    ids = np.unique(name)
-    known = np.zeros(int(ids.max(initial=0)) + 1, dtype=bool)  # by name id: no per-row index held
-    known[ids] = [kind_of(tr.s(int(i))) is not None for i in ids.tolist()]
-    cand = np.flatnonzero(cpu & known[name] if len(ids) else cpu)
-    del name, cpu
-    flops = np.zeros(len(cand), dtype=np.int64)
-    nbytes = np.zeros(len(cand), dtype=np.int64)
-    prec = np.zeros(len(cand), dtype=np.int16)
+    cpu = tr.name_ids(KinetoCat.CPU_OP)
+    known = np.zeros(len(tr.strings), dtype=bool)  # by name id: whether the op has a counting rule
+    asked = np.zeros(len(tr.strings), dtype=bool)
     codes: dict[str, int] = {}
-    ok = np.zeros(len(cand), dtype=bool)
-    names = {i: tr.s(i) for i in ids.tolist()}
     seen: dict[tuple[int, Any, Any, Any], tuple[int, int, str] | None] = {}
-    for k0 in range(0, len(cand), _STEP):  # a bounded number of args at a time (big traces)
-        part = cand[k0:k0 + _STEP]
-        texts = ctx.pick_columns(sl.args[rows[part]], SHAPE_KEYS, raw=True)
-        for j, (nid, d, t, c) in enumerate(zip(sl.name[rows[part]].tolist(), *texts, strict=True), start=k0):
-            if d is ABSENT:
-                continue
-            key = (nid, d, t, c)
-            w = seen.get(key, _MISS)
-            if w is _MISS:
-                w = op_work(names[nid], _decode(d), _decode(t), None if c is ABSENT else _decode(c))
-                if len(seen) >= COUNTS_HELD:
-                    seen.clear()
-                seen[key] = w
-            if w is not None:
-                flops[j], nbytes[j], p = w
-                prec[j] = codes.setdefault(p, len(codes))
-                ok[j] = True
-    cand, flops, nbytes, prec = cand[ok], flops[ok], nbytes[ok], prec[ok]
-    mark = np.zeros(len(rows), dtype=bool)
-    mark[cand] = True
-    outer = ~_ancestor_marked(n.parent_pos, mark)[cand]
+    got: list[tuple[np.ndarray, ...]] = []
+    for a, z in row_windows(tr, len(rows)):  # no temporary over every host row (big traces)
+        name = sl.name[rows[a:z]]
+        op = np.isin(sl.cat[rows[a:z]], cpu)
+        new = np.unique(name[op])
+        new = new[~asked[new]]
+        known[new] = [kind_of(tr.s(int(i))) is not None for i in new.tolist()]
+        asked[new] = True
+        cand = np.flatnonzero(op & known[name]) + a
+        del name, op
+        for k0 in range(0, len(cand), _STEP):  # a bounded number of args at a time
+            got.append(_counted(ctx, cand[k0:k0 + _STEP], seen, codes))
+    cand, flops, nbytes, prec = (np.concatenate([g[i] for g in got]) if got else
+                                 np.zeros(0, dtype=dt) for i, dt in enumerate((np.int64, np.int64, np.int64, np.int16)))
+    del got
+    outer = ~_enclosed(n.parent_pos, cand)
     return RowWork(rows=rows[cand], flops=flops, bytes=nbytes, precision=prec, outer=outer,
                    device_ns=_device_inside(ctx, rows[cand]), precisions=tuple(codes))
+
+
+def _counted(ctx: Context, part: np.ndarray, seen: dict[tuple[int, Any, Any, Any], tuple[int, int, str] | None],
+             codes: dict[str, int]) -> tuple[np.ndarray, ...]:
+    """(positions, FLOPs, bytes, precision codes) of the calls at nesting positions `part` that are counted;
+    `seen` keeps each distinct call's count (`COUNTS_HELD`), `codes` the precisions' codes."""
+    tr = ctx.trace
+    sl = tr.slices
+    rows = host_nesting(ctx).rows[part]
+    flops = np.zeros(len(part), dtype=np.int64)
+    nbytes = np.zeros(len(part), dtype=np.int64)
+    prec = np.zeros(len(part), dtype=np.int16)
+    ok = np.zeros(len(part), dtype=bool)
+    texts = ctx.pick_columns(sl.args[rows], SHAPE_KEYS, raw=True)
+    for j, (nid, d, t, c) in enumerate(zip(sl.name[rows].tolist(), *texts, strict=True)):
+        if d is ABSENT:
+            continue
+        key = (nid, d, t, c)
+        if key in seen:
+            w = seen[key]
+        else:
+            w = op_work(tr.s(nid), _decode(d), _decode(t), None if c is ABSENT else _decode(c))
+            if len(seen) >= COUNTS_HELD:
+                seen.clear()
+            seen[key] = w
+        if w is not None:
+            flops[j], nbytes[j], p = w
+            prec[j] = codes.setdefault(p, len(codes))
+            ok[j] = True
+    return part[ok], flops[ok], nbytes[ok], prec[ok]
 
 
 def _decode(text: Any) -> Any:
@@ -114,20 +130,22 @@ def _decode(text: Any) -> Any:
         return ABSENT
 
 
-def _ancestor_marked(parent_pos: np.ndarray, mark: np.ndarray) -> np.ndarray:
-    """Per node: some strict ancestor is marked. Pointer doubling: after round k, `hit` covers the ancestors
-    up to 2**k levels up and `up` is the ancestor 2**k levels up (-1: past the root)."""
-    up = parent_pos.copy()
-    hit = np.zeros(len(up), dtype=bool)
-    has = up >= 0
-    hit[has] = mark[up[has]]
-    while has.any():
-        i = np.flatnonzero(has)
-        hit[i] |= hit[up[i]]
-        nxt = np.full(len(up), -1, dtype=up.dtype)
-        nxt[i] = up[up[i]]
-        up = nxt
-        has = up >= 0
+def _enclosed(parent_pos: np.ndarray, cand: np.ndarray) -> np.ndarray:
+    """Per nesting position of `cand` (ascending): some strict ancestor is in `cand`. Each call walks up its
+    parents until one is in `cand` or past the root: work and memory over the calls, not over every host row."""
+    hit = np.zeros(len(cand), dtype=bool)
+    todo = np.arange(len(cand))
+    up = parent_pos[cand].astype(np.int64) if len(cand) else np.zeros(0, np.int64)
+    while len(todo):
+        live = up >= 0
+        todo, up = todo[live], up[live]
+        if not len(todo):
+            break
+        i = np.minimum(np.searchsorted(cand, up), len(cand) - 1)
+        found = cand[i] == up
+        hit[todo[found]] = True
+        todo, up = todo[~found], up[~found]
+        up = parent_pos[up].astype(np.int64)
     return hit
 
 
