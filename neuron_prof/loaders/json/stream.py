@@ -21,6 +21,7 @@ import os
 import resource
 from pathlib import Path
 from types import SimpleNamespace
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -30,13 +31,14 @@ from neuron_prof.errors import OutOfMemoryError
 from neuron_prof.formats import GZIP_MAGIC
 from neuron_prof.loaders.coldir import ARGS, ColumnWriter, trace_head, write_strings
 from neuron_prof.loaders.gc_hold import no_gc
-from neuron_prof.loaders.json._convert import Converter, V1Ends, clock_of, wanted_ids
+from neuron_prof.loaders.json._bindwin import EndColumns, assign_ids, bound_rows, emit_arrows
+from neuron_prof.loaders.json._convert import Converter, clock_of, wanted_ids
 from neuron_prof.loaders.json._events import EventColumns
 from neuron_prof.loaders.json._pieces import PIECE_BYTES, parsed_pieces, piece_bytes
 from neuron_prof.loaders.json._values import us_to_ns
 from neuron_prof.loaders.json.fill import gzip_size
 from neuron_prof.loaders.json.restore import restore_own
-from neuron_prof.model import TraceBuilder
+from neuron_prof.model import FlowTable, TraceBuilder
 from neuron_prof.model.schema import META_KEY, Meta
 
 __all__ = ["MEMORY_LIMIT_ENV", "PIECE_BYTES", "ingest", "json_bytes", "memory_limit", "memory_room", "piece_bytes",
@@ -219,14 +221,9 @@ class _Ingest:
             w.flush(name)
         cols = SimpleNamespace(s_ts=w.mapped("slices.ts_ns"), s_dur=w.mapped("slices.dur_ns"),
                                s_track=w.mapped("slices.track"), s_cat=w.mapped("slices.cat"))
-        flows = conv._flows(cols, base, self._v1())  # type: ignore[arg-type]
-        for name in _F:
-            if w.rows(name) or name in w.names():
-                w.drop(name)
-        for c, dt in flows.DTYPES.items():
-            w.append(f"flows.{c}", getattr(flows, c), dt)
+        self._flows(cols, base)
         conv.finish_meta(cols, top, clock, self.warnings)
-        del cols, flows
+        del cols
         trace = self.builder.build()
         write_strings(w, trace.strings.as_list())
         own = top.get(META_KEY)
@@ -262,33 +259,59 @@ class _Ingest:
                 out[j] = _ODD | odd.setdefault(keys[j], len(odd))
         return out
 
-    def _v1(self) -> V1Ends | None:
-        """The flow endpoints from their files, key ids dense again, with each key's cat, name and flow id."""
-        w = self.w
-        if not w.rows("f_code"):
-            return None
+    def _flows(self, cols: SimpleNamespace, base: int) -> None:
+        """The flow table's columns, as `Converter._flows` makes them, a window at a time (`_bindwin`): v1
+        endpoints from their files, then v2 bind ids; the endpoints' files removed."""
+        w, conv = self.w, self.conv
+        for c, dt in FlowTable.DTYPES.items():
+            w.declare(f"flows.{c}", dt)
+        w.declare("f_want", np.int64)
+        unbound = 0
+        if w.rows("f_code"):
+            ends = EndColumns(*(w.mapped(n) for n in _F), base=base)  # type: ignore[arg-type]
+            rows = bound_rows(self.folder, ends, cols.s_ts, cols.s_dur, cols.s_track)
+            meta = self._code_meta()
+            unbound = emit_arrows(self.folder, ends, rows, lambda s, d, c: self._arrows(s, d, *meta(c)))
+            del ends, rows
+            (self.folder / "f_row").unlink()
         for name in _F:
-            w.flush(name)
-        uniq, kid = np.unique(w.mapped("f_code"), return_inverse=True)
+            if name in w.names():
+                w.drop(name)
+        v2 = conv.v2_arrows(cols.s_ts)
+        if v2 is not None:
+            self._arrows(*v2)
+        conv.count_unbound(unbound)
+        taken = np.asarray(self.builder.f_id, dtype=np.int64)
+        dt = FlowTable.DTYPES["flow_id"]
+        assign_ids(self.folder, w.mapped("f_want"), taken, lambda ids: w.append("flows.flow_id", ids, dt))
+        w.drop("f_want")
+
+    def _arrows(self, src: np.ndarray, dst: np.ndarray, want: np.ndarray, cat: np.ndarray, name: np.ndarray) -> None:
+        """Arrows (slice rows of this file) appended to the flow columns, their wanted ids to f_want."""
+        w, dt = self.w, FlowTable.DTYPES
+        w.append("flows.src", src + self.conv.row_base, dt["src"])
+        w.append("flows.dst", dst + self.conv.row_base, dt["dst"])
+        w.append("flows.cat", cat, dt["cat"])
+        w.append("flows.name", name, dt["name"])
+        w.append("f_want", want, np.int64)
+
+    def _code_meta(self) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Key codes (`_codes`) -> (wanted flow id, cat string id, name string id)."""
         ev = self.conv.events
-        pairs = list(self.pairs)
-        odd = list(self.odd)
-        p_cat = ev.sids([p[0] for p in pairs])
-        p_name = ev.sids([p[1] for p in pairs])
-        normal = uniq < _ODD
-        p = uniq[normal] >> 42
-        cat_of = np.empty(len(uniq), np.int32)
-        name_of = np.empty(len(uniq), np.int32)
-        want = np.empty(len(uniq), np.int64)
-        cat_of[normal], name_of[normal], want[normal] = p_cat[p], p_name[p], uniq[normal] & (_ID_SPAN - 1)
-        rest = [odd[k] for k in (uniq[~normal] - _ODD).tolist()]
-        if rest:
-            cat_of[~normal] = ev.sids([k[0] for k in rest])
-            name_of[~normal] = ev.sids([k[1] for k in rest])
-            want[~normal] = wanted_ids([k[2] for k in rest])
-        ends = [np.asarray(w.mapped(n)) for n in _F]
-        ends[1] = kid.reshape(-1).astype(np.int64, copy=False)
-        return ends, cat_of, name_of, want
+        pairs, odd = list(self.pairs), list(self.odd)
+        p_cat, p_name = ev.sids([p[0] for p in pairs]), ev.sids([p[1] for p in pairs])
+        o_cat, o_name = ev.sids([k[0] for k in odd]), ev.sids([k[1] for k in odd])
+        o_want = wanted_ids([k[2] for k in odd])
+
+        def meta(code: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            normal = code < _ODD
+            p = np.where(normal, code >> 42, 0)
+            o = np.where(normal, 0, code - _ODD)
+            want = np.where(normal, code & (_ID_SPAN - 1), o_want[o] if len(odd) else -1)
+            cat = np.where(normal, p_cat[p], o_cat[o] if len(odd) else 0)
+            name = np.where(normal, p_name[p], o_name[o] if len(odd) else 0)
+            return want, cat, name
+        return meta
 
     def _drain(self) -> None:
         """Move what the converter holds of slices, instants, counters and args to the column files."""

@@ -1,0 +1,97 @@
+"""Rows of something too big to sort in memory dealt into windows of their sort key, a file per window, for the
+streamed load's end (`_bindwin`): each window is then read back whole (about `per` rows) and sorted alone.
+
+    cut = splitters(sample_keys, n_total, per)      # keys that cut the key space into windows of ~per rows
+    with Spill(folder, dtype) as sp:
+        sp.add(window_of(keys, cut), records)       # chunk by chunk, in row order: a window keeps that order
+        for w in range(len(cut) + 1): recs = sp.take(w)
+
+A key equal to a splitter goes to the window it opens, so equal keys always share one window.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SAMPLE = 1 << 18
+"""Keys sampled to choose the splitters."""
+
+
+def sample_step(n: int) -> int:
+    """The stride of a sample of about SAMPLE of `n` rows."""
+    return max(1, n // SAMPLE)
+
+
+def splitters(sample: np.ndarray, n_total: int, per: int) -> np.ndarray:
+    """Splitters (sorted, distinct) cutting `sample` (keys of the rows taken at a stride, any order; a
+    structured array sorts by its fields in order) into windows of about `per` of `n_total` rows."""
+    windows = -(-n_total // max(1, per))
+    if windows <= 1 or not len(sample):
+        return sample[:0]
+    s = np.sort(sample)
+    cut = s[(np.arange(1, windows) * len(s)) // windows]
+    keep = np.r_[True, cut[1:] != cut[:-1]] if len(cut) else np.zeros(0, bool)
+    return cut[keep]
+
+
+def window_of(keys: np.ndarray, cut: np.ndarray) -> np.ndarray:
+    """The window of each key: how many splitters are <= it."""
+    return np.searchsorted(cut, keys, "right")
+
+
+def window_of_pairs(major: np.ndarray, minor: np.ndarray, cut: np.ndarray) -> np.ndarray:
+    """`window_of` for keys (major, minor), compared as pairs; `cut` a structured array of fields "a", "b"."""
+    ca, cb = cut["a"], cut["b"]
+    out = np.searchsorted(ca, major, "left")
+    for a in np.unique(ca).tolist():  # a few: the majors the splitters fall in
+        lo, hi = np.searchsorted(ca, a, "left"), np.searchsorted(ca, a, "right")
+        m = np.flatnonzero(major == a)
+        out[m] = lo + np.searchsorted(cb[lo:hi], minor[m], "right")
+    return out
+
+
+class Spill:
+    """Records dealt into one file per window, in a temporary folder under `folder`, removed on close."""
+
+    def __init__(self, folder: Path, dtype: Any) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix=".spill-", dir=folder))
+        self.dtype = np.dtype(dtype)
+        self.rows: dict[int, int] = {}
+
+    def __enter__(self) -> Spill:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def add(self, window: np.ndarray, recs: np.ndarray) -> None:
+        """Append `recs` to the files of their windows, each window's in the order given."""
+        if not len(recs):
+            return
+        o = np.argsort(window, kind="stable")
+        w = window[o]
+        starts = np.flatnonzero(np.r_[True, w[1:] != w[:-1]])
+        ends = np.r_[starts[1:], len(w)]
+        for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+            k = int(w[a])
+            with open(self.dir / str(k), "ab") as f:
+                recs[o[a:b]].tofile(f)
+            self.rows[k] = self.rows.get(k, 0) + b - a
+
+    def take(self, window: int) -> np.ndarray:
+        """The records of `window` in the order they came (its file is removed)."""
+        path = self.dir / str(window)
+        if window not in self.rows:
+            return np.zeros(0, self.dtype)
+        recs = np.fromfile(path, self.dtype)
+        path.unlink()
+        del self.rows[window]
+        return recs
