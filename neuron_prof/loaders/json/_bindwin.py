@@ -61,7 +61,8 @@ class EndColumns:
 def bound_rows(tmp: Path, ends: EndColumns, s_ts: np.ndarray, s_dur: np.ndarray, s_track: np.ndarray) -> np.ndarray:
     """The slice row each endpoint binds to (-1: none), as `_flows.bind_v1` binds it, in a file under `tmp`."""
     n, m = len(s_ts), len(ends.ph)
-    out = np.memmap(tmp / "f_row", np.int64, "w+", shape=(max(m, 1),))[:m]
+    mm = np.memmap(tmp / "f_row", np.int64, "w+", shape=(max(m, 1),))
+    out = mm[:m]
     for a in range(0, m, WINDOW):
         out[a:a + WINDOW] = -1
     step = sample_step(n)
@@ -69,7 +70,7 @@ def bound_rows(tmp: Path, ends: EndColumns, s_ts: np.ndarray, s_dur: np.ndarray,
     sample["a"], sample["b"] = s_track[::step], s_ts[::step]
     cut = splitters(sample, n, WINDOW)
     del sample
-    with Spill(tmp, _SLICE) as sl, Spill(tmp, _END) as en:
+    with Spill(tmp, _SLICE, len(cut) + 1) as sl, Spill(tmp, _END, len(cut) + 1) as en:
         for a in range(0, n, WINDOW):
             r = np.empty(min(WINDOW, n - a), _SLICE)
             r["ts"], r["dur"], r["track"] = s_ts[a:a + WINDOW], s_dur[a:a + WINDOW], s_track[a:a + WINDOW]
@@ -100,8 +101,8 @@ def bound_rows(tmp: Path, ends: EndColumns, s_ts: np.ndarray, s_dur: np.ndarray,
                 later = np.concatenate([later, e[~e["enc"] & (local < 0)]])
             carry = both[index.order[-_CARRY:]] if len(both) else carry
             del s, both, index, e
-            out.flush()
-            drop_mapped(out.base)
+            mm.flush()
+            drop_mapped(mm)
     for a in range(0, m, WINDOW):
         h = np.asarray(ends.hint[a:a + WINDOW])
         h = np.where((h >= 0) & (h < 2**62), h, -1)  # rows of this file, as ours are
@@ -110,7 +111,7 @@ def bound_rows(tmp: Path, ends: EndColumns, s_ts: np.ndarray, s_dur: np.ndarray,
             out[a:a + WINDOW][ok] = h[ok]
             _drop(s_ts, s_dur, s_track)
     ends.drop()
-    out.flush()
+    mm.flush()
     return out
 
 
@@ -122,7 +123,8 @@ def emit_arrows(tmp: Path, ends: EndColumns, rows: np.ndarray,
     step = sample_step(m)
     cut = splitters(np.asarray(ends.code[::step]), m, WINDOW)
     unbound = 0
-    with Spill(tmp, _PAIR) as pairs, Spill(tmp, _ARROW) as simple, Spill(tmp, _ARROW) as chains:
+    with Spill(tmp, _PAIR, len(cut) + 1) as pairs, Spill(tmp, _ARROW, -(-m // WINDOW)) as simple, \
+            Spill(tmp, _ARROW, len(cut) + 1) as chains:
         for a in range(0, m, WINDOW):
             p = np.empty(min(WINDOW, m - a), _PAIR)
             p["code"], p["t"], p["pos"] = ends.code[a:a + WINDOW], ends.t(a, a + WINDOW), np.arange(a, a + len(p))
@@ -167,7 +169,7 @@ def assign_ids(tmp: Path, want: np.ndarray, taken: np.ndarray, put: Callable[[np
     step = sample_step(n)
     cut = splitters(np.asarray(want[::step]), n, WINDOW)
     rec = np.dtype([("want", np.int64), ("pos", np.int64)])
-    with Spill(tmp, rec) as by_id, Spill(tmp, np.int64) as bad:
+    with Spill(tmp, rec, len(cut) + 1) as by_id, Spill(tmp, np.int64, -(-n // WINDOW)) as bad:
         for a in range(0, n, WINDOW):
             v = np.asarray(want[a:a + WINDOW])
             top = max(top, int(v.max(initial=0)))

@@ -154,12 +154,12 @@ class Converter:
         return (ends, ev.sids([k[0] for k in keys]), ev.sids([k[1] for k in keys]),
                 wanted_ids([k[2] for k in keys]))
 
-    def _flows(self, cols: Columns, base: int, v1: V1Ends | None = None) -> FlowTable:
-        """Flows bound to slice rows: v1 endpoints (`v1_ends()` unless given) and v2 bind ids."""
-        ev = self.events
+    def _flows(self, cols: Columns, base: int) -> FlowTable:
+        """Flows bound to slice rows: v1 endpoints and v2 bind ids (the streamed load binds them in windows:
+        `stream._Ingest._flows`)."""
         parts = []
         unbound = 0
-        v1 = self.v1_ends() if v1 is None else v1
+        v1 = self.v1_ends()
         if v1 is not None:
             (ph, kid, track, ts_us, bp, hint), cat_of, name_of, want = v1
             index = SliceIndex(cols.s_ts, cols.s_dur, cols.s_track)
@@ -180,7 +180,7 @@ class Converter:
         return FlowTable(src=src, dst=dst, flow_id=ids, cat=np.concatenate([p[3] for p in parts]),
                          name=np.concatenate([p[4] for p in parts]))
 
-    def v2_arrows(self, s_ts: np.ndarray) -> tuple[np.ndarray, ...] | None:
+    def v2_arrows(self, s_ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
         """The v2 arrows (bind ids) as (src, dst, wanted id, cat, name) columns, rows of this file; None: none."""
         ev = self.events
         if not ev.v2:

@@ -33,7 +33,8 @@ def splitters(sample: np.ndarray, n_total: int, per: int) -> np.ndarray:
     windows = -(-n_total // max(1, per))
     if windows <= 1 or not len(sample):
         return sample[:0]
-    s = np.sort(sample)
+    names = sample.dtype.names
+    s = sample[np.lexsort([sample[f] for f in reversed(names)])] if names else np.sort(sample)
     cut = s[(np.arange(1, windows) * len(s)) // windows]
     keep = np.r_[True, cut[1:] != cut[:-1]] if len(cut) else np.zeros(0, bool)
     return cut[keep]
@@ -56,12 +57,14 @@ def window_of_pairs(major: np.ndarray, minor: np.ndarray, cut: np.ndarray) -> np
 
 
 class Spill:
-    """Records dealt into one file per window, in a temporary folder under `folder`, removed on close."""
+    """Records dealt into one file per window, in a temporary folder under `folder`, removed on close; with
+    `windows` == 1 (all the records fit in one), held in memory instead."""
 
-    def __init__(self, folder: Path, dtype: Any) -> None:
+    def __init__(self, folder: Path, dtype: Any, windows: int = 2) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix=".spill-", dir=folder))
         self.dtype = np.dtype(dtype)
         self.rows: dict[int, int] = {}
+        self.held: list[np.ndarray] | None = [] if windows == 1 else None
 
     def __enter__(self) -> Spill:
         return self
@@ -76,14 +79,21 @@ class Spill:
         """Append `recs` to the files of their windows, each window's in the order given."""
         if not len(recs):
             return
+        if self.held is not None:
+            self.held.append(recs)
+            self.rows[0] = self.rows.get(0, 0) + len(recs)
+            return
+        if window.max() < 1 << 15:  # a radix sort
+            window = window.astype(np.int16)
         o = np.argsort(window, kind="stable")
         w = window[o]
+        recs = recs[o]
         starts = np.flatnonzero(np.r_[True, w[1:] != w[:-1]])
         ends = np.r_[starts[1:], len(w)]
         for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
             k = int(w[a])
             with open(self.dir / str(k), "ab") as f:
-                recs[o[a:b]].tofile(f)
+                recs[a:b].tofile(f)
             self.rows[k] = self.rows.get(k, 0) + b - a
 
     def take(self, window: int) -> np.ndarray:
@@ -91,6 +101,10 @@ class Spill:
         path = self.dir / str(window)
         if window not in self.rows:
             return np.zeros(0, self.dtype)
+        if self.held is not None:
+            recs, self.held = np.concatenate(self.held), []
+            del self.rows[window]
+            return recs
         recs = np.fromfile(path, self.dtype)
         path.unlink()
         del self.rows[window]

@@ -19,9 +19,9 @@ from __future__ import annotations
 import gc
 import os
 import resource
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -268,7 +268,8 @@ class _Ingest:
         w.declare("f_want", np.int64)
         unbound = 0
         if w.rows("f_code"):
-            ends = EndColumns(*(w.mapped(n) for n in _F), base=base)  # type: ignore[arg-type]
+            ph, code, track, ts_us, bp_e, hint = (w.mapped(n) for n in _F)
+            ends = EndColumns(ph, code, track, ts_us, bp_e, hint, base)
             rows = bound_rows(self.folder, ends, cols.s_ts, cols.s_dur, cols.s_track)
             meta = self._code_meta()
             unbound = emit_arrows(self.folder, ends, rows, lambda s, d, c: self._arrows(s, d, *meta(c)))
