@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from neuron_prof.loaders import coldir
-from neuron_prof.loaders.json import _bindwin, stream
+from neuron_prof.loaders import coldir, spill
+from neuron_prof.loaders.json import stream
 from neuron_prof.loaders.json.reader import load_kineto_json
 from neuron_prof.model import Trace
 
@@ -66,7 +66,7 @@ def test_flows_bound_in_small_windows_are_the_in_memory_ones(tmp_path: Path, mon
                                                              window: int) -> None:
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"traceEvents": _events(), "baseTimeNanoseconds": 1_000_000_000}))
-    monkeypatch.setattr(_bindwin, "WINDOW", window)
+    monkeypatch.setattr(spill, "WINDOW", window)
     held, got = load_kineto_json(path), _streamed(path, tmp_path)
     want = _flows(held)
     assert len(want[0]) > 210  # every kind of arrow above is there
@@ -80,7 +80,7 @@ def test_a_generated_trace_bound_in_windows(tmp_path: Path, monkeypatch: pytest.
     subprocess.run([sys.executable, "-m", "bench.gen_trace", "60000", str(path)], cwd=ROOT, check=True,
                    capture_output=True)
     monkeypatch.setenv("NEURON_PROF_STREAM_PIECE_MB", "1")
-    monkeypatch.setattr(_bindwin, "WINDOW", 4096)
+    monkeypatch.setattr(spill, "WINDOW", 4096)
     held, got = load_kineto_json(path), _streamed(path, tmp_path)
     assert len(held.flows) > 8000
     assert _flows(got) == _flows(held)

@@ -1,5 +1,5 @@
 """Flow v1 endpoints bound to slices and paired in windows, for the streamed load's end: what the in-memory
-path does over all slices and endpoints at once (`_flows.bind_v1`, `unique_ids`), exact, with about WINDOW
+path does over all slices and endpoints at once (`_flows.bind_v1`, `unique_ids`), exact, with about `spill.WINDOW`
 rows in memory at a time; the endpoints, the slices' order and the arrows go through files (`_spill`).
 
     ends = EndColumns(ph, code, track, ts_us, bp_e, hint, base)      # mapped columns, one row per endpoint
@@ -22,13 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
+from neuron_prof.loaders import spill
 from neuron_prof.loaders.json._flows import _WALK_BACK, SliceIndex, end_rows, hint_ok, pair_ends
-from neuron_prof.loaders.json._spill import Spill, sample_step, splitters, window_of, window_of_pairs
 from neuron_prof.loaders.json._values import us_to_ns
+from neuron_prof.loaders.spill import Spill, sample_step, splitters, window_of, window_of_pairs
 from neuron_prof.model import drop_mapped
 
-WINDOW = 1 << 20
-"""Slices, endpoints or arrows held at a time (tests force it small)."""
 _CARRY = _WALK_BACK + 2
 """Slices of the order carried into the next window: every one `SliceIndex.enclosing` may step back to."""
 _KEY = np.dtype([("a", np.int64), ("b", np.int64)])
@@ -60,6 +59,7 @@ class EndColumns:
 
 def bound_rows(tmp: Path, ends: EndColumns, s_ts: np.ndarray, s_dur: np.ndarray, s_track: np.ndarray) -> np.ndarray:
     """The slice row each endpoint binds to (-1: none), as `_flows.bind_v1` binds it, in a file under `tmp`."""
+    WINDOW = spill.WINDOW
     n, m = len(s_ts), len(ends.ph)
     mm = np.memmap(tmp / "f_row", np.int64, "w+", shape=(max(m, 1),))
     out = mm[:m]
@@ -119,6 +119,7 @@ def emit_arrows(tmp: Path, ends: EndColumns, rows: np.ndarray,
                 put: Callable[[np.ndarray, np.ndarray, np.ndarray], None]) -> int:
     """`put(src, dst, code)` the arrows `bind_v1` makes, in its order, a window at a time; returns the number of
     endpoints left unbound."""
+    WINDOW = spill.WINDOW
     m = len(ends.ph)
     step = sample_step(m)
     cut = splitters(np.asarray(ends.code[::step]), m, WINDOW)
@@ -164,6 +165,7 @@ def _put(arrows: np.ndarray, put: Callable[[np.ndarray, np.ndarray, np.ndarray],
 
 def assign_ids(tmp: Path, want: np.ndarray, taken: np.ndarray, put: Callable[[np.ndarray], None]) -> None:
     """`put` the flow ids `_flows.unique_ids(want, taken)` gives, in order, a window at a time (`want` mapped)."""
+    WINDOW = spill.WINDOW
     n = len(want)
     top = max(int(taken.max(initial=0)), 0)
     step = sample_step(n)

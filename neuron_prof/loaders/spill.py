@@ -1,5 +1,5 @@
 """Rows of something too big to sort in memory dealt into windows of their sort key, a file per window, for the
-streamed load's end (`_bindwin`): each window is then read back whole (about `per` rows) and sorted alone.
+streamed loads' ends (`json._bindwin`, `pftrace.stream`): each window is then read back whole (about `per` rows) and sorted alone.
 
     cut = splitters(sample_keys, n_total, per)      # keys that cut the key space into windows of ~per rows
     with Spill(folder, dtype) as sp:
@@ -18,6 +18,9 @@ from typing import Any
 
 import numpy as np
 
+WINDOW = 1 << 20
+"""Rows a streamed load's end holds at a time (slices, flow endpoints or arrows): read at each call, so a test
+can force small windows."""
 SAMPLE = 1 << 18
 """Keys sampled to choose the splitters."""
 
