@@ -19,7 +19,6 @@ from __future__ import annotations
 import gc
 import os
 import resource
-from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -32,8 +31,9 @@ from neuron_prof.formats import GZIP_MAGIC
 from neuron_prof.loaders.coldir import ARGS, ColumnWriter, trace_head, write_strings
 from neuron_prof.loaders.gc_hold import no_gc
 from neuron_prof.loaders.json._bindwin import EndColumns, assign_ids, bound_rows, emit_arrows
-from neuron_prof.loaders.json._convert import Converter, clock_of, wanted_ids
+from neuron_prof.loaders.json._convert import Converter, clock_of
 from neuron_prof.loaders.json._events import EventColumns
+from neuron_prof.loaders.json._keycodes import KeyCodes
 from neuron_prof.loaders.json._pieces import PIECE_BYTES, parsed_pieces, piece_bytes
 from neuron_prof.loaders.json._values import us_to_ns
 from neuron_prof.loaders.json.fill import gzip_size
@@ -179,10 +179,7 @@ class _Ingest:
         self.args_end = 0
         """Bytes of args written so far (the args_off column is written as they come)."""
         self.warnings: list[str] = []
-        self.pairs: dict[tuple[Any, Any], int] = {}
-        """(cat, name) of flow keys -> index (a handful: ac2g, fwdbwd, ...)."""
-        self.odd: dict[tuple[Any, Any, Any], int] = {}
-        """Flow keys whose id is no int in [0, 2**42) -> index (Kineto's ids all are)."""
+        self.codes = KeyCodes()
 
     def run(self, key: str) -> None:
         prefix = suffix = None
@@ -193,7 +190,7 @@ class _Ingest:
                 self.w.append("args_off", np.zeros(1, np.int64))
                 continue
             f, keys = part["f"], part["keys"]
-            part["f"] = []  # flow endpoints go to files here, their keys as numbers (`_codes`)
+            part["f"] = []  # flow endpoints go to files here, their keys as numbers (`KeyCodes`)
             self.conv.merge_part(part)
             if f:
                 self._flow_ends(f, keys, part["log"])
@@ -232,32 +229,12 @@ class _Ingest:
         w.close(trace_head(trace, key))
 
     def _flow_ends(self, f: list[np.ndarray], keys: list[tuple[Any, Any, Any]], log: list[tuple[Any, ...]]) -> None:
-        """A part's flow endpoints to files: tracks as the trace's, keys as `_codes`."""
+        """A part's flow endpoints to files: tracks as the trace's, keys as `KeyCodes` codes."""
         conv, w = self.conv, self.w
         tmap = np.array([conv._thread_track(e[1], e[2]) for e in log if e[0] == "t"], dtype=np.int32)
         ph, kid, tr, ts, bp, hint = f
-        for name, a in zip(_F, (ph, self._codes(keys)[kid], tmap[tr], ts, bp, hint), strict=True):
+        for name, a in zip(_F, (ph, self.codes.codes(keys)[kid], tmap[tr], ts, bp, hint), strict=True):
             w.append(name, a, _DTYPES[name])
-
-    def _codes(self, keys: list[tuple[Any, Any, Any]]) -> np.ndarray:
-        """Flow keys (cat, name, id) as int64: (index of (cat, name)) << 42 | id, or 2**62 + index of the key.
-        A dict of millions of key tuples would hold GBs; these are 8 bytes each, on disk."""
-        if not keys:
-            return np.zeros(0, np.int64)
-        cats, names, ids = zip(*keys)
-        pairs = self.pairs
-        cn = list(zip(cats, names))
-        for k in dict.fromkeys(cn):  # a handful of (cat, name)
-            pairs.setdefault(k, len(pairs))
-        p = np.fromiter(map(pairs.__getitem__, cn), np.int64, len(cn))
-        i = _ints(ids)
-        normal = (i >= 0) & (i < _ID_SPAN) & (p < _PAIR_SPAN)
-        out = (p << 42) | np.where(normal, i, 0)
-        if not normal.all():
-            odd = self.odd
-            for j in np.flatnonzero(~normal).tolist():
-                out[j] = _ODD | odd.setdefault(keys[j], len(odd))
-        return out
 
     def _flows(self, cols: SimpleNamespace, base: int) -> None:
         """The flow table's columns, as `Converter._flows` makes them, a window at a time (`_bindwin`): v1
@@ -271,7 +248,7 @@ class _Ingest:
             ph, code, track, ts_us, bp_e, hint = (w.mapped(n) for n in _F)
             ends = EndColumns(ph, code, track, ts_us, bp_e, hint, base)
             rows = bound_rows(self.folder, ends, cols.s_ts, cols.s_dur, cols.s_track)
-            meta = self._code_meta()
+            meta = self.codes.meta(conv.events.sids)
             unbound = emit_arrows(self.folder, ends, rows, lambda s, d, c: self._arrows(s, d, *meta(c)))
             del ends, rows
             (self.folder / "f_row").unlink()
@@ -295,24 +272,6 @@ class _Ingest:
         w.append("flows.cat", cat, dt["cat"])
         w.append("flows.name", name, dt["name"])
         w.append("f_want", want, np.int64)
-
-    def _code_meta(self) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Key codes (`_codes`) -> (wanted flow id, cat string id, name string id)."""
-        ev = self.conv.events
-        pairs, odd = list(self.pairs), list(self.odd)
-        p_cat, p_name = ev.sids([p[0] for p in pairs]), ev.sids([p[1] for p in pairs])
-        o_cat, o_name = ev.sids([k[0] for k in odd]), ev.sids([k[1] for k in odd])
-        o_want = wanted_ids([k[2] for k in odd])
-
-        def meta(code: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            normal = code < _ODD
-            p = np.where(normal, code >> 42, 0)
-            o = np.where(normal, 0, code - _ODD)
-            want = np.where(normal, code & (_ID_SPAN - 1), o_want[o] if len(odd) else -1)
-            cat = np.where(normal, p_cat[p], o_cat[o] if len(odd) else 0)
-            name = np.where(normal, p_name[p], o_name[o] if len(odd) else 0)
-            return want, cat, name
-        return meta
 
     def _drain(self) -> None:
         """Move what the converter holds of slices, instants, counters and args to the column files."""
@@ -364,9 +323,6 @@ class _Ingest:
 
 
 _F = ("f_ph", "f_code", "f_track", "f_ts", "f_bp", "f_hint")
-_ID_SPAN = 1 << 42
-_PAIR_SPAN = 1 << 20
-_ODD = 1 << 62
 _S = ("slices.ts_ns", "slices.dur_ns", "slices.track", "slices.name", "slices.cat", "slices.args")
 _I = ("instants.ts_ns", "instants.track", "instants.name", "instants.cat", "instants.args")
 _NS = ("slices.ts_ns", "slices.dur_ns", "instants.ts_ns", "counters.ts_ns")
@@ -378,16 +334,6 @@ _DTYPES: dict[str, Any] = {"slices.track": np.int32, "slices.name": np.int32, "s
                            "instants.cat": np.int32, "instants.args": np.int64, "counters.track": np.int32,
                            "counters.value": np.float64, "f_ph": np.int8, "f_code": np.int64, "f_track": np.int32,
                            "f_ts": np.float64, "f_bp": np.bool_, "f_hint": np.int64}
-
-
-def _ints(ids: tuple[Any, ...]) -> np.ndarray:
-    """Flow ids as int64, -1 for those that are no int of 64 bits (a string, None, a float, a bool...)."""
-    if set(map(type, ids)) == {int}:
-        try:
-            return np.array(ids, dtype=np.int64)
-        except OverflowError:
-            pass
-    return np.array([i if type(i) is int and -2**63 <= i < 2**63 else -1 for i in ids], dtype=np.int64)
 
 
 def _trim() -> None:
