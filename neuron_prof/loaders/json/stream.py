@@ -8,8 +8,10 @@ parallel path parses a range (`_parallel.parse_range`), merged into one Converte
 endpoints) and its columns handed at once to a thread that appends them to files, so neither the file nor its
 columns are ever held whole. Times become ns as they come, with baseTimeNanoseconds when the text before
 traceEvents holds it (else 0); one that follows traceEvents moves them at the end, in bounded steps (exact:
-the base is added last). What stays in memory grows with the
-number of flow endpoints, B/E and async events (paired at the end, as on the other paths), not with slices.
+the base is added last). Flow endpoints go to files as they come (their keys as `_keycodes` codes); the end
+binds them to slices and pairs them in windows (`_bindwin`: about `spill.WINDOW` slices, endpoints or arrows
+in memory at a time, the rest in temporary files beside the columns). What stays in memory grows with the
+B/E and async events (paired at the end, as on the other paths) and v2 bind ids, not with slices or flows.
 The Trace holds the events, names and args the in-memory path gives (string and args ids may be numbered in
 another order); a damaged file keeps its load warnings but not `metadata["partial"]`.
 """

@@ -11,9 +11,10 @@ its sequence afresh, wherever the cut), the track descriptors and neuron-prof's 
 known only once the file is read (a descriptor or the metadata instant may follow the events), so the raw
 columns are then read back a bounded number of rows at a time (read, not mapped: the pages stay out of the
 resident set) and made the Trace's tables: track rows, BEGIN/END pairs (an END right after its BEGIN, as
-neuron-prof writes them), instants, counters. Held in memory: the interning tables, the flow endpoints (40 B
-each, and about twice that while they are paired) and, for a file whose ENDs do not follow their BEGINs, the
-pairing walk over its BEGIN/END events. The Trace is the one `load_pftrace` gives (the same columns, ids, args
+neuron-prof writes them), instants, counters. Flow endpoints go to columns too (with their event's time and
+slice row once the tables are made) and are paired in windows of flow ids (`spill`: a window's endpoints and
+arrows in memory at a time). Held in memory: the interning tables and, for a file whose ENDs do not follow
+their BEGINs, the pairing walk over its BEGIN/END events (and a row per flow endpoint). The Trace is the one `load_pftrace` gives (the same columns, ids, args
 and metadata).
 """
 
