@@ -88,3 +88,18 @@ def test_a_generated_trace_bound_in_windows(tmp_path: Path, monkeypatch: pytest.
     held, got = load_kineto_json(path), _streamed(path, tmp_path)
     assert len(held.flows) > 8000
     assert _flows(got) == _flows(held)
+
+
+@pytest.mark.parametrize("slices", [0, 1])
+def test_flow_ends_without_slices_to_bind_to(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slices: int) -> None:
+    """Endpoints in windows that hold no slice (none at all, or one far from them): unbound, as in memory."""
+    ev: list[dict[str, object]] = [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 5, "dur": 1}][:slices]
+    for k in range(20):
+        ev.append({"ph": "s", "id": k, "cat": "c", "name": "n", "pid": 1, "tid": 2, "ts": 10 + k})
+        ev.append({"ph": "f", "id": k, "cat": "c", "name": "n", "pid": 1, "tid": 3, "ts": 11 + k})
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    monkeypatch.setattr(spill, "WINDOW", 4)
+    held, got = load_kineto_json(path), _streamed(path, tmp_path)
+    assert _flows(got) == _flows(held) and not len(got.flows)
+    assert got.metadata.get("load_warnings") == held.metadata.get("load_warnings")

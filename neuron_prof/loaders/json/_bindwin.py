@@ -97,7 +97,10 @@ def bound_rows(tmp: Path, ends: EndColumns, s_ts: np.ndarray, s_dur: np.ndarray,
             e = en.take(w)
             if len(e):
                 local = end_rows(np.where(e["enc"], 0, 2), e["track"], e["t"], np.zeros(len(e), bool), index)
-                out[e["pos"]] = np.where(local >= 0, both["row"][np.maximum(local, 0)], -1)
+                hit = local >= 0
+                got = np.full(len(e), -1, np.int64)
+                got[hit] = both["row"][local[hit]]
+                out[e["pos"]] = got
                 later = np.concatenate([later, e[~e["enc"] & (local < 0)]])
             carry = both[index.order[-_CARRY:]] if len(both) else carry
             del s, both, index, e

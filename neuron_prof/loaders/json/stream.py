@@ -214,6 +214,7 @@ class _Ingest:
             w.declare(name, np.int64)
         if base != self.guess:
             self._rebase(base)
+        w.declare(ARGS, np.uint8)  # a trace without args has its (empty) blob too
         for name in ("slices.track", "slices.name", "slices.cat", "slices.args", "instants.track",
                      "instants.name", "instants.cat", "instants.args", "counters.track", "counters.value"):
             w.declare(name, _DTYPES[name])
