@@ -86,7 +86,11 @@ class Spill:
             self.held.append(recs)
             self.rows[0] = self.rows.get(0, 0) + len(recs)
             return
-        if window.max() < 1 << 15:  # a radix sort
+        lo, hi = int(window.min()), int(window.max())
+        if lo == hi:  # all in one window: no sort
+            self._write(lo, recs)
+            return
+        if hi < 1 << 15:  # a radix sort
             window = window.astype(np.int16)
         o = np.argsort(window, kind="stable")
         w = window[o]
@@ -94,10 +98,12 @@ class Spill:
         starts = np.flatnonzero(np.r_[True, w[1:] != w[:-1]])
         ends = np.r_[starts[1:], len(w)]
         for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
-            k = int(w[a])
-            with open(self.dir / str(k), "ab") as f:
-                recs[a:b].tofile(f)
-            self.rows[k] = self.rows.get(k, 0) + b - a
+            self._write(int(w[a]), recs[a:b])
+
+    def _write(self, window: int, recs: np.ndarray) -> None:
+        with open(self.dir / str(window), "ab") as f:
+            recs.tofile(f)
+        self.rows[window] = self.rows.get(window, 0) + len(recs)
 
     def take(self, window: int) -> np.ndarray:
         """The records of `window` in the order they came (its file is removed)."""

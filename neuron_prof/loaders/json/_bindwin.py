@@ -62,9 +62,7 @@ def bound_rows(tmp: Path, ends: EndColumns, s_ts: np.ndarray, s_dur: np.ndarray,
     WINDOW = spill.WINDOW
     n, m = len(s_ts), len(ends.ph)
     mm = np.memmap(tmp / "f_row", np.int64, "w+", shape=(max(m, 1),))
-    out = mm[:m]
-    for a in range(0, m, WINDOW):
-        out[a:a + WINDOW] = -1
+    out = mm[:m]  # every endpoint is in one window: each row is written there
     step = sample_step(n)
     sample = np.empty(len(range(0, n, step)), _KEY)
     sample["a"], sample["b"] = s_track[::step], s_ts[::step]
@@ -104,8 +102,7 @@ def bound_rows(tmp: Path, ends: EndColumns, s_ts: np.ndarray, s_dur: np.ndarray,
                 later = np.concatenate([later, e[~e["enc"] & (local < 0)]])
             carry = both[index.order[-_CARRY:]] if len(both) else carry
             del s, both, index, e
-            mm.flush()
-            drop_mapped(mm)
+            drop_mapped(mm)  # a shared map: its dirty pages stay in the page cache, no flush needed
     for a in range(0, m, WINDOW):
         h = np.asarray(ends.hint[a:a + WINDOW])
         h = np.where((h >= 0) & (h < 2**62), h, -1)  # rows of this file, as ours are
@@ -114,7 +111,7 @@ def bound_rows(tmp: Path, ends: EndColumns, s_ts: np.ndarray, s_dur: np.ndarray,
             out[a:a + WINDOW][ok] = h[ok]
             _drop(s_ts, s_dur, s_track)
     ends.drop()
-    mm.flush()
+    drop_mapped(mm)
     return out
 
 
