@@ -14,7 +14,7 @@ import pytest
 import neuron_prof
 from neuron_prof.cli import main
 from neuron_prof.exporters import write_trace
-from neuron_prof.loaders import coldir
+from neuron_prof.loaders import coldir, spill
 from neuron_prof.loaders.pftrace import _scan
 from neuron_prof.loaders.pftrace import stream as pf_stream
 from neuron_prof.loaders.pftrace.reader import load_pftrace
@@ -51,6 +51,7 @@ def same(whole: Trace, got: Trace) -> None:
 def test_exported_real_traces_same_in_pieces(src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     p = write_trace(neuron_prof.load(src), tmp_path / "t.pftrace")
     monkeypatch.setattr(pf_stream, "_ROWS", 97)  # table steps end inside BEGIN/END pairs too
+    monkeypatch.setattr(spill, "WINDOW", 53)  # flow endpoints paired in windows of ids
     same(load_pftrace(p), streamed(p, tmp_path / "cols", piece=2000))  # a piece every 20-odd packets
 
 
@@ -77,6 +78,7 @@ def test_merged_ranks_and_cut_files_same_in_pieces(tmp_path: Path, monkeypatch: 
     merged, _ = merge_traces(real)
     p = write_trace(merged, tmp_path / "merged.pftrace")
     monkeypatch.setattr(pf_stream, "_ROWS", 1000)
+    monkeypatch.setattr(spill, "WINDOW", 40)  # windows of flow ids: the two ranks' id schemes named in order
     same(load_pftrace(p), streamed(p, tmp_path / "m", piece=5000))
     data = p.read_bytes()
     for k, cut in enumerate((len(data) - 3, len(data) // 3)):  # cut inside a packet: whole packets, said partial

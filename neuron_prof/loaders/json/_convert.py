@@ -13,7 +13,7 @@ from neuron_prof.loaders.json._events import Columns, EventColumns
 from neuron_prof.loaders.json._flows import SliceIndex, bind_v1, bind_v2, unique_ids
 from neuron_prof.loaders.json._pairs import pair_async, pair_begin_end
 from neuron_prof.loaders.json._values import as_str, norm_id, us_to_ns
-from neuron_prof.model import FlowTable, TraceBuilder
+from neuron_prof.model import ROW_WINDOW, FlowTable, TraceBuilder, drop_mapped
 from neuron_prof.model.schema import META_KEY, KinetoCat, Meta, ProcessKind, TrackKind
 
 V1Ends = tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray]
@@ -154,13 +154,12 @@ class Converter:
         return (ends, ev.sids([k[0] for k in keys]), ev.sids([k[1] for k in keys]),
                 wanted_ids([k[2] for k in keys]))
 
-    def _flows(self, cols: Columns, base: int, v1: V1Ends | None = None) -> FlowTable:
-        """Flows bound to slice rows: v1 endpoints (`v1_ends()` unless given) and v2 bind ids."""
-        ev = self.events
-        strings = self.b.strings
+    def _flows(self, cols: Columns, base: int) -> FlowTable:
+        """Flows bound to slice rows: v1 endpoints and v2 bind ids (the streamed load binds them in windows:
+        `stream._Ingest._flows`)."""
         parts = []
         unbound = 0
-        v1 = self.v1_ends() if v1 is None else v1
+        v1 = self.v1_ends()
         if v1 is not None:
             (ph, kid, track, ts_us, bp, hint), cat_of, name_of, want = v1
             index = SliceIndex(cols.s_ts, cols.s_dur, cols.s_track)
@@ -169,14 +168,10 @@ class Converter:
                                   cols.s_track, index)
             del index
             parts.append((fl.src, fl.dst, want[fl.key], cat_of[fl.key], name_of[fl.key]))
-        if ev.v2:
-            fl = bind_v2(ev.v2, cols.s_ts)
-            n = len(fl.src)
-            parts.append((fl.src, fl.dst, np.full(n, -1, np.int64), np.full(n, strings.intern("flow"), np.int32),
-                          np.full(n, strings.intern("flow"), np.int32)))
-            ev.v2 = []
-        if unbound:
-            ev.warn["flow events not bound to any slice (arrow dropped)"] += unbound
+        v2 = self.v2_arrows(cols.s_ts)
+        if v2 is not None:
+            parts.append(v2)
+        self.count_unbound(unbound)
         if not parts:
             return _empty_flows()
         src = np.concatenate([p[0] for p in parts]) + self.row_base
@@ -185,13 +180,35 @@ class Converter:
         return FlowTable(src=src, dst=dst, flow_id=ids, cat=np.concatenate([p[3] for p in parts]),
                          name=np.concatenate([p[4] for p in parts]))
 
+    def v2_arrows(self, s_ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """The v2 arrows (bind ids) as (src, dst, wanted id, cat, name) columns, rows of this file; None: none."""
+        ev = self.events
+        if not ev.v2:
+            return None
+        fl = bind_v2(ev.v2, s_ts)
+        ev.v2 = []
+        n = len(fl.src)
+        flow = self.b.strings.intern("flow")
+        return fl.src, fl.dst, np.full(n, -1, np.int64), np.full(n, flow, np.int32), np.full(n, flow, np.int32)
+
+    def count_unbound(self, unbound: int) -> None:
+        """Say how many flow endpoints bound to no slice (their arrows dropped)."""
+        if unbound:
+            self.events.warn["flow events not bound to any slice (arrow dropped)"] += unbound
+
     def _kinds(self, cols: Columns) -> None:
         """Threads running device activity (kernels, memcpy, ...) are DEVICE tracks in DEVICE processes."""
         dev = self.b.strings
         ids = [i for i in (dev.get(c) for c in KinetoCat.DEVICE_CATS) if i is not None]
         if not ids:
             return
-        for t in np.unique(cols.s_track[np.isin(cols.s_cat, ids)]).tolist():
+        found = [np.zeros(0, np.int32)]
+        for a in range(0, len(cols.s_cat), ROW_WINDOW):  # a window at a time: the columns may be mapped
+            z = a + ROW_WINDOW
+            found.append(np.unique(cols.s_track[a:z][np.isin(cols.s_cat[a:z], ids)]))
+            drop_mapped(cols.s_track)
+            drop_mapped(cols.s_cat)
+        for t in np.unique(np.concatenate(found)).tolist():
             tr = self.b.tracks[t]
             if tr.kind == TrackKind.THREAD:
                 self.b.set_track(t, kind=TrackKind.DEVICE)

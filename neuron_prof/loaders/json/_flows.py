@@ -82,11 +82,19 @@ class SliceIndex:
     def hint_ok(self, hint: np.ndarray, track: np.ndarray, t: np.ndarray, ts: np.ndarray, dur: np.ndarray,
                 s_track: np.ndarray) -> np.ndarray:
         """Which row hints name a slice on the endpoint's track that contains its ts."""
-        ok = (hint >= 0) & (hint < self.n_rows)
-        h = np.where(ok, hint, 0)
-        if self.n_rows:
-            ok &= (s_track[h] == track) & (ts[h] <= t) & (ts[h] + dur[h] >= t)
-        return ok
+        return hint_ok(hint, track, t, ts, dur, s_track)
+
+
+def hint_ok(hint: np.ndarray, track: np.ndarray, t: np.ndarray, ts: np.ndarray, dur: np.ndarray,
+            s_track: np.ndarray) -> np.ndarray:
+    """Which row hints name a slice (of the columns `ts`, `dur`, `s_track`) on the endpoint's track that
+    contains its ts."""
+    ok = (hint >= 0) & (hint < len(ts))
+    if ok.any():
+        w = np.flatnonzero(ok)
+        h = hint[w]
+        ok[w] = (s_track[h] == track[w]) & (ts[h] <= t[w]) & (ts[h] + dur[h] >= t[w])
+    return ok
 
 
 def _groups(keys: np.ndarray) -> list[tuple[Any, np.ndarray]]:
@@ -112,10 +120,22 @@ def bind_v1(ph: np.ndarray, key: np.ndarray, track: np.ndarray, t: np.ndarray, b
             hint: np.ndarray, ts: np.ndarray, dur: np.ndarray, s_track: np.ndarray,
             index: SliceIndex) -> tuple[Flows, int]:
     """Arrows (slice rows) from v1 endpoints; returns them and the number of endpoints left unbound."""
-    n = len(ph)
-    row = np.full(n, -1, dtype=np.int64)
-    if n == 0:
+    if len(ph) == 0:
         return Flows(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)), 0
+    row = end_rows(ph, track, t, bp_e, index)
+    good_hint = index.hint_ok(hint, track, t, ts, dur, s_track)
+    row[good_hint] = hint[good_hint]
+    _, simple, chains = pair_ends(ph, key, t, row)
+    s, d, fk = (np.concatenate([a, b]) for a, b in zip(
+        (simple.src, simple.dst, simple.key), (chains.src, chains.dst, chains.key), strict=True))
+    ok = (s >= 0) & (d >= 0)
+    return Flows(s[ok], d[ok], fk[ok]), int((~ok).sum())
+
+
+def end_rows(ph: np.ndarray, track: np.ndarray, t: np.ndarray, bp_e: np.ndarray, index: SliceIndex) -> np.ndarray:
+    """The slice row each endpoint binds to in `index` (-1: none), hints aside: `s`, `t` and an `f` with
+    `"bp": "e"` the deepest slice open at t, another `f` the next slice starting at or after t."""
+    row = np.full(len(ph), -1, dtype=np.int64)
     enc = (ph != 2) | bp_e
     if enc.any():
         w = np.flatnonzero(enc)
@@ -123,12 +143,16 @@ def bind_v1(ph: np.ndarray, key: np.ndarray, track: np.ndarray, t: np.ndarray, b
     if (~enc).any():
         w = np.flatnonzero(~enc)
         row[w] = index.next_start(track[w], t[w])
-    good_hint = index.hint_ok(hint, track, t, ts, dur, s_track)
-    row[good_hint] = hint[good_hint]
+    return row
 
+
+def pair_ends(ph: np.ndarray, key: np.ndarray, t: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, Flows, Flows]:
+    """Arrows from endpoints bound to rows (-1: unbound, kept: the caller counts them): (the positions of the
+    `f` of simple keys, their arrows in that order, the arrows of chains and reused ids in (key, t, position)
+    order). `key` dense ids (0..)."""
     # The usual case: a key with one s, no t and one or more f -> an arrow from the s to each f, whatever
     # the clocks say (Kineto gives every device event of one launch the launch's correlation id).
-    nk = int(key.max()) + 1
+    nk = int(key.max()) + 1 if len(key) else 0
     cnt = [np.bincount(key[ph == p], minlength=nk) for p in (0, 1, 2)]
     simple = (cnt[0] == 1) & (cnt[2] >= 1) & (cnt[1] == 0)
     is_simple = simple[key]
@@ -136,15 +160,16 @@ def bind_v1(ph: np.ndarray, key: np.ndarray, track: np.ndarray, t: np.ndarray, b
     f_idx = np.flatnonzero(is_simple & (ph == 2))
     s_of_key = np.full(nk, -1, dtype=np.int64)
     s_of_key[key[s_idx]] = row[s_idx]
-    src, dst, fkey = [s_of_key[key[f_idx]]], [row[f_idx]], [key[f_idx]]
+    first = Flows(s_of_key[key[f_idx]], row[f_idx], key[f_idx].astype(np.int64))
     # Chains and reused ids: walk each key's endpoints in time order.
     rest = np.flatnonzero(~is_simple)
+    cs: list[int] = []
+    cd: list[int] = []
+    ck: list[int] = []
     if len(rest):
         order = rest[np.lexsort((rest, t[rest], key[rest]))]
-        cs, cd, ck = [], [], []
         prev_key, prev_row = -1, -1
-        for i in order.tolist():
-            k, p, r = int(key[i]), int(ph[i]), int(row[i])
+        for k, p, r in zip(key[order].tolist(), ph[order].tolist(), row[order].tolist(), strict=True):
             if k != prev_key:
                 prev_key, prev_row = k, -2  # -2: no open chain
             if p == 0:
@@ -155,12 +180,8 @@ def bind_v1(ph: np.ndarray, key: np.ndarray, track: np.ndarray, t: np.ndarray, b
                 ck.append(k)
                 if p == 1:  # a step: the next hop starts here; after an f, further f fan out from the source
                     prev_row = r
-        src.append(np.array(cs, dtype=np.int64))
-        dst.append(np.array(cd, dtype=np.int64))
-        fkey.append(np.array(ck, dtype=np.int64))
-    s, d, fk = np.concatenate(src), np.concatenate(dst), np.concatenate(fkey)
-    ok = (s >= 0) & (d >= 0)
-    return Flows(s[ok], d[ok], fk[ok]), int((~ok).sum())
+    chains = Flows(np.array(cs, dtype=np.int64), np.array(cd, dtype=np.int64), np.array(ck, dtype=np.int64))
+    return f_idx, first, chains
 
 
 def bind_v2(v2: list[tuple[int, Any, bool, bool]], ts: np.ndarray) -> Flows:

@@ -8,8 +8,10 @@ parallel path parses a range (`_parallel.parse_range`), merged into one Converte
 endpoints) and its columns handed at once to a thread that appends them to files, so neither the file nor its
 columns are ever held whole. Times become ns as they come, with baseTimeNanoseconds when the text before
 traceEvents holds it (else 0); one that follows traceEvents moves them at the end, in bounded steps (exact:
-the base is added last). What stays in memory grows with the
-number of flow endpoints, B/E and async events (paired at the end, as on the other paths), not with slices.
+the base is added last). Flow endpoints go to files as they come (their keys as `_keycodes` codes); the end
+binds them to slices and pairs them in windows (`_bindwin`: about `spill.WINDOW` slices, endpoints or arrows
+in memory at a time, the rest in temporary files beside the columns). What stays in memory grows with the
+B/E and async events (paired at the end, as on the other paths) and v2 bind ids, not with slices or flows.
 The Trace holds the events, names and args the in-memory path gives (string and args ids may be numbered in
 another order); a damaged file keeps its load warnings but not `metadata["partial"]`.
 """
@@ -30,13 +32,15 @@ from neuron_prof.errors import OutOfMemoryError
 from neuron_prof.formats import GZIP_MAGIC
 from neuron_prof.loaders.coldir import ARGS, ColumnWriter, trace_head, write_strings
 from neuron_prof.loaders.gc_hold import no_gc
-from neuron_prof.loaders.json._convert import Converter, V1Ends, clock_of, wanted_ids
+from neuron_prof.loaders.json._bindwin import EndColumns, assign_ids, bound_rows, emit_arrows
+from neuron_prof.loaders.json._convert import Converter, clock_of
 from neuron_prof.loaders.json._events import EventColumns
+from neuron_prof.loaders.json._keycodes import KeyCodes
 from neuron_prof.loaders.json._pieces import PIECE_BYTES, parsed_pieces, piece_bytes
 from neuron_prof.loaders.json._values import us_to_ns
 from neuron_prof.loaders.json.fill import gzip_size
 from neuron_prof.loaders.json.restore import restore_own
-from neuron_prof.model import TraceBuilder
+from neuron_prof.model import FlowTable, TraceBuilder
 from neuron_prof.model.schema import META_KEY, Meta
 
 __all__ = ["MEMORY_LIMIT_ENV", "PIECE_BYTES", "ingest", "json_bytes", "memory_limit", "memory_room", "piece_bytes",
@@ -177,10 +181,7 @@ class _Ingest:
         self.args_end = 0
         """Bytes of args written so far (the args_off column is written as they come)."""
         self.warnings: list[str] = []
-        self.pairs: dict[tuple[Any, Any], int] = {}
-        """(cat, name) of flow keys -> index (a handful: ac2g, fwdbwd, ...)."""
-        self.odd: dict[tuple[Any, Any, Any], int] = {}
-        """Flow keys whose id is no int in [0, 2**42) -> index (Kineto's ids all are)."""
+        self.codes = KeyCodes()
 
     def run(self, key: str) -> None:
         prefix = suffix = None
@@ -191,7 +192,7 @@ class _Ingest:
                 self.w.append("args_off", np.zeros(1, np.int64))
                 continue
             f, keys = part["f"], part["keys"]
-            part["f"] = []  # flow endpoints go to files here, their keys as numbers (`_codes`)
+            part["f"] = []  # flow endpoints go to files here, their keys as numbers (`KeyCodes`)
             self.conv.merge_part(part)
             if f:
                 self._flow_ends(f, keys, part["log"])
@@ -213,20 +214,16 @@ class _Ingest:
             w.declare(name, np.int64)
         if base != self.guess:
             self._rebase(base)
+        w.declare(ARGS, np.uint8)  # a trace without args has its (empty) blob too
         for name in ("slices.track", "slices.name", "slices.cat", "slices.args", "instants.track",
                      "instants.name", "instants.cat", "instants.args", "counters.track", "counters.value"):
             w.declare(name, _DTYPES[name])
             w.flush(name)
         cols = SimpleNamespace(s_ts=w.mapped("slices.ts_ns"), s_dur=w.mapped("slices.dur_ns"),
                                s_track=w.mapped("slices.track"), s_cat=w.mapped("slices.cat"))
-        flows = conv._flows(cols, base, self._v1())  # type: ignore[arg-type]
-        for name in _F:
-            if w.rows(name) or name in w.names():
-                w.drop(name)
-        for c, dt in flows.DTYPES.items():
-            w.append(f"flows.{c}", getattr(flows, c), dt)
+        self._flows(cols, base)
         conv.finish_meta(cols, top, clock, self.warnings)
-        del cols, flows
+        del cols
         trace = self.builder.build()
         write_strings(w, trace.strings.as_list())
         own = top.get(META_KEY)
@@ -235,60 +232,49 @@ class _Ingest:
         w.close(trace_head(trace, key))
 
     def _flow_ends(self, f: list[np.ndarray], keys: list[tuple[Any, Any, Any]], log: list[tuple[Any, ...]]) -> None:
-        """A part's flow endpoints to files: tracks as the trace's, keys as `_codes`."""
+        """A part's flow endpoints to files: tracks as the trace's, keys as `KeyCodes` codes."""
         conv, w = self.conv, self.w
         tmap = np.array([conv._thread_track(e[1], e[2]) for e in log if e[0] == "t"], dtype=np.int32)
         ph, kid, tr, ts, bp, hint = f
-        for name, a in zip(_F, (ph, self._codes(keys)[kid], tmap[tr], ts, bp, hint), strict=True):
+        for name, a in zip(_F, (ph, self.codes.codes(keys)[kid], tmap[tr], ts, bp, hint), strict=True):
             w.append(name, a, _DTYPES[name])
 
-    def _codes(self, keys: list[tuple[Any, Any, Any]]) -> np.ndarray:
-        """Flow keys (cat, name, id) as int64: (index of (cat, name)) << 42 | id, or 2**62 + index of the key.
-        A dict of millions of key tuples would hold GBs; these are 8 bytes each, on disk."""
-        if not keys:
-            return np.zeros(0, np.int64)
-        cats, names, ids = zip(*keys)
-        pairs = self.pairs
-        cn = list(zip(cats, names))
-        for k in dict.fromkeys(cn):  # a handful of (cat, name)
-            pairs.setdefault(k, len(pairs))
-        p = np.fromiter(map(pairs.__getitem__, cn), np.int64, len(cn))
-        i = _ints(ids)
-        normal = (i >= 0) & (i < _ID_SPAN) & (p < _PAIR_SPAN)
-        out = (p << 42) | np.where(normal, i, 0)
-        if not normal.all():
-            odd = self.odd
-            for j in np.flatnonzero(~normal).tolist():
-                out[j] = _ODD | odd.setdefault(keys[j], len(odd))
-        return out
-
-    def _v1(self) -> V1Ends | None:
-        """The flow endpoints from their files, key ids dense again, with each key's cat, name and flow id."""
-        w = self.w
-        if not w.rows("f_code"):
-            return None
+    def _flows(self, cols: SimpleNamespace, base: int) -> None:
+        """The flow table's columns, as `Converter._flows` makes them, a window at a time (`_bindwin`): v1
+        endpoints from their files, then v2 bind ids; the endpoints' files removed."""
+        w, conv = self.w, self.conv
+        for c, dt in FlowTable.DTYPES.items():
+            w.declare(f"flows.{c}", dt)
+        w.declare("f_want", np.int64)
+        unbound = 0
+        if w.rows("f_code"):
+            ph, code, track, ts_us, bp_e, hint = (w.mapped(n) for n in _F)
+            ends = EndColumns(ph, code, track, ts_us, bp_e, hint, base)
+            rows = bound_rows(self.folder, ends, cols.s_ts, cols.s_dur, cols.s_track)
+            meta = self.codes.meta(conv.events.sids)
+            unbound = emit_arrows(self.folder, ends, rows, lambda s, d, c: self._arrows(s, d, *meta(c)))
+            del ends, rows
+            (self.folder / "f_row").unlink()
         for name in _F:
-            w.flush(name)
-        uniq, kid = np.unique(w.mapped("f_code"), return_inverse=True)
-        ev = self.conv.events
-        pairs = list(self.pairs)
-        odd = list(self.odd)
-        p_cat = ev.sids([p[0] for p in pairs])
-        p_name = ev.sids([p[1] for p in pairs])
-        normal = uniq < _ODD
-        p = uniq[normal] >> 42
-        cat_of = np.empty(len(uniq), np.int32)
-        name_of = np.empty(len(uniq), np.int32)
-        want = np.empty(len(uniq), np.int64)
-        cat_of[normal], name_of[normal], want[normal] = p_cat[p], p_name[p], uniq[normal] & (_ID_SPAN - 1)
-        rest = [odd[k] for k in (uniq[~normal] - _ODD).tolist()]
-        if rest:
-            cat_of[~normal] = ev.sids([k[0] for k in rest])
-            name_of[~normal] = ev.sids([k[1] for k in rest])
-            want[~normal] = wanted_ids([k[2] for k in rest])
-        ends = [np.asarray(w.mapped(n)) for n in _F]
-        ends[1] = kid.reshape(-1).astype(np.int64, copy=False)
-        return ends, cat_of, name_of, want
+            if name in w.names():
+                w.drop(name)
+        v2 = conv.v2_arrows(cols.s_ts)
+        if v2 is not None:
+            self._arrows(*v2)
+        conv.count_unbound(unbound)
+        taken = np.asarray(self.builder.f_id, dtype=np.int64)
+        dt = FlowTable.DTYPES["flow_id"]
+        assign_ids(self.folder, w.mapped("f_want"), taken, lambda ids: w.append("flows.flow_id", ids, dt))
+        w.drop("f_want")
+
+    def _arrows(self, src: np.ndarray, dst: np.ndarray, want: np.ndarray, cat: np.ndarray, name: np.ndarray) -> None:
+        """Arrows (slice rows of this file) appended to the flow columns, their wanted ids to f_want."""
+        w, dt = self.w, FlowTable.DTYPES
+        w.append("flows.src", src + self.conv.row_base, dt["src"])
+        w.append("flows.dst", dst + self.conv.row_base, dt["dst"])
+        w.append("flows.cat", cat, dt["cat"])
+        w.append("flows.name", name, dt["name"])
+        w.append("f_want", want, np.int64)
 
     def _drain(self) -> None:
         """Move what the converter holds of slices, instants, counters and args to the column files."""
@@ -340,9 +326,6 @@ class _Ingest:
 
 
 _F = ("f_ph", "f_code", "f_track", "f_ts", "f_bp", "f_hint")
-_ID_SPAN = 1 << 42
-_PAIR_SPAN = 1 << 20
-_ODD = 1 << 62
 _S = ("slices.ts_ns", "slices.dur_ns", "slices.track", "slices.name", "slices.cat", "slices.args")
 _I = ("instants.ts_ns", "instants.track", "instants.name", "instants.cat", "instants.args")
 _NS = ("slices.ts_ns", "slices.dur_ns", "instants.ts_ns", "counters.ts_ns")
@@ -354,16 +337,6 @@ _DTYPES: dict[str, Any] = {"slices.track": np.int32, "slices.name": np.int32, "s
                            "instants.cat": np.int32, "instants.args": np.int64, "counters.track": np.int32,
                            "counters.value": np.float64, "f_ph": np.int8, "f_code": np.int64, "f_track": np.int32,
                            "f_ts": np.float64, "f_bp": np.bool_, "f_hint": np.int64}
-
-
-def _ints(ids: tuple[Any, ...]) -> np.ndarray:
-    """Flow ids as int64, -1 for those that are no int of 64 bits (a string, None, a float, a bool...)."""
-    if set(map(type, ids)) == {int}:
-        try:
-            return np.array(ids, dtype=np.int64)
-        except OverflowError:
-            pass
-    return np.array([i if type(i) is int and -2**63 <= i < 2**63 else -1 for i in ids], dtype=np.int64)
 
 
 def _trim() -> None:

@@ -11,9 +11,10 @@ its sequence afresh, wherever the cut), the track descriptors and neuron-prof's 
 known only once the file is read (a descriptor or the metadata instant may follow the events), so the raw
 columns are then read back a bounded number of rows at a time (read, not mapped: the pages stay out of the
 resident set) and made the Trace's tables: track rows, BEGIN/END pairs (an END right after its BEGIN, as
-neuron-prof writes them), instants, counters. Held in memory: the interning tables, the flow endpoints (40 B
-each, and about twice that while they are paired) and, for a file whose ENDs do not follow their BEGINs, the
-pairing walk over its BEGIN/END events. The Trace is the one `load_pftrace` gives (the same columns, ids, args
+neuron-prof writes them), instants, counters. Flow endpoints go to columns too (with their event's time and
+slice row once the tables are made) and are paired in windows of flow ids (`spill`: a window's endpoints and
+arrows in memory at a time). Held in memory: the interning tables and, for a file whose ENDs do not follow
+their BEGINs, the pairing walk over its BEGIN/END events (and a row per flow endpoint). The Trace is the one `load_pftrace` gives (the same columns, ids, args
 and metadata).
 """
 
@@ -26,10 +27,12 @@ from pathlib import Path
 import numpy as np
 
 from neuron_prof.errors import TraceFormatError
+from neuron_prof.loaders import spill
 from neuron_prof.loaders.coldir import ARGS, TABLES, ColumnWriter, trace_head, write_strings
 from neuron_prof.loaders.gc_hold import no_gc
 from neuron_prof.loaders.json import stream as json_stream
 from neuron_prof.loaders.pftrace import _scan
+from neuron_prof.loaders.pftrace._flows import named_ids, pair_by_id, section_names
 from neuron_prof.loaders.pftrace.reader import (
     WRAPPED,
     _damaged,
@@ -38,6 +41,8 @@ from neuron_prof.loaders.pftrace.reader import (
     truncated,
     unknown_uuids,
 )
+from neuron_prof.loaders.spill import Spill, sample_step, splitters, window_of
+from neuron_prof.model import drop_mapped
 
 __all__ = ["PER_BYTE", "check_room", "ingest", "stream_wanted"]
 
@@ -49,7 +54,11 @@ _B, _E, _I, _C = 1, 2, 3, 4
 _EV = {"e_ts": np.uint64, "e_uuid": np.uint64, "e_typ": np.int8, "e_name": np.int32, "e_cat": np.int32,
        "e_args": np.int64, "e_value": np.float64}
 """The walk's raw event columns, in its order (values: counters only), kept until the tables are made."""
-_FLOW_COLS = {"src": "f_src", "dst": "f_dst", "flow_id": "f_id", "cat": "f_cat", "name": "f_name"}
+_FE = {"pf_ev": np.int64, "pf_id": np.uint64, "pf_sec": np.int64, "pf_ts": np.int64, "pf_row": np.int64}
+"""Flow endpoints' columns: event index in the file, flow id, section (as the walk gives them), then the event's
+time and slice row (-1: none), kept until the flow columns are made."""
+_END = np.dtype(list(_FE.items()))
+_ARROW = np.dtype([("src", np.int64), ("dst", np.int64), ("id", np.uint64), ("sec", np.int64)])
 
 
 def stream_wanted(path: Path) -> bool:
@@ -97,8 +106,6 @@ class _Ingest:
         """Events so far."""
         self.n_args = 0
         self.blob = 0
-        self.flows: list[list[np.ndarray]] = [[], [], []]
-        """Flow endpoints of each piece: event index (in the file), flow id, section."""
 
     def read(self, size: int) -> None:
         """Every piece walked into the raw columns."""
@@ -114,8 +121,8 @@ class _Ingest:
                 w.append(name, a, _EV[name])
             w.append(ARGS, blob)
             w.append("args_off", ends + self.blob)
-            for keep, a in zip(self.flows, (fev + self.n, fid, fsec), strict=True):
-                keep.append(a.copy())
+            for name, a in zip(("pf_ev", "pf_id", "pf_sec"), (fev + self.n, fid, fsec), strict=True):
+                w.append(name, a, _FE[name])  # flow endpoints: event index (in the file), flow id, section
             self.blob += len(blob)
             self.n_args += len(ends)
             self.n += len(ev[0])
@@ -136,35 +143,31 @@ class _Ingest:
         keys, vals = r.add_unknown(umap, np.unique(np.concatenate(unknown)))
         if wrapped:
             r.warnings.append(WRAPPED)
-        fev, fid, fsec = (np.concatenate(f) if f else np.zeros(0, dt)
-                          for f, dt in zip(self.flows, (np.int64, np.uint64, np.int64), strict=True))
-        self.flows = [[], [], []]
+        for name, dt in _FE.items():
+            w.declare(name, dt)
+        fev = w.mapped("pf_ev")
         for t, cls in TABLES.items():
             for c, dt in cls.DTYPES.items():
                 w.declare(f"{t}.{c}", dt)
         w.declare("e_tr", np.int32)
-        ev_ts = np.zeros(len(fev), np.int64)
-        ev_row = self._rows(keys, vals, fev, ev_ts)
-        if ev_row is None:  # ENDs not right after their BEGINs: paired by the walk over them all
-            ev_row = self._pair_walk(fev)
-        r.flow_ev, r.flow_id, r.flow_sec = fev, fid, fsec
-        r.flows(ev_ts, ev_row)
+        if not self._rows(keys, vals, fev):  # ENDs not right after their BEGINs: paired by the walk over them all
+            w.drop("pf_row")
+            w.append("pf_row", self._pair_walk(fev), np.int64)
+        del fev
+        self._flows()
         b = r.b
-        for c, dt in TABLES["flows"].DTYPES.items():
-            w.append(f"flows.{c}", np.asarray(getattr(b, _FLOW_COLS[c])), dt)
         r.finish_meta()
         trace = b.build()
         write_strings(w, trace.strings.as_list())
-        for name in (*_EV, "e_tr"):
+        for name in (*_EV, "e_tr", *_FE):
             w.drop(name)
         w.close(trace_head(trace, key))
 
-    def _rows(self, keys: np.ndarray, vals: np.ndarray, fev: np.ndarray,
-              ev_ts: np.ndarray) -> np.ndarray | None:
+    def _rows(self, keys: np.ndarray, vals: np.ndarray, fev: np.ndarray) -> bool:
         """Instants, counters and (when every END follows its BEGIN on the same track) slices appended; each
-        flow endpoint's event time into `ev_ts`; returns each endpoint's slice row (None: slices not made)."""
+        flow endpoint's event time and slice row to columns pf_ts and pf_row; returns whether the slices were
+        made (else pf_row is not whole)."""
         w, n = self.w, self.n
-        ev_row = np.full(len(fev), -1, np.int64)
         rows = counters = n_b = n_e = 0
         pairs = True
         for k in range(0, n, _ROWS):
@@ -178,7 +181,7 @@ class _Ingest:
             t = typ[:m]
             lo, hi = np.searchsorted(fev, (k, z))
             at = fev[lo:hi] - k
-            ev_ts[lo:hi] = ts[at]
+            w.append("pf_ts", ts[at], np.int64)
             bi = np.flatnonzero(t == _B)
             n_b += len(bi)
             n_e += int(np.count_nonzero(t == _E))
@@ -194,7 +197,7 @@ class _Ingest:
                 row = np.full(m, -1, np.int64)
                 row[bi] = np.arange(rows, rows + len(bi))
                 rows += len(bi)
-                ev_row[lo:hi] = row[at]
+                w.append("pf_row", row[at], np.int64)
             ins = np.flatnonzero((t == _I) & (tr[:m] >= 0))
             self._append("instants", ts_ns=ts[ins], track=tr[ins], name=name[ins], cat=cat[ins], args=args[ins])
             cnt = np.flatnonzero(t == _C)
@@ -202,7 +205,7 @@ class _Ingest:
             value = self._read("e_value", counters, counters + len(cnt))
             counters += len(cnt)
             self._append("counters", ts_ns=ts[cnt][keep], track=tr[cnt][keep], value=value[keep])
-        return ev_row if pairs and n_b == n_e else None
+        return pairs and n_b == n_e
 
     def _pair_walk(self, fev: np.ndarray) -> np.ndarray:
         """Slices of a file whose ENDs do not follow their BEGINs, by the in-memory load's walk (its memory
@@ -226,6 +229,40 @@ class _Ingest:
             return np.full(len(fev), -1, np.int64)
         pos = np.minimum(np.searchsorted(bi, fev), len(bi) - 1)
         return np.where(bi[pos] == fev, pos, -1)
+
+    def _flows(self) -> None:
+        """The flow columns from the endpoints' columns (`_flows.flow_columns`), in windows of flow ids: each
+        window's endpoints paired, its arrows kept in a file, then named and appended in order."""
+        w, r = self.w, self.r
+        m = w.rows("pf_ev")
+        if not m:
+            return
+        cols = [w.mapped(name) for name in _FE]
+        size = spill.WINDOW
+        cut = splitters(np.asarray(cols[1][::sample_step(m)]), m, size)
+        with Spill(w.folder, _END, len(cut) + 1) as ends, Spill(w.folder, _ARROW, len(cut) + 1) as arrows:
+            for a in range(0, m, size):
+                e = np.empty(min(size, m - a), _END)
+                for col, c in zip(_FE, cols, strict=True):
+                    e[col] = c[a:a + size]
+                    drop_mapped(c)
+                ends.add(window_of(e["pf_id"], cut), e)
+            sections: set[int] = set()
+            for k in range(len(cut) + 1):
+                e = ends.take(k)
+                src, dst, ids, sec = pair_by_id(r.metas, e["pf_ev"], e["pf_id"], e["pf_sec"], e["pf_ts"], e["pf_row"])
+                sections.update(np.unique(sec).tolist())
+                got = np.empty(len(src), _ARROW)
+                got["src"], got["dst"], got["id"], got["sec"] = src, dst, ids, sec
+                arrows.add(np.full(len(got), k), got)
+            names = section_names(r.b, r.metas, sorted(sections))
+            dt = TABLES["flows"].DTYPES
+            for k in range(len(cut) + 1):
+                got = arrows.take(k)
+                model_id, f_cat, f_name = named_ids(names, got["id"], got["sec"])
+                for fc, v in (("src", got["src"]), ("dst", got["dst"]), ("flow_id", model_id), ("cat", f_cat),
+                              ("name", f_name)):
+                    w.append(f"flows.{fc}", v, dt[fc])
 
     def _read(self, name: str, start: int, stop: int) -> np.ndarray:
         """Rows [start, stop) of raw column `name` (flushed), read into memory: not mapped, so the pages read
