@@ -42,6 +42,10 @@ def drop_mapped(a: Any) -> None:
         base.madvise(mmap.MADV_DONTNEED)
 
 
+SCAN_BLOCK = 1 << 22
+"""Bytes `positions` compares at a time: its masks and candidates stay a few MB whatever the window."""
+
+
 def positions(data: np.ndarray, text: bytes) -> np.ndarray:
     """Where `text` occurs in `data` (uint8; int64 positions, ascending, not overlapping: where a ``find`` loop that
     steps past each hit finds them). Vectorised: the positions of the text's rarest byte (in a sample of `data`)
@@ -52,7 +56,9 @@ def positions(data: np.ndarray, text: bytes) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     want = np.frombuffer(text, dtype=np.uint8)
     k = int(np.argmin(np.bincount(data[:1 << 20], minlength=256)[want]))
-    at = np.flatnonzero(data[k:len(data) - n + 1 + k] == want[k])
+    starts = len(data) - n + 1  # where an occurrence may start; the anchors found a block at a time (bounded)
+    at = np.concatenate([np.flatnonzero(data[b + k:min(b + SCAN_BLOCK, starts) + k] == want[k]) + b
+                         for b in range(0, starts, SCAN_BLOCK)])
     if n >= 8:  # the bytes at each position read as one little-endian word: 8 bytes compared at once
         words = np.ndarray((len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
         for j in sorted({*range(0, n - 7, 8), n - 8}):
