@@ -206,7 +206,7 @@ class ArgsStore:
             for k, text in enumerate(texts):
                 lo = max(a, nxt[k])
                 hi = min(z + len(text) - 1, n)  # one that starts in [lo, z), wherever it ends
-                if lo >= z or blob.find(text, lo, hi) < 0:  # a text not there: C's search says so, fastest
+                if lo >= z:
                     continue
                 at = positions(np.frombuffer(blob, dtype=np.uint8, count=hi - lo, offset=lo), text) + lo
                 if len(at):
@@ -233,7 +233,7 @@ class ArgsStore:
             o0 = int(off[d0])
             data = np.frombuffer(blob, dtype=np.uint8, count=int(off[d1]) - o0, offset=o0)  # no copy
             for k, key in enumerate(keys):
-                at = positions(data, key) if blob.find(key, o0, int(off[d1])) >= 0 else data[:0]
+                at = positions(data, key)
                 if not len(at):
                     continue
                 ok, val = _ints_after(data, at + len(key))
