@@ -13,6 +13,7 @@ import numpy as np
 
 from neuron_prof.analysis.spill import Spill
 from neuron_prof.analysis.steps.boundaries import Steps, make_steps
+from neuron_prof.analysis.steps.evaluation import EvalPass, evaluation_passes
 from neuron_prof.model import Arg, ArgsStore, Meta, Trace
 from neuron_prof.model.order import row_dtype
 
@@ -247,7 +248,12 @@ class Context:
     # ---- steps -----------------------------------------------------------------------------------
     @cached_property
     def steps(self) -> Steps:
-        return make_steps(self.trace, self._warmup_steps)
+        return make_steps(self.trace, self._warmup_steps, self.eval_passes)
+
+    def eval_passes(self) -> list[EvalPass]:
+        """The trace's evaluation passes (`steps.evaluation`), computed once per context: the steps' warm-up and
+        phases and the compile analyses read the same ones."""
+        return self.memo("eval_passes", lambda: evaluation_passes(self.trace))  # type: ignore[no-any-return]
 
     def step_split(self, ts: np.ndarray, cost: np.ndarray) -> dict[str, Any]:
         """Evidence on how a cost spreads over warm-up and steady steps (empty without steps); an iteration's

@@ -19,8 +19,8 @@ from neuron_prof.analysis.intervals import intersect_ns, merge, union_ns
 from neuron_prof.analysis.ops import op_table
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.steps.breakdown import PARTS, step_breakdown
-from neuron_prof.analysis.steps.phases import step_phases
-from neuron_prof.model import Arg, Meta, Trace, TrackKind
+from neuron_prof.analysis.steps.phases import cache_states, step_phases
+from neuron_prof.model import Meta, Trace, TrackKind
 
 TOP_N = 15
 
@@ -71,7 +71,7 @@ def compute_totals(trace: Trace, ctx: Context) -> dict[str, Any]:
         )
     dev_busy = union_ns(sl.ts_ns[dev], sl.dur_ns[dev]) if len(dev) else 0
     comp = ctx.rows(TrackKind.COMPILE)
-    misses = sum(1 for r in comp if str(ctx.slice_args(int(r)).get(Arg.CACHE, "miss") or "miss") == "miss")
+    misses = cache_states(ctx, comp).count("miss")
     fb = ctx.rows(TrackKind.FALLBACK)
     sync = np.concatenate(
         [ctx.rows(TrackKind.SYNC), ctx.name_rows(ctx.rows(TrackKind.THREAD), RUNTIME_SYNC_NAMES)]

@@ -15,7 +15,7 @@
 Names used by producers and consumers are in `neuron_prof.model.schema`.
 """
 
-from neuron_prof.model._args import ArgsBuilder, ArgsStore, drop_mapped, dumps_args
+from neuron_prof.model._args import ArgsBuilder, ArgsStore, drop_mapped, dumps_args, number_pattern
 from neuron_prof.model._builder import TraceBuilder
 from neuron_prof.model._select import select_processes, split_ranks
 from neuron_prof.model._strings import StringTable
@@ -27,5 +27,5 @@ from neuron_prof.model.windows import ROW_WINDOW, row_windows
 __all__ = [
     "ROW_WINDOW", "Arg", "ArgsBuilder", "ArgsStore", "Cat", "CounterTable", "FlowTable", "InstantTable", "KinetoCat", "Meta",
     "Process", "ProcessKind", "SliceTable", "StringTable", "Trace", "TraceBuilder", "Track", "TrackKind",
-    "drop_mapped", "dumps_args", "row_windows", "select_processes", "split_ranks",
+    "drop_mapped", "dumps_args", "number_pattern", "row_windows", "select_processes", "split_ranks",
 ]

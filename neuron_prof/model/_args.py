@@ -7,8 +7,9 @@ JSON bytes plus 8 bytes of offset, and a dict is only built when someone asks fo
 from __future__ import annotations
 
 import mmap
-from array import array
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Sequence
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -41,14 +42,103 @@ def drop_mapped(a: Any) -> None:
         base.madvise(mmap.MADV_DONTNEED)
 
 
+SCAN_BLOCK = 1 << 22
+"""Bytes `positions` compares at a time: its masks and candidates stay a few MB whatever the window."""
+
+
+def positions(data: np.ndarray, text: bytes) -> np.ndarray:
+    """Where `text` occurs in `data` (uint8; int64 positions, ascending, not overlapping: where a ``find`` loop that
+    steps past each hit finds them). Vectorised: the positions of the text's rarest byte (in a sample of `data`)
+    found by one numpy comparison, then kept where the rest of the text matches too, 8 bytes a comparison; a
+    Python step only where two occurrences overlap (a text like ``b"xx"``)."""
+    n = len(text)
+    if len(data) < n or not n:
+        return np.zeros(0, dtype=np.int64)
+    want = np.frombuffer(text, dtype=np.uint8)
+    k = int(np.argmin(np.bincount(data[:1 << 20], minlength=256)[want]))
+    starts = len(data) - n + 1  # where an occurrence may start; the anchors found a block at a time (bounded)
+    at = np.concatenate([np.flatnonzero(data[b + k:min(b + SCAN_BLOCK, starts) + k] == want[k]) + b
+                         for b in range(0, starts, SCAN_BLOCK)])
+    if n >= 8:  # the bytes at each position read as one little-endian word: 8 bytes compared at once
+        words = np.ndarray((len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
+        for j in sorted({*range(0, n - 7, 8), n - 8}):
+            at = at[words[at + j] == int.from_bytes(text[j:j + 8], "little")]
+    else:
+        for j in range(n):
+            at = at[data[at + j] == want[j]] if j != k else at
+    if len(at) > 1 and bool((np.diff(at) < n).any()):  # overlapping ones: the first of each, as a find loop keeps
+        keep, nxt = [], 0
+        for p in at.tolist():
+            if p >= nxt:
+                keep.append(p)
+                nxt = p + n
+        at = np.asarray(keep, dtype=np.int64)
+    return at.astype(np.int64, copy=False)
+
+
+@cache
+def number_pattern(key: bytes) -> re.Pattern[bytes]:
+    """The integer value of JSON key `key` (with its quotes) in an args document: group 1."""
+    return re.compile(re.escape(key) + rb"\s*:\s*(-?\d+)")
+
+
+NUMBER_WIDTH = 16
+"""Bytes after a key that `_ints_after` reads with numpy; a value spread wider goes to the regex. Under 19: every
+number read whole fits an int64."""
+_UNDECIDED = np.iinfo(np.int64).min
+"""`_ints_after`'s value where the bytes it read do not decide (not OK, and this value)."""
+_OK, _FAIL = 4, 5
+"""`_ints_after`'s states of a position decided: its number read; no number there."""
+_SPACE = np.zeros(256, dtype=bool)
+_SPACE[list(b" \t\n\r\f\v")] = True  # the regex's \s of bytes
+
+
+def _ints_after(data: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per position of `at` in `data` (bytes): (whether ``\\s*:\\s*(-?\\d+)`` matches there; its integer), read a
+    byte column at a time (a vector over the positions, no Python per position) for at most `NUMBER_WIDTH` bytes
+    (a byte past the end reads as 0). A position those bytes do not decide (spaces or digits run past them) is
+    not OK and its value is `_UNDECIDED`."""
+    n = len(at)
+    state = np.zeros(n, dtype=np.int8)  # 0: before the colon, 1: after it, 2: after a sign, 3: in digits; 4, 5: done
+    val = np.zeros(n, dtype=np.int64)
+    neg = np.zeros(n, dtype=bool)
+    last = len(data) - 1
+    for j in range(NUMBER_WIDTH):
+        live = np.flatnonzero(state < _OK)
+        if not len(live):
+            break
+        ix = at[live] + j
+        c = np.where(ix <= last, data[np.minimum(ix, last)], 0)
+        d = c - np.uint8(ord("0"))  # a digit's value; wraps to above 9 for any other byte
+        digit = d <= 9
+        space = _SPACE[c]
+        st = state[live]
+        new = np.full(len(live), _FAIL, dtype=np.int8)
+        new[(st <= 1) & space] = st[(st <= 1) & space]  # spaces around the colon
+        new[(st == 0) & (c == ord(":"))] = 1
+        sign = (st == 1) & (c == ord("-"))
+        new[sign] = 2
+        neg[live[sign]] = True
+        go = (st >= 1) & digit  # a digit after the colon, the sign or a digit
+        new[go] = 3
+        new[(st == 3) & ~digit] = _OK
+        g = live[go]
+        val[g] = val[g] * 10 + d[go]
+        state[live] = new
+    ok = state == _OK
+    val = np.where(neg, -val, val)
+    return ok, np.where(ok, val, np.where(state == _FAIL, 0, _UNDECIDED))
+
+
 class ArgsStore:
     """Immutable store of argument dicts addressed by index (``-1`` means no args)."""
 
-    __slots__ = ("_blob", "_offsets")
+    __slots__ = ("_blob", "_offsets", "_at")
 
     def __init__(self, blob: bytes, offsets: np.ndarray) -> None:
         self._blob = blob
         self._offsets = offsets
+        self._at = offsets.view(np.ndarray)  # read one document at a time: no np.memmap.__getitem__ per read
 
     @classmethod
     def empty(cls) -> ArgsStore:
@@ -61,14 +151,14 @@ class ArgsStore:
         """The args dict at index `i`; ``{}`` for ``-1``."""
         if i < 0:
             return {}
-        o = self._offsets
+        o = self._at
         return orjson.loads(self._blob[o[i]: o[i + 1]])  # type: ignore[no-any-return]
 
     def raw(self, i: int) -> bytes:
         """The args at `i` as JSON bytes (``b"{}"`` for ``-1``)."""
         if i < 0:
             return b"{}"
-        o = self._offsets
+        o = self._at
         return self._blob[o[i]: o[i + 1]]
 
     @property
@@ -105,20 +195,60 @@ class ArgsStore:
     def find_all(self, texts: Iterable[bytes], window: int = 1 << 25) -> np.ndarray:
         """Where each of `texts` occurs in the blob (int64 byte positions, ascending per text; a text's
         occurrences do not overlap), read `window` bytes at a time: a memory-mapped blob's pages are handed back
-        after each window (`drop_pages`), and the positions are packed, not a Python int each."""
+        after each window (`drop_pages`), and the positions are packed, not a Python int each (`positions`: a
+        C-speed search, no Python per hit)."""
         texts = [t for t in texts if t]
         blob, n = self._blob, len(self._blob)
-        found: list[array[int]] = [array("q") for _ in texts]
+        found: list[list[np.ndarray]] = [[] for _ in texts]
+        nxt = [0] * len(texts)  # per text: where the next occurrence may start (past the last one found)
         for a in range(0, n, window):
             z = min(a + window, n)
-            for text, hits in zip(texts, found, strict=True):
-                lo = max(a, hits[-1] + len(text)) if hits else a  # past the last one found (it may cross a)
-                at = blob.find(text, lo, min(z + len(text) - 1, n))  # one that starts in [a, z)
-                while at >= 0:
-                    hits.append(at)
-                    at = blob.find(text, at + len(text), min(z + len(text) - 1, n))
+            for k, text in enumerate(texts):
+                lo = max(a, nxt[k])
+                hi = min(z + len(text) - 1, n)  # one that starts in [lo, z), wherever it ends
+                if lo >= z:
+                    continue
+                at = positions(np.frombuffer(blob, dtype=np.uint8, count=hi - lo, offset=lo), text) + lo
+                if len(at):
+                    found[k].append(at)
+                    nxt[k] = int(at[-1]) + len(text)
             self.drop_pages()
-        return np.concatenate([np.frombuffer(h, dtype=np.int64) for h in found]) if found else np.zeros(0, np.int64)
+        parts = [p for f in found for p in f]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    def key_ints(self, keys: Sequence[bytes], window: int = 1 << 25) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per key (a JSON key with its quotes: ``b'"Sequence number"'``): (the indices of the documents where it
+        holds an integer, ascending; that integer, of its first hit in each), as `number_pattern` reads them,
+        over the whole blob. Read in windows of about `window` bytes that end at document boundaries, each
+        copied once for every key and its pages handed back (`drop_pages`); the keys are found by a C-speed
+        search and the digits parsed with numpy (`_ints_after`): no Python per hit."""
+        blob, off = self._blob, self._offsets
+        docs: list[list[np.ndarray]] = [[] for _ in keys]
+        vals: list[list[np.ndarray]] = [[] for _ in keys]
+        n = len(off) - 1
+        d0 = 0
+        while len(blob) and d0 < n:
+            d1 = min(int(np.searchsorted(off, int(off[d0]) + window, side="left")), n)
+            d1 = max(d1, d0 + 1)
+            o0 = int(off[d0])
+            data = np.frombuffer(blob, dtype=np.uint8, count=int(off[d1]) - o0, offset=o0)  # no copy
+            for k, key in enumerate(keys):
+                at = positions(data, key)
+                if not len(at):
+                    continue
+                ok, val = _ints_after(data, at + len(key))
+                for i in np.flatnonzero(~ok & (val == _UNDECIDED)).tolist():  # past the bytes read: the regex
+                    m = number_pattern(key).match(blob, o0 + int(at[i]), int(off[d1]))
+                    if m:
+                        ok[i], val[i] = True, int(m.group(1))
+                doc = np.searchsorted(off[d0:d1 + 1] - o0, at[ok], side="right") - 1 + d0
+                doc, first = np.unique(doc, return_index=True)  # positions ascend: each document's first hit
+                docs[k].append(doc)
+                vals[k].append(val[ok][first])
+            d0 = d1
+            self.drop_pages()  # the window's pages: read once, not held
+        z = np.zeros(0, dtype=np.int64)
+        return [(np.concatenate(d) if d else z, np.concatenate(v) if v else z) for d, v in zip(docs, vals, strict=True)]
 
     def drop_pages(self) -> None:
         """Hand the pages read so far of a memory-mapped blob (the column cache's) back to the kernel: they stay

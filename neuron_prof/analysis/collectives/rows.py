@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.analysis.collectives.source import KERNEL, collective_rows
-from neuron_prof.analysis.context import Context
+from neuron_prof.analysis.context import ABSENT, Context
 from neuron_prof.analysis.device.rows import device_rows
 from neuron_prof.analysis.finding import Finding
 from neuron_prof.analysis.fmt import fmt_ns
@@ -71,6 +71,10 @@ def message_bytes(args: dict[str, Any]) -> int:
     return 0
 
 
+_READ = ("Collective name", Arg.BYTES_IN, Arg.BYTES_OUT, "In msg nelems", "dtype", Arg.BUSBW)
+"""The args keys `op_key`, `message_bytes` and the bus bandwidth read."""
+
+
 def _exposed(ts: np.ndarray, dur: np.ndarray, s_c: np.ndarray, e_c: np.ndarray) -> int:
     """Time of the collectives not overlapped by compute (union(all) - union(compute)); compute given as its
     union (`merge`: sorted disjoint starts and ends), merged once for every op, not once per op."""
@@ -89,10 +93,12 @@ def collective(trace: Trace, ctx: Context) -> list[Finding]:
     compute = dev[~np.isin(dev, rows)]  # setdiff1d sorts and uniques: ~1 s at 1M rows
     groups: dict[str, list[tuple[int, int]]] = defaultdict(list)
     busbw: dict[str, list[float]] = defaultdict(list)
-    for r in rows:
-        a = ctx.slice_args(int(r))
-        key = op_key(trace.slice_name(int(r)), a)
-        groups[key].append((int(r), message_bytes(a)))
+    cols = ctx.pick_columns(sl.args[rows], _READ)  # the keys read, as columns: no dict per call
+    names = sl.name[rows].tolist()
+    for r, nid, *vals in zip(rows.tolist(), names, *cols, strict=True):
+        a = {k: v for k, v in zip(_READ, vals, strict=True) if v is not ABSENT}
+        key = op_key(trace.s(nid), a)
+        groups[key].append((r, message_bytes(a)))
         if isinstance(a.get(Arg.BUSBW), (int, float)):
             busbw[key].append(float(a[Arg.BUSBW]))
     out = []

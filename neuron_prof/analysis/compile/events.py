@@ -18,7 +18,7 @@ from neuron_prof.analysis.compile.shapes import shapes_of
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.fmt import brief_shapes
 from neuron_prof.analysis.sites.callsites import sites_of
-from neuron_prof.analysis.steps.evaluation import EvalPass, evaluation_passes, pass_at
+from neuron_prof.analysis.steps.evaluation import EvalPass, pass_at
 from neuron_prof.model import Arg, Trace, TrackKind
 
 CACHE_DIR_ENV = "TORCH_NEURONX_NEFF_CACHE_DIR"
@@ -247,7 +247,7 @@ def launch_modes(trace: Trace, items: list[_Compile]) -> tuple[Counter[str], str
 
 def eval_passes(ctx: Context) -> list[EvalPass]:
     """The trace's evaluation passes (`steps.evaluation`), computed once per context."""
-    return ctx.memo("eval_passes", lambda: evaluation_passes(ctx.trace))  # type: ignore[no-any-return]
+    return ctx.eval_passes()
 
 
 def in_evaluation(ctx: Context, c: _Compile) -> EvalPass | None:

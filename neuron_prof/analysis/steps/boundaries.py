@@ -15,11 +15,12 @@ not decide it: with shape churn every step compiles, and that cost must stay vis
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from neuron_prof.analysis.steps.evaluation import eval_overlap_ns, evaluation_passes
+from neuron_prof.analysis.steps.evaluation import EvalPass, eval_overlap_ns, evaluation_passes
 from neuron_prof.analysis.steps.inference import infer_steps
 from neuron_prof.model import Meta, Trace, TrackKind
 from neuron_prof.model.windows import row_windows
@@ -169,14 +170,17 @@ def _profiler_steps(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 SLOW_FACTOR = 1.5
 
 
-def make_steps(trace: Trace, warmup_steps: int | None = None) -> Steps:
-    """Steps with the warm-up given by `warmup_steps` or chosen from step durations (module docstring)."""
+def make_steps(trace: Trace, warmup_steps: int | None = None,
+               passes: Callable[[], list[EvalPass]] | None = None) -> Steps:
+    """Steps with the warm-up given by `warmup_steps` or chosen from step durations (module docstring);
+    `passes`: the trace's evaluation passes when asked (`Context.eval_passes`: computed once for every reader),
+    by default computed here."""
     found = locate_steps(trace)
     ids, start, end = found.ids, found.start_ns, found.end_ns
     n = len(ids)
     dur = end - start
     if warmup_steps is None and n >= 2:  # warm-up is chosen from training time: an evaluation is not a step's
-        dur = dur - eval_overlap_ns(evaluation_passes(trace), start, end)
+        dur = dur - eval_overlap_ns(passes() if passes else evaluation_passes(trace), start, end)
     if warmup_steps is not None:
         w = max(0, min(int(warmup_steps), n))
     elif n >= 3:

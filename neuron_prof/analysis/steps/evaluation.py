@@ -22,41 +22,32 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from neuron_prof.model import KinetoCat, Trace, TrackKind
+from neuron_prof.model import KinetoCat, Trace, TrackKind, number_pattern
 from neuron_prof.model.windows import row_windows
 
 MODULE_SPAN = "nn.Module: "
-SEQ_KEY = re.compile(rb'"Sequence number"\s*:\s*(-?\d+)')
-FWD_KEY = re.compile(rb'"Fwd thread id"\s*:\s*(-?\d+)')
+SEQ_TEXT = b'"Sequence number"'
+FWD_TEXT = b'"Fwd thread id"'
+SEQ_KEY = number_pattern(SEQ_TEXT)
+FWD_KEY = number_pattern(FWD_TEXT)
+_TEXT_OF = {SEQ_KEY: SEQ_TEXT, FWD_KEY: FWD_TEXT}
 
 
 SCAN_WINDOW = 1 << 25
-"""Bytes of the args blob `doc_number_arrays` scans at a time (its Python match objects stay bounded)."""
+"""Bytes of the args blob `doc_number_arrays` scans at a time (a window is copied once: its memory stays bounded)."""
 
 
 def doc_number_arrays(trace: Trace, pattern: re.Pattern[bytes]) -> tuple[np.ndarray, np.ndarray]:
-    """(args document indices, ascending; the integer `pattern` captures in each, its first hit) over the whole
-    args blob, scanned in windows that end at document boundaries (a big trace's blob is a memory-mapped file)."""
-    blob, off = trace.args.buffers
-    docs: list[np.ndarray] = []
-    vals: list[np.ndarray] = []
-    n = len(off) - 1
-    d0 = 0
-    while blob and d0 < n:
-        d1 = min(int(np.searchsorted(off, int(off[d0]) + SCAN_WINDOW, side="left")), n)
-        d1 = max(d1, d0 + 1)
-        hits = [(m.start(), int(m.group(1))) for m in pattern.finditer(blob, int(off[d0]), int(off[d1]))]
-        if hits:
-            pos, val = np.array(hits, dtype=np.int64).T
-            doc = np.searchsorted(off, pos, side="right") - 1
-            doc, first = np.unique(doc, return_index=True)  # positions ascend: the first hit of each document
-            docs.append(doc)
-            vals.append(val[first])
-        d0 = d1
-        trace.args.drop_pages()  # the window's pages: read once, not held
-    if not docs:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    return np.concatenate(docs), np.concatenate(vals)
+    """(args document indices, ascending; the integer `pattern` (`SEQ_KEY`, `FWD_KEY`) captures in each, its first
+    hit) over the whole args blob, scanned in windows that end at document boundaries (a big trace's blob is a
+    memory-mapped file): `ArgsStore.key_ints`, no Python per hit."""
+    return doc_number_columns(trace, (pattern,))[0]
+
+
+def doc_number_columns(trace: Trace,
+                       patterns: tuple[re.Pattern[bytes], ...]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """`doc_number_arrays` of each of `patterns`, in one pass over the blob."""
+    return trace.args.key_ints([_TEXT_OF[p] for p in patterns], SCAN_WINDOW)
 
 
 def doc_numbers(trace: Trace, pattern: re.Pattern[bytes]) -> dict[int, int]:
@@ -99,8 +90,7 @@ def evaluation_passes(trace: Trace) -> list[EvalPass]:
     mods = np.concatenate(parts_m) if parts_m else np.zeros(0, np.int64)
     if not len(mods):
         return []
-    seq_docs, seq = doc_number_arrays(trace, SEQ_KEY)
-    fwd_docs, fwd = doc_number_arrays(trace, FWD_KEY)
+    (seq_docs, seq), (fwd_docs, fwd) = doc_number_columns(trace, (SEQ_KEY, FWD_KEY))
     cpu = trace.strings.get(KinetoCat.CPU_OP)
     graph_docs = seq_docs[(seq >= 0) & (value_at(fwd_docs, fwd, seq_docs, 0) <= 0)]  # ascending
     del seq_docs, seq, fwd_docs, fwd  # a document's worth each: not held through the calls' scan

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.analysis.compile.events import eval_passes
-from neuron_prof.analysis.context import Context
+from neuron_prof.analysis.context import ABSENT, Context
 from neuron_prof.analysis.intervals import covered_before, merge
 from neuron_prof.analysis.steps.evaluation import eval_overlap_ns
 from neuron_prof.model import Arg, TrackKind
@@ -70,6 +70,13 @@ class StepPhases:
         }
 
 
+def cache_states(ctx: Context, rows: np.ndarray) -> list[str]:
+    """Per compile-track row: its cache state as the trace writes it (``Arg.CACHE``), "miss" when not recorded;
+    the key read as a column (`Context.pick_columns`)."""
+    (col,) = ctx.pick_columns(ctx.trace.slices.args[rows], (Arg.CACHE,))
+    return [str("miss" if v is ABSENT else v or "miss") for v in col]
+
+
 def compile_rows(ctx: Context) -> np.ndarray:
     """Rows of host time spent compiling: compile-track slices that were not cache hits (Dynamo frames, a
     backward compiled on first use, NEFF compiles) and torch.compile's own phase spans on the host threads
@@ -77,8 +84,7 @@ def compile_rows(ctx: Context) -> np.ndarray:
 
     def build() -> np.ndarray:
         comp = ctx.rows(TrackKind.COMPILE)
-        keep = [int(r) for r in comp
-                if str(ctx.slice_args(int(r)).get(Arg.CACHE, "miss") or "miss").lower() not in _HIT]
+        keep = [int(r) for r, c in zip(comp.tolist(), cache_states(ctx, comp), strict=True) if c.lower() not in _HIT]
         host = ctx.rows(TrackKind.THREAD)
         names = ctx.trace.slices.name[host]
         ids = [i for i, s in enumerate(ctx.trace.strings) if is_compile_span(s)]
