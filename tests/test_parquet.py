@@ -94,3 +94,32 @@ def test_many_ranks_are_one_dataset_partitioned_by_rank(tmp_path, capsys) -> Non
     assert main(["export", str(run), "-o", str(tmp_path / "m.pftrace")]) == 2
     err = capsys.readouterr().err
     assert "already holds a dataset" in err and "Parquet dataset only" in err
+
+
+def test_rows_are_written_a_row_group_at_a_time_with_the_same_values(tmp_path, monkeypatch) -> None:
+    """A big trace's tables go out a window of rows at a time (bounded memory): many row groups, each row's
+    values, names and args text as in the trace; rows without args are null; args that are no UTF-8 text are
+    written with the bad bytes replaced."""
+    import pyarrow.parquet as pq
+
+    from neuron_prof.exporters import parquet
+    from neuron_prof.model import windows
+
+    b = TraceBuilder()
+    main = b.thread_track(10, 1, "main")
+    name, cat = b.strings.intern("op"), b.strings.intern("cpu_op")
+    for k in range(300):
+        raw = b'{"k":"\xff\xfe"}' if k == 123 else None if k % 7 == 0 else b'{"k":%d,"s":"%s"}' % (k, b"x" * (k % 50))
+        b.add_slice_ids(main, 1_000 * k, 10 + k, name if k % 2 else cat, cat, -1 if raw is None else b.args.add_raw(raw))
+    trace = b.build()
+    monkeypatch.setattr(windows, "ROW_WINDOW", 64)
+    monkeypatch.setattr(parquet, "ARGS_WINDOW_BYTES", 500)
+    out = write_parquet(trace, tmp_path / "pq")
+    f = pq.ParquetFile(out / "slices.parquet")
+    assert f.metadata.num_row_groups > 300 * 20 // 500
+    got = f.read().to_pydict()
+    s = trace.slices
+    assert got["ts_ns"] == s.ts_ns.tolist() and got["dur_ns"] == s.dur_ns.tolist()
+    assert got["track"] == s.track.tolist() and got["name"] == [trace.s(int(i)) for i in s.name]
+    want = [None if i < 0 else trace.args.raw(int(i)).decode("utf-8", "replace") for i in s.args.tolist()]
+    assert got["args"] == want and want[123] == '{"k":"\ufffd\ufffd"}' and want[7] is None
