@@ -121,6 +121,11 @@ class Context:
                 self.drop_pages()
         return self._memo[key]
 
+    def empty(self, n: int, dtype: Any) -> np.ndarray:
+        """A writable array for a shared result written a window at a time: in a mapped file from the start for a
+        big cached trace (`Spill.empty`), so it is never whole in memory."""
+        return self._spill.empty(n, dtype)
+
     def drop_pages(self) -> None:
         """Hand back the resident pages of the trace's mapped columns and of the shared arrays (`Trace.drop_pages`,
         `Spill.drop_pages`)."""
