@@ -15,6 +15,7 @@ import functools
 import mmap
 import platform
 import tempfile
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,8 @@ class Spill:
     def __init__(self, trace: Trace) -> None:
         folder = _cache_folder(trace)
         self.folder = folder if folder is not None and len(trace.slices) >= SPILL_ROWS else None
-        self._maps: list[mmap.mmap] = []
+        self._maps: weakref.WeakSet[mmap.mmap] = weakref.WeakSet()
+        """The live maps: a temporary one (`empty`) unmaps, and its unlinked file goes, with its last array."""
         if self.folder is not None:
             _map_big_blocks()
 
@@ -101,7 +103,7 @@ class Spill:
                 m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         except OSError:  # a read-only cache folder, a full disk: the array stays in memory
             return a
-        self._maps.append(m)
+        self._maps.add(m)
         return np.frombuffer(m, dtype=a.dtype, count=len(a))
 
     def empty(self, n: int, dtype: DTypeLike) -> np.ndarray:
@@ -118,13 +120,13 @@ class Spill:
                 m = mmap.mmap(f.fileno(), nbytes)  # shared: written pages go to the file, not the process
         except OSError:  # a read-only cache folder, a full disk: in memory
             return np.empty(n, dtype=dt)
-        self._maps.append(m)
+        self._maps.add(m)
         return np.frombuffer(m, dtype=dt, count=n)
 
     def drop_pages(self) -> None:
         """Hand the spilled arrays' resident pages back to the kernel (they come back from the file on the next
         read), and the C heap's free memory (`_trim`)."""
-        for m in self._maps:
+        for m in list(self._maps):
             m.madvise(mmap.MADV_DONTNEED)
         if self.folder is not None:
             _trim()

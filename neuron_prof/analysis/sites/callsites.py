@@ -56,6 +56,7 @@ from neuron_prof.model.callsite import (
     stack_is_exact,
     user_files_of,
 )
+from neuron_prof.model.windows import row_windows
 
 CALL_STACK = "Call stack"
 __all__ = ["NO_STACK", "HostSites", "Site", "Sites", "sites_of"]
@@ -300,7 +301,14 @@ class Sites:
             # text may sit inside a value; each is then read exactly); packed, a window of the blob at a time
             hits = ctx.trace.args.find_all(_SITE_KEY_TEXTS)
             docs = np.unique(np.searchsorted(off, hits, side="right") - 1)
-            sel = np.flatnonzero(np.isin(sl.args[rows], docs)) if len(hits) and m else np.zeros(0, dtype=np.int64)
+            del hits
+            parts = [np.zeros(0, dtype=np.int64)]
+            for a, z in row_windows(ctx, m if len(docs) else 0):  # a window of host rows at a time
+                d = sl.args[rows[a:z]]
+                at = np.minimum(np.searchsorted(docs, d), len(docs) - 1)  # `docs` ascends: isin by binary search
+                parts.append(np.flatnonzero(docs[at] == d) + a)
+            sel = np.concatenate(parts)
+            del parts
         else:
             sel = np.flatnonzero(sl.args[rows] >= 0)
         if len(sel):
@@ -315,12 +323,17 @@ class Sites:
             pos_parent = np.full(m, -1, dtype=parent.dtype)
             has = parent >= 0
             pos_parent[has] = loc(parent[has])
-        inh = np.where(strong, own, -1)
+        inh = own.copy()  # in place, in `own`'s int32: no int64 column over every row
+        inh[~strong] = -1
+        del strong
         for level in range(2, int(depth.max(initial=1)) + 1):
-            here = np.flatnonzero((depth == level) & (inh < 0) & (pos_parent >= 0))
-            if len(here):
-                inh[here] = inh[pos_parent[here]]
-        site = np.where(inh >= 0, inh, own)
+            for a, z in row_windows(ctx, m):  # a level's parents are done before it: any window order
+                here = np.flatnonzero((depth[a:z] == level) & (inh[a:z] < 0) & (pos_parent[a:z] >= 0)) + a
+                if len(here):
+                    inh[here] = inh[pos_parent[here]]
+        site = inh
+        np.copyto(site, own, where=site < 0)
+        del own
         # rule 5: backward -> the forward op's site, marked with the autograd node
         bw = backward_of(ctx)
         inb = np.flatnonzero((bw.forward if every else bw.forward[pos]) != NOT_BACKWARD)
