@@ -119,6 +119,17 @@ def test_args_read_row_by_row_keep_a_bounded_cache(mapped: Trace, monkeypatch: p
     assert [ctx.args(int(i)) for i in idx] == first == [mapped.args.get(int(i)) for i in idx]
 
 
+def test_args_read_row_by_row_keep_a_cache_bounded_in_bytes(mapped: Trace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Few documents but long ones (a collective's args): the cache is bounded by their text too."""
+    idx = mapped.slices.args[:40].tolist()
+    size = max(len(mapped.args.raw(int(i))) for i in idx)
+    monkeypatch.setattr(context_mod, "ARGS_CACHED_BYTES", 3 * size)
+    ctx = Context(mapped)
+    first = [ctx.args(int(i)) for i in idx]
+    assert 0 < sum(map(len, ctx._args_cache)) <= 4 * size and len(ctx._args_cache) < len(set(idx))
+    assert [ctx.args(int(i)) for i in idx] == first == [mapped.args.get(int(i)) for i in idx]
+
+
 def test_find_all_in_windows_finds_what_one_scan_finds(mapped: Trace) -> None:
     from neuron_prof.model import ArgsStore
 

@@ -111,3 +111,21 @@ def test_trim_heap_hands_freed_heap_back_under_a_live_top() -> None:
 
     assert freed_mb("none") < 20  # without it the freed 190 MB stay resident
     assert freed_mb("trim") > 150
+
+
+def test_a_result_written_a_window_at_a_time_lies_in_a_mapped_file(traces: tuple[Trace, Trace],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Context.empty` (what the host nesting writes its arrays into, never whole in memory): a mapped file;
+    the values written survive their pages being handed back, and the shared result is read-only."""
+    held, mapped = traces
+    monkeypatch.setattr(spill, "SPILL_ROWS", 0)
+    monkeypatch.setattr(spill, "SPILL_BYTES", 0)
+    ctx = Context(mapped)
+    a = ctx.empty(1000, np.int32)
+    assert spill._mapped(a) and a.flags.writeable and not a.any()
+    a[:] = np.arange(1000)
+    ctx.drop_pages()
+    kept = ctx.memo("written", lambda: a)
+    assert spill._mapped(kept) and not kept.flags.writeable
+    np.testing.assert_array_equal(kept, np.arange(1000))
+    assert not spill._mapped(Context(held).empty(1000, np.int32))  # a trace in memory: an ordinary array

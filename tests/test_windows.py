@@ -14,6 +14,7 @@ import neuron_prof
 from bench.gen_trace import write
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.pipeline import report
+from neuron_prof.analysis.sites.lines import line_table
 from neuron_prof.analysis.sites.nesting import TRANSPARENT_SPANS, Nesting, nesting
 from neuron_prof.analysis.sites.self_time import self_inside_parent, self_outside_backward
 from neuron_prof.loaders import load
@@ -108,3 +109,21 @@ def test_lines_self_time_in_small_windows(size: int, monkeypatch: pytest.MonkeyP
         monkeypatch.setattr(windows, "ROW_WINDOW", size)
         assert self_times() == whole
         monkeypatch.undo()
+
+
+@pytest.mark.parametrize("size", [1, 7])
+def test_lines_rows_grouped_in_small_windows(size: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lines table's host rows per line (a counting sort a window at a time): the same rows, self times and
+    runs as in one window, each line's rows ascending."""
+    trace = load(write(3_000, tmp_path / "t.json"))
+
+    def grouped() -> tuple[list[int], list[int], list[int]]:
+        t = line_table(trace, Context(trace))
+        return t.host_rows.tolist(), t.host_self_ns.tolist(), t.host_start.tolist()
+
+    whole = grouped()
+    rows, _, start = whole
+    assert len(start) > 2 and all(rows[a:z] == sorted(rows[a:z]) for a, z in zip(start, start[1:], strict=False))
+    assert any(z - a > 1 for a, z in zip(start, start[1:], strict=False))
+    monkeypatch.setattr(windows, "ROW_WINDOW", size)
+    assert grouped() == whole

@@ -46,6 +46,9 @@ PICK_SPAN = 1 << 25
 ARGS_CACHED = 1 << 16
 """Distinct args documents `Context.args` keeps parsed (then it starts again): repeats are the common case, and
 a row-by-row loop over a big trace's documents must not keep them all."""
+ARGS_CACHED_BYTES = 1 << 20
+"""...and bytes of their JSON text (parsed, about three times as much): a loop over a big trace's collectives
+kept ~16 MB per 10k documents for the rest of the run."""
 
 ARGS_READS_HELD = 1 << 12
 """Documents `Context.args` reads between two `ArgsStore.drop_pages` (each read of a mapped blob brings in a
@@ -109,6 +112,7 @@ class Context:
         self.trace = trace
         self._warmup_steps = warmup_steps
         self._args_cache: dict[bytes, dict[str, Any]] = {}
+        self._cached_bytes = 0
         self._reads = 0
         self._memo: dict[str, Any] = {}
         self._spill = Spill(trace)
@@ -121,6 +125,11 @@ class Context:
             if self._spill.folder is not None:  # a pass over every row just ended: its pages need not stay
                 self.drop_pages()
         return self._memo[key]
+
+    def empty(self, n: int, dtype: Any) -> np.ndarray:
+        """A writable array for a shared result written a window at a time: in a mapped file from the start for a
+        big cached trace (`Spill.empty`), so it is never whole in memory."""
+        return self._spill.empty(n, dtype)
 
     def drop_pages(self) -> None:
         """Hand back the resident pages of the trace's mapped columns and of the shared arrays (`Trace.drop_pages`,
@@ -175,9 +184,11 @@ class Context:
         d = self._args_cache.get(raw)
         if d is None:
             d = self.trace.args.get(int(args_idx))
-            if len(self._args_cache) >= ARGS_CACHED:  # a loop over millions of distinct documents (a big trace)
+            if len(self._args_cache) >= ARGS_CACHED or self._cached_bytes >= ARGS_CACHED_BYTES:  # a big trace
                 self._args_cache.clear()
+                self._cached_bytes = 0
             self._args_cache[raw] = d
+            self._cached_bytes += len(raw)
         return d
 
     def pick_args(self, args_idx: np.ndarray, keys: tuple[str, ...]) -> list[tuple[Any, ...]]:

@@ -15,10 +15,12 @@ import functools
 import mmap
 import platform
 import tempfile
+import weakref
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from neuron_prof.model import Trace
 
@@ -41,7 +43,8 @@ class Spill:
     def __init__(self, trace: Trace) -> None:
         folder = _cache_folder(trace)
         self.folder = folder if folder is not None and len(trace.slices) >= SPILL_ROWS else None
-        self._maps: list[mmap.mmap] = []
+        self._maps: weakref.WeakSet[mmap.mmap] = weakref.WeakSet()
+        """The live maps: a temporary one (`empty`) unmaps, and its unlinked file goes, with its last array."""
 
     def __call__(self, value: Any) -> Any:
         """`value` with its big arrays (also inside tuples, lists, dicts, dataclasses and plain objects' fields)
@@ -80,6 +83,10 @@ class Spill:
                 object.__setattr__(obj, name, new)  # a frozen dataclass just built: its field, same values
 
     def _array(self, a: np.ndarray) -> np.ndarray:
+        if _mapped(a) and a.flags.writeable:  # written in place (`empty`): shared read-only like the others
+            a = a.view()
+            a.flags.writeable = False
+            return a
         if not a.nbytes or a.nbytes < SPILL_BYTES or a.dtype.kind not in "biuf" or a.ndim != 1 or _mapped(a):
             return a
         assert self.folder is not None
@@ -90,13 +97,30 @@ class Spill:
                 m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         except OSError:  # a read-only cache folder, a full disk: the array stays in memory
             return a
-        self._maps.append(m)
+        self._maps.add(m)
         return np.frombuffer(m, dtype=a.dtype, count=len(a))
+
+    def empty(self, n: int, dtype: DTypeLike) -> np.ndarray:
+        """A writable array of `n` items, uninitialised (zeros when mapped): for a result written a window at a
+        time, in a mapped file from the start when this context spills and it is big (`SPILL_BYTES`), so it is
+        never held whole in memory; `__call__` leaves it where it is."""
+        dt = np.dtype(dtype)
+        nbytes = n * dt.itemsize
+        if self.folder is None or nbytes < SPILL_BYTES:
+            return np.empty(n, dtype=dt)
+        try:
+            with tempfile.TemporaryFile(dir=self.folder, prefix="spill-") as f:  # unlinked: gone with the map
+                f.truncate(nbytes)
+                m = mmap.mmap(f.fileno(), nbytes)  # shared: written pages go to the file, not the process
+        except OSError:  # a read-only cache folder, a full disk: in memory
+            return np.empty(n, dtype=dt)
+        self._maps.add(m)
+        return np.frombuffer(m, dtype=dt, count=n)
 
     def drop_pages(self) -> None:
         """Hand the spilled arrays' resident pages back to the kernel (they come back from the file on the next
-        read)."""
-        for m in self._maps:
+        read), and the C heap's free memory (`trim_heap`)."""
+        for m in list(self._maps):
             m.madvise(mmap.MADV_DONTNEED)
         if self.folder is not None:
             trim_heap()

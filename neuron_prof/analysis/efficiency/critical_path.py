@@ -32,6 +32,7 @@ from neuron_prof.analysis.sites.callsites import sites_of
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.sites.lines import NOT_WORK_CATS
 from neuron_prof.model import Cat, TrackKind
+from neuron_prof.model.windows import row_windows
 
 ON_CRITICAL_PATH = "on_critical_path"
 """The evidence key `mark_on_path` sets."""
@@ -277,10 +278,9 @@ def _host_chains(ctx: Context, hn: Any, s: int, e: int, span: int, wait_names: n
     tr = ctx.trace
     sl = tr.slices
     hr = hn.rows
-    ts, end = sl.ts_ns[hr], sl.ts_ns[hr] + sl.dur_ns[hr]
-    pos = np.flatnonzero((ts < e) & (end > s))  # positions in hn.rows
+    pos = _overlapping(ctx, hr, s, e)  # positions in hn.rows
     rows = hr[pos]
-    a, b = np.maximum(ts[pos], s), np.minimum(end[pos], e)
+    a, b = np.maximum(sl.ts_ns[rows], s), np.minimum(sl.end_at(rows), e)
     tracks, trk = np.unique(sl.track[rows], return_inverse=True)
     empty = np.zeros(0, np.int64)
     if not len(rows):
@@ -293,7 +293,7 @@ def _host_chains(ctx: Context, hn: Any, s: int, e: int, span: int, wait_names: n
     last = np.r_[chain[1:] != chain[:-1], True]
     # the innermost working op over each point: the op that started last by then, up through its parents
     # until one still runs and does work (ops nest)
-    work = ~np.isin(sl.cat[hr], tr.name_ids(*NOT_WORK_CATS)) & ~hn.transparent
+    not_work = tr.name_ids(*NOT_WORK_CATS)
     so = np.lexsort((-(b - a), a, trk))
     skey = (trk * span + (a - s))[so]
     at = np.searchsorted(skey, keys, "right") - 1
@@ -303,7 +303,8 @@ def _host_chains(ctx: Context, hn: Any, s: int, e: int, span: int, wait_names: n
     for _ in range(int(hn.depth.max()) + 2 if len(hn.depth) else 1):
         ok = cand >= 0
         c0 = np.maximum(cand, 0)
-        bad = ok & ~((end[c0] > time) & work[c0])
+        r0 = hr[c0]  # read at the candidates alone: no column over every host row
+        bad = ok & ~((sl.end_at(r0) > time) & ~np.isin(sl.cat[r0], not_work) & ~hn.transparent[c0])
         if not bad.any():
             break
         cand = np.where(bad, par[c0], cand)
@@ -329,6 +330,18 @@ def _host_chains(ctx: Context, hn: Any, s: int, e: int, span: int, wait_names: n
     kind = np.where(inside, 2, 0)
     return _HostChains(time=time, chain=chain, w=w, kind=kind, row=label, wait_ends=ib, keys=keys,
                        tracks=tracks.astype(np.int64), start=s, span=span)
+
+
+def _overlapping(ctx: Context, rows: np.ndarray, s: int, e: int) -> np.ndarray:
+    """Positions in `rows` (ascending) of the slices that overlap [s, e), a window of rows at a time
+    (`row_windows`): no start or end column over every host row."""
+    sl = ctx.trace.slices
+    parts = [np.zeros(0, np.int64)]
+    for a, z in row_windows(ctx.trace, len(rows)):
+        r = rows[a:z]
+        ts = sl.ts_ns[r]
+        parts.append(np.flatnonzero((ts < e) & (ts + sl.dur_ns[r] > s)) + a)
+    return np.concatenate(parts)
 
 
 def _device_chains(ctx: Context, dev: np.ndarray, s: int, e: int) -> tuple[np.ndarray, ...]:

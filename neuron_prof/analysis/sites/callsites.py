@@ -38,9 +38,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import numpy as np
 
-from neuron_prof.analysis.context import ABSENT, Context
+from neuron_prof.analysis.context import ABSENT, PICK_CHUNK, Context
 from neuron_prof.analysis.sites.backward import NO_FORWARD, NOT_BACKWARD, backward_of, node_name
 from neuron_prof.analysis.sites.host import host_nesting, host_stacks_at
 from neuron_prof.model import Arg, KinetoCat, TrackKind
@@ -55,6 +56,7 @@ from neuron_prof.model.callsite import (
     stack_is_exact,
     user_files_of,
 )
+from neuron_prof.model.windows import row_windows
 
 CALL_STACK = "Call stack"
 __all__ = ["NO_STACK", "HostSites", "Site", "Sites", "sites_of"]
@@ -99,21 +101,9 @@ class _Interner:
 
 _OF_ARGS = (Arg.CALL_SITE, Arg.MODULE, Arg.STACK, CALL_STACK, "site_unknown")
 """The args keys `Sites.of_args` reads."""
-
-
-def _hashable(vals: tuple[Any, ...]) -> Any:
-    """`vals` as a dict key (lists as tuples), or None when a value cannot be one."""
-    try:
-        hash(vals)
-        return vals
-    except TypeError:
-        pass
-    key = tuple(tuple(v) if isinstance(v, list) else v for v in vals)
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+SITE_KEYS_HELD = 1 << 16
+"""Distinct sets of those keys' texts `Sites` remembers the site of while it reads a column of rows (then it
+starts again): a big trace's distinct call stacks need not all stay in memory."""
 
 
 def _str_list(v: Any) -> tuple[str, ...]:
@@ -311,24 +301,18 @@ class Sites:
             # text may sit inside a value; each is then read exactly); packed, a window of the blob at a time
             hits = ctx.trace.args.find_all(_SITE_KEY_TEXTS)
             docs = np.unique(np.searchsorted(off, hits, side="right") - 1)
-            sel = np.flatnonzero(np.isin(sl.args[rows], docs)) if len(hits) and m else np.zeros(0, dtype=np.int64)
+            del hits
+            parts = [np.zeros(0, dtype=np.int64)]
+            for a, z in row_windows(ctx, m if len(docs) else 0):  # a window of host rows at a time
+                d = sl.args[rows[a:z]]
+                at = np.minimum(np.searchsorted(docs, d), len(docs) - 1)  # `docs` ascends: isin by binary search
+                parts.append(np.flatnonzero(docs[at] == d) + a)
+            sel = np.concatenate(parts)
+            del parts
         else:
             sel = np.flatnonzero(sl.args[rows] >= 0)
         if len(sel):
-            # only the keys `of_args` reads; the same values give the same Site (a stack repeats for every
-            # call of an op from one line), so each distinct set is read once: (site id, strong) per set
-            seen: dict[Any, tuple[int, bool] | None] = {}
-            for i, vals in zip(sel.tolist(), ctx.iter_pick_args(sl.args[rows[sel]], _OF_ARGS), strict=True):
-                key = _hashable(vals)
-                if key is not None and key in seen:
-                    got = seen[key]
-                else:
-                    s = self.of_args({k: v for k, v in zip(_OF_ARGS, vals, strict=True) if v is not ABSENT})
-                    got = None if s is None else (sid(s), bool(s.call_site or s.stack))
-                    if key is not None:
-                        seen[key] = got
-                if got is not None:
-                    own[i], strong[i] = got
+            self._own_sites(rows, sel, own, strong, sid)
         if not self.exact:  # torch.profiler's Python frames ("train.py(12): forward"): the function, no line
             self._frames_as_sites(rows, own, strong, sid)
         # rule 3: the nearest enclosing slice with a site (level by level down the nesting)
@@ -339,12 +323,17 @@ class Sites:
             pos_parent = np.full(m, -1, dtype=parent.dtype)
             has = parent >= 0
             pos_parent[has] = loc(parent[has])
-        inh = np.where(strong, own, -1)
+        inh = own.copy()  # in place, in `own`'s int32: no int64 column over every row
+        inh[~strong] = -1
+        del strong
         for level in range(2, int(depth.max(initial=1)) + 1):
-            here = np.flatnonzero((depth == level) & (inh < 0) & (pos_parent >= 0))
-            if len(here):
-                inh[here] = inh[pos_parent[here]]
-        site = np.where(inh >= 0, inh, own)
+            for a, z in row_windows(ctx, m):  # a level's parents are done before it: any window order
+                here = np.flatnonzero((depth[a:z] == level) & (inh[a:z] < 0) & (pos_parent[a:z] >= 0)) + a
+                if len(here):
+                    inh[here] = inh[pos_parent[here]]
+        site = inh
+        np.copyto(site, own, where=site < 0)
+        del own
         # rule 5: backward -> the forward op's site, marked with the autograd node
         bw = backward_of(ctx)
         inb = np.flatnonzero((bw.forward if every else bw.forward[pos]) != NOT_BACKWARD)
@@ -377,6 +366,36 @@ class Sites:
                 new.append(sid(s))
             site[inb] = np.asarray(new, dtype=np.int64)[inv.reshape(-1)]
         return site
+
+    def _own_sites(self, rows: np.ndarray, sel: np.ndarray, own: np.ndarray, strong: np.ndarray,
+                   sid: _Interner) -> None:
+        """Rule 1 and 2 for host positions `sel` (indices into `rows`): each one's site id and whether it is
+        strong (a line or a stack), written into `own` and `strong`. Only the keys `of_args` reads, as their JSON
+        text (`pick_columns` raw): the same texts give the same Site (a stack repeats for every call of an op
+        from one line), so each distinct set is decoded once (`SITE_KEYS_HELD` remembered); a window of
+        `PICK_CHUNK` rows at a time, the codes gathered in an array (no Python object per row kept)."""
+        args = self.ctx.trace.slices.args
+        seen: dict[tuple[Any, ...], int] = {}
+        for k0 in range(0, len(sel), PICK_CHUNK):
+            part = sel[k0:k0 + PICK_CHUNK]
+            cols = self.ctx.pick_columns(args[rows[part]], _OF_ARGS, raw=True)
+            codes = np.empty(len(part), dtype=np.int64)  # 2 * site id + strong; -1: the args say nothing
+            for j, key in enumerate(zip(*cols, strict=True)):
+                code = seen.get(key)
+                if code is None:
+                    if len(seen) >= SITE_KEYS_HELD:
+                        seen.clear()
+                    code = seen[key] = self._code_of_raw(key, sid)
+                codes[j] = code
+            has = codes >= 0
+            own[part[has]] = codes[has] >> 1
+            strong[part[has]] = (codes[has] & 1).astype(bool)
+
+    def _code_of_raw(self, key: tuple[Any, ...], sid: _Interner) -> int:
+        """`_own_sites`' code of one set of raw values of `_OF_ARGS`."""
+        vals = {k: msgspec.json.decode(v) for k, v in zip(_OF_ARGS, key, strict=True) if v is not ABSENT}
+        s = self.of_args(vals)
+        return -1 if s is None else 2 * sid(s) + bool(s.call_site or s.stack)
 
     def _frames_as_sites(self, rows: np.ndarray, own: np.ndarray, strong: np.ndarray, sid: _Interner) -> None:
         """Python-frame slices of the user's files without a site of their own name their function (a trace of

@@ -11,7 +11,8 @@ from neuron_prof.model import KinetoCat, TrackKind
 
 def host_nesting(ctx: Context) -> Nesting:
     """Nesting of every slice on host thread tracks (computed once per context)."""
-    return ctx.memo("host_nesting", lambda: nesting(ctx.trace, ctx.rows(TrackKind.THREAD)))  # type: ignore[no-any-return]
+    return ctx.memo("host_nesting",  # type: ignore[no-any-return]
+                    lambda: nesting(ctx.trace, ctx.rows(TrackKind.THREAD), ctx.empty, ctx))
 
 
 def host_tracks(ctx: Context) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -24,6 +24,7 @@ the trace's totals. Pure: numpy arrays, no torch.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -189,14 +190,9 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
 
     site_line = np.array([line_of(s) for s in hs.sites] or [0], dtype=np.int32)  # line ids: under 2^31
     site_bwd = np.array([bool(s.backward) for s in hs.sites] or [False])
-    row_line = site_line[hs.site] if len(hs.rows) else np.zeros(0, np.int64)
-    row_bwd = site_bwd[hs.site] if len(hs.rows) else np.zeros(0, bool)
-    work = ~np.isin(sl.cat[hs.rows], trace.name_ids(*NOT_WORK_CATS)) & ~n.transparent
     # a Python frame no user line called (a library thread's run loop) is waiting, not work of a line
-    py = np.isin(sl.cat[hs.rows], trace.name_ids(KinetoCat.PYTHON))
-    py &= np.array([not (s.call_site or s.function) for s in hs.sites] or [True])[hs.site]  # and no line
-    work &= ~py
-    del py
+    site_idle = np.array([not (s.call_site or s.function) for s in hs.sites] or [True])
+    not_work, py = trace.name_ids(*NOT_WORK_CATS), trace.name_ids(KinetoCat.PYTHON)
     acc: dict[str, list[np.ndarray]] = {c: [] for c in _COLS}
     nodes: dict[int, dict[str, int]] = {}
     sigs: dict[int, dict[str, None]] = {}
@@ -205,12 +201,19 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
         if len(lines):
             acc[col].append(np.bincount(lines, weights=np.asarray(v, dtype=np.int64)).astype(np.int64))
 
+    def work_of(a: int, z: int) -> np.ndarray:  # host positions [a, z) that are work of a line
+        cat = sl.cat[hs.rows[a:z]]
+        return ~np.isin(cat, not_work) & ~n.transparent[a:z] & ~(np.isin(cat, py) & site_idle[hs.site[a:z]])
+
+    row_bwd = site_bwd[hs.site] if len(hs.rows) else np.zeros(0, bool)  # one byte per host row
     self_ns = self_outside_backward(ctx, row_bwd, self_inside_parent(ctx))
-    w = np.flatnonzero(work).astype(n.rows.dtype, copy=False)  # positions: `row_dtype`
-    del work
-    add_vec("host_ns", row_line[w], self_ns[w])
-    wb = w[row_bwd[w]]
-    add_vec("host_backward_ns", row_line[wb], self_ns[wb])
+    del row_bwd
+    for a, z in row_windows(ctx, len(hs.rows)):  # a window of host rows at a time: no column over all
+        w = np.flatnonzero(work_of(a, z)) + a
+        site = hs.site[w]
+        add_vec("host_ns", site_line[site], self_ns[w])
+        wb = site_bwd[site]
+        add_vec("host_backward_ns", site_line[site[wb]], self_ns[w[wb]])
     site_ns = _self_ns_by_site(ctx, hs) if site_bwd.any() else np.zeros(0, np.int64)
     for i in np.flatnonzero(site_bwd).tolist():  # which autograd nodes each line's backward ran
         s = hs.sites[i]
@@ -218,12 +221,11 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
         d[s.backward] = d.get(s.backward, 0) + int(site_ns[i])
     hrows, dns = device_ns_by_host_row(ctx)
     if len(hrows):
-        pos = np.searchsorted(hs.rows, hrows)
-        add_vec("device_ns", row_line[pos], dns)
-        b = row_bwd[pos]
-        add_vec("device_backward_ns", row_line[pos][b], dns[b])
-        del pos, b
-    del row_bwd
+        site = hs.site[np.searchsorted(hs.rows, hrows)]
+        add_vec("device_ns", site_line[site], dns)
+        b = site_bwd[site]
+        add_vec("device_backward_ns", site_line[site[b]], dns[b])
+        del site, b
     for kind, col, cnt in ((TrackKind.COMPILE, "compile_ns", "compiles"), (TrackKind.FALLBACK, "fallback_ns",
                            "fallbacks"), (TrackKind.SYNC, "sync_ns", "syncs"),
                            (TrackKind.COLLECTIVE, "collective_ns", "collectives")):
@@ -249,7 +251,7 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
     apos, abytes = _allocations(trace, ctx)
     if len(apos):
         hit = apos >= 0
-        add_vec("alloc_bytes", row_line[apos[hit]], abytes[hit])
+        add_vec("alloc_bytes", site_line[hs.site[apos[hit]]], abytes[hit])
     m = len(keys)
     cols = {}
     for c, parts in acc.items():
@@ -264,19 +266,8 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
     # host rows per line, in the table's order
     rank = np.full(max(m, 1), -1, dtype=np.int32)  # line ids: under 2^31
     rank[order] = np.arange(len(order))
-    rl = rank[row_line[w]] if len(w) else np.zeros(0, np.int32)
-    del row_line
-    keep = rl >= 0
-    w, rl = w[keep], rl[keep]
-    del keep
-    o = np.argsort(rl, kind="stable")
-    w = w[o]
-    rl.sort(kind="stable")  # the same values as rl[o]
-    del o
-    host_rows = hs.rows[w]
-    host_self = self_ns[w]
-    del w, self_ns
-    start = np.searchsorted(rl, np.arange(len(order) + 1))
+    host_rows, host_self, start = _group_by_line(ctx, hs, rank[site_line], work_of, self_ns, len(order))
+    del self_ns
     return LineTable(
         call_site=np.array([names[i][0] for i in order], dtype=object),
         function=np.array([names[i][1] for i in order], dtype=object),
@@ -284,9 +275,40 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
         signatures=[list(sigs.get(int(i), {})) for i in order],
         cols={c: v[order] for c, v in cols.items()},
         host_rows=host_rows,  # `row_dtype`, as the nesting's rows
-        host_start=start.astype(np.int64),
-        host_self_ns=host_self.astype(np.int64),
+        host_start=start,
+        host_self_ns=host_self,
     )
+
+
+def _group_by_line(ctx: Context, hs: HostSites, site_rank: np.ndarray, work_of: Callable[[int, int], np.ndarray],
+                   self_ns: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(host rows, their self time, start of each line's run): the work rows of the `m` lines ranked (`site_rank`
+    per site id: the line's rank in the table, -1 for none shown) grouped by rank, ascending within a line. A
+    counting sort a window of host rows at a time: the results written where they go (`Context.empty`), no sort
+    over every row."""
+    counts = np.zeros(m, np.int64)
+    for a, z in row_windows(ctx, len(hs.rows)):
+        rl = site_rank[hs.site[a:z][work_of(a, z)]]
+        counts += np.bincount(rl[rl >= 0], minlength=m)[:m]
+    start = np.zeros(m + 1, np.int64)
+    np.cumsum(counts, out=start[1:])
+    total = int(start[-1])
+    host_rows = ctx.empty(total, hs.rows.dtype)
+    host_self = ctx.empty(total, np.int64)
+    cursor = start[:-1].copy()  # where each line's next row goes
+    for a, z in row_windows(ctx, len(hs.rows)):
+        w = np.flatnonzero(work_of(a, z)) + a
+        rl = site_rank[hs.site[w]]
+        keep = rl >= 0
+        w, rl = w[keep], rl[keep]
+        o = np.argsort(rl, kind="stable")
+        w, rl = w[o], rl[o]
+        first = np.searchsorted(rl, rl)  # the first of each one's line in this window
+        at = cursor[rl] + (np.arange(len(rl)) - first)
+        host_rows[at] = hs.rows[w]
+        host_self[at] = self_ns[w]
+        cursor += np.bincount(rl, minlength=m)[:m]
+    return host_rows, host_self, start
 
 
 def _self_ns_by_site(ctx: Context, hs: HostSites) -> np.ndarray:
@@ -342,24 +364,25 @@ def _allocations(trace: Trace, ctx: Context) -> tuple[np.ndarray, np.ndarray]:
         r = rows[p]
         return sl.ts_ns[r] + sl.dur_ns[r]
 
+    levels = int(n.depth.max(initial=1)) + 1
     best = np.full(len(t), -1, dtype=np.int64)
-    score = np.full(len(t), -1, dtype=np.int64)
-    for trows, start in host_tracks(ctx):  # each track's rows by start, shared: no per-track sort here
-        k = np.searchsorted(start, t, side="right") - 1
-        pos = np.where(k >= 0, np.searchsorted(rows, trows[np.maximum(k, 0)]), -1)  # host positions
-        del k
-        ctx.drop_pages()  # the track's starts read for this search: not held through its walk
-        # up from the last slice started until one still runs
-        for _ in range(int(n.depth.max(initial=1)) + 1):
-            done = (pos < 0) | (end_at(np.maximum(pos, 0)) > t)
-            if done.all():
-                break
-            pos = np.where(done, pos, pos_parent[np.maximum(pos, 0)])
-        at = np.maximum(pos, 0)
-        ok = (pos >= 0) & (end_at(at) > t)
-        sc = np.where(ok, (fwd[at] != NOT_BACKWARD) * (1 << 20) + n.depth[at], -1)
-        better = sc > score
-        best[better], score[better] = pos[better], sc[better]
+    for a, z in row_windows(ctx, len(t)):  # a window of growths at a time: no temporaries over all of them
+        tw, bw = t[a:z], best[a:z]
+        score = np.full(z - a, -1, dtype=np.int64)
+        for trows, start in host_tracks(ctx):  # each track's rows by start, shared: no per-track sort here
+            k = np.searchsorted(start, tw, side="right") - 1
+            pos = np.where(k >= 0, np.searchsorted(rows, trows[np.maximum(k, 0)]), -1)  # host positions
+            del k
+            ctx.drop_pages()  # the track's starts read for this search: not held through its walk
+            # up from the last slice started until one still runs
+            for _ in range(levels):
+                done = (pos < 0) | (end_at(np.maximum(pos, 0)) > tw)
+                if done.all():
+                    break
+                pos = np.where(done, pos, pos_parent[np.maximum(pos, 0)])
+            at = np.maximum(pos, 0)
+            ok = (pos >= 0) & (end_at(at) > tw)
+            sc = np.where(ok, (fwd[at] != NOT_BACKWARD) * (1 << 20) + n.depth[at], -1)
+            better = sc > score
+            bw[better], score[better] = pos[better], sc[better]
     return best, grow
-
-

@@ -11,6 +11,7 @@ Found with pointer jumping over "the previous slice that could hold me" (numpy; 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,7 @@ import numpy as np
 
 from neuron_prof.model import Trace
 from neuron_prof.model.order import row_dtype, start_order
-from neuron_prof.model.windows import row_windows
+from neuron_prof.model.windows import HasPages, row_windows
 
 ROUNDING_NS = 2
 """Slack for timestamps rounded to ns (µs with three decimals, start and duration each rounded): a child that
@@ -49,26 +50,30 @@ class Nesting:
     """True for bookkeeping spans (TRANSPARENT_SPANS): self time 0, given to the enclosing slice."""
 
 
-def nesting(trace: Trace, rows: np.ndarray) -> Nesting:
+def nesting(trace: Trace, rows: np.ndarray, empty: Callable[[int, Any], np.ndarray] = np.empty,
+            pages: HasPages | None = None) -> Nesting:
     """Depth, parent and self time of slice rows `rows` (nesting is computed within each track); rows, depths,
     parents and positions in `row_dtype` (int32 for a table under 2^31 rows).
 
     Computed a window of `ROW_WINDOW` rows in start order at a time (`row_windows`): a window carries the open
     slices of the one before (the last slice and its ancestors, the only ones that can hold a later slice of the
-    track: `_parents`), so no temporary spans every row beyond the results and the start order."""
+    track: `_parents`), so no temporary spans every row beyond the results and the start order. The results are
+    made by `empty(n, dtype)` (`Context.empty`: a mapped file for a big cached trace) and `pages` (the trace by
+    default) hands back the pages read and written after each window."""
     sl = trace.slices
     dt = row_dtype(len(sl))
     rows = np.asarray(rows, dtype=dt)
     n = len(rows)
     order = _start_order(trace, rows)
-    depth = np.empty(n, dtype=dt)
-    parent_pos = np.empty(n, dtype=dt)
-    self_ns = np.empty(n, dtype=np.int64)
-    transparent = np.empty(n, dtype=bool)
+    pages = pages if pages is not None else trace
+    depth = empty(n, dt)
+    parent_pos = empty(n, dt)
+    self_ns = empty(n, np.int64)
+    transparent = empty(n, np.bool_)
     see_through = trace.name_ids(*TRANSPARENT_SPANS)
     # the open slices carried into the next window: positions in `rows`, starts, ends, track
     st_pos, st_ts, st_end, st_track = np.zeros(0, dt), np.zeros(0, np.int64), np.zeros(0, np.int64), -1
-    for a, z in row_windows(trace, n):
+    for a, z in row_windows(pages, n):
         pos = order[a:z]
         r = rows[pos]
         ts, dur, tr = sl.ts_ns[r], sl.dur_ns[r], sl.track[r]
@@ -100,8 +105,8 @@ def nesting(trace: Trace, rows: np.ndarray) -> Nesting:
             sel = see[depth[see] == level]
             np.add.at(self_ns, parent_pos[sel], self_ns[sel])
             self_ns[sel] = 0
-    parent = np.empty(n, dtype=dt)
-    for a, z in row_windows(trace, n):
+    parent = empty(n, dt)
+    for a, z in row_windows(pages, n):
         pp = parent_pos[a:z]
         parent[a:z] = np.where(pp >= 0, rows[np.maximum(pp, 0)], dt(-1))
     return Nesting(rows=rows, depth=depth, parent=parent, parent_pos=parent_pos, self_ns=self_ns,

@@ -23,12 +23,11 @@ def self_inside_parent(ctx: Context) -> np.ndarray:
     cover (for a properly nested slice, exactly its children's)."""
     n = host_nesting(ctx)
     sl = ctx.trace.slices
-    out = n.self_ns.copy()
     rows = n.rows
-    if not len(rows):
-        return out
-    found = []
-    for a, z in row_windows(ctx.trace, len(rows)):  # a window of host rows at a time: no column over all
+    out = ctx.empty(len(rows), np.int64)  # a mapped file for a big cached trace (`Context.empty`)
+    found = [np.zeros(0, np.int64)]
+    for a, z in row_windows(ctx, len(rows)):  # a window of host rows at a time: no column over all
+        out[a:z] = n.self_ns[a:z]
         pp = n.parent_pos[a:z]
         longer = sl.end_at(rows[a:z]) > sl.end_at(rows[np.maximum(pp, 0)])
         found.append(np.flatnonzero((pp >= 0) & longer) + a)
@@ -73,7 +72,9 @@ def self_outside_backward(ctx: Context, row_bwd: np.ndarray, self_ns: np.ndarray
     is the backward ops' (charged to their forward lines), not the ``backward()`` line's as well."""
     n = host_nesting(ctx)
     sl = ctx.trace.slices
-    out = self_ns.copy()
+    out = ctx.empty(len(self_ns), np.int64)
+    for a, z in row_windows(ctx, len(out)):
+        out[a:z] = self_ns[a:z]
     if not row_bwd.any() or not len(n.rows):
         return out
     b = n.rows[row_bwd]
@@ -91,13 +92,17 @@ def self_outside_backward(ctx: Context, row_bwd: np.ndarray, self_ns: np.ndarray
             cov = covered_before(s, e, sl.end_at(r)) - covered_before(s, e, sl.ts_ns[r])
             return np.where(other & ~row_bwd[a:z], cov, 0), other
 
-        child = np.zeros(len(n.rows), dtype=np.int64)  # what each row's children on other threads cover
-        for a, z in row_windows(ctx.trace, len(n.rows)):  # a window of host rows at a time: no column over all
+        child = ctx.empty(len(n.rows), np.int64)  # what each row's children on other threads cover
+        for a, z in row_windows(ctx, len(n.rows)):
+            child[a:z] = 0
+        for a, z in row_windows(ctx, len(n.rows)):  # a window of host rows at a time: no column over all
             cov, other = cover(a, z)
             pp = n.parent_pos[a:z]
             has = (pp >= 0) & other
             np.add.at(child, pp[has], cov[has])
-        for a, z in row_windows(ctx.trace, len(n.rows)):
+        for a, z in row_windows(ctx, len(n.rows)):
             out[a:z] -= np.clip(cover(a, z)[0] - child[a:z], 0, None)
         del child
-    return np.maximum(out, 0)
+    for a, z in row_windows(ctx, len(out)):
+        np.maximum(out[a:z], 0, out=out[a:z])
+    return out
