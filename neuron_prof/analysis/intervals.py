@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
+
+from neuron_prof.model import Trace
+from neuron_prof.model.windows import row_windows
 
 
 def merge(ts: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -29,6 +34,41 @@ def merge(ts: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     # a new block starts where an interval begins after everything before it has ended
     first = np.flatnonzero(s[1:] > e[:-1]) + 1
     return s[np.r_[0, first]], e[np.r_[first - 1, len(e) - 1]]
+
+
+def merge_windows(windows: Iterable[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """`merge` of the intervals of all `windows` ((ts, dur) pairs), each window merged on its own first: the
+    temporaries are a window's, and what is kept is its union (nested host ops collapse into their outer one).
+    The same union as one `merge` of them all: a window's union covers what its intervals cover, so a later
+    interval meets its union exactly where it meets them. A window with an interval that ends before it starts
+    is kept as it is (`merge` of such intervals is not a union of covered time)."""
+    ss: list[np.ndarray] = []
+    ds: list[np.ndarray] = []
+    for ts, dur in windows:
+        if len(ts) and int(np.min(dur)) >= 0:
+            s, e = merge(ts, dur)
+            ss.append(s)
+            ds.append(e - s)
+        elif len(ts):
+            ss.append(np.asarray(ts, dtype=np.int64))
+            ds.append(np.asarray(dur, dtype=np.int64))
+    if not ss:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z
+    return merge(np.concatenate(ss), np.concatenate(ds)) if len(ss) > 1 else merge(ss[0], ds[0])
+
+
+def rows_union(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`merge` of the slices at `rows` of `trace`, read a window of rows at a time (`merge_windows`; a cached
+    trace's pages handed back after each window)."""
+    sl = trace.slices
+    return merge_windows((sl.ts_ns[rows[a:z]], sl.dur_ns[rows[a:z]]) for a, z in row_windows(trace, len(rows)))
+
+
+def rows_union_ns(trace: Trace, rows: np.ndarray) -> int:
+    """Total time the slices at `rows` cover (overlaps counted once), read a window of rows at a time."""
+    s, e = rows_union(trace, rows)
+    return int((e - s).sum())
 
 
 def union_ns(ts: np.ndarray, dur: np.ndarray) -> int:

@@ -15,7 +15,7 @@ from neuron_prof.analysis.device.idle import device_label, device_rows
 from neuron_prof.analysis.device.profile import explorer_totals
 from neuron_prof.analysis.device.runqueue import MATERIAL, region_wait, runqueue
 from neuron_prof.analysis.device.sync import RUNTIME_SYNC_NAMES
-from neuron_prof.analysis.intervals import intersect_ns, merge, union_ns
+from neuron_prof.analysis.intervals import intersect_ns, rows_union, rows_union_ns
 from neuron_prof.analysis.ops import op_table
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.steps.breakdown import PARTS, step_breakdown
@@ -60,7 +60,7 @@ def compute_totals(trace: Trace, ctx: Context) -> dict[str, Any]:
     proc = np.array([t.process for t in trace.tracks] or [0], dtype=np.int64)
     for p in np.unique(proc[sl.track[dev]]) if len(dev) else []:
         rs = dev[proc[sl.track[dev]] == p]
-        busy = union_ns(sl.ts_ns[rs], sl.dur_ns[rs])
+        busy = rows_union_ns(trace, rs)
         devices.append(
             {
                 "name": device_label(trace, int(p)),
@@ -69,7 +69,7 @@ def compute_totals(trace: Trace, ctx: Context) -> dict[str, Any]:
                 "events": int(len(rs)),
             }
         )
-    dev_busy = union_ns(sl.ts_ns[dev], sl.dur_ns[dev]) if len(dev) else 0
+    dev_busy = rows_union_ns(trace, dev) if len(dev) else 0
     comp = ctx.rows(TrackKind.COMPILE)
     misses = cache_states(ctx, comp).count("miss")
     fb = ctx.rows(TrackKind.FALLBACK)
@@ -79,7 +79,7 @@ def compute_totals(trace: Trace, ctx: Context) -> dict[str, Any]:
     coll = collective_rows(trace, ctx)
     n = host_nesting(ctx)
     ops = op_table(trace, ctx)
-    host_s, host_e = merge(sl.ts_ns[n.rows], sl.dur_ns[n.rows])
+    host_s, host_e = rows_union(trace, n.rows)
     return {
         "wall_ns": wall,
         "start_ns": ctx.window[0],
@@ -98,14 +98,14 @@ def compute_totals(trace: Trace, ctx: Context) -> dict[str, Any]:
         "device_busy_ns": dev_busy,
         "device_busy_share": ctx.share(dev_busy) if len(dev) else None,
         "devices": devices,
-        "compile_ns": union_ns(sl.ts_ns[comp], sl.dur_ns[comp]),
+        "compile_ns": rows_union_ns(trace, comp),
         "compile_count": int(len(comp)),
         "compile_miss_count": int(misses),
         "fallback_ns": int(sl.dur_ns[fb].sum()),
         "fallback_count": int(len(fb)),
         "sync_ns": int(sl.dur_ns[sync].sum()),
         "sync_count": int(len(sync)),
-        "collective_ns": union_ns(sl.ts_ns[coll], sl.dur_ns[coll]),
+        "collective_ns": rows_union_ns(trace, coll),
         "collective_count": int(len(coll)),
         "steady_per_step": _per_steady_step(
             ctx,

@@ -16,7 +16,7 @@ from neuron_prof.analysis.context import ABSENT, Context
 from neuron_prof.analysis.device.rows import device_rows
 from neuron_prof.analysis.finding import Finding
 from neuron_prof.analysis.fmt import fmt_ns
-from neuron_prof.analysis.intervals import merge, union_ns
+from neuron_prof.analysis.intervals import merge, rows_union, union_ns
 from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.registry import register
 from neuron_prof.analysis.sites.callsites import sites_of
@@ -102,7 +102,7 @@ def collective(trace: Trace, ctx: Context) -> list[Finding]:
         if isinstance(a.get(Arg.BUSBW), (int, float)):
             busbw[key].append(float(a[Arg.BUSBW]))
     out = []
-    s_c, e_c = merge(sl.ts_ns[compute], sl.dur_ns[compute])
+    s_c, e_c = rows_union(trace, compute)
     for op, items in groups.items():
         idx = np.array([r for r, _ in items], dtype=np.int64)
         nbytes = np.array([b for _, b in items], dtype=np.int64)

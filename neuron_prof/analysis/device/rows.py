@@ -19,4 +19,5 @@ def device_work_nesting(ctx: Context) -> Nesting:
     """Nesting of the device's work without the engine-busy spans (the op table's device side and the device
     time each host op launched both read it): computed once per context."""
     return ctx.memo("device_work_nesting",  # type: ignore[no-any-return]
-                    lambda: nesting(ctx.trace, ctx.cat_rows(device_rows(ctx), (Cat.ENGINE_BUSY,), keep=False)))
+                    lambda: nesting(ctx.trace, ctx.cat_rows(device_rows(ctx), (Cat.ENGINE_BUSY,), keep=False),
+                                    ctx.empty, ctx))

@@ -18,10 +18,11 @@ import numpy as np
 from neuron_prof.analysis.collectives.rows import collective_rows
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.device.sync import RUNTIME_SYNC_NAMES
-from neuron_prof.analysis.intervals import covered_before, merge
+from neuron_prof.analysis.intervals import covered_before, merge, rows_union
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.steps.phases import compile_rows, step_phases
 from neuron_prof.model import Cat, KinetoCat, Trace, TrackKind
+from neuron_prof.model.windows import row_windows
 
 PARTS = ("compile", "fallback", "sync", "collective", "host", "device", "idle")
 """The exclusive parts of a step, in the order a moment is given to them."""
@@ -34,12 +35,14 @@ def _rows(trace: Trace, ctx: Context) -> dict[str, np.ndarray]:
     from neuron_prof.analysis.ops import HOST_OP_CATS
 
     host = host_nesting(ctx).rows
-    cats = trace.slices.cat[host]
-    if np.isin(cats, trace.name_ids(KinetoCat.CPU_OP)).any():
-        ops = host[np.isin(cats, trace.name_ids(*HOST_OP_CATS))]
-    else:
-        ops = host[~np.isin(cats, trace.name_ids(KinetoCat.USER_ANNOTATION, KinetoCat.PROFILER_SPAN,
-                                                  KinetoCat.PYTHON))]
+    cat = trace.slices.cat
+    cpu = trace.name_ids(KinetoCat.CPU_OP)
+    has_ops = any(np.isin(cat[host[a:z]], cpu).any() for a, z in row_windows(trace, len(host)))
+    keep, drop = trace.name_ids(*HOST_OP_CATS), trace.name_ids(KinetoCat.USER_ANNOTATION, KinetoCat.PROFILER_SPAN,
+                                                                KinetoCat.PYTHON)
+    parts = [host[a:z][np.isin(cat[host[a:z]], keep) if has_ops else ~np.isin(cat[host[a:z]], drop)]
+             for a, z in row_windows(trace, len(host))]  # a window of host rows at a time
+    ops = np.concatenate(parts) if parts else host[:0]
     return {
         "compile": np.unique(np.concatenate([ctx.rows(TrackKind.COMPILE), compile_rows(ctx)])),
         "fallback": ctx.rows(TrackKind.FALLBACK),
@@ -65,14 +68,13 @@ def _build(trace: Trace, ctx: Context) -> list[dict[str, Any]]:
     k = min(len(st), MAX_STEPS)
     lo, hi = st.start_ns[:k].astype(np.int64), st.end_ns[:k].astype(np.int64)
     dur = hi - lo
-    sl = trace.slices
     rows = _rows(trace, ctx)
     phases = step_phases(ctx)
 
     # each category's slices merged once into disjoint intervals; unions of categories merge those
     merged = {}
     for c, rs in rows.items():
-        merged[c] = merge(sl.ts_ns[rs], sl.dur_ns[rs]) if len(rs) else (np.zeros(0, np.int64),) * 2
+        merged[c] = rows_union(trace, rs)
 
     def cover(s: np.ndarray, e: np.ndarray) -> np.ndarray:
         return covered_before(s, e, hi) - covered_before(s, e, lo) if len(s) else np.zeros(k, dtype=np.int64)
