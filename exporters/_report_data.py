@@ -266,10 +266,11 @@ class Collectives:
 
 def collectives(trace: Trace) -> Collectives:
     """Every collective (the rows the collective findings use) with its bandwidth; per-op totals."""
-    from neuron_prof.analysis import Context, collective_rows, message_bytes
+    from neuron_prof.analysis import Context, collective_args, collective_rows, message_bytes
     from neuron_prof.analysis import collective_key as op_key
 
-    rows = collective_rows(trace, Context(trace))
+    ctx = Context(trace)
+    rows = collective_rows(trace, ctx)
     rows = rows[np.argsort(trace.slices.ts_ns[rows], kind="stable")]
     t0 = origin_ns(trace)
     if not len(rows):
@@ -277,12 +278,12 @@ def collectives(trace: Trace) -> Collectives:
         return Collectives(source="", op=[], rank=z.astype(np.int64), start_ms=z, dur_ms=z, nbytes=z, gbps=z)
     ops, nb, ranks = [], [], []
     default_rank = trace.rank if trace.rank is not None else 0
-    for r in rows.tolist():
-        a = trace.slice_args(r)
-        ops.append(op_key(trace.slice_name(r), a))
+    sl = trace.slices
+    for nid, track, a in zip(sl.name[rows].tolist(), sl.track[rows].tolist(), collective_args(ctx, rows), strict=True):
+        ops.append(op_key(trace.s(nid), a))
         b = message_bytes(a)
         nb.append(float(b) if b > 0 else np.nan)
-        p = trace.processes[trace.tracks[int(trace.slices.track[r])].process]
+        p = trace.processes[trace.tracks[track].process]
         ranks.append(p.rank if p.rank is not None else default_rank)
     kind = trace.tracks[int(trace.slices.track[rows[0]])].kind
     source = {TrackKind.COLLECTIVE: "collective probe", TrackKind.DEVICE: "NCCL/RCCL kernel"}.get(

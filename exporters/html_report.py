@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -402,20 +402,24 @@ def render_html_report(
 
     fl = _as_dicts(findings, trace)
     figures: dict[str, Any] = {}
-    sections = [
-        ("overview", "Overview", _overview_section(trace, totals)),
-        ("findings", f"Findings ({len(fl)})", _findings_section(fl, figures)),
-        ("lines", "By line", _lines_section(lines)),
-        ("efficiency", "Efficiency (roofline)", efficiency_section(totals, lines, figures)),
-        ("steps", "Per step", _steps_section(steps, figures)),
-        ("critical-path", "Critical path", critical_path_section(totals)),
-        ("compile", "Compile-time waterfall", _compile_section(trace, figures)),
-        ("fallback", "CPU-fallback hot spots", _fallback_section(trace, fl, figures)),
-        ("utilisation", "Device utilisation", _utilisation_section(trace, figures)),
-        ("memory", "Memory over time", _memory_section(trace, figures)),
-        ("collectives", "Collective bandwidth", _collective_section(trace, figures)),
-        ("device-profile", "Device profile", device_profile_section(totals)),
+    parts: list[tuple[str, str, Callable[[], str]]] = [
+        ("overview", "Overview", lambda: _overview_section(trace, totals)),
+        ("findings", f"Findings ({len(fl)})", lambda: _findings_section(fl, figures)),
+        ("lines", "By line", lambda: _lines_section(lines)),
+        ("efficiency", "Efficiency (roofline)", lambda: efficiency_section(totals, lines, figures)),
+        ("steps", "Per step", lambda: _steps_section(steps, figures)),
+        ("critical-path", "Critical path", lambda: critical_path_section(totals)),
+        ("compile", "Compile-time waterfall", lambda: _compile_section(trace, figures)),
+        ("fallback", "CPU-fallback hot spots", lambda: _fallback_section(trace, fl, figures)),
+        ("utilisation", "Device utilisation", lambda: _utilisation_section(trace, figures)),
+        ("memory", "Memory over time", lambda: _memory_section(trace, figures)),
+        ("collectives", "Collective bandwidth", lambda: _collective_section(trace, figures)),
+        ("device-profile", "Device profile", lambda: device_profile_section(totals)),
     ]
+    sections = []
+    for key, head, build in parts:  # a section at a time, the trace's pages handed back after each (big traces)
+        sections.append((key, head, build()))
+        trace.drop_pages()
     if trend and (html := trend_section(trend, figures)):
         sections.insert(4, ("trend", "Step-time trend", html))
     source = str(trace.metadata.get(Meta.SOURCE) or "")

@@ -16,7 +16,7 @@ from __future__ import annotations
 from neuron_prof.analysis.baseline import MEMORY_GROWTH, StepRegression, baseline_violations, step_regression
 from neuron_prof.analysis.collectives.host_wait import with_host_waits
 from neuron_prof.analysis.collectives.match import RankCollectives, collectives_by_source, match, pick_source
-from neuron_prof.analysis.collectives.rows import message_bytes
+from neuron_prof.analysis.collectives.rows import collective_args, message_bytes
 from neuron_prof.analysis.collectives.rows import op_key as collective_key
 from neuron_prof.analysis.collectives.source import collective_rows
 from neuron_prof.analysis.collectives.stragglers import LateArrivals, dominant_cause, findings_from, late_arrivals
@@ -111,6 +111,7 @@ __all__ = [
     "Sites",
     "analyze",
     "annotate",
+    "collective_args",
     "collective_key",
     "collective_rows",
     "compile_groups",

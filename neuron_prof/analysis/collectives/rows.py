@@ -7,6 +7,7 @@ args "Collective name", "In msg nelems", "dtype"); host ``gloo:*`` annotations.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -75,6 +76,14 @@ _READ = ("Collective name", Arg.BYTES_IN, Arg.BYTES_OUT, "In msg nelems", "dtype
 """The args keys `op_key`, `message_bytes` and the bus bandwidth read."""
 
 
+def collective_args(ctx: Context, rows: np.ndarray) -> Iterator[dict[str, Any]]:
+    """Per collective row of `rows`: the args `op_key`, `message_bytes` and the bus bandwidth read (the keys the
+    document has), read as columns a window at a time (`Context.iter_pick_args`): no document parsed whole, and
+    a big trace's blob is not brought in by one sparse read per call."""
+    for vals in ctx.iter_pick_args(ctx.trace.slices.args[rows], _READ):
+        yield {k: v for k, v in zip(_READ, vals, strict=True) if v is not ABSENT}
+
+
 def _exposed(ts: np.ndarray, dur: np.ndarray, s_c: np.ndarray, e_c: np.ndarray) -> int:
     """Time of the collectives not overlapped by compute (union(all) - union(compute)); compute given as its
     union (`merge`: sorted disjoint starts and ends), merged once for every op, not once per op."""
@@ -93,10 +102,8 @@ def collective(trace: Trace, ctx: Context) -> list[Finding]:
     compute = dev[~np.isin(dev, rows)]  # setdiff1d sorts and uniques: ~1 s at 1M rows
     groups: dict[str, list[tuple[int, int]]] = defaultdict(list)
     busbw: dict[str, list[float]] = defaultdict(list)
-    cols = ctx.pick_columns(sl.args[rows], _READ)  # the keys read, as columns: no dict per call
     names = sl.name[rows].tolist()
-    for r, nid, *vals in zip(rows.tolist(), names, *cols, strict=True):
-        a = {k: v for k, v in zip(_READ, vals, strict=True) if v is not ABSENT}
+    for r, nid, a in zip(rows.tolist(), names, collective_args(ctx, rows), strict=True):
         key = op_key(trace.s(nid), a)
         groups[key].append((r, message_bytes(a)))
         if isinstance(a.get(Arg.BUSBW), (int, float)):
