@@ -32,13 +32,13 @@ def test_a_training_trace_with_backward_module_spans_has_no_evaluation(trace: Tr
 def test_the_passes_are_found_once_for_the_steps_their_phases_and_the_compiles(
         trace: Trace, monkeypatch: pytest.MonkeyPatch) -> None:
     scans: list[Any] = []
-    real = ArgsStore.key_ints
+    real = ArgsStore.key_int_windows
 
     def counted(self: ArgsStore, *a: Any, **k: Any) -> Any:
         scans.append(a)
         return real(self, *a, **k)
 
-    monkeypatch.setattr(ArgsStore, "key_ints", counted)
+    monkeypatch.setattr(ArgsStore, "key_int_windows", counted)
     ctx = Context(trace)
     assert len(ctx.steps) >= 5 and ctx.steps.warmup >= 1  # the warm-up is chosen on training time: passes read
     assert step_phases(ctx).count(EVALUATION) == 0 and eval_passes(ctx) == []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import mmap
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import cache
 from typing import Any
 
@@ -219,12 +219,19 @@ class ArgsStore:
     def key_ints(self, keys: Sequence[bytes], window: int = 1 << 25) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per key (a JSON key with its quotes: ``b'"Sequence number"'``): (the indices of the documents where it
         holds an integer, ascending; that integer, of its first hit in each), as `number_pattern` reads them,
-        over the whole blob. Read in windows of about `window` bytes that end at document boundaries, each
-        copied once for every key and its pages handed back (`drop_pages`); the keys are found by a C-speed
-        search and the digits parsed with numpy (`_ints_after`): no Python per hit."""
+        over the whole blob (`key_int_windows`, joined)."""
+        parts = list(self.key_int_windows(keys, window))
+        z = np.zeros(0, dtype=np.int64)
+        return [(np.concatenate([p[k][0] for p in parts]) if parts else z,
+                 np.concatenate([p[k][1] for p in parts]) if parts else z) for k in range(len(keys))]
+
+    def key_int_windows(self, keys: Sequence[bytes],
+                        window: int = 1 << 25) -> Iterator[list[tuple[np.ndarray, np.ndarray]]]:
+        """`key_ints` of one window of documents at a time: windows of about `window` bytes that end at
+        document boundaries (a document's keys all lie in one window), each copied once for every key and its
+        pages handed back (`drop_pages`); the keys are found by a C-speed search and the digits parsed with numpy
+        (`_ints_after`): no Python per hit."""
         blob, off = self._blob, self._offsets
-        docs: list[list[np.ndarray]] = [[] for _ in keys]
-        vals: list[list[np.ndarray]] = [[] for _ in keys]
         n = len(off) - 1
         d0 = 0
         while len(blob) and d0 < n:
@@ -232,9 +239,11 @@ class ArgsStore:
             d1 = max(d1, d0 + 1)
             o0 = int(off[d0])
             data = np.frombuffer(blob, dtype=np.uint8, count=int(off[d1]) - o0, offset=o0)  # no copy
-            for k, key in enumerate(keys):
+            found: list[tuple[np.ndarray, np.ndarray]] = []
+            for key in keys:
                 at = positions(data, key)
                 if not len(at):
+                    found.append((np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)))
                     continue
                 ok, val = _ints_after(data, at + len(key))
                 for i in np.flatnonzero(~ok & (val == _UNDECIDED)).tolist():  # past the bytes read: the regex
@@ -243,12 +252,10 @@ class ArgsStore:
                         ok[i], val[i] = True, int(m.group(1))
                 doc = np.searchsorted(off[d0:d1 + 1] - o0, at[ok], side="right") - 1 + d0
                 doc, first = np.unique(doc, return_index=True)  # positions ascend: each document's first hit
-                docs[k].append(doc)
-                vals[k].append(val[ok][first])
+                found.append((doc.astype(np.int64, copy=False), val[ok][first].astype(np.int64, copy=False)))
             d0 = d1
             self.drop_pages()  # the window's pages: read once, not held
-        z = np.zeros(0, dtype=np.int64)
-        return [(np.concatenate(d) if d else z, np.concatenate(v) if v else z) for d, v in zip(docs, vals, strict=True)]
+            yield found
 
     def drop_pages(self) -> None:
         """Hand the pages read so far of a memory-mapped blob (the column cache's) back to the kernel: they stay

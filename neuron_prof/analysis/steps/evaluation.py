@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from neuron_prof.model import KinetoCat, Trace, TrackKind, number_pattern
+from neuron_prof.model.order import row_dtype
 from neuron_prof.model.windows import row_windows
 
 MODULE_SPAN = "nn.Module: "
@@ -90,12 +91,11 @@ def evaluation_passes(trace: Trace) -> list[EvalPass]:
     mods = np.concatenate(parts_m) if parts_m else np.zeros(0, np.int64)
     if not len(mods):
         return []
-    (seq_docs, seq), (fwd_docs, fwd) = doc_number_columns(trace, (SEQ_KEY, FWD_KEY))
     cpu = trace.strings.get(KinetoCat.CPU_OP)
-    graph_docs = seq_docs[(seq >= 0) & (value_at(fwd_docs, fwd, seq_docs, 0) <= 0)]  # ascending
-    del seq_docs, seq, fwd_docs, fwd  # a document's worth each: not held through the calls' scan
+    graph_docs = _graph_docs(trace)
     ops_ts, ops_track = _graph_ops(trace, threads, cpu, graph_docs)
     # the outer module calls, columnar (no Python object per call): start, end, name, builds a graph, row, track
+    # (narrow types: a big trace has millions of module calls, often none inside another)
     parts: list[tuple[np.ndarray, ...]] = []
     for t in np.unique(sl.track[mods]).tolist():
         m = mods[sl.track[mods] == t]
@@ -103,16 +103,28 @@ def evaluation_passes(trace: Trace) -> list[EvalPass]:
         ms, me = sl.ts_ns[m], sl.ts_ns[m] + sl.dur_ns[m]  # columns read once per track, never per row
         outer = me > np.concatenate(([-1], np.maximum.accumulate(me)[:-1]))  # not inside an earlier span
         m, ms, me = m[outer], ms[outer], me[outer]
+        del outer
         ots = np.sort(ops_ts[ops_track == t])
         graph = np.searchsorted(ots, me, side="right") - np.searchsorted(ots, ms, side="left") > 0
-        parts.append((ms, me, sl.name[m].astype(np.int64), graph, m.astype(np.int64), np.full(len(m), t, np.int64)))
+        del ots
+        parts.append((ms, me, sl.name[m].astype(np.int32), graph, m.astype(row_dtype(len(sl))),
+                      np.full(len(m), t, np.int32)))
+        del m, ms, me, graph
+        trace.drop_pages()  # the columns' pages this track's calls read
+    del mods, ops_ts, ops_track
     cs, ce, cn, cg, cr, ct = (np.concatenate(c) for c in zip(*parts, strict=True))
+    del parts
     # trained on the same thread: module spans on another thread (a backward thread's) are no evaluation
-    pair = ct * (int(cn.max(initial=0)) + 1) + cn
+    pair = ct.astype(np.int64) * (int(cn.max(initial=0)) + 1) + cn
     keep = np.isin(pair, pair[cg])
-    cs, ce, cn, cg, cr, ct = cs[keep], ce[keep], cn[keep], cg[keep], cr[keep], ct[keep]
+    del pair
+    if not keep.all():
+        cs, ce, cn, cg, cr, ct = cs[keep], ce[keep], cn[keep], cg[keep], cr[keep], ct[keep]
+    del keep
     o = np.lexsort((ct, cr, cg, cn, ce, cs))  # in time order (then as the tuples compare)
+    del ce, cn, ct
     cs, cg, cr = cs[o], cg[o], cr[o]
+    del o
     out: list[EvalPass] = []
     first = np.flatnonzero(~cg & np.r_[True, cg[:-1]])  # where a run of calls that build no graph begins
     ends = np.flatnonzero(cg)
@@ -122,6 +134,16 @@ def evaluation_passes(trace: Trace) -> list[EvalPass]:
         site = str(trace.slice_args(int(cr[a])).get("call_site") or "")
         out.append(EvalPass(int(cs[a]), int(cs[z]) - 1 if z < len(cg) else last, site, z - a))
     return out
+
+
+def _graph_docs(trace: Trace) -> np.ndarray:
+    """The args documents (ascending) of the ops that build autograd's graph: a sequence number, and no forward
+    thread (a forward op), found a window of the blob at a time (a document's keys lie in one window): only
+    these are kept, not every op's numbers."""
+    keys = [_TEXT_OF[SEQ_KEY], _TEXT_OF[FWD_KEY]]
+    parts = [sd[(sv >= 0) & (value_at(fd, fv, sd, 0) <= 0)]
+             for (sd, sv), (fd, fv) in trace.args.key_int_windows(keys, SCAN_WINDOW)]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 def _graph_ops(trace: Trace, threads: np.ndarray, cpu: int | None,
