@@ -116,7 +116,13 @@ def test_rows_are_written_a_row_group_at_a_time_with_the_same_values(tmp_path, m
     monkeypatch.setattr(parquet, "ARGS_WINDOW_BYTES", 500)
     out = write_parquet(trace, tmp_path / "pq")
     f = pq.ParquetFile(out / "slices.parquet")
-    assert f.metadata.num_row_groups > 300 * 20 // 500
+    sizes = [f.metadata.row_group(g).num_rows for g in range(f.metadata.num_row_groups)]
+    off = trace.args.buffers[1]
+    text = [0 if i < 0 else int(off[i + 1] - off[i]) for i in trace.slices.args.tolist()]
+    bounds = np.cumsum([0, *sizes])
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        assert hi - lo <= 64 and (hi - lo == 1 or sum(text[lo:hi]) <= 500)  # a window's rows, its args' bytes
+        assert hi == len(text) or hi % 64 == 0 or sum(text[lo:hi + 1]) > 500  # cut only where the next row exceeds
     got = f.read().to_pydict()
     s = trace.slices
     assert got["ts_ns"] == s.ts_ns.tolist() and got["dur_ns"] == s.dur_ns.tolist()

@@ -44,18 +44,22 @@ def merge_windows(windows: Iterable[tuple[np.ndarray, np.ndarray]]) -> tuple[np.
     is kept as it is (`merge` of such intervals is not a union of covered time)."""
     ss: list[np.ndarray] = []
     ds: list[np.ndarray] = []
+    last: tuple[np.ndarray, np.ndarray] | None = None  # the only window's union, when it is one
     for ts, dur in windows:
         if len(ts) and int(np.min(dur)) >= 0:
-            s, e = merge(ts, dur)
-            ss.append(s)
-            ds.append(e - s)
+            last = merge(ts, dur)
+            ss.append(last[0])
+            ds.append(last[1] - last[0])
         elif len(ts):
+            last = None
             ss.append(np.asarray(ts, dtype=np.int64))
             ds.append(np.asarray(dur, dtype=np.int64))
+    if len(ss) == 1 and last is not None:
+        return last  # one window: its union is the union (not merged twice)
     if not ss:
         z = np.zeros(0, dtype=np.int64)
         return z, z
-    return merge(np.concatenate(ss), np.concatenate(ds)) if len(ss) > 1 else merge(ss[0], ds[0])
+    return merge(np.concatenate(ss), np.concatenate(ds))
 
 
 def rows_union(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
