@@ -6,7 +6,7 @@ PYTEST_ARGS ?=
 
 .PHONY: demo test test-fast test-pythons check-skips mutation-check coverage bench lint clean
 
-C_SOURCES := $(wildcard neuron_prof/loaders/json/_jscan*.[ch]) $(wildcard neuron_prof/loaders/pftrace/_pfscan*.[ch])
+C_SOURCES := $(wildcard neuron_prof/loaders/json/_jscan*.[ch]) $(wildcard neuron_prof/loaders/pftrace/_pfscan*.[ch]) neuron_prof/model/_bytefind.c
 
 $(STAMP): pyproject.toml constraints.txt setup.py $(C_SOURCES)
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -69,7 +69,7 @@ test-py%: .venv-py%/.installed
 	$(@D)/bin/python scripts/requirements.py --without torch --extra dev --build-system >$(@D)/requirements.txt
 	$(@D)/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -r $(@D)/requirements.txt
 	$(@D)/bin/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
-	$(@D)/bin/python -c "import neuron_prof.loaders.json._jscan, neuron_prof.loaders.pftrace._pfscan"
+	$(@D)/bin/python -c "import neuron_prof.loaders.json._jscan, neuron_prof.loaders.pftrace._pfscan, neuron_prof.model._bytefind"
 	touch $@
 
 # ruff, then mypy over the package as it installs (scripts/typecheck.py); settings in pyproject.toml; fails on

@@ -8,7 +8,8 @@ One C extension, the trace scanner `neuron_prof.loaders.json._jscan` (neuron_pro
 built at `pip install -e .` / `pip install .`, or in place with `python setup.py build_ext --inplace`. It is
 optional: without a C compiler the install goes on and the loader uses its Python path (slower).
 The .pftrace loader's packet walk, `neuron_prof.loaders.pftrace._pfscan`
-(neuron_prof/loaders/pftrace/_pfscan.c), is built and skipped the same way.
+(neuron_prof/loaders/pftrace/_pfscan.c), and the args blob's text search, `neuron_prof.model._bytefind`
+(neuron_prof/model/_bytefind.c), are built and skipped the same way.
 """
 
 from setuptools import Extension, find_packages, setup
@@ -48,5 +49,8 @@ _JSCAN = Extension("neuron_prof.loaders.json._jscan", sources=["neuron_prof/load
 _PFSCAN = Extension("neuron_prof.loaders.pftrace._pfscan", sources=["neuron_prof/loaders/pftrace/_pfscan.c"],
                     depends=[f"neuron_prof/loaders/pftrace/_pfscan_{h}.h" for h in ("wire", "state")])
 
-setup(packages=_packages(), package_dir=ROOTS, ext_modules=[_JSCAN, _PFSCAN],
+# The args blob's text search (neuron_prof/model/_args.py `positions`), optional the same way
+_BYTEFIND = Extension("neuron_prof.model._bytefind", sources=["neuron_prof/model/_bytefind.c"])
+
+setup(packages=_packages(), package_dir=ROOTS, ext_modules=[_JSCAN, _PFSCAN, _BYTEFIND],
       cmdclass={"build_ext": _OptionalBuildExt})

@@ -1,7 +1,8 @@
 """The args blob's vectorised scans (`ArgsStore.key_ints`, `ArgsStore.find_all`) find what the regex and a
 ``find`` loop find, document by document, on the forms a JSON writer may give: spaces and newlines around the
 colon, signs, numbers longer than the bytes read at once or than an int64 holds, a key whose value is no number,
-the key's text inside a string, windows that cut the blob anywhere."""
+the key's text inside a string, windows that cut the blob anywhere; by the compiled search (`_bytefind`) and by
+the numpy path alike."""
 
 from __future__ import annotations
 
@@ -38,8 +39,21 @@ def _regex(blob: bytes, off: np.ndarray, key: bytes) -> dict[int, int]:
     return out
 
 
+@pytest.fixture(params=["compiled", "numpy"])
+def search(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The text search `positions` uses: the C extension (where built: `make test`'s install builds it), or the
+    numpy path."""
+    if request.param == "numpy":
+        monkeypatch.setattr(args_mod, "_bytefind", None)
+    return str(request.param)
+
+
+def test_the_compiled_search_is_built() -> None:
+    assert args_mod._bytefind is not None, "neuron_prof/model/_bytefind.c was not built (pip install -e .)"
+
+
 @pytest.mark.parametrize("seed", range(40))
-def test_key_ints_read_what_the_regex_reads(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_key_ints_read_what_the_regex_reads(seed: int, search: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(args_mod, "SCAN_BLOCK", 1 + seed % 5)  # a window's bytes compared in blocks this small
     blob, off = _store(seed)
     want = [_regex(blob, off, KEY), _regex(blob, off, LONG)]
@@ -57,7 +71,7 @@ def test_key_ints_of_an_empty_store_and_a_number_past_an_int64() -> None:
 
 
 @pytest.mark.parametrize("seed", range(10))
-def test_find_all_finds_what_a_find_loop_finds(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_find_all_finds_what_a_find_loop_finds(seed: int, search: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(args_mod, "SCAN_BLOCK", [1, 2, 3, 8, 1 << 22][seed % 5])
     blob, off = _store(seed)
     blob = blob + b"xxxxx" + blob  # a text that overlaps itself: each find steps past the last

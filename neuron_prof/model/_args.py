@@ -42,15 +42,28 @@ def drop_mapped(a: Any) -> None:
         base.madvise(mmap.MADV_DONTNEED)
 
 
+try:
+    from neuron_prof.model import _bytefind  # type: ignore[attr-defined]  # the C extension: no stub
+except ImportError:  # not built: no C compiler when the package was installed
+    _bytefind = None
+
 SCAN_BLOCK = 1 << 22
 """Bytes `positions` compares at a time: its masks and candidates stay a few MB whatever the window."""
 
 
 def positions(data: np.ndarray, text: bytes) -> np.ndarray:
     """Where `text` occurs in `data` (uint8; int64 positions, ascending, not overlapping: where a ``find`` loop that
-    steps past each hit finds them). Vectorised: the positions of the text's rarest byte (in a sample of `data`)
-    found by one numpy comparison, then kept where the rest of the text matches too, 8 bytes a comparison; a
-    Python step only where two occurrences overlap (a text like ``b"xx"``)."""
+    steps past each hit finds them). In C (`_bytefind`: memmem, 2-3x the numpy path's speed) where it is built,
+    else `positions_numpy`."""
+    if _bytefind is not None and text and data.flags.c_contiguous:
+        return np.frombuffer(_bytefind.find_all(data, text), dtype=np.int64)
+    return positions_numpy(data, text)
+
+
+def positions_numpy(data: np.ndarray, text: bytes) -> np.ndarray:
+    """`positions` without the C extension. Vectorised: the positions of the text's rarest byte (in a sample of
+    `data`) found by one numpy comparison, then kept where the rest of the text matches too, 8 bytes a
+    comparison; a Python step only where two occurrences overlap (a text like ``b"xx"``)."""
     n = len(text)
     if len(data) < n or not n:
         return np.zeros(0, dtype=np.int64)
