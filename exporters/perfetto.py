@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -303,8 +304,8 @@ class _Writer:
         """BEGIN/END packet pairs for slices `rows` (track uuids `suuid`), encoded as one row per slice: every
         length is computed before any copy."""
         sl, n = self.t.slices, len(rows)
-        name, cat = sl.name[rows], sl.cat[rows]
-        annots = self.args.encode(self.t.args, sl.args[rows])
+        name, cat, args, ts, dur = _gather(self.t, (sl.name, sl.cat, sl.args, sl.ts_ns, sl.dur_ns), rows)
+        annots = self.args.encode(*_docs(self.t, args))
         seq = w.fint(w.P_SEQ_ID, self.seq_b)
         uuid = w.varint_mat(suuid.view(np.int64), w.E_TRACK_UUID)
         name_m = w.varint_mat(name.astype(np.int64) + 1, w.E_NAME_IID)
@@ -312,12 +313,12 @@ class _Writer:
         flows = flow_ids.take(rows) if flow_ids is not None else w.Ragged.empty(n)
         te_len = 2 + name_m.lens + uuid.lens + cat_m.lens + flows.lens + annots.lens
         te_hdr = w.varint_mat(te_len, w.P_TRACK_EVENT)
-        start = np.maximum(sl.ts_ns[rows], 0)  # Perfetto timestamps are uint64: before 0 is written as 0
+        start = np.maximum(ts, 0)  # Perfetto timestamps are uint64: before 0 is written as 0
         ts_m = w.varint_mat(start, w.P_TIMESTAMP)
         seq_flags = seq + w.P_SEQ_FLAGS + b"\x02"
         pkt_hdr = w.varint_mat(ts_m.lens + len(seq_flags) + te_hdr.lens + te_len, w.T_PACKET)
         # END: timestamp, sequence, {type, track_uuid}
-        tse_m = w.varint_mat(start + np.maximum(sl.dur_ns[rows], 0), w.P_TIMESTAMP)
+        tse_m = w.varint_mat(start + np.maximum(dur, 0), w.P_TIMESTAMP)
         te_e_len = 2 + uuid.lens  # < 128: its length prefix is one byte
         pkt_e_hdr = w.varint_mat(tse_m.lens + len(seq) + 2 + te_e_len, w.T_PACKET)
         segs: list[w.Seg] = [pkt_hdr, ts_m, w.Const(seq_flags, n), te_hdr, w.Const(w.E_TYPE + b"\x01", n), name_m,
@@ -330,14 +331,14 @@ class _Writer:
 
     def _instants(self, rows: np.ndarray) -> None:
         it, n = self.t.instants, len(rows)
-        name, cat = it.name[rows], it.cat[rows]
-        annots = self.args.encode(self.t.args, it.args[rows])
-        uuid = w.varint_mat(self.instant_uuid[it.track[rows]].view(np.int64), w.E_TRACK_UUID)
+        name, cat, args, track, ts = _gather(self.t, (it.name, it.cat, it.args, it.track, it.ts_ns), rows)
+        annots = self.args.encode(*_docs(self.t, args))
+        uuid = w.varint_mat(self.instant_uuid[track].view(np.int64), w.E_TRACK_UUID)
         name_m = w.varint_mat(name.astype(np.int64) + 1, w.E_NAME_IID)
         cat_m = w.varint_mat(cat.astype(np.int64) + 1, w.E_CATEGORY_IIDS, cat > 0)
         te_len = 2 + name_m.lens + uuid.lens + cat_m.lens + annots.lens
         te_hdr = w.varint_mat(te_len, w.P_TRACK_EVENT)
-        ts_m = w.varint_mat(np.maximum(it.ts_ns[rows], 0), w.P_TIMESTAMP)
+        ts_m = w.varint_mat(np.maximum(ts, 0), w.P_TIMESTAMP)
         seq_flags = w.fint(w.P_SEQ_ID, self.seq_b) + w.P_SEQ_FLAGS + b"\x02"
         pkt_hdr = w.varint_mat(ts_m.lens + len(seq_flags) + te_hdr.lens + te_len, w.T_PACKET)
         out = w.interleave([pkt_hdr, ts_m, w.Const(seq_flags, n), te_hdr, w.Const(w.E_TYPE + b"\x03", n), name_m,
@@ -383,6 +384,63 @@ class _Writer:
         self.f.write(b"".join(pkts))
 
 
+def _gather(trace: Trace, cols: tuple[np.ndarray, ...], rows: np.ndarray) -> list[np.ndarray]:
+    """`col[rows]` of each column, read a `ROW_WINDOW` of the table at a time with the mapped pages let go after
+    each when `rows` lie further apart: the rows of a track scattered over the table would otherwise bring whole
+    columns in (each read maps the pages around it too)."""
+    step = windows.ROW_WINDOW
+    if not len(rows) or int(rows.max()) - int(rows.min()) < step:
+        return [c[rows] for c in cols]
+    p = np.argsort(rows, kind="stable")
+    rs = rows[p]
+    cuts = np.searchsorted(rs, np.arange(int(rs[0]) + step, int(rs[-1]) + 1, step)).tolist()
+    out = [np.empty(len(rows), c.dtype) for c in cols]
+    for a, z in pairwise([0, *cuts, len(rs)]):
+        for o, c in zip(out, cols):
+            o[p[a:z]] = c[rs[a:z]]
+        trace.drop_pages()
+    return out
+
+
+ARGS_SPAN = 1 << 24
+"""Bytes of the args blob a chunk's documents are copied from at a time (the pages then let go)."""
+
+
+class _Docs:
+    """A chunk's documents copied out of the args blob (`ArgsStore.buffers`' layout)."""
+
+    def __init__(self, blob: bytes, offsets: np.ndarray) -> None:
+        self.buffers = (blob, offsets)
+
+
+def _docs(trace: Trace, idx: np.ndarray) -> tuple[_Docs, np.ndarray]:
+    """The documents of args indices `idx` (-1: none) copied out of the trace's blob a span of `ARGS_SPAN` bytes
+    at a time, the blob's pages let go after each (documents scattered over the blob would bring it all in), and
+    `idx` into that copy."""
+    blob, off = trace.args.buffers
+    has = np.flatnonzero(idx >= 0)
+    ids = idx[has]
+    st, en = _gather(trace, (off[:-1], off[1:]), ids) if len(ids) else (np.zeros(0, np.int64),) * 2
+    p = np.argsort(st, kind="stable")
+    sp, ep = st[p], en[p]
+    got: list[bytes] = []
+    while len(got) < len(p):
+        a = len(got)
+        z = max(int(np.searchsorted(sp, int(sp[a]) + ARGS_SPAN, side="left")), a + 1)
+        got += map(blob.__getitem__, map(slice, sp[a:z].tolist(), ep[a:z].tolist()))
+        if z < len(p):
+            trace.args.drop_pages()
+    inv = np.empty(len(p), np.int64)
+    inv[p] = np.arange(len(p))
+    docs = list(map(got.__getitem__, inv.tolist()))
+    lens = en - st
+    local = np.zeros(len(ids) + 1, np.int64)
+    np.cumsum(lens, out=local[1:])
+    out = np.full(len(idx), -1, np.int64)
+    out[has] = np.arange(len(ids))
+    return _Docs(b"".join(docs), local), out
+
+
 def _spill(trace: Trace) -> Spill | None:
     """Where the writer's whole-trace arrays go for a trace opened from the column cache: mapped files next to its
     columns when it is big (their pages let go after each window). None for a trace in memory (the profiler's),
@@ -413,8 +471,9 @@ class _FlowIds:
 
 
 class _Pages:
-    """Hands the trace's mapped pages (and the spilled arrays', and the heap's free ones) back to the kernel
-    after each `ROW_WINDOW` events written: the writer's memory does not grow with the trace."""
+    """Hands the trace's mapped pages back to the kernel after each chunk (a chunk's args alone are megabytes of
+    the blob), and the spilled arrays' and the heap's free pages after each `ROW_WINDOW` events: the writer's
+    memory does not grow with the trace."""
 
     def __init__(self, trace: Trace, spill: Spill | None) -> None:
         self.t = trace
@@ -422,12 +481,11 @@ class _Pages:
         self.rows = 0
 
     def done(self, n: int) -> None:
+        self.t.drop_pages()
         self.rows += n
-        if self.rows >= windows.ROW_WINDOW:
+        if self.rows >= windows.ROW_WINDOW and self.spill is not None:
             self.rows = 0
-            self.t.drop_pages()
-            if self.spill is not None:
-                self.spill.drop_pages()
+            self.spill.drop_pages()
 
 
 def _packet(body: bytes) -> bytes:
