@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -47,9 +46,10 @@ from neuron_prof.exporters._pftrace_layout import (
     track_name,
     track_order,
 )
-from neuron_prof.model import Trace, windows
-from neuron_prof.model.windows import row_windows
+from neuron_prof.exporters._pftrace_reads import FlowIds, Pages, docs, gather, spill_of
+from neuron_prof.model import Trace
 from neuron_prof.model.schema import FORMAT_VERSION, META_KEY, TrackKind
+from neuron_prof.model.windows import row_windows
 
 if TYPE_CHECKING:
     from neuron_prof.analysis.spill import Spill
@@ -121,7 +121,7 @@ class _Writer:
     # ---- top level -------------------------------------------------------------------------------
     def write(self) -> None:
         t, lay = self.t, self.lay
-        spill = _spill(t)
+        spill = spill_of(t)
         place = place_slices(t, lay, spill.empty if spill is not None else np.empty)
         # a counter track takes only counter values: its instants go to a same-name lane
         it = t.instants
@@ -138,7 +138,7 @@ class _Writer:
         self.findings_uuid = lay.new_uuid() if t.findings else 0
         self.meta_uuid = lay.new_uuid()
         self._prelude(flow_meta)
-        pages = _Pages(t, spill)
+        pages = Pages(t, spill)
         for a in range(0, len(place.order), self.chunk):
             z = min(a + self.chunk, len(place.order))
             self._slices(place.order[a:z], place.uuids(a, z), flows)
@@ -163,7 +163,7 @@ class _Writer:
         return out
 
     # ---- flows -------------------------------------------------------------------------------------
-    def _flows(self, order: np.ndarray, spill: Spill | None) -> tuple[_FlowIds | None, dict[str, Any]]:
+    def _flows(self, order: np.ndarray, spill: Spill | None) -> tuple[FlowIds | None, dict[str, Any]]:
         fl, sl, s = self.t.flows, self.t.slices, self.t.strings
         ends = self.flow_ends
         n_ends = len(ends) if ends is not None else 0
@@ -215,7 +215,7 @@ class _Writer:
             src_later = np.concatenate([src_later, xids[ends.src_later & ends.is_src]])
         o = np.argsort(rows, kind="stable")
         by_row = (rows[o].astype(order.dtype), eids[o])
-        ends_of = _FlowIds(*(spill(by_row) if spill is not None else by_row))
+        ends_of = FlowIds(*(spill(by_row) if spill is not None else by_row))
         meta = {"combos": [list(c) for c in combos], "ids": "model" if by_model else "row", "xor": xor,
                 "src_later": src_later.astype(np.int64).tolist()}
         return ends_of, meta
@@ -300,12 +300,12 @@ class _Writer:
         self.f.write(_packet(w.fint(w.P_SEQ_ID, self.seq_b) + w.fld(w.P_INTERNED, b"".join(body))
                              + w.fint(w.P_SEQ_FLAGS, flags)))
 
-    def _slices(self, rows: np.ndarray, suuid: np.ndarray, flow_ids: _FlowIds | None) -> None:
+    def _slices(self, rows: np.ndarray, suuid: np.ndarray, flow_ids: FlowIds | None) -> None:
         """BEGIN/END packet pairs for slices `rows` (track uuids `suuid`), encoded as one row per slice: every
         length is computed before any copy."""
         sl, n = self.t.slices, len(rows)
-        name, cat, args, ts, dur = _gather(self.t, (sl.name, sl.cat, sl.args, sl.ts_ns, sl.dur_ns), rows)
-        annots = self.args.encode(*_docs(self.t, args))
+        name, cat, args, ts, dur = gather(self.t, (sl.name, sl.cat, sl.args, sl.ts_ns, sl.dur_ns), rows)
+        annots = self.args.encode(*docs(self.t, args))
         seq = w.fint(w.P_SEQ_ID, self.seq_b)
         uuid = w.varint_mat(suuid.view(np.int64), w.E_TRACK_UUID)
         name_m = w.varint_mat(name.astype(np.int64) + 1, w.E_NAME_IID)
@@ -331,8 +331,8 @@ class _Writer:
 
     def _instants(self, rows: np.ndarray) -> None:
         it, n = self.t.instants, len(rows)
-        name, cat, args, track, ts = _gather(self.t, (it.name, it.cat, it.args, it.track, it.ts_ns), rows)
-        annots = self.args.encode(*_docs(self.t, args))
+        name, cat, args, track, ts = gather(self.t, (it.name, it.cat, it.args, it.track, it.ts_ns), rows)
+        annots = self.args.encode(*docs(self.t, args))
         uuid = w.varint_mat(self.instant_uuid[track].view(np.int64), w.E_TRACK_UUID)
         name_m = w.varint_mat(name.astype(np.int64) + 1, w.E_NAME_IID)
         cat_m = w.varint_mat(cat.astype(np.int64) + 1, w.E_CATEGORY_IIDS, cat > 0)
@@ -382,110 +382,6 @@ class _Writer:
                                 + w.fint(w.P_SEQ_FLAGS, w.SEQ_NEEDS)))
         self._interned(np.zeros(0, np.int32), np.zeros(0, np.int32))
         self.f.write(b"".join(pkts))
-
-
-def _gather(trace: Trace, cols: tuple[np.ndarray, ...], rows: np.ndarray) -> list[np.ndarray]:
-    """`col[rows]` of each column, read a `ROW_WINDOW` of the table at a time with the mapped pages let go after
-    each when `rows` lie further apart: the rows of a track scattered over the table would otherwise bring whole
-    columns in (each read maps the pages around it too)."""
-    step = windows.ROW_WINDOW
-    if not len(rows) or int(rows.max()) - int(rows.min()) < step:
-        return [c[rows] for c in cols]
-    p = np.argsort(rows, kind="stable")
-    rs = rows[p]
-    cuts = np.searchsorted(rs, np.arange(int(rs[0]) + step, int(rs[-1]) + 1, step)).tolist()
-    out = [np.empty(len(rows), c.dtype) for c in cols]
-    for a, z in pairwise([0, *cuts, len(rs)]):
-        for o, c in zip(out, cols):
-            o[p[a:z]] = c[rs[a:z]]
-        trace.drop_pages()
-    return out
-
-
-ARGS_SPAN = 1 << 24
-"""Bytes of the args blob a chunk's documents are copied from at a time (the pages then let go)."""
-
-
-class _Docs:
-    """A chunk's documents copied out of the args blob (`ArgsStore.buffers`' layout)."""
-
-    def __init__(self, blob: bytes, offsets: np.ndarray) -> None:
-        self.buffers = (blob, offsets)
-
-
-def _docs(trace: Trace, idx: np.ndarray) -> tuple[_Docs, np.ndarray]:
-    """The documents of args indices `idx` (-1: none) copied out of the trace's blob a span of `ARGS_SPAN` bytes
-    at a time, the blob's pages let go after each (documents scattered over the blob would bring it all in), and
-    `idx` into that copy."""
-    blob, off = trace.args.buffers
-    has = np.flatnonzero(idx >= 0)
-    ids = idx[has]
-    st, en = _gather(trace, (off[:-1], off[1:]), ids) if len(ids) else (np.zeros(0, np.int64),) * 2
-    p = np.argsort(st, kind="stable")
-    sp, ep = st[p], en[p]
-    got: list[bytes] = []
-    while len(got) < len(p):
-        a = len(got)
-        z = max(int(np.searchsorted(sp, int(sp[a]) + ARGS_SPAN, side="left")), a + 1)
-        got += map(blob.__getitem__, map(slice, sp[a:z].tolist(), ep[a:z].tolist()))
-        if z < len(p):
-            trace.args.drop_pages()
-    inv = np.empty(len(p), np.int64)
-    inv[p] = np.arange(len(p))
-    docs = list(map(got.__getitem__, inv.tolist()))
-    lens = en - st
-    local = np.zeros(len(ids) + 1, np.int64)
-    np.cumsum(lens, out=local[1:])
-    out = np.full(len(idx), -1, np.int64)
-    out[has] = np.arange(len(ids))
-    return _Docs(b"".join(docs), local), out
-
-
-def _spill(trace: Trace) -> Spill | None:
-    """Where the writer's whole-trace arrays go for a trace opened from the column cache: mapped files next to its
-    columns when it is big (their pages let go after each window). None for a trace in memory (the profiler's),
-    which then does not load the analyses."""
-    if not isinstance(trace.slices.ts_ns, np.memmap):
-        return None
-    from neuron_prof.analysis.spill import Spill
-
-    return Spill(trace)
-
-
-class _FlowIds:
-    """The flow ids on each slice: every flow end's slice row and id, sorted by row (a mapped file for a big
-    cached trace)."""
-
-    def __init__(self, row: np.ndarray, fid: np.ndarray) -> None:
-        self.row = row
-        self.fid = fid
-
-    def take(self, rows: np.ndarray) -> w.Ragged:
-        """The `flow_ids` fields of slices `rows`, in that order (a slice's ends in the order sorted)."""
-        lo = np.searchsorted(self.row, rows, side="left")
-        cnt = np.searchsorted(self.row, rows, side="right") - lo
-        at = np.zeros(len(rows), np.int64)
-        np.cumsum(cnt[:-1], out=at[1:])
-        mat = w.fixed64_mat(self.fid[np.repeat(lo - at, cnt) + np.arange(int(cnt.sum()))], w.E_FLOW_IDS)
-        return w.Ragged(mat.m.reshape(-1), cnt.astype(np.int64) * mat.m.shape[1])
-
-
-class _Pages:
-    """Hands the trace's mapped pages back to the kernel after each chunk (a chunk's args alone are megabytes of
-    the blob), and the spilled arrays' and the heap's free pages after each `ROW_WINDOW` events: the writer's
-    memory does not grow with the trace."""
-
-    def __init__(self, trace: Trace, spill: Spill | None) -> None:
-        self.t = trace
-        self.spill = spill
-        self.rows = 0
-
-    def done(self, n: int) -> None:
-        self.t.drop_pages()
-        self.rows += n
-        if self.rows >= windows.ROW_WINDOW and self.spill is not None:
-            self.rows = 0
-            self.spill.drop_pages()
 
 
 def _packet(body: bytes) -> bytes:
