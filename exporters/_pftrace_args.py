@@ -20,13 +20,12 @@ import re
 import struct
 from itertools import pairwise
 from operator import itemgetter
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import orjson
 
 from neuron_prof.exporters import _pftrace_wire as w
-from neuron_prof.model import ArgsStore
 
 _I64_MIN, _I64_MAX, _U64_MAX = -(1 << 63), (1 << 63) - 1, (1 << 64) - 1
 _MASK = bytes.maketrans(b"123456789", b"000000000")
@@ -113,6 +112,13 @@ def _digits(d: np.ndarray) -> np.ndarray:
     return (d.astype(np.int64) - 48) @ _P10[18 - d.shape[1]:]
 
 
+class Docs(Protocol):
+    """Where documents are read: an `ArgsStore`, or a chunk's documents copied out of one."""
+
+    @property
+    def buffers(self) -> tuple[bytes, np.ndarray]: ...
+
+
 class ArgsEncoder:
     """Encodes args dicts to DebugAnnotation fields; owns the annotation-name and string-value iids."""
 
@@ -184,7 +190,7 @@ class ArgsEncoder:
                               + self.value_body(v)) for k, v in args.items())
 
     # ---- a chunk of events ------------------------------------------------------------------------
-    def encode(self, store: ArgsStore, idx: np.ndarray) -> w.Mat | w.Ragged:
+    def encode(self, store: Docs, idx: np.ndarray) -> w.Mat | w.Ragged:
         """Debug-annotation bytes for each args index in `idx` (-1: none), one row per event."""
         n = len(idx)
         has = np.flatnonzero(idx >= 0)

@@ -8,12 +8,14 @@ offending slice to an extra "lane" track with the same name (Perfetto shows same
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterator
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import DTypeLike
 
-from neuron_prof.model import ProcessKind, Trace, Track, TrackKind
+from neuron_prof.model import ProcessKind, Trace, Track, TrackKind, windows
+from neuron_prof.model.order import row_dtype, start_order
 
 # Display names of probe tracks in the Perfetto UI (the model's own name wins unless it is just the kind).
 KIND_LABEL = {
@@ -168,9 +170,10 @@ def _tracks_with_overlaps(ts: np.ndarray, dur: np.ndarray, track: np.ndarray) ->
     return np.unique(track[depth_open != depth_close])
 
 
-def _assign_lanes(starts: list[int], ends: list[int]) -> list[int]:
-    """Greedy: each slice goes to the first lane where it nests in (or follows) what is open there."""
-    stacks: list[list[int]] = []
+def _assign_lanes(starts: list[int], ends: list[int], stacks: list[list[int]] | None = None) -> list[int]:
+    """Greedy: each slice goes to the first lane where it nests in (or follows) what is open there. `stacks`
+    (the open ends of each lane) carries the walk over from one window of a track's slices to the next."""
+    stacks = [] if stacks is None else stacks
     out = []
     for s, e in zip(starts, ends):
         for j, st in enumerate(stacks):
@@ -184,3 +187,123 @@ def _assign_lanes(starts: list[int], ends: list[int]) -> list[int]:
             stacks.append([e])
             out.append(len(stacks) - 1)
     return out
+
+
+# ---- the slices' places, a window at a time ----------------------------------------------------------
+@dataclass
+class Placement:
+    """Where the writer puts every slice: `order`, the slice rows in writing order (by track, lane, start, longer
+    first: `slice_order` with each track's lanes one after another), and the runs of one (track, lane) in it."""
+
+    order: np.ndarray
+    run_start: np.ndarray  # int64: first position in `order` of each run
+    run_uuid: np.ndarray  # uint64: the track uuid of that run's slices
+
+    def uuids(self, a: int, z: int) -> np.ndarray:
+        """Track uuid of the slices at positions [a, z) of `order`."""
+        return self.run_uuid[np.searchsorted(self.run_start, np.arange(a, z), side="right") - 1]
+
+
+def place_slices(trace: Trace, lay: Layout, empty: Callable[[int, DTypeLike], np.ndarray]) -> Placement:
+    """`order` and lanes (the same as `slice_order` + `lanes` + a stable sort by (track, lane) over every slice,
+    lane uuids added to `lay` by track), made a window of rows or one track at a time: `order` (int32 for up to
+    2**31 slices) comes from `empty` (a mapped file for a big cached trace), the temporaries span a window, or a
+    track whose slices must be sorted or moved to lanes; a track already in start order (a loader's usual order)
+    is not sorted. The slices of a counter track go one lane up (trace_processor drops slices on counters)."""
+    sl = trace.slices
+    order = empty(len(sl), row_dtype(len(sl)))
+    starts: list[int] = []
+    uuids: list[int] = []
+    for tr, a, z in _by_track(trace, order):
+        seg = order[a:z]
+        if not _in_start_order(trace, seg):
+            ts, end = _span(trace, seg)
+            seg[:] = seg[start_order(ts, end - ts, np.zeros(len(seg), np.int8))]
+        lane = None if _nests(trace, seg) else _lanes_of(trace, seg)
+        counter = trace.tracks[tr].is_counter
+        if lane is not None and counter:
+            lane += 1
+        n_l = int(lane.max()) if lane is not None else int(counter)
+        if n_l:
+            lay.lane_uuids[tr] = [lay.new_uuid() for _ in range(n_l)]
+        uuid_of = [int(lay.track_uuid[tr]), *lay.lane_uuids.get(tr, [])]
+        if lane is None or (not counter and n_l == 0):
+            starts.append(a)
+            uuids.append(uuid_of[int(counter)])
+        else:  # each lane's slices one after another, in start order
+            o = np.argsort(lane, kind="stable")
+            seg[:] = seg[o]
+            lane = lane[o]
+            cut = np.flatnonzero(np.r_[True, lane[1:] != lane[:-1]])
+            starts += (cut + a).tolist()
+            uuids += [uuid_of[v] for v in lane[cut].tolist()]
+        trace.drop_pages()
+    return Placement(order, np.asarray(starts, np.int64), np.asarray(uuids, np.uint64))
+
+
+def _span(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end of slices `rows` as written (Perfetto's timestamps are unsigned: below 0 becomes 0)."""
+    ts = np.maximum(trace.slices.ts_ns[rows], 0)
+    return ts, ts + np.maximum(trace.slices.dur_ns[rows], 0)
+
+
+def _by_track(trace: Trace, out: np.ndarray) -> list[tuple[int, int, int]]:
+    """Slice rows grouped by track into `out` (ascending track, table order within one: a stable sort by track,
+    each window's rows dealt to their track's place); (track, a, z) of each track's rows in it."""
+    track = trace.slices.track
+    ntr = max(len(trace.tracks), 1)
+    counts = np.zeros(ntr, np.int64)
+    for a, z in windows.row_windows(trace, len(out)):
+        counts += np.bincount(track[a:z], minlength=ntr)
+    at = np.r_[0, np.cumsum(counts)[:-1]]
+    groups = [(k, int(at[k]), int(at[k] + c)) for k, c in enumerate(counts.tolist()) if c]
+    for a, z in windows.row_windows(trace, len(out)):
+        tr = track[a:z]
+        o = np.argsort(tr, kind="stable")
+        t = tr[o]
+        cuts = np.flatnonzero(np.diff(t)) + 1
+        for lo, hi in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(t)].tolist(), strict=True):
+            k = int(t[lo])
+            out[at[k]:at[k] + hi - lo] = o[lo:hi] + a
+            at[k] += hi - lo
+    return groups
+
+
+def _in_start_order(trace: Trace, rows: np.ndarray) -> bool:
+    """Whether slices `rows` (one track's) come in `slice_order` already: each starts after the one before, or
+    with it and no longer."""
+    last: tuple[np.ndarray, np.ndarray] | None = None
+    for a in range(0, len(rows), windows.ROW_WINDOW):
+        t, e = _span(trace, rows[a:a + windows.ROW_WINDOW])
+        d = e - t
+        if last is not None:
+            t, d = np.r_[last[0], t], np.r_[last[1], d]
+        if not bool(((t[1:] > t[:-1]) | ((t[1:] == t[:-1]) & (d[1:] <= d[:-1]))).all()):
+            return False
+        last = t[-1:], d[-1:]
+    return True
+
+
+def _nests(trace: Trace, rows: np.ndarray) -> bool:
+    """Whether slices `rows` (one track's, in `slice_order`) nest (`_tracks_with_overlaps` finds no pair), checked
+    a window at a time with the slices still open at the window before's last start in front: a slice that ended
+    by then cannot cross a later one."""
+    t0 = e0 = np.zeros(0, np.int64)
+    for a in range(0, len(rows), windows.ROW_WINDOW):
+        t, e = _span(trace, rows[a:a + windows.ROW_WINDOW])
+        t, e = np.r_[t0, t], np.r_[e0, e]
+        if len(_tracks_with_overlaps(t, e - t, np.zeros(len(t), np.int8))):
+            return False
+        keep = e > t[-1]
+        t0, e0 = t[keep], e[keep]
+    return True
+
+
+def _lanes_of(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Lane of each of slices `rows` (one track's, in `slice_order`): `_assign_lanes` a window at a time."""
+    lane = np.empty(len(rows), np.int32)
+    stacks: list[list[int]] = []
+    for a in range(0, len(rows), windows.ROW_WINDOW):
+        t, e = _span(trace, rows[a:a + windows.ROW_WINDOW])
+        lane[a:a + len(t)] = _assign_lanes(t.tolist(), e.tolist(), stacks)
+    return lane

@@ -39,18 +39,20 @@ from neuron_prof.exporters import _pftrace_wire as w
 from neuron_prof.exporters._pftrace_args import ArgsEncoder
 from neuron_prof.exporters._pftrace_layout import (
     Layout,
-    lanes,
+    place_slices,
     plan,
     process_name,
     process_order,
-    slice_order,
     track_name,
     track_order,
 )
+from neuron_prof.exporters._pftrace_reads import FlowIds, Pages, docs, gather, spill_of
 from neuron_prof.model import Trace
 from neuron_prof.model.schema import FORMAT_VERSION, META_KEY, TrackKind
+from neuron_prof.model.windows import row_windows
 
 if TYPE_CHECKING:
+    from neuron_prof.analysis.spill import Spill
     from neuron_prof.merge import FlowEnds
 
 __all__ = ["write_pftrace", "CHUNK"]
@@ -119,45 +121,37 @@ class _Writer:
     # ---- top level -------------------------------------------------------------------------------
     def write(self) -> None:
         t, lay = self.t, self.lay
-        sl = t.slices
-        # Perfetto timestamps are uint64: a negative time (a relative clock, a bad probe) is written as 0
-        ts = np.maximum(sl.ts_ns, 0)
-        dur = np.maximum(sl.dur_ns, 0)
-        order = slice_order(ts, dur, sl.track)
-        lane = lanes(ts, dur, sl.track, order)
-        # a counter track takes only counter values: its slices and instants go to a same-name lane
-        on_counter = np.array([tr.is_counter for tr in t.tracks] + [False], bool)
-        lane[on_counter[sl.track]] += 1
-        suuid = lay.track_uuid[sl.track] if len(sl) else np.zeros(0, np.uint64)
-        if lane.any():
-            suuid = suuid.copy()
-            for tr in np.unique(sl.track[lane > 0]).tolist():
-                rows = np.flatnonzero((sl.track == tr) & (lane > 0))
-                n_l = int(lane[rows].max())
-                lay.lane_uuids[tr] = [lay.new_uuid() for _ in range(n_l)]
-                suuid[rows] = np.asarray(lay.lane_uuids[tr], np.uint64)[lane[rows] - 1]
-            key = sl.track[order].astype(np.int64) * (int(lane.max()) + 1) + lane[order]
-            order = order[np.argsort(key, kind="stable")]
-        self.instant_uuid = lay.track_uuid[t.instants.track] if len(t.instants) else np.zeros(0, np.uint64)
-        for tr in np.unique(t.instants.track[on_counter[t.instants.track]]).tolist():
-            if tr not in lay.lane_uuids:
+        spill = spill_of(t)
+        place = place_slices(t, lay, spill.empty if spill is not None else np.empty)
+        # a counter track takes only counter values: its instants go to a same-name lane
+        it = t.instants
+        on_counter = [tr.is_counter for tr in t.tracks]
+        for tr in np.unique(it.track).tolist():
+            if on_counter[tr] and tr not in lay.lane_uuids:
                 lay.lane_uuids[tr] = [lay.new_uuid()]
-            self.instant_uuid = np.where(t.instants.track == tr, np.uint64(lay.lane_uuids[tr][0]), self.instant_uuid)
+        inst_uuid = [lay.lane_uuids[i][0] if c and i in lay.lane_uuids else int(lay.track_uuid[i])
+                     for i, c in enumerate(on_counter)]
+        self.instant_uuid = np.array([*inst_uuid, *lay.track_uuid[-1:].tolist()], np.uint64)
+        """Per track (and -1: the last track's own uuid): where its instants go."""
         self.counter_uuid = self._counter_uuids()
-        flow_rag, flow_meta = self._flows(order)
+        flows, flow_meta = self._flows(place.order, spill)
         self.findings_uuid = lay.new_uuid() if t.findings else 0
         self.meta_uuid = lay.new_uuid()
         self._prelude(flow_meta)
-        for a in range(0, len(order), self.chunk):
-            self._slices(order[a: a + self.chunk], ts, dur, suuid, flow_rag)
-        it = t.instants
+        pages = Pages(t, spill)
+        for a in range(0, len(place.order), self.chunk):
+            z = min(a + self.chunk, len(place.order))
+            self._slices(place.order[a:z], place.uuids(a, z), flows)
+            pages.done(z - a)
         io = np.lexsort((it.ts_ns, it.track))
         for a in range(0, len(io), self.chunk):
             self._instants(io[a: a + self.chunk])
+            pages.done(len(io[a: a + self.chunk]))
         c = t.counters
         co = np.lexsort((c.ts_ns, c.track))
         for a in range(0, len(co), self.chunk):
             self._counters(co[a: a + self.chunk])
+            pages.done(len(co[a: a + self.chunk]))
         self._findings()
 
     def _counter_uuids(self) -> dict[int, int]:
@@ -169,7 +163,7 @@ class _Writer:
         return out
 
     # ---- flows -------------------------------------------------------------------------------------
-    def _flows(self, order: np.ndarray) -> tuple[w.Ragged | None, dict[str, Any]]:
+    def _flows(self, order: np.ndarray, spill: Spill | None) -> tuple[FlowIds | None, dict[str, Any]]:
         fl, sl, s = self.t.flows, self.t.slices, self.t.strings
         ends = self.flow_ends
         n_ends = len(ends) if ends is not None else 0
@@ -204,10 +198,12 @@ class _Writer:
                 low |= np.uint64(self.rank << 48)
         ids = (low ^ np.uint64(xor)) | (inv << np.uint64(_FLOW_LOW_BITS))
         # which endpoint is the source: the loader takes the earlier one (ts, then file order) unless told
-        pos = np.empty(len(sl), np.int64)
-        pos[order] = np.arange(len(order))
+        pos = spill.empty(len(sl), order.dtype) if spill is not None else np.empty(len(sl), order.dtype)
+        for a, z in row_windows(self.t, len(order)):
+            pos[order[a:z]] = np.arange(a, z, dtype=order.dtype)
         ts = sl.ts_ns
         later = (ts[fl.src] > ts[fl.dst]) | ((ts[fl.src] == ts[fl.dst]) & (pos[fl.src] > pos[fl.dst]))
+        del pos
         rows = np.concatenate([fl.src, fl.dst])
         eids = np.concatenate([ids, ids])
         src_later = ids[later]
@@ -218,12 +214,11 @@ class _Writer:
             eids = np.concatenate([eids, xids])
             src_later = np.concatenate([src_later, xids[ends.src_later & ends.is_src]])
         o = np.argsort(rows, kind="stable")
-        mat = w.fixed64_mat(eids[o], w.E_FLOW_IDS)
-        counts = np.bincount(rows, minlength=len(sl)).astype(np.int64)
-        rag = w.Ragged(mat.m.reshape(-1), counts * mat.m.shape[1])
+        by_row = (rows[o].astype(order.dtype), eids[o])
+        ends_of = FlowIds(*(spill(by_row) if spill is not None else by_row))
         meta = {"combos": [list(c) for c in combos], "ids": "model" if by_model else "row", "xor": xor,
                 "src_later": src_later.astype(np.int64).tolist()}
-        return rag, meta
+        return ends_of, meta
 
     # ---- descriptors and metadata ----------------------------------------------------------------------
     def _prelude(self, flow_meta: dict[str, Any]) -> None:
@@ -305,25 +300,25 @@ class _Writer:
         self.f.write(_packet(w.fint(w.P_SEQ_ID, self.seq_b) + w.fld(w.P_INTERNED, b"".join(body))
                              + w.fint(w.P_SEQ_FLAGS, flags)))
 
-    def _slices(self, rows: np.ndarray, ts: np.ndarray, dur: np.ndarray, suuid: np.ndarray,
-                flow_rag: w.Ragged | None) -> None:
-        """BEGIN/END packet pairs, encoded as one row per slice: every length is computed before any copy."""
+    def _slices(self, rows: np.ndarray, suuid: np.ndarray, flow_ids: FlowIds | None) -> None:
+        """BEGIN/END packet pairs for slices `rows` (track uuids `suuid`), encoded as one row per slice: every
+        length is computed before any copy."""
         sl, n = self.t.slices, len(rows)
-        name, cat = sl.name[rows], sl.cat[rows]
-        annots = self.args.encode(self.t.args, sl.args[rows])
+        name, cat, args, ts, dur = gather(self.t, (sl.name, sl.cat, sl.args, sl.ts_ns, sl.dur_ns), rows)
+        annots = self.args.encode(*docs(self.t, args))
         seq = w.fint(w.P_SEQ_ID, self.seq_b)
-        uuid = w.varint_mat(suuid[rows].view(np.int64), w.E_TRACK_UUID)
+        uuid = w.varint_mat(suuid.view(np.int64), w.E_TRACK_UUID)
         name_m = w.varint_mat(name.astype(np.int64) + 1, w.E_NAME_IID)
         cat_m = w.varint_mat(cat.astype(np.int64) + 1, w.E_CATEGORY_IIDS, cat > 0)
-        flows = flow_rag.take(rows) if flow_rag is not None else w.Ragged.empty(n)
+        flows = flow_ids.take(rows) if flow_ids is not None else w.Ragged.empty(n)
         te_len = 2 + name_m.lens + uuid.lens + cat_m.lens + flows.lens + annots.lens
         te_hdr = w.varint_mat(te_len, w.P_TRACK_EVENT)
-        start = ts[rows]
+        start = np.maximum(ts, 0)  # Perfetto timestamps are uint64: before 0 is written as 0
         ts_m = w.varint_mat(start, w.P_TIMESTAMP)
         seq_flags = seq + w.P_SEQ_FLAGS + b"\x02"
         pkt_hdr = w.varint_mat(ts_m.lens + len(seq_flags) + te_hdr.lens + te_len, w.T_PACKET)
         # END: timestamp, sequence, {type, track_uuid}
-        tse_m = w.varint_mat(start + dur[rows], w.P_TIMESTAMP)
+        tse_m = w.varint_mat(start + np.maximum(dur, 0), w.P_TIMESTAMP)
         te_e_len = 2 + uuid.lens  # < 128: its length prefix is one byte
         pkt_e_hdr = w.varint_mat(tse_m.lens + len(seq) + 2 + te_e_len, w.T_PACKET)
         segs: list[w.Seg] = [pkt_hdr, ts_m, w.Const(seq_flags, n), te_hdr, w.Const(w.E_TYPE + b"\x01", n), name_m,
@@ -336,14 +331,14 @@ class _Writer:
 
     def _instants(self, rows: np.ndarray) -> None:
         it, n = self.t.instants, len(rows)
-        name, cat = it.name[rows], it.cat[rows]
-        annots = self.args.encode(self.t.args, it.args[rows])
-        uuid = w.varint_mat(self.instant_uuid[rows].view(np.int64), w.E_TRACK_UUID)
+        name, cat, args, track, ts = gather(self.t, (it.name, it.cat, it.args, it.track, it.ts_ns), rows)
+        annots = self.args.encode(*docs(self.t, args))
+        uuid = w.varint_mat(self.instant_uuid[track].view(np.int64), w.E_TRACK_UUID)
         name_m = w.varint_mat(name.astype(np.int64) + 1, w.E_NAME_IID)
         cat_m = w.varint_mat(cat.astype(np.int64) + 1, w.E_CATEGORY_IIDS, cat > 0)
         te_len = 2 + name_m.lens + uuid.lens + cat_m.lens + annots.lens
         te_hdr = w.varint_mat(te_len, w.P_TRACK_EVENT)
-        ts_m = w.varint_mat(np.maximum(it.ts_ns[rows], 0), w.P_TIMESTAMP)
+        ts_m = w.varint_mat(np.maximum(ts, 0), w.P_TIMESTAMP)
         seq_flags = w.fint(w.P_SEQ_ID, self.seq_b) + w.P_SEQ_FLAGS + b"\x02"
         pkt_hdr = w.varint_mat(ts_m.lens + len(seq_flags) + te_hdr.lens + te_len, w.T_PACKET)
         out = w.interleave([pkt_hdr, ts_m, w.Const(seq_flags, n), te_hdr, w.Const(w.E_TYPE + b"\x03", n), name_m,
