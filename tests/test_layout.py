@@ -29,9 +29,11 @@ class Import:
 
 
 def _modules() -> dict[str, Path]:
+    """Dotted name -> source of every shipped module: the Python ones and the C extensions (a `.c` file is one
+    extension module of its name: setup.py)."""
     out: dict[str, Path] = {}
     for prefix, folder in SHIPPED.items():
-        for p in folder.rglob("*.py"):
+        for p in [*folder.rglob("*.py"), *folder.rglob("*.c")]:
             parts = list(p.relative_to(folder).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts.pop()
@@ -63,7 +65,8 @@ _MODULE_NAMES = set(_modules())
 def all_imports() -> list[Import]:
     out: list[Import] = []
     for me, p in _modules().items():
-        out.extend(_imports(p.read_text(), p, me, p.name == "__init__.py"))
+        if p.suffix == ".py":  # a C extension imports no neuron_prof module
+            out.extend(_imports(p.read_text(), p, me, p.name == "__init__.py"))
     return out
 
 
