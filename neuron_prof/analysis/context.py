@@ -15,7 +15,7 @@ from neuron_prof.analysis.spill import Spill, small_pages
 from neuron_prof.analysis.steps.boundaries import Steps, make_steps
 from neuron_prof.analysis.steps.evaluation import EvalPass, evaluation_passes
 from neuron_prof.model import Arg, ArgsStore, Meta, Trace
-from neuron_prof.model.order import row_dtype
+from neuron_prof.model.order import row_dtype, sorted_unique
 
 WARNING_SHARE = 0.02
 """A finding costing this share of the profiled wall time is a warning..."""
@@ -282,7 +282,7 @@ class Context:
         warm = (k >= 0) & (k < st.warmup)
         steady = k >= st.warmup
         n_steady = len(st) - st.warmup
-        hit = np.unique(k[k >= 0])
+        hit = sorted_unique(k[k >= 0])
         return {
             "steps": [int(st.ids[i]) for i in hit[:50]],
             "warmup_ns": int(cost[warm].sum()),
@@ -294,6 +294,6 @@ class Context:
                 if n_steady and st.dur_ns[st.steady].sum() > 0
                 else 0.0
             ),
-            "steady_steps_hit": int(len(np.unique(k[steady]))),
+            "steady_steps_hit": int(len(sorted_unique(k[steady]))),
             "steady_steps": int(n_steady),
         }

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from neuron_prof.model import Trace
+from neuron_prof.model.order import sorted_unique
 from neuron_prof.model.windows import row_windows
 
 
@@ -118,7 +119,7 @@ def difference(lo: np.ndarray, hi: np.ndarray, s: np.ndarray, e: np.ndarray) -> 
     lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
     if not len(lo) or not len(s):
         return lo.copy(), hi.copy()
-    b = np.unique(np.concatenate([lo, hi, np.asarray(s, dtype=np.int64), np.asarray(e, dtype=np.int64)]))
+    b = sorted_unique(np.concatenate([lo, hi, np.asarray(s, dtype=np.int64), np.asarray(e, dtype=np.int64)]))
     a, z = b[:-1], b[1:]  # every endpoint is a boundary: each piece lies wholly inside or outside both sets
 
     def inside(st: np.ndarray, en: np.ndarray) -> np.ndarray:

@@ -17,6 +17,7 @@ from neuron_prof.analysis.fmt import fmt_ns
 from neuron_prof.analysis.intervals import intersect_ns, merge
 from neuron_prof.analysis.kinds import Kind
 from neuron_prof.model import Trace
+from neuron_prof.model.order import sorted_unique
 
 SPREAD_KINDS = tuple(k for k in Kind if k.info.spread)
 """Kinds whose cost is spread inside the time of the others (no events of their own)."""
@@ -26,7 +27,7 @@ def _rows(f: Finding, n: int) -> np.ndarray:
     rows = f.evidence.get("rows")
     if not isinstance(rows, list) or not rows or not all(isinstance(r, int) for r in rows):
         return np.zeros(0, np.int64)
-    a = np.unique(np.asarray(rows, dtype=np.int64))
+    a = sorted_unique(np.asarray(rows, dtype=np.int64))
     return a[(a >= 0) & (a < n)]
 
 
@@ -58,7 +59,7 @@ def cost_floor(trace: Trace, findings: list[Finding]) -> list[Finding]:
             share = f.share * (f.cost_ns - shared) / f.cost_ns
         out[i] = f.cost_floored(share)
         if f.cost_ns and len(rows):
-            counted = np.union1d(counted, rows)
+            counted = sorted_unique(np.concatenate([counted, rows]))  # np.union1d, sorted (`sorted_unique`)
     return out
 
 

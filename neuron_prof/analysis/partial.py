@@ -14,6 +14,7 @@ import numpy as np
 
 from neuron_prof.analysis.finding import SEVERITIES, Finding
 from neuron_prof.model import Meta, Trace
+from neuron_prof.model.order import sorted_unique
 
 
 def partial_totals(trace: Trace, findings: list[Finding]) -> dict[str, Any] | None:
@@ -26,7 +27,7 @@ def partial_totals(trace: Trace, findings: list[Finding]) -> dict[str, Any] | No
     used = np.zeros(len(trace.tracks), dtype=bool)
     for table in (trace.slices, trace.instants, trace.counters):
         if len(table):
-            used[np.unique(table.track)] = True
+            used[sorted_unique(table.track)] = True
     empty = [t.name for i, t in enumerate(trace.tracks) if not used[i] and t.kind not in ("thread", "findings")]
     recorded = [f for f in trace.findings if isinstance(f, dict)]
     rec_sev = Counter(str(f.get("severity")) for f in recorded)

@@ -24,6 +24,7 @@ from neuron_prof.analysis.sites.lines import lines_json
 from neuron_prof.analysis.steps.breakdown import step_breakdown
 from neuron_prof.analysis.totals import compute_totals as _totals
 from neuron_prof.model import Trace
+from neuron_prof.model.order import sorted_unique
 
 _MODULES = analysis_modules()
 """Modules whose @register calls define the built-in analyses (imported on first use): those that the kinds
@@ -118,7 +119,7 @@ def _with_rank(trace: Trace, f: Finding) -> Finding:
         tracks = trace.slices.track[np.asarray(rows, dtype=np.int64)]
     except (IndexError, ValueError):
         return f
-    ranks = {trace.processes[trace.tracks[int(t)].process].rank for t in np.unique(tracks)}
+    ranks = {trace.processes[trace.tracks[int(t)].process].rank for t in sorted_unique(tracks)}
     if len(ranks) == 1 and (r := ranks.pop()) is not None:
         return dataclasses.replace(f, rank=int(r))
     return f

@@ -21,6 +21,7 @@ from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.steps.breakdown import PARTS, step_breakdown
 from neuron_prof.analysis.steps.phases import cache_states, step_phases
 from neuron_prof.model import Meta, Trace, TrackKind
+from neuron_prof.model.order import sorted_unique
 
 TOP_N = 15
 
@@ -58,7 +59,7 @@ def compute_totals(trace: Trace, ctx: Context) -> dict[str, Any]:
     dev = device_rows(ctx)
     devices = []
     proc = np.array([t.process for t in trace.tracks] or [0], dtype=np.int64)
-    for p in np.unique(proc[sl.track[dev]]) if len(dev) else []:
+    for p in sorted_unique(proc[sl.track[dev]]) if len(dev) else []:
         rs = dev[proc[sl.track[dev]] == p]
         busy = rows_union_ns(trace, rs)
         devices.append(

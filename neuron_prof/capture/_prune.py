@@ -30,6 +30,7 @@ import numpy as np
 from neuron_prof.capture._cap import kept_flows
 from neuron_prof.model import ArgsStore, KinetoCat, SliceTable, Trace, TrackKind
 from neuron_prof.model.callsite import MODULE_PREFIX, USER, file_kind, parse_frame
+from neuron_prof.model.order import sorted_unique
 
 USER_DEPTH = 2
 """Levels of the user's own frames kept inside op-free Python work (below its outermost call)."""
@@ -112,12 +113,12 @@ def prune_python(trace: Trace, user_files: set[str] | None = None, user_depth: i
 def _ancestors(par: np.ndarray, start: np.ndarray, n: int) -> np.ndarray:
     """Positions that are an ancestor of a position in `start` (pointer walk up, each position once)."""
     mark = np.zeros(n, bool)
-    front = np.unique(par[start])
+    front = sorted_unique(par[start])
     front = front[front >= 0]
     while len(front):
         front = front[~mark[front]]
         mark[front] = True
-        front = np.unique(par[front])
+        front = sorted_unique(par[front])
         front = front[front >= 0]
     return mark
 

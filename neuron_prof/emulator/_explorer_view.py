@@ -32,6 +32,7 @@ import orjson
 
 from neuron_prof.emulator import _explorer_schema as schema
 from neuron_prof.emulator.profiling import host_usage
+from neuron_prof.model.order import sorted_unique
 
 _MATRIX = ("mm", "addmm", "bmm", "baddbmm", "_addmm_activation", "convolution", "_scaled_dot_product")
 _CC_NAMES = {"allreduce": "AllReduce", "allgather": "AllGather", "_allgather_base": "AllGather",
@@ -59,7 +60,7 @@ def host_ops(trace_json: Path) -> HostOps:
     tids = np.asarray([t.tid if isinstance(t.tid, int) else -1 for t in tr.tracks] or [-1], dtype=np.int64)
     tid = tids[np.asarray(sl.track, dtype=np.int64)] if len(sl) else np.zeros(0, dtype=np.int64)
     out = {}
-    for t in np.unique(tid).tolist():
+    for t in sorted_unique(tid).tolist():
         rows = np.flatnonzero(tid == t)
         start, dur = sl.ts_ns[rows].astype(np.int64), sl.dur_ns[rows].astype(np.int64)
         o = np.lexsort((-dur, start))

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from neuron_prof.model.order import sorted_unique
+
 WINDOW = 1 << 20
 """Rows a streamed load's end holds at a time (slices, flow endpoints or arrows): read at each call, so a test
 can force small windows."""
@@ -52,7 +54,7 @@ def window_of_pairs(major: np.ndarray, minor: np.ndarray, cut: np.ndarray) -> np
     """`window_of` for keys (major, minor), compared as pairs; `cut` a structured array of fields "a", "b"."""
     ca, cb = cut["a"], cut["b"]
     out = np.searchsorted(ca, major, "left")
-    for a in np.unique(ca).tolist():  # a few: the majors the splitters fall in
+    for a in sorted_unique(ca).tolist():  # a few: the majors the splitters fall in
         lo, hi = np.searchsorted(ca, a, "left"), np.searchsorted(ca, a, "right")
         m = np.flatnonzero(major == a)
         out[m] = lo + np.searchsorted(cb[lo:hi], minor[m], "right")

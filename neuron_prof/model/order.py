@@ -1,9 +1,10 @@
-"""The one sort of slices both the loaders (binding flows) and analysis (nesting) need, and the integer type of
-row numbers."""
+"""The one sort of slices both the loaders (binding flows) and analysis (nesting) need, the integer type of
+row numbers, and the distinct values of an integer column (`sorted_unique`)."""
 
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 
 def start_order(ts: np.ndarray, dur: np.ndarray, track: np.ndarray) -> np.ndarray:
@@ -31,3 +32,20 @@ def row_dtype(n: int) -> type[np.signedinteger]:
     """The integer type for row numbers and positions (and -1 for none) into a table of `n` rows: int32 while
     `n` <= ROWS_INT32, else int64."""
     return np.int32 if n <= ROWS_INT32 else np.int64
+
+
+def sorted_unique(a: ArrayLike) -> np.ndarray:
+    """``np.unique(a)`` (the distinct values, ascending, of `a` flattened) by sorting a copy for integer and bool
+    values. numpy 2.3+ answers a plain ``np.unique`` with a hash table, slower than a sort at every size measured
+    here and 70x slower at 3M distinct values (3.0 s against 0.04 s): rows, positions, documents and flow ends
+    of a big trace are mostly distinct. Other types go to ``np.unique`` (its rule for NaNs)."""
+    s = np.array(a).ravel()  # a copy: an ndarray even of a memory-mapped column
+    if s.dtype.kind not in "iub":
+        return np.unique(s)
+    s.sort()
+    if len(s) < 2:
+        return s
+    keep = np.empty(len(s), dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]

@@ -18,6 +18,7 @@ import numpy as np
 from neuron_prof.analysis.collectives.rows import message_bytes
 from neuron_prof.analysis.collectives.source import on_device
 from neuron_prof.model import Trace, TrackKind
+from neuron_prof.model.order import sorted_unique
 
 _KERNEL_RE = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)", re.IGNORECASE)
 _ANNOT_RE = re.compile(r"^(?:nccl|gloo):(\w+)$")
@@ -65,7 +66,7 @@ def _candidates(trace: Trace, rows: np.ndarray, source: str) -> tuple[list[str],
     keys: list[str] = []
     keep: list[int] = []
     nbytes: list[float] = []
-    for uid in np.unique(names):
+    for uid in sorted_unique(names):
         s = trace.strings[int(uid)]
         if source == "nccl_kernel":
             m = _KERNEL_RE.match(s)

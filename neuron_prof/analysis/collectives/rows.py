@@ -22,6 +22,7 @@ from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.registry import register
 from neuron_prof.analysis.sites.callsites import sites_of
 from neuron_prof.model import Arg, Trace
+from neuron_prof.model.order import sorted_unique
 
 WARNING_EXPOSED = 0.15
 CRITICAL_EXPOSED = 0.40
@@ -122,7 +123,7 @@ def collective(trace: Trace, ctx: Context) -> list[Finding]:
         # slow outliers per message size
         slow: list[dict[str, Any]] = []
         excess = 0
-        for b in np.unique(nbytes):
+        for b in sorted_unique(nbytes):
             m = nbytes == b
             med = float(np.median(dur[m]))
             bad = np.flatnonzero(m & (dur > SLOW_FACTOR * max(med, 1.0)))

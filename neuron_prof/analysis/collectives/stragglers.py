@@ -20,6 +20,7 @@ from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.registry import register
 from neuron_prof.model import Trace, TrackKind
 from neuron_prof.model.callsite import parse_frame
+from neuron_prof.model.order import sorted_unique
 
 MIN_SPREAD_NS = 1_000_000
 """Spreads under 1 ms (or under half the collective's own duration) are noise, not stragglers."""
@@ -63,7 +64,7 @@ def _cause(trace: Trace, rank: int, t0: int, t1: int) -> dict[str, object]:
     if len(rows):
         ov = _overlap(trace, rows, t0, t1)
         names = trace.slices.name[rows]
-        for uid in np.unique(names[ov > 0]):
+        for uid in sorted_unique(names[ov > 0]):
             n = trace.strings[int(uid)]
             if any(w in n.lower() for w in _DATA_WORDS):
                 ns = int(ov[names == uid].sum())

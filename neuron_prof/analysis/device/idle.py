@@ -28,6 +28,7 @@ from neuron_prof.analysis.registry import register
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.steps.phases import compile_rows
 from neuron_prof.model import KinetoCat, Trace, TrackKind
+from neuron_prof.model.order import sorted_unique
 
 MIN_GAP_NS = 100_000
 """Gaps shorter than 100 µs are launch latency, not a diagnosis."""
@@ -53,7 +54,7 @@ def dispatch_rows(ctx: Context) -> np.ndarray:
         fl = ctx.trace.flows
         dev = ctx.rows(TrackKind.DEVICE)
         host = ctx.rows(TrackKind.THREAD)
-        src = np.unique(fl.src[np.isin(fl.dst, dev) & np.isin(fl.src, host)])
+        src = sorted_unique(fl.src[np.isin(fl.dst, dev) & np.isin(fl.src, host)])
         if not len(src):
             return src.astype(np.int64)
         n = host_nesting(ctx)
@@ -68,7 +69,7 @@ def dispatch_rows(ctx: Context) -> np.ndarray:
                 r = int(n.parent[i]) if i < len(n.rows) and n.rows[i] == r else -1
             if r >= 0:
                 out.append(r)
-        return np.unique(np.asarray(out, dtype=np.int64))
+        return sorted_unique(np.asarray(out, dtype=np.int64))
 
     return ctx.memo("dispatch_rows", build)  # type: ignore[no-any-return]
 
@@ -99,7 +100,7 @@ def device_idle(trace: Trace, ctx: Context) -> list[Finding]:
     sl = trace.slices
     proc = np.array([t.process for t in trace.tracks], dtype=np.int64)[sl.track[rows]]
     out = []
-    for p in np.unique(proc):
+    for p in sorted_unique(proc):
         rs = rows[proc == p]
         s, e = merge(sl.ts_ns[rs], sl.dur_ns[rs])
         if len(s) < 2:
@@ -116,7 +117,7 @@ def device_idle(trace: Trace, ctx: Context) -> list[Finding]:
         # compiles: the compile track and torch.compile's own phase spans (`steps.phases.compile_rows`), so host
         # time inside Dynamo/Inductor/a NEFF compile is never "not explained"; collectives: the collective
         # finding's own rows (`collective_rows`: gloo's spans where no collective track was recorded)
-        probe = np.unique(np.concatenate([ctx.rows(k) for k in _PROBE_KINDS]
+        probe = sorted_unique(np.concatenate([ctx.rows(k) for k in _PROBE_KINDS]
                                          + [compile_rows(ctx), collective_rows(trace, ctx)]))
         explained = (
             intersect_ns(sl.ts_ns[probe], sl.dur_ns[probe], gap_lo[big], gap_hi[big]) if len(probe) else 0

@@ -16,6 +16,7 @@ from neuron_prof.analysis.registry import register
 from neuron_prof.analysis.sites.callsites import Site, sites_of
 from neuron_prof.analysis.sites.host import enclosing_ops
 from neuron_prof.model import Arg, Trace, TrackKind
+from neuron_prof.model.order import sorted_unique
 
 RUNTIME_SYNC_NAMES = (
     "cudaStreamSynchronize",
@@ -38,7 +39,7 @@ def copy_to_host_rows(ctx: Context) -> np.ndarray:
     if not len(fl) or not len(ids):
         return np.zeros(0, dtype=np.int64)
     hit = np.isin(ctx.trace.slices.name[fl.dst], ids)
-    return np.intersect1d(np.unique(fl.src[hit]), ctx.rows(TrackKind.THREAD))
+    return np.intersect1d(sorted_unique(fl.src[hit]), ctx.rows(TrackKind.THREAD), assume_unique=True)
 
 
 @register(Kind.SYNC_POINT)

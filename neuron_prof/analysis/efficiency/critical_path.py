@@ -32,6 +32,7 @@ from neuron_prof.analysis.sites.callsites import sites_of
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.sites.lines import NOT_WORK_CATS
 from neuron_prof.model import Cat, TrackKind
+from neuron_prof.model.order import sorted_unique
 from neuron_prof.model.windows import row_windows
 
 ON_CRITICAL_PATH = "on_critical_path"
@@ -154,7 +155,7 @@ class _PathIndex:
         for p in paths:
             track = sl.track[p.seg_row]
             se = np.column_stack((p.seg_start, p.seg_end))
-            for t in np.unique(track).tolist():
+            for t in sorted_unique(track).tolist():
                 self.by_track.setdefault(int(t), []).append(se[track == t])
         kinds = (TrackKind.THREAD, TrackKind.DEVICE)  # per track, not per row: a big trace's rows are many
         self.own_track = np.array([t.kind in kinds for t in ctx.trace.tracks] or [False], dtype=bool)
@@ -177,7 +178,7 @@ class _PathIndex:
         own = self.own_track[track]  # on a host thread or a device queue
         if any(self._overlap(se, ts[~own], end[~own]) for se in self.paths):
             return True
-        for t in np.unique(track[own]).tolist():
+        for t in sorted_unique(track[own]).tolist():
             m = own & (track == t)
             if any(self._overlap(se, ts[m], end[m]) for se in self.by_track.get(int(t), ())):
                 return True
@@ -232,7 +233,7 @@ def _path(ctx: Context, step: int, s: int, e: int) -> StepPath:
         ok = k >= 0
         src = np.r_[src, end_nodes[eo[k[ok]]]]
         dst = np.r_[dst, host.wait_ends[ok]]
-    cuts = np.unique(time[host.wait_ends]) if len(host.wait_ends) else np.zeros(0, np.int64)
+    cuts = sorted_unique(time[host.wait_ends]) if len(host.wait_ends) else np.zeros(0, np.int64)
     out = StepPath(step=step, start_ns=s, end_ns=e)
     on = longest(time, chain, weight, src, dst, cuts)
     if not len(on):

@@ -24,6 +24,7 @@ from neuron_prof.analysis.efficiency.counts import kind_of, op_work
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.sites.lines import device_ns_by_host_row
 from neuron_prof.model import KinetoCat
+from neuron_prof.model.order import sorted_unique
 from neuron_prof.model.windows import row_windows
 
 SHAPE_KEYS = ("Input Dims", "Input type", "Concrete Inputs")
@@ -74,7 +75,7 @@ def _build(ctx: Context) -> RowWork:
     for a, z in row_windows(tr, len(rows)):  # no temporary over every host row (big traces)
         name = sl.name[rows[a:z]]
         op = np.isin(sl.cat[rows[a:z]], cpu)
-        new = np.unique(name[op])
+        new = sorted_unique(name[op])
         new = new[~asked[new]]
         known[new] = [kind_of(tr.s(int(i))) is not None for i in new.tolist()]
         asked[new] = True
@@ -158,7 +159,7 @@ def _device_inside(ctx: Context, rows: np.ndarray) -> np.ndarray:
         return out
     sl = ctx.trace.slices
     htrack, rtrack = sl.track[hrows], sl.track[rows]
-    for t in np.unique(rtrack).tolist():
+    for t in sorted_unique(rtrack).tolist():
         on = htrack == t
         if not on.any():
             continue

@@ -56,6 +56,7 @@ from neuron_prof.model.callsite import (
     stack_is_exact,
     user_files_of,
 )
+from neuron_prof.model.order import sorted_unique
 from neuron_prof.model.windows import row_windows
 
 CALL_STACK = "Call stack"
@@ -262,7 +263,7 @@ class Sites:
         rows = n.rows
         last = max(len(rows) - 1, 0)
         have = np.zeros(len(rows), dtype=bool)
-        new = np.unique(pos)
+        new = sorted_unique(pos)
         while len(new):
             have[new] = True
             par = n.parent_pos[new]
@@ -271,7 +272,7 @@ class Sites:
             if len(inb):
                 fwd = bw.forward[inb]
                 up += [np.minimum(np.searchsorted(rows, fwd[fwd >= 0]), last), np.maximum(bw.root[inb], 0)]
-            cand = np.unique(np.concatenate(up))
+            cand = sorted_unique(np.concatenate(up))
             new = cand[~have[cand]]
         return np.flatnonzero(have)
 
@@ -300,7 +301,7 @@ class Sites:
             # where the keys `of_args` looks for appear: the documents that may give a site (a superset: the
             # text may sit inside a value; each is then read exactly); packed, a window of the blob at a time
             hits = ctx.trace.args.find_all(_SITE_KEY_TEXTS)
-            docs = np.unique(np.searchsorted(off, hits, side="right") - 1)
+            docs = sorted_unique(np.searchsorted(off, hits, side="right") - 1)
             del hits
             parts = [np.zeros(0, dtype=np.int64)]
             for a, z in row_windows(ctx, m if len(docs) else 0):  # a window of host rows at a time
@@ -406,7 +407,7 @@ class Sites:
             return
         sel = np.flatnonzero((tr.slices.cat[rows] == py) & ~strong)
         names = tr.slices.name[rows[sel]]
-        for nid in np.unique(names).tolist():
+        for nid in sorted_unique(names).tolist():
             f = parse_frame(tr.s(int(nid)))
             if f is None or not self._user(f[0]):
                 continue

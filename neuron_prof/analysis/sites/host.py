@@ -7,6 +7,7 @@ import numpy as np
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.sites.nesting import TRANSPARENT_SPANS, Nesting, nesting
 from neuron_prof.model import KinetoCat, TrackKind
+from neuron_prof.model.order import sorted_unique
 
 
 def host_nesting(ctx: Context) -> Nesting:
@@ -24,7 +25,7 @@ def host_tracks(ctx: Context) -> list[tuple[np.ndarray, np.ndarray]]:
         sl = ctx.trace.slices
         tracks = sl.track[rows]
         out = []
-        for t in np.unique(tracks):
+        for t in sorted_unique(tracks):
             mine = rows[tracks == t]
             ts = sl.ts_ns[mine]
             o = np.argsort(ts, kind="stable")

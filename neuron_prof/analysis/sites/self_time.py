@@ -9,6 +9,7 @@ import numpy as np
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.intervals import covered_before, merge
 from neuron_prof.analysis.sites.host import host_nesting
+from neuron_prof.model.order import sorted_unique
 from neuron_prof.model.windows import row_windows
 
 MAX_IMPROPER = 500
@@ -78,7 +79,7 @@ def self_outside_backward(ctx: Context, row_bwd: np.ndarray, self_ns: np.ndarray
     if not row_bwd.any() or not len(n.rows):
         return out
     b = n.rows[row_bwd]
-    tracks = np.unique(sl.track[b])
+    tracks = sorted_unique(sl.track[b])
     for tr in tracks.tolist():  # backward time on each autograd thread, outside the slices of that thread
         on = b[sl.track[b] == tr]
         s, e = merge(sl.ts_ns[on], sl.dur_ns[on])

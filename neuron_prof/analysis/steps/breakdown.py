@@ -22,6 +22,7 @@ from neuron_prof.analysis.intervals import covered_before, merge, rows_union
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.steps.phases import compile_rows, step_phases
 from neuron_prof.model import Cat, KinetoCat, Trace, TrackKind
+from neuron_prof.model.order import sorted_unique
 from neuron_prof.model.windows import row_windows
 
 PARTS = ("compile", "fallback", "sync", "collective", "host", "device", "idle")
@@ -44,7 +45,7 @@ def _rows(trace: Trace, ctx: Context) -> dict[str, np.ndarray]:
              for a, z in row_windows(trace, len(host))]  # a window of host rows at a time
     ops = np.concatenate(parts) if parts else host[:0]
     return {
-        "compile": np.unique(np.concatenate([ctx.rows(TrackKind.COMPILE), compile_rows(ctx)])),
+        "compile": sorted_unique(np.concatenate([ctx.rows(TrackKind.COMPILE), compile_rows(ctx)])),
         "fallback": ctx.rows(TrackKind.FALLBACK),
         "sync": np.concatenate([ctx.rows(TrackKind.SYNC), ctx.name_rows(ctx.rows(TrackKind.THREAD),
                                                                          RUNTIME_SYNC_NAMES)]),

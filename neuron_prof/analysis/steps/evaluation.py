@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from neuron_prof.model import KinetoCat, Trace, TrackKind, number_pattern
-from neuron_prof.model.order import row_dtype
+from neuron_prof.model.order import row_dtype, sorted_unique
 from neuron_prof.model.windows import row_windows
 
 MODULE_SPAN = "nn.Module: "
@@ -97,7 +97,7 @@ def evaluation_passes(trace: Trace) -> list[EvalPass]:
     # the outer module calls, columnar (no Python object per call): start, end, name, builds a graph, row, track
     # (narrow types: a big trace has millions of module calls, often none inside another)
     parts: list[tuple[np.ndarray, ...]] = []
-    for t in np.unique(sl.track[mods]).tolist():
+    for t in sorted_unique(sl.track[mods]).tolist():
         m = mods[sl.track[mods] == t]
         m = m[np.argsort(sl.ts_ns[m], kind="stable")]
         ms, me = sl.ts_ns[m], sl.ts_ns[m] + sl.dur_ns[m]  # columns read once per track, never per row

@@ -41,6 +41,7 @@ import numpy as np
 
 from neuron_prof.analysis.intervals import merge
 from neuron_prof.model import Meta, Trace, TrackKind
+from neuron_prof.model.order import sorted_unique
 from neuron_prof.model.schema import KinetoCat
 
 OPT_STEP = "Optimizer.step#"
@@ -208,7 +209,7 @@ def _enclosing_annotation(th: _Thread, start: np.ndarray, end: np.ndarray,
     lo, hi = cores
     step_busy = th.busy.within(start, end)[1:]  # the first step's start is a guess: judge on the others
     best: tuple[float, int] | None = None
-    for sid in np.unique(ann.name):
+    for sid in sorted_unique(ann.name):
         m = ann.name == sid
         a_ts, a_end = ann.ts[m], ann.end[m]
         if len(a_ts) != len(lo) or not (np.all(a_ts <= lo) and np.all(hi <= a_end)):
@@ -264,7 +265,7 @@ def _annotations_alone(trace: Trace, ids: dict[str, np.ndarray], host: np.ndarra
     if not len(rows):
         return None
     best: tuple[int, _Spans] | None = None
-    for track in np.unique(trace.slices.track[rows]):
+    for track in sorted_unique(trace.slices.track[rows]):
         ann = _top_annotations(trace, int(track), ids)
         if ann is not None and (best is None or len(ann.ts) > best[0]):
             best = (len(ann.ts), ann)
@@ -309,7 +310,7 @@ def _top_annotations(trace: Trace, track: int, ids: dict[str, np.ndarray]) -> _S
     top = sp.take(~py & ~np.isin(sp.name, ids["profiler step"])).outermost()
     ann = top.take(np.isin(top.name, ids["annotation"]))
     other = np.isin(sl.track, trace.track_ids(TrackKind.THREAD)) & (sl.track != track)
-    elsewhere = np.unique(sl.name[other & np.isin(sl.name, ann.name)])
+    elsewhere = sorted_unique(sl.name[other & np.isin(sl.name, ann.name)])
     ann = ann.take(~np.isin(ann.name, elsewhere)).repeated()
     return ann if len(ann.ts) >= 2 else None
 
@@ -332,8 +333,8 @@ def _ids(trace: Trace) -> dict[str, np.ndarray]:
 
     sl = trace.slices
     ann_cat, py_cat = trace.strings.get(KinetoCat.USER_ANNOTATION), trace.strings.get(KinetoCat.PYTHON)
-    ann = np.unique(sl.name[sl.cat == ann_cat]) if ann_cat is not None else np.zeros(0, np.int32)
-    py = np.unique(sl.name[sl.cat == py_cat]) if py_cat is not None else np.zeros(0, np.int32)
+    ann = sorted_unique(sl.name[sl.cat == ann_cat]) if ann_cat is not None else np.zeros(0, np.int32)
+    py = sorted_unique(sl.name[sl.cat == py_cat]) if py_cat is not None else np.zeros(0, np.int32)
     return {
         "optimizer step": pick(lambda s: s.startswith(OPT_STEP)),
         "module call": pick(lambda s: s.startswith(MODULE)),

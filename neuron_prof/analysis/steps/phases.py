@@ -26,6 +26,7 @@ from neuron_prof.analysis.context import ABSENT, Context
 from neuron_prof.analysis.intervals import covered_before, merge
 from neuron_prof.analysis.steps.evaluation import eval_overlap_ns
 from neuron_prof.model import Arg, TrackKind
+from neuron_prof.model.order import sorted_unique
 from neuron_prof.model.schema import is_compile_span
 
 WARMUP, RECOMPILING, EVALUATION, TRAINING = "warm-up", "recompiling", "evaluation", "training"
@@ -89,7 +90,7 @@ def compile_rows(ctx: Context) -> np.ndarray:
         names = ctx.trace.slices.name[host]
         ids = [i for i, s in enumerate(ctx.trace.strings) if is_compile_span(s)]
         spans = host[np.isin(names, np.asarray(ids, dtype=names.dtype))] if ids else host[:0]
-        return np.unique(np.concatenate([np.asarray(keep, dtype=np.int64), spans.astype(np.int64)]))
+        return sorted_unique(np.concatenate([np.asarray(keep, dtype=np.int64), spans.astype(np.int64)]))
 
     return ctx.memo("compile_rows", build)  # type: ignore[no-any-return]
 

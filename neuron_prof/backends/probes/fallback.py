@@ -30,6 +30,7 @@ from neuron_prof.backends.probes._hostops import COPY_OPS, SYNC_OPS, shapes_dtyp
 from neuron_prof.backends.probes.probe import Probe
 from neuron_prof.model import Arg, Cat, KinetoCat, TrackKind
 from neuron_prof.model.callsite import Site, live_site
+from neuron_prof.model.order import sorted_unique
 from neuron_prof.model.schema import AUTOGRAD_EVALUATE, is_compile_span
 
 if TYPE_CHECKING:
@@ -192,7 +193,7 @@ class _Parents:
     def __init__(self, view: HostView, named: np.ndarray) -> None:
         self.view = view
         self.by_track: dict[int, np.ndarray] = {}
-        for t in np.unique(view.track[named]):
+        for t in sorted_unique(view.track[named]):
             rows = named[view.track[named] == t]
             self.by_track[int(t)] = rows[np.argsort(view.ts[rows], kind="stable")]
 
@@ -230,7 +231,7 @@ def _while_compiling(view: HostView, rows: np.ndarray) -> np.ndarray:
     and AOTAutograd run the model on fake tensors (their copies and host ops are no fallbacks)."""
     spans = view.name_rows(is_compile_span, rows)
     out = np.zeros(len(rows), dtype=bool)
-    for t in np.unique(view.track[spans]):
+    for t in sorted_unique(view.track[spans]):
         outer = _drop_enclosed(view, spans[view.track[spans] == t])
         starts, ends = view.ts[outer], view.end[outer]
         on = np.flatnonzero(view.track[rows] == t)
@@ -257,7 +258,7 @@ def _sequences(view: HostView, ops: np.ndarray, parts: list[str]) -> list[tuple[
     """(first row, last row) of each run of consecutive outermost ops whose keys are `parts`, in order."""
     outer = _drop_enclosed(view, ops)
     out: list[tuple[int, int]] = []
-    for t in np.unique(view.track[outer]):
+    for t in sorted_unique(view.track[outer]):
         rows = outer[view.track[outer] == t]
         ks = [op_key(view.name_of(int(r))) for r in rows]
         n = len(parts)

@@ -16,6 +16,7 @@ from neuron_prof.backends.probes._common import probe_track, site_args, step_of
 from neuron_prof.backends.probes._hostops import shapes_dtypes
 from neuron_prof.backends.probes.probe import Probe
 from neuron_prof.model import Arg, Cat, KinetoCat, TrackKind
+from neuron_prof.model.order import sorted_unique
 
 if TYPE_CHECKING:
     from neuron_prof.backends.base import CaptureContext
@@ -52,7 +53,7 @@ def find_stalls(view: HostView, ratio: float = 10.0, min_excess_ns: int = 1_000_
         return []
     names = view.name[ops]
     out: list[tuple[int, int, int, str]] = []
-    for nid in np.unique(names):
+    for nid in sorted_unique(names):
         rows = ops[names == nid]
         if len(rows) < 2:
             continue

@@ -13,6 +13,7 @@ import numpy as np
 
 from neuron_prof.model import KinetoCat, TraceBuilder
 from neuron_prof.model.callsite import MODULE_PREFIX, NO_STACK, Site, site_from_stack, stack_is_exact
+from neuron_prof.model.order import sorted_unique
 
 CALL_STACK = "Call stack"
 
@@ -51,7 +52,7 @@ class HostView:
         if rows is None:
             rows = np.arange(len(self.ts))
         names = self.name[rows]
-        uniq = np.unique(names)
+        uniq = sorted_unique(names)
         keep = uniq[[predicate(self.strings[int(i)]) for i in uniq]] if len(uniq) else uniq
         sel = rows[np.isin(names, keep)]
         return sel[np.argsort(self.ts[sel], kind="stable")]
@@ -103,7 +104,7 @@ class HostView:
 
     def _index(self, rows: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
         out = {}
-        for t in np.unique(self.track[rows]):
+        for t in sorted_unique(self.track[rows]):
             r = rows[self.track[rows] == t]
             out[int(t)] = (r, self.ts[r], self.end[r])
         return out

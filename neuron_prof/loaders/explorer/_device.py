@@ -25,6 +25,7 @@ from neuron_prof.loaders.explorer._clock import DeviceClock, fallback, from_exec
 from neuron_prof.loaders.explorer._events import Executions, device_process
 from neuron_prof.loaders.explorer._tables import Tables
 from neuron_prof.model import Arg, Cat, ProcessKind, TraceBuilder, TrackKind
+from neuron_prof.model.order import sorted_unique
 
 CAT_ACTIVE = Cat.ENGINE_BUSY
 CAT_ERROR = Cat.DEVICE_ERROR
@@ -133,7 +134,7 @@ def add_active_time(b: TraceBuilder, tables: Tables, dev: DeviceProfile) -> dict
     start, dur = dev.span(t)
     engine = np.asarray(t.column("engine").fill_null("unknown").to_pylist(), dtype=object)
     core = _np(t, "pcore_idx")
-    split = len(np.unique(core)) > 1
+    split = len(sorted_unique(core)) > 1
     busy: dict[str, int] = {}
     cat = b.strings.intern(CAT_ACTIVE)
     label = _label(b, dev)
@@ -203,8 +204,8 @@ def add_bandwidth(b: TraceBuilder, tables: Tables, dev: DeviceProfile) -> dict[s
             continue
         ts = dev.clock.to_host(_np(t, "timestamp"))
         v, core = _np(t, "current_throughput", 0.0).astype(np.float64), _np(t, "pcore_idx")
-        split = len(np.unique(core)) > 1
-        for c in np.unique(core).tolist():
+        split = len(sorted_unique(core)) > 1
+        for c in sorted_unique(core).tolist():
             m = np.flatnonzero(core == c)
             m = m[np.argsort(ts[m], kind="stable")]
             name = f"{_label(b, dev)}{f' pcore {c}' if split else ''} {what}"

@@ -29,6 +29,7 @@ import numpy as np
 
 from neuron_prof.loaders.explorer._tables import Tables
 from neuron_prof.model import Cat, KinetoCat, ProcessKind, TraceBuilder, TrackKind
+from neuron_prof.model.order import sorted_unique
 
 TABLE = "SystemProfileEvents"
 FRAMEWORK, RUNTIME, HARDWARE = "framework", "neuron_rt", "neuron_hw"
@@ -122,7 +123,7 @@ def add_system_events(b: TraceBuilder, tables: Tables, warnings: list[str],
     row_of[keep] = b.n_slices + np.arange(int(keep.sum()))
     k = np.flatnonzero(keep)
     nc = np.where(t.column("nc_idx").is_null().to_numpy(zero_copy_only=False), pcore, nc)  # hardware: its core
-    multi = len(np.unique(pid[kind == 3])) > 1
+    multi = len(sorted_unique(pid[kind == 3])) > 1
     if len(k):
         inst = t.column("instance_id").fill_null("").to_numpy(zero_copy_only=False)
         tracks, cats = _tracks(b, inst[k], kind[k], pid[k], tid[k], nc[k], pcore[k], stream[k], streams, multi)
@@ -280,7 +281,7 @@ def _hardware_links(b: TraceBuilder, kind: np.ndarray, nc: np.ndarray, start: np
     if not len(rt) or not len(hw):
         return
     src_all, dst_all = [], []
-    for c in np.unique(nc[hw]).tolist():
+    for c in sorted_unique(nc[hw]).tolist():
         r = rt[nc[rt] == c]
         r = r[np.argsort(start[r], kind="stable")]
         h = hw[nc[hw] == c]

@@ -14,6 +14,7 @@ from neuron_prof.loaders.json._flows import SliceIndex, bind_v1, bind_v2, unique
 from neuron_prof.loaders.json._pairs import pair_async, pair_begin_end
 from neuron_prof.loaders.json._values import as_str, norm_id, us_to_ns
 from neuron_prof.model import ROW_WINDOW, FlowTable, TraceBuilder, drop_mapped
+from neuron_prof.model.order import sorted_unique
 from neuron_prof.model.schema import META_KEY, KinetoCat, Meta, ProcessKind, TrackKind
 
 V1Ends = tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray]
@@ -205,10 +206,10 @@ class Converter:
         found = [np.zeros(0, np.int32)]
         for a in range(0, len(cols.s_cat), ROW_WINDOW):  # a window at a time: the columns may be mapped
             z = a + ROW_WINDOW
-            found.append(np.unique(cols.s_track[a:z][np.isin(cols.s_cat[a:z], ids)]))
+            found.append(sorted_unique(cols.s_track[a:z][np.isin(cols.s_cat[a:z], ids)]))
             drop_mapped(cols.s_track)
             drop_mapped(cols.s_cat)
-        for t in np.unique(np.concatenate(found)).tolist():
+        for t in sorted_unique(np.concatenate(found)).tolist():
             tr = self.b.tracks[t]
             if tr.kind == TrackKind.THREAD:
                 self.b.set_track(t, kind=TrackKind.DEVICE)

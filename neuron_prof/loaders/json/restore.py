@@ -20,6 +20,7 @@ import numpy as np
 
 from neuron_prof.loaders.json._values import norm_id
 from neuron_prof.model import Process, Trace, Track
+from neuron_prof.model.order import sorted_unique
 from neuron_prof.model.schema import META_KEY, Meta, TrackKind
 
 __all__ = ["restore_own"]
@@ -84,7 +85,7 @@ def restore_own(trace: Trace, own: dict[str, Any], warnings: list[str] | None) -
     # A synthetic track that holds slices (someone edited the file) is kept: its rows carry flows.
     if drop.any() and len(trace.slices):
         keep_slices = np.zeros(len(trace.tracks), dtype=bool)
-        keep_slices[np.unique(trace.slices.track)] = True
+        keep_slices[sorted_unique(trace.slices.track)] = True
         drop &= ~keep_slices
     for i, t in enumerate(trace.tracks):
         if tmap[i] < 0 and not drop[i]:

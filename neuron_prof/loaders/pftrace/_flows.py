@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.model import TraceBuilder
+from neuron_prof.model.order import sorted_unique
 
 
 def flow_columns(b: TraceBuilder, metas: list[dict[str, Any]], ev: np.ndarray, fid: np.ndarray, sec: np.ndarray,
@@ -15,7 +16,7 @@ def flow_columns(b: TraceBuilder, metas: list[dict[str, Any]], ev: np.ndarray, f
     one arrow each. Per endpoint: `ev` its event's index in the file, `fid` the flow id, `sec` the file section
     (writer's rank), `ev_ts` its event's time and `ev_row` the slice row of that event (-1: not a slice)."""
     src, dst, ids, sec = pair_by_id(metas, ev, fid, sec, ev_ts, ev_row)
-    names = section_names(b, metas, np.unique(sec).tolist())
+    names = section_names(b, metas, sorted_unique(sec).tolist())
     b.f_src, b.f_dst = src, dst  # type: ignore[assignment]
     b.f_id, b.f_cat, b.f_name = named_ids(names, ids, sec)  # type: ignore[assignment]
 
@@ -35,7 +36,7 @@ def pair_by_id(metas: list[dict[str, Any]], ev: np.ndarray, fid: np.ndarray, sec
         "src_later") or []], np.uint64)
     if len(later):
         _, counts = np.unique(fid, return_counts=True)
-        two = np.isin(ids, np.unique(fid)[counts == 2])
+        two = np.isin(ids, sorted_unique(fid)[counts == 2])
         swap = two & np.isin(ids, later)
         src, dst = np.where(swap, dst, src), np.where(swap, src, dst)
     return src, dst, ids, sec
@@ -64,7 +65,7 @@ def named_ids(names: SectionNames, ids: np.ndarray, sec: np.ndarray) -> tuple[np
     cat = np.zeros(len(ids), np.int64)
     name = np.zeros(len(ids), np.int64)
     model_id = ids.view(np.int64).copy()
-    for section in np.unique(sec).tolist():
+    for section in sorted_unique(sec).tolist():
         if section not in names:
             continue
         cats, nams, xor = names[section]

@@ -29,6 +29,7 @@ from neuron_prof.loaders.pftrace._decode import Seq, da_value, fragment, packet_
 from neuron_prof.loaders.pftrace._flows import flow_columns
 from neuron_prof.loaders.pftrace._tracks import tracks_from_descriptors
 from neuron_prof.model import ArgsStore, Trace, TraceBuilder, Track, TrackKind
+from neuron_prof.model.order import sorted_unique
 from neuron_prof.model.schema import FORMAT_VERSION, META_KEY, Meta
 
 __all__ = ["load_pftrace"]
@@ -116,7 +117,7 @@ def signed_times(ts: np.ndarray) -> tuple[np.ndarray, bool]:
 
 def unknown_uuids(uu: np.ndarray, declared: np.ndarray, skip: np.ndarray) -> np.ndarray:
     """The sorted distinct uuids of `uu` neither declared nor skipped."""
-    return np.unique(uu[~np.isin(uu, declared) & ~np.isin(uu, skip)])
+    return sorted_unique(uu[~np.isin(uu, declared) & ~np.isin(uu, skip)])
 
 
 def track_rows(uu: np.ndarray, keys: np.ndarray, vals: np.ndarray) -> np.ndarray:

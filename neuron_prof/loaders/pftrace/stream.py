@@ -43,6 +43,7 @@ from neuron_prof.loaders.pftrace.reader import (
 )
 from neuron_prof.loaders.spill import Spill, sample_step, splitters, window_of
 from neuron_prof.model import drop_mapped
+from neuron_prof.model.order import sorted_unique
 
 __all__ = ["PER_BYTE", "check_room", "ingest", "stream_wanted"]
 
@@ -140,7 +141,7 @@ class _Ingest:
         for k in range(0, n, _ROWS):
             unknown.append(unknown_uuids(self._read("e_uuid", k, k + _ROWS), declared, skip))
             wrapped = wrapped or bool((self._read("e_ts", k, k + _ROWS) >> np.uint64(63)).any())
-        keys, vals = r.add_unknown(umap, np.unique(np.concatenate(unknown)))
+        keys, vals = r.add_unknown(umap, sorted_unique(np.concatenate(unknown)))
         if wrapped:
             r.warnings.append(WRAPPED)
         for name, dt in _FE.items():
@@ -251,7 +252,7 @@ class _Ingest:
             for k in range(len(cut) + 1):
                 e = ends.take(k)
                 src, dst, ids, sec = pair_by_id(r.metas, e["pf_ev"], e["pf_id"], e["pf_sec"], e["pf_ts"], e["pf_row"])
-                sections.update(np.unique(sec).tolist())
+                sections.update(sorted_unique(sec).tolist())
                 got = np.empty(len(src), _ARROW)
                 got["src"], got["dst"], got["id"], got["sec"] = src, dst, ids, sec
                 arrows.add(np.full(len(got), k), got)

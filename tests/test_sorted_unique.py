@@ -1,0 +1,40 @@
+"""`sorted_unique` (neuron_prof.model.order) is ``np.unique`` of one array, by a sort: every dtype, shape, size and
+share of distinct values, a memory-mapped column, NaNs left to numpy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from neuron_prof.model.order import sorted_unique
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint16, np.uint64, np.bool_])
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 1000])
+def test_it_is_np_unique(dtype: type, n: int) -> None:
+    rng = np.random.default_rng(n)
+    for high in (1, 2, 7, 10**6):  # all equal, few distinct, mostly distinct
+        a = rng.integers(0, high, n).astype(dtype)
+        got = sorted_unique(a)
+        want = np.unique(a)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(sorted_unique(a.reshape(-1, 1) if n else a), np.unique(a))  # flattened
+
+
+def test_it_leaves_its_input_and_floats_as_numpy_does(tmp_path: Path) -> None:
+    a = np.array([5, -3, 5, 0, -3, 9], dtype=np.int64)
+    before = a.copy()
+    np.testing.assert_array_equal(sorted_unique(a), [-3, 0, 5, 9])
+    np.testing.assert_array_equal(a, before)  # sorted a copy, not the caller's column
+    np.testing.assert_array_equal(sorted_unique([3, 1, 3]), [1, 3])
+    f = np.array([np.nan, 1.0, np.nan, 0.5])
+    np.testing.assert_array_equal(sorted_unique(f), np.unique(f))  # one NaN, numpy's rule
+    m = np.memmap(tmp_path / "col", dtype=np.int32, mode="w+", shape=(6,))
+    m[:] = [4, 4, 1, 2, 1, 4]
+    got = sorted_unique(m)
+    assert type(got) is np.ndarray
+    np.testing.assert_array_equal(got, [1, 2, 4])
+    np.testing.assert_array_equal(m, [4, 4, 1, 2, 1, 4])
