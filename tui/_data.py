@@ -242,7 +242,9 @@ class TuiData:
         Each table in `order` (the views', `neuron_prof.tui.views.Views.tables`), except that the tables
         `wanted()` returns (those of the view the user is waiting for) go first; `built(name)` after each.
         `before(name)` runs first (the app's `before_table` hook). A table that raises is recorded in
-        `failed`, not raised: its view says so and the other views still fill in.
+        `failed`, not raised: its view says so and the other views still fill in. After each table, the pages of
+        a cached trace's columns and mapped arrays it read go back to the kernel (`Context.drop_pages`): a view's
+        table is an aggregate, a window, or arrays in mapped files, not the trace held in memory.
         """
         rank = self.current
         while not cancelled():

@@ -292,10 +292,10 @@ def build_lanes(
     order = sorted(range(len(trace.tracks)), key=lambda i: _order_key(trace, i))
     c = trace.counters
     ntr, levels = max(len(trace.tracks), 1), max_depth + 2  # the last level: deeper than any lane
-    counts = np.zeros(ntr * levels, dtype=np.int64)
+    flat = np.zeros(ntr * levels, dtype=np.int64)
     for a, z in row_windows(pages, len(s)):
-        counts += np.bincount(_lane_key(s.track[a:z], depth[a:z], levels), minlength=ntr * levels)
-    counts = counts.reshape(ntr, levels)
+        flat += np.bincount(_lane_key(s.track[a:z], depth[a:z], levels), minlength=ntr * levels)
+    counts = flat.reshape(ntr, levels)
     used = set(np.flatnonzero(counts.sum(axis=1)).tolist()) | set(np.unique(c.track).tolist())
     names = lane_names(trace, [t for t in order if t in used])
     lane_of = np.full(ntr * levels, -1, dtype=np.int64)  # (track, level) -> place in `dealt`
