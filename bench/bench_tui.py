@@ -25,6 +25,7 @@ import asyncio
 import resource
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -140,10 +141,13 @@ async def run(source: Any, keys: list[tuple[str, str]], repeat: int, during_warm
     app = NeuronProfApp([source])
     started: list[tuple[float, str]] = []  # (when, table) each background table began: where a lag fell
     anon: list[tuple[str, float]] = []  # (table, anonymous RSS in MB as it began)
+    mem = MemSampler()
+    out["phases"] = mem.phases
 
     def before(name: str) -> None:
         started.append((time.perf_counter(), name))
         anon.append((name, _rss_mb("RssAnon")))
+        mem.phase(f"table {anon[-2][0]}" if len(anon) > 1 else "first screen .. tables")
 
     app.before_table = before
     async with app.run_test(size=(160, 48)) as pilot:
@@ -157,6 +161,7 @@ async def run(source: Any, keys: list[tuple[str, str]], repeat: int, during_warm
         out["first_screen_s"] = app.shown_at - t0
         out["first_screen_cpu_s"] = _cpu() - cpu0
         out["first_screen_rss_mb"] = _rss_mb()
+        mem.phase("first screen")
         await pilot.pause()
         warm = next((w for w in app.workers if w.name == "warm"), None)
         # keys handled while the other views' tables are built in the background (their thread and the event
@@ -179,6 +184,7 @@ async def run(source: Any, keys: list[tuple[str, str]], repeat: int, during_warm
             await asyncio.sleep(0.1)
         if warm is not None:
             await warm.wait()
+        mem.phase(f"table {anon[-1][0]}" if anon else "tables")
         out["warm_s"] = (app.warmed_at or time.perf_counter()) - app.shown_at
         ready_at = getattr(app, "ready_at", {})  # (an older app, compared in the same run, has none)
         out["ready_s"] = {v: t - app.shown_at for v, t in sorted(ready_at.items(), key=lambda kv: kv[1])}
@@ -186,6 +192,7 @@ async def run(source: Any, keys: list[tuple[str, str]], repeat: int, during_warm
         while app.premounted_at is None and any(w.name == "premount" for w in app.workers):
             await asyncio.sleep(0.01)
         await pilot.pause()
+        mem.phase("views' screens mounted")
         out["premount_s"] = None if app.premounted_at is None else app.premounted_at - app.shown_at
         out["timings"] = dict(app.data.timings)
         out["anon_mb"] = [*anon, ("(all built)", _rss_mb("RssAnon"))]
@@ -232,9 +239,50 @@ async def run(source: Any, keys: list[tuple[str, str]], repeat: int, during_warm
                 )
             )
         out["keys"] = rows
+        mem.phase("keys")
+        for view in app.views:  # every view, its tab or key: what showing it holds
+            await pilot.press(view.hotkey)
+            await pilot.pause()
+            mem.phase(f"visit {view.key}")
         await pilot.press("q")
+    mem.stop()
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
+
+
+class MemSampler:
+    """Peak RSS, its anonymous and mapped-file parts apart, per phase of the run: a thread reads
+    /proc/self/status every 10 ms; `phase(name)` closes the phase so far under `name`. Each entry of `phases`:
+    (name, peak VmRSS, peak RssAnon, peak RssFile, the process's peak RSS so far (ru_maxrss)), MB."""
+
+    def __init__(self, every_s: float = 0.01) -> None:
+        self.phases: list[tuple[str, float, float, float, float]] = []
+        self._peak = [0.0, 0.0, 0.0]
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._every = every_s
+        self._thread = threading.Thread(target=self._run, name="bench-rss", daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        now = [_rss_mb("VmRSS"), _rss_mb("RssAnon"), _rss_mb("RssFile")]
+        with self._lock:
+            self._peak = [max(a, b) for a, b in zip(self._peak, now, strict=True)]
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every):
+            self._sample()
+
+    def phase(self, name: str) -> None:
+        self._sample()
+        with self._lock:
+            rss, anon, file = self._peak
+            self._peak = [0.0, 0.0, 0.0]
+        self.phases.append((name, rss, anon, file, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def _rss_mb(field: str = "VmRSS") -> float:
@@ -340,6 +388,10 @@ def main(argv: list[str] | None = None) -> int:
               + "  ".join(f"{n} {a[i + 1][1] - v:+.0f} MB" for i, (n, v) in enumerate(a[:-1]))
               + f"  (at the end {a[-1][1]:.0f} MB)")
     print(f"RSS at the first screen: {r['first_screen_rss_mb']:.0f} MB; peak RSS: {r['peak_rss_mb']:.0f} MB")
+    if r.get("phases"):
+        print(f"{'phase (peak within it, MB)':<36}{'RSS':>8}{'anon':>8}{'file':>8}{'peak so far':>13}")
+        for name, rss, anon, file, so_far in r["phases"]:
+            print(f"{name:<36}{rss:>8.0f}{anon:>8.0f}{file:>8.0f}{so_far:>13.0f}")
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from neuron_prof.analysis import Context
 from neuron_prof.model import TrackKind
 from neuron_prof.tui._lanes import build_lanes
 from neuron_prof.tui.screens._compile_table import compile_table
@@ -81,7 +82,7 @@ def test_op_table_collapses_step_numbers() -> None:
 
 
 def test_collective_table_bandwidth() -> None:
-    tab = collective_table([demo_like_trace(0), demo_like_trace(1)])
+    tab = collective_table([Context(demo_like_trace(0)), Context(demo_like_trace(1))])
     assert sorted(tab["rank"]) == [0, 1]
     # 8 MB in 2 ms is 4 GB/s
     assert np.allclose(tab["gbps"], 8 * MS / (2 * MS))

@@ -48,6 +48,8 @@ from neuron_prof.analysis.fmt import fmt_bytes
 from neuron_prof.history import trend_of
 from neuron_prof.loaders import kept
 from neuron_prof.model import Trace, TrackKind, split_ranks
+from neuron_prof.model.order import row_dtype
+from neuron_prof.model.windows import row_windows
 from neuron_prof.tui._lanes import profiled_region
 from neuron_prof.tui._shape import step_times
 
@@ -131,10 +133,18 @@ class RankData:
 
     @cached_property
     def depth(self) -> np.ndarray:
-        """Nesting depth of every slice on its track (0: top level)."""
-        # the analysis counts depth from 1 (top level); lanes count from 0
-        d: np.ndarray = nesting(self.trace, np.arange(len(self.trace.slices), dtype=np.int64)).depth - 1
-        return d
+        """Nesting depth of every slice on its track (0: top level), in `row_dtype`: for a big cached trace in a
+        mapped file (`Context.empty`) whose pages go back after it is built."""
+        ctx = self.context
+
+        def build() -> np.ndarray:
+            n = len(self.trace.slices)
+            d: np.ndarray = nesting(self.trace, np.arange(n, dtype=row_dtype(n)), ctx.empty, ctx).depth
+            for a, z in row_windows(ctx, n):
+                d[a:z] -= 1  # the analysis counts depth from 1 (top level); lanes count from 0
+            return d
+
+        return ctx.memo("tui_depth", build)  # type: ignore[no-any-return]
 
     @cached_property
     def op_accounting(self) -> OpTable:
@@ -232,7 +242,9 @@ class TuiData:
         Each table in `order` (the views', `neuron_prof.tui.views.Views.tables`), except that the tables
         `wanted()` returns (those of the view the user is waiting for) go first; `built(name)` after each.
         `before(name)` runs first (the app's `before_table` hook). A table that raises is recorded in
-        `failed`, not raised: its view says so and the other views still fill in.
+        `failed`, not raised: its view says so and the other views still fill in. After each table, the pages of
+        a cached trace's columns and mapped arrays it read go back to the kernel (`Context.drop_pages`): a view's
+        table is an aggregate, a window, or arrays in mapped files, not the trace held in memory.
         """
         rank = self.current
         while not cancelled():
@@ -250,6 +262,8 @@ class TuiData:
                     self.ranks[rank].table(spec)
             except Exception as e:  # noqa: BLE001 - shown by the view that needs the table
                 self.failed[(rank, spec.name)] = f"{spec.name} could not be computed: {type(e).__name__}: {e}"
+            for r in self.ranks if isinstance(spec, CrossTable) else [self.ranks[rank]]:
+                r.context.drop_pages()  # a cached trace's pages this table read: not held while the user reads
             self.timings[f"table {spec.name}"] = time.perf_counter() - start
             built(spec.name)
 

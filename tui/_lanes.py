@@ -9,12 +9,16 @@ Binning cost depends on lanes x width x log(n), not on how many slices are visib
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from neuron_prof.analysis import find_steps
 from neuron_prof.model import Trace, TrackKind
+from neuron_prof.model.order import row_dtype
+from neuron_prof.model.windows import HasPages, row_windows
 from neuron_prof.tui._lane_names import lane_names, lane_title
 
 # top-to-bottom order of lane kinds on the timeline: device work first (an MTIA trace has ~140 host
@@ -32,6 +36,8 @@ LANE_ORDER = (
     TrackKind.MEMORY,
     TrackKind.COUNTER,
 )
+Empty = Callable[[int, Any], np.ndarray]
+"""How a lane's arrays are made: `np.empty`, or `Context.empty` (mapped files for a big cached trace)."""
 SHADES = " ░▒▓█"
 BARS = " ▁▂▃▄▅▆▇█"
 
@@ -55,6 +61,9 @@ class Lane:
     """Counter lanes: sample values aligned with `starts`."""
     title: str = ""
     """Full name: process and track as the trace names them."""
+    flow_starts: np.ndarray | None = None
+    """Device lanes from `build_lanes`: the starts (ascending) of the slices a flow arrives at (an execution a
+    host op launched); None: not worked out (the timeline finds them when it draws the lane)."""
 
     _ends_sorted: np.ndarray | None = field(default=None, repr=False)
 
@@ -139,24 +148,86 @@ def _order_key(trace: Trace, i: int) -> tuple[int, int, int, int, int]:
 
 
 def slice_lane(
-    trace: Trace, rows: np.ndarray, origin: int, label: str, track: int, depth: int, title: str = ""
+    trace: Trace, rows: np.ndarray, origin: int, label: str, track: int, depth: int, title: str = "",
+    empty: Empty = np.empty, pages: HasPages | None = None, arrivals: np.ndarray | None = None,
 ) -> Lane:
-    """A lane of slice `rows` (one track, one depth), sorted by start."""
+    """A lane of slice `rows` (one track, one depth, in table order), sorted by start (stable).
+
+    Its arrays come from `empty(n, dtype)` (`Context.empty`: mapped files for a big cached trace) and are
+    written a window of rows at a time (`row_windows`, `pages` handing back the pages read: the trace by
+    default); rows that already come in start order (a loader's usual order) are not sorted again. `arrivals`
+    (a bool per slice row: a flow arrives there) gives the lane its `flow_starts`."""
     s = trace.slices
-    r = rows[np.argsort(s.ts_ns[rows], kind="stable")]
-    st = s.ts_ns[r] - origin
-    en = np.maximum(st + s.dur_ns[r], st)
-    cum = np.zeros(len(r) + 1, dtype=np.int64)
-    np.cumsum(en - st, out=cum[1:])
+    pages = pages if pages is not None else trace
+    n = len(rows)
+    dt = row_dtype(len(s))
+    if _ascending(s.ts_ns, rows, pages):
+        r = rows.astype(dt, copy=False)  # kept as it is (`build_lanes` deals them into arrays of `empty`)
+    else:
+        r = empty(n, dt)
+        o = np.argsort(s.ts_ns[rows], kind="stable")
+        for a, z in row_windows(pages, n):
+            r[a:z] = rows[o[a:z]]
+        del o
+    st, en, cum = empty(n, np.int64), empty(n, np.int64), empty(n + 1, np.int64)
+    cum[0] = 0
+    ends_ascend, last_end = True, None
+    for a, z in row_windows(pages, n):
+        w = r[a:z]
+        st[a:z] = s.ts_ns[w] - origin
+        en[a:z] = np.maximum(st[a:z] + s.dur_ns[w], st[a:z])
+        np.cumsum(en[a:z] - st[a:z], out=cum[a + 1:z + 1])
+        cum[a + 1:z + 1] += cum[a]
+        e = en[a:z] if last_end is None else np.r_[last_end, en[a:z]]
+        ends_ascend = ends_ascend and bool((e[1:] >= e[:-1]).all())
+        last_end = en[z - 1]
     kind = trace.tracks[track].kind
-    return Lane(label=label, kind=kind, track=track, depth=depth, starts=st, ends=en, rows=r.astype(np.int64),
-                cum=cum, title=title or lane_title(trace, track) + (f", depth {depth}" if depth else ""))
+    lane = Lane(label=label, kind=kind, track=track, depth=depth, starts=st, ends=en, rows=r, cum=cum,
+                title=title or lane_title(trace, track) + (f", depth {depth}" if depth else ""))
+    if ends_ascend:
+        lane._ends_sorted = en  # no sort of the whole lane later (one depth's slices do not overlap)
+    if arrivals is not None:
+        m = sum(int(arrivals[r[a:z]].sum()) for a, z in row_windows(pages, n))
+        fs, at = empty(m, np.int64), 0
+        for a, z in row_windows(pages, n):
+            got = st[a:z][arrivals[r[a:z]]]
+            fs[at:at + len(got)] = got
+            at += len(got)
+        lane.flow_starts = fs
+    return lane
+
+
+def flow_arrivals(trace: Trace, empty: Empty = np.empty, pages: HasPages | None = None) -> np.ndarray:
+    """A bool per slice row: whether a flow arrives at it (marked a window of flows at a time)."""
+    n, dst = len(trace.slices), trace.flows.dst
+    hit = empty(n, np.bool_)
+    for a, z in row_windows(pages if pages is not None else trace, n):
+        hit[a:z] = False
+    for a, z in row_windows(pages if pages is not None else trace, len(dst)):
+        d = dst[a:z]
+        hit[d[(d >= 0) & (d < n)]] = True
+    return hit
+
+
+def _ascending(ts: np.ndarray, rows: np.ndarray, pages: HasPages) -> bool:
+    """Whether `ts[rows]` never decreases (read a window at a time)."""
+    last = None
+    for a, z in row_windows(pages, len(rows)):
+        t = ts[rows[a:z]]
+        if last is not None:
+            t = np.r_[last, t]
+        if not bool((t[1:] >= t[:-1]).all()):
+            return False
+        last = t[-1]
+    return True
 
 
 def depth_lane(trace: Trace, depth: np.ndarray, origin: int, row: int) -> Lane:
     """The lane of slice `row`'s track at its depth (for a jump to a slice deeper than the lanes shown)."""
     track, d = int(trace.slices.track[row]), int(depth[row])
-    rows = np.flatnonzero((trace.slices.track == track) & (depth == d))
+    tr = trace.slices.track
+    rows = np.concatenate([a + np.flatnonzero((tr[a:z] == track) & (depth[a:z] == d))
+                           for a, z in row_windows(trace, len(tr))] or [np.zeros(0, np.int64)])
     return slice_lane(trace, rows, origin, _depth_label(d), track, d)
 
 
@@ -205,49 +276,94 @@ def build_lanes(
     origin: int,
     max_depth: int = 4,
     region: tuple[int, int] | None = None,
+    empty: Empty = np.empty,
+    pages: HasPages | None = None,
 ) -> list[Lane]:
     """Lanes for every track with events, host threads first and counters last; times relative to `origin`.
 
     Host threads get one lane per nesting depth (0 = top level) up to `max_depth` (the flame chart of
-    their stacks), device tracks up to depth 2; probe tracks one lane. Counter samples are clipped to `region` (default: `profiled_region`).
+    their stacks), device tracks up to depth 2; probe tracks one lane. Counter samples are clipped to `region`
+    (default: `profiled_region`). The slices are dealt to their lanes a window of rows at a time (`row_windows`)
+    and each lane's arrays come from `empty` (`slice_lane`): no temporary spans every row of the trace.
     """
     s = trace.slices
+    pages = pages if pages is not None else trace
     lo, hi = region if region is not None else profiled_region(trace)
     order = sorted(range(len(trace.tracks)), key=lambda i: _order_key(trace, i))
     c = trace.counters
-    used = set(np.unique(s.track).tolist()) | set(np.unique(c.track).tolist())
+    ntr, levels = max(len(trace.tracks), 1), max_depth + 2  # the last level: deeper than any lane
+    flat = np.zeros(ntr * levels, dtype=np.int64)
+    for a, z in row_windows(pages, len(s)):
+        flat += np.bincount(_lane_key(s.track[a:z], depth[a:z], levels), minlength=ntr * levels)
+    counts = flat.reshape(ntr, levels)
+    used = set(np.flatnonzero(counts.sum(axis=1)).tolist()) | set(np.unique(c.track).tolist())
     names = lane_names(trace, [t for t in order if t in used])
-    by_track = np.argsort(s.track, kind="stable")
-    tr_sorted = s.track[by_track]
+    lane_of = np.full(ntr * levels, -1, dtype=np.int64)  # (track, level) -> place in `dealt`
+    dealt: list[tuple[int, int]] = []  # (track, depth) of each slice lane, in lane order
+    for t in order:
+        kind = trace.tracks[t].kind
+        deep = max_depth if kind == TrackKind.THREAD else min(max_depth, 2) if kind == TrackKind.DEVICE else 0
+        for d in range(deep + 1):
+            if not trace.tracks[t].is_counter and counts[t, d]:
+                lane_of[t * levels + d] = len(dealt)
+                dealt.append((t, d))
+    rows = _deal(trace, depth, lane_of, [int(counts[t, d]) for t, d in dealt], levels, empty, pages)
+    arrivals = flow_arrivals(trace, empty, pages) if any(trace.tracks[t].kind == TrackKind.DEVICE
+                                                         for t, _ in dealt) else None
     lanes: list[Lane] = []
+    k = 0
     for t in order:
         kind = trace.tracks[t].kind
         if trace.tracks[t].is_counter:
-            rows = np.flatnonzero(c.track == t)
-            if len(rows):
-                rows = rows[np.argsort(c.ts_ns[rows], kind="stable")]
-                rows = rows[clip_samples(c.ts_ns[rows], lo, hi)]
-            if len(rows):
+            cr = np.flatnonzero(c.track == t)
+            if len(cr):
+                cr = cr[np.argsort(c.ts_ns[cr], kind="stable")]
+                cr = cr[clip_samples(c.ts_ns[cr], lo, hi)]
+            if len(cr):
                 lanes.append(
                     Lane(
                         label=names[t],
                         title=lane_title(trace, t),
                         kind=kind,
                         track=t,
-                        starts=c.ts_ns[rows] - origin,
-                        ends=c.ts_ns[rows] - origin,
-                        rows=rows,
-                        values=c.value[rows],
+                        starts=c.ts_ns[cr] - origin,
+                        ends=c.ts_ns[cr] - origin,
+                        rows=cr,
+                        values=c.value[cr],
                     )
                 )
             continue
-        a, b = np.searchsorted(tr_sorted, [t, t + 1])
-        rows = by_track[a:b]
-        if not len(rows):
-            continue
-        deep = max_depth if kind == TrackKind.THREAD else min(max_depth, 2) if kind == TrackKind.DEVICE else 0
-        for d in range(0, min(int(depth[rows].max()), deep) + 1):
-            r = rows[depth[rows] == d]
-            if len(r):
-                lanes.append(slice_lane(trace, r, origin, names[t] if d == 0 else _depth_label(d), t, d))
+        while k < len(dealt) and dealt[k][0] == t:
+            d = dealt[k][1]
+            lanes.append(slice_lane(trace, rows[k], origin, names[t] if d == 0 else _depth_label(d), t, d,
+                                    empty=empty, pages=pages, arrivals=arrivals if kind == TrackKind.DEVICE else None))
+            rows[k] = rows[k][:0]  # its rows are the lane's now: not held twice
+            k += 1
     return lanes
+
+
+def _lane_key(track: np.ndarray, depth: np.ndarray, levels: int) -> np.ndarray:
+    """track * levels + depth, the depth capped at the last level."""
+    return track.astype(np.int64) * levels + np.minimum(depth, levels - 1)
+
+
+def _deal(trace: Trace, depth: np.ndarray, lane_of: np.ndarray, sizes: list[int], levels: int, empty: Empty,
+          pages: HasPages) -> list[np.ndarray]:
+    """Each lane's slice rows (`row_dtype`, table order) in arrays of `empty`, dealt a window of rows at a time: a
+    stable sort of one window by lane, each run copied to its lane's place."""
+    s = trace.slices
+    dt = row_dtype(len(s))
+    out = [empty(m, dt) for m in sizes]
+    at = [0] * len(sizes)
+    for a, z in row_windows(pages, len(s)):
+        lane = lane_of[_lane_key(s.track[a:z], depth[a:z], levels)]
+        keep = np.flatnonzero(lane >= 0)
+        o = keep[np.argsort(lane[keep], kind="stable")]
+        ln = lane[o]
+        cuts = np.flatnonzero(np.diff(ln)) + 1
+        for lo, hi in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(ln)].tolist(), strict=True):
+            if hi > lo:
+                k = int(ln[lo])
+                out[k][at[k]:at[k] + hi - lo] = o[lo:hi] + a
+                at[k] += hi - lo
+    return out

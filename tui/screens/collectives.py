@@ -8,37 +8,44 @@ from typing import Any
 import numpy as np
 from textual.widget import Widget
 
-from neuron_prof.analysis import Context, collective_key, collective_rows, message_bytes
+from neuron_prof.analysis import Context, collective_args, collective_key, collective_rows, message_bytes
 from neuron_prof.analysis.fmt import fmt_bytes, fmt_count, fmt_gbps, fmt_ns
-from neuron_prof.model import Arg, Trace
+from neuron_prof.model import Arg
 from neuron_prof.tui._absent import no_collective_reason
 from neuron_prof.tui._data import CrossTable
 from neuron_prof.tui._shape import Table, arg_text, most_first, objects
 from neuron_prof.tui.screens.base import ViewScreen
 from neuron_prof.tui.widgets.virtual_table import Column, VirtualTable
 
+_SHOWN = (Arg.DTYPE, "dtype", Arg.GROUP, "Process Group Name")
+"""The args keys the table shows besides those the analysis reads (`collective_args`)."""
 
-def collective_table(traces: Sequence[Trace]) -> Table:
-    """Collectives grouped by (rank, op): count, bytes, time, mean bandwidth; most time first.
 
-    Rows, op names and byte counts are the analysis' own (probe track, else NCCL/RCCL kernels, else gloo).
+def collective_table(contexts: Sequence[Context]) -> Table:
+    """Collectives grouped by (rank, op): count, bytes, time, mean bandwidth; most time first; one analysis
+    context per rank (the rank's own: its collective rows are worked out once).
+
+    Rows, op names and byte counts are the analysis' own (probe track, else NCCL/RCCL kernels, else gloo); the
+    args read as columns a window at a time (`collective_args`), not parsed one document at a time.
     """
     groups: dict[tuple[int, str], dict[str, Any]] = {}
-    for i, trace in enumerate(traces):
+    for i, ctx in enumerate(contexts):
+        trace = ctx.trace
         rank = trace.rank if trace.rank is not None else i
         s = trace.slices
-        rows = collective_rows(trace, Context(trace))
-        for r in rows[np.argsort(s.ts_ns[rows], kind="stable")]:
-            a = trace.slice_args(int(r))
-            key = (rank, collective_key(trace.slice_name(int(r)), a))
+        rows = collective_rows(trace, ctx)
+        rows = rows[np.argsort(s.ts_ns[rows], kind="stable")]
+        names, ts, dur, track = s.name[rows].tolist(), s.ts_ns[rows].tolist(), s.dur_ns[rows].tolist(), s.track[rows].tolist()
+        for k, a in enumerate(collective_args(ctx, rows, _SHOWN)):
+            key = (rank, collective_key(trace.strings[names[k]], a))
             g = groups.setdefault(
                 key,
                 {
                     "count": 0,
                     "bytes": 0,
                     "total": 0,
-                    "ts": int(s.ts_ns[r]),
-                    "track": int(s.track[r]),
+                    "ts": ts[k],
+                    "track": track[k],
                     "trace": i,
                     "dtype": arg_text(a.get(Arg.DTYPE, a.get("dtype"))),
                     "group": arg_text(a.get(Arg.GROUP, a.get("Process Group Name"))),
@@ -46,7 +53,7 @@ def collective_table(traces: Sequence[Trace]) -> Table:
             )
             g["count"] += 1
             g["bytes"] += message_bytes(a)
-            g["total"] += int(s.dur_ns[r])
+            g["total"] += dur[k]
     vals = list(groups.values())
     total = np.array([g["total"] for g in vals], dtype=np.int64)
     nbytes = np.array([g["bytes"] for g in vals], dtype=np.int64)
@@ -67,7 +74,7 @@ def collective_table(traces: Sequence[Trace]) -> Table:
     return most_first(t, "total_ns")
 
 
-COLLECTIVES = CrossTable("collectives", lambda ranks: collective_table([r.trace for r in ranks]))
+COLLECTIVES = CrossTable("collectives", lambda ranks: collective_table([r.context for r in ranks]))
 
 
 class CollectivesScreen(ViewScreen):

@@ -25,7 +25,8 @@ from neuron_prof.tui.screens.base import ViewScreen
 from neuron_prof.tui.screens.slice_detail import SliceDetailScreen
 from neuron_prof.tui.widgets.timeline import LABEL_W, Timeline
 
-LANES = RankTable("lanes", lambda rank: build_lanes(rank.trace, rank.depth, rank.origin, region=rank.span))
+LANES = RankTable("lanes", lambda rank: build_lanes(rank.trace, rank.depth, rank.origin, region=rank.span,
+                                                    empty=rank.context.empty, pages=rank.context))
 WINDOW = RankTable("view", lambda rank: first_window(rank.trace, rank.span))
 
 

@@ -102,7 +102,8 @@ class Timeline(LaneRows, can_focus=True):
         self.cursor_ns = float(self.home[0])
         src, dst = flows if flows is not None else (np.zeros(0, np.int64), np.zeros(0, np.int64))
         self.flow_src, self.flow_dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
-        self._dst_sorted = np.unique(self.flow_dst)
+        self._dst_sorted: np.ndarray | None = None
+        """The flows' destinations, sorted: for a lane whose `flow_starts` were not worked out (`_flow_cells`)."""
         self.hits: np.ndarray | None = None
         """Search matches: a bool per slice row, or None when no search is active."""
         self.painter = FlamePainter(lambda r: strings[int(name_ids[r])], lambda r: int(name_ids[r]))
@@ -290,8 +291,10 @@ class Timeline(LaneRows, can_focus=True):
         lane = self.lanes[i]
         if lane.kind != "device":  # flows into probes and autograd threads would mark every op
             return []
-        fs = self._flow_starts.get(i)
+        fs = lane.flow_starts if lane.flow_starts is not None else self._flow_starts.get(i)
         if fs is None:
+            if self._dst_sorted is None:
+                self._dst_sorted = np.unique(self.flow_dst)
             fs = self._flow_starts[i] = np.sort(lane.starts[np.isin(lane.rows, self._dst_sorted)])
         a, b = np.searchsorted(fs, [int(self.t0), int(self.t1)])
         if b - a > self.cells * 4:  # a flow per cell or more says nothing: the boxes show the work

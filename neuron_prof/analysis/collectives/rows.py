@@ -77,12 +77,13 @@ _READ = ("Collective name", Arg.BYTES_IN, Arg.BYTES_OUT, "In msg nelems", "dtype
 """The args keys `op_key`, `message_bytes` and the bus bandwidth read."""
 
 
-def collective_args(ctx: Context, rows: np.ndarray) -> Iterator[dict[str, Any]]:
-    """Per collective row of `rows`: the args `op_key`, `message_bytes` and the bus bandwidth read (the keys the
-    document has), read as columns a window at a time (`Context.iter_pick_args`): no document parsed whole, and
-    a big trace's blob is not brought in by one sparse read per call."""
-    for vals in ctx.iter_pick_args(ctx.trace.slices.args[rows], _READ):
-        yield {k: v for k, v in zip(_READ, vals, strict=True) if v is not ABSENT}
+def collective_args(ctx: Context, rows: np.ndarray, extra: tuple[str, ...] = ()) -> Iterator[dict[str, Any]]:
+    """Per collective row of `rows`: the args `op_key`, `message_bytes` and the bus bandwidth read, and the `extra`
+    keys a caller shows (the keys the document has), read as columns a window at a time (`Context.iter_pick_args`):
+    no document parsed whole, and a big trace's blob is not brought in by one sparse read per call."""
+    keys = tuple(dict.fromkeys((*_READ, *extra)))
+    for vals in ctx.iter_pick_args(ctx.trace.slices.args[rows], keys):
+        yield {k: v for k, v in zip(keys, vals, strict=True) if v is not ABSENT}
 
 
 def _exposed(ts: np.ndarray, dur: np.ndarray, s_c: np.ndarray, e_c: np.ndarray) -> int:
