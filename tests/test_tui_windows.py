@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import neuron_prof
+from neuron_prof.analysis import nesting
 from neuron_prof.model import ProcessKind, Trace, TraceBuilder, TrackKind, windows
 from neuron_prof.tui._data import prepare
 from neuron_prof.tui._lanes import Lane, build_lanes
@@ -97,3 +98,17 @@ def test_lanes_are_each_depth_of_a_track_by_start(traces: list[Trace], monkeypat
         arrived = sum(len(x.flow_starts) for x in slice_lanes if x.flow_starts is not None)
         partly.append(0 < arrived < sum(len(x.rows) for x in slice_lanes if x.kind == TrackKind.DEVICE))
     assert any(partly)  # a trace where flows arrive at some slices of the device lanes, not all
+
+
+@pytest.mark.parametrize("size", [2, 1 << 20])
+def test_the_depth_is_the_nesting_of_every_row(size: int, traces: list[Trace],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The timeline's depth (host threads' from the analyses' host nesting, the other tracks' nested apart) is
+    `nesting` over every row, counted from 0, on traces with host threads and other tracks both."""
+    monkeypatch.setattr(windows, "ROW_WINDOW", size)
+    for trace in traces:
+        n = len(trace.slices)
+        want = nesting(trace, np.arange(n)).depth - 1
+        host = np.isin(trace.slices.track, trace.track_ids(TrackKind.THREAD))
+        assert host.any() and not host.all()
+        assert np.asarray(prepare([trace]).rank.depth).tolist() == want.tolist()

@@ -37,9 +37,9 @@ from neuron_prof.analysis import (
     cross_rank_findings,
     info_of,
     line_table,
-    nesting,
     op_table,
     overview,
+    slice_depths,
     sort_findings,
     step_breakdown,
 )
@@ -48,8 +48,6 @@ from neuron_prof.analysis.fmt import fmt_bytes
 from neuron_prof.history import trend_of
 from neuron_prof.loaders import kept
 from neuron_prof.model import Trace, TrackKind, split_ranks
-from neuron_prof.model.order import row_dtype
-from neuron_prof.model.windows import row_windows
 from neuron_prof.tui._lanes import profiled_region
 from neuron_prof.tui._shape import step_times
 
@@ -137,14 +135,8 @@ class RankData:
         mapped file (`Context.empty`) whose pages go back after it is built."""
         ctx = self.context
 
-        def build() -> np.ndarray:
-            n = len(self.trace.slices)
-            d: np.ndarray = nesting(self.trace, np.arange(n, dtype=row_dtype(n)), ctx.empty, ctx).depth
-            for a, z in row_windows(ctx, n):
-                d[a:z] -= 1  # the analysis counts depth from 1 (top level); lanes count from 0
-            return d
-
-        return ctx.memo("tui_depth", build)  # type: ignore[no-any-return]
+        # lanes count depth from 0; the host threads' come from the analyses' host nesting (`slice_depths`)
+        return ctx.memo("tui_depth", lambda: slice_depths(ctx, top=0))  # type: ignore[no-any-return]
 
     @cached_property
     def op_accounting(self) -> OpTable:

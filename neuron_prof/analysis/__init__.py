@@ -45,6 +45,7 @@ from neuron_prof.analysis.pipeline import (
 )
 from neuron_prof.analysis.registry import ANALYSES, register
 from neuron_prof.analysis.sites.callsites import HostSites, Site, Sites, sites_of
+from neuron_prof.analysis.sites.host import slice_depths
 from neuron_prof.analysis.sites.lines import LineTable, device_ns_by_host_row, line_table, lines_json
 from neuron_prof.analysis.sites.nesting import Nesting, nesting
 from neuron_prof.analysis.sites.source import source_context, source_line
@@ -83,6 +84,7 @@ __all__ = [
     "match",
     "merge_intervals",
     "nesting",
+    "slice_depths",
     "pick_source",
     "short_site",
     "strip_site",

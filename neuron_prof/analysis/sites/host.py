@@ -7,13 +7,41 @@ import numpy as np
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.sites.nesting import TRANSPARENT_SPANS, Nesting, nesting
 from neuron_prof.model import KinetoCat, TrackKind
-from neuron_prof.model.order import sorted_unique
+from neuron_prof.model.order import row_dtype, sorted_unique
+from neuron_prof.model.windows import row_windows
 
 
 def host_nesting(ctx: Context) -> Nesting:
     """Nesting of every slice on host thread tracks (computed once per context)."""
     return ctx.memo("host_nesting",  # type: ignore[no-any-return]
                     lambda: nesting(ctx.trace, ctx.rows(TrackKind.THREAD), ctx.empty, ctx))
+
+
+def slice_depths(ctx: Context, top: int = 1) -> np.ndarray:
+    """The nesting depth of every slice on its track (`top` for a top-level one), in `row_dtype`, in `ctx.empty`
+    (a mapped file for a big cached trace): the host threads' from `host_nesting` (computed once, shared with the
+    analyses), the other tracks' nested here; the same as `nesting` over every row, as nesting stays within a
+    track. Written a window of rows at a time."""
+    sl = ctx.trace.slices
+    n = len(sl)
+    dt = row_dtype(n)
+    depth = ctx.empty(n, dt)
+    on_host = ctx.empty(n, np.bool_)
+    host = host_nesting(ctx)
+    for a, z in row_windows(ctx, n):
+        on_host[a:z] = False
+    for a, z in row_windows(ctx, len(host.rows)):
+        r = host.rows[a:z]
+        on_host[r] = True
+        depth[r] = host.depth[a:z] - (1 - top)
+    rest = np.concatenate([np.flatnonzero(~on_host[a:z]).astype(dt) + dt(a) for a, z in row_windows(ctx, n)]
+                          or [np.zeros(0, dt)])
+    del on_host
+    if len(rest):
+        other = nesting(ctx.trace, rest, ctx.empty, ctx)
+        for a, z in row_windows(ctx, len(rest)):
+            depth[rest[a:z]] = other.depth[a:z] - (1 - top)
+    return depth
 
 
 def host_tracks(ctx: Context) -> list[tuple[np.ndarray, np.ndarray]]:
