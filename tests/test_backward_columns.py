@@ -15,8 +15,14 @@ from bench.gen_trace import ACCUMULATE, EVALUATE, write
 from neuron_prof.analysis import spill
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.sites import backward
-from neuron_prof.analysis.sites.backward import (NO_FORWARD, NOT_BACKWARD, UNKNOWN_FORWARD, Backward, backward_of,
-                                                 node_name)
+from neuron_prof.analysis.sites.backward import (
+    NO_FORWARD,
+    NOT_BACKWARD,
+    UNKNOWN_FORWARD,
+    Backward,
+    backward_of,
+    node_name,
+)
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.loaders import load
 from neuron_prof.loaders.coldir import read_trace, write_trace
