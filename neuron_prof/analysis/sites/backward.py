@@ -17,7 +17,8 @@ launch their all-reduces) carries no sequence number in a trace whose other node
 Every host slice nested in a backward span is in that node's backward. Columnar and bounded for a big trace: the
 sequence numbers read as columns a window of the args blob at a time (`ArgsStore.key_int_windows`), candidates
 matched by one sort per (process, number), the flows' ends by sorted arrays, and the per-slice results written a
-window of rows at a time into `Context.empty` arrays (mapped files for a big cached trace).
+window of rows at a time into `Context.empty` arrays (mapped files for a big cached trace), the pages of these and
+of the host nesting handed back after each window (`Context.drop_pages`).
 The user's own code that runs in a backward (a custom `autograd.Function.backward`, a hook) keeps its own
 lines: that is `_sites`' rule, which reads `root` for it.
 """
@@ -85,20 +86,22 @@ def _build(ctx: Context) -> Backward:
     dt = rows.dtype  # rows and positions: `row_dtype`; string ids: the name column's
     forward, root = ctx.empty(m, dt), ctx.empty(m, dt)
     node, fop = ctx.empty(m, sl.name.dtype), ctx.empty(m, sl.name.dtype)
-    roots = _roots(tr, rows)
+    roots = _roots(ctx, rows)
     if not len(roots):
-        for a, z in row_windows(tr, m):
+        for a, z in row_windows(ctx, m):
             forward[a:z], root[a:z], node[a:z], fop[a:z] = NOT_BACKWARD, -1, 0, 0
         return Backward(forward, node, fop, root)
     # each root's forward row: a fwdbwd flow to it, else one to the root just inside/around it, else by seq nr
     root_fwd = _flow_sources(tr, rows[roots])
     up = _root_parents(roots, pos_parent)
     _pair(root_fwd, up)
-    _innermost(tr, root, roots, pos_parent, n.depth)  # `root` holds the innermost root's position for now
+    ctx.drop_pages()  # each step reads columns at random rows: their pages handed back before the next
+    _innermost(ctx, root, roots, pos_parent, n.depth)  # `root` holds the innermost root's position for now
     todo = np.flatnonzero(root_fwd < 0)
     if len(todo):
-        got = _by_sequence(tr, rows, root, roots[todo])
+        got = _by_sequence(ctx, rows, root, roots[todo])
         root_fwd[todo] = np.where(got != NOT_BACKWARD, got, root_fwd[todo])
+        ctx.drop_pages()
     root_fwd = np.where((root_fwd >= 0) | (root_fwd == NO_FORWARD), root_fwd, UNKNOWN_FORWARD)
     # per root: its name, its forward's user call, the outermost root around it
     names = sl.name[rows[roots]]
@@ -107,6 +110,7 @@ def _build(ctx: Context) -> Backward:
     if has.any():
         fwd_rows, inv = np.unique(root_fwd[has], return_inverse=True)
         ops[has] = _outer_ops(tr, fwd_rows, rows, pos_parent)[inv]
+        ctx.drop_pages()
     top = np.where(up >= 0, up, np.arange(len(roots)))
     while True:  # pointer jumping up the chains of roots directly inside roots
         nxt = top[top]
@@ -114,7 +118,7 @@ def _build(ctx: Context) -> Backward:
             break
         top = nxt
     outer = roots[top]
-    for a, z in row_windows(tr, m):
+    for a, z in row_windows(ctx, m):  # the pages read and written handed back after each window
         inner = root[a:z].astype(np.int64)
         inside = inner >= 0
         k = np.where(inside, np.searchsorted(roots, inner), 0)
@@ -125,14 +129,15 @@ def _build(ctx: Context) -> Backward:
     return Backward(forward, node, fop, root)
 
 
-def _roots(tr: Trace, rows: np.ndarray) -> np.ndarray:
+def _roots(ctx: Context, rows: np.ndarray) -> np.ndarray:
     """Positions (into `rows`, ascending) of the backward spans: evaluate_function spans and autograd node spans,
     found a window of rows at a time."""
+    tr = ctx.trace
     want = np.asarray([i for i in range(len(tr.strings))
                        if tr.strings[i].startswith(EVALUATE) or _NODE.match(tr.strings[i])], dtype=np.int64)
     if not len(want):
         return np.zeros(0, dtype=np.int64)
-    parts = [np.flatnonzero(np.isin(tr.slices.name[rows[a:z]], want)) + a for a, z in row_windows(tr, len(rows))]
+    parts = [np.flatnonzero(np.isin(tr.slices.name[rows[a:z]], want)) + a for a, z in row_windows(ctx, len(rows))]
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
@@ -191,27 +196,28 @@ def _pair(root_fwd: np.ndarray, up: np.ndarray) -> None:
             root_fwd[k] = root_fwd[kq]
 
 
-def _innermost(tr: Trace, inner: np.ndarray, roots: np.ndarray, pos_parent: np.ndarray, depth: np.ndarray) -> None:
+def _innermost(ctx: Context, inner: np.ndarray, roots: np.ndarray, pos_parent: np.ndarray, depth: np.ndarray) -> None:
     """Writes into `inner` the position of the innermost root each host slice runs in (itself for a root; -1
     outside), level by level down the nesting, a window of rows at a time."""
     m = len(inner)
     top = 1
-    for a, z in row_windows(tr, m):
+    for a, z in row_windows(ctx, m):
         inner[a:z] = -1
         top = max(top, int(depth[a:z].max(initial=1)))
     inner[roots] = roots
     for level in range(max(2, int(depth[roots].min()) + 1), top + 1):  # above the first roots: nothing to inherit
-        for a, z in row_windows(tr, m):
+        for a, z in row_windows(ctx, m):
             here = np.flatnonzero((depth[a:z] == level) & (inner[a:z] < 0) & (pos_parent[a:z] >= 0)) + a
             if len(here):
                 inner[here] = inner[pos_parent[here]]
 
 
-def _by_sequence(tr: Trace, rows: np.ndarray, inner: np.ndarray, todo: np.ndarray) -> np.ndarray:
+def _by_sequence(ctx: Context, rows: np.ndarray, inner: np.ndarray, todo: np.ndarray) -> np.ndarray:
     """Per backward span position of `todo` (ascending): its forward row by autograd sequence number (rule 2 of
     the module docstring); NO_FORWARD for a span without one in a trace that records them; NOT_BACKWARD where
     neither. The numbers are columns of the args blob read a window at a time (`key_int_windows`): first the
     spans' own, then, for those to match, the forward ops' with one of their numbers."""
+    tr = ctx.trace
     sl = tr.slices
     out = np.full(len(todo), NOT_BACKWARD, dtype=np.int64)
     docs = sl.args[rows[todo]].astype(np.int64)
@@ -237,14 +243,15 @@ def _by_sequence(tr: Trace, rows: np.ndarray, inner: np.ndarray, todo: np.ndarra
     out[seq < 0] = NO_FORWARD
     ask = np.flatnonzero((seq >= 0) & (fwd > 0))
     if len(ask):
-        out[ask] = _match(tr, rows, inner, todo[ask], seq[ask])
+        out[ask] = _match(ctx, rows, inner, todo[ask], seq[ask])
     return out
 
 
-def _match(tr: Trace, rows: np.ndarray, inner: np.ndarray, pos: np.ndarray, seq: np.ndarray) -> np.ndarray:
+def _match(ctx: Context, rows: np.ndarray, inner: np.ndarray, pos: np.ndarray, seq: np.ndarray) -> np.ndarray:
     """Per backward span position of `pos` and its sequence number: the forward op (sequence number `seq`, no
     forward thread, not inside a backward span) of the same process that started last by the span's start (the
     later row on a tie), NOT_BACKWARD where none."""
+    tr = ctx.trace
     sl = tr.slices
     want = np.unique(seq)
     cd, cs = [], []  # the documents of the forward ops with one of these numbers, and the numbers
@@ -257,13 +264,14 @@ def _match(tr: Trace, rows: np.ndarray, inner: np.ndarray, pos: np.ndarray, seq:
     if not len(cdocs):
         return out
     cp, cv = [], []  # their host rows outside any backward span, as positions, and their numbers
-    for a, z in row_windows(tr, len(rows)):
+    for a, z in row_windows(ctx, len(rows)):
         d = sl.args[rows[a:z]]
         i = np.minimum(np.searchsorted(cdocs, d), len(cdocs) - 1)
         hit = np.flatnonzero((cdocs[i] == d) & (inner[a:z] < 0))
         cp.append(hit + a)
         cv.append(cseq[i[hit]])
     crow, cval = rows[np.concatenate(cp)].astype(np.int64), np.concatenate(cv)
+    del cp, cv, cd, cs
     qrow = rows[pos].astype(np.int64)
     proc = np.array([t.process for t in tr.tracks] or [0], dtype=np.int64)
     u, inv = np.unique(np.concatenate([cval, seq]), return_inverse=True)
