@@ -109,8 +109,7 @@ def _build(ctx: Context) -> Backward:
     has = root_fwd >= 0
     if has.any():
         fwd_rows, inv = np.unique(root_fwd[has], return_inverse=True)
-        ops[has] = _outer_ops(tr, fwd_rows, rows, pos_parent)[inv]
-        ctx.drop_pages()
+        ops[has] = _outer_ops(ctx, fwd_rows, rows, pos_parent)[inv]
     top = np.where(up >= 0, up, np.arange(len(roots)))
     while True:  # pointer jumping up the chains of roots directly inside roots
         nxt = top[top]
@@ -291,20 +290,27 @@ def _match(ctx: Context, rows: np.ndarray, inner: np.ndarray, pos: np.ndarray, s
     return out
 
 
-def _outer_ops(tr: Trace, fwd_rows: np.ndarray, rows: np.ndarray, pos_parent: np.ndarray) -> np.ndarray:
-    """Per host slice row of `fwd_rows`: string id of the outermost cpu_op around it (itself included; its own
-    name where none), the user's call; up the nesting for all of them at once."""
-    sl = tr.slices
-    cpu = tr.strings.get(KinetoCat.CPU_OP)
-    best = sl.name[fwd_rows].copy()
-    p = np.searchsorted(rows, fwd_rows).astype(np.int64)
-    for _ in range(256):
-        live = np.flatnonzero((p >= 0) & (p < len(rows)))
-        if not len(live):
-            break
-        r = rows[p[live]]
-        if cpu is not None:
-            is_cpu = sl.cat[r] == cpu
-            best[live[is_cpu]] = sl.name[r[is_cpu]]
-        p[live] = pos_parent[p[live]]
+def _outer_ops(ctx: Context, fwd_rows: np.ndarray, rows: np.ndarray, pos_parent: np.ndarray) -> np.ndarray:
+    """Per host slice row of `fwd_rows` (ascending): string id of the outermost cpu_op around it (itself included;
+    its own name where none), the user's call; up the nesting for those in a window of slice rows at a time (the
+    pages of the columns read at them and their parents handed back after each)."""
+    sl = ctx.trace.slices
+    cpu = ctx.trace.strings.get(KinetoCat.CPU_OP)
+    best = np.zeros(len(fwd_rows), dtype=sl.name.dtype)
+    for lo, hi in row_windows(ctx, len(sl)):
+        a, z = np.searchsorted(fwd_rows, (lo, hi))
+        if a == z:
+            continue
+        got = sl.name[fwd_rows[a:z]].copy()
+        p = np.searchsorted(rows, fwd_rows[a:z]).astype(np.int64)
+        for _ in range(256):
+            live = np.flatnonzero((p >= 0) & (p < len(rows)))
+            if not len(live):
+                break
+            r = rows[p[live]]
+            if cpu is not None:
+                is_cpu = sl.cat[r] == cpu
+                got[live[is_cpu]] = sl.name[r[is_cpu]]
+            p[live] = pos_parent[p[live]]
+        best[a:z] = got
     return best
