@@ -4,11 +4,15 @@
     python -m bench.gen_trace 1000000 out.json --seed 3
 
 What it holds, per training "layer call" on the main thread (forward) or the autograd thread (backward):
-a `python_function` module span, `cpu_op`s with Input Dims/type/Strides, Concrete Inputs and a Call stack,
-a `cuda_runtime` launch, the `kernel` on a stream thread of the GPU process with its `ac2g` flow (s/f,
-id = correlation), a `[memory]` instant; every few calls a `gpu_memcpy`; every 40 calls an NCCL collective
-(`record_param_comms` + `ncclDevKernel_*` on its own stream); backward ops get `fwdbwd` flows from their
-forward op; `ProfilerStep#N` annotations cover each step. Metadata (M) events name processes and threads.
+forward, a `python_function` module span and a `cpu_op` with its autograd `Sequence number` (`Fwd thread id` 0),
+Input Dims/type/Strides, Concrete Inputs and a Call stack; backward, as torch.profiler writes autograd's work,
+the node's `autograd::engine::evaluate_function: <Node>Backward0` `cpu_op` with the node span inside (both with
+the forward op's sequence number and a non-zero `Fwd thread id`), the backward aten op inside that, and after a
+Linear's node its weight's `torch::autograd::AccumulateGrad` (no sequence number); each node's `fwdbwd` flow goes
+from its forward op to its node span. Then a `cuda_runtime` launch, the `kernel` on a stream thread of the GPU
+process with its `ac2g` flow (s/f, id = correlation), a `[memory]` instant; every few calls a `gpu_memcpy`;
+every 40 calls an NCCL collective (`record_param_comms` + `ncclDevKernel_*` on its own stream);
+`ProfilerStep#N` annotations cover each step. Metadata (M) events name processes and threads.
 The event count is exact: one entry of `traceEvents` is one event.
 
 The text is laid out as Kineto lays it out (one key per line for M events, args on their own lines) so
@@ -48,6 +52,12 @@ _KERNELS = {"aten::addmm": "ampere_sgemm_128x64_tn", "aten::mm": "ampere_sgemm_1
             "aten::native_layer_norm": "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float>",
             "aten::_softmax": "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>",
             "aten::bmm": "ampere_sgemm_64x64_nn"}
+_NODES = {"aten::addmm": "AddmmBackward0", "aten::mm": "MmBackward0", "aten::gelu": "GeluBackward0",
+          "aten::native_layer_norm": "NativeLayerNormBackward0", "aten::_softmax": "SoftmaxBackward0",
+          "aten::bmm": "BmmBackward0"}
+"""The autograd node each forward op makes (what its backward runs)."""
+EVALUATE = "autograd::engine::evaluate_function: "
+ACCUMULATE = "torch::autograd::AccumulateGrad"
 
 
 def _us(ns: int) -> str:
@@ -131,35 +141,54 @@ class _Gen:
         return self.ext
 
     def call(self, k: int, backward: bool) -> list[str]:
-        """One module call: python span, 2 cpu ops, launch, kernel, flows, memory. 8-11 events."""
+        """One module call. Forward (main thread): python span, the cpu op (its autograd sequence number, a
+        `fwdbwd` flow start), launch, kernel, flows, memory: 9-11 events. Backward (autograd thread, k mirrors
+        the forward call it undoes): the node's ``autograd::engine::evaluate_function: <Node>`` cpu op with the
+        node span inside (both carry the forward op's sequence number and ``Fwd thread id``; the flow ends on
+        the node span), the backward aten op inside it, launch, kernel, flows, memory: 10-12 events; after a
+        Linear's node its weight's ``AccumulateGrad`` (no sequence number, no flow): 2 more."""
         r = self.rng
         op, mod, a, b = _LAYERS[k % len(_LAYERS)]
+        node = _NODES[op]
         if backward:
             op = op + "_backward" if not op.endswith("mm") else op
         tid = TID_BWD if backward else TID_MAIN
         t = self.t
         launch = 4_000 + r.randrange(3_000)
         dur = int((30_000 + r.randrange(40_000)) * self.slow)
-        self.pyid += 1
         ev: list[str] = []
-        ev.append(_x("python_function", f"nn.Module: {mod}_{k % 24}", PID, tid, t, dur,
-                     f'"Python parent id": {max(self.pyid - 1, 0)}, "Python id": {self.pyid}, '
-                     f'"Python thread": 0, "Ev Idx": {self.ev_idx}'))
-        self.seq += 1
-        ext = self._next_ext()
         shapes = (a, b) if b else (a,)
         stack = _STACK.format(line=40 + k % 24)
         empties = ", ".join(['""'] * len(shapes))
         floats = ", ".join(['"float"'] * len(shapes))
-        ev.append(_x("cpu_op", op, PID, tid, t + 1_000, dur - 2_000,
-                     f'"External id": {ext},"Record function id": 0, "Sequence number": {self.seq}, '
-                     f'"Fwd thread id": {1 if backward else 0}, "Concrete Inputs": [{empties}], '
-                     f'"Input type": [{floats}], "Input Strides": {_strides(*shapes)}, '
-                     f'"Call stack": "{stack}", "Input Dims": {_dims(*shapes)}, "Ev Idx": {self.ev_idx}'))
-        if backward and self.fwd_ops:
-            seq, _ = self.fwd_ops.pop()
-            ev.append(_flow("f", "fwdbwd", seq, PID, tid, t + 1_000))
-        elif not backward and r.random() < 0.3:
+        inputs = (f'"Concrete Inputs": [{empties}], "Input type": [{floats}], "Input Strides": {_strides(*shapes)}, ')
+        if backward:  # autograd's thread: no Python frames; the node's spans around the op (module docstring)
+            seq = self.fwd_ops.pop()[0] if self.fwd_ops else -1
+            ext = self._next_ext()
+            ev.append(_x("cpu_op", EVALUATE + node, PID, tid, t, dur,
+                         f'"External id": {ext},"Record function id": 0, "Sequence number": {seq}, '
+                         f'"Fwd thread id": 1, "Ev Idx": {self.ev_idx}'))
+            ext = self._next_ext()
+            ev.append(_x("cpu_op", node, PID, tid, t + 500, dur - 1_000,
+                         f'"External id": {ext}, "Sequence number": {seq}, "Fwd thread id": 1, '
+                         f'"Record function id": 0, {inputs}"Input Dims": {_dims(*shapes)}, "Ev Idx": {self.ev_idx}'))
+            if seq >= 0:
+                ev.append(_flow("f", "fwdbwd", seq, PID, tid, t + 500))
+            ext = self._next_ext()
+            ev.append(_x("cpu_op", op, PID, tid, t + 1_000, dur - 2_000,
+                         f'"External id": {ext},"Record function id": 0, {inputs}'
+                         f'"Input Dims": {_dims(*shapes)}, "Ev Idx": {self.ev_idx}'))
+        else:
+            self.pyid += 1
+            ev.append(_x("python_function", f"nn.Module: {mod}_{k % 24}", PID, tid, t, dur,
+                         f'"Python parent id": {max(self.pyid - 1, 0)}, "Python id": {self.pyid}, '
+                         f'"Python thread": 0, "Ev Idx": {self.ev_idx}'))
+            self.seq += 1
+            ext = self._next_ext()
+            ev.append(_x("cpu_op", op, PID, tid, t + 1_000, dur - 2_000,
+                         f'"External id": {ext},"Record function id": 0, "Sequence number": {self.seq}, '
+                         f'"Fwd thread id": 0, {inputs}'
+                         f'"Call stack": "{stack}", "Input Dims": {_dims(*shapes)}, "Ev Idx": {self.ev_idx}'))
             self.fwd_ops.append((self.seq, t + 1_000))
             ev.append(_flow("s", "fwdbwd", self.seq, PID, tid, t + 1_000))
         ev.append(_x("cuda_runtime", "cudaLaunchKernel", PID, tid, t + 3_000, launch,
@@ -191,6 +220,15 @@ class _Gen:
                          f'"bytes": 65536, "memory bandwidth (GB/s)": 21.8, "External id": {ext}'))
             self.gpu_t = gts + 3_000
         self.t = t + dur + 2_000 + r.randrange(5_000)
+        if backward and mod == "Linear":  # the weight's gradient accumulated: a node no forward op makes
+            t = self.t
+            ext = self._next_ext()
+            ev.append(_x("cpu_op", EVALUATE + ACCUMULATE, PID, tid, t, 9_000,
+                         f'"External id": {ext},"Record function id": 0, "Ev Idx": {self.ev_idx}'))
+            ext = self._next_ext()
+            ev.append(_x("cpu_op", ACCUMULATE, PID, tid, t + 500, 5_000,
+                         f'"External id": {ext},"Record function id": 0, "Ev Idx": {self.ev_idx}'))
+            self.t = t + 11_000
         return ev
 
     def _corr(self) -> int:
@@ -243,7 +281,7 @@ def events(n: int, seed: int = 0, slow: float = 1.0) -> Iterator[str]:
         batch: list[str] = []
         for k in range(calls_per_step):
             backward = k >= calls_per_step // 2
-            batch += g.call(k, backward)
+            batch += g.call(calls_per_step - 1 - k if backward else k, backward)  # backward undoes in reverse
             if k % 40 == 39:
                 batch += g.collective(TID_BWD if backward else TID_MAIN)
         ext = g._next_ext()

@@ -138,7 +138,7 @@ def test_a_piece_never_ends_inside_a_string(tmp_path: Path, monkeypatch: pytest.
 
 @pytest.fixture(scope="module")
 def big_pftrace(big: Path) -> Path:
-    """The big trace as our exporter writes it (about 32 MB of packets for 400k events)."""
+    """The big trace as our exporter writes it (about 31 MB of packets for 400k events)."""
     path = big.with_suffix(".pftrace")
     done = _run(["export", "--format", "pftrace", "-o", str(path), str(big)], {"NEURON_PROF_CACHE": "0"}, None)
     assert done.returncode == 0, done.stderr
@@ -155,7 +155,7 @@ def test_a_pftrace_bigger_than_the_memory_limit_is_read_in_pieces(big_pftrace: P
     assert held.returncode == 2, (held.returncode, held.stderr)
     line = held.stderr.strip()
     assert "\n" not in line and line.startswith("neuron-prof: error: out of memory"), line
-    assert f"{big_pftrace} is 32 MB" in line and "loading it in memory needs about 0.1 GB" in line, line
+    assert f"{big_pftrace} is 31 MB" in line and "loading it in memory needs about 0.1 GB" in line, line
     assert "NEURON_PROF_STREAM=1 reads a JSON or Perfetto trace in pieces" in line
     # left to choose, the loader sees the cap and streams it into the column cache: the same summary
     got = _run(["summary", "--json", str(big_pftrace)], env, HELD_LIMIT)
