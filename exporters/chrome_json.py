@@ -16,6 +16,9 @@ The `neuron_prof` key (see `neuron_prof.loaders.json.restore`) holds what Chrome
 kinds, units, probe tracks, metadata, findings); flow ends carry `np_slice`, the row of their slice, so
 reading the file back gives the same Trace. Events are formatted straight to bytes from the numpy
 columns (strings escaped once each), about 1M events/s here; a dict per event with orjson is 0.6x that.
+A trace from the column cache is read a chunk at a time: its args documents copied out of the blob a span at a
+time, flows' ends a window of the table at a time, the mapped pages let go after each chunk (`_reads`), so the
+writer's memory does not grow with the trace (10.5M events: 137 MB).
 """
 
 from __future__ import annotations
@@ -315,8 +318,8 @@ class _ChromeWriter:
             src, dst = f.src[a:b], f.dst[a:b]
             ids = _numbers(f.flow_id[a:b])
             cat, name = enc[f.cat[a:b]].tolist(), enc[f.name[a:b]].tolist()
-            (s_ts, s_tr), (d_ts, d_tr) = (gather(self.t, (s.ts_ns, s.track), r) for r in (src, dst))
-            s_ts, d_ts = self._ts(s_ts), self._ts(d_ts)
+            (s_at, s_tr), (d_at, d_tr) = (gather(self.t, (s.ts_ns, s.track), r) for r in (src, dst))
+            s_ts, d_ts = self._ts(s_at), self._ts(d_at)
             s_pt, d_pt = self.pidtid[s_tr].tolist(), self.pidtid[d_tr].tolist()
             rows_s, rows_d = _numbers(src + self.row_base), _numbers(dst + self.row_base)
             out = []
