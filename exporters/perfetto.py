@@ -46,7 +46,7 @@ from neuron_prof.exporters._pftrace_layout import (
     track_name,
     track_order,
 )
-from neuron_prof.exporters._pftrace_reads import FlowIds, Pages, docs, gather, spill_of
+from neuron_prof.exporters._reads import FlowIds, Pages, docs, gather, spill_of
 from neuron_prof.model import Trace
 from neuron_prof.model.schema import FORMAT_VERSION, META_KEY, TrackKind
 from neuron_prof.model.windows import row_windows

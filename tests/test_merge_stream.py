@@ -194,3 +194,29 @@ def test_progress_names_each_pass_and_file(rank_files: list[Path]) -> None:
     # pass 1 in the order given, pass 2 in rank order
     assert seen == [f"read {p.name}" for p in rank_files] + [f"write t.rank{r}.json" for r in (0, 1, 2)]
     assert "t.rank" in buf.getvalue()
+
+
+@pytest.mark.parametrize("name", ["m.json", "m.pftrace"])
+def test_ranks_from_the_column_cache_write_the_same_bytes(rank_files: list[Path], tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Ranks opened from column folders (big traces: mapped columns) get their shifted timestamps and flow ids in
+    mapped files written a window at a time; small windows and mapped arrays give the file merged in memory."""
+    from neuron_prof.analysis import spill
+    from neuron_prof.loaders.coldir import read_trace
+    from neuron_prof.loaders.coldir import write_trace as write_columns
+    from neuron_prof.merge import rank_trace
+    from neuron_prof.model import windows
+
+    folders = {}
+    for p in rank_files:
+        folders[p] = tmp_path / p.stem
+        folders[p].mkdir()
+        write_columns(folders[p], load(p), "k")
+    write_merged(StreamingMerge(rank_files, load=load, rank_of=rank_of), tmp_path / f"ref.{name}")
+    monkeypatch.setattr(spill, "SPILL_ROWS", 0)
+    monkeypatch.setattr(spill, "SPILL_BYTES", 0)
+    monkeypatch.setattr(windows, "ROW_WINDOW", 7)
+    shifted = rank_trace(read_trace(folders[rank_files[2]]), 1, 123)
+    assert isinstance(shifted.slices.ts_ns, np.memmap) and len(shifted.slices) > 2 * windows.ROW_WINDOW
+    write_merged(StreamingMerge(rank_files, load=lambda p: read_trace(folders[p]), rank_of=rank_of), tmp_path / name)
+    assert (tmp_path / name).read_bytes() == (tmp_path / f"ref.{name}").read_bytes()

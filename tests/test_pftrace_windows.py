@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from neuron_prof.analysis import spill
-from neuron_prof.exporters import _pftrace_reads as reads
+from neuron_prof.exporters import _reads as reads
 from neuron_prof.exporters.perfetto import write_pftrace
 from neuron_prof.loaders.coldir import read_trace, write_trace
 from neuron_prof.model import Trace, TraceBuilder, TrackKind, windows

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,6 +23,8 @@ from neuron_prof.model import (
     StringTable,
     Trace,
     Track,
+    drop_mapped,
+    windows,
 )
 
 PID_STRIDE = 10_000_000
@@ -37,7 +44,9 @@ def rank_trace(trace: Trace, rank: int, shift_ns: int) -> Trace:
     across ranks, clock shifted (timestamps, the wall range, step bounds and run-queue sample times in the
     metadata), metadata rank set.
 
-    Columns other than timestamps and flow ids are shared with `trace`, not copied."""
+    Columns other than timestamps and flow ids are shared with `trace`, not copied; timestamps too when the shift
+    is 0. A trace from the column cache gets its new columns in mapped files beside its own (`_derived`), written
+    a window at a time: the merge does not hold a whole-trace column, and the analyses see a cached trace."""
     procs = tuple(dataclasses.replace(
         p, pid=_merged_pid(rank, p.pid, i), rank=rank, sort_index=rank * 1000 + (p.sort_index or 0) % 1000,
         name=p.name if p.name.startswith(f"rank {rank}") else f"rank {rank}: {p.name}")
@@ -55,11 +64,44 @@ def rank_trace(trace: Trace, rank: int, shift_ns: int) -> Trace:
                              for r in md[Meta.RUNQUEUE]]
     return trace.replace(
         processes=procs, metadata=md, findings=(),
-        slices=SliceTable(s.ts_ns + shift_ns, s.dur_ns, s.track, s.name, s.cat, s.args),
-        instants=InstantTable(ins.ts_ns + shift_ns, ins.track, ins.name, ins.cat, ins.args),
-        counters=CounterTable(c.ts_ns + shift_ns, c.track, c.value),
-        flows=FlowTable(f.src, f.dst, (np.int64(rank) << FLOW_RANK_SHIFT) | (f.flow_id & ((1 << FLOW_RANK_SHIFT) - 1)),
-                        f.cat, f.name))
+        slices=SliceTable(_shifted(s.ts_ns, shift_ns), s.dur_ns, s.track, s.name, s.cat, s.args),
+        instants=InstantTable(_shifted(ins.ts_ns, shift_ns), ins.track, ins.name, ins.cat, ins.args),
+        counters=CounterTable(_shifted(c.ts_ns, shift_ns), c.track, c.value),
+        flows=FlowTable(f.src, f.dst, _derived(f.flow_id, lambda x: (np.int64(rank) << FLOW_RANK_SHIFT)
+                                               | (x & ((1 << FLOW_RANK_SHIFT) - 1))), f.cat, f.name))
+
+
+def _shifted(ts: np.ndarray, shift_ns: int) -> np.ndarray:
+    """Timestamps moved by `shift_ns` (the column itself when the shift is 0 and it is a read-only mapped one)."""
+    if not shift_ns and isinstance(ts, np.memmap) and not ts.flags.writeable:
+        return ts
+    return _derived(ts, lambda x: x + shift_ns)
+
+
+def _derived(col: np.ndarray, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """`fn(col)` (same length and type). For a column of the column cache: written `ROW_WINDOW` items at a time to an
+    unlinked file beside it, mapped read-only, its pages and the column's let go after each window; in memory for
+    any other column (or when that folder cannot be written)."""
+    name = getattr(col, "filename", None)
+    if not isinstance(col, np.memmap) or not name or not len(col):
+        return fn(col)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=Path(name).parent, prefix="merge-")
+        os.close(fd)
+        try:
+            out = np.memmap(tmp, dtype=col.dtype, mode="w+", shape=col.shape)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)  # gone when the map goes
+    except OSError:  # a read-only cache folder, a full disk
+        return fn(col)
+    for a in range(0, len(col), windows.ROW_WINDOW):
+        z = min(a + windows.ROW_WINDOW, len(col))
+        out[a:z] = fn(col[a:z])
+        drop_mapped(out)
+        drop_mapped(col)
+    out.flags.writeable = False
+    return out
 
 
 def shift_steps(steps: list[Any], shift_ns: int) -> list[Any]:

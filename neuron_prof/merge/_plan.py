@@ -62,9 +62,11 @@ def summarize(trace: Trace, index: int, rank: int, skew_ns: int = 0) -> RankInfo
                                Meta.BOOT_ID, Meta.CLOCK) if md.get(k) is not None}
     keep[Meta.SOURCE] = str(md.get(Meta.SOURCE, f"input {index}"))
     ids = find_steps(trace)[0]
-    return RankInfo(index=index, rank=rank, skew_ns=skew_ns, n_slices=len(t.slices), time_range=t.time_range(),
+    info = RankInfo(index=index, rank=rank, skew_ns=skew_ns, n_slices=len(t.slices), time_range=t.time_range(),
                     collectives=collectives_by_source(t), metadata=keep,
                     steps=(len(ids), int(ids[-1]) if len(ids) else None))
+    t.drop_pages()  # a trace from the column cache: the pages read stay no longer than the pass (the next rank's)
+    return info
 
 
 def host_clock(info: RankInfo) -> str:

@@ -206,7 +206,7 @@ class EventColumns:
         flows = kinds & PH_FLOW.keys()
         if flows:
             self._add_flows(rest if kinds <= flows else [e for e, p in zip(rest, phs) if p in flows])
-        for ph in kinds - flows:
+        for ph in [p for p in dict.fromkeys(phs) if p not in flows]:  # first seen first: no set order (hash seed)
             evs = rest if len(kinds) == 1 else [e for e, p in zip(rest, phs) if p == ph]
             if ph in PH_INSTANT:
                 self._add_instants(evs)

@@ -1,7 +1,7 @@
-"""Reading a big trace for the .pftrace writer: a chunk's columns and args documents a table window or a blob
-span at a time with the mapped pages let go after each, whole-trace arrays in mapped files for a trace from the
-column cache, the flow ids on each slice found per chunk (issue 35: the writer's memory does not grow with the
-trace beyond a few narrow per-slice arrays)."""
+"""Reading a big trace for the writers (`.pftrace`, Chrome JSON): a chunk's columns and args documents a table
+window or a blob span at a time with the mapped pages let go after each, whole-trace arrays in mapped files for a
+trace from the column cache, the flow ids on each slice found per chunk (issue 35: a writer's memory does not grow
+with the trace beyond a few narrow per-slice arrays)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from neuron_prof.model import Trace, windows
 if TYPE_CHECKING:
     from neuron_prof.analysis.spill import Spill
 
-__all__ = ["ARGS_SPAN", "FlowIds", "Pages", "docs", "gather", "spill_of"]
+__all__ = ["ARGS_SPAN", "FlowIds", "Pages", "doc_list", "docs", "gather", "spill_of"]
 
 
 def gather(trace: Trace, cols: tuple[np.ndarray, ...], rows: np.ndarray) -> list[np.ndarray]:
@@ -48,13 +48,11 @@ class _Docs:
         self.buffers = (blob, offsets)
 
 
-def docs(trace: Trace, idx: np.ndarray) -> tuple[_Docs, np.ndarray]:
-    """The documents of args indices `idx` (-1: none) copied out of the trace's blob a span of `ARGS_SPAN` bytes
-    at a time, the blob's pages let go after each (documents scattered over the blob would bring it all in), and
-    `idx` into that copy."""
+def doc_list(trace: Trace, ids: np.ndarray) -> list[bytes]:
+    """The documents of args indices `ids` (no -1), in that order, copied out of the trace's blob a span of
+    `ARGS_SPAN` bytes at a time with the blob's pages let go after each (documents scattered over the blob would
+    bring it all in)."""
     blob, off = trace.args.buffers
-    has = np.flatnonzero(idx >= 0)
-    ids = idx[has]
     st, en = gather(trace, (off[:-1], off[1:]), ids) if len(ids) else (np.zeros(0, np.int64),) * 2
     p = np.argsort(st, kind="stable")
     sp, ep = st[p], en[p]
@@ -67,13 +65,19 @@ def docs(trace: Trace, idx: np.ndarray) -> tuple[_Docs, np.ndarray]:
             trace.args.drop_pages()
     inv = np.empty(len(p), np.int64)
     inv[p] = np.arange(len(p))
-    docs = list(map(got.__getitem__, inv.tolist()))
-    lens = en - st
-    local = np.zeros(len(ids) + 1, np.int64)
-    np.cumsum(lens, out=local[1:])
+    return list(map(got.__getitem__, inv.tolist()))
+
+
+def docs(trace: Trace, idx: np.ndarray) -> tuple[_Docs, np.ndarray]:
+    """The documents of args indices `idx` (-1: none) copied out of the trace's blob (`doc_list`), and `idx` into
+    that copy."""
+    has = np.flatnonzero(idx >= 0)
+    got = doc_list(trace, idx[has])
+    local = np.zeros(len(got) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, got), np.int64, len(got)), out=local[1:])
     out = np.full(len(idx), -1, np.int64)
-    out[has] = np.arange(len(ids))
-    return _Docs(b"".join(docs), local), out
+    out[has] = np.arange(len(got))
+    return _Docs(b"".join(got), local), out
 
 
 def spill_of(trace: Trace) -> Spill | None:
