@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import repeat
 
 import numpy as np
 
-from neuron_prof.analysis.collectives.rows import message_bytes
+from neuron_prof.analysis.collectives.rows import collective_args, message_bytes
 from neuron_prof.analysis.collectives.source import on_device
+from neuron_prof.analysis.context import Context
 from neuron_prof.model import Trace, TrackKind
 from neuron_prof.model.order import sorted_unique
 
@@ -60,9 +62,14 @@ def ranks_of(trace: Trace) -> dict[int, np.ndarray]:
     return {r: np.array(v, dtype=np.int32) for r, v in out.items()}
 
 
+_GROUP_KEYS = ("Process Group Name", "group")
+"""The args keys naming a collective's process group (record_param_comms', a probe's)."""
+
+
 def _candidates(trace: Trace, rows: np.ndarray, source: str) -> tuple[list[str], np.ndarray, np.ndarray]:
     """(keys, rows kept, bytes) of the slices in `rows` that are collectives of `source`."""
     names = trace.slices.name[rows]
+    ctx = Context(trace)
     keys: list[str] = []
     keep: list[int] = []
     nbytes: list[float] = []
@@ -80,10 +87,14 @@ def _candidates(trace: Trace, rows: np.ndarray, source: str) -> tuple[list[str],
             op = _norm_op(s)
         if op is None:
             continue
-        for r in rows[names == uid]:
+        mine = rows[names == uid]
+        # the args as columns a window at a time (`collective_args`), not a parse and a sparse read of the blob
+        # per call: a big cached trace's blob would stay resident (~900 MB of pages for a 3 GB trace)
+        with_args = source in ("probe", "device_collective", "record_param_comms")
+        args = collective_args(ctx, mine, _GROUP_KEYS) if with_args else repeat({})
+        for r, a in zip(mine.tolist(), args):
             key, b = op, float("nan")
-            if source in ("probe", "device_collective", "record_param_comms"):
-                a = trace.slice_args(int(r))
+            if with_args:
                 b = float(message_bytes(a) or "nan")
                 if source == "record_param_comms":
                     key = _norm_op(str(a.get("Collective name", "collective")))
@@ -92,7 +103,7 @@ def _candidates(trace: Trace, rows: np.ndarray, source: str) -> tuple[list[str],
                     group = a.get("group", "")
                 key = f"{group}/{key}"
             keys.append(key)
-            keep.append(int(r))
+            keep.append(r)
             nbytes.append(b)
     return keys, np.array(keep, dtype=np.int64), np.array(nbytes, dtype=np.float64)
 
