@@ -42,7 +42,8 @@ import msgspec
 import numpy as np
 
 from neuron_prof.analysis.context import ABSENT, PICK_CHUNK, Context
-from neuron_prof.analysis.sites.backward import NO_FORWARD, NOT_BACKWARD, backward_of, node_name
+from neuron_prof.analysis.sites.backward import NOT_BACKWARD, backward_of, node_name
+from neuron_prof.analysis.sites.backward_charge import Key, charge_backward
 from neuron_prof.analysis.sites.host import host_nesting, host_stacks_at
 from neuron_prof.model import Arg, KinetoCat, TrackKind
 from neuron_prof.model.callsite import (
@@ -336,37 +337,22 @@ class Sites:
         np.copyto(site, own, where=site < 0)
         del own
         # rule 5: backward -> the forward op's site, marked with the autograd node
-        bw = backward_of(ctx)
-        inb = np.flatnonzero((bw.forward if every else bw.forward[pos]) != NOT_BACKWARD)
-        if len(inb):
-            g = pos[inb]  # host positions
-            fwd = bw.forward[g]
-            fpos = np.searchsorted(n.rows, np.maximum(fwd, 0))
-            fpos = np.where(fwd >= 0, np.minimum(loc(np.minimum(fpos, max(len(n.rows) - 1, 0))), max(m - 1, 0)), inb)
-            # the user's own code running in the backward (a custom Function's backward, a hook) has lines of
-            # its own, other than those of the backward span around it (the backward() call): it keeps them
-            own_code = site[inb] != site[loc(np.maximum(bw.root[g], 0))]
-            use_fwd = (fwd >= 0) & ~own_code
-            # a node no forward op makes (AccumulateGrad, where DDP's hooks all-reduce): the backward() call
-            base = np.where(use_fwd, site[fpos], site[inb])
-            fsite = np.where(own_code & (fwd >= 0), site[fpos], 0)  # a backward() the user wrote: its forward
-            keys = np.stack([base, bw.node[g], bw.forward_op[g], fwd >= 0, own_code | (fwd == NO_FORWARD), fsite],
-                            axis=1)
-            uk, inv = np.unique(keys, axis=0, return_inverse=True)
-            new = []
-            for b, nd, fo, known, mine, fs in uk.tolist():
-                s = sid.sites[int(b)]
-                node = node_name(ctx.trace.s(int(nd)))
-                if known or mine:
-                    s = dataclasses.replace(s, backward=node, forward_op=ctx.trace.s(int(fo)) if known else "",
-                                            forward_site=sid.sites[int(fs)].call_site if fs else "")
-                else:
-                    called = f"; backward() called at {s.call_site}" if s.call_site else ""
-                    s = Site(stack=(), module=s.module, backward=node, reason=(
-                        f"ran in the backward of a forward op that is not in the trace ({node}{called})"))
-                new.append(sid(s))
-            site[inb] = np.asarray(new, dtype=np.int64)[inv.reshape(-1)]
+        charge_backward(ctx, pos, every, loc, site, lambda key: self._backward_site(key, sid))
         return site
+
+    def _backward_site(self, key: Key, sid: _Interner) -> int:
+        """The site id of one distinct key of rule 5 (`backward_charge.Key`)."""
+        b, nd, fo, known, mine, fs = key
+        s = sid.sites[b]
+        node = node_name(self.ctx.trace.s(nd))
+        if known or mine:
+            s = dataclasses.replace(s, backward=node, forward_op=self.ctx.trace.s(fo) if known else "",
+                                    forward_site=sid.sites[fs].call_site if fs else "")
+        else:
+            called = f"; backward() called at {s.call_site}" if s.call_site else ""
+            s = Site(stack=(), module=s.module, backward=node, reason=(
+                f"ran in the backward of a forward op that is not in the trace ({node}{called})"))
+        return sid(s)
 
     def _own_sites(self, rows: np.ndarray, sel: np.ndarray, own: np.ndarray, strong: np.ndarray,
                    sid: _Interner) -> None:
