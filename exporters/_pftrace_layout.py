@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from neuron_prof.model import ProcessKind, Trace, Track, TrackKind, windows
-from neuron_prof.model.order import row_dtype, start_order
+from neuron_prof.model.order import deal_by_track, in_start_order, row_dtype, sorted_unique, start_order
 
 # Display names of probe tracks in the Perfetto UI (the model's own name wins unless it is just the kind).
 KIND_LABEL = {
@@ -157,7 +157,7 @@ def _tracks_with_overlaps(ts: np.ndarray, dur: np.ndarray, track: np.ndarray) ->
     span = int((ts + dur).max()) - t0 + 1
     ntr = int(track.max()) + 1
     if span * ntr >= 1 << 62:  # composite keys would overflow: check every track the slow way
-        return np.unique(track)
+        return sorted_unique(track)
     base = track.astype(np.int64) * span - t0
     key_o = base + ts
     key_c = base + ts + dur
@@ -167,7 +167,7 @@ def _tracks_with_overlaps(ts: np.ndarray, dur: np.ndarray, track: np.ndarray) ->
     q[co] = r
     depth_open = r - np.searchsorted(key_c[co], key_o, side="right")
     depth_close = np.searchsorted(key_o, key_c, side="left") - (q + 1)
-    return np.unique(track[depth_open != depth_close])
+    return sorted_unique(track[depth_open != depth_close])
 
 
 def _assign_lanes(starts: list[int], ends: list[int], stacks: list[list[int]] | None = None) -> list[int]:
@@ -214,9 +214,9 @@ def place_slices(trace: Trace, lay: Layout, empty: Callable[[int, DTypeLike], np
     order = empty(len(sl), row_dtype(len(sl)))
     starts: list[int] = []
     uuids: list[int] = []
-    for tr, a, z in _by_track(trace, order):
+    for tr, a, z in deal_by_track(sl.track, None, len(sl), len(trace.tracks), order, trace):
         seg = order[a:z]
-        if not _in_start_order(trace, seg):
+        if not in_start_order(lambda i, j: _start_dur(trace, seg[i:j]), len(seg)):  # noqa: B023
             ts, end = _span(trace, seg)
             seg[:] = seg[start_order(ts, end - ts, np.zeros(len(seg), np.int8))]
         lane = None if _nests(trace, seg) else _lanes_of(trace, seg)
@@ -241,47 +241,16 @@ def place_slices(trace: Trace, lay: Layout, empty: Callable[[int, DTypeLike], np
     return Placement(order, np.asarray(starts, np.int64), np.asarray(uuids, np.uint64))
 
 
+def _start_dur(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and duration of slices `rows` as written (`_span`)."""
+    t, e = _span(trace, rows)
+    return t, e - t
+
+
 def _span(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Start and end of slices `rows` as written (Perfetto's timestamps are unsigned: below 0 becomes 0)."""
     ts = np.maximum(trace.slices.ts_ns[rows], 0)
     return ts, ts + np.maximum(trace.slices.dur_ns[rows], 0)
-
-
-def _by_track(trace: Trace, out: np.ndarray) -> list[tuple[int, int, int]]:
-    """Slice rows grouped by track into `out` (ascending track, table order within one: a stable sort by track,
-    each window's rows dealt to their track's place); (track, a, z) of each track's rows in it."""
-    track = trace.slices.track
-    ntr = max(len(trace.tracks), 1)
-    counts = np.zeros(ntr, np.int64)
-    for a, z in windows.row_windows(trace, len(out)):
-        counts += np.bincount(track[a:z], minlength=ntr)
-    at = np.r_[0, np.cumsum(counts)[:-1]]
-    groups = [(k, int(at[k]), int(at[k] + c)) for k, c in enumerate(counts.tolist()) if c]
-    for a, z in windows.row_windows(trace, len(out)):
-        tr = track[a:z]
-        o = np.argsort(tr, kind="stable")
-        t = tr[o]
-        cuts = np.flatnonzero(np.diff(t)) + 1
-        for lo, hi in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(t)].tolist(), strict=True):
-            k = int(t[lo])
-            out[at[k]:at[k] + hi - lo] = o[lo:hi] + a
-            at[k] += hi - lo
-    return groups
-
-
-def _in_start_order(trace: Trace, rows: np.ndarray) -> bool:
-    """Whether slices `rows` (one track's) come in `slice_order` already: each starts after the one before, or
-    with it and no longer."""
-    last: tuple[np.ndarray, np.ndarray] | None = None
-    for a in range(0, len(rows), windows.ROW_WINDOW):
-        t, e = _span(trace, rows[a:a + windows.ROW_WINDOW])
-        d = e - t
-        if last is not None:
-            t, d = np.r_[last[0], t], np.r_[last[1], d]
-        if not bool(((t[1:] > t[:-1]) | ((t[1:] == t[:-1]) & (d[1:] <= d[:-1]))).all()):
-            return False
-        last = t[-1:], d[-1:]
-    return True
 
 
 def _nests(trace: Trace, rows: np.ndarray) -> bool:

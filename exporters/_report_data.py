@@ -13,6 +13,7 @@ import numpy as np
 
 from neuron_prof.analysis import Context, graph_compiles
 from neuron_prof.model import Arg, Trace, TrackKind
+from neuron_prof.model.order import sorted_unique
 
 NS_PER_MS = 1e6
 
@@ -165,7 +166,7 @@ def device_utilisation(trace: Trace, bins: int = 300) -> Utilisation:
         busy[name] = np.clip(np.diff(cum) / width, 0.0, 1.0)
         mean[name] = float((e - s).sum()) / max(t1 - t0, 1)
         process_of[name] = p
-        queues[name] = len(np.unique(trace.slices.track[r]))
+        queues[name] = len(sorted_unique(trace.slices.track[r]))
     return Utilisation(
         t_ms=((edges[:-1] + edges[1:]) / 2 - t0) / NS_PER_MS,
         busy=busy,
@@ -208,7 +209,7 @@ def downsample_minmax(v: np.ndarray, max_points: int) -> np.ndarray:
     lo = np.lexsort((idx, v, bucket))
     hi = np.lexsort((idx, -v, bucket))
     # after sorting by bucket, each bucket's first element is its min (lo) / max (hi)
-    return np.unique(np.r_[lo[first], hi[first]])
+    return sorted_unique(np.r_[lo[first], hi[first]])
 
 
 def memory_series(trace: Trace, max_points: int = 4000, max_series: int = 16) -> tuple[list[Series], int]:

@@ -48,6 +48,7 @@ from neuron_prof.exporters._pftrace_layout import (
 )
 from neuron_prof.exporters._reads import FlowIds, Pages, docs, gather, spill_of
 from neuron_prof.model import Trace
+from neuron_prof.model.order import sorted_unique
 from neuron_prof.model.schema import FORMAT_VERSION, META_KEY, TrackKind
 from neuron_prof.model.windows import row_windows
 
@@ -126,7 +127,7 @@ class _Writer:
         # a counter track takes only counter values: its instants go to a same-name lane
         it = t.instants
         on_counter = [tr.is_counter for tr in t.tracks]
-        for tr in np.unique(it.track).tolist():
+        for tr in sorted_unique(it.track).tolist():
             if on_counter[tr] and tr not in lay.lane_uuids:
                 lay.lane_uuids[tr] = [lay.new_uuid()]
         inst_uuid = [lay.lane_uuids[i][0] if c and i in lay.lane_uuids else int(lay.track_uuid[i])
@@ -157,7 +158,7 @@ class _Writer:
     def _counter_uuids(self) -> dict[int, int]:
         """Counter track uuid per model track that has samples (a non-counter track gets its own child)."""
         out = {i: int(self.lay.track_uuid[i]) for i, tr in enumerate(self.t.tracks) if tr.is_counter}
-        for i in np.unique(self.t.counters.track).tolist():
+        for i in sorted_unique(self.t.counters.track).tolist():
             if i not in out:
                 out[i] = self.lay.new_uuid()
         return out
@@ -187,7 +188,7 @@ class _Writer:
         # rank << 48 | id), so nothing is xor-ed and row ids get the rank instead.
         fid = fl.flow_id
         combo_bits = np.int64(0xFF << _FLOW_LOW_BITS)
-        by_model = bool(len(fl) and len(np.unique(fid)) == len(fid) and fid.min() >= 0
+        by_model = bool(len(fl) and len(sorted_unique(fid)) == len(fid) and fid.min() >= 0
                         and not (fid & combo_bits).any())
         low = fid.astype(np.uint64) if by_model else np.arange(1, len(fl) + 1, dtype=np.uint64)
         if self.combos is None:
@@ -286,11 +287,11 @@ class _Writer:
         """The InternedData packet for what the next chunk uses for the first time (iid = string id + 1)."""
         s = self.t.strings
         body = []
-        new_c = np.unique(cat_ids[cat_ids > 0])
+        new_c = sorted_unique(cat_ids[cat_ids > 0])
         new_c = new_c[~self.cats_done[new_c]]
         self.cats_done[new_c] = True
         body += [w.fld(w.I_CATEGORIES, w.fint(b"\x08", i + 1) + w.fstr(b"\x12", s[i])) for i in new_c.tolist()]
-        new_n = np.unique(name_ids)
+        new_n = sorted_unique(name_ids)
         new_n = new_n[~self.names_done[new_n]]
         self.names_done[new_n] = True
         body += [w.fld(w.I_NAMES, w.fint(b"\x08", i + 1) + w.fstr(b"\x12", s[i])) for i in new_n.tolist()]

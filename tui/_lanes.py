@@ -17,7 +17,7 @@ import numpy as np
 
 from neuron_prof.analysis import find_steps
 from neuron_prof.model import Trace, TrackKind
-from neuron_prof.model.order import row_dtype
+from neuron_prof.model.order import row_dtype, sorted_unique
 from neuron_prof.model.windows import HasPages, row_windows
 from neuron_prof.tui._lane_names import lane_names, lane_title
 
@@ -296,7 +296,7 @@ def build_lanes(
     for a, z in row_windows(pages, len(s)):
         flat += np.bincount(_lane_key(s.track[a:z], depth[a:z], levels), minlength=ntr * levels)
     counts = flat.reshape(ntr, levels)
-    used = set(np.flatnonzero(counts.sum(axis=1)).tolist()) | set(np.unique(c.track).tolist())
+    used = set(np.flatnonzero(counts.sum(axis=1)).tolist()) | set(sorted_unique(c.track).tolist())
     names = lane_names(trace, [t for t in order if t in used])
     lane_of = np.full(ntr * levels, -1, dtype=np.int64)  # (track, level) -> place in `dealt`
     dealt: list[tuple[int, int]] = []  # (track, depth) of each slice lane, in lane order

@@ -1,10 +1,16 @@
-"""The one sort of slices both the loaders (binding flows) and analysis (nesting) need, the integer type of
-row numbers, and the distinct values of an integer column (`sorted_unique`)."""
+"""The one sort of slices the loaders (binding flows), the analysis (nesting) and the exporters (the .pftrace
+layout) need, in one pass over every slice (`start_order`) or a window of rows at a time (`deal_by_track`, then
+`in_start_order` per track); the integer type of row numbers; the distinct values of an integer column
+(`sorted_unique`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numpy.typing import ArrayLike
+
+from neuron_prof.model import windows
 
 
 def start_order(ts: np.ndarray, dur: np.ndarray, track: np.ndarray) -> np.ndarray:
@@ -49,3 +55,42 @@ def sorted_unique(a: ArrayLike) -> np.ndarray:
     keep[0] = True
     np.not_equal(s[1:], s[:-1], out=keep[1:])
     return s[keep]
+
+
+def deal_by_track(track: np.ndarray, rows: np.ndarray | None, n: int, ntracks: int, out: np.ndarray,
+                  pages: windows.HasPages) -> list[tuple[int, int, int]]:
+    """Positions 0..n grouped by track into `out` (ascending track id, table order within a track: a stable sort
+    by track), the track of position i being ``track[rows[i]]`` (``track[i]`` when `rows` is None); made a window
+    of positions at a time (`windows.row_windows`, `pages` handing back the pages read), each window's positions
+    dealt to their track's place. Returns (track, a, z) of each track's positions in `out`."""
+    counts = np.zeros(max(ntracks, 1), dtype=np.int64)
+    for a, z in windows.row_windows(pages, n):
+        counts += np.bincount(track[a:z] if rows is None else track[rows[a:z]], minlength=len(counts))
+    at = np.r_[0, np.cumsum(counts)[:-1]]  # where each track's positions go next
+    groups = [(k, int(at[k]), int(at[k] + c)) for k, c in enumerate(counts.tolist()) if c]
+    for a, z in windows.row_windows(pages, n):
+        tr = track[a:z] if rows is None else track[rows[a:z]]
+        o = np.argsort(tr, kind="stable")
+        t = tr[o]
+        cuts = np.flatnonzero(np.diff(t)) + 1
+        for lo, hi in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(t)].tolist(), strict=True):
+            k = int(t[lo])
+            out[at[k]:at[k] + hi - lo] = o[lo:hi] + a
+            at[k] += hi - lo
+    return groups
+
+
+def in_start_order(span: Callable[[int, int], tuple[np.ndarray, np.ndarray]], n: int) -> bool:
+    """Whether n slices of one track, read `windows.ROW_WINDOW` at a time as (starts, durations) by
+    ``span(a, z)``, already come in `start_order`: each starts after the one before, or with it and no longer
+    (what a stable `start_order` would leave where it is). Pages are the caller's to hand back."""
+    last_t = last_d = None
+    step = windows.ROW_WINDOW  # read at each call: a test cuts a small trace into many windows
+    for a in range(0, n, step):
+        t, d = span(a, min(a + step, n))
+        if last_t is not None:
+            t, d = np.r_[last_t, t], np.r_[last_d, d]
+        if not bool(((t[1:] > t[:-1]) | ((t[1:] == t[:-1]) & (d[1:] <= d[:-1]))).all()):
+            return False
+        last_t, last_d = t[-1:], d[-1:]
+    return True

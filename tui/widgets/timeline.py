@@ -23,6 +23,7 @@ from textual.strip import Strip
 
 from neuron_prof.analysis.fmt import printable
 from neuron_prof.model import StringTable
+from neuron_prof.model.order import sorted_unique
 from neuron_prof.tui._flame import LaneCells, counter_levels, slice_cells
 from neuron_prof.tui._lanes import Lane
 from neuron_prof.tui.widgets.flame_line import FlamePainter
@@ -294,7 +295,7 @@ class Timeline(LaneRows, can_focus=True):
         fs = lane.flow_starts if lane.flow_starts is not None else self._flow_starts.get(i)
         if fs is None:
             if self._dst_sorted is None:
-                self._dst_sorted = np.unique(self.flow_dst)
+                self._dst_sorted = sorted_unique(self.flow_dst)
             fs = self._flow_starts[i] = np.sort(lane.starts[np.isin(lane.rows, self._dst_sorted)])
         a, b = np.searchsorted(fs, [int(self.t0), int(self.t1)])
         if b - a > self.cells * 4:  # a flow per cell or more says nothing: the boxes show the work

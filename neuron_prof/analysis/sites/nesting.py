@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.model import Trace, windows
-from neuron_prof.model.order import row_dtype, start_order
+from neuron_prof.model import Trace
+from neuron_prof.model.order import deal_by_track, in_start_order, row_dtype, start_order
 from neuron_prof.model.windows import HasPages, row_windows
 
 ROUNDING_NS = 2
@@ -119,57 +119,15 @@ def _start_order(trace: Trace, rows: np.ndarray) -> np.ndarray:
     whose rows already come in start order (a loader's usual order): the temporaries span a window or one
     track's rows, not all."""
     sl = trace.slices
-    by_track, runs = _by_track(trace, rows)
-    for a, z in runs:
+    by_track = np.empty(len(rows), dtype=rows.dtype)
+    for _, a, z in deal_by_track(sl.track, rows, len(rows), len(trace.tracks), by_track, trace):
         p = by_track[a:z]
-        if _in_start_order(trace, rows, p):
+        if in_start_order(lambda i, j: (sl.ts_ns[rows[p[i:j]]], sl.dur_ns[rows[p[i:j]]]), len(p)):  # noqa: B023
             continue
         r = rows[p]
         by_track[a:z] = p[start_order(sl.ts_ns[r], sl.dur_ns[r], np.zeros(len(r), np.int8))]
         trace.drop_pages()
     return by_track
-
-
-def _by_track(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
-    """Positions in `rows` grouped by track (ascending track id), table order within a track (a stable sort by
-    track, made a window of rows at a time: each window's rows dealt to their track's place); and [a, z) of
-    each track's positions in it."""
-    sl = trace.slices
-    n = len(rows)
-    ntr = max(len(trace.tracks), 1)
-    counts = np.zeros(ntr, dtype=np.int64)
-    for a, z in row_windows(trace, n):
-        counts += np.bincount(sl.track[rows[a:z]], minlength=ntr)
-    at = np.r_[0, np.cumsum(counts)[:-1]]  # where each track's positions go next
-    out = np.empty(n, dtype=rows.dtype)
-    for a, z in row_windows(trace, n):
-        tr = sl.track[rows[a:z]]
-        o = np.argsort(tr, kind="stable")
-        t = tr[o]
-        cuts = np.flatnonzero(np.diff(t)) + 1
-        for lo, hi in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(t)].tolist(), strict=True):
-            k = int(t[lo])
-            out[at[k]:at[k] + hi - lo] = o[lo:hi] + a
-            at[k] += hi - lo
-    ends = np.cumsum(counts)
-    return out, [(int(e - c), int(e)) for c, e in zip(counts.tolist(), ends.tolist(), strict=True) if c]
-
-
-def _in_start_order(trace: Trace, rows: np.ndarray, p: np.ndarray) -> bool:
-    """Whether the slices at `rows[p]` (one track's, in table order) already come in start order: each starts
-    after the one before, or with it and no longer (what a stable `start_order` would leave where it is)."""
-    sl = trace.slices
-    last_t = last_d = None
-    step = windows.ROW_WINDOW
-    for a in range(0, len(p), step):  # pages handed back by the caller, once per track: not per window here
-        r = rows[p[a:a + step]]
-        t, d = sl.ts_ns[r], sl.dur_ns[r]
-        if last_t is not None:
-            t, d = np.r_[last_t, t], np.r_[last_d, d]
-        if not bool(((t[1:] > t[:-1]) | ((t[1:] == t[:-1]) & (d[1:] <= d[:-1]))).all()):
-            return False
-        last_t, last_d = t[-1:], d[-1:]
-    return True
 
 
 def _parents(ts: np.ndarray, end: np.ndarray, track: np.ndarray) -> np.ndarray:
