@@ -157,7 +157,8 @@ def small_pages() -> Iterator[None]:
     trace free and allocate such temporaries at every window, and each 2 MB page comes zeroed whole, touched or
     not: 13% of `summary`'s CPU samples at 3 GB were the kernel zeroing them (``clear_page_erms``), 0.2% on
     small pages, at the same peak RSS."""
-    setter = getattr(np._core.multiarray, "_set_madvise_hugepage", None)
+    multiarray = getattr(getattr(np, "_core", None), "multiarray", None)  # numpy >= 2 (not in its type stubs)
+    setter = getattr(multiarray, "_set_madvise_hugepage", None)
     if setter is None:
         yield
         return
