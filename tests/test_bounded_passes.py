@@ -4,7 +4,6 @@ to the kernel (`Trace.drop_pages`), with the same values as one pass over everyt
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,7 @@ from neuron_prof.analysis import context as context_mod
 from neuron_prof.analysis.context import ABSENT
 from neuron_prof.analysis.steps import evaluation
 from neuron_prof.loaders import coldir
-from neuron_prof.model import Trace, TraceBuilder
+from neuron_prof.model import Trace, TraceBuilder, number_pattern
 
 KEYS = ("Sequence number", "Input Dims", "Call stack")
 
@@ -72,24 +71,34 @@ def test_pick_columns_in_windows_gives_what_one_decode_gives(mapped: Trace, monk
     assert all(a < z and off[have[z - 1]] - off[have[a]] < 5_000 for a, z in spans)
 
 
-def test_doc_numbers_in_windows_give_each_documents_first_hit(mapped: Trace,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_forward_op_numbers_in_windows_give_each_documents_first_hit(mapped: Trace,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ops that build autograd's graph (a sequence number, no forward thread) and their numbers, read a window
+    of the blob at a time, are what a regex reads document by document."""
     blob, off = mapped.args.buffers
-    for pattern in (evaluation.SEQ_KEY, evaluation.FWD_KEY):
-        want: dict[int, int] = {}
-        for d in range(len(off) - 1):
-            m = re.search(pattern, bytes(blob[off[d]:off[d + 1]]))
-            if m:
-                want[d] = int(m.group(1))
-        assert want
-        for window in (1 << 25, 1000, 1):  # one window; a few documents a window; one document a window
-            monkeypatch.setattr(evaluation, "SCAN_WINDOW", window)
-            assert evaluation.doc_numbers(mapped, pattern) == want
-            docs, vals = evaluation.doc_number_arrays(mapped, pattern)
-            assert (np.diff(docs) > 0).all()
-            probe = np.arange(-1, len(off) + 1)
-            got = evaluation.value_at(docs, vals, probe, -99).tolist()
-            assert got == [want.get(d, -99) for d in probe.tolist()]
+
+    def first(key: bytes, doc: bytes) -> int | None:
+        m = number_pattern(key).search(doc)
+        return int(m.group(1)) if m else None
+
+    want: dict[int, int] = {}
+    for d in range(len(off) - 1):
+        doc = bytes(blob[off[d]:off[d + 1]])
+        seq, fwd = first(evaluation.SEQ_TEXT, doc), first(evaluation.FWD_TEXT, doc)
+        if seq is not None and seq >= 0 and (fwd or 0) <= 0:
+            want[d] = seq
+    assert want
+    for window in (1 << 25, 1000, 1):  # one window; a few documents a window; one document a window
+        monkeypatch.setattr(evaluation, "SCAN_WINDOW", window)
+        parts = list(evaluation.forward_op_numbers(mapped))
+        assert len(parts) > 1 or window == 1 << 25
+        docs = np.concatenate([d for d, _ in parts])
+        vals = np.concatenate([v for _, v in parts])
+        assert (np.diff(docs) > 0).all()
+        assert dict(zip(docs.tolist(), vals.tolist(), strict=True)) == want
+        probe = np.arange(-1, len(off) + 1)
+        got = evaluation.value_at(docs, vals, probe, -99).tolist()
+        assert got == [want.get(d, -99) for d in probe.tolist()]
 
 
 def test_drop_pages_hands_back_what_a_pass_read(tmp_path: Path) -> None:

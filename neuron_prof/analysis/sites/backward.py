@@ -32,7 +32,7 @@ import numpy as np
 
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.sites.host import host_nesting
-from neuron_prof.analysis.steps.evaluation import FWD_TEXT, SCAN_WINDOW, SEQ_TEXT, value_at
+from neuron_prof.analysis.steps.evaluation import FWD_TEXT, SCAN_WINDOW, SEQ_TEXT, forward_op_numbers, value_at
 from neuron_prof.model import KinetoCat, Trace
 from neuron_prof.model.schema import AUTOGRAD_EVALUATE
 from neuron_prof.model.windows import row_windows
@@ -254,10 +254,10 @@ def _match(ctx: Context, rows: np.ndarray, inner: np.ndarray, pos: np.ndarray, s
     sl = tr.slices
     want = np.unique(seq)
     cd, cs = [], []  # the documents of the forward ops with one of these numbers, and the numbers
-    for (sd, sv), (fd, fv) in tr.args.key_int_windows([SEQ_TEXT, FWD_TEXT], SCAN_WINDOW):
-        keep = (sv >= 0) & (value_at(fd, fv, sd, 0) <= 0) & np.isin(sv, want)
-        cd.append(sd[keep])
-        cs.append(sv[keep])
+    for docs, nums in forward_op_numbers(tr):
+        keep = np.isin(nums, want)
+        cd.append(docs[keep])
+        cs.append(nums[keep])
     cdocs, cseq = np.concatenate(cd), np.concatenate(cs)
     out = np.full(len(pos), NOT_BACKWARD, dtype=np.int64)
     if not len(cdocs):

@@ -17,48 +17,37 @@ compiles in an evaluation are its own phase, after warm-up.
 
 from __future__ import annotations
 
-import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
-from neuron_prof.model import KinetoCat, Trace, TrackKind, number_pattern
+from neuron_prof.model import KinetoCat, Trace, TrackKind
 from neuron_prof.model.order import row_dtype, sorted_unique
 from neuron_prof.model.windows import row_windows
 
 MODULE_SPAN = "nn.Module: "
 SEQ_TEXT = b'"Sequence number"'
 FWD_TEXT = b'"Fwd thread id"'
-SEQ_KEY = number_pattern(SEQ_TEXT)
-FWD_KEY = number_pattern(FWD_TEXT)
-_TEXT_OF = {SEQ_KEY: SEQ_TEXT, FWD_KEY: FWD_TEXT}
 
 
 SCAN_WINDOW = 1 << 25
-"""Bytes of the args blob `doc_number_arrays` scans at a time (a window is copied once: its memory stays bounded)."""
+"""Bytes of the args blob `forward_op_numbers` scans at a time (a window is copied once: its memory stays bounded)."""
 
 
-def doc_number_arrays(trace: Trace, pattern: re.Pattern[bytes]) -> tuple[np.ndarray, np.ndarray]:
-    """(args document indices, ascending; the integer `pattern` (`SEQ_KEY`, `FWD_KEY`) captures in each, its first
-    hit) over the whole args blob, scanned in windows that end at document boundaries (a big trace's blob is a
-    memory-mapped file): `ArgsStore.key_ints`, no Python per hit."""
-    return doc_number_columns(trace, (pattern,))[0]
-
-
-def doc_number_columns(trace: Trace,
-                       patterns: tuple[re.Pattern[bytes], ...]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """`doc_number_arrays` of each of `patterns`, in one pass over the blob."""
-    return trace.args.key_ints([_TEXT_OF[p] for p in patterns], SCAN_WINDOW)
-
-
-def doc_numbers(trace: Trace, pattern: re.Pattern[bytes]) -> dict[int, int]:
-    """Args document index -> the integer `pattern` captures in it (first hit), over the whole args blob."""
-    docs, vals = doc_number_arrays(trace, pattern)
-    return dict(zip(docs.tolist(), vals.tolist(), strict=True))
+def forward_op_numbers(trace: Trace) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The ops that build autograd's graph, one window of the args blob at a time (a document's keys lie in one
+    window): (their args documents, ascending; their sequence numbers). A forward op has a sequence number and
+    no forward thread (``Fwd thread id`` 0 or absent); only these are kept, not every op's numbers
+    (`ArgsStore.key_int_windows`: no Python per hit)."""
+    for (sd, sv), (fd, fv) in trace.args.key_int_windows([SEQ_TEXT, FWD_TEXT], SCAN_WINDOW):
+        keep = (sv >= 0) & (value_at(fd, fv, sd, 0) <= 0)
+        yield sd[keep], sv[keep]
 
 
 def value_at(docs: np.ndarray, vals: np.ndarray, want: np.ndarray, default: int) -> np.ndarray:
-    """Per document index of `want`: its value in (`docs`, `vals`) of `doc_number_arrays`, else `default`."""
+    """Per document index of `want`: its value in (`docs`, ascending; `vals`) (`ArgsStore.key_ints`), else
+    `default`."""
     i = np.minimum(np.searchsorted(docs, want), max(len(docs) - 1, 0))
     hit = docs[i] == want if len(docs) else np.zeros(len(want), dtype=bool)
     return np.where(hit, vals[i] if len(docs) else 0, default)
@@ -137,12 +126,8 @@ def evaluation_passes(trace: Trace) -> list[EvalPass]:
 
 
 def _graph_docs(trace: Trace) -> np.ndarray:
-    """The args documents (ascending) of the ops that build autograd's graph: a sequence number, and no forward
-    thread (a forward op), found a window of the blob at a time (a document's keys lie in one window): only
-    these are kept, not every op's numbers."""
-    keys = [_TEXT_OF[SEQ_KEY], _TEXT_OF[FWD_KEY]]
-    parts = [sd[(sv >= 0) & (value_at(fd, fv, sd, 0) <= 0)]
-             for (sd, sv), (fd, fv) in trace.args.key_int_windows(keys, SCAN_WINDOW)]
+    """The args documents (ascending) of the ops that build autograd's graph (`forward_op_numbers`)."""
+    parts = [docs for docs, _ in forward_op_numbers(trace)]
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
