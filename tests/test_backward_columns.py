@@ -25,8 +25,8 @@ from neuron_prof.analysis.sites.backward import (
 )
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.loaders import load
-from neuron_prof.loaders.coldir import read_trace, write_trace
 from neuron_prof.model import Trace, TraceBuilder, windows
+from tests._column_folder import mapped_copy
 
 N = 30_000
 _NODE_OF = {"aten::addmm": "AddmmBackward0", "aten::mm": "MmBackward0", "aten::gelu": "GeluBackward0",
@@ -57,10 +57,8 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Trace]:
     assert moved > 500
     (tmp / "evalflow.json").write_text(json.dumps({"traceEvents": events}))
     held = load(path)
-    (tmp / "cols").mkdir()
-    write_trace(tmp / "cols", held, "k")
     return {"held": held, "noflow": load(tmp / "noflow.json"), "evalflow": load(tmp / "evalflow.json"),
-            "mapped": read_trace(tmp / "cols")}
+            "mapped": mapped_copy(held, tmp / "cols")}
 
 
 def _fields(b: Backward) -> dict[str, list[int]]:

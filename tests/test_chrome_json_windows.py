@@ -15,8 +15,8 @@ from neuron_prof.exporters import _reads as reads
 from neuron_prof.exporters import chrome_json
 from neuron_prof.exporters.chrome_json import write_chrome_json
 from neuron_prof.loaders import load
-from neuron_prof.loaders.coldir import read_trace, write_trace
 from neuron_prof.model import Trace, windows
+from tests._column_folder import mapped_copy
 from tests.test_pftrace_windows import BIG
 from tests.test_pftrace_windows import _trace as windowed_trace
 
@@ -60,10 +60,7 @@ def test_small_chunks_write_the_same_bytes(whole: tuple[Trace, bytes], tmp_path:
 def test_from_the_column_cache(whole: tuple[Trace, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A trace from a column folder (mapped columns and blob, pages let go after each chunk and window)."""
     trace, want = whole
-    (tmp_path / "cols").mkdir()
-    write_trace(tmp_path / "cols", trace, "k")
-    mapped = read_trace(tmp_path / "cols")
-    assert isinstance(mapped.slices.ts_ns, np.memmap)
+    mapped = mapped_copy(trace, tmp_path / "cols")
     monkeypatch.setattr(chrome_json, "CHUNK", 50)
     monkeypatch.setattr(windows, "ROW_WINDOW", 20)
     monkeypatch.setattr(reads, "ARGS_SPAN", 200)

@@ -8,8 +8,8 @@ import math
 from pathlib import Path
 
 from neuron_prof.analysis.collectives.match import extract_collectives, match
-from neuron_prof.loaders.coldir import read_trace, write_trace
 from neuron_prof.model import Trace, TraceBuilder, TrackKind
+from tests._column_folder import mapped_copy
 
 
 def _two_groups() -> Trace:
@@ -43,9 +43,7 @@ def test_collectives_are_keyed_by_group_and_sized(tmp_path: Path) -> None:
     assert got[0][0] == "probe" and got[0][1] == ["pg0/allgather", "pg1/allgather"] * 4
     assert got[1][1] == ["pg1/allgather", "pg0/allgather"] * 4
     assert got[0][2] == [64.0] * 8
-    (tmp_path / "cols").mkdir()
-    write_trace(tmp_path / "cols", trace, "k")
-    assert _keys(read_trace(tmp_path / "cols")) == got
+    assert _keys(mapped_copy(trace, tmp_path / "cols")) == got
 
 
 def test_record_param_comms_keys_and_bytes_match_across_ranks(tmp_path: Path) -> None:

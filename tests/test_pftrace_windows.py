@@ -15,8 +15,8 @@ import pytest
 from neuron_prof.analysis import spill
 from neuron_prof.exporters import _reads as reads
 from neuron_prof.exporters.perfetto import write_pftrace
-from neuron_prof.loaders.coldir import read_trace, write_trace
 from neuron_prof.model import Trace, TraceBuilder, TrackKind, windows
+from tests._column_folder import mapped_copy
 from tests.test_pftrace_export import check
 
 T0 = 1_790_857_026_000_000_000
@@ -119,10 +119,7 @@ def test_from_the_column_cache_with_spilled_arrays(whole: tuple[Trace, bytes], t
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """A trace from a column folder: order, positions and flow ends in mapped files, pages let go each window."""
     trace, want = whole
-    (tmp_path / "cols").mkdir()
-    write_trace(tmp_path / "cols", trace, "k")
-    mapped = read_trace(tmp_path / "cols")
-    assert isinstance(mapped.slices.ts_ns, np.memmap)
+    mapped = mapped_copy(trace, tmp_path / "cols")
     monkeypatch.setattr(spill, "SPILL_ROWS", 0)
     monkeypatch.setattr(spill, "SPILL_BYTES", 0)
     monkeypatch.setattr(windows, "ROW_WINDOW", 50)

@@ -17,8 +17,8 @@ from neuron_prof.analysis.ops import op_table
 from neuron_prof.analysis.pipeline import report
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.loaders import load
-from neuron_prof.loaders.coldir import read_trace, write_trace
 from neuron_prof.model import Trace
+from tests._column_folder import mapped_copy
 
 
 @pytest.fixture(scope="module")
@@ -26,9 +26,7 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> tuple[Trace, Trace]:
     """(in memory, from a column folder) of one generated trace."""
     tmp = tmp_path_factory.mktemp("spill")
     held = load(write(30_000, tmp / "t.json"))
-    (tmp / "cols").mkdir()
-    write_trace(tmp / "cols", held, "k")
-    return held, read_trace(tmp / "cols")
+    return held, mapped_copy(held, tmp / "cols")
 
 
 def _doc(trace: Trace, ctx: Context) -> str:
