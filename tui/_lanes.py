@@ -17,7 +17,7 @@ import numpy as np
 
 from neuron_prof.analysis import find_steps
 from neuron_prof.model import Trace, TrackKind
-from neuron_prof.model.order import row_dtype, sorted_unique
+from neuron_prof.model.order import deal_by_key, row_dtype, sorted_unique
 from neuron_prof.model.windows import HasPages, row_windows
 from neuron_prof.tui._lane_names import lane_names, lane_title
 
@@ -307,7 +307,7 @@ def build_lanes(
             if not trace.tracks[t].is_counter and counts[t, d]:
                 lane_of[t * levels + d] = len(dealt)
                 dealt.append((t, d))
-    rows = _deal(trace, depth, lane_of, [int(counts[t, d]) for t, d in dealt], levels, empty, pages)
+    rows = _deal(trace, depth, lane_of, sum(int(counts[t, d]) for t, d in dealt), levels, empty, pages)
     arrivals = flow_arrivals(trace, empty, pages) if any(trace.tracks[t].kind == TrackKind.DEVICE
                                                          for t, _ in dealt) else None
     lanes: list[Lane] = []
@@ -337,7 +337,6 @@ def build_lanes(
             d = dealt[k][1]
             lanes.append(slice_lane(trace, rows[k], origin, names[t] if d == 0 else _depth_label(d), t, d,
                                     empty=empty, pages=pages, arrivals=arrivals if kind == TrackKind.DEVICE else None))
-            rows[k] = rows[k][:0]  # its rows are the lane's now: not held twice
             k += 1
     return lanes
 
@@ -347,23 +346,12 @@ def _lane_key(track: np.ndarray, depth: np.ndarray, levels: int) -> np.ndarray:
     return track.astype(np.int64) * levels + np.minimum(depth, levels - 1)
 
 
-def _deal(trace: Trace, depth: np.ndarray, lane_of: np.ndarray, sizes: list[int], levels: int, empty: Empty,
+def _deal(trace: Trace, depth: np.ndarray, lane_of: np.ndarray, size: int, levels: int, empty: Empty,
           pages: HasPages) -> list[np.ndarray]:
-    """Each lane's slice rows (`row_dtype`, table order) in arrays of `empty`, dealt a window of rows at a time: a
-    stable sort of one window by lane, each run copied to its lane's place."""
+    """Each lane's slice rows (`row_dtype`, table order), views of one array of `empty` (`size` rows in all), dealt
+    a window of rows at a time (`deal_by_key`)."""
     s = trace.slices
-    dt = row_dtype(len(s))
-    out = [empty(m, dt) for m in sizes]
-    at = [0] * len(sizes)
-    for a, z in row_windows(pages, len(s)):
-        lane = lane_of[_lane_key(s.track[a:z], depth[a:z], levels)]
-        keep = np.flatnonzero(lane >= 0)
-        o = keep[np.argsort(lane[keep], kind="stable")]
-        ln = lane[o]
-        cuts = np.flatnonzero(np.diff(ln)) + 1
-        for lo, hi in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(ln)].tolist(), strict=True):
-            if hi > lo:
-                k = int(ln[lo])
-                out[k][at[k]:at[k] + hi - lo] = o[lo:hi] + a
-                at[k] += hi - lo
-    return out
+    out = empty(size, row_dtype(len(s)))
+    groups = deal_by_key(lambda a, z: lane_of[_lane_key(s.track[a:z], depth[a:z], levels)], len(s),
+                         len(lane_of), out, pages)
+    return [out[a:z] for _, a, z in groups]

@@ -1,5 +1,5 @@
 """The one sort of slices the loaders (binding flows), the analysis (nesting) and the exporters (the .pftrace
-layout) need, in one pass over every slice (`start_order`) or a window of rows at a time (`deal_by_track`, then
+layout) need, in one pass over every slice (`start_order`) or a window of rows at a time (`deal_by_key`/`deal_by_track`, then
 `in_start_order` per track); the integer type of row numbers; the distinct values of an integer column
 (`sorted_unique`)."""
 
@@ -57,27 +57,37 @@ def sorted_unique(a: ArrayLike) -> np.ndarray:
     return s[keep]
 
 
-def deal_by_track(track: np.ndarray, rows: np.ndarray | None, n: int, ntracks: int, out: np.ndarray,
-                  pages: windows.HasPages) -> list[tuple[int, int, int]]:
-    """Positions 0..n grouped by track into `out` (ascending track id, table order within a track: a stable sort
-    by track), the track of position i being ``track[rows[i]]`` (``track[i]`` when `rows` is None); made a window
-    of positions at a time (`windows.row_windows`, `pages` handing back the pages read), each window's positions
-    dealt to their track's place. Returns (track, a, z) of each track's positions in `out`."""
-    counts = np.zeros(max(ntracks, 1), dtype=np.int64)
+def deal_by_key(key_of: Callable[[int, int], np.ndarray], n: int, nkeys: int, out: np.ndarray,
+                pages: windows.HasPages) -> list[tuple[int, int, int]]:
+    """Positions 0..n grouped by key into `out` (ascending key, position order within a key: a stable sort by key;
+    a position whose key is negative is left out), the keys of positions [a, z) being ``key_of(a, z)`` (below
+    `nkeys`); made a window of positions at a time (`windows.row_windows`, `pages` handing back the pages read),
+    each window's positions dealt to their key's place. Returns (key, a, z) of each key's positions in `out`."""
+    counts = np.zeros(max(nkeys, 1), dtype=np.int64)
     for a, z in windows.row_windows(pages, n):
-        counts += np.bincount(track[a:z] if rows is None else track[rows[a:z]], minlength=len(counts))
-    at = np.r_[0, np.cumsum(counts)[:-1]]  # where each track's positions go next
+        k = key_of(a, z)
+        counts += np.bincount(k[k >= 0], minlength=len(counts))
+    at = np.r_[0, np.cumsum(counts)[:-1]]  # where each key's positions go next
     groups = [(k, int(at[k]), int(at[k] + c)) for k, c in enumerate(counts.tolist()) if c]
     for a, z in windows.row_windows(pages, n):
-        tr = track[a:z] if rows is None else track[rows[a:z]]
-        o = np.argsort(tr, kind="stable")
-        t = tr[o]
+        key = key_of(a, z)
+        keep = np.flatnonzero(key >= 0)
+        o = keep[np.argsort(key[keep], kind="stable")]
+        t = key[o]
         cuts = np.flatnonzero(np.diff(t)) + 1
         for lo, hi in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(t)].tolist(), strict=True):
-            k = int(t[lo])
-            out[at[k]:at[k] + hi - lo] = o[lo:hi] + a
-            at[k] += hi - lo
+            if hi > lo:
+                k = int(t[lo])
+                out[at[k]:at[k] + hi - lo] = o[lo:hi] + a
+                at[k] += hi - lo
     return groups
+
+
+def deal_by_track(track: np.ndarray, rows: np.ndarray | None, n: int, ntracks: int, out: np.ndarray,
+                  pages: windows.HasPages) -> list[tuple[int, int, int]]:
+    """`deal_by_key` by track: the track of position i being ``track[rows[i]]`` (``track[i]`` when `rows` is
+    None)."""
+    return deal_by_key(lambda a, z: track[a:z] if rows is None else track[rows[a:z]], n, ntracks, out, pages)
 
 
 def in_start_order(span: Callable[[int, int], tuple[np.ndarray, np.ndarray]], n: int) -> bool:
