@@ -65,8 +65,8 @@ def deal_by_key(key_of: Callable[[int, int], np.ndarray], n: int, nkeys: int, ou
     each window's positions dealt to their key's place. Returns (key, a, z) of each key's positions in `out`."""
     counts = np.zeros(max(nkeys, 1), dtype=np.int64)
     for a, z in windows.row_windows(pages, n):
-        k = key_of(a, z)
-        counts += np.bincount(k[k >= 0], minlength=len(counts))
+        keys = key_of(a, z)
+        counts += np.bincount(keys[keys >= 0], minlength=len(counts))
     at = np.r_[0, np.cumsum(counts)[:-1]]  # where each key's positions go next
     groups = [(k, int(at[k]), int(at[k] + c)) for k, c in enumerate(counts.tolist()) if c]
     for a, z in windows.row_windows(pages, n):
@@ -77,9 +77,9 @@ def deal_by_key(key_of: Callable[[int, int], np.ndarray], n: int, nkeys: int, ou
         cuts = np.flatnonzero(np.diff(t)) + 1
         for lo, hi in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(t)].tolist(), strict=True):
             if hi > lo:
-                k = int(t[lo])
-                out[at[k]:at[k] + hi - lo] = o[lo:hi] + a
-                at[k] += hi - lo
+                g = int(t[lo])
+                out[at[g]:at[g] + hi - lo] = o[lo:hi] + a
+                at[g] += hi - lo
     return groups
 
 
