@@ -26,6 +26,7 @@ import numpy as np
 import orjson
 
 from neuron_prof.exporters import _pftrace_wire as w
+from neuron_prof.model.order import unique_rows
 
 _I64_MIN, _I64_MAX, _U64_MAX = -(1 << 63), (1 << 63) - 1, (1 << 64) - 1
 _MASK = bytes.maketrans(b"123456789", b"000000000")
@@ -262,7 +263,7 @@ class ArgsEncoder:
                 if len(vc) <= 18:
                     _, first, inv = np.unique(_digits(sub), return_index=True, return_inverse=True)
                 else:
-                    _, first, inv = np.unique(sub, axis=0, return_index=True, return_inverse=True)
+                    _, first, inv = unique_rows(sub)
                 tv[t] = ("s", [orjson.loads(docs[j][a:b]) for j in rows[first].tolist()], inv.reshape(-1), first)
             elif kind == "i":
                 x = _digits(dg[:, c0:c1])

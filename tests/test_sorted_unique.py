@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from neuron_prof.model.order import sorted_unique
+from neuron_prof.model.order import sorted_unique, unique_rows
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint16, np.uint64, np.bool_])
@@ -38,3 +38,23 @@ def test_it_leaves_its_input_and_floats_as_numpy_does(tmp_path: Path) -> None:
     assert type(got) is np.ndarray
     np.testing.assert_array_equal(got, [1, 2, 4])
     np.testing.assert_array_equal(m, [4, 4, 1, 2, 1, 4])
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int32, np.int64])
+@pytest.mark.parametrize("cols", [1, 2, 6, 20])
+def test_unique_rows_is_np_unique_by_rows(dtype: type, cols: int) -> None:
+    """Packed into one int64 (small ranges, negatives) or sorted by lexsort (ranges whose product overflows)."""
+    rng = np.random.default_rng(cols)
+    for n in (0, 1, 2, 50, 3000):
+        for high in (1, 3, 10**6):
+            k = rng.integers(0, min(high, np.iinfo(dtype).max), (n, cols)).astype(dtype)
+            if dtype != np.uint8 and n:
+                k[:, 0] -= 2
+            if dtype == np.int64 and n > 2:
+                k[::2, -1] = rng.choice([-(2**62), 2**62], size=len(k[::2]))  # too wide to pack
+            want, want_first, want_inv = np.unique(k, axis=0, return_index=True, return_inverse=True)
+            got, first, inv = unique_rows(k)
+            assert got.dtype == k.dtype and got.shape == want.shape
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(first, want_first)  # the first row of each, as numpy's stable sort
+            np.testing.assert_array_equal(inv, want_inv.reshape(-1))

@@ -20,6 +20,7 @@ from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.registry import register
 from neuron_prof.analysis.sites.callsites import sites_of
 from neuron_prof.model import Meta, Trace, TrackKind
+from neuron_prof.model.order import unique_rows
 
 NEAR_CAPACITY = 0.90
 _DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip", 9: "xla", 12: "xpu", 13: "mps", 19: "mtia", 20: "privateuse1"}
@@ -94,12 +95,12 @@ def _int_codes(dts: Sequence[Any], devs: Sequence[Any]) -> tuple[np.ndarray, lis
         b = np.fromiter(devs, dtype=np.int64, count=len(devs))
     except OverflowError:
         return None
-    pairs, first, inverse = np.unique(np.stack((a, b), axis=1), axis=0, return_index=True, return_inverse=True)
+    pairs, first, inverse = unique_rows(np.stack((a, b), axis=1))
     order = np.argsort(first, kind="stable")  # numbered by first appearance
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
     names = [_series_name(int(pairs[k, 0]), int(pairs[k, 1])) for k in order]
-    return rank[inverse.reshape(-1)], names
+    return rank[inverse], names
 
 
 def _series_name(dt: Any, dev: Any) -> str:

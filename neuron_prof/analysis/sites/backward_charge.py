@@ -5,7 +5,7 @@ Per backward slice the rule reads a key of six numbers: the site it is charged t
 op's name, whether the forward op is known, whether the slice is the user's own code (or a node no forward op
 makes), and the forward site of a backward() the user wrote. Each distinct key becomes one Site (`make`); a
 training trace has millions of backward slices but few distinct keys. The keys are made and reduced to their
-distinct rows one window at a time (a code per slice kept in `Context.empty`, a mapped file for a big cached
+distinct rows one window at a time (`unique_rows`) (a code per slice kept in `Context.empty`, a mapped file for a big cached
 trace), the Sites are made for the distinct keys in sorted order (the order one `np.unique` over every key gives,
 so the site ids are those of a whole-trace pass), and the slices' sites are written after every key was read
 (a key reads the sites of the slice's backward root, which may lie in another window).
@@ -20,6 +20,7 @@ import numpy as np
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.sites.backward import NO_FORWARD, NOT_BACKWARD, backward_of
 from neuron_prof.analysis.sites.host import host_nesting
+from neuron_prof.model.order import unique_rows
 from neuron_prof.model.windows import row_windows
 
 Key = tuple[int, int, int, int, int, int]
@@ -63,13 +64,13 @@ def charge_backward(ctx: Context, pos: np.ndarray, every: bool, loc: Callable[[n
         fsite = np.where(own_code & (fwd >= 0), site[fpos], 0)  # a backward() the user wrote: its forward
         keys = np.stack([base, bw.node[g], bw.forward_op[g], fwd >= 0, own_code | (fwd == NO_FORWARD), fsite],
                         axis=1)
-        uk, inv = np.unique(keys, axis=0, return_inverse=True)
-        codes[at:at + len(inb)] = inv.reshape(-1) + seen
+        uk, _, inv = unique_rows(keys)
+        codes[at:at + len(inb)] = inv + seen
         distinct.append(uk)
         at += len(inb)
         seen += len(uk)
-    uk, back = np.unique(np.concatenate(distinct), axis=0, return_inverse=True)
-    new = np.asarray([make(tuple(k)) for k in uk.tolist()], dtype=np.int64)[back.reshape(-1)]  # type: ignore[arg-type]
+    uk, _, back = unique_rows(np.concatenate(distinct))
+    new = np.asarray([make(tuple(k)) for k in uk.tolist()], dtype=np.int64)[back]  # type: ignore[arg-type]
     at = 0
     for a, z in row_windows(ctx, m):
         inb = in_backward(a, z)
