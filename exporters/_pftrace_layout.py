@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from neuron_prof.model import ProcessKind, Trace, Track, TrackKind, windows
-from neuron_prof.model.order import deal_by_track, in_start_order, row_dtype, sorted_unique, start_order
+from neuron_prof.model.order import deal_by_track, in_start_order, row_dtype, searchsorted, sorted_unique, start_order
 
 # Display names of probe tracks in the Perfetto UI (the model's own name wins unless it is just the kind).
 KIND_LABEL = {
@@ -165,8 +165,8 @@ def _tracks_with_overlaps(ts: np.ndarray, dur: np.ndarray, track: np.ndarray) ->
     co = np.lexsort((-r, key_c))
     q = np.empty(n, np.int64)
     q[co] = r
-    depth_open = r - np.searchsorted(key_c[co], key_o, side="right")
-    depth_close = np.searchsorted(key_o, key_c, side="left") - (q + 1)
+    depth_open = r - searchsorted(key_c[co], key_o, side="right")
+    depth_close = searchsorted(key_o, key_c, side="left") - (q + 1)
     return sorted_unique(track[depth_open != depth_close])
 
 
@@ -201,7 +201,7 @@ class Placement:
 
     def uuids(self, a: int, z: int) -> np.ndarray:
         """Track uuid of the slices at positions [a, z) of `order`."""
-        return self.run_uuid[np.searchsorted(self.run_start, np.arange(a, z), side="right") - 1]
+        return self.run_uuid[searchsorted(self.run_start, np.arange(a, z), side="right") - 1]
 
 
 def place_slices(trace: Trace, lay: Layout, empty: Callable[[int, DTypeLike], np.ndarray]) -> Placement:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from neuron_prof.model.order import searchsorted
+
 # ---- field tags (field << 3 | wire type), as varint bytes -------------------------------------------
 # TracePacket
 T_PACKET = b"\x0a"  # Trace.packet
@@ -265,7 +267,7 @@ def padded(r: Ragged, width: int | None = None) -> Mat | Ragged:
 def row_groups(codes: np.ndarray, k: int) -> list[np.ndarray]:
     """Row numbers of each code 0..k-1, ascending."""
     by = np.argsort(codes, kind="stable")
-    b = np.searchsorted(codes[by], np.arange(k + 1)).tolist()
+    b = searchsorted(codes[by], np.arange(k + 1)).tolist()
     return [by[b[g]: b[g + 1]] for g in range(k)]
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from neuron_prof.exporters import _pftrace_wire as w
 from neuron_prof.model import Trace, windows
+from neuron_prof.model.order import searchsorted
 
 if TYPE_CHECKING:
     from neuron_prof.analysis.spill import Spill
@@ -28,7 +29,7 @@ def gather(trace: Trace, cols: tuple[np.ndarray, ...], rows: np.ndarray) -> list
         return [c[rows] for c in cols]
     p = np.argsort(rows, kind="stable")
     rs = rows[p]
-    cuts = np.searchsorted(rs, np.arange(int(rs[0]) + step, int(rs[-1]) + 1, step)).tolist()
+    cuts = searchsorted(rs, np.arange(int(rs[0]) + step, int(rs[-1]) + 1, step)).tolist()
     out = [np.empty(len(rows), c.dtype) for c in cols]
     for a, z in pairwise([0, *cuts, len(rs)]):
         for o, c in zip(out, cols):
@@ -59,7 +60,7 @@ def doc_list(trace: Trace, ids: np.ndarray) -> list[bytes]:
     got: list[bytes] = []
     while len(got) < len(p):
         a = len(got)
-        z = max(int(np.searchsorted(sp, int(sp[a]) + ARGS_SPAN, side="left")), a + 1)
+        z = max(int(searchsorted(sp, int(sp[a]) + ARGS_SPAN, side="left")), a + 1)
         got += map(blob.__getitem__, map(slice, sp[a:z].tolist(), ep[a:z].tolist()))
         if z < len(p):
             trace.args.drop_pages()
@@ -101,8 +102,8 @@ class FlowIds:
 
     def take(self, rows: np.ndarray) -> w.Ragged:
         """The `flow_ids` fields of slices `rows`, in that order (a slice's ends in the order sorted)."""
-        lo = np.searchsorted(self.row, rows, side="left")
-        cnt = np.searchsorted(self.row, rows, side="right") - lo
+        lo = searchsorted(self.row, rows, side="left")
+        cnt = searchsorted(self.row, rows, side="right") - lo
         at = np.zeros(len(rows), np.int64)
         np.cumsum(cnt[:-1], out=at[1:])
         mat = w.fixed64_mat(self.fid[np.repeat(lo - at, cnt) + np.arange(int(cnt.sum()))], w.E_FLOW_IDS)

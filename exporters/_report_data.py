@@ -13,7 +13,7 @@ import numpy as np
 
 from neuron_prof.analysis import Context, graph_compiles
 from neuron_prof.model import Arg, Trace, TrackKind
-from neuron_prof.model.order import sorted_unique
+from neuron_prof.model.order import searchsorted, sorted_unique
 
 NS_PER_MS = 1e6
 
@@ -117,7 +117,7 @@ def busy_before(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarr
         return np.zeros(len(t), dtype=np.float64)
     lens = (ends - starts).astype(np.float64)
     cum = np.r_[0.0, np.cumsum(lens)]
-    k = np.searchsorted(starts, t, side="right")  # intervals that began at or before t
+    k = searchsorted(starts, t, side="right")  # intervals that began at or before t
     last = np.maximum(k - 1, 0)
     partial = np.clip(t - starts[last], 0, lens[last])
     return np.where(k > 0, cum[last] + partial, 0.0)
@@ -226,7 +226,7 @@ def memory_series(trace: Trace, max_points: int = 4000, max_series: int = 16) ->
         order = np.lexsort((c.ts_ns, c.track))
         tr = c.track[order]
         for i in tracks:
-            lo, hi = np.searchsorted(tr, [i, i + 1])
+            lo, hi = searchsorted(tr, [i, i + 1])
             if hi <= lo:
                 continue
             sel = order[lo:hi]

@@ -27,6 +27,7 @@ import numpy as np
 import orjson
 
 from neuron_prof.errors import ExportError
+from neuron_prof.model.order import searchsorted
 from neuron_prof.model.windows import row_windows
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ def _row_groups(trace: Trace, idx: np.ndarray) -> Iterator[tuple[int, int]]:
         cum = np.cumsum(size)
         lo, base = a, 0
         while lo < z:
-            hi = min(z, max(lo + 1, a + int(np.searchsorted(cum, base + ARGS_WINDOW_BYTES, "right"))))
+            hi = min(z, max(lo + 1, a + int(searchsorted(cum, base + ARGS_WINDOW_BYTES, "right"))))
             yield lo, hi
             trace.drop_pages()  # the args text read for it: not held through the next group
             base = int(cum[hi - a - 1])

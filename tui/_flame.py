@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from neuron_prof.analysis.fmt import cut
+from neuron_prof.model.order import searchsorted
 from neuron_prof.tui._lanes import Lane
 
 NONE = -1
@@ -51,8 +52,8 @@ def slice_cells(lane: Lane, t0: float, t1: float, width: int) -> LaneCells:
         empty = np.full(width, NONE, dtype=np.int64)
         return LaneCells(empty, empty, np.zeros(width))
     # slices that started before a cell's right edge, minus those that ended at or before its left edge
-    started = np.searchsorted(lane.starts, edges[1:], side="left")
-    ended = np.searchsorted(lane.ends_sorted, edges[:-1], side="right")
+    started = searchsorted(lane.starts, edges[1:], side="left")
+    ended = searchsorted(lane.ends_sorted, edges[:-1], side="right")
     count = started - ended
     last = np.maximum(started - 1, 0)
     rep = np.where(started > 0, lane.rows[last], NONE)
@@ -80,10 +81,10 @@ def counter_levels(lane: Lane, t0: float, t1: float, width: int) -> np.ndarray:
     if not len(v):
         return np.zeros(width)
     edges = _edges(t0, t1, width)
-    held_i = np.searchsorted(lane.starts, edges[:-1], side="right") - 1
+    held_i = searchsorted(lane.starts, edges[:-1], side="right") - 1
     level = np.where(held_i >= 0, v[np.maximum(held_i, 0)], 0.0).astype(np.float64)
-    a = np.searchsorted(lane.starts, edges[:-1], side="left")
-    b = np.searchsorted(lane.starts, edges[1:], side="left")
+    a = searchsorted(lane.starts, edges[:-1], side="left")
+    b = searchsorted(lane.starts, edges[1:], side="left")
     has = b > a
     if has.any():
         # segment k of reduceat is [a[k], a[k+1]) = the cell's samples; b[-1] closes the last cell

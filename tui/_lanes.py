@@ -17,7 +17,7 @@ import numpy as np
 
 from neuron_prof.analysis import find_steps
 from neuron_prof.model import Trace, TrackKind
-from neuron_prof.model.order import deal_by_key, row_dtype, sorted_unique
+from neuron_prof.model.order import deal_by_key, row_dtype, searchsorted, sorted_unique
 from neuron_prof.model.windows import HasPages, row_windows
 from neuron_prof.tui._lane_names import lane_names, lane_title
 
@@ -87,7 +87,7 @@ class Lane:
         edges = np.linspace(t0, t1, width + 1)
         if self.is_counter:
             assert self.values is not None
-            i = np.searchsorted(self.starts, edges[1:], side="right") - 1
+            i = searchsorted(self.starts, edges[1:], side="right") - 1
             vmax = float(self.values.max()) if len(self.values) else 0.0
             v = np.where(i >= 0, self.values[np.maximum(i, 0)], 0.0)
             fill = v / vmax if vmax > 0 else np.zeros(width)
@@ -95,10 +95,10 @@ class Lane:
         busy = self.busy_until(edges)
         fill = np.clip((busy[1:] - busy[:-1]) / np.maximum(edges[1:] - edges[:-1], 1e-9), 0.0, 1.0)
         mid = (edges[1:] + edges[:-1]) / 2
-        i = np.searchsorted(self.starts, mid, side="right") - 1
+        i = searchsorted(self.starts, mid, side="right") - 1
         under = (i >= 0) & (self.ends[np.maximum(i, 0)] > mid) if len(self.starts) else np.zeros(width, bool)
         # a cell with time in it but nothing at its midpoint shows the first slice starting inside it
-        j = np.searchsorted(self.starts, edges[:-1], side="left")
+        j = searchsorted(self.starts, edges[:-1], side="left")
         inside = (
             (j < len(self.starts)) & (self.starts[np.minimum(j, len(self.starts) - 1)] < edges[1:])
             if len(self.starts)
@@ -115,7 +115,7 @@ class Lane:
         """Busy time from the lane's start until each x (exact, from the cumulative durations)."""
         if not len(self.starts):
             return np.zeros(len(x))
-        i = np.searchsorted(self.starts, x, side="right") - 1
+        i = searchsorted(self.starts, x, side="right") - 1
         k = np.maximum(i, 0)
         part = np.clip(x - self.starts[k], 0, self.ends[k] - self.starts[k])
         return np.where(i >= 0, self.cum[k] + part, 0.0)
@@ -125,13 +125,13 @@ class Lane:
         if self.is_counter or not len(self.starts):
             return -1
         # an int: a float would make searchsorted convert the whole int64 lane to float64
-        i = int(np.searchsorted(self.starts, int(np.floor(t)), side="right")) - 1
+        i = int(searchsorted(self.starts, int(np.floor(t)), side="right")) - 1
         return int(self.rows[i]) if i >= 0 and self.ends[i] > t else -1
 
     def value_at(self, t: float) -> float | None:
         if not self.is_counter or not len(self.starts):
             return None
-        i = int(np.searchsorted(self.starts, int(np.floor(t)), side="right")) - 1
+        i = int(searchsorted(self.starts, int(np.floor(t)), side="right")) - 1
         return float(self.values[i]) if i >= 0 and self.values is not None else None
 
 
@@ -265,8 +265,8 @@ def first_window(trace: Trace, region: tuple[int, int]) -> tuple[int, int]:
 def clip_samples(ts: np.ndarray, lo: int, hi: int) -> np.ndarray:
     """Indices of the counter samples (sorted `ts`) that matter in [lo, hi]: those inside and the last
     one before `lo` (it holds the value at the window's left edge)."""
-    a = max(int(np.searchsorted(ts, lo, side="right")) - 1, 0)
-    b = int(np.searchsorted(ts, hi, side="right"))
+    a = max(int(searchsorted(ts, lo, side="right")) - 1, 0)
+    b = int(searchsorted(ts, hi, side="right"))
     return np.arange(a, max(a, b), dtype=np.int64)
 
 

@@ -15,7 +15,7 @@ from neuron_prof.analysis.spill import Spill, small_pages
 from neuron_prof.analysis.steps.boundaries import Steps, make_steps
 from neuron_prof.analysis.steps.evaluation import EvalPass, evaluation_passes
 from neuron_prof.model import Arg, ArgsStore, Meta, Trace
-from neuron_prof.model.order import row_dtype, sorted_unique
+from neuron_prof.model.order import row_dtype, searchsorted, sorted_unique
 
 WARNING_SHARE = 0.02
 """A finding costing this share of the profiled wall time is a warning..."""
@@ -93,7 +93,7 @@ def _windows(store: ArgsStore, idx: np.ndarray) -> list[tuple[int, int]]:
     cuts = set(range(0, n, PICK_CHUNK))
     if n > 1 and bool((np.diff(idx) >= 0).all()):
         pos = store.buffers[1][idx]
-        cuts.update(np.searchsorted(pos, np.arange(int(pos[0]), int(pos[-1]) + 1, PICK_SPAN)).tolist())
+        cuts.update(searchsorted(pos, np.arange(int(pos[0]), int(pos[-1]) + 1, PICK_SPAN)).tolist())
     edges = sorted(c for c in cuts if 0 <= c < n)
     return list(zip(edges, [*edges[1:], n], strict=True))
 

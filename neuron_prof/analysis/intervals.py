@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from neuron_prof.model import Trace
-from neuron_prof.model.order import sorted_unique
+from neuron_prof.model.order import searchsorted, sorted_unique
 from neuron_prof.model.windows import row_windows
 
 
@@ -101,7 +101,7 @@ def covered_before(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.nd
     if not len(starts):
         return np.zeros(len(t), dtype=np.int64)
     cum = np.r_[0, np.cumsum(ends - starts)]
-    k = np.searchsorted(starts, t, side="right")  # intervals starting at or before t
+    k = searchsorted(starts, t, side="right")  # intervals starting at or before t
     full = cum[np.maximum(k - 1, 0)]
     last = np.where(k > 0, np.minimum(t, ends[np.maximum(k - 1, 0)]) - starts[np.maximum(k - 1, 0)], 0)
     return np.asarray(np.where(k > 0, full + np.maximum(last, 0), 0), dtype=np.int64)
@@ -123,7 +123,7 @@ def difference(lo: np.ndarray, hi: np.ndarray, s: np.ndarray, e: np.ndarray) -> 
     a, z = b[:-1], b[1:]  # every endpoint is a boundary: each piece lies wholly inside or outside both sets
 
     def inside(st: np.ndarray, en: np.ndarray) -> np.ndarray:
-        k = np.searchsorted(st, a, side="right") - 1
+        k = searchsorted(st, a, side="right") - 1
         return np.asarray((k >= 0) & (a < en[np.maximum(k, 0)]))
 
     keep = inside(lo, hi) & ~inside(np.asarray(s, dtype=np.int64), np.asarray(e, dtype=np.int64))

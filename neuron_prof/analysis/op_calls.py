@@ -16,6 +16,7 @@ import numpy as np
 
 from neuron_prof.analysis.sites.nesting import Nesting
 from neuron_prof.model import Trace, windows
+from neuron_prof.model.order import searchsorted
 from neuron_prof.model.windows import row_windows
 
 
@@ -41,7 +42,7 @@ class SideNames:
         """The name ids rows ``rows[p]`` count under."""
         nm = trace.slices.name[rows[p]]
         if len(self.renamed) and len(p):
-            at = np.minimum(np.searchsorted(self.renamed, p), len(self.renamed) - 1)
+            at = np.minimum(searchsorted(self.renamed, p), len(self.renamed) - 1)
             hit = self.renamed[at] == p
             if hit.any():
                 nm = np.where(hit, self.renamed_to[at], nm).astype(nm.dtype, copy=False)
@@ -140,7 +141,7 @@ class _SelfTime:
     def __call__(self, p: np.ndarray) -> np.ndarray:
         ns = self.own(p)
         if len(self.to) and len(p):
-            at = np.minimum(np.searchsorted(self.to, p), len(self.to) - 1)
+            at = np.minimum(searchsorted(self.to, p), len(self.to) - 1)
             hit = self.to[at] == p
             ns[hit] += self.ns[at[hit]]
         return ns
@@ -165,7 +166,7 @@ def side_calls(trace: Trace, nest: Nesting, names: SideNames, op_cats: np.ndarra
     skip = np.concatenate([np.flatnonzero(skipped(a, z)) + a for a, z in row_windows(trace, n)])
     up = nest.parent_pos[skip.astype(np.int64)].astype(np.int64)
     while len(skip):
-        at = np.minimum(np.searchsorted(skip, up), len(skip) - 1)
+        at = np.minimum(searchsorted(skip, up), len(skip) - 1)
         hop = (up >= 0) & (skip[at] == up)
         if not hop.any():
             break
@@ -178,7 +179,7 @@ def side_calls(trace: Trace, nest: Nesting, names: SideNames, op_cats: np.ndarra
         anc = par[p]
         p += a
         if len(skip):
-            at = np.minimum(np.searchsorted(skip, anc), len(skip) - 1)
+            at = np.minimum(searchsorted(skip, anc), len(skip) - 1)
             anc = np.where(skip[at] == anc, up[at], anc)
         ok = anc >= 0
         p, anc = p[ok], anc[ok]
@@ -191,7 +192,7 @@ def side_calls(trace: Trace, nest: Nesting, names: SideNames, op_cats: np.ndarra
     root = np.concatenate([f[1] for f in found])
     del found
     while len(copies):  # a copy of a copy: up to the outer call
-        at = np.minimum(np.searchsorted(copies, root), len(copies) - 1)
+        at = np.minimum(searchsorted(copies, root), len(copies) - 1)
         hop = copies[at] == root
         if not hop.any():
             break
@@ -209,7 +210,7 @@ def side_calls(trace: Trace, nest: Nesting, names: SideNames, op_cats: np.ndarra
 
     def calls_in(a: int, z: int) -> np.ndarray:
         call = member(np.arange(a, z))
-        call[copies[np.searchsorted(copies, a):np.searchsorted(copies, z)] - a] = False
+        call[copies[searchsorted(copies, a):searchsorted(copies, z)] - a] = False
         return np.flatnonzero(call) + a
 
     nk = len(names.key_names)

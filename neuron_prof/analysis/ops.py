@@ -50,6 +50,7 @@ from neuron_prof.analysis.op_calls import SideCalls, side_calls, side_names
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.model import KinetoCat, Trace
 from neuron_prof.model.callsite import MODULE_PREFIX, USER, file_kind, parse_frame, user_files_of
+from neuron_prof.model.order import searchsorted
 from neuron_prof.model.schema import is_compile_span
 from neuron_prof.model.windows import row_windows
 
@@ -139,7 +140,7 @@ def launching_ops(trace: Trace, rows: np.ndarray) -> np.ndarray:
     cpu = trace.name_ids(KinetoCat.CPU_OP)
     cur, todo = np.asarray(rows, dtype=np.int64), np.ones(len(rows), dtype=bool)
     for _ in range(2):
-        pos = np.minimum(np.searchsorted(dst, cur), len(dst) - 1)
+        pos = np.minimum(searchsorted(dst, cur), len(dst) - 1)
         hit = todo & (dst[pos] == cur)
         cur = np.where(hit, src[pos], cur)
         ok = hit & np.isin(sl.cat[cur], cpu)

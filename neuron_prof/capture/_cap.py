@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from neuron_prof.model import FlowTable, KinetoCat, Meta, Trace, TrackKind
+from neuron_prof.model.order import searchsorted
 
 
 def cap_events(trace: Trace, max_events: int) -> tuple[Trace, dict[str, Any]]:
@@ -76,7 +77,7 @@ def _sample_steps(trace: Trace, keeps: tuple[np.ndarray, np.ndarray, np.ndarray]
     which = []  # per table: the step each live event starts in (-1: none)
     per_step = np.zeros(len(steps), np.int64)
     for ts, k in zip(_starts(trace), keeps, strict=True):
-        pos = np.searchsorted(starts, ts, side="right") - 1
+        pos = searchsorted(starts, ts, side="right") - 1
         inside = (pos >= 0) & (ts < ends[np.maximum(pos, 0)]) & k
         which.append(np.where(inside, pos, -1))
         per_step += np.bincount(pos[inside], minlength=len(steps))

@@ -32,7 +32,7 @@ import orjson
 
 from neuron_prof.emulator import _explorer_schema as schema
 from neuron_prof.emulator.profiling import host_usage
-from neuron_prof.model.order import sorted_unique
+from neuron_prof.model.order import searchsorted, sorted_unique
 
 _MATRIX = ("mm", "addmm", "bmm", "baddbmm", "_addmm_activation", "convolution", "_scaled_dot_product")
 _CC_NAMES = {"allreduce": "AllReduce", "allgather": "AllGather", "_allgather_base": "AllGather",
@@ -76,7 +76,7 @@ def _issuer(ops: HostOps, tid: int, at: int) -> tuple[int, int, str] | None:
     if got is None:
         return None
     start, end, names = got
-    j = int(np.searchsorted(start, at, "right")) - 1
+    j = int(searchsorted(start, at, "right")) - 1
     while j >= 0:
         if end[j] >= at and "::" in names[j]:
             return int(start[j]), int(end[j]), names[j]
@@ -150,7 +150,7 @@ def to_host(dev: np.ndarray, sync: list[list[int]]) -> np.ndarray:
     """Device-clock ns -> host ns by the nearest earlier sync point (neuron-explorer-facts, "Processing")."""
     h = np.asarray([s[0] for s in sync], dtype=np.int64)
     d = np.asarray([s[1] for s in sync], dtype=np.int64)
-    k = np.clip(np.searchsorted(d, dev, "right") - 1, 0, len(d) - 1)
+    k = np.clip(searchsorted(d, dev, "right") - 1, 0, len(d) - 1)
     return h[k] + (dev - d[k])
 
 

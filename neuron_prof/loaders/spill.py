@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.model.order import sorted_unique
+from neuron_prof.model.order import searchsorted, sorted_unique
 
 WINDOW = 1 << 20
 """Rows a streamed load's end holds at a time (slices, flow endpoints or arrows): read at each call, so a test
@@ -47,17 +47,17 @@ def splitters(sample: np.ndarray, n_total: int, per: int) -> np.ndarray:
 
 def window_of(keys: np.ndarray, cut: np.ndarray) -> np.ndarray:
     """The window of each key: how many splitters are <= it."""
-    return np.searchsorted(cut, keys, "right")
+    return searchsorted(cut, keys, "right")
 
 
 def window_of_pairs(major: np.ndarray, minor: np.ndarray, cut: np.ndarray) -> np.ndarray:
     """`window_of` for keys (major, minor), compared as pairs; `cut` a structured array of fields "a", "b"."""
     ca, cb = cut["a"], cut["b"]
-    out = np.searchsorted(ca, major, "left")
+    out = searchsorted(ca, major, "left")
     for a in sorted_unique(ca).tolist():  # a few: the majors the splitters fall in
-        lo, hi = np.searchsorted(ca, a, "left"), np.searchsorted(ca, a, "right")
+        lo, hi = searchsorted(ca, a, "left"), searchsorted(ca, a, "right")
         m = np.flatnonzero(major == a)
-        out[m] = lo + np.searchsorted(cb[lo:hi], minor[m], "right")
+        out[m] = lo + searchsorted(cb[lo:hi], minor[m], "right")
     return out
 
 

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import orjson
 
+from neuron_prof.model.order import searchsorted
+
 _OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
 
@@ -248,7 +250,7 @@ class ArgsStore:
         n = len(off) - 1
         d0 = 0
         while len(blob) and d0 < n:
-            d1 = min(int(np.searchsorted(off, int(off[d0]) + window, side="left")), n)
+            d1 = min(int(searchsorted(off, int(off[d0]) + window, side="left")), n)
             d1 = max(d1, d0 + 1)
             o0 = int(off[d0])
             data = np.frombuffer(blob, dtype=np.uint8, count=int(off[d1]) - o0, offset=o0)  # no copy
@@ -263,7 +265,7 @@ class ArgsStore:
                     m = number_pattern(key).match(blob, o0 + int(at[i]), int(off[d1]))
                     if m:
                         ok[i], val[i] = True, int(m.group(1))
-                doc = np.searchsorted(off[d0:d1 + 1] - o0, at[ok], side="right") - 1 + d0
+                doc = searchsorted(off[d0:d1 + 1] - o0, at[ok], side="right") - 1 + d0
                 doc, first = np.unique(doc, return_index=True)  # positions ascend: each document's first hit
                 found.append((doc.astype(np.int64, copy=False), val[ok][first].astype(np.int64, copy=False)))
             d0 = d1

@@ -18,6 +18,7 @@ from textual.widget import Widget
 from textual.widgets import Input, Static
 
 from neuron_prof.analysis.fmt import fmt_bytes, fmt_ns, fmt_ts, printable
+from neuron_prof.model.order import searchsorted
 from neuron_prof.tui._data import RankTable
 from neuron_prof.tui._lanes import Lane, build_lanes, depth_lane, first_window
 from neuron_prof.tui._slice_info import slice_facts
@@ -190,7 +191,7 @@ class TimelineScreen(ViewScreen):
         else:
             ts = self.rank.trace.slices.ts_ns[self.matches]
             now = self.timeline.cursor_abs
-            k = int(np.searchsorted(ts, now, side="left")) - (0 if direction > 0 else 1)
+            k = int(searchsorted(ts, now, side="left")) - (0 if direction > 0 else 1)
         self.show_row(int(self.matches[k % len(self.matches)]))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:

@@ -12,6 +12,8 @@ from rich.style import Style
 from textual.strip import Strip
 from textual.widget import Widget
 
+from neuron_prof.model.order import searchsorted
+
 BARS = "▁▂▃▄▅▆▇█"
 # braille dot bits for (column, row) inside one character cell (2 columns x 4 rows)
 _DOTS = np.array([[0x01, 0x02, 0x04, 0x40], [0x08, 0x10, 0x20, 0x80]], dtype=np.int64)
@@ -26,7 +28,7 @@ def bin_max(
     lo = float(x[0] if x0 is None else x0)
     hi = float(x[-1] if x1 is None else x1)
     edges = np.linspace(lo, hi, n + 1)
-    idx = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, n - 1)
+    idx = np.clip(searchsorted(edges, x, side="right") - 1, 0, n - 1)
     out = np.full(n, -np.inf)
     np.maximum.at(out, idx, y)
     # carry the last sample forward through empty bins (a counter holds its value until the next sample)

@@ -23,7 +23,7 @@ from textual.strip import Strip
 
 from neuron_prof.analysis.fmt import printable
 from neuron_prof.model import StringTable
-from neuron_prof.model.order import sorted_unique
+from neuron_prof.model.order import searchsorted, sorted_unique
 from neuron_prof.tui._flame import LaneCells, counter_levels, slice_cells
 from neuron_prof.tui._lanes import Lane
 from neuron_prof.tui.widgets.flame_line import FlamePainter
@@ -239,9 +239,9 @@ class Timeline(LaneRows, can_focus=True):
         lane = self.lanes[self.lane]
         t = int(np.floor(self.cursor_ns))
         if direction > 0:
-            i = int(np.searchsorted(lane.starts, t, side="right"))
+            i = int(searchsorted(lane.starts, t, side="right"))
         else:
-            i = int(np.searchsorted(lane.starts, t, side="left")) - 1
+            i = int(searchsorted(lane.starts, t, side="left")) - 1
             if i >= 0 and lane.at(self.cursor_ns) == int(lane.rows[i]):  # inside slice i: go before it
                 i -= 1
         if 0 <= i < len(lane.starts):
@@ -281,7 +281,7 @@ class Timeline(LaneRows, can_focus=True):
             return lane, row
         step = (self.t1 - self.t0) / self.cells
         a = self.t0 + self.cell_of(self.cursor_ns) * step
-        i = int(np.searchsorted(lane.ends_sorted, int(np.floor(a)), side="right"))
+        i = int(searchsorted(lane.ends_sorted, int(np.floor(a)), side="right"))
         if i < len(lane.starts) and lane.starts[i] < a + step:
             return lane, int(lane.rows[i])
         return lane, -1
@@ -297,7 +297,7 @@ class Timeline(LaneRows, can_focus=True):
             if self._dst_sorted is None:
                 self._dst_sorted = sorted_unique(self.flow_dst)
             fs = self._flow_starts[i] = np.sort(lane.starts[np.isin(lane.rows, self._dst_sorted)])
-        a, b = np.searchsorted(fs, [int(self.t0), int(self.t1)])
+        a, b = searchsorted(fs, [int(self.t0), int(self.t1)])
         if b - a > self.cells * 4:  # a flow per cell or more says nothing: the boxes show the work
             return []
         return sorted({self.cell_of(float(t)) for t in fs[a:b]})

@@ -20,7 +20,7 @@ import numpy as np
 
 from neuron_prof.analysis.collectives.stragglers import LateArrivals
 from neuron_prof.analysis.device.runqueue import RunQueue
-from neuron_prof.model.order import sorted_unique
+from neuron_prof.model.order import searchsorted, sorted_unique
 
 
 def with_host_waits(late: LateArrivals | None, waits: dict[int, RunQueue]) -> LateArrivals | None:
@@ -37,7 +37,7 @@ def with_host_waits(late: LateArrivals | None, waits: dict[int, RunQueue]) -> La
         if not len(mine) or len(rq.ts_ns) < 2:
             continue
         # the sample interval of each late arrival (arrivals outside the sampled span: none)
-        iv = np.searchsorted(rq.ts_ns, late.start[mine, j], side="right") - 1
+        iv = searchsorted(rq.ts_ns, late.start[mine, j], side="right") - 1
         inside = (iv >= 0) & (iv < len(rq.ts_ns) - 1)
         for i in sorted_unique(iv[inside]):
             lo, hi = rq.ts_ns[i : i + 1], rq.ts_ns[i + 1 : i + 2]  # the interval, as `RunQueue.within`'s window

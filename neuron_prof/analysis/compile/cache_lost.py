@@ -25,6 +25,7 @@ from neuron_prof.analysis.intervals import union_ns
 from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.registry import register
 from neuron_prof.model import Arg, Trace, TrackKind
+from neuron_prof.model.order import searchsorted
 from neuron_prof.model.schema import EventName
 
 
@@ -59,7 +60,7 @@ def _again_finding(trace: Trace, ctx: Context, again: list[_Compile]) -> Finding
     # each compile's cause: the last clear before it; the finding names the clear behind most compile time
     by_clear: dict[int, int] = defaultdict(int)
     for c in again:
-        k = int(np.searchsorted(np.array([t for t, _ in clears], dtype=np.int64), c.ts, side="right")) - 1
+        k = int(searchsorted(np.array([t for t, _ in clears], dtype=np.int64), c.ts, side="right")) - 1
         if k >= 0:
             by_clear[k] += c.dur
     cause = clears[max(by_clear, key=lambda k: by_clear[k])][1] if by_clear else None

@@ -24,6 +24,7 @@ from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.registry import register
 from neuron_prof.analysis.sites.callsites import Site
 from neuron_prof.model import Trace, TrackKind
+from neuron_prof.model.order import searchsorted
 
 MIN_VALUES = 3
 """Fewer distinct sizes than this is not churn (a last smaller batch is normal)."""
@@ -269,7 +270,7 @@ def _lineages(ctx: Context, cs: list[_Compile]) -> list[list[_Compile]]:
     st = ctx.steps
     if not len(st) or not cs:
         return [cs]  # no steps: nothing tells one tensor from another
-    pos = np.searchsorted(st.start_ns, np.array([c.ts for c in cs], dtype=np.int64), side="right")
+    pos = searchsorted(st.start_ns, np.array([c.ts for c in cs], dtype=np.int64), side="right")
     lines: list[list[_Compile]] = []
     shapes: list[tuple[tuple[int, ...], ...]] = []
     taken: dict[int, set[int]] = defaultdict(set)  # step position -> lineages given a shape in that step

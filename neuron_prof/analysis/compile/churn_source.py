@@ -20,6 +20,7 @@ from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.sites.callsites import NO_STACK, Site, sites_of
 from neuron_prof.model import KinetoCat, TrackKind
 from neuron_prof.model.callsite import USER, file_kind, parse_frame
+from neuron_prof.model.order import searchsorted
 
 
 def creation_site(ctx: Context, items: list[dict[str, Any]]) -> Site:
@@ -72,7 +73,7 @@ def _first_maker(ctx: Context, searches: list[tuple[int, int, Any]]) -> Site:
     votes: Counter[str] = Counter()
     found: dict[str, Site] = {}
     for lo, hi, test in searches:
-        a, b = np.searchsorted(ts, lo, side="left"), np.searchsorted(ts, hi, side="right")
+        a, b = searchsorted(ts, lo, side="left"), searchsorted(ts, hi, side="right")
         for r in ops[a:b][:5000]:
             args = ctx.slice_args(int(r))
             if test(_shapes(args)):

@@ -25,6 +25,7 @@ from neuron_prof.analysis.intervals import union_ns
 from neuron_prof.analysis.sites.backward import backward_of
 from neuron_prof.analysis.sites.host import host_nesting, host_stack_at
 from neuron_prof.model import Trace
+from neuron_prof.model.order import searchsorted
 
 REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
 """Dynamo's span around one run of compiled graph F/A (torch-facts)."""
@@ -108,7 +109,7 @@ def _graph_of(trace: Trace, ctx: Context) -> dict[int, tuple[str, int]]:
 def _region_of(trace: Trace, rows: np.ndarray, parent: np.ndarray, forward: np.ndarray,
                row: int) -> tuple[str, int] | None:
     """The graph whose region holds host slice `row`, or holds the forward op of the backward `row` runs in."""
-    p = int(np.searchsorted(rows, row))
+    p = int(searchsorted(rows, row))
     if p < len(rows) and rows[p] == row and forward[p] >= 0:
         row = int(forward[p])
     return _up_to_region(trace, rows, parent, row)
@@ -120,7 +121,7 @@ def _up_to_region(trace: Trace, rows: np.ndarray, parent: np.ndarray, row: int) 
         m = REGION.match(trace.slice_name(row))
         if m:
             return m.group(1), int(m.group(2))
-        p = int(np.searchsorted(rows, row))
+        p = int(searchsorted(rows, row))
         if p >= len(rows) or rows[p] != row or parent[p] < 0:
             return None
         row = int(parent[p])

@@ -32,6 +32,7 @@ from neuron_prof.analysis.intervals import union_ns
 from neuron_prof.analysis.kinds import Kind
 from neuron_prof.analysis.registry import register
 from neuron_prof.model import Trace, TrackKind
+from neuron_prof.model.order import searchsorted
 
 
 def _phases(ctx: Context, items: list[_Compile]) -> tuple[list[list[_Compile]], list[_Compile]]:
@@ -197,7 +198,7 @@ def _phase_finding(trace: Trace, ctx: Context, items: list[_Compile], cc: Compil
     dur = np.array([c.dur for c in items], dtype=np.int64)
     cost = union_ns(ts, dur)
     st = ctx.steps
-    k = int(np.searchsorted(st.start_ns, int(ts.min()), side="right")) - 1
+    k = int(searchsorted(st.start_ns, int(ts.min()), side="right")) - 1
     when = f"step {k}" if k < len(st) and int(ts.min()) < int(st.end_ns[k]) else f"after step {k}"
     top = _top_site(items)
     shapes = sorted({signature_text(c.signature) for c in items if c.call_site == top})[:3]

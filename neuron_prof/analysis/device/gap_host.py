@@ -27,6 +27,7 @@ from neuron_prof.analysis.intervals import overlap_ns
 from neuron_prof.analysis.sites.callsites import sites_of
 from neuron_prof.model import Arg, KinetoCat, TrackKind
 from neuron_prof.model.callsite import MODULE_PREFIX, parse_frame
+from neuron_prof.model.order import searchsorted
 
 PROBE_KINDS = (TrackKind.COMPILE, TrackKind.FALLBACK, TrackKind.SYNC, TrackKind.COLLECTIVE)
 _PROBE_WORDS = {TrackKind.COMPILE: "compile of", TrackKind.FALLBACK: "CPU fallback of",
@@ -84,7 +85,7 @@ def _user_calls(ctx: Context, lo: int, hi: int) -> list[dict[str, Any]]:
     overlap times the share of the call inside the gap, so a preprocess() inside the gap comes before the
     script's <module> or a main() around the whole run (which overlap as much)."""
     rows, ts, end = _host_rows(ctx, (KinetoCat.PYTHON,))
-    k = int(np.searchsorted(ts, hi, side="left"))
+    k = int(searchsorted(ts, hi, side="left"))
     cand = np.flatnonzero(end[:k] > lo)
     ov = (np.minimum(end[cand], hi) - np.maximum(ts[cand], lo)).astype(np.float64)
     fit = ov * ov / np.maximum(end[cand] - ts[cand], 1)
@@ -117,7 +118,7 @@ def gap_host(ctx: Context, lo: int, hi: int) -> dict[str, Any]:
         return {"what": f"Python: {call['what']} ({fmt_ns(int(call['overlap_ns']))})",
                 "call_site": call["call_site"], "parts": calls[:3]}
     rows, ts, end = _host_rows(ctx, (KinetoCat.CPU_OP,))
-    a, b = int(np.searchsorted(ts, lo, side="left")), int(np.searchsorted(ts, hi, side="left"))
+    a, b = int(searchsorted(ts, lo, side="left")), int(searchsorted(ts, hi, side="left"))
     sites = sites_of(ctx)
     inside = rows[a:b]
     inside = inside[end[a:b] <= hi] if len(inside) else inside

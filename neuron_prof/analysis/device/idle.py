@@ -28,7 +28,7 @@ from neuron_prof.analysis.registry import register
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.steps.phases import compile_rows
 from neuron_prof.model import KinetoCat, Trace, TrackKind
-from neuron_prof.model.order import sorted_unique
+from neuron_prof.model.order import searchsorted, sorted_unique
 
 MIN_GAP_NS = 100_000
 """Gaps shorter than 100 µs are launch latency, not a diagnosis."""
@@ -65,7 +65,7 @@ def dispatch_rows(ctx: Context) -> np.ndarray:
             for _ in range(8):
                 if r < 0 or (cpu_op is not None and int(cat[r]) == cpu_op):
                     break
-                i = int(np.searchsorted(n.rows, r))
+                i = int(searchsorted(n.rows, r))
                 r = int(n.parent[i]) if i < len(n.rows) and n.rows[i] == r else -1
             if r >= 0:
                 out.append(r)

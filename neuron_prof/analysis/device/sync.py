@@ -16,7 +16,7 @@ from neuron_prof.analysis.registry import register
 from neuron_prof.analysis.sites.callsites import Site, sites_of
 from neuron_prof.analysis.sites.host import enclosing_ops
 from neuron_prof.model import Arg, Trace, TrackKind
-from neuron_prof.model.order import sorted_unique
+from neuron_prof.model.order import searchsorted, sorted_unique
 
 RUNTIME_SYNC_NAMES = (
     "cudaStreamSynchronize",
@@ -51,7 +51,7 @@ def sync_point(trace: Trace, ctx: Context) -> list[Finding]:
     if len(probe) and len(runtime):
         # a probe's sync slice already covers the runtime call it made: count the wait once
         s, e = merge(sl.ts_ns[probe], sl.dur_ns[probe])
-        k = np.searchsorted(s, sl.ts_ns[runtime], side="right") - 1
+        k = searchsorted(s, sl.ts_ns[runtime], side="right") - 1
         inside = (k >= 0) & (sl.ts_ns[runtime] < e[np.maximum(k, 0)])
         runtime = runtime[~inside]
     copies = copy_to_host_rows(ctx)

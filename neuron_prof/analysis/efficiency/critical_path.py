@@ -32,7 +32,7 @@ from neuron_prof.analysis.sites.callsites import sites_of
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.sites.lines import NOT_WORK_CATS
 from neuron_prof.model import Cat, TrackKind
-from neuron_prof.model.order import sorted_unique
+from neuron_prof.model.order import searchsorted, sorted_unique
 from neuron_prof.model.windows import row_windows
 
 ON_CRITICAL_PATH = "on_critical_path"
@@ -165,7 +165,7 @@ class _PathIndex:
         """Whether some interval [ts, end) overlaps one of the sorted, disjoint segments `se`."""
         if not len(se) or not len(ts):
             return False
-        lo = np.searchsorted(se[:, 1], ts, "right")  # the first segment that ends after the row starts
+        lo = searchsorted(se[:, 1], ts, "right")  # the first segment that ends after the row starts
         return bool(np.any((lo < len(se)) & (se[np.minimum(lo, len(se) - 1), 0] < end)))
 
     def hits(self, rows: list[int] | np.ndarray) -> bool:
@@ -216,7 +216,7 @@ def _path(ctx: Context, step: int, s: int, e: int) -> StepPath:
     order = np.argsort(ds_rows, kind="stable")
     ds_sorted = ds_rows[order]
     if len(fl.src) and len(ds_rows) and nh:
-        at = np.searchsorted(ds_sorted, fl.dst)
+        at = searchsorted(ds_sorted, fl.dst)
         at = np.minimum(at, len(ds_sorted) - 1)
         hit = ds_sorted[at] == fl.dst
         a_rows = fl.src[hit]
@@ -229,7 +229,7 @@ def _path(ctx: Context, step: int, s: int, e: int) -> StepPath:
     if len(host.wait_ends) and len(end_nodes):
         eo = np.argsort(time[end_nodes], kind="stable")
         et = time[end_nodes][eo]
-        k = np.searchsorted(et, time[host.wait_ends], "right") - 1
+        k = searchsorted(et, time[host.wait_ends], "right") - 1
         ok = k >= 0
         src = np.r_[src, end_nodes[eo[k[ok]]]]
         dst = np.r_[dst, host.wait_ends[ok]]
@@ -267,10 +267,10 @@ class _HostChains:
 
     def key_of(self, track: np.ndarray, t: np.ndarray) -> np.ndarray:
         """The point of each (track, time), -1 where there is none."""
-        rank = np.searchsorted(self.tracks, track)
+        rank = searchsorted(self.tracks, track)
         rank = np.minimum(rank, max(len(self.tracks) - 1, 0))
         key = rank * self.span + (np.asarray(t, np.int64) - self.start)
-        at = np.minimum(np.searchsorted(self.keys, key), max(len(self.keys) - 1, 0))
+        at = np.minimum(searchsorted(self.keys, key), max(len(self.keys) - 1, 0))
         ok = (self.tracks[rank] == track) & (self.keys[at] == key) if len(self.keys) else np.zeros(len(key), bool)
         return np.where(ok, at, -1)
 
@@ -297,7 +297,7 @@ def _host_chains(ctx: Context, hn: Any, s: int, e: int, span: int, wait_names: n
     not_work = tr.name_ids(*NOT_WORK_CATS)
     so = np.lexsort((-(b - a), a, trk))
     skey = (trk * span + (a - s))[so]
-    at = np.searchsorted(skey, keys, "right") - 1
+    at = searchsorted(skey, keys, "right") - 1
     cand = np.where(at >= 0, pos[so][np.maximum(at, 0)], -1)
     cand = np.where((at >= 0) & (sl.track[hr[np.maximum(cand, 0)]] == tracks[chain]), cand, -1)
     par = hn.parent_pos
@@ -313,8 +313,8 @@ def _host_chains(ctx: Context, hn: Any, s: int, e: int, span: int, wait_names: n
     # waits: the points a wait covers
     wait = np.isin(sl.name[rows], wait_names)
     wk = trk[wait]
-    ia = np.searchsorted(keys, wk * span + (a[wait] - s))
-    ib = np.searchsorted(keys, wk * span + (b[wait] - s))
+    ia = searchsorted(keys, wk * span + (a[wait] - s))
+    ib = searchsorted(keys, wk * span + (b[wait] - s))
     cover = np.zeros(len(keys) + 1, np.int64)
     np.add.at(cover, ia, 1)
     np.add.at(cover, ib, -1)
@@ -326,8 +326,8 @@ def _host_chains(ctx: Context, hn: Any, s: int, e: int, span: int, wait_names: n
     coll = ctx.rows(TrackKind.COLLECTIVE)
     coll = coll[(sl.ts_ns[coll] < e) & (sl.ts_ns[coll] + sl.dur_ns[coll] > s)]
     mid = (time + nxt) // 2
-    inside = (np.searchsorted(np.sort(sl.ts_ns[coll]), mid, "right")
-              - np.searchsorted(np.sort(sl.ts_ns[coll] + sl.dur_ns[coll]), mid, "right")) > 0
+    inside = (searchsorted(np.sort(sl.ts_ns[coll]), mid, "right")
+              - searchsorted(np.sort(sl.ts_ns[coll] + sl.dur_ns[coll]), mid, "right")) > 0
     kind = np.where(inside, 2, 0)
     return _HostChains(time=time, chain=chain, w=w, kind=kind, row=label, wait_ends=ib, keys=keys,
                        tracks=tracks.astype(np.int64), start=s, span=span)

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from neuron_prof.model.order import searchsorted
+
 MAX_ROUNDS = 64
 """Scans of one epoch at most (each adds a cross edge inside the epoch to what the path may take)."""
 
@@ -41,16 +43,16 @@ def longest(time: np.ndarray, chain: np.ndarray, weight: np.ndarray, src: np.nda
     last = np.r_[chain[1:] != chain[:-1], True]
     w[last] = 0
     first = np.r_[True, chain[1:] != chain[:-1]]
-    epoch = np.searchsorted(np.asarray(cuts, np.int64), time, "right")
+    epoch = searchsorted(np.asarray(cuts, np.int64), time, "right")
     order = np.lexsort((np.arange(n), epoch))  # by epoch; chains stay contiguous and in order inside one
     n_ep = int(epoch.max()) + 1
-    ep_at = np.searchsorted(epoch[order], np.arange(n_ep + 1))
+    ep_at = searchsorted(epoch[order], np.arange(n_ep + 1))
     src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
     keep = epoch[src] <= epoch[dst]
     src, dst = src[keep], dst[keep]
     by_ep = np.argsort(epoch[dst], kind="stable")
     src, dst = src[by_ep], dst[by_ep]
-    edge_at = np.searchsorted(epoch[dst], np.arange(n_ep + 1))
+    edge_at = searchsorted(epoch[dst], np.arange(n_ep + 1))
     span = int(time.max() - time.min()) + int(w.sum()) + 1
     dist = np.full(n, -1, np.int64)
     entry = np.arange(n, dtype=np.int64)
@@ -80,7 +82,7 @@ def longest(time: np.ndarray, chain: np.ndarray, weight: np.ndarray, src: np.nda
                 parts.append(np.array([i - 1], np.int64))
             j = i - 1
             continue
-        lo, hi = np.searchsorted(d_sorted, [i, i + 1])
+        lo, hi = searchsorted(d_sorted, [i, i + 1])
         came = src[into[lo:hi]]
         came = came[dist[came] == c]
         if not len(came):

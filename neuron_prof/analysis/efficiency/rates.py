@@ -24,6 +24,7 @@ from neuron_prof.analysis.efficiency.peaks import Peak, device_name, trace_peak
 from neuron_prof.analysis.efficiency.work import RowWork, row_work
 from neuron_prof.analysis.ops import op_key
 from neuron_prof.analysis.sites.lines import line_table
+from neuron_prof.model.order import searchsorted
 
 TOP_OPS = 20
 """Ops in the ``efficiency`` totals."""
@@ -91,7 +92,7 @@ def line_efficiency(ctx: Context) -> Efficiency:
         o = np.argsort(t.host_rows, kind="stable")
         hr = t.host_rows[o]
         keep = np.flatnonzero(w.outer)
-        pos = np.searchsorted(hr, w.rows[keep])
+        pos = searchsorted(hr, w.rows[keep])
         pos = np.minimum(pos, max(len(hr) - 1, 0))
         hit = (hr[pos] == w.rows[keep]) if len(hr) else np.zeros(len(keep), dtype=bool)
         li = line_of_row[o][pos[hit]] if len(hr) else np.zeros(0, np.int64)

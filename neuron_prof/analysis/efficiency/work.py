@@ -24,7 +24,7 @@ from neuron_prof.analysis.efficiency.counts import kind_of, op_work
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.sites.lines import device_ns_by_host_row
 from neuron_prof.model import KinetoCat
-from neuron_prof.model.order import sorted_unique
+from neuron_prof.model.order import searchsorted, sorted_unique
 from neuron_prof.model.windows import row_windows
 
 SHAPE_KEYS = ("Input Dims", "Input type", "Concrete Inputs")
@@ -142,7 +142,7 @@ def _enclosed(parent_pos: np.ndarray, cand: np.ndarray) -> np.ndarray:
         todo, up = todo[live], up[live]
         if not len(todo):
             break
-        i = np.minimum(np.searchsorted(cand, up), len(cand) - 1)
+        i = np.minimum(searchsorted(cand, up), len(cand) - 1)
         found = cand[i] == up
         hit[todo[found]] = True
         todo, up = todo[~found], up[~found]
@@ -167,7 +167,7 @@ def _device_inside(ctx: Context, rows: np.ndarray) -> np.ndarray:
         o = np.argsort(ts, kind="stable")
         ts, cum = ts[o], np.r_[0, np.cumsum(dns[on][o])]
         mine = np.flatnonzero(rtrack == t)
-        lo = np.searchsorted(ts, sl.ts_ns[rows[mine]], "left")
-        hi = np.searchsorted(ts, sl.end_at(rows[mine]), "right")  # ends where asked, not of every slice
+        lo = searchsorted(ts, sl.ts_ns[rows[mine]], "left")
+        hi = searchsorted(ts, sl.end_at(rows[mine]), "right")  # ends where asked, not of every slice
         out[mine] = cum[hi] - cum[lo]
     return out

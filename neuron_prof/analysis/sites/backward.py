@@ -34,6 +34,7 @@ from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.steps.evaluation import FWD_TEXT, SCAN_WINDOW, SEQ_TEXT, forward_op_numbers, value_at
 from neuron_prof.model import KinetoCat, Trace
+from neuron_prof.model.order import searchsorted
 from neuron_prof.model.schema import AUTOGRAD_EVALUATE
 from neuron_prof.model.windows import row_windows
 
@@ -120,7 +121,7 @@ def _build(ctx: Context) -> Backward:
     for a, z in row_windows(ctx, m):  # the pages read and written handed back after each window
         inner = root[a:z].astype(np.int64)
         inside = inner >= 0
-        k = np.where(inside, np.searchsorted(roots, inner), 0)
+        k = np.where(inside, searchsorted(roots, inner), 0)
         forward[a:z] = np.where(inside, root_fwd[k], NOT_BACKWARD)
         node[a:z] = np.where(inside, names[k], 0)
         fop[a:z] = np.where(inside, ops[k], 0)
@@ -160,7 +161,7 @@ def _flow_sources(tr: Trace, dst_rows: np.ndarray) -> np.ndarray:
     dst, src = dst[o], src[o]
     last = np.r_[dst[1:] != dst[:-1], True]  # of flows to one span, the last in the table
     dst, src = dst[last], src[last]
-    i = np.minimum(np.searchsorted(dst, dst_rows), len(dst) - 1)
+    i = np.minimum(searchsorted(dst, dst_rows), len(dst) - 1)
     return np.where(dst[i] == dst_rows, src[i], out)
 
 
@@ -168,7 +169,7 @@ def _root_parents(roots: np.ndarray, pos_parent: np.ndarray) -> np.ndarray:
     """Per root: the index (in `roots`) of its parent when that is a root too (a node span inside its
     evaluate_function), else -1."""
     q = pos_parent[roots].astype(np.int64)
-    k = np.minimum(np.searchsorted(roots, q), len(roots) - 1)
+    k = np.minimum(searchsorted(roots, q), len(roots) - 1)
     return np.where((q >= 0) & (roots[k] == q), k, -1)
 
 
@@ -230,7 +231,7 @@ def _by_sequence(ctx: Context, rows: np.ndarray, inner: np.ndarray, todo: np.nda
         any_seq = any_seq or bool(len(sd))
         lo = min(int(sd[0]) if len(sd) else int(fd[0]), int(fd[0]) if len(fd) else int(sd[0]))
         hi = max(int(sd[-1]) if len(sd) else int(fd[-1]), int(fd[-1]) if len(fd) else int(sd[-1]))
-        i0, i1 = np.searchsorted(sdocs, lo, "left"), np.searchsorted(sdocs, hi, "right")
+        i0, i1 = searchsorted(sdocs, lo, "left"), searchsorted(sdocs, hi, "right")
         if i1 > i0:
             w = o[i0:i1]
             s = value_at(sd, sv, sdocs[i0:i1], _MISSING)
@@ -265,7 +266,7 @@ def _match(ctx: Context, rows: np.ndarray, inner: np.ndarray, pos: np.ndarray, s
     cp, cv = [], []  # their host rows outside any backward span, as positions, and their numbers
     for a, z in row_windows(ctx, len(rows)):
         d = sl.args[rows[a:z]]
-        i = np.minimum(np.searchsorted(cdocs, d), len(cdocs) - 1)
+        i = np.minimum(searchsorted(cdocs, d), len(cdocs) - 1)
         hit = np.flatnonzero((cdocs[i] == d) & (inner[a:z] < 0))
         cp.append(hit + a)
         cv.append(cseq[i[hit]])
@@ -298,11 +299,11 @@ def _outer_ops(ctx: Context, fwd_rows: np.ndarray, rows: np.ndarray, pos_parent:
     cpu = ctx.trace.strings.get(KinetoCat.CPU_OP)
     best = np.zeros(len(fwd_rows), dtype=sl.name.dtype)
     for lo, hi in row_windows(ctx, len(sl)):
-        a, z = np.searchsorted(fwd_rows, (lo, hi))
+        a, z = searchsorted(fwd_rows, (lo, hi))
         if a == z:
             continue
         got = sl.name[fwd_rows[a:z]].copy()
-        p = np.searchsorted(rows, fwd_rows[a:z]).astype(np.int64)
+        p = searchsorted(rows, fwd_rows[a:z]).astype(np.int64)
         for _ in range(256):
             live = np.flatnonzero((p >= 0) & (p < len(rows)))
             if not len(live):

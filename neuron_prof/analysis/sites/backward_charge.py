@@ -20,7 +20,7 @@ import numpy as np
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.sites.backward import NO_FORWARD, NOT_BACKWARD, backward_of
 from neuron_prof.analysis.sites.host import host_nesting
-from neuron_prof.model.order import unique_rows
+from neuron_prof.model.order import searchsorted, unique_rows
 from neuron_prof.model.windows import row_windows
 
 Key = tuple[int, int, int, int, int, int]
@@ -53,7 +53,7 @@ def charge_backward(ctx: Context, pos: np.ndarray, every: bool, loc: Callable[[n
             continue
         g = pos[inb]  # host positions
         fwd = bw.forward[g]
-        fpos = np.searchsorted(rows, np.maximum(fwd, 0))
+        fpos = searchsorted(rows, np.maximum(fwd, 0))
         fpos = np.where(fwd >= 0, np.minimum(loc(np.minimum(fpos, last_row)), max(m - 1, 0)), inb)
         # the user's own code running in the backward (a custom Function's backward, a hook) has lines of its
         # own, other than those of the backward span around it (the backward() call): it keeps them

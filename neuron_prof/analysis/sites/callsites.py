@@ -57,7 +57,7 @@ from neuron_prof.model.callsite import (
     stack_is_exact,
     user_files_of,
 )
-from neuron_prof.model.order import sorted_unique
+from neuron_prof.model.order import searchsorted, sorted_unique
 from neuron_prof.model.windows import row_windows
 
 CALL_STACK = "Call stack"
@@ -76,7 +76,7 @@ class HostSites:
     sites: list[Site]
 
     def of(self, row: int) -> Site | None:
-        i = int(np.searchsorted(self.rows, row))
+        i = int(searchsorted(self.rows, row))
         return self.sites[int(self.site[i])] if i < len(self.rows) and self.rows[i] == row else None
 
 
@@ -177,14 +177,14 @@ class Sites:
 
     def _is_host(self, row: int) -> bool:
         rows = host_nesting(self.ctx).rows
-        i = int(np.searchsorted(rows, row))
+        i = int(searchsorted(rows, row))
         return i < len(rows) and int(rows[i]) == row
 
     def _in_time(self, row: int) -> Site:
         """Rule 6: a host slice nothing places takes what the other threads ran when it started (`at`); the
         site of its outermost enclosing slice is worked out once for all the slices inside it."""
         n = host_nesting(self.ctx)
-        i = int(np.searchsorted(n.rows, row))
+        i = int(searchsorted(n.rows, row))
         while int(n.parent_pos[i]) >= 0:
             i = int(n.parent_pos[i])
         top = int(n.rows[i])
@@ -239,7 +239,7 @@ class Sites:
         todo = np.asarray([r for r in dict.fromkeys(rows) if r not in self._host], dtype=np.int64)
         if len(todo):
             hrows = host_nesting(self.ctx).rows
-            at = np.minimum(np.searchsorted(hrows, todo), max(len(hrows) - 1, 0))
+            at = np.minimum(searchsorted(hrows, todo), max(len(hrows) - 1, 0))
             ok = hrows[at] == todo if len(hrows) else np.zeros(len(todo), dtype=bool)
             self._host.update(dict.fromkeys(todo[~ok].tolist()))
             pos = at[ok]
@@ -272,7 +272,7 @@ class Sites:
             inb = new[bw.forward[new] != NOT_BACKWARD]
             if len(inb):
                 fwd = bw.forward[inb]
-                up += [np.minimum(np.searchsorted(rows, fwd[fwd >= 0]), last), np.maximum(bw.root[inb], 0)]
+                up += [np.minimum(searchsorted(rows, fwd[fwd >= 0]), last), np.maximum(bw.root[inb], 0)]
             cand = sorted_unique(np.concatenate(up))
             new = cand[~have[cand]]
         return np.flatnonzero(have)
@@ -293,7 +293,7 @@ class Sites:
         rows = n.rows if every else n.rows[pos]  # all of them: the shared arrays read in place, not copied
 
         def loc(p: np.ndarray) -> np.ndarray:  # host positions (in `pos`) -> indices into `pos`
-            return p if every else np.searchsorted(pos, p)
+            return p if every else searchsorted(pos, p)
 
         own = np.zeros(m, dtype=np.int32)  # site ids: fewer than the host rows, under 2^31 (`row_dtype`)
         strong = np.zeros(m, dtype=bool)
@@ -302,12 +302,12 @@ class Sites:
             # where the keys `of_args` looks for appear: the documents that may give a site (a superset: the
             # text may sit inside a value; each is then read exactly); packed, a window of the blob at a time
             hits = ctx.trace.args.find_all(_SITE_KEY_TEXTS)
-            docs = sorted_unique(np.searchsorted(off, hits, side="right") - 1)
+            docs = sorted_unique(searchsorted(off, hits, side="right") - 1)
             del hits
             parts = [np.zeros(0, dtype=np.int64)]
             for a, z in row_windows(ctx, m if len(docs) else 0):  # a window of host rows at a time
                 d = sl.args[rows[a:z]]
-                at = np.minimum(np.searchsorted(docs, d), len(docs) - 1)  # `docs` ascends: isin by binary search
+                at = np.minimum(searchsorted(docs, d), len(docs) - 1)  # `docs` ascends: isin by binary search
                 parts.append(np.flatnonzero(docs[at] == d) + a)
             sel = np.concatenate(parts)
             del parts

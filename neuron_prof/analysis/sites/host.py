@@ -7,7 +7,7 @@ import numpy as np
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.sites.nesting import TRANSPARENT_SPANS, Nesting, nesting
 from neuron_prof.model import KinetoCat, TrackKind
-from neuron_prof.model.order import row_dtype, sorted_unique
+from neuron_prof.model.order import row_dtype, searchsorted, sorted_unique
 from neuron_prof.model.windows import row_windows
 
 
@@ -65,7 +65,7 @@ def host_tracks(ctx: Context) -> list[tuple[np.ndarray, np.ndarray]]:
 
 def _parent(ctx: Context, row: int) -> int:
     n = host_nesting(ctx)
-    i = int(np.searchsorted(n.rows, row))  # n.rows is ascending (rows on host tracks in table order)
+    i = int(searchsorted(n.rows, row))  # n.rows is ascending (rows on host tracks in table order)
     return int(n.parent[i]) if i < len(n.rows) and n.rows[i] == row else -1
 
 
@@ -81,7 +81,7 @@ def host_stacks_at(ctx: Context, t: int) -> list[list[int]]:
     names = ctx.trace.slices.name
     out: list[list[int]] = []
     for rows, ts in host_tracks(ctx):
-        k = int(np.searchsorted(ts, t, side="right")) - 1
+        k = int(searchsorted(ts, t, side="right")) - 1
         r = int(rows[k]) if k >= 0 else -1
         while r >= 0 and int(ts_ns[r]) + int(dur_ns[r]) <= t:
             r = _parent(ctx, r)
@@ -114,7 +114,7 @@ def enclosing_ops(ctx: Context, row: int) -> list[str]:
     cpu_op = trace.strings.get(KinetoCat.CPU_OP)
     out: list[str] = []
     for _ in range(64):
-        i = int(np.searchsorted(n.rows, r))
+        i = int(searchsorted(n.rows, r))
         if i >= len(n.rows) or n.rows[i] != r:
             break
         if cpu_op is not None and int(trace.slices.cat[r]) == cpu_op and not n.transparent[i]:

@@ -40,6 +40,7 @@ from neuron_prof.analysis.sites.self_time import self_inside_parent, self_outsid
 from neuron_prof.analysis.sites.source import source_line
 from neuron_prof.model import KinetoCat, Trace, TrackKind
 from neuron_prof.model.callsite import Site
+from neuron_prof.model.order import searchsorted
 from neuron_prof.model.windows import row_windows
 
 NOT_WORK_CATS = (KinetoCat.USER_ANNOTATION, KinetoCat.PROFILER_SPAN, KinetoCat.GPU_USER_ANNOTATION)
@@ -142,7 +143,7 @@ def device_ns_by_host_row(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
         dst, src = _linked(tr, n.rows, host)
         _, first = np.unique(dst, return_index=True)  # one launch per device slice
         dst, src = dst[first], src[first]
-        ns = n.self_ns[np.searchsorted(n.rows, dst)]
+        ns = n.self_ns[searchsorted(n.rows, dst)]
         u, inv = np.unique(src, return_inverse=True)
         return u.astype(host.dtype), np.bincount(inv, weights=ns, minlength=len(u)).astype(np.int64)
 
@@ -166,7 +167,7 @@ def _among(v: np.ndarray, sorted_rows: np.ndarray) -> np.ndarray:
     """``np.isin(v, sorted_rows)`` for an ascending `sorted_rows`, by binary search."""
     if not len(sorted_rows):
         return np.zeros(len(v), dtype=bool)
-    at = np.minimum(np.searchsorted(sorted_rows, v), len(sorted_rows) - 1)
+    at = np.minimum(searchsorted(sorted_rows, v), len(sorted_rows) - 1)
     return sorted_rows[at] == v  # type: ignore[no-any-return]
 
 
@@ -221,7 +222,7 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
         d[s.backward] = d.get(s.backward, 0) + int(site_ns[i])
     hrows, dns = device_ns_by_host_row(ctx)
     if len(hrows):
-        site = hs.site[np.searchsorted(hs.rows, hrows)]
+        site = hs.site[searchsorted(hs.rows, hrows)]
         add_vec("device_ns", site_line[site], dns)
         b = site_bwd[site]
         add_vec("device_backward_ns", site_line[site[b]], dns[b])
@@ -303,7 +304,7 @@ def _group_by_line(ctx: Context, hs: HostSites, site_rank: np.ndarray, work_of: 
         w, rl = w[keep], rl[keep]
         o = np.argsort(rl, kind="stable")
         w, rl = w[o], rl[o]
-        first = np.searchsorted(rl, rl)  # the first of each one's line in this window
+        first = searchsorted(rl, rl)  # the first of each one's line in this window
         at = cursor[rl] + (np.arange(len(rl)) - first)
         host_rows[at] = hs.rows[w]
         host_self[at] = self_ns[w]
@@ -370,8 +371,8 @@ def _allocations(trace: Trace, ctx: Context) -> tuple[np.ndarray, np.ndarray]:
         tw, bw = t[a:z], best[a:z]
         score = np.full(z - a, -1, dtype=np.int64)
         for trows, start in host_tracks(ctx):  # each track's rows by start, shared: no per-track sort here
-            k = np.searchsorted(start, tw, side="right") - 1
-            pos = np.where(k >= 0, np.searchsorted(rows, trows[np.maximum(k, 0)]), -1)  # host positions
+            k = searchsorted(start, tw, side="right") - 1
+            pos = np.where(k >= 0, searchsorted(rows, trows[np.maximum(k, 0)]), -1)  # host positions
             del k
             ctx.drop_pages()  # the track's starts read for this search: not held through its walk
             # up from the last slice started until one still runs

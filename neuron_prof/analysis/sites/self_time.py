@@ -9,7 +9,7 @@ import numpy as np
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.intervals import covered_before, merge
 from neuron_prof.analysis.sites.host import host_nesting
-from neuron_prof.model.order import sorted_unique
+from neuron_prof.model.order import searchsorted, sorted_unique
 from neuron_prof.model.windows import row_windows
 
 MAX_IMPROPER = 500
@@ -58,7 +58,7 @@ def self_inside_parent(ctx: Context) -> np.ndarray:
             del o
         on, starts = by_track[tr]
         tq, eq = int(ts(q)), int(end(q))
-        lo, hi = np.searchsorted(starts, tq, "left"), np.searchsorted(starts, eq, "right")
+        lo, hi = searchsorted(starts, tq, "left"), searchsorted(starts, eq, "right")
         inside = on[lo:hi]
         inside = inside[inside != q]
         ti = ts(inside)

@@ -23,6 +23,7 @@ import numpy as np
 from neuron_prof.analysis.steps.evaluation import EvalPass, eval_overlap_ns, evaluation_passes
 from neuron_prof.analysis.steps.inference import infer_steps
 from neuron_prof.model import Meta, Trace, TrackKind
+from neuron_prof.model.order import searchsorted
 from neuron_prof.model.windows import row_windows
 
 _STEP_RX = re.compile(r"^ProfilerStep#(\d+)$")
@@ -62,7 +63,7 @@ class Steps:
         ts_ns = np.asarray(ts_ns, dtype=np.int64)
         if not len(self):
             return np.full(len(ts_ns), -1, dtype=np.int64)
-        k = np.searchsorted(self.start_ns, ts_ns, side="right") - 1
+        k = searchsorted(self.start_ns, ts_ns, side="right") - 1
         ok = (k >= 0) & (ts_ns < self.end_ns[np.maximum(k, 0)])
         return np.asarray(np.where(ok, k, -1), dtype=np.int64)
 
@@ -72,7 +73,7 @@ class Steps:
         iteration began belongs to the step before: the tail of that iteration after its update (metrics,
         logging), which an optimizer step's window holds (`work_start_ns`)."""
         ts_ns = np.asarray(ts_ns, dtype=np.int64)
-        k = np.searchsorted(self.start_ns, ts_ns, side="right") - 1
+        k = searchsorted(self.start_ns, ts_ns, side="right") - 1
         if self.work_start_ns is None or not len(self):
             return np.asarray(k, dtype=np.int64)
         tail = (k > 0) & (ts_ns < self.work_start_ns[np.maximum(k, 0)])

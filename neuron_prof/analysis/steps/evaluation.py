@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from neuron_prof.model import KinetoCat, Trace, TrackKind
-from neuron_prof.model.order import row_dtype, sorted_unique
+from neuron_prof.model.order import row_dtype, searchsorted, sorted_unique
 from neuron_prof.model.windows import row_windows
 
 MODULE_SPAN = "nn.Module: "
@@ -48,7 +48,7 @@ def forward_op_numbers(trace: Trace) -> Iterator[tuple[np.ndarray, np.ndarray]]:
 def value_at(docs: np.ndarray, vals: np.ndarray, want: np.ndarray, default: int) -> np.ndarray:
     """Per document index of `want`: its value in (`docs`, ascending; `vals`) (`ArgsStore.key_ints`), else
     `default`."""
-    i = np.minimum(np.searchsorted(docs, want), max(len(docs) - 1, 0))
+    i = np.minimum(searchsorted(docs, want), max(len(docs) - 1, 0))
     hit = docs[i] == want if len(docs) else np.zeros(len(want), dtype=bool)
     return np.where(hit, vals[i] if len(docs) else 0, default)
 
@@ -94,7 +94,7 @@ def evaluation_passes(trace: Trace) -> list[EvalPass]:
         m, ms, me = m[outer], ms[outer], me[outer]
         del outer
         ots = np.sort(ops_ts[ops_track == t])
-        graph = np.searchsorted(ots, me, side="right") - np.searchsorted(ots, ms, side="left") > 0
+        graph = searchsorted(ots, me, side="right") - searchsorted(ots, ms, side="left") > 0
         del ots
         parts.append((ms, me, sl.name[m].astype(np.int32), graph, m.astype(row_dtype(len(sl))),
                       np.full(len(m), t, np.int32)))
@@ -118,7 +118,7 @@ def evaluation_passes(trace: Trace) -> list[EvalPass]:
     first = np.flatnonzero(~cg & np.r_[True, cg[:-1]])  # where a run of calls that build no graph begins
     ends = np.flatnonzero(cg)
     for a in first.tolist():  # the pass lasts until training resumes: its loop's own lines after the last call
-        k = int(np.searchsorted(ends, a))
+        k = int(searchsorted(ends, a))
         z = int(ends[k]) if k < len(ends) else len(cg)
         site = str(trace.slice_args(int(cr[a])).get("call_site") or "")
         out.append(EvalPass(int(cs[a]), int(cs[z]) - 1 if z < len(cg) else last, site, z - a))
@@ -142,7 +142,7 @@ def _graph_ops(trace: Trace, threads: np.ndarray, cpu: int | None,
         return np.zeros(0, np.int64), np.zeros(0, np.int32)
     for a, z in row_windows(trace, len(sl)):
         doc = sl.args[a:z]
-        i = np.minimum(np.searchsorted(graph_docs, doc), len(graph_docs) - 1)
+        i = np.minimum(searchsorted(graph_docs, doc), len(graph_docs) - 1)
         m = (graph_docs[i] == doc) & (sl.cat[a:z] == cpu) & np.isin(sl.track[a:z], threads)
         ts.append(sl.ts_ns[a:z][m])
         tracks.append(sl.track[a:z][m])

@@ -41,7 +41,7 @@ import numpy as np
 
 from neuron_prof.analysis.intervals import merge
 from neuron_prof.model import Meta, Trace, TrackKind
-from neuron_prof.model.order import sorted_unique
+from neuron_prof.model.order import searchsorted, sorted_unique
 from neuron_prof.model.schema import KinetoCat
 
 OPT_STEP = "Optimizer.step#"
@@ -157,7 +157,7 @@ def _optimizer(th: _Thread, sp: _Spans) -> Found | None:
     ids = th.ids
     lead = _rows(th.trace, np.r_[ids["module call"], ids["zero_grad"], ids["dataloader"]], np.array([th.track]))
     lead_ts = np.r_[np.sort(th.trace.slices.ts_ns[lead]), np.iinfo(np.int64).max]
-    nxt = lead_ts[np.searchsorted(lead_ts, np.r_[np.iinfo(np.int64).min, end[:-1]], side="left")]
+    nxt = lead_ts[searchsorted(lead_ts, np.r_[np.iinfo(np.int64).min, end[:-1]], side="left")]
     has = nxt < first
     # the first step starts there too (else at the thread's first op)
     start0 = int(nxt[0]) if has[0] else _first_work(th, int(first[0]))
@@ -192,8 +192,8 @@ def _fetches(th: _Thread, first: np.ndarray, last: np.ndarray) -> tuple[np.ndarr
     if not len(rows):
         return None
     ts = np.sort(th.trace.slices.ts_ns[rows])
-    before = np.searchsorted(ts, first, side="left") - 1  # the last fetch before each iteration's first call
-    after = int(np.searchsorted(ts, last[-1], side="left"))
+    before = searchsorted(ts, first, side="left") - 1  # the last fetch before each iteration's first call
+    after = int(searchsorted(ts, last[-1], side="left"))
     bound = np.r_[np.iinfo(np.int64).min, last[:-1]]
     if before[0] < 0 or after >= len(ts) or not (ts[before] > bound).all():
         return None
@@ -246,7 +246,7 @@ class _Busy:
         """Busy time before each moment in `t`."""
         if not len(self.start):
             return np.zeros(len(t), dtype=np.int64)
-        k = np.maximum(np.searchsorted(self.start, t, side="right") - 1, 0)
+        k = np.maximum(searchsorted(self.start, t, side="right") - 1, 0)
         part = np.clip(t - self.start[k], 0, self.end[k] - self.start[k])
         return np.asarray(self.before[k] + part, dtype=np.int64)
 
@@ -255,7 +255,7 @@ class _Busy:
 
     def first_from(self, t: np.ndarray, default: np.ndarray) -> np.ndarray:
         """Start of the first op at or after each moment in `t` (`default` where none)."""
-        k = np.searchsorted(self.start, t)
+        k = searchsorted(self.start, t)
         got = np.r_[self.start, 0][k]
         return np.asarray(np.where(k < len(self.start), got, default), dtype=np.int64)
 

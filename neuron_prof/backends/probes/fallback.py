@@ -30,7 +30,7 @@ from neuron_prof.backends.probes._hostops import COPY_OPS, SYNC_OPS, shapes_dtyp
 from neuron_prof.backends.probes.probe import Probe
 from neuron_prof.model import Arg, Cat, KinetoCat, TrackKind
 from neuron_prof.model.callsite import Site, live_site
-from neuron_prof.model.order import sorted_unique
+from neuron_prof.model.order import searchsorted, sorted_unique
 from neuron_prof.model.schema import AUTOGRAD_EVALUATE, is_compile_span
 
 if TYPE_CHECKING:
@@ -202,7 +202,7 @@ class _Parents:
         rows = self.by_track.get(int(v.track[row]))
         if rows is None:
             return -1
-        i = int(np.searchsorted(v.ts[rows], v.ts[row], side="right")) - 1
+        i = int(searchsorted(v.ts[rows], v.ts[row], side="right")) - 1
         for j in range(i, max(i - 512, -1), -1):
             r = int(rows[j])
             if r != row and v.end[r] >= v.end[row] and (v.ts[r] < v.ts[row] or v.end[r] > v.end[row] or r < row):
@@ -221,8 +221,8 @@ class _Parents:
     def children(self, row: int) -> list[int]:
         v = self.view
         rows = self.by_track.get(int(v.track[row]), np.empty(0, dtype=np.int64))
-        a = int(np.searchsorted(v.ts[rows], v.ts[row], side="left"))
-        b = int(np.searchsorted(v.ts[rows], v.end[row], side="right"))
+        a = int(searchsorted(v.ts[rows], v.ts[row], side="left"))
+        b = int(searchsorted(v.ts[rows], v.end[row], side="right"))
         return [int(r) for r in rows[a:b] if int(r) != row and self.of(int(r)) == row]
 
 
@@ -235,7 +235,7 @@ def _while_compiling(view: HostView, rows: np.ndarray) -> np.ndarray:
         outer = _drop_enclosed(view, spans[view.track[spans] == t])
         starts, ends = view.ts[outer], view.end[outer]
         on = np.flatnonzero(view.track[rows] == t)
-        k = np.searchsorted(starts, view.ts[rows[on]], side="right") - 1
+        k = searchsorted(starts, view.ts[rows[on]], side="right") - 1
         inside = (k >= 0) & (view.end[rows[on]] <= ends[np.maximum(k, 0)])
         out[on] = inside & ~np.isin(rows[on], outer)
     return out

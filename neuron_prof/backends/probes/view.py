@@ -13,7 +13,7 @@ import numpy as np
 
 from neuron_prof.model import KinetoCat, TraceBuilder
 from neuron_prof.model.callsite import MODULE_PREFIX, NO_STACK, Site, site_from_stack, stack_is_exact
-from neuron_prof.model.order import sorted_unique
+from neuron_prof.model.order import searchsorted, sorted_unique
 
 CALL_STACK = "Call stack"
 
@@ -151,7 +151,7 @@ class ThreadOps:
             if got is None:
                 return -1
         rows, ts, end = got
-        i = int(np.searchsorted(ts, t_ns, side="right")) - 1
+        i = int(searchsorted(ts, t_ns, side="right")) - 1
         best = -1
         # Walk back over earlier-starting spans: the latest-starting one that still covers t_ns is innermost.
         for j in range(i, max(i - 256, -1), -1):

@@ -27,6 +27,8 @@ from datetime import datetime
 
 import numpy as np
 
+from neuron_prof.model.order import searchsorted
+
 UNIX_NS_MIN = 1_000_000_000_000_000_000
 """Times above this many ns (2001-09-09) are Unix ns."""
 MAX_PAIR_WORK = 50_000_000
@@ -55,7 +57,7 @@ class DeviceClock:
             return t + self.offset
         x, y = self.knots_dev, self.knots_host
         # piecewise linear through the knots, in integer differences (Unix ns do not fit a float's 53 bits)
-        i = np.clip(np.searchsorted(x, t, "right") - 1, 0, len(x) - 2) if len(x) > 1 else np.zeros(len(t), int)
+        i = np.clip(searchsorted(x, t, "right") - 1, 0, len(x) - 2) if len(x) > 1 else np.zeros(len(t), int)
         j = np.minimum(i + 1, len(x) - 1)
         dx, dy = x[j] - x[i], y[j] - y[i]
         frac = np.clip((t - x[i]).astype(np.float64) / np.maximum(dx, 1), 0.0, 1.0)

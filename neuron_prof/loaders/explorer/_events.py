@@ -29,7 +29,7 @@ import numpy as np
 
 from neuron_prof.loaders.explorer._tables import Tables
 from neuron_prof.model import Cat, KinetoCat, ProcessKind, TraceBuilder, TrackKind
-from neuron_prof.model.order import sorted_unique
+from neuron_prof.model.order import searchsorted, sorted_unique
 
 TABLE = "SystemProfileEvents"
 FRAMEWORK, RUNTIME, HARDWARE = "framework", "neuron_rt", "neuron_hw"
@@ -285,7 +285,7 @@ def _hardware_links(b: TraceBuilder, kind: np.ndarray, nc: np.ndarray, start: np
         r = rt[nc[rt] == c]
         r = r[np.argsort(start[r], kind="stable")]
         h = hw[nc[hw] == c]
-        j = np.searchsorted(start[r], start[h], "right") - 1
+        j = searchsorted(start[r], start[h], "right") - 1
         got = np.full(len(h), -1, dtype=np.int64)
         for _ in range(_LOOK_BACK):  # a short runtime call (a tensor write) may start inside the execution
             open_ = (got < 0) & (j >= 0)

@@ -24,6 +24,7 @@ import numpy as np
 
 from neuron_prof.loaders.explorer._tables import Tables
 from neuron_prof.model.callsite import site_from_stack
+from neuron_prof.model.order import searchsorted
 
 TOP = 20
 _INT = re.compile(r"-?\d+")
@@ -80,7 +81,7 @@ def instruction_pass(tables: Tables, exec_start: np.ndarray | None = None,
         if per_exec:
             assert exec_start is not None and exec_end is not None
             st = t.column("start_ts").cast(pa.int64()).fill_null(-1).to_numpy(zero_copy_only=False)
-            i = np.searchsorted(exec_start, st, "right") - 1
+            i = searchsorted(exec_start, st, "right") - 1
             ok = (i >= 0) & (st <= exec_end[np.maximum(i, 0)])
             ex += np.bincount(i[ok], weights=t.column("duration_ns").to_numpy(zero_copy_only=False)[ok],
                               minlength=len(ex)).astype(np.int64)

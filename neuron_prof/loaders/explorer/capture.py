@@ -51,6 +51,7 @@ from neuron_prof.loaders.explorer.reader import (
 from neuron_prof.loaders.json.fill import read_bytes
 from neuron_prof.loaders.json.reader import parse_kineto_into
 from neuron_prof.model import Cat, KinetoCat, Meta, Trace, TraceBuilder
+from neuron_prof.model.order import searchsorted
 
 __all__ = ["FRAMEWORK_TRACE", "FRAMEWORK_TRACES", "JOIN_TOL_NS", "PROCESSED_DIR", "PROCESSED_SUFFIX", "HostOps",
            "add_capture_tables", "capture_trace_json", "load_capture", "load_folder", "pid_folder_rows",
@@ -170,10 +171,10 @@ class HostOps:
             nid = self._strings.get(name)
             if not len(q) or nid is None:
                 continue
-            lo, hi = np.searchsorted(self._name, nid, "left"), np.searchsorted(self._name, nid, "right")
+            lo, hi = searchsorted(self._name, nid, "left"), searchsorted(self._name, nid, "right")
             block = self._ts[lo:hi]
-            a = lo + np.searchsorted(block, ts[q] - self._tol, "left")
-            z = lo + np.searchsorted(block, ts[q] + self._tol, "right")
+            a = lo + searchsorted(block, ts[q] - self._tol, "left")
+            z = lo + searchsorted(block, ts[q] + self._tol, "right")
             one = z - a == 1  # the usual case: one op of that name starts there
             out[q[one]] = a[one]
             for j in np.flatnonzero(z - a > 1).tolist():  # several: same thread first, then the nearest start

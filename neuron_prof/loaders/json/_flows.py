@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from neuron_prof.model.order import row_dtype, start_order
+from neuron_prof.model.order import row_dtype, searchsorted, start_order
 
 _WALK_BACK = 256
 """Slices stepped over, per unmatched endpoint, looking for an enclosing one (bounded: never hangs)."""
@@ -41,7 +41,7 @@ class SliceIndex:
 
     def _segment(self, tr: Any) -> tuple[int, int, np.ndarray, np.ndarray]:
         """[lo, hi) of track `tr` in the order, and its slices' starts and ends in that order."""
-        k = int(np.searchsorted(self.tracks, tr))
+        k = int(searchsorted(self.tracks, tr))
         if k >= len(self.tracks) or self.tracks[k] != tr:
             return 0, 0, np.zeros(0, np.int64), np.zeros(0, np.int64)
         lo, hi = int(self.lo[k]), int(self.hi[k])
@@ -56,7 +56,7 @@ class SliceIndex:
             lo, hi, ts, end = self._segment(tr)
             if lo == hi:
                 continue
-            pos = np.searchsorted(ts, t[q], "right") - 1  # within the track's run
+            pos = searchsorted(ts, t[q], "right") - 1  # within the track's run
             ok = (pos >= 0) & (end[np.maximum(pos, 0)] >= t[q])
             out[q[ok]] = self.order[lo + pos[ok]]
             for k in np.flatnonzero(~ok & (pos >= 0)):
@@ -74,7 +74,7 @@ class SliceIndex:
         out = np.full(len(t), -1, dtype=np.int64)
         for tr, q in _groups(track):
             lo, hi, ts, _ = self._segment(tr)
-            pos = np.searchsorted(ts, t[q], "left")
+            pos = searchsorted(ts, t[q], "left")
             ok = pos < hi - lo
             out[q[ok]] = self.order[lo + pos[ok]]
         return out

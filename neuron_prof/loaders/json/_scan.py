@@ -27,6 +27,7 @@ import numpy as np
 import orjson
 
 from neuron_prof.loaders.json._values import MAX_ABS_US, dump_all
+from neuron_prof.model.order import searchsorted
 
 EventColumns: TypeAlias = Any
 """_events.EventColumns, which imports this module: named loosely here so the two import one way only."""
@@ -103,7 +104,7 @@ class ScannedChunk:
         raw = self.raw
         vals = orjson.loads(b"[" + b",".join([raw[s:e] for s, e in redo[:, 1:].tolist()]) + b"]")
         rblob, rlens = dump_all(vals)
-        at = np.searchsorted(pos, redo[:, 0])
+        at = searchsorted(pos, redo[:, 0])
         lens = lens.copy()
         lens[at] = rlens
         is_redo = np.zeros(len(pos), dtype=bool)
@@ -122,7 +123,7 @@ class ScannedChunk:
         if len(pos) == len(self.pos[g]):
             return has, blob, lens
         sel = np.zeros(len(has), dtype=bool)
-        sel[np.searchsorted(self.pos[g], pos)] = True
+        sel[searchsorted(self.pos[g], pos)] = True
         docs = sel[has]
         return has[sel], np.frombuffer(blob, np.uint8)[np.repeat(docs, lens)].tobytes(), lens[docs]
 
@@ -281,7 +282,7 @@ def _add_x(ev: EventColumns, sc: ScannedChunk) -> None:
     raw = sc.raw
     vals: dict[tuple[int, int], Any] = {(i, f): _decode(raw[s:e]) for i, f, s, e in sp.tolist()}
     for i in sp[sp[:, 1] == _F_BIND_ID, 0].tolist():  # flow v2, in event order
-        k = int(np.searchsorted(xi, i))
+        k = int(searchsorted(xi, i))
         if k < len(xi) and xi[k] == i:
             ev.v2.append((first_row + k, vals[(i, _F_BIND_ID)], bool(vals.get((i, _F_FLOW_IN))),
                           bool(vals.get((i, _F_FLOW_OUT)))))

@@ -31,6 +31,7 @@ import numpy as np
 import orjson
 
 from neuron_prof.loaders.json._values import dump_all
+from neuron_prof.model.order import searchsorted
 
 _NO_ARGS = msgspec.Raw(b"")
 UNSET = msgspec.UNSET
@@ -184,7 +185,7 @@ def _needs_orjson(b: np.ndarray, lens: np.ndarray, starts: np.ndarray) -> np.nda
         at.append(k)
         k = tr.find(b"0" * 19, k + 1)
     if at:
-        redo[np.searchsorted(starts, np.array(at, dtype=np.int64), side="right") - 1] = True
+        redo[searchsorted(starts, np.array(at, dtype=np.int64), side="right") - 1] = True
     return redo
 
 
@@ -196,6 +197,6 @@ def _squeeze(b: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple[bytes
     gone = np.flatnonzero(drop)
     if not len(gone):
         return b.tobytes(), lens
-    new_starts = starts - np.searchsorted(gone, starts)  # kept bytes before each document
+    new_starts = starts - searchsorted(gone, starts)  # kept bytes before each document
     kept = len(b) - len(gone)
     return b[~drop].tobytes(), np.diff(new_starts, append=kept)

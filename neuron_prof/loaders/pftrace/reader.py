@@ -29,7 +29,7 @@ from neuron_prof.loaders.pftrace._decode import Seq, da_value, fragment, packet_
 from neuron_prof.loaders.pftrace._flows import flow_columns
 from neuron_prof.loaders.pftrace._tracks import tracks_from_descriptors
 from neuron_prof.model import ArgsStore, Trace, TraceBuilder, Track, TrackKind
-from neuron_prof.model.order import sorted_unique
+from neuron_prof.model.order import searchsorted, sorted_unique
 from neuron_prof.model.schema import FORMAT_VERSION, META_KEY, Meta
 
 __all__ = ["load_pftrace"]
@@ -124,7 +124,7 @@ def track_rows(uu: np.ndarray, keys: np.ndarray, vals: np.ndarray) -> np.ndarray
     """The track row of each uuid of `uu` (-1: none) by the sorted `keys` and their rows `vals`."""
     if not len(keys):
         return np.full(len(uu), -1, np.int64)
-    pos = np.minimum(np.searchsorted(keys, uu), len(keys) - 1)
+    pos = np.minimum(searchsorted(keys, uu), len(keys) - 1)
     return np.where(keys[pos] == uu, vals[pos], -1)
 
 

@@ -43,7 +43,7 @@ from neuron_prof.loaders.pftrace.reader import (
 )
 from neuron_prof.loaders.spill import Spill, sample_step, splitters, window_of
 from neuron_prof.model import drop_mapped
-from neuron_prof.model.order import sorted_unique
+from neuron_prof.model.order import searchsorted, sorted_unique
 
 __all__ = ["PER_BYTE", "check_room", "ingest", "stream_wanted"]
 
@@ -180,7 +180,7 @@ class _Ingest:
             name, cat, args = (self._read(c, k, z) for c in ("e_name", "e_cat", "e_args"))
             w.append("e_tr", tr[:m], np.int32)
             t = typ[:m]
-            lo, hi = np.searchsorted(fev, (k, z))
+            lo, hi = searchsorted(fev, (k, z))
             at = fev[lo:hi] - k
             w.append("pf_ts", ts[at], np.int64)
             bi = np.flatnonzero(t == _B)
@@ -228,7 +228,7 @@ class _Ingest:
                          cat=col["e_cat"][b], args=col["e_args"][b])
         if not len(bi):
             return np.full(len(fev), -1, np.int64)
-        pos = np.minimum(np.searchsorted(bi, fev), len(bi) - 1)
+        pos = np.minimum(searchsorted(bi, fev), len(bi) - 1)
         return np.where(bi[pos] == fev, pos, -1)
 
     def _flows(self) -> None:

@@ -1,5 +1,6 @@
-"""`sorted_unique` (neuron_prof.model.order) is ``np.unique`` of one array, by a sort: every dtype, shape, size and
-share of distinct values, a memory-mapped column, NaNs left to numpy."""
+"""`neuron_prof.model.order`'s numpy replacements: `sorted_unique` is ``np.unique`` of one array by a sort (every dtype,
+shape, size and share of distinct values, a memory-mapped column, NaNs left to numpy); `unique_rows` is
+``np.unique(axis=0)``; `searchsorted` is ``np.searchsorted`` without converting the array."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from neuron_prof.model.order import sorted_unique, unique_rows
+from neuron_prof.model.order import searchsorted, sorted_unique, unique_rows
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint16, np.uint64, np.bool_])
@@ -58,3 +59,32 @@ def test_unique_rows_is_np_unique_by_rows(dtype: type, cols: int) -> None:
             np.testing.assert_array_equal(got, want)
             np.testing.assert_array_equal(first, want_first)  # the first row of each, as numpy's stable sort
             np.testing.assert_array_equal(inv, want_inv.reshape(-1))
+
+
+@pytest.mark.parametrize("adt", [np.int8, np.uint16, np.int32, np.uint32, np.int64])
+def test_searchsorted_is_numpys_without_converting_the_array(adt: type) -> None:
+    """Needles of every integer type and shape, inside and beyond the array's range, Python ints, floats and
+    bools: the answer, its shape and type are numpy's."""
+    rng = np.random.default_rng(7)
+    info = np.iinfo(adt)
+    for n in (0, 1, 5, 200):
+        a = np.sort(rng.integers(info.min, int(info.max) + 1, n, dtype=adt))
+        if n > 3:
+            a[1], a[0], a[-1] = a[2], info.min, info.max  # a tie and both ends of the range
+        scalars = [0, 1, -1, int(info.max), int(info.min), int(info.max) + 1, int(info.min) - 1, 2**63 - 1, -(2**63),
+                   *a[:3].tolist()]
+        for side in ("left", "right"):
+            for v in [s for s in scalars if -(2**63) <= s < 2**63]:
+                for needle in (v, np.int64(v)):
+                    want, got = np.searchsorted(a, needle, side), searchsorted(a, needle, side)
+                    assert got == want and type(got) is type(want)
+            for vdt in (np.int64, np.int32, np.int8, np.uint8):
+                vi = np.iinfo(vdt)
+                x = rng.integers(vi.min, int(vi.max) + 1, 50, dtype=vdt)
+                x[:4] = np.array([vi.min, vi.max, 0, 1], dtype=vdt)
+                for needle in (x, x[:1].reshape(()), x.reshape(5, 10), x.tolist()):
+                    want, got = np.searchsorted(a, needle, side), searchsorted(a, needle, side)
+                    np.testing.assert_array_equal(got, want)
+                    assert np.shape(got) == np.shape(want) and np.asarray(got).dtype == np.asarray(want).dtype
+            for other in (1.5, np.array([0.5, np.nan, -np.inf]), True, np.array([True, False])):
+                np.testing.assert_array_equal(searchsorted(a, other, side), np.searchsorted(a, other, side))
