@@ -88,3 +88,36 @@ def test_find_all_finds_what_a_find_loop_finds(seed: int, search: str, monkeypat
     for window in (1, 2, 7, 1 << 25):
         assert np.array_equal(ArgsStore(blob, off).find_all(texts, window), want)
     assert re.search(rb"xx", blob)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_compiled_integer_reader_is_the_numpy_one(seed: int) -> None:
+    """`_ints_after` in C gives the numpy path's (ok, value) at every position of random JSON-ish bytes: spaces,
+    colons, signs, digit runs past the bytes read, positions near and at the end of the buffer."""
+    rng = np.random.default_rng(seed)
+    alphabet = np.frombuffer(b" \t\n:::---0123456789012345678901234567890123456789x\"{}", dtype=np.uint8)
+    data = alphabet[rng.integers(0, len(alphabet), 5000)]
+    at = np.r_[rng.integers(0, len(data), 3000), len(data) - 3, len(data) - 1, len(data)].astype(np.int64)
+    want = args_mod._ints_after_numpy(data, at)
+    got = args_mod._ints_after(data, at)
+    assert args_mod._bytefind is not None
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    assert want[0].any() and (want[1] == args_mod._UNDECIDED).any() and (~want[0] & (want[1] == 0)).any()
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_search_in_two_halves_is_a_find_loop(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`positions` over halves searched at once (any size here) finds what one ``find`` loop finds, also for a
+    text that overlaps itself across the middle (``xx`` in a run of x, ``aba`` in ``ababa``)."""
+    monkeypatch.setattr(args_mod, "SPLIT_BYTES", 1)
+    rng = random.Random(seed)
+    for n in (0, 1, 2, 3, 7, 50, 301):
+        data = bytes(rng.choice(b"abxxx") for _ in range(n))
+        for text in (b"x", b"xx", b"xxx", b"aba", b"ab", b"xxxxxxxxxx"):
+            want, at = [], data.find(text)
+            while at >= 0:
+                want.append(at)
+                at = data.find(text, at + len(text))
+            got = args_mod.positions(np.frombuffer(data, dtype=np.uint8), text)
+            assert got.tolist() == want, (data, text)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import mmap
 import re
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from typing import Any
 
@@ -58,8 +59,36 @@ def positions(data: np.ndarray, text: bytes) -> np.ndarray:
     steps past each hit finds them). In C (`_bytefind`: memmem, 2-3x the numpy path's speed) where it is built,
     else `positions_numpy`."""
     if _bytefind is not None and text and data.flags.c_contiguous:
-        return np.frombuffer(_bytefind.find_all(data, text), dtype=np.int64)
+        if len(data) < SPLIT_BYTES:
+            return np.frombuffer(_bytefind.find_all(data, text), dtype=np.int64)
+        return _positions_halves(data, text)
     return positions_numpy(data, text)
+
+
+SPLIT_BYTES = 1 << 23
+"""Bytes from which `positions` searches the two halves of `data` at once, one in a helper thread (the C search
+runs without the GIL): the second core reads the other half."""
+
+
+@cache
+def _helper() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="neuron-prof-find")
+
+
+def _positions_halves(data: np.ndarray, text: bytes) -> np.ndarray:
+    """`positions` by the C search over each half of `data` at once. The first half's search reads up to
+    ``len(text) - 1`` bytes past the middle (an occurrence that starts before it, wherever it ends); the second's
+    answer is a sequential search's unless its first hit overlaps the first half's last one (a text that
+    overlaps itself, across the middle): then the second half is searched again from the end of that hit."""
+    assert _bytefind is not None
+    tl, mid = len(text), len(data) // 2
+    first = _helper().submit(_bytefind.find_all, data[:mid + tl - 1], text)
+    second = np.frombuffer(_bytefind.find_all(data[mid:], text), dtype=np.int64) + mid
+    head = np.frombuffer(first.result(), dtype=np.int64)
+    if len(head) and len(second) and second[0] < head[-1] + tl:
+        end = int(head[-1]) + tl
+        second = np.frombuffer(_bytefind.find_all(data[end:], text), dtype=np.int64) + end
+    return np.concatenate([head, second])
 
 
 def positions_numpy(data: np.ndarray, text: bytes) -> np.ndarray:
@@ -112,7 +141,17 @@ def _ints_after(data: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarra
     """Per position of `at` in `data` (bytes): (whether ``\\s*:\\s*(-?\\d+)`` matches there; its integer), read a
     byte column at a time (a vector over the positions, no Python per position) for at most `NUMBER_WIDTH` bytes
     (a byte past the end reads as 0). A position those bytes do not decide (spaces or digits run past them) is
-    not OK and its value is `_UNDECIDED`."""
+    not OK and its value is `_UNDECIDED`. In C (`_bytefind.ints_after`, the same state machine a position at a
+    time) where it is built, else `_ints_after_numpy`."""
+    if _bytefind is not None and data.flags.c_contiguous:
+        ok, val = np.empty(len(at), dtype=bool), np.empty(len(at), dtype=np.int64)
+        _bytefind.ints_after(data, np.ascontiguousarray(at, dtype=np.int64), NUMBER_WIDTH, _UNDECIDED, ok, val)
+        return ok, val
+    return _ints_after_numpy(data, at)
+
+
+def _ints_after_numpy(data: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`_ints_after` without the C extension: a byte column at a time over every position."""
     n = len(at)
     state = np.zeros(n, dtype=np.int8)  # 0: before the colon, 1: after it, 2: after a sign, 3: in digits; 4, 5: done
     val = np.zeros(n, dtype=np.int64)

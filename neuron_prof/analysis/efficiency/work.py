@@ -14,6 +14,8 @@ launch flows, `device_ns_by_host_row`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 import msgspec
@@ -70,7 +72,7 @@ def _build(ctx: Context) -> RowWork:
     known = np.zeros(len(tr.strings), dtype=bool)  # by name id: whether the op has a counting rule
     asked = np.zeros(len(tr.strings), dtype=bool)
     codes: dict[str, int] = {}
-    seen: dict[tuple[int, Any, Any, Any], tuple[int, int, str] | None] = {}
+    counts = _Counts()
     got: list[tuple[np.ndarray, ...]] = []
     for a, z in row_windows(tr, len(rows)):  # no temporary over every host row (big traces)
         name = sl.name[rows[a:z]]
@@ -82,7 +84,7 @@ def _build(ctx: Context) -> RowWork:
         cand = np.flatnonzero(op & known[name]) + a
         del name, op
         for k0 in range(0, len(cand), _STEP):  # a bounded number of args at a time
-            got.append(_counted(ctx, cand[k0:k0 + _STEP], seen, codes))
+            got.append(_counted(ctx, cand[k0:k0 + _STEP], counts, codes))
     cand, flops, nbytes, prec = (np.concatenate([g[i] for g in got]) if got else
                                  np.zeros(0, dtype=dt) for i, dt in enumerate((np.int64, np.int64, np.int64, np.int16)))
     del got
@@ -91,34 +93,48 @@ def _build(ctx: Context) -> RowWork:
                    device_ns=_device_inside(ctx, rows[cand]), precisions=tuple(codes))
 
 
-def _counted(ctx: Context, part: np.ndarray, seen: dict[tuple[int, Any, Any, Any], tuple[int, int, str] | None],
-             codes: dict[str, int]) -> tuple[np.ndarray, ...]:
+class _Counts:
+    """Each distinct call's count, kept by `_counted` across chunks: its key's slot, and per slot (FLOPs, bytes,
+    precision) or None for a call not counted."""
+
+    def __init__(self) -> None:
+        self.slot: dict[tuple[int, Any, Any, Any], int] = {}
+        self.work: list[tuple[int, int, str] | None] = []
+
+    def add(self, key: tuple[int, Any, Any, Any], w: tuple[int, int, str] | None) -> int:
+        self.slot[key] = len(self.work)
+        self.work.append(w)
+        return len(self.work) - 1
+
+
+def _counted(ctx: Context, part: np.ndarray, counts: _Counts, codes: dict[str, int]) -> tuple[np.ndarray, ...]:
     """(positions, FLOPs, bytes, precision codes) of the calls at nesting positions `part` that are counted;
-    `seen` keeps each distinct call's count (`COUNTS_HELD`), `codes` the precisions' codes."""
+    `counts` keeps each distinct call's count (`COUNTS_HELD`), `codes` the precisions' codes (numbered in the
+    order the counted calls come). The calls are looked up in C (``map`` over the keys), each new one counted once."""
     tr = ctx.trace
     sl = tr.slices
     rows = host_nesting(ctx).rows[part]
-    flops = np.zeros(len(part), dtype=np.int64)
-    nbytes = np.zeros(len(part), dtype=np.int64)
-    prec = np.zeros(len(part), dtype=np.int16)
-    ok = np.zeros(len(part), dtype=bool)
-    texts = ctx.pick_columns(sl.args[rows], SHAPE_KEYS, raw=True)
-    for j, (nid, d, t, c) in enumerate(zip(sl.name[rows].tolist(), *texts, strict=True)):
-        if d is ABSENT:
-            continue
-        key = (nid, d, t, c)
-        if key in seen:
-            w = seen[key]
-        else:
-            w = op_work(tr.s(nid), _decode(d), _decode(t), None if c is ABSENT else _decode(c))
-            if len(seen) >= COUNTS_HELD:
-                seen.clear()
-            seen[key] = w
-        if w is not None:
-            flops[j], nbytes[j], p = w
-            prec[j] = codes.setdefault(p, len(codes))
-            ok[j] = True
-    return part[ok], flops[ok], nbytes[ok], prec[ok]
+    if len(counts.work) >= COUNTS_HELD:
+        counts.__init__()  # type: ignore[misc]  # start again: the distinct calls held stay bounded
+    keys = list(zip(sl.name[rows].tolist(), *ctx.pick_columns(sl.args[rows], SHAPE_KEYS, raw=True), strict=True))
+    slot = np.fromiter(map(counts.slot.get, keys, repeat(-1)), dtype=np.int64, count=len(keys))
+    for j in np.flatnonzero(slot < 0).tolist():
+        nid, d, t, c = key = keys[j]
+        s = counts.slot.get(key)
+        if s is None:
+            w = None if d is ABSENT else op_work(tr.s(nid), _decode(d), _decode(t), None if c is ABSENT else _decode(c))
+            s = counts.add(key, w)
+        slot[j] = s
+    work = counts.work
+    ok = np.fromiter((work[s] is not None for s in range(len(work))), dtype=bool, count=len(work))[slot]
+    slot = slot[ok]
+    _, first = np.unique(slot, return_index=True)
+    for s in slot[np.sort(first)].tolist():  # the precisions numbered in the order their calls come
+        codes.setdefault(work[s][2], len(codes))  # type: ignore[index]
+    flops, nbytes, prec = (np.asarray([0 if w is None else f(w) for w in work], dtype=dt)[slot] for f, dt in
+                           ((itemgetter(0), np.int64), (itemgetter(1), np.int64),
+                            (lambda w: codes.get(w[2], 0), np.int16)))
+    return part[ok], flops, nbytes, prec
 
 
 def _decode(text: Any) -> Any:
