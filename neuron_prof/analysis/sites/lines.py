@@ -206,7 +206,9 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
         cat = sl.cat[hs.rows[a:z]]
         return ~np.isin(cat, not_work) & ~n.transparent[a:z] & ~(np.isin(cat, py) & site_idle[hs.site[a:z]])
 
-    row_bwd = site_bwd[hs.site] if len(hs.rows) else np.zeros(0, bool)  # one byte per host row
+    row_bwd = ctx.empty(len(hs.rows), np.bool_)  # one byte per host row, in a mapped file for a big cached trace
+    for a, z in row_windows(ctx, len(hs.rows)):
+        row_bwd[a:z] = site_bwd[hs.site[a:z]]
     self_ns = self_outside_backward(ctx, row_bwd, self_inside_parent(ctx))
     del row_bwd
     for a, z in row_windows(ctx, len(hs.rows)):  # a window of host rows at a time: no column over all
@@ -221,12 +223,11 @@ def _build(trace: Trace, ctx: Context) -> LineTable:
         d = nodes.setdefault(int(site_line[i]), {})
         d[s.backward] = d.get(s.backward, 0) + int(site_ns[i])
     hrows, dns = device_ns_by_host_row(ctx)
-    if len(hrows):
-        site = hs.site[searchsorted(hs.rows, hrows)]
-        add_vec("device_ns", site_line[site], dns)
+    for a, z in row_windows(ctx, len(hrows)):
+        site = hs.site[searchsorted(hs.rows, hrows[a:z])]
+        add_vec("device_ns", site_line[site], dns[a:z])
         b = site_bwd[site]
-        add_vec("device_backward_ns", site_line[site[b]], dns[b])
-        del site, b
+        add_vec("device_backward_ns", site_line[site[b]], dns[a:z][b])
     for kind, col, cnt in ((TrackKind.COMPILE, "compile_ns", "compiles"), (TrackKind.FALLBACK, "fallback_ns",
                            "fallbacks"), (TrackKind.SYNC, "sync_ns", "syncs"),
                            (TrackKind.COLLECTIVE, "collective_ns", "collectives")):

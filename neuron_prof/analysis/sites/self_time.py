@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from neuron_prof.analysis.context import Context
-from neuron_prof.analysis.intervals import covered_before, merge
+from neuron_prof.analysis.intervals import covered_before, merge, merge_windows
 from neuron_prof.analysis.sites.host import host_nesting
+from neuron_prof.model import SliceTable
 from neuron_prof.model.order import searchsorted, sorted_unique
 from neuron_prof.model.windows import row_windows
 
@@ -78,11 +79,14 @@ def self_outside_backward(ctx: Context, row_bwd: np.ndarray, self_ns: np.ndarray
         out[a:z] = self_ns[a:z]
     if not row_bwd.any() or not len(n.rows):
         return out
-    b = n.rows[row_bwd]
-    tracks = sorted_unique(sl.track[b])
+
+    def backward_rows(a: int, z: int) -> np.ndarray:
+        return n.rows[a:z][row_bwd[a:z]]
+
+    tracks = sorted_unique(np.concatenate([sorted_unique(sl.track[backward_rows(a, z)])
+                                           for a, z in row_windows(ctx, len(n.rows))]))
     for tr in tracks.tolist():  # backward time on each autograd thread, outside the slices of that thread
-        on = b[sl.track[b] == tr]
-        s, e = merge(sl.ts_ns[on], sl.dur_ns[on])
+        s, e = merge_windows(_on_track(sl, backward_rows(a, z), tr) for a, z in row_windows(ctx, len(n.rows)))
 
         def cover(a: int, z: int, s: np.ndarray = s, e: np.ndarray = e,
                   tr: int = tr) -> tuple[np.ndarray, np.ndarray]:
@@ -107,3 +111,9 @@ def self_outside_backward(ctx: Context, row_bwd: np.ndarray, self_ns: np.ndarray
     for a, z in row_windows(ctx, len(out)):
         np.maximum(out[a:z], 0, out=out[a:z])
     return out
+
+
+def _on_track(sl: SliceTable, rows: np.ndarray, track: int) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, durations) of the slices at `rows` that lie on `track`."""
+    on = rows[sl.track[rows] == track]
+    return sl.ts_ns[on], sl.dur_ns[on]

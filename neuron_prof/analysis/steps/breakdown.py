@@ -11,6 +11,7 @@ host ran no op), idle (neither); ``parts`` sums to ``dur_ns``. Each step's ``pha
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,7 @@ import numpy as np
 from neuron_prof.analysis.collectives.rows import collective_rows
 from neuron_prof.analysis.context import Context
 from neuron_prof.analysis.device.sync import RUNTIME_SYNC_NAMES
-from neuron_prof.analysis.intervals import covered_before, merge, rows_union
+from neuron_prof.analysis.intervals import covered_before, merge, merge_windows, rows_union
 from neuron_prof.analysis.sites.host import host_nesting
 from neuron_prof.analysis.steps.phases import compile_rows, step_phases
 from neuron_prof.model import Cat, KinetoCat, Trace, TrackKind
@@ -31,27 +32,36 @@ MAX_STEPS = 2000
 """Steps listed at most (the first ones): a long run's JSON stays small."""
 
 
-def _rows(trace: Trace, ctx: Context) -> dict[str, np.ndarray]:
+def _unions(trace: Trace, ctx: Context) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each category's slices merged into disjoint (starts, ends), one category at a time; the host ops and the
+    device's work read a window of rows at a time (`merge_windows`), never as rows over the whole trace."""
     from neuron_prof.analysis.device.idle import device_rows  # _idle registers an analysis: import on use
     from neuron_prof.analysis.ops import HOST_OP_CATS
 
+    sl = trace.slices
     host = host_nesting(ctx).rows
-    cat = trace.slices.cat
+    cat = sl.cat
     cpu = trace.name_ids(KinetoCat.CPU_OP)
     has_ops = any(np.isin(cat[host[a:z]], cpu).any() for a, z in row_windows(trace, len(host)))
     keep, drop = trace.name_ids(*HOST_OP_CATS), trace.name_ids(KinetoCat.USER_ANNOTATION, KinetoCat.PROFILER_SPAN,
                                                                 KinetoCat.PYTHON)
-    parts = [host[a:z][np.isin(cat[host[a:z]], keep) if has_ops else ~np.isin(cat[host[a:z]], drop)]
-             for a, z in row_windows(trace, len(host))]  # a window of host rows at a time
-    ops = np.concatenate(parts) if parts else host[:0]
+    busy = trace.name_ids(Cat.ENGINE_BUSY)
+
+    def spans(rows: np.ndarray, pick: Callable[[np.ndarray], np.ndarray]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for a, z in row_windows(trace, len(rows)):
+            r = rows[a:z]
+            r = r[pick(cat[r])]
+            yield sl.ts_ns[r], sl.dur_ns[r]
+
+    dev = device_rows(ctx)
     return {
-        "compile": sorted_unique(np.concatenate([ctx.rows(TrackKind.COMPILE), compile_rows(ctx)])),
-        "fallback": ctx.rows(TrackKind.FALLBACK),
-        "sync": np.concatenate([ctx.rows(TrackKind.SYNC), ctx.name_rows(ctx.rows(TrackKind.THREAD),
-                                                                         RUNTIME_SYNC_NAMES)]),
-        "collective": collective_rows(trace, ctx),
-        "host": ops,
-        "device": ctx.cat_rows(device_rows(ctx), (Cat.ENGINE_BUSY,), keep=False),
+        "compile": rows_union(trace, sorted_unique(np.concatenate([ctx.rows(TrackKind.COMPILE), compile_rows(ctx)]))),
+        "fallback": rows_union(trace, ctx.rows(TrackKind.FALLBACK)),
+        "sync": rows_union(trace, np.concatenate([ctx.rows(TrackKind.SYNC),
+                                                  ctx.name_rows(ctx.rows(TrackKind.THREAD), RUNTIME_SYNC_NAMES)])),
+        "collective": rows_union(trace, collective_rows(trace, ctx)),
+        "host": merge_windows(spans(host, (lambda c: np.isin(c, keep)) if has_ops else (lambda c: ~np.isin(c, drop)))),
+        "device": merge_windows(spans(dev, lambda c: ~np.isin(c, busy))),
     }
 
 
@@ -69,18 +79,13 @@ def _build(trace: Trace, ctx: Context) -> list[dict[str, Any]]:
     k = min(len(st), MAX_STEPS)
     lo, hi = st.start_ns[:k].astype(np.int64), st.end_ns[:k].astype(np.int64)
     dur = hi - lo
-    rows = _rows(trace, ctx)
     phases = step_phases(ctx)
-
-    # each category's slices merged once into disjoint intervals; unions of categories merge those
-    merged = {}
-    for c, rs in rows.items():
-        merged[c] = rows_union(trace, rs)
+    merged = _unions(trace, ctx)  # each category's slices merged once; unions of categories merge those
 
     def cover(s: np.ndarray, e: np.ndarray) -> np.ndarray:
         return covered_before(s, e, hi) - covered_before(s, e, lo) if len(s) else np.zeros(k, dtype=np.int64)
 
-    own = {c: cover(*merged[c]) for c in rows}
+    own = {c: cover(*merged[c]) for c in merged}
     parts: dict[str, np.ndarray] = {}
     prev = np.zeros(k, dtype=np.int64)
     us, ue = np.zeros(0, np.int64), np.zeros(0, np.int64)
