@@ -101,6 +101,10 @@ class _Counts:
         self.slot: dict[tuple[int, Any, Any, Any], int] = {}
         self.work: list[tuple[int, int, str] | None] = []
 
+    def clear(self) -> None:
+        self.slot.clear()
+        self.work.clear()
+
     def add(self, key: tuple[int, Any, Any, Any], w: tuple[int, int, str] | None) -> int:
         self.slot[key] = len(self.work)
         self.work.append(w)
@@ -115,7 +119,7 @@ def _counted(ctx: Context, part: np.ndarray, counts: _Counts, codes: dict[str, i
     sl = tr.slices
     rows = host_nesting(ctx).rows[part]
     if len(counts.work) >= COUNTS_HELD:
-        counts.__init__()  # type: ignore[misc]  # start again: the distinct calls held stay bounded
+        counts.clear()  # start again: the distinct calls held stay bounded
     keys = list(zip(sl.name[rows].tolist(), *ctx.pick_columns(sl.args[rows], SHAPE_KEYS, raw=True), strict=True))
     slot = np.fromiter(map(counts.slot.get, keys, repeat(-1)), dtype=np.int64, count=len(keys))
     for j in np.flatnonzero(slot < 0).tolist():
@@ -123,6 +127,8 @@ def _counted(ctx: Context, part: np.ndarray, counts: _Counts, codes: dict[str, i
         s = counts.slot.get(key)
         if s is None:
             w = None if d is ABSENT else op_work(tr.s(nid), _decode(d), _decode(t), None if c is ABSENT else _decode(c))
+            if len(counts.slot) >= COUNTS_HELD:
+                counts.slot.clear()  # the lookups start again; the slots given in this chunk stay valid
             s = counts.add(key, w)
         slot[j] = s
     work = counts.work
