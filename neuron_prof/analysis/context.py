@@ -121,6 +121,8 @@ class Context:
         """`fn()` computed once per context (analyses share parsed probe events this way); for a big trace
         from the column cache, its big arrays moved to mapped files (`spill`)."""
         if key not in self._memo:
+            if self._spill.folder is not None:  # what the caller read so far comes back when it reads it again
+                self.drop_pages()
             self._memo[key] = self._spill(fn())
             if self._spill.folder is not None:  # a pass over every row just ended: its pages need not stay
                 self.drop_pages()
