@@ -77,15 +77,13 @@ def unique_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             packed += keys[:, j] - np.int64(lo[j])
         order = np.argsort(packed, kind="stable")
         s = packed[order]
-        new = np.empty(n, dtype=bool)
-        new[0] = True
-        np.not_equal(s[1:], s[:-1], out=new[1:])
     else:
         order = np.lexsort(keys.T[::-1])
         s = keys[order]
-        new = np.empty(n, dtype=bool)
-        new[0] = True
-        np.any(s[1:] != s[:-1], axis=1, out=new[1:])
+    new = np.empty(n, dtype=bool)  # where a row differs from the one sorted before it
+    new[0] = True
+    differs = s[1:] != s[:-1]
+    new[1:] = differs.any(axis=1) if differs.ndim == 2 else differs
     first = order[new]
     inverse = np.empty(n, dtype=np.intp)
     inverse[order] = np.cumsum(new) - 1

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import repeat
-from operator import itemgetter
 from typing import Any
 
 import msgspec
@@ -131,15 +130,15 @@ def _counted(ctx: Context, part: np.ndarray, counts: _Counts, codes: dict[str, i
                 counts.slot.clear()  # the lookups start again; the slots given in this chunk stay valid
             s = counts.add(key, w)
         slot[j] = s
-    work = counts.work
-    ok = np.fromiter((work[s] is not None for s in range(len(work))), dtype=bool, count=len(work))[slot]
+    work = [w or (0, 0, "") for w in counts.work]  # per slot: (FLOPs, bytes, precision); "" for not counted
+    ok = np.array([w is not None for w in counts.work], dtype=bool)[slot]
     slot = slot[ok]
     _, first = np.unique(slot, return_index=True)
     for s in slot[np.sort(first)].tolist():  # the precisions numbered in the order their calls come
-        codes.setdefault(work[s][2], len(codes))  # type: ignore[index]
-    flops, nbytes, prec = (np.asarray([0 if w is None else f(w) for w in work], dtype=dt)[slot] for f, dt in
-                           ((itemgetter(0), np.int64), (itemgetter(1), np.int64),
-                            (lambda w: codes.get(w[2], 0), np.int16)))
+        codes.setdefault(work[s][2], len(codes))
+    flops = np.array([w[0] for w in work], dtype=np.int64)[slot]
+    nbytes = np.array([w[1] for w in work], dtype=np.int64)[slot]
+    prec = np.array([codes.get(w[2], 0) for w in work], dtype=np.int16)[slot]
     return part[ok], flops, nbytes, prec
 
 
