@@ -29,6 +29,8 @@ PIECE_BYTES = 64 << 20
 CUT_BACK = 1 << 20
 """A piece is cut at the first separator after this many bytes before its size (a quarter of it at most):
 what is read past the cut is read again (plain) or copied (gzip) into the next piece."""
+SPARE = 2
+"""Parsed pieces' buffers kept for the next pieces (one is parsed while the next is read: two in memory)."""
 _OPEN, _CLOSE = ord("["), ord("]")
 
 
@@ -50,6 +52,8 @@ class _Source:
         self.window = bytearray()
         """gzip: the text from `wlo` on, gunzipped but not yet cut into pieces."""
         self.wlo = 0
+        self.spare: list[bytearray] = []
+        """Pieces parsed and given back (`give_back`): the next pieces are read into them."""
 
     def close(self) -> None:
         """Stop the gunzipping thread (before the file closes)."""
@@ -68,12 +72,34 @@ class _Source:
             pool.shutdown(wait=False)
         return got.result
 
+    def give_back(self, piece: bytearray) -> None:
+        """`piece` is parsed and nothing reads it any more: a later piece is read into it (`buffer`)."""
+        if len(self.spare) < SPARE:
+            self.spare.append(piece)
+
+    def buffer(self, size: int) -> bytearray:
+        """A buffer of `size` bytes for a piece, its content undefined: one given back when there is one (memory
+        this process already has: a new one's pages are zeroed by the kernel, then by bytearray, at every piece),
+        else a new one. One that something still views (a memoryview, a numpy array over it) cannot change size
+        and is let go."""
+        while self.spare:
+            buf = self.spare.pop()
+            try:
+                if len(buf) > size:
+                    del buf[size:]
+                elif len(buf) < size:
+                    buf += bytes(size - len(buf))
+            except BufferError:  # still exported: not ours to write into
+                continue
+            return buf
+        return bytearray(size)
+
     def read(self, lo: int, n: int) -> tuple[bytearray, bool]:
         """('[' + the `n` bytes of text at offset `lo` (fewer at the end), whether the text ends there). `lo`
         never goes back. A plain file is read straight into the buffer (the parse may repair it in place: a
         piece read again is read from the file); a gzip stream's text is copied out of the window."""
         if self.blocks is None:
-            buf = bytearray(1 + n)
+            buf = self.buffer(1 + n)
             buf[0] = _OPEN
             got = 0
             with memoryview(buf) as view:
@@ -93,7 +119,7 @@ class _Source:
                 break
             self.window += blk
         k = min(n, len(self.window))
-        buf = bytearray(1 + k)
+        buf = self.buffer(1 + k)
         buf[0] = _OPEN
         with memoryview(self.window) as view:
             buf[1:] = view[:k]
@@ -179,10 +205,11 @@ def _pieces(src: _Source, lo: int, path: Path) -> Iterator[tuple[dict[str, Any],
         after = lo + m.end() - 2  # piece[i] is the text at lo + i - 1
         nxt = (after, src.ahead(after, size))  # the next piece is read while this one is parsed (2 in memory)
         part = parse_range(piece, path)
+        src.give_back(piece)
+        del piece
         if part["warnings"] and look < 16 * size:
             look = m.end() - 1 - (1 + size - back)  # a cut inside a string: cut at a later separator
             continue
-        del piece
         lo = after
         look = 0
         yield part, None

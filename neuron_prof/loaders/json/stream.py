@@ -185,6 +185,7 @@ class _Ingest:
 
     def run(self, key: str) -> None:
         prefix = suffix = None
+        pieces = 0
         for part, head in parsed_pieces(self.path, self.warnings):
             if part is None:
                 prefix = head
@@ -203,7 +204,9 @@ class _Ingest:
             self._drain()
             gc.collect(0)  # the GC is off while a piece is parsed: a piece's reader and scan threads form cycles
             # (all of them young: what earlier pieces left is older and need not be walked again)
-            _trim()
+            pieces += 1
+            if not pieces % TRIM_EVERY:
+                _trim()
         top = _top(prefix, suffix)
         conv = self.conv
         base, clock = clock_of(top, list(self.firsts.values()))
@@ -339,8 +342,14 @@ _DTYPES: dict[str, Any] = {"slices.track": np.int32, "slices.name": np.int32, "s
                            "f_ts": np.float64, "f_bp": np.bool_, "f_hint": np.int64}
 
 
+TRIM_EVERY = 16
+"""Pieces parsed between two `_trim`: trimmed after every piece, each piece's parse took its memory anew, pages the
+kernel maps and zeroes again (20 GB, the pieces' buffers reused: 3.58M page faults, 0.38M with no trim at all; the
+load 58.7 -> 54.8 s, its peak 699 -> 738 MB)."""
+
+
 def _trim() -> None:
-    """Hand the freed pages of the last piece's parse back to the system (glibc keeps them otherwise: the
+    """Hand the freed pages of the last pieces' parse back to the system (glibc keeps them otherwise: the
     few objects a piece leaves alive, its flow keys, pin the heap around them and RSS grows piece by piece)."""
     if _LIBC is not None:
         _LIBC.malloc_trim(0)
