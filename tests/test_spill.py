@@ -129,29 +129,6 @@ def test_a_result_written_a_window_at_a_time_lies_in_a_mapped_file(traces: tuple
     assert not spill._mapped(Context(held).empty(1000, np.int32))  # a trace in memory: an ordinary array
 
 
-_hugepage = getattr(np._core.multiarray, "_get_madvise_hugepage", None)
-
-
-@pytest.mark.skipif(_hugepage is None or not _hugepage(), reason="numpy asks for huge pages on Linux only")
-def test_a_spilled_trace_is_analysed_on_small_pages(traces: tuple[Trace, Trace],
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """numpy's big temporaries come on 4 kB pages while the analyses of a big cached trace run (each 2 MB page
-    is zeroed whole by the kernel at every window's allocation), and on numpy's own setting again after; a trace
-    in memory is analysed under the user's setting."""
-    assert _hugepage is not None
-    held, mapped = traces
-    monkeypatch.setattr(spill, "SPILL_ROWS", 0)
-    seen: list[bool] = []
-    drop = Context.drop_pages
-    monkeypatch.setattr(Context, "drop_pages", lambda self: (seen.append(_hugepage()), drop(self))[1])
-    report(mapped, context=Context(mapped))
-    assert len(seen) >= 10 and not any(seen)
-    assert _hugepage()
-    seen.clear()
-    report(held, context=Context(held))
-    assert len(seen) >= 10 and all(seen)
-
-
 def test_a_shared_result_of_a_spilled_trace_is_built_and_kept_with_the_pages_handed_back(
         traces: tuple[Trace, Trace], monkeypatch: pytest.MonkeyPatch) -> None:
     """A memo of a big cached trace starts with the pages its caller read handed back (a nested pass does not

@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from neuron_prof.analysis.spill import Spill, small_pages
+from neuron_prof.analysis.spill import Spill
 from neuron_prof.analysis.steps.boundaries import Steps, make_steps
 from neuron_prof.analysis.steps.evaluation import EvalPass, evaluation_passes
 from neuron_prof.model import Arg, ArgsStore, Meta, Trace
@@ -127,11 +127,6 @@ class Context:
             if self._spill.folder is not None:  # a pass over every row just ended: its pages need not stay
                 self.drop_pages()
         return self._memo[key]
-
-    def big_pass(self) -> contextlib.AbstractContextManager[None]:
-        """Where the analyses of a big cached trace run (`report`, `overview`): numpy's big temporaries on small
-        pages (`spill.small_pages`); nothing changes for a trace in memory."""
-        return small_pages() if self._spill.folder is not None else contextlib.nullcontext()
 
     def empty(self, n: int, dtype: Any) -> np.ndarray:
         """A writable array for a shared result written a window at a time: in a mapped file from the start for a

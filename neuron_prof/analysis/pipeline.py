@@ -198,9 +198,8 @@ def overview(trace: Trace, ctx: Context) -> Report:
     The first part of `report`, computed the same way over the same context: what a first screen shows
     (the TUI's overview) before the rest is ready; `report` adds the lines and steps over that context.
     """
-    with ctx.big_pass():
-        findings = _run(trace, ctx)
-        totals = _totals(trace, ctx)
+    findings = _run(trace, ctx)
+    totals = _totals(trace, ctx)
     totals["findings_by_severity"] = {s: sum(f.severity == s for f in findings) for s in SEVERITIES}
     totals["findings_by_kind"] = {
         str(k): sum(f.kind == k for f in findings) for k in KINDS if any(f.kind == k for f in findings)
@@ -220,12 +219,11 @@ def report(trace: Trace, *, warmup_steps: int | None = None, context: Context | 
         on_overview(first)
     # efficiency (FLOPs per op, the critical path) is a per-event pass: the report's, never a first screen's or
     # the end of a capture's
-    with ctx.big_pass():
-        first.totals["efficiency"] = efficiency_totals(ctx, (first.totals.get("neuron_explorer") or {}).get("summary"))
-        ctx.drop_pages()
-        return dataclasses.replace(first, findings=sort_findings(mark_on_path(ctx, first.findings)),
-                                   lines=add_line_efficiency(lines_json(trace, ctx), ctx),
-                                   steps=step_breakdown(trace, ctx))
+    first.totals["efficiency"] = efficiency_totals(ctx, (first.totals.get("neuron_explorer") or {}).get("summary"))
+    ctx.drop_pages()
+    return dataclasses.replace(first, findings=sort_findings(mark_on_path(ctx, first.findings)),
+                               lines=add_line_efficiency(lines_json(trace, ctx), ctx),
+                               steps=step_breakdown(trace, ctx))
 
 
 def annotate(

@@ -9,7 +9,6 @@ demand and go back to the kernel with `Spill.drop_pages` (after each analysis), 
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import dataclasses
 import functools
@@ -17,7 +16,6 @@ import mmap
 import platform
 import tempfile
 import weakref
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -148,25 +146,6 @@ def trim_heap() -> None:
     libc = _glibc()
     if libc is not None:
         libc.malloc_trim(0)
-
-
-@contextlib.contextmanager
-def small_pages() -> Iterator[None]:
-    """numpy's new big arrays on ordinary 4 kB pages while inside (as it was after). numpy asks the kernel for 2 MB
-    pages for every array of 4 MB or more (``madvise(MADV_HUGEPAGE)``); the windowed passes over a big cached
-    trace free and allocate such temporaries at every window, and each 2 MB page comes zeroed whole, touched or
-    not: 13% of `summary`'s CPU samples at 3 GB were the kernel zeroing them (``clear_page_erms``), 0.2% on
-    small pages, at the same peak RSS."""
-    multiarray = getattr(getattr(np, "_core", None), "multiarray", None)  # numpy >= 2 (not in its type stubs)
-    setter = getattr(multiarray, "_set_madvise_hugepage", None)
-    if setter is None:
-        yield
-        return
-    was = setter(False)
-    try:
-        yield
-    finally:
-        setter(was)
 
 
 @functools.cache
