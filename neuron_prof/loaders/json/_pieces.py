@@ -10,6 +10,7 @@ a cut that lands inside a string (the piece parses with warnings) is moved to a 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import threading
@@ -54,6 +55,8 @@ class _Source:
         self.wlo = 0
         self.spare: list[bytearray] = []
         """Pieces parsed and given back (`give_back`): the next pieces are read into them."""
+        self.dropped = 0
+        """Where the text `done` handed back to the kernel ends."""
 
     def close(self) -> None:
         """Stop the gunzipping thread (before the file closes)."""
@@ -71,6 +74,17 @@ class _Source:
         finally:
             pool.shutdown(wait=False)
         return got.result
+
+    def done(self, upto: int) -> None:
+        """The file's text before `upto` is parsed and never read again: a plain file's pages go out of the page
+        cache (``POSIX_FADV_DONTNEED``). Read once, a trace bigger than memory would otherwise push the column
+        cache just written out of it, and the command that follows would read that back from the disk (20 GB:
+        4.8 of the cache's 10.2 GB left in memory after the load, 12.2 GB of the JSON; `summary` 110 -> 130 s)."""
+        if self.blocks is not None or upto <= self.dropped or not hasattr(os, "posix_fadvise"):
+            return
+        with contextlib.suppress(OSError):  # a file system that does not take the advice: nothing lost
+            os.posix_fadvise(self.f.fileno(), self.dropped, upto - self.dropped, os.POSIX_FADV_DONTNEED)
+        self.dropped = upto
 
     def give_back(self, piece: bytearray) -> None:
         """`piece` is parsed and nothing reads it any more: a later piece is read into it (`buffer`)."""
@@ -194,7 +208,9 @@ def _pieces(src: _Source, lo: int, path: Path) -> Iterator[tuple[dict[str, Any],
         nxt = None
         piece, end = got() if got is not None else src.read(lo, size + look)
         if end:
+            upto = lo + len(piece) - 1  # piece[0] is the '[' put in front
             yield parse_range(piece, path), None  # the last piece: the array's end and the document's rest
+            src.done(upto)
             return
         m = _SEP.search(piece, 1 + size - back + look)
         if m is None:
@@ -210,6 +226,7 @@ def _pieces(src: _Source, lo: int, path: Path) -> Iterator[tuple[dict[str, Any],
         if part["warnings"] and look < 16 * size:
             look = m.end() - 1 - (1 + size - back)  # a cut inside a string: cut at a later separator
             continue
+        src.done(after)
         lo = after
         look = 0
         yield part, None
