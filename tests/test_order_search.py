@@ -4,11 +4,14 @@ shape, size and share of distinct values, a memory-mapped column, NaNs left to n
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from neuron_prof.model import order
 from neuron_prof.model.order import searchsorted, sorted_unique, unique_rows
 
 
@@ -88,3 +91,62 @@ def test_searchsorted_is_numpys_without_converting_the_array(adt: type) -> None:
                     assert np.shape(got) == np.shape(want) and np.asarray(got).dtype == np.asarray(want).dtype
             for other in (1.5, np.array([0.5, np.nan, -np.inf]), True, np.array([True, False])):
                 np.testing.assert_array_equal(searchsorted(a, other, side), np.searchsorted(a, other, side))
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float64])
+def test_many_needles_are_searched_in_two_parts_with_numpys_answer(monkeypatch: pytest.MonkeyPatch, side: str,
+                                                                   dtype: type) -> None:
+    """From SPLIT_NEEDLES needles on, the helper thread searches one half, a chunk at a time: the answer is numpy's
+    for needles in any order, ties, and values outside the array, on either side."""
+    monkeypatch.setattr(order, "SPLIT_NEEDLES", 64)
+    monkeypatch.setattr(order, "SEARCH_CHUNK", 7)
+    rng = np.random.default_rng(3)
+    a = np.sort(rng.integers(-50, 50, 301)).astype(dtype)
+    v = rng.integers(-80, 80, 1001).astype(dtype)
+    seen: list[str] = []
+    part = np.searchsorted
+    monkeypatch.setattr(order.np, "searchsorted",
+                        lambda *args: (seen.append(threading.current_thread().name), part(*args))[1])
+    got = order.searchsorted(a, v, side)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(got, np.searchsorted(a, v, side))
+    assert got.dtype == np.intp and len(seen) == -(-500 // 7) + -(-501 // 7)  # each half's chunks
+    assert any(n.startswith("neuron-prof-helper") for n in seen) and "MainThread" in seen
+
+
+def test_the_helper_thread_searches_alone_and_a_forked_child_makes_its_own() -> None:
+    """A part handed to the helper that searches many needles itself runs them there, not behind itself; a
+    forked child gets a helper of its own (the parent's thread is not there). Either mistake hangs: each is
+    given 60 s."""
+    import select
+
+    from neuron_prof.model import second_core
+
+    a = np.arange(0, 4_000_000, 2)
+    v = np.arange(order.SPLIT_NEEDLES * 2)[::-1].copy()
+    got: list[tuple[np.ndarray, np.ndarray]] = []
+    t = threading.Thread(target=lambda: got.append(second_core.both(lambda: order.searchsorted(a, v),
+                                                                    lambda: order.searchsorted(a, v[:10]))),
+                         daemon=True)
+    t.start()
+    t.join(60)
+    assert got, "the helper waited on itself"
+    np.testing.assert_array_equal(got[0][0], np.searchsorted(a, v))
+    np.testing.assert_array_equal(got[0][1], np.searchsorted(a, v[:10]))
+    if not hasattr(os, "fork"):
+        return
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its answer through the pipe, then gone without running the parent's atexit
+        ok = bool((order.searchsorted(a, v) == np.searchsorted(a, v)).all())
+        os.write(w, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(w)
+    ready, _, _ = select.select([r], [], [], 60)
+    answer = os.read(r, 1) if ready else b""
+    if not answer:
+        os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    os.close(r)
+    assert answer == b"1", "the forked child's search waited on its parent's helper"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import mmap
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from typing import Any
 
@@ -17,6 +16,7 @@ import numpy as np
 import orjson
 
 from neuron_prof.model.order import searchsorted
+from neuron_prof.model.second_core import both
 
 _OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
@@ -70,11 +70,6 @@ SPLIT_BYTES = 1 << 23
 runs without the GIL): the second core reads the other half."""
 
 
-@cache
-def _helper() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="neuron-prof-find")
-
-
 def _positions_halves(data: np.ndarray, text: bytes) -> np.ndarray:
     """`positions` by the C search over each half of `data` at once. The first half's search reads up to
     ``len(text) - 1`` bytes past the middle (an occurrence that starts before it, wherever it ends); the second's
@@ -82,9 +77,10 @@ def _positions_halves(data: np.ndarray, text: bytes) -> np.ndarray:
     overlaps itself, across the middle): then the second half is searched again from the end of that hit."""
     assert _bytefind is not None
     tl, mid = len(text), len(data) // 2
-    first = _helper().submit(_bytefind.find_all, data[:mid + tl - 1], text)
-    second = np.frombuffer(_bytefind.find_all(data[mid:], text), dtype=np.int64) + mid
-    head = np.frombuffer(first.result(), dtype=np.int64)
+    first, found = both(lambda: _bytefind.find_all(data[:mid + tl - 1], text),
+                        lambda: _bytefind.find_all(data[mid:], text))
+    second = np.frombuffer(found, dtype=np.int64) + mid
+    head = np.frombuffer(first, dtype=np.int64)
     if len(head) and len(second) and second[0] < head[-1] + tl:
         end = int(head[-1]) + tl
         second = np.frombuffer(_bytefind.find_all(data[end:], text), dtype=np.int64) + end

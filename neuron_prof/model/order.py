@@ -13,6 +13,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from neuron_prof.model import windows
+from neuron_prof.model.second_core import both
 
 
 def start_order(ts: np.ndarray, dur: np.ndarray, track: np.ndarray) -> np.ndarray:
@@ -99,7 +100,7 @@ def searchsorted(a: ArrayLike, v: ArrayLike, side: Literal["left", "right"] = "l
     needles (floats) go to numpy as they are."""
     arr = a if isinstance(a, np.ndarray) else np.asarray(a)
     if arr.ndim != 1 or arr.dtype.kind not in "iu":
-        return np.searchsorted(arr, v, side)
+        return _search(arr, v, side)
     if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
         info = np.iinfo(arr.dtype)
         if v > info.max:
@@ -109,13 +110,13 @@ def searchsorted(a: ArrayLike, v: ArrayLike, side: Literal["left", "right"] = "l
         return np.searchsorted(arr, arr.dtype.type(v), side)
     x = np.asarray(v)
     if x.dtype.kind not in "iu" or np.result_type(arr.dtype, x.dtype) == arr.dtype:
-        return np.searchsorted(arr, x, side)
+        return _search(arr, x, side)
     if x.ndim == 0:
         return searchsorted(arr, x.item(), side)
     info = np.iinfo(arr.dtype)
     over = x > info.max
     under = x < info.min if x.dtype.kind == "i" else np.zeros(x.shape, dtype=bool)
-    out = np.searchsorted(arr, np.where(over | under, 0, x).astype(arr.dtype), side)
+    out = _search(arr, np.where(over | under, 0, x).astype(arr.dtype), side)
     out[over] = len(arr)
     out[under] = 0
     return out
@@ -168,3 +169,27 @@ def in_start_order(span: Callable[[int, int], tuple[np.ndarray, np.ndarray]], n:
             return False
         last_t, last_d = t[-1:], d[-1:]
     return True
+
+
+SPLIT_NEEDLES = 1 << 18
+"""Needles from which `searchsorted` searches in two parts at once (`second_core.both`: numpy's search runs
+without the GIL), a `SEARCH_CHUNK` of them at a time (bounded temporaries)."""
+SEARCH_CHUNK = 1 << 20
+
+
+def _search(arr: np.ndarray, v: Any, side: Literal["left", "right"]) -> Any:
+    """``np.searchsorted(arr, v, side)``, a 1-D `v` of `SPLIT_NEEDLES` or more searched half by the helper thread."""
+    x = v if isinstance(v, np.ndarray) else np.asarray(v)
+    n = len(x) if x.ndim == 1 else 0
+    if n < SPLIT_NEEDLES or arr.dtype.kind not in "iuf" or x.dtype.kind not in "iuf":
+        return np.searchsorted(arr, x, side)
+    out = np.empty(n, dtype=np.intp)
+
+    def part(a: int, z: int) -> None:
+        for k in range(a, z, SEARCH_CHUNK):
+            e = min(k + SEARCH_CHUNK, z)
+            out[k:e] = np.searchsorted(arr, x[k:e], side)
+
+    h = n // 2
+    both(lambda: part(h, n), lambda: part(0, h))
+    return out
