@@ -345,7 +345,7 @@ _DTYPES: dict[str, Any] = {"slices.track": np.int32, "slices.name": np.int32, "s
 TRIM_EVERY = 16
 """Pieces parsed between two `_trim`: trimmed after every piece, each piece's parse took its memory anew, pages the
 kernel maps and zeroes again (20 GB, the pieces' buffers reused: 3.58M page faults, 0.38M with no trim at all; the
-load 58.7 -> 54.8 s, its peak 699 -> 738 MB)."""
+load 58.7 -> 54.8 s, its peak 682 -> 720 MB)."""
 
 
 def _trim() -> None:
