@@ -115,6 +115,22 @@ def test_many_needles_are_searched_in_two_parts_with_numpys_answer(monkeypatch: 
     assert any(n.startswith("neuron-prof-helper") for n in seen) and "MainThread" in seen
 
 
+def test_many_needles_that_would_convert_the_array_go_to_numpy_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An int array searched for float needles is converted whole by numpy at each call: searched in chunks, it would
+    be converted once per chunk (and twice at once); it goes to numpy in one call."""
+    monkeypatch.setattr(order, "SPLIT_NEEDLES", 64)
+    monkeypatch.setattr(order, "SEARCH_CHUNK", 7)
+    a = np.arange(0, 600, 2, dtype=np.int64)
+    v = np.linspace(-5.0, 605.0, 1001)
+    calls: list[np.dtype] = []
+    part = np.searchsorted
+    monkeypatch.setattr(order.np, "searchsorted", lambda arr, *args: (calls.append(arr.dtype), part(arr, *args))[1])
+    got = order.searchsorted(a, v)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(got, np.searchsorted(a, v))
+    assert len(calls) == 1
+
+
 def test_the_helper_thread_searches_alone_and_a_forked_child_makes_its_own() -> None:
     """A part handed to the helper that searches many needles itself runs them there, not behind itself; a
     forked child gets a helper of its own (the parent's thread is not there). Either mistake hangs: each is

@@ -178,10 +178,13 @@ SEARCH_CHUNK = 1 << 20
 
 
 def _search(arr: np.ndarray, v: Any, side: Literal["left", "right"]) -> Any:
-    """``np.searchsorted(arr, v, side)``, a 1-D `v` of `SPLIT_NEEDLES` or more searched half by the helper thread."""
+    """``np.searchsorted(arr, v, side)``, a 1-D `v` of `SPLIT_NEEDLES` or more searched half by the helper thread
+    when numpy searches `arr` as it is (numpy would convert the whole of `arr` for each chunk: an int array searched
+    for floats goes to numpy in one call, one conversion, as before)."""
     x = v if isinstance(v, np.ndarray) else np.asarray(v)
     n = len(x) if x.ndim == 1 else 0
-    if n < SPLIT_NEEDLES or arr.dtype.kind not in "iuf" or x.dtype.kind not in "iuf":
+    if (n < SPLIT_NEEDLES or arr.dtype.kind not in "iuf" or x.dtype.kind not in "iuf"
+            or np.result_type(arr.dtype, x.dtype) != arr.dtype):
         return np.searchsorted(arr, x, side)
     out = np.empty(n, dtype=np.intp)
 
