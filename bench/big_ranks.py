@@ -72,21 +72,33 @@ def _hwm_mb(pid: int) -> float | None:
 
 @dataclass
 class Peaks:
-    """Peak RSS (MB) of a client process and of every process under it, sampled until `stop`."""
+    """Peak RSS (MB) of a client process and of every process under it, sampled until `stop`; the processes
+    that run the client's own program (its Dask workers, forked or spawned) apart from the others it starts
+    (`git` for the history, say)."""
 
     client: int
     every_s: float = 0.2
     peak: dict[int, float] = field(default_factory=dict)
+    exe: dict[int, str] = field(default_factory=dict)
+    """The program each process ran when last seen (a child forked to run another program has run it since)."""
     seen_s: dict[int, float] = field(default_factory=dict)
     """When each process was last seen alive (seconds since the start)."""
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def sample(self) -> None:
         try:
-            pids = [self.client, *(c.pid for c in psutil.Process(self.client).children(recursive=True))]
+            procs = [psutil.Process(self.client)]
+            procs += procs[0].children(recursive=True)
         except psutil.NoSuchProcess:
             return
-        for pid in pids:
+        for proc in procs:
+            pid = proc.pid
+            try:
+                exe = proc.exe()  # "" once the process has exited: its program is the one last seen
+            except psutil.Error:
+                continue
+            if exe:
+                self.exe[pid] = exe
             mb = _hwm_mb(pid)
             if mb is not None:
                 self.peak[pid] = max(mb, self.peak.get(pid, 0.0))
@@ -107,7 +119,9 @@ class Peaks:
 
     @property
     def workers(self) -> dict[int, float]:
-        return {pid: mb for pid, mb in self.peak.items() if pid != self.client}
+        """Peak MB of each process under the client that runs the client's program."""
+        own = self.exe.get(self.client)
+        return {pid: mb for pid, mb in self.peak.items() if pid != self.client and self.exe.get(pid) == own}
 
 
 def summarise(folder: Path, workers: int, env: dict[str, str]) -> dict[str, Any]:

@@ -34,3 +34,21 @@ def test_job_reports_each_worker_and_cleans_up(tmp_path: Path, capsys) -> None:
     assert int(re.search(r"client ([\d,]+) MB", out).group(1).replace(",", "")) > 0  # type: ignore[union-attr]
     assert "slow rank 3 named: yes" in out and "step_skew" in out
     assert list(tmp_path.iterdir()) == []  # rank files and column cache removed
+
+
+def test_only_processes_of_the_clients_program_count_as_workers() -> None:
+    # the summary also runs `git` (its history): a child of another program is not a worker
+    import subprocess
+    import sys
+
+    from bench.big_ranks import Peaks
+
+    script = ("import subprocess, sys, time\n"
+              "a = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(1.5)'])\n"
+              "b = subprocess.Popen(['sleep', '1.5'])\n"
+              "a.wait(); b.wait()\n")
+    p = subprocess.Popen([sys.executable, "-c", script])
+    with Peaks(p.pid, every_s=0.05) as peaks:
+        p.wait()
+    assert len(peaks.peak) == 3, peaks.exe  # the client, its Python child and `sleep` were all seen
+    assert len(peaks.workers) == 1 and all(mb > 0 for mb in peaks.workers.values()), peaks.exe
