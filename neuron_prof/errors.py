@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 
 class NeuronProfError(Exception):
     """Root of every error neuron-prof raises on purpose."""
@@ -75,8 +77,6 @@ def _limits() -> str:
 
 def _sizes(inputs: list[str]) -> str:
     """" (a is 1.2 GB; b is 3 MB)" for the files of `inputs` that exist ("" for none)."""
-    import os
-
     sizes = []
     for a in inputs:
         try:
@@ -89,6 +89,30 @@ def _sizes(inputs: list[str]) -> str:
 
 def _gb(n: int) -> str:
     return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.0f} MB"
+
+
+class DiskFullError(NeuronProfError, OSError):
+    """A trace streamed into the column cache found no room on the disk: the message names the trace, the
+    folders tried and their free space, and the way out. Also an OSError, as the failed write was."""
+
+    exit_code = 2
+
+    def __init__(self, path: object, folders: list[str]) -> None:
+        import shutil
+
+        free = []
+        for f in folders:
+            try:
+                free.append(f"{_gb(shutil.disk_usage(f).free)} free in {f}")
+            except OSError:
+                free.append(f"in {f}")
+        try:
+            size = f"the trace is {_gb(os.path.getsize(path))}; "  # type: ignore[arg-type]
+        except (OSError, TypeError):
+            size = ""
+        super().__init__(f"{path}: no space left on the disk for its column cache ({'; '.join(free)}; {size}"
+                         "a JSON trace's columns take about half its size). Way out: free space there, or set "
+                         "NEURON_PROF_CACHE_DIR to a folder on a disk with room")
 
 
 class ExportError(NeuronProfError):

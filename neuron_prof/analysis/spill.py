@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from neuron_prof.model import Trace
+from neuron_prof.model.reserve import reserve
 
 SPILL_ROWS = 1 << 20
 """Slices a cached trace has at least for its shared arrays to be spilled (a small trace keeps them in memory)."""
@@ -110,7 +111,7 @@ class Spill:
             return np.empty(n, dtype=dt)
         try:
             with tempfile.TemporaryFile(dir=self.folder, prefix="spill-") as f:  # unlinked: gone with the map
-                f.truncate(nbytes)
+                reserve(f.fileno(), nbytes)  # a full disk says so here, not as a SIGBUS at a later write
                 m = mmap.mmap(f.fileno(), nbytes)  # shared: written pages go to the file, not the process
         except OSError:  # a read-only cache folder, a full disk: in memory
             return np.empty(n, dtype=dt)

@@ -24,8 +24,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from neuron_prof import userdirs
+from neuron_prof.errors import DiskFullError
 from neuron_prof.loaders import coldir
 from neuron_prof.model import Trace
+from neuron_prof.model.reserve import no_space
 
 CACHE_VERSION = 2
 MIN_SIZE = 2_000_000
@@ -117,11 +119,20 @@ def save_cached(src: Path, trace: Trace) -> Path | None:
 def stream_into(src: Path, ingest: Callable[[Path, str], None]) -> Trace:
     """A trace too big for memory: `ingest(folder, key)` writes its columns into a fresh index folder, which
     becomes the index of `src` and is read back memory-mapped. Without a cache folder (or with the cache off)
-    the folder is temporary, removed as soon as its files are mapped (they stay readable until unmapped)."""
+    the folder is temporary, removed as soon as its files are mapped (they stay readable until unmapped).
+    A full disk is a `DiskFullError` naming the folders tried; the temporary folder is tried after a full cache
+    folder only when it lies on another file system."""
     key = _key(src)
     path = index_path(src) if enabled() else None
+    full: list[str] = []
     if path is not None:
-        done = _write(path, lambda folder: ingest(folder, key), swallow=False)
+        try:
+            done = _write(path, lambda folder: ingest(folder, key), swallow=False)
+        except OSError as e:  # only a full disk comes out of _write
+            full.append(str(path.parent))
+            if _same_disk(path.parent, Path(tempfile.gettempdir())):
+                raise DiskFullError(src, full) from e
+            done = None
         if done is not None:
             evict(path.parent, max_bytes(), keep=path)
             return coldir.read_trace(path)
@@ -129,13 +140,26 @@ def stream_into(src: Path, ingest: Callable[[Path, str], None]) -> Trace:
     try:
         ingest(tmp, key)
         return coldir.read_trace(tmp)
+    except OSError as e:
+        if no_space(e):
+            raise DiskFullError(src, [*full, str(tmp.parent)]) from e
+        raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _same_disk(a: Path, b: Path) -> bool:
+    """Whether folders `a` and `b` lie on one file system (True when either cannot be asked)."""
+    try:
+        return a.stat().st_dev == b.stat().st_dev
+    except OSError:
+        return True
+
+
 def _write(path: Path, fill: Callable[[Path], None], swallow: bool = True) -> Path | None:
     """A new folder filled by `fill`, then renamed to `path` (replacing an older index); None when it could not
-    be written. Errors other than OSError raise unless `swallow`; OSError (a full disk) always gives None."""
+    be written. Errors other than OSError raise unless `swallow`; OSError gives None, but for a full disk
+    when not `swallow` (raised: the caller says so). The half-written folder is removed either way."""
     tmp = None
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -150,7 +174,7 @@ def _write(path: Path, fill: Callable[[Path], None], swallow: bool = True) -> Pa
     except Exception as e:  # the index is an optimisation unless the caller needs it
         if tmp is not None:
             _remove(tmp)
-        if swallow or isinstance(e, OSError):
+        if swallow or (isinstance(e, OSError) and not no_space(e)):
             return None
         raise
 

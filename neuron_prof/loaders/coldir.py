@@ -14,6 +14,7 @@ column is held in memory while it is written or read, so a trace bigger than mem
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import threading
@@ -125,6 +126,16 @@ class ColumnWriter:
         head = {**head, "columns": {n: [self._dtypes[n], self._rows[n]] for n in self._files}}
         (self.folder / HEAD).write_bytes(orjson.dumps(head, default=str, option=_OPTS))
 
+
+    def abort(self) -> None:
+        """After a failure: end the writing thread and close every file, what they still buffer let go (a full disk
+        would refuse it again); open, the files of a folder removed would hold their disk space. The folder is the
+        caller's to remove."""
+        self.stop(quiet=True)
+        for f in self._files.values():
+            with contextlib.suppress(OSError, ValueError):
+                f.close()  # the file is closed even when writing its buffer fails
+        self._files.clear()
 
     def stop(self, quiet: bool = False) -> None:
         """End the writing thread, if any, once its writes are done (raising what failed there unless `quiet`:

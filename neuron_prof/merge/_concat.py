@@ -26,6 +26,7 @@ from neuron_prof.model import (
     drop_mapped,
     windows,
 )
+from neuron_prof.model.reserve import mapped_zeros
 
 PID_STRIDE = 10_000_000
 """Merged pid = rank * PID_STRIDE + original pid (Linux pids stay below 2**22)."""
@@ -89,7 +90,7 @@ def _derived(col: np.ndarray, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndar
         fd, tmp = tempfile.mkstemp(dir=Path(name).parent, prefix="merge-")
         os.close(fd)
         try:
-            out = np.memmap(tmp, dtype=col.dtype, mode="w+", shape=col.shape)
+            out = mapped_zeros(Path(tmp), len(col), col.dtype)  # blocks reserved: a full disk raises here
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)  # gone when the map goes

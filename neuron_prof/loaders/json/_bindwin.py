@@ -27,6 +27,7 @@ from neuron_prof.loaders.json._flows import _WALK_BACK, SliceIndex, end_rows, hi
 from neuron_prof.loaders.json._values import us_to_ns
 from neuron_prof.loaders.spill import Spill, sample_step, splitters, window_of, window_of_pairs
 from neuron_prof.model import drop_mapped
+from neuron_prof.model.reserve import mapped_zeros
 
 _CARRY = _WALK_BACK + 2
 """Slices of the order carried into the next window: every one `SliceIndex.enclosing` may step back to."""
@@ -61,7 +62,7 @@ def bound_rows(tmp: Path, ends: EndColumns, s_ts: np.ndarray, s_dur: np.ndarray,
     """The slice row each endpoint binds to (-1: none), as `_flows.bind_v1` binds it, in a file under `tmp`."""
     WINDOW = spill.WINDOW
     n, m = len(s_ts), len(ends.ph)
-    mm = np.memmap(tmp / "f_row", np.int64, "w+", shape=(max(m, 1),))
+    mm = mapped_zeros(tmp / "f_row", m, np.int64)  # its blocks reserved: a full disk is an OSError, not a SIGBUS
     out = mm[:m]  # every endpoint is in one window: each row is written there
     step = sample_step(n)
     sample = np.empty(len(range(0, n, step)), _KEY)

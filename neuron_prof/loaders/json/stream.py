@@ -162,6 +162,9 @@ def ingest(path: Path, folder: Path, key: str) -> None:
         ing = _Ingest(path, folder)
         try:
             ing.run(key)
+        except BaseException:
+            ing.w.abort()  # its files closed: a folder removed after a full disk gives its space back
+            raise
         finally:
             ing.w.stop(quiet=True)  # after close(), nothing is left to stop
 

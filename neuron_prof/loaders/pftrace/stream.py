@@ -85,17 +85,21 @@ def ingest(path: Path, folder: Path, key: str, piece: int | None = None) -> None
     with no_gc():
         ing = _Ingest(path, folder)
         try:
-            ing.read(piece or json_stream.piece_bytes())
-        except (DecodeError, ValueError, RuntimeError):
-            raise TraceFormatError(path, "not a Perfetto trace (protobuf decoding failed)") from None
-        except (KeyError, TypeError, IndexError, AttributeError, OverflowError, RecursionError) as e:
-            raise TraceFormatError(path, _damaged(e)) from None
-        if not ing.n and not ing.r.descriptors:
-            raise TraceFormatError(path, "not a Perfetto trace (no track events or track descriptors)")
-        try:
-            ing.tables(key)
-        except (KeyError, TypeError, IndexError, AttributeError, OverflowError, ValueError, RecursionError) as e:
-            raise TraceFormatError(path, _damaged(e)) from None
+            try:
+                ing.read(piece or json_stream.piece_bytes())
+            except (DecodeError, ValueError, RuntimeError):
+                raise TraceFormatError(path, "not a Perfetto trace (protobuf decoding failed)") from None
+            except (KeyError, TypeError, IndexError, AttributeError, OverflowError, RecursionError) as e:
+                raise TraceFormatError(path, _damaged(e)) from None
+            if not ing.n and not ing.r.descriptors:
+                raise TraceFormatError(path, "not a Perfetto trace (no track events or track descriptors)")
+            try:
+                ing.tables(key)
+            except (KeyError, TypeError, IndexError, AttributeError, OverflowError, ValueError, RecursionError) as e:
+                raise TraceFormatError(path, _damaged(e)) from None
+        except BaseException:
+            ing.w.abort()  # its files closed: a folder removed after a full disk gives its space back
+            raise
 
 
 class _Ingest:
