@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 
 class NeuronProfError(Exception):
     """Root of every error neuron-prof raises on purpose."""
 
     exit_code: int = 1
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its message and fields, whatever its constructor takes: one raised in a Dask worker reaches
+        the client as it was (unpickling calls no `__init__`, which may read this machine, as `DiskFullError`'s)."""
+        return _rebuilt, (type(self), self.args, dict(self.__dict__))
+
+
+def _rebuilt(cls: type[NeuronProfError], args: tuple[Any, ...], fields: dict[str, Any]) -> NeuronProfError:
+    e = cls.__new__(cls)
+    Exception.__init__(e, *args)
+    e.__dict__.update(fields)
+    return e
 
 
 class TraceLoadError(NeuronProfError):

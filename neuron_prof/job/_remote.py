@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from typing import Any
 
-from neuron_prof.errors import TraceLoadError, UsageError
+from neuron_prof.errors import DiskFullError, TraceLoadError, UsageError
 from neuron_prof.formats import split_suffix
 from neuron_prof.loaders import load
 from neuron_prof.model import Trace
@@ -69,6 +69,8 @@ def load_any(source: str) -> Trace:
         raise TraceLoadError(source, "no such file") from None
     except TraceLoadError as e:
         raise TraceLoadError(source, e.problem) from None
+    except DiskFullError:
+        raise  # no room for the copy's columns: said as it is, not as a read error
     except OSError as e:
         raise TraceLoadError(source, f"cannot read: {e}") from None
     finally:
