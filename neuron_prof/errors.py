@@ -123,9 +123,12 @@ class DiskFullError(NeuronProfError, OSError):
             size = f"the trace is {_gb(os.path.getsize(path))}; "  # type: ignore[arg-type]
         except (OSError, TypeError):
             size = ""
+        # a plain JSON's columns are about half its text; a .json.gz's or a .pftrace's outgrow the file
+        half = "a JSON trace's columns take about half its size" if str(path).endswith(".json") else \
+            "its columns may take more than its size"
         super().__init__(f"{path}: no space left on the disk for its column cache ({'; '.join(free)}; {size}"
-                         "a JSON trace's columns take about half its size). Way out: free space there, or set "
-                         "NEURON_PROF_CACHE_DIR to a folder on a disk with room")
+                         f"{half}). Way out: free space there, or set NEURON_PROF_CACHE_DIR to a folder on a disk "
+                         "with room")
 
 
 class ExportError(NeuronProfError):

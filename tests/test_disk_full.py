@@ -62,6 +62,7 @@ def test_a_streamed_load_on_a_full_disk_is_one_line_and_leaves_nothing(tmp_path:
     assert len(lines) == 1, p.stderr
     assert lines[0].startswith(f"neuron-prof: error: {trace}: no space left on the disk for its column cache"), p.stderr
     assert str(disk / "cache") in lines[0] and "NEURON_PROF_CACHE_DIR" in lines[0]
+    assert ("about half its size" in lines[0]) == (suffix == ".json")  # a .pftrace's columns outgrow it
     assert p.stdout.strip().splitlines()[-1] == "[]"  # the half-written index is gone, nothing else left
 
 

@@ -19,6 +19,7 @@ import mmap
 import os
 import threading
 from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -126,16 +127,20 @@ class ColumnWriter:
         head = {**head, "columns": {n: [self._dtypes[n], self._rows[n]] for n in self._files}}
         (self.folder / HEAD).write_bytes(orjson.dumps(head, default=str, option=_OPTS))
 
-
-    def abort(self) -> None:
-        """After a failure: end the writing thread and close every file, what they still buffer let go (a full disk
-        would refuse it again); open, the files of a folder removed would hold their disk space. The folder is the
-        caller's to remove."""
-        self.stop(quiet=True)
-        for f in self._files.values():
-            with contextlib.suppress(OSError, ValueError):
-                f.close()  # the file is closed even when writing its buffer fails
-        self._files.clear()
+    @contextlib.contextmanager
+    def closed_on_failure(self) -> Iterator[None]:
+        """Around a streamed load's writes: when they fail, the thread ends and every file is closed, what they
+        still buffer let go (a full disk would refuse it again); left open, the files of a folder removed after
+        the failure would hold their disk space. The folder is the caller's to remove."""
+        try:
+            yield
+        except BaseException:
+            self.stop(quiet=True)
+            for f in self._files.values():
+                with contextlib.suppress(OSError, ValueError):
+                    f.close()  # the file is closed even when writing its buffer fails
+            self._files.clear()
+            raise
 
     def stop(self, quiet: bool = False) -> None:
         """End the writing thread, if any, once its writes are done (raising what failed there unless `quiet`:

@@ -161,10 +161,8 @@ def ingest(path: Path, folder: Path, key: str) -> None:
     with no_gc():
         ing = _Ingest(path, folder)
         try:
-            ing.run(key)
-        except BaseException:
-            ing.w.abort()  # its files closed: a folder removed after a full disk gives its space back
-            raise
+            with ing.w.closed_on_failure():
+                ing.run(key)
         finally:
             ing.w.stop(quiet=True)  # after close(), nothing is left to stop
 

@@ -84,7 +84,7 @@ def ingest(path: Path, folder: Path, key: str, piece: int | None = None) -> None
 
     with no_gc():
         ing = _Ingest(path, folder)
-        try:
+        with ing.w.closed_on_failure():
             try:
                 ing.read(piece or json_stream.piece_bytes())
             except (DecodeError, ValueError, RuntimeError):
@@ -97,9 +97,6 @@ def ingest(path: Path, folder: Path, key: str, piece: int | None = None) -> None
                 ing.tables(key)
             except (KeyError, TypeError, IndexError, AttributeError, OverflowError, ValueError, RecursionError) as e:
                 raise TraceFormatError(path, _damaged(e)) from None
-        except BaseException:
-            ing.w.abort()  # its files closed: a folder removed after a full disk gives its space back
-            raise
 
 
 class _Ingest:
