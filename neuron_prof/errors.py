@@ -106,11 +106,12 @@ def _gb(n: int) -> str:
 
 class DiskFullError(NeuronProfError, OSError):
     """A trace streamed into the column cache found no room on the disk: the message names the trace, the
-    folders tried and their free space, and the way out. Also an OSError, as the failed write was."""
+    folders tried and their free space, and the way out (`plain_json`: a .json, whose columns take about half its
+    size). Also an OSError, as the failed write was."""
 
     exit_code = 2
 
-    def __init__(self, path: object, folders: list[str]) -> None:
+    def __init__(self, path: object, folders: list[str], plain_json: bool = False) -> None:
         import shutil
 
         free = []
@@ -124,8 +125,8 @@ class DiskFullError(NeuronProfError, OSError):
         except (OSError, TypeError):
             size = ""
         # a plain JSON's columns are about half its text; a .json.gz's or a .pftrace's outgrow the file
-        half = "a JSON trace's columns take about half its size" if str(path).endswith(".json") else \
-            "its columns may take more than its size"
+        half = ("a JSON trace's columns take about half its size" if plain_json
+                else "its columns may take more than its size")
         super().__init__(f"{path}: no space left on the disk for its column cache ({'; '.join(free)}; {size}"
                          f"{half}). Way out: free space there, or set NEURON_PROF_CACHE_DIR to a folder on a disk "
                          "with room")

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from neuron_prof import userdirs
 from neuron_prof.errors import DiskFullError
+from neuron_prof.formats import CHROME_JSON, gzipped, named_format
 from neuron_prof.loaders import coldir
 from neuron_prof.model import Trace
 from neuron_prof.model.reserve import no_space
@@ -131,7 +132,7 @@ def stream_into(src: Path, ingest: Callable[[Path, str], None]) -> Trace:
         except OSError as e:  # only a full disk comes out of _write
             full.append(str(path.parent))
             if _same_disk(path.parent, Path(tempfile.gettempdir())):
-                raise DiskFullError(src, full) from e
+                raise DiskFullError(src, full, _plain_json(src)) from e
             done = None
         if done is not None:
             evict(path.parent, max_bytes(), keep=path)
@@ -142,10 +143,15 @@ def stream_into(src: Path, ingest: Callable[[Path, str], None]) -> Trace:
         return coldir.read_trace(tmp)
     except OSError as e:
         if no_space(e):
-            raise DiskFullError(src, [*full, str(tmp.parent)]) from e
+            raise DiskFullError(src, [*full, str(tmp.parent)], _plain_json(src)) from e
         raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _plain_json(src: Path) -> bool:
+    """Whether `src` is named as a plain (not gzipped) JSON trace."""
+    return named_format(src) is CHROME_JSON and not gzipped(src)
 
 
 def _same_disk(a: Path, b: Path) -> bool:
